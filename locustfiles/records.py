@@ -1,0 +1,91 @@
+"""The data a run writes: one row per request, the level timeline and the ITL histogram.
+
+This module is the single definition of the client-side metrics and of the CSV files that carry them from the
+load generator to the analysis. It imports nothing from Locust (importing Locust monkey-patches the process), so
+the analysis and the tests can use it freely.
+
+Metric definitions, the same as ``vllm bench serve`` (vllm/benchmarks/serve.py), all in seconds, measured with
+``time.perf_counter()`` on the client and converted to wall-clock (unix) time only for ``start_time``/``end_time``:
+
+* **e2e** (end-to-end latency): from just before the request is sent to the last output-bearing chunk (streaming)
+  or to the end of the response body (non-streaming). The usage chunk and ``data: [DONE]`` do not extend it.
+* **TTFT** (time to first token): from the send to the first chunk that carries output. In chat streams the
+  role-only chunk does not count. Non-streaming responses have no TTFT (empty).
+* **ITL** (inter-token latency): the gaps between consecutive output-bearing chunks of one stream (per chunk,
+  not per token, as in vLLM). Kept as a histogram per level (``itl_histogram.csv``), not per row.
+* **TPOT** (time per output token): ``(e2e - ttft) / (completion_tokens - 1)`` for completion_tokens > 1.
+* **tok/s**: output tokens = sum of ``completion_tokens`` (from the server's ``usage``) over a time window divided
+  by the window; total tokens adds ``prompt_tokens``. Computed by the analysis, never per request.
+"""
+
+from __future__ import annotations
+
+REQUESTS_FILE = "requests.csv"
+LEVELS_FILE = "levels.csv"
+ITL_FILE = "itl_histogram.csv"
+RUN_FILE = "run.json"
+
+# requests.csv: one row per request started, written by the master (or the local runner) as rows arrive.
+REQUEST_COLUMNS = [
+    "start_time",  # unix seconds when the request was sent
+    "end_time",  # unix seconds when it ended (last output chunk, end of body, or the failure)
+    "ttft_s",  # time to first token; empty when there was no output or no streaming
+    "tpot_s",  # time per output token after the first; empty when completion_tokens <= 1
+    "e2e_s",  # end-to-end latency
+    "chunks",  # output-bearing SSE chunks received (chunks != tokens with stream_interval > 1)
+    "prompt_tokens",  # from the server's usage (empty when the server sent none)
+    "completion_tokens",  # from the server's usage (empty when the server sent none)
+    "target_prompt_tokens",  # what the request was built to have
+    "target_completion_tokens",  # what the request asked for (max_tokens)
+    "count_mismatch",  # 1 when a usage count differs from its target (output only checked under ignore_eos)
+    "ok",  # 1 success, 0 failure
+    "error",  # failure class, e.g. "HTTP 503", "StreamTruncated", "Timeout"; empty on success
+    "status",  # HTTP status code (0 when no response arrived)
+    "finish_reason",  # from the last choice: length, stop, abort ...
+    "users",  # target user count (the level) when the request started
+    "worker",  # worker id (host_pid) that ran the request, "local" without workers
+    "name",  # the request's name: chat, completions, generate, sdk-chat ...
+]
+
+# levels.csv: one row per concurrency level of a step ramp, written by the load shape on the master.
+LEVEL_COLUMNS = [
+    "users",  # target user count of the level
+    "ramp_start",  # unix seconds when the shape asked for this level
+    "hold_start",  # unix seconds when every user was running (the steady-state window starts here)
+    "hold_end",  # unix seconds when the hold ended (the next level's ramp_start)
+]
+
+# itl_histogram.csv: inter-token gaps per level, summed over all workers.
+ITL_COLUMNS = ["users", "itl_ms", "count"]
+
+# run.json: what the run was, written by the master at test start and rewritten at the end.
+RUN_KEYS = [
+    "scenario",  # scenario name, or "" for a plain locust run
+    "target",  # base URL of the server under test
+    "model",  # model name sent in the requests
+    "user_class",  # Locust user class name
+    "input_tokens",  # target prompt tokens
+    "output_tokens",  # target completion tokens
+    "started",  # unix seconds
+    "ended",  # unix seconds, or null while running
+    "complete",  # false when the run was interrupted (Ctrl-C, SIGTERM, lost master): analyse as partial
+    "workers",  # worker ids seen during the run
+    "lost_workers",  # [{"worker", "last_seen"}] for workers that went missing mid-run
+]
+
+
+def tpot(e2e_s: float, ttft_s: float | None, completion_tokens: int | None) -> float | None:
+    """Time per output token after the first, or None when it is undefined."""
+    if ttft_s is None or not completion_tokens or completion_tokens <= 1:
+        return None
+    return (e2e_s - ttft_s) / (completion_tokens - 1)
+
+
+def itl_bucket_ms(gap_s: float) -> float:
+    """The histogram key of one inter-token gap: 0.1 ms resolution below 100 ms, 1 ms below 1 s, 10 ms above."""
+    ms = gap_s * 1000.0
+    if ms < 100.0:
+        return round(ms, 1)
+    if ms < 1000.0:
+        return float(round(ms))
+    return float(round(ms, -1))

@@ -1,0 +1,265 @@
+"""What every user class shares: the options, the run's recorder, the target's model and prompts, and the
+request flow of the HTTP users (one request per task, timed per chunk, recorded whatever happens).
+
+Locust pitfalls this flow avoids (see shared/reference/locust-notes.md): chunks are read with
+``stream.readline`` (``iter_content``/``iter_lines`` wait for 1 KiB and delay TTFT); every exception is caught
+inside the ``catch_response`` block (else Locust drops the request from its stats); the built-in response time
+is replaced by the end-to-end latency (it is only time-to-headers for streams); the body is drained to its end so
+the connection is reused; TTFT and TPOT are logged into their own stats entries with ``StatsEntry.log`` so that
+they show in the console, CSVs and web UI without inflating the request rate.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import time
+
+import gevent
+from geventhttpclient.response import HTTPParseError
+from locust import FastHttpUser, events, task
+from locust.exception import StopUser
+from locust.runners import MasterRunner, WorkerRunner
+
+from locustfiles import options as opts
+from locustfiles.exchange import Exchange, StreamError, error_event, response_error
+from locustfiles.prompts import Tokenizer, build_workload
+from locustfiles.recorder import Recorder
+
+log = logging.getLogger(__name__)
+
+
+class Target:
+    """The server under test as this process sees it: model, headers and (on load generators) the workload."""
+
+    def __init__(self, environment) -> None:
+        self.environment = environment
+        self.recorder = Recorder(environment)
+        self.model = ""
+        self.headers: dict = {}
+        self.workloads: dict[bool, object] = {}  # chat template or not -> Workload
+
+    def prepare(self) -> None:
+        """Resolve the model and headers from the options (at test start, when workers have the master's)."""
+        options = self.environment.parsed_options
+        key = opts.api_key(options)
+        self.headers = {"Accept-Encoding": "identity"} | ({"Authorization": f"Bearer {key}"} if key else {})
+        needs_model = any(getattr(cls, "needs_model", True) for cls in self.environment.user_classes)
+        self.model = options.model or (self.first_model() if needs_model else "")
+        self.workloads.clear()
+        if not isinstance(self.environment.runner, MasterRunner):
+            for chat in {getattr(cls, "chat", False) for cls in self.environment.user_classes}:
+                self.workloads[chat] = self.build_workload(chat)
+
+    def first_model(self) -> str:
+        import requests
+
+        url = self.environment.host.rstrip("/") + "/v1/models"
+        try:
+            resp = requests.get(url, headers=self.headers, timeout=30, verify=not self.environment.parsed_options.insecure)
+            resp.raise_for_status()
+            return resp.json()["data"][0]["id"]
+        except (requests.RequestException, ValueError, KeyError, IndexError) as e:
+            raise StopTarget(f"cannot list models at {url}: {e}") from None
+
+    def build_workload(self, chat: bool):
+        """The prompts for chat (template counted) or plain prompts, sized once per process and run."""
+        options = self.environment.parsed_options
+        tokenizer = Tokenizer(self.environment.host, self.model, self.headers, chat, verify=not options.insecure)
+        workload = build_workload(tokenizer, options, seed=os.getpid() ^ int(time.time()))
+        log.info("Prompts sized for %s with %d /tokenize calls", self.model, tokenizer.calls)
+        return workload
+
+
+class StopTarget(Exception):
+    pass
+
+
+@events.init_command_line_parser.add_listener
+def _add_options(parser, **_kw) -> None:
+    opts.add_arguments(parser)
+
+
+@events.init.add_listener
+def _on_init(environment, **_kw) -> None:
+    environment.llm_target = Target(environment)
+
+
+@events.test_start.add_listener
+def _on_test_start(environment, **_kw) -> None:
+    try:
+        environment.llm_target.prepare()
+    except StopTarget as e:
+        log.error("%s", e)
+        environment.process_exit_code = 2
+        if not isinstance(environment.runner, WorkerRunner):  # a worker's users stop; its master quits
+            gevent.spawn(environment.runner.quit)
+
+
+def failure_name(exc: BaseException) -> str:
+    """A stable, readable failure class for an exception raised while sending or reading a request."""
+    if isinstance(exc, StreamError):
+        return exc.name
+    if isinstance(exc, (gevent.Timeout, TimeoutError, socket.timeout)):
+        return "Timeout"
+    if isinstance(exc, ConnectionRefusedError):
+        return "ConnectionRefused"
+    if isinstance(exc, (HTTPParseError, ConnectionError, OSError)):
+        return "StreamTruncated"
+    if isinstance(exc, ValueError):
+        return "MalformedJSON"
+    return type(exc).__name__
+
+
+def log_token_stats(environment, exchange: Exchange) -> None:
+    """TTFT and TPOT into their own Locust stats entries (milliseconds), outside the request totals."""
+    if exchange.ttft is not None:
+        environment.stats.get(exchange.name, "TTFT").log(exchange.ttft * 1000, 0)
+    if exchange.tpot is not None:
+        environment.stats.get(exchange.name, "TPOT").log(exchange.tpot * 1000, 0)
+
+
+def run_request(user, send) -> None:
+    """Send the user's next request with ``send(spec, exchange)`` and record it, whatever happens."""
+    spec = user.workload.next_request()
+    exchange = Exchange(user.request_name, user.target.recorder.level, spec.target_prompt_tokens, spec.max_tokens,
+                        check_output=user.ignore_eos)
+    try:
+        send(spec, exchange)
+    finally:  # also when the user is stopped mid-request: the row says so
+        if exchange.end is None:
+            exchange.fail("Aborted")
+        user.target.recorder.record(exchange)
+
+
+def sampling(user, spec) -> dict:
+    """The request fields that force the output length, shared by the OpenAI-style APIs."""
+    fields = {"max_tokens": spec.max_tokens, "stream": user.stream}
+    if user.target.model:
+        fields["model"] = user.target.model
+    if user.ignore_eos:
+        fields |= {"ignore_eos": True, "min_tokens": spec.max_tokens}
+    if user.temperature is not None:
+        fields["temperature"] = user.temperature
+    if user.stream:
+        fields["stream_options"] = {"include_usage": True}
+    return fields
+
+
+def read_options(user, environment) -> None:
+    """Copy the per-request options onto a user."""
+    options = environment.parsed_options
+    user.target = environment.llm_target
+    user.stream = not options.no_stream
+    user.ignore_eos = not options.no_ignore_eos
+    user.timeout = options.request_timeout
+    user.temperature = options.temperature
+
+
+def start_user(user) -> None:
+    """on_start of every user class: take the prepared workload, or stop when the target could not be prepared."""
+    if user.chat not in user.target.workloads:  # logged at test start
+        raise StopUser()
+    user.workload = user.target.workloads[user.chat]
+
+
+class LLMUser(FastHttpUser):
+    """A closed-loop client: sends one request, waits for its whole answer, sends the next.
+
+    Subclasses say where (``path``), what (``body``) and what counts as output in a streamed choice
+    (``is_output``), and how a non-streamed response carries its result (``read_json``).
+    """
+
+    abstract = True
+    path = ""
+    request_name = ""  # the name of its entries in Locust's stats and of its rows
+    chat = False  # prompts are chat messages (the template's tokens count toward the input length)
+    needs_model = True  # the API takes a model name (default: the first the server lists)
+
+    def __init__(self, environment) -> None:
+        options = environment.parsed_options
+        self.network_timeout = options.request_timeout  # per socket read: a silent server fails as Timeout
+        self.connection_timeout = min(options.request_timeout, 30.0)
+        self.insecure = options.insecure
+        self.concurrency = 1
+        super().__init__(environment)
+        read_options(self, environment)
+
+    def on_start(self) -> None:
+        start_user(self)
+
+    @task
+    def request(self) -> None:
+        run_request(self, self.send)
+
+    def send(self, spec, exchange: Exchange) -> None:
+        with self.client.post(self.path, json=self.body(spec), headers=self.target.headers, stream=self.stream,
+                              catch_response=True, name=self.request_name) as resp:
+            exchange.status = resp.status_code
+            remaining = max(self.timeout - (time.perf_counter() - exchange.start), 0.001)
+            try:
+                with gevent.Timeout(remaining, StreamError("Timeout")):
+                    self.check_status(resp)
+                    if self.stream:
+                        self.read_stream(resp.stream, exchange)
+                    else:
+                        self.read_json(json.loads(resp.content), exchange)
+            except Exception as e:  # must not escape the block: Locust would drop the request from its stats
+                exchange.fail(failure_name(e))
+            exchange.finish()
+            resp.request_meta["response_time"] = exchange.e2e * 1000
+            resp.request_meta["response_length"] = exchange.completion_tokens or 0
+            if exchange.error:
+                resp.failure(exchange.error)
+            else:
+                resp.success()
+        if not exchange.error:
+            log_token_stats(self.environment, exchange)
+
+    @staticmethod
+    def check_status(resp) -> None:
+        if resp.status_code == 0:  # no response: Locust's FastHttpSession keeps the exception
+            raise resp.error
+        if resp.status_code != 200:
+            raise response_error(resp.status_code, resp.content or b"")
+
+    def read_stream(self, stream, exchange: Exchange) -> None:
+        """Read an OpenAI-style SSE body to its end, timing each output-bearing chunk."""
+        done = False
+        while line := stream.readline(b"\n"):
+            if not line.startswith(b"data:"):
+                continue  # event separators, ": keep-alive" comments
+            now = time.perf_counter()
+            data = line[5:].strip()
+            if data == b"[DONE]":
+                done = True
+                continue  # drain to the end of the body so the connection is reused
+            chunk = json.loads(data)
+            if "error" in chunk:
+                raise error_event(chunk)
+            if chunk.get("usage"):
+                exchange.usage(chunk["usage"])
+            if choices := chunk.get("choices"):
+                choice = choices[0]
+                if self.is_output(choice):
+                    exchange.output(now)
+                if reason := choice.get("finish_reason"):
+                    exchange.finish_reason = reason
+        if not done:
+            raise StreamError("StreamTruncated", "the stream ended without data: [DONE]")
+        if not exchange.chunks:
+            raise StreamError("NoOutput", "no chunk carried output")
+
+    def body(self, spec) -> dict:
+        raise NotImplementedError
+
+    def is_output(self, choice: dict) -> bool:
+        raise NotImplementedError
+
+    def read_json(self, response: dict, exchange: Exchange) -> None:
+        if "error" in response:
+            raise error_event(response)
+        exchange.usage(response.get("usage") or {})
+        exchange.finish_reason = (response.get("choices") or [{}])[0].get("finish_reason") or ""

@@ -1,0 +1,23 @@
+"""Locustfile: text completions (``/v1/completions``), streamed by default.
+
+    locust -f locustfiles/completions.py -H http://127.0.0.1:8000 --headless -u 10 -t 1m
+"""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository root, for `locustfiles.*`
+
+from locustfiles.base import LLMUser, sampling  # noqa: E402
+
+
+class CompletionsUser(LLMUser):
+    path = "/v1/completions"
+    request_name = "completions"
+
+    def body(self, spec) -> dict:
+        return sampling(self, spec) | {"prompt": spec.text}
+
+    def is_output(self, choice: dict) -> bool:
+        # vLLM's benchmark rule: every completions chunk with a choice carries output (its text may be "")
+        return "text" in choice

@@ -1,0 +1,126 @@
+"""One request's measurement: the timing of its output chunks, the server's usage counts, how it ended.
+
+Pure Python with no Locust import, so it is unit-tested directly. The metric definitions are those of
+``records`` (the same as ``vllm bench serve``); this module only collects the timestamps they need.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from locustfiles import records
+
+
+class StreamError(Exception):
+    """A failure inside a response whose HTTP status was fine; its ``name`` becomes the row's error class."""
+
+    def __init__(self, name: str, detail: str = "") -> None:
+        super().__init__(f"{name}: {detail}" if detail else name)
+        self.name = name
+
+
+class Exchange:
+    """Collects what one request measured; ``row()`` turns it into a ``requests.csv`` row."""
+
+    __slots__ = ("name", "users", "target_prompt_tokens", "max_tokens", "check_output", "start_wall", "start",
+                 "first", "last", "end", "chunks", "gaps", "prompt_tokens", "completion_tokens", "finish_reason",
+                 "status", "error")
+
+    def __init__(self, name: str, users: int, target_prompt_tokens: int | None, max_tokens: int,
+                 check_output: bool) -> None:
+        self.name = name
+        self.users = users
+        self.target_prompt_tokens = target_prompt_tokens
+        self.max_tokens = max_tokens
+        self.check_output = check_output  # output length is forced (ignore_eos), so it must equal max_tokens
+        self.start_wall = time.time()
+        self.start = time.perf_counter()
+        self.first: float | None = None
+        self.last: float | None = None
+        self.end: float | None = None
+        self.chunks = 0
+        self.gaps: list[float] = []
+        self.prompt_tokens: int | None = None
+        self.completion_tokens: int | None = None
+        self.finish_reason = ""
+        self.status = 0
+        self.error = ""
+
+    def output(self, now: float) -> None:
+        """An output-bearing chunk arrived at ``now`` (perf_counter seconds)."""
+        if self.first is None:
+            self.first = now
+        else:
+            self.gaps.append(now - self.last)
+        self.last = now
+        self.chunks += 1
+
+    def usage(self, usage: dict) -> None:
+        self.prompt_tokens = usage.get("prompt_tokens")
+        self.completion_tokens = usage.get("completion_tokens")
+
+    def fail(self, name: str) -> None:
+        """Mark the request failed with error class ``name`` (the first failure wins)."""
+        if not self.error:
+            self.error = name
+        self.finish()
+
+    def finish(self) -> None:
+        """The request is over: e2e ends at the last output chunk, else now."""
+        if self.end is None:
+            self.end = self.last if (self.last is not None and not self.error) else time.perf_counter()
+
+    @property
+    def e2e(self) -> float:
+        return (self.end if self.end is not None else time.perf_counter()) - self.start
+
+    @property
+    def ttft(self) -> float | None:
+        return None if self.first is None else self.first - self.start
+
+    @property
+    def tpot(self) -> float | None:
+        return records.tpot(self.e2e, self.ttft, self.completion_tokens)
+
+    def count_mismatch(self) -> bool:
+        prompt_off = None not in (self.prompt_tokens, self.target_prompt_tokens) and \
+            self.prompt_tokens != self.target_prompt_tokens
+        output_off = self.check_output and self.completion_tokens is not None and \
+            self.completion_tokens != self.max_tokens
+        return bool(prompt_off or output_off)
+
+    def row(self, worker: str) -> list:
+        """The ``requests.csv`` row, in ``records.REQUEST_COLUMNS`` order."""
+        e2e = self.e2e
+        ok = not self.error
+        return [
+            round(self.start_wall, 6), round(self.start_wall + e2e, 6), _opt(self.ttft), _opt(self.tpot),
+            round(e2e, 6), self.chunks, _opt(self.prompt_tokens), _opt(self.completion_tokens),
+            _opt(self.target_prompt_tokens), self.max_tokens, int(ok and self.count_mismatch()), int(ok),
+            self.error, self.status, self.finish_reason, self.users, worker, self.name,
+        ]
+
+
+def _opt(value):
+    if value is None:
+        return ""
+    return round(value, 6) if isinstance(value, float) else value
+
+
+def error_event(obj: dict) -> StreamError:
+    """The failure for an in-stream ``{"error": {...}}`` event (vLLM sends these after a 200)."""
+    err = obj.get("error")
+    kind = (err.get("type") or "error") if isinstance(err, dict) else "error"
+    return StreamError(f"StreamError {kind}", json.dumps(err)[:200])
+
+
+def response_error(status: int, body: bytes) -> StreamError:
+    """The failure for a non-200 response, with vLLM's error message when the body has one."""
+    detail = body[:300].decode("utf-8", "replace")
+    try:
+        err = json.loads(body).get("error")
+        detail = err.get("message", detail) if isinstance(err, dict) else str(err)
+    except (ValueError, AttributeError):
+        pass
+    return StreamError(f"HTTP {status}", detail)

@@ -1,0 +1,51 @@
+"""Locustfile: the legacy ``/generate`` API of vLLM's old demo server (``vllm.entrypoints.api_server``).
+
+That server (vLLM up to 0.24) answers ``{"text": [prompt + output]}``; streamed, one JSON line per engine step
+with the cumulative text. It reports no ``usage``: a stream's completion tokens are counted as its lines (one per
+engine step, i.e. per token), a non-streamed answer has none. It has no ``/tokenize`` either, so prompt lengths
+are estimates unless the same host also serves ``/tokenize`` (the embedded simulator does).
+
+    locust -f locustfiles/generate.py -H http://127.0.0.1:8000 --headless -u 4 -t 1m
+"""
+
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository root, for `locustfiles.*`
+
+from locustfiles.base import LLMUser  # noqa: E402
+from locustfiles.exchange import StreamError  # noqa: E402
+
+
+class GenerateUser(LLMUser):
+    path = "/generate"
+    request_name = "generate"
+    needs_model = False
+
+    def body(self, spec) -> dict:
+        fields = {"prompt": spec.text, "n": 1, "max_tokens": spec.max_tokens, "stream": self.stream}
+        if self.ignore_eos:
+            fields |= {"ignore_eos": True, "min_tokens": spec.max_tokens}
+        if self.temperature is not None:
+            fields["temperature"] = self.temperature
+        return fields
+
+    def read_stream(self, stream, exchange) -> None:
+        text_length = 0
+        while line := stream.readline(b"\n"):
+            now = time.perf_counter()
+            if not line.strip():
+                continue
+            text = json.loads(line)["text"][0]
+            if len(text) > text_length:
+                exchange.output(now)
+                text_length = len(text)
+        if not exchange.chunks:
+            raise StreamError("NoOutput", "no line carried output")
+        exchange.completion_tokens = exchange.chunks
+
+    def read_json(self, response: dict, exchange) -> None:
+        if not isinstance(response.get("text"), list):
+            raise StreamError("MalformedJSON", "no text list in the response")

@@ -1,0 +1,53 @@
+"""Command-line options of the user classes.
+
+They are Locust custom arguments (``parser.add_argument`` on the ``init_command_line_parser`` event), so they work
+on the command line, in ``--config`` files, as ``LOCUST_*`` environment variables, in the web UI form, and reach the
+workers with the master's spawn message. Read them in ``test_start`` or later, never at import.
+"""
+
+from __future__ import annotations
+
+import os
+
+DEFAULT_INPUT_TOKENS = 2048
+DEFAULT_OUTPUT_TOKENS = 512
+DEFAULT_REQUEST_TIMEOUT_S = 600.0
+TOKEN_DISTRIBUTIONS = ("fixed", "uniform", "normal")
+
+
+def add_arguments(parser) -> None:
+    """Register the suite's options on Locust's argument parser."""
+    parser.add_argument("--model", default="", help="Model name sent in requests (default: the first model the server lists)")
+    parser.add_argument("--input-tokens", type=int, default=DEFAULT_INPUT_TOKENS,
+                        help="Prompt length in tokens, chat template included, measured with the server's /tokenize")
+    parser.add_argument("--output-tokens", type=int, default=DEFAULT_OUTPUT_TOKENS,
+                        help="Output length in tokens (max_tokens, forced with ignore_eos and min_tokens)")
+    parser.add_argument("--token-dist", choices=TOKEN_DISTRIBUTIONS, default="fixed",
+                        help="Distribution of input and output lengths around their targets")
+    parser.add_argument("--token-spread", type=float, default=0.0,
+                        help="uniform: +/- this fraction of the target; normal: the standard deviation as a fraction")
+    parser.add_argument("--dataset", default="", help="JSONL file of prompts ({\"prompt\": ...} or {\"messages\": ...})")
+    parser.add_argument("--api-key", default="", is_secret=True, env_var="OPENAI_API_KEY",
+                        help="Bearer token for the server (or OPENAI_API_KEY); never written to any output")
+    parser.add_argument("--api-key-file", default="", help="Read the bearer token from this file")
+    parser.add_argument("--no-stream", action="store_true", default=False,
+                        help="Send non-streaming requests (no TTFT/ITL; e2e and token counts only)")
+    parser.add_argument("--no-ignore-eos", action="store_true", default=False,
+                        help="Let the model stop early: do not send ignore_eos/min_tokens")
+    parser.add_argument("--temperature", type=float, default=None, help="Sampling temperature (server default if unset)")
+    parser.add_argument("--request-timeout", type=float, default=DEFAULT_REQUEST_TIMEOUT_S,
+                        help="Seconds one request may take in total, and may stay silent, before it fails as Timeout")
+    parser.add_argument("--insecure", action="store_true", default=False,
+                        help="Do not verify the target's TLS certificate (self-signed test servers)")
+    parser.add_argument("--results-dir", default="", help="Folder for requests.csv and the run files "
+                        "(default: results/run-<time>); the master refuses a folder that already holds a run")
+    parser.add_argument("--overwrite", action="store_true", default=False, include_in_web_ui=False,
+                        help="Allow --results-dir to hold an earlier run (its files are replaced)")
+
+
+def api_key(options) -> str:
+    """The bearer token from --api-key-file, --api-key or OPENAI_API_KEY (in that order), or ''."""
+    if options.api_key_file:
+        with open(options.api_key_file, encoding="utf-8") as f:
+            return f.read().strip()
+    return options.api_key or os.environ.get("OPENAI_API_KEY", "")

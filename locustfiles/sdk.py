@@ -1,0 +1,92 @@
+"""Locustfile: chat completions through the official ``openai`` SDK, for users who want its exact behaviour.
+
+The SDK (httpx under gevent) costs more client CPU per token than ``ChatUser``'s raw SSE reader: see
+benchmarks/client.md for the measured figures before using it for high-concurrency runs.
+
+    locust -f locustfiles/sdk.py -H http://127.0.0.1:8000 --headless -u 10 -t 1m
+"""
+
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository root, for `locustfiles.*`
+
+import gevent  # noqa: E402
+import openai  # noqa: E402
+from locust import User, task  # noqa: E402
+
+from locustfiles import options as opts  # noqa: E402
+from locustfiles.base import failure_name, log_token_stats, read_options, run_request, sampling, start_user  # noqa: E402
+from locustfiles.exchange import StreamError  # noqa: E402
+
+
+def sdk_failure_name(exc: BaseException) -> str:
+    if isinstance(exc, openai.APIStatusError):
+        return f"HTTP {exc.status_code}"
+    if isinstance(exc, openai.APITimeoutError):
+        return "Timeout"
+    if isinstance(exc, openai.APIConnectionError):
+        return failure_name(exc.__cause__) if exc.__cause__ else "ConnectionError"
+    return failure_name(exc)
+
+
+class SdkChatUser(User):
+    abstract = False
+    request_name = "sdk-chat"
+    chat = True
+    needs_model = True
+
+    def __init__(self, environment) -> None:
+        super().__init__(environment)
+        read_options(self, environment)
+        options = environment.parsed_options
+        self.client = openai.OpenAI(base_url=self.host.rstrip("/") + "/v1", api_key=opts.api_key(options) or "EMPTY",
+                                    timeout=self.timeout, max_retries=0)
+
+    def on_start(self) -> None:
+        start_user(self)
+
+    @task
+    def request(self) -> None:
+        run_request(self, self.send)
+
+    def send(self, spec, exchange) -> None:
+        fields = sampling(self, spec)
+        extra = {key: fields.pop(key) for key in ("ignore_eos", "min_tokens") if key in fields}
+        try:
+            with gevent.Timeout(self.timeout, StreamError("Timeout")):
+                response = self.client.chat.completions.create(
+                    messages=[{"role": "user", "content": spec.text}], extra_body=extra, **fields)
+                exchange.status = 200
+                if self.stream:
+                    self.read_stream(response, exchange)
+                else:
+                    exchange.usage(response.usage.model_dump() if response.usage else {})
+                    exchange.finish_reason = response.choices[0].finish_reason or ""
+        except Exception as e:  # every failure becomes a row and a Locust failure, never an escaped exception
+            exchange.status = getattr(e, "status_code", exchange.status)
+            exchange.fail(sdk_failure_name(e))
+        exchange.finish()
+        self.environment.events.request.fire(
+            request_type="POST", name=self.request_name, response_time=exchange.e2e * 1000,
+            response_length=exchange.completion_tokens or 0, response=None, context={},
+            exception=StreamError(exchange.error) if exchange.error else None)
+        if not exchange.error:
+            log_token_stats(self.environment, exchange)
+
+    @staticmethod
+    def read_stream(response, exchange) -> None:
+        for chunk in response:
+            now = time.perf_counter()
+            if chunk.usage:
+                exchange.usage(chunk.usage.model_dump())
+            if chunk.choices:
+                choice = chunk.choices[0]
+                delta = choice.delta
+                if delta.content or (delta.content == "" and delta.role is None):
+                    exchange.output(now)
+                if choice.finish_reason:
+                    exchange.finish_reason = choice.finish_reason
+        if not exchange.chunks:
+            raise StreamError("NoOutput", "no chunk carried output")

@@ -107,6 +107,10 @@ class Recorder:
             users, ramp_start, _ = self.open_level
             self.open_level = (users, ramp_start, time.time())
 
+    def level_ended(self) -> None:
+        """The open level's hold is over."""
+        self._close_level(time.time())
+
     def _close_level(self, now: float) -> None:
         if self.open_level and self.folder:
             users, ramp_start, hold_start = self.open_level

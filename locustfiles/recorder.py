@@ -19,7 +19,7 @@ from locust.runners import MasterRunner, WorkerRunner
 
 from locustfiles import records
 from locustfiles.exchange import Exchange
-from locustfiles.runfolder import RunFolder, RunFolderExists, default_path
+from locustfiles.runfolder import RunFolder, RunFolderExists, default_path, write_final_locust_csvs
 
 log = logging.getLogger(__name__)
 
@@ -149,6 +149,7 @@ class Recorder:
             "lost_workers": [],
         }
         self.folder.write_run(self.meta)
+        self.set_level(self.runner.target_user_count)  # set just before test_start; the first users start after
         log.info("Writing the run to %s", path)
 
     def _receive(self, client_id, data, **_kw) -> None:
@@ -203,6 +204,8 @@ class Recorder:
         self.meta["complete"] = self.stopped
 
     def _on_quit(self, exit_code=0, **_kw) -> None:
+        if prefix := self.environment.parsed_options.csv_prefix:
+            write_final_locust_csvs(self.environment, prefix)
         if not self.folder:
             return
         now = time.time()

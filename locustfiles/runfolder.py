@@ -70,3 +70,21 @@ class RunFolder:
     def close(self) -> None:
         self._requests_file.close()
         self._levels_file.close()
+
+
+def write_final_locust_csvs(environment, prefix: str) -> None:
+    """Write Locust's ``--csv`` snapshot once more with the final numbers.
+
+    Locust rewrites ``PREFIX_stats.csv`` (and the failures and exceptions files) only every second, so up to a
+    second of requests is missing from them at exit. The files are replaced (not rewritten in place): Locust's own
+    writer still holds the old files open and flushes into them when it closes, which then touches nothing.
+    """
+    from locust.stats import PERCENTILES_TO_REPORT, StatsCSV
+
+    snapshot = StatsCSV(environment, PERCENTILES_TO_REPORT)
+    for suffix, write in (("stats", snapshot.requests_csv), ("failures", snapshot.failures_csv),
+                          ("exceptions", snapshot.exceptions_csv)):
+        path = f"{prefix}_{suffix}.csv"
+        with open(path + ".tmp", "w", newline="", encoding="utf-8") as f:
+            write(csv.writer(f))
+        os.replace(path + ".tmp", path)

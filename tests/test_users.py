@@ -1,0 +1,104 @@
+"""The user classes against the embedded simulator, through the real locust CLI."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+
+from tests.conftest import read_rows, run_locust, server_completed
+
+SHORT = ["--input-tokens", "64", "--output-tokens", "16", "--headless", "--only-summary", "-L", "WARNING"]
+
+
+def locust_stats(prefix) -> dict[tuple[str, str], dict]:
+    with open(f"{prefix}_stats.csv", newline="") as f:
+        return {(r["Type"], r["Name"]): r for r in csv.DictReader(f)}
+
+
+def check_rows(rows: list[dict], name: str, prompt: int = 64, completion: int = 16) -> list[dict]:
+    """Every finished row is a success with the exact token counts; returns those rows."""
+    done = [r for r in rows if r["error"] != "Aborted"]  # in flight when the run stopped
+    assert done, "no request finished"
+    for r in done:
+        assert (r["ok"], r["error"], r["name"], r["count_mismatch"]) == ("1", "", name, "0"), r
+        assert int(r["completion_tokens"]) == completion and int(r["target_completion_tokens"]) == completion
+        if r["prompt_tokens"]:
+            assert int(r["prompt_tokens"]) == prompt == int(r["target_prompt_tokens"])
+    return done
+
+
+@pytest.mark.parametrize("locustfile,name", [("chat", "chat"), ("completions", "completions"), ("sdk", "sdk-chat")])
+def test_one_streaming_user(simulator, tmp_path, locustfile, name):
+    sim = simulator("--profile", "cpu-tiny")
+    out = tmp_path / "run"
+    proc = run_locust("-f", f"locustfiles/{locustfile}.py", "-H", sim.url, "-u", "1", "-r", "1", "-t", "4s",
+                      "--results-dir", str(out), "--csv", str(out / "locust"), *SHORT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    rows = check_rows(read_rows(out / "requests.csv"), name)
+    for r in rows:
+        assert 0 < float(r["ttft_s"]) < float(r["e2e_s"]) and float(r["tpot_s"]) > 0
+        assert int(r["chunks"]) == 16 and r["finish_reason"] == "length" and r["users"] == "1"
+    stats = locust_stats(out / "locust")
+    assert int(stats[("POST", name)]["Request Count"]) == len(rows)
+    assert int(stats[("TTFT", name)]["Request Count"]) == len(rows) == int(stats[("TPOT", name)]["Request Count"])
+    assert float(stats[("POST", name)]["Average Content Size"]) == 16  # output tokens per request
+    assert int(stats[("", "Aggregated")]["Request Count"]) == len(rows)  # TTFT/TPOT do not inflate the total
+
+
+@pytest.mark.parametrize("locustfile,name", [("chat", "chat"), ("completions", "completions"), ("sdk", "sdk-chat")])
+def test_non_streaming_users(simulator, tmp_path, locustfile, name):
+    sim = simulator("--profile", "cpu-tiny")
+    out = tmp_path / "run"
+    proc = run_locust("-f", f"locustfiles/{locustfile}.py", "-H", sim.url, "-u", "2", "-r", "2", "-t", "3s",
+                      "--no-stream", "--results-dir", str(out), *SHORT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for r in check_rows(read_rows(out / "requests.csv"), name):
+        assert r["ttft_s"] == "" and r["tpot_s"] == "" and float(r["e2e_s"]) > 0
+
+
+def test_legacy_generate_user(simulator, tmp_path):
+    sim = simulator("--profile", "cpu-tiny")
+    out = tmp_path / "run"
+    proc = run_locust("-f", "locustfiles/generate.py", "-H", sim.url, "-u", "2", "-r", "2", "-t", "3s",
+                      "--results-dir", str(out), *SHORT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [r for r in read_rows(out / "requests.csv") if r["error"] != "Aborted"]
+    assert rows and all(r["ok"] == "1" and r["completion_tokens"] == "16" and float(r["ttft_s"]) > 0 for r in rows)
+
+
+def test_many_users_on_master_and_two_workers(simulator, tmp_path):
+    sim = simulator("--profile", "cpu-tiny")
+    out = tmp_path / "run"
+    port = "25671"
+    proc = run_locust("-f", "locustfiles/chat.py", "-H", sim.url, "-u", "40", "-r", "40", "-t", "6s",
+                      "--processes", "2", "--master-bind-host", "127.0.0.1", "--master-bind-port", port,
+                      "--master-port", port, "--expect-workers-max-wait", "30",
+                      "--results-dir", str(out), "--csv", str(out / "locust"), *SHORT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = read_rows(out / "requests.csv")
+    assert len({r["worker"] for r in rows}) == 2
+    assert len(rows) == server_completed(sim.url)  # nothing lost, nothing counted twice (aborts included)
+    done = check_rows(rows, "chat")
+    assert {r["users"] for r in done} == {"40"}
+    stats = locust_stats(out / "locust")
+    assert int(stats[("POST", "chat")]["Request Count"]) == len(done)
+
+
+def test_ttft_matches_the_server_within_5ms(simulator, tmp_path):
+    """The simulator reports its own time to first token; one request at a time, the client must agree."""
+    from tests.conftest import scrape
+
+    sim = simulator("--profile", "cpu-tiny")
+    out = tmp_path / "run"
+    proc = run_locust("-f", "locustfiles/chat.py", "-H", sim.url, "-u", "1", "-r", "1", "-t", "3s",
+                      "--input-tokens", "2000", "--output-tokens", "4", "--headless", "--only-summary",
+                      "--results-dir", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [r for r in read_rows(out / "requests.csv") if r["ok"] == "1"]
+    metrics = scrape(sim.url)
+    server_ttft = metrics["vllm:time_to_first_token_seconds_sum{}"] / metrics["vllm:time_to_first_token_seconds_count{}"]
+    client_ttft = sum(float(r["ttft_s"]) for r in rows) / len(rows)
+    assert int(metrics["vllm:time_to_first_token_seconds_count{}"]) >= len(rows) >= 3
+    assert abs(client_ttft - server_ttft) < 0.005, (client_ttft, server_ttft)

@@ -97,6 +97,9 @@ class Recorder:
             self.runner.send_message(LEVEL_MESSAGE, users)
 
     def level_started(self, users: int) -> None:
+        """A level's ramp begins (announcing the level that is already ramping again changes nothing)."""
+        if self.open_level and self.open_level[0] == users and self.open_level[2] is None:
+            return
         self._close_level(time.time())
         self.set_level(users)
         self.open_level = (users, time.time(), None)

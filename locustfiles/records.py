@@ -24,6 +24,7 @@ REQUESTS_FILE = "requests.csv"
 LEVELS_FILE = "levels.csv"
 ITL_FILE = "itl_histogram.csv"
 RUN_FILE = "run.json"
+LOCUST_CSV_PREFIX = "locust"  # Locust's own --csv files in a run folder: locust_stats.csv, locust_failures.csv ...
 
 # requests.csv: one row per request started, written by the master (or the local runner) as rows arrive.
 REQUEST_COLUMNS = [

@@ -18,6 +18,7 @@ import tomllib
 from contextlib import contextmanager
 from pathlib import Path
 
+from locustfiles import records
 from scenarios.levels import parse_levels
 
 log = logging.getLogger("scenarios")
@@ -99,7 +100,8 @@ def run_locust(name: str, config: Path, keys: dict[str, str], target: str, run_d
     common = [sys.executable, "-m", "locust", "-f", locustfile, "--config", str(config), "-H", target, *extra_args]
     master_cmd = common + ["--master", "--headless", "--master-bind-host", "127.0.0.1", "--master-bind-port", port,
                            "--expect-workers", str(workers), "--expect-workers-max-wait", str(WORKER_CONNECT_WAIT_S),
-                           "--results-dir", str(run_dir), "--csv", str(run_dir / "locust"), "--scenario", name]
+                           "--results-dir", str(run_dir), "--csv", str(run_dir / records.LOCUST_CSV_PREFIX),
+                           "--scenario", name]
     worker_cmd = common + ["--worker", "--master-host", "127.0.0.1", "--master-port", port]
     master = subprocess.Popen(master_cmd, cwd=REPO)
     children = [subprocess.Popen(worker_cmd, cwd=REPO) for _ in range(workers)]
@@ -187,7 +189,7 @@ def run_scenario(name: str, out: Path, target: str | None = None, repeats: int |
                 run_dir = cell_dir / f"run-{repeat}"
                 log.info("%s: run %d of %d against %s -> %s", name, repeat, repeats, url, run_dir)
                 code = run_locust(name, config, keys, url, run_dir, workers, list(locust_args or []))
-                if not (run_dir / "requests.csv").exists():
+                if not (run_dir / records.REQUESTS_FILE).exists():
                     raise ScenarioError(f"run {repeat} wrote no requests.csv (locust exit code {code})")
                 run_dirs.append(str(run_dir))
                 labels[str(run_dir)] = cell_name(cell) if matrix else name

@@ -1,0 +1,220 @@
+"""Per-level steady-state windows and the statistics of one run in each window.
+
+Window of a level (what "steady state" means here):
+
+* with ``levels.csv``: ``[hold_start, hold_end)`` — the ramp (``ramp_start`` .. ``hold_start``) and everything
+  after ``hold_end`` (the next level's ramp, the final drain) are left out;
+* without it (a plain Locust run): per ``users`` value, from the level's first request start plus a warm-up margin
+  (the level's median e2e, at most half the level) to the level's *last request start* — after that no request of
+  the level is sent any more, so what follows is the drain, not steady state (a header-only levels.csv counts as
+  none);
+* a level with rows but no ``levels.csv`` row (the run was killed during it: levels.csv gets a level's row when the
+  level ends) gets a window derived from its rows, as above, and is marked partial.
+
+Attribution: a request belongs to the level in its ``users`` column (the level it started in). A level's
+throughput is the tokens of its *successful* requests that *ended* inside the window divided by the window length;
+its latency percentiles come from the same requests, so tok/s and p99 describe one set of requests (requests that
+ended in the window all started in the level). Counting by completion, not by start, means a request is counted
+once, when its tokens are complete, and long requests are not dropped at the window's edges. Rows from several
+workers are already merged into one file; nothing here depends on their order.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from analysis.load import AnalysisError, Run
+from locustfiles.records import LEVELS_FILE, REQUESTS_FILE
+
+PERCENTILES = (50, 90, 99)
+LEVEL_CLOCK_SLACK_S = 1.0  # worker rows of a new level may start slightly before the master wrote the last hold_end
+LATENCY_METRICS = {"ttft": "ttft_s", "tpot": "tpot_s", "e2e": "e2e_s"}  # SLO / percentile name -> request column
+
+# Every per-level field, defined once; the report's glossary prints this.
+LEVEL_FIELDS = {
+    "users": "target concurrency (Locust users) of the level",
+    "window_s": "length of the steady-state window, seconds",
+    "requests": "requests of the level that ended in the window (successes and failures)",
+    "failures": "of those, the failed ones",
+    "success_rate": "1 - failures / requests",
+    "requests_per_s": "successful requests ended in the window / window_s",
+    "output_tokens_per_s": "completion_tokens of successful requests ended in the window / window_s",
+    "total_tokens_per_s": "(prompt_tokens + completion_tokens) of the same requests / window_s",
+    "rows_without_usage": "successful requests ended in the window without token counts (not in tok/s)",
+    "concurrency_mean": "requests actually in flight, averaged over the window (any level's requests)",
+    "ttft_p50_s": "time to first token percentiles (p50/p90/p99) of the successful requests ended in the window",
+    "tpot_p50_s": "time per output token after the first, same requests",
+    "itl_p50_s": "inter-chunk latency from itl_histogram.csv (whole level, not only the window)",
+    "e2e_p50_s": "end-to-end latency, same requests",
+    "goodput_requests_per_s": "successful requests meeting every SLO / window_s (TPOT counts as met when undefined)",
+    "goodput_ratio": "requests meeting every SLO / requests",
+    "partial": "the window was cut short because the run stopped early",
+}
+
+
+def level_windows(run: Run) -> tuple[pd.DataFrame, bool]:
+    """The steady-state window of each level (users, start, end, partial) and whether the run is partial."""
+    rows = run.requests
+    last_end = rows["end_time"].max()
+    if "levels" not in run.tables:
+        return derived_windows(rows).assign(partial=False), run.interrupted
+    levels = run.tables["levels"].sort_values("hold_start")
+    windows = pd.DataFrame(
+        {"users": levels["users"].astype("int64"), "start": levels["hold_start"], "end": levels["hold_end"]}
+    )
+    unlisted = unlisted_level_windows(run, windows)
+    partial = run.interrupted or not unlisted.empty or windows["end"].isna().any() or stopped_early(rows, windows)
+    if partial:
+        windows["end"] = windows["end"].fillna(last_end).clip(upper=last_end)
+    windows["partial"] = partial & (windows["end"] < levels["hold_end"].fillna(np.inf))
+    windows = pd.concat([windows, unlisted.assign(partial=True)], ignore_index=True)
+    return windows[windows["end"] > windows["start"]].reset_index(drop=True), bool(partial)
+
+
+def unlisted_level_windows(run: Run, windows: pd.DataFrame) -> pd.DataFrame:
+    """Derived windows for levels missing from levels.csv because the run was killed during them.
+
+    levels.csv gets a level's row when the level ends, so a killed run's last level has rows but no levels.csv
+    row. Its requests all start after the last listed level's hold_end; any other unlisted level is an error.
+    """
+    rows = run.requests
+    unlisted = rows[~rows["users"].isin(windows["users"])]
+    if unlisted.empty:
+        return pd.DataFrame(columns=["users", "start", "end"])
+    first_start = unlisted.groupby("users")["start_time"].min()
+    unknown = first_start[first_start < windows["end"].max() - LEVEL_CLOCK_SLACK_S].index.tolist()
+    if unknown:
+        raise AnalysisError(f"{run.path / REQUESTS_FILE}: unknown level(s) users={unknown} not in {LEVELS_FILE}")
+    return derived_windows(unlisted)
+
+
+def derived_windows(rows: pd.DataFrame) -> pd.DataFrame:
+    """Windows from the rows alone: first start + warm-up margin .. last start of each level."""
+    by_level = rows.groupby("users")
+    first_start = by_level["start_time"].min()
+    last_start = by_level["start_time"].max()
+    end = last_start.where(last_start > first_start, by_level["end_time"].max())
+    margin = np.minimum(by_level["e2e_s"].median(), (end - first_start) / 2)
+    windows = pd.DataFrame({"start": first_start + margin, "end": end}).reset_index()
+    return windows[windows["end"] > windows["start"]].reset_index(drop=True)
+
+
+def stopped_early(rows: pd.DataFrame, windows: pd.DataFrame) -> bool:
+    """The rows end before the last level's hold_end by more than one median e2e of that level.
+
+    In a closed loop a level keeps completing requests until its end, so a silence longer than one typical request
+    means the run stopped.
+    """
+    last = windows.iloc[-1]
+    level_rows = rows[rows["users"] == last["users"]]
+    slack = level_rows["e2e_s"].median() if not level_rows.empty else 0.0
+    return bool(rows["end_time"].max() < last["end"] - slack)
+
+
+def level_stats(run: Run, windows: pd.DataFrame, slo: dict[str, float] | None = None) -> pd.DataFrame:
+    """One row per level with every field of LEVEL_FIELDS (percentiles p50/p90/p99)."""
+    rows = run.requests
+    by_users = windows.set_index("users")
+    window_s = by_users["end"] - by_users["start"]
+    in_window = rows["end_time"].between(
+        rows["users"].map(by_users["start"]), rows["users"].map(by_users["end"]), inclusive="left"
+    )
+    ended = rows[in_window]
+    good = ended[ended["ok"]]
+    stats = pd.DataFrame(index=by_users.index)
+    stats["window_s"] = window_s
+    stats["requests"] = ended.groupby("users").size().reindex(stats.index, fill_value=0)
+    stats["failures"] = (~ended["ok"]).groupby(ended["users"]).sum().reindex(stats.index, fill_value=0)
+    stats["success_rate"] = 1 - stats["failures"] / stats["requests"].where(stats["requests"] > 0)
+    good_by_level = good.groupby("users")
+    stats["requests_per_s"] = good_by_level.size().reindex(stats.index, fill_value=0) / window_s
+    output_tokens = good_by_level["completion_tokens"].sum().reindex(stats.index, fill_value=0)
+    prompt_tokens = good_by_level["prompt_tokens"].sum().reindex(stats.index, fill_value=0)
+    stats["output_tokens_per_s"] = output_tokens / window_s
+    stats["total_tokens_per_s"] = (output_tokens + prompt_tokens) / window_s
+    no_usage = good["completion_tokens"].isna().groupby(good["users"]).sum()
+    stats["rows_without_usage"] = no_usage.reindex(stats.index, fill_value=0)
+    stats["concurrency_mean"] = mean_in_flight(rows, windows).to_numpy()
+    stats = stats.join(latency_percentiles(good)).join(itl_percentiles(run.tables.get("itl")))
+    if slo:
+        stats = stats.join(goodput(ended, slo, window_s, stats["requests"]))
+    stats["partial"] = windows.set_index("users")["partial"]
+    return stats.reset_index()
+
+
+def mean_in_flight(rows: pd.DataFrame, windows: pd.DataFrame) -> pd.Series:
+    """Time-averaged number of requests in flight in each window (sum of overlaps / window length)."""
+    start = rows["start_time"].to_numpy()
+    end = rows["end_time"].to_numpy()
+    means = [
+        np.clip(np.minimum(end, w_end) - np.maximum(start, w_start), 0, None).sum() / (w_end - w_start)
+        for w_start, w_end in zip(windows["start"], windows["end"], strict=True)
+    ]
+    return pd.Series(means, index=windows["users"])
+
+
+def latency_percentiles(good: pd.DataFrame) -> pd.DataFrame:
+    """ttft/tpot/e2e p50/p90/p99 per level, linear interpolation (numpy's default, as ``vllm bench serve``)."""
+    columns = list(LATENCY_METRICS.values())
+    quantiles = good.groupby("users")[columns].quantile([p / 100 for p in PERCENTILES]).unstack()
+    quantiles.columns = [percentile_field(name, q) for name, q in quantiles.columns]
+    return quantiles.reindex(columns=[percentile_field(c, p / 100) for c in columns for p in PERCENTILES])
+
+
+def percentile_field(column: str, quantile: float) -> str:
+    """'e2e_s', 0.99 -> 'e2e_p99_s'."""
+    return f"{column.removesuffix('_s')}_p{round(quantile * 100)}_s"
+
+
+def itl_percentiles(histogram: pd.DataFrame | None) -> pd.DataFrame:
+    """ITL p50/p90/p99 per level from (users, itl_ms, count): the smallest bucket whose cumulative count reaches q."""
+    if histogram is None or histogram.empty:
+        return pd.DataFrame(columns=[percentile_field("itl_s", p / 100) for p in PERCENTILES], dtype=float)
+    ordered = histogram.sort_values(["users", "itl_ms"]).reset_index(drop=True)
+    ordered["users"] = ordered["users"].astype("int64")
+    by_level = ordered.groupby("users")["count"]
+    cumulative = by_level.cumsum()
+    total = by_level.transform("sum")
+    result = {}
+    for p in PERCENTILES:
+        first = (cumulative >= total * p / 100).groupby(ordered["users"]).idxmax()
+        result[percentile_field("itl_s", p / 100)] = ordered.loc[first, "itl_ms"].to_numpy() / 1000
+    return pd.DataFrame(result, index=first.index)
+
+
+def goodput(ended: pd.DataFrame, slo: dict[str, float], window_s: pd.Series, requests: pd.Series) -> pd.DataFrame:
+    """Requests meeting every SLO (DistServe / ``vllm bench serve --goodput`` definition) per level."""
+    met = ended["ok"].copy()
+    for name, limit in slo.items():
+        column = ended[LATENCY_METRICS[name]]
+        met &= (column.fillna(0.0) if name == "tpot" else column) <= limit
+    good = met.groupby(ended["users"]).sum().reindex(window_s.index, fill_value=0)
+    return pd.DataFrame(
+        {"goodput_requests_per_s": good / window_s, "goodput_ratio": good / requests.where(requests > 0)}
+    )
+
+
+def timeline(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per second since the first start: requests in flight, failures and output tokens of the requests ended."""
+    origin = np.floor(rows["start_time"].min())
+    start_s = (rows["start_time"] - origin).astype("int64").to_numpy()
+    end_s = (rows["end_time"] - origin).astype("int64").to_numpy()
+    length = end_s.max() + 1
+    ok = rows["ok"].to_numpy()
+    in_flight = np.cumsum(np.bincount(start_s, minlength=length) - np.bincount(end_s, minlength=length))
+    return pd.DataFrame(
+        {
+            "second": np.arange(length),
+            "unix_time": origin + np.arange(length),
+            "in_flight": in_flight,
+            "failed": np.bincount(end_s[~ok], minlength=length),
+            "output_tokens": np.bincount(end_s[ok], rows["completion_tokens"].fillna(0).to_numpy()[ok], length),
+        }
+    )
+
+
+def error_counts(rows: pd.DataFrame) -> dict[str, int]:
+    """Failed requests of the whole run by error class (empty class shown as "unknown")."""
+    failed = rows.loc[~rows["ok"], "error"].fillna("unknown")
+    return {str(name): int(count) for name, count in failed.value_counts().items()}

@@ -1,0 +1,108 @@
+"""PNG plots of a summary and of run timelines, drawn with matplotlib's Agg canvas (no pyplot, no display)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+SMOOTHING_S = 10  # rolling mean of the timeline's output tok/s (shorter for runs under 300 s)
+LOG_X_RATIO = 20  # use a log concurrency axis when the largest level is at least this many times the smallest
+
+
+def new_figure(columns: int = 1, rows: int = 1, height: float = 4.0) -> tuple[Figure, list]:
+    """An Agg-backed figure and its axes as a flat list."""
+    figure = Figure(figsize=(6.5 * columns, height * rows), layout="tight")
+    FigureCanvasAgg(figure)
+    axes = figure.subplots(rows, columns, squeeze=False)
+    return figure, [ax for row in axes for ax in row]
+
+
+def level_frame(config: dict) -> pd.DataFrame:
+    """A config's levels as a DataFrame sorted by users, missing values (None in the summary) as NaN."""
+    frame = pd.DataFrame(config["levels"]).sort_values("users")
+    numeric = frame.columns.drop("unstable", errors="ignore")
+    frame[numeric] = frame[numeric].apply(pd.to_numeric)
+    return frame
+
+
+def plot_against_users(configs: dict[str, dict], fields: list[tuple[str, str]], path: Path) -> Path:
+    """One panel per (field, title): each config's mean against users, with 95 % CI error bars for repeats."""
+    figure, axes = new_figure(columns=len(fields))
+    for ax, (field, title) in zip(axes, fields, strict=True):
+        for label, config in configs.items():
+            levels = level_frame(config)
+            errors = levels.get(f"{field}_ci95")
+            ax.errorbar(levels["users"], levels[field], yerr=errors, marker="o", capsize=3, label=label)
+        users = pd.concat([level_frame(c)["users"] for c in configs.values()])
+        if users.max() >= LOG_X_RATIO * users.min():
+            ax.set_xscale("log")
+        ax.set(title=title, xlabel="concurrency (users)")
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize="small")
+    figure.savefig(path, dpi=100)
+    return path
+
+
+def plot_tradeoff(configs: dict[str, dict], path: Path) -> Path:
+    """p99 e2e latency against output tok/s, each point labelled with its concurrency."""
+    figure, (ax,) = new_figure()
+    for label, config in configs.items():
+        levels = level_frame(config)
+        ax.plot(levels["output_tokens_per_s"], levels["e2e_p99_s"], marker="o", label=label)
+        for _, level in levels.dropna(subset=["e2e_p99_s"]).iterrows():
+            point = (level["output_tokens_per_s"], level["e2e_p99_s"])
+            ax.annotate(str(int(level["users"])), point, xytext=(4, 4), textcoords="offset points", fontsize=7)
+    ax.set(title="Throughput-latency curve", xlabel="output tok/s", ylabel="p99 e2e latency (s)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize="small")
+    figure.savefig(path, dpi=100)
+    return path
+
+
+def plot_timeline(label: str, timelines: list[tuple[str, pd.DataFrame, pd.DataFrame]], path: Path) -> Path:
+    """Per run of a config: requests in flight, failures and output tok/s per second, steady-state windows shaded."""
+    figure, axes = new_figure(rows=len(timelines), height=2.6)
+    for ax, (run_dir, seconds, windows) in zip(axes, timelines, strict=True):
+        ax.plot(seconds["second"], seconds["in_flight"], color="tab:blue", linewidth=1)
+        if seconds["failed"].any():
+            ax.plot(seconds["second"], seconds["failed"], color="tab:red", linewidth=0.8, label="failed/s")
+            ax.legend(fontsize="small", loc="upper left")
+        ax.set_ylabel("in flight (dashed: target)", color="tab:blue")
+        tokens = ax.twinx()
+        smoothing_s = max(1, min(SMOOTHING_S, len(seconds) // 30))
+        smoothed = seconds["output_tokens"].rolling(smoothing_s, min_periods=1, center=True).mean()
+        tokens.plot(seconds["second"], smoothed, color="tab:orange", linewidth=1)
+        tokens.set_ylabel(f"output tok/s ({smoothing_s} s mean)", color="tab:orange")
+        tokens.set_ylim(bottom=0)
+        origin = seconds["unix_time"].iloc[0]
+        for _, window in windows.iterrows():
+            ax.axvspan(window["start"] - origin, window["end"] - origin, alpha=0.1)
+            ax.hlines(
+                window["users"], window["start"] - origin, window["end"] - origin, colors="tab:blue", linestyles="--"
+            )
+        ax.set(title=f"{label}: {run_dir} (shaded: steady-state windows)", xlabel="seconds since first request")
+    figure.savefig(path, dpi=100)
+    return path
+
+
+def write_plots(summary: dict, timelines: dict[str, list], out: Path) -> dict[str, Path]:
+    """All plots of a summary into ``out``; returns {title: path}."""
+    configs = summary["configs"]
+    plots = {
+        "Throughput vs concurrency": plot_against_users(
+            configs,
+            [("output_tokens_per_s", "output tok/s"), ("total_tokens_per_s", "total (input+output) tok/s")],
+            out / "throughput.png",
+        ),
+        "p99 latency vs concurrency": plot_against_users(
+            configs, [("e2e_p99_s", "p99 e2e latency (s)"), ("ttft_p99_s", "p99 TTFT (s)")], out / "latency.png"
+        ),
+        "Throughput-latency curve": plot_tradeoff(configs, out / "tradeoff.png"),
+    }
+    for index, (label, runs) in enumerate(timelines.items()):
+        plots[f"Timeline: {label}"] = plot_timeline(label, runs, out / f"timeline_{index + 1}.png")
+    return plots

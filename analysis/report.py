@@ -1,0 +1,112 @@
+"""Orchestration: run folders -> per-level statistics -> summary -> plots, report.md, report.html, summary.json.
+
+``analyse`` is the entry point for the CLI (``python -m analysis``) and for the scenario runner.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from analysis.document import TITLE, build_report
+from analysis.levels import LATENCY_METRICS, error_counts, level_stats, level_windows, timeline
+from analysis.load import AnalysisError, Run, load_run
+from analysis.plots import write_plots
+from analysis.render import to_html, to_markdown
+from analysis.summary import build_summary, summarise_config
+
+REPORT_MD = "report.md"
+REPORT_HTML = "report.html"
+SUMMARY_JSON = "summary.json"
+ANY_LABEL = "*"  # key of a gpus mapping that applies to every label not named
+
+
+def analyse(
+    dirs: Sequence[str | Path],
+    out: str | Path,
+    *,
+    labels: str | Mapping[str, str] | None = None,
+    gpus: int | Mapping[str, int] | None = None,
+    slo: Mapping[str, float] | None = None,
+    scaling: tuple[int, int] | None = None,
+) -> dict:
+    """Analyse run folders and write the report into ``out``; returns the summary (the summary.json content).
+
+    ``labels``: one label for every dir, or {dir: label}; dirs without one are labelled from run.json (model and
+    scenario) or by folder name. Dirs sharing a label are repeats of one config. ``gpus``: GPU count for every
+    config, or {label: count} ("*" for the rest). ``slo``: limits in seconds for "ttft", "tpot", "e2e" (goodput). ``scaling``: the two
+    levels of the scaling factor (default: smallest and largest). Raises AnalysisError on bad input.
+    """
+    if not dirs:
+        raise AnalysisError("no run folder given")
+    unknown = sorted(set(slo or {}) - set(LATENCY_METRICS))
+    if unknown:
+        raise AnalysisError(f"--slo: unknown metric(s) {', '.join(unknown)} (use {', '.join(LATENCY_METRICS)})")
+    configs, timelines = {}, {}
+    for label, runs in group_runs(dirs, labels).items():
+        per_run, run_info = [], []
+        for index, run in enumerate(runs):
+            windows, partial = level_windows(run)
+            if windows.empty:
+                raise AnalysisError(f"{run.path}: no level reached a steady-state window")
+            per_run.append(level_stats(run, windows, dict(slo or {})).assign(run=index))
+            run_info.append(describe_run(run, partial))
+            timelines.setdefault(label, []).append((str(run.path), timeline(run.requests), windows))
+        configs[label] = summarise_config(label, pd.concat(per_run), run_info, gpus_for(gpus, label), scaling)
+    summary = build_summary(configs, dict(slo) if slo else None)
+    write_outputs(summary, timelines, Path(out))
+    return summary
+
+
+def group_runs(dirs: Sequence[str | Path], labels: str | Mapping[str, str] | None) -> dict[str, list[Run]]:
+    """Load every dir and group the runs by label, in the order the labels first appear."""
+    by_path = {} if labels is None or isinstance(labels, str) else {Path(d).resolve(): n for d, n in labels.items()}
+    groups: dict[str, list[Run]] = {}
+    for directory in dirs:
+        run = load_run(directory)
+        label = labels if isinstance(labels, str) else by_path.get(Path(directory).resolve()) or default_label(run)
+        groups.setdefault(label, []).append(run)
+    return groups
+
+
+def gpus_for(gpus: int | Mapping[str, int] | None, label: str) -> int | None:
+    """The GPU count of one config."""
+    if isinstance(gpus, Mapping):
+        return gpus.get(label, gpus.get(ANY_LABEL))
+    return gpus
+
+
+def default_label(run: Run) -> str:
+    """'model · scenario' from run.json, or the folder name."""
+    parts = [str(run.meta[key]) for key in ("model", "scenario") if run.meta.get(key)]
+    return " · ".join(parts) or run.path.name
+
+
+def describe_run(run: Run, partial: bool) -> dict:
+    """What the summary keeps about one run besides its levels."""
+    exceptions = run.tables.get("locust_exceptions")
+    failures = run.tables.get("locust_failures")
+    return {
+        "dir": str(run.path),
+        "partial": partial,
+        "windows": "levels.csv hold windows" if "levels" in run.tables else "derived from request rows",
+        "meta": run.meta,
+        "errors": error_counts(run.requests),
+        "locust_exceptions": 0 if exceptions is None else int(exceptions["Count"].sum()),
+        "locust_failures": {} if failures is None else failures.groupby("Error")["Occurrences"].sum().to_dict(),
+    }
+
+
+def write_outputs(summary: dict, timelines: dict[str, list], out: Path) -> None:
+    """Plots, report.md, report.html and summary.json into ``out`` (created if needed)."""
+    if out.exists() and not out.is_dir():
+        raise AnalysisError(f"{out}: output path exists and is not a folder")
+    out.mkdir(parents=True, exist_ok=True)
+    plots = write_plots(summary, timelines, out)
+    blocks = build_report(summary, plots)
+    (out / REPORT_MD).write_text(to_markdown(blocks))
+    (out / REPORT_HTML).write_text(to_html(blocks, TITLE))
+    (out / SUMMARY_JSON).write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n")

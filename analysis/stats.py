@@ -1,0 +1,143 @@
+"""Statistics over levels: repeat aggregation with Student-t confidence intervals, peak, saturation, knee, scaling
+and the concurrency recommendations. Pure functions of small per-level tables (one row per level).
+
+Definitions (the report quotes them):
+
+* **peak**: the level with the highest mean output tok/s.
+* **saturation point**: the smallest level whose mean output tok/s is within ``SATURATION_TOLERANCE`` (5 %) of the
+  peak — more users after it buy at most 5 % more throughput.
+* **knee** (Kneedle, Satopää et al. 2011): concurrency and throughput are both scaled to [0, 1]; the knee is the
+  level where the scaled throughput exceeds the diagonal by the most. No knee is reported when that excess is below
+  ``KNEE_MIN_EXCESS`` (a straight or convex curve has none) or there are fewer than three levels.
+* **unstable level** (repeats): for output tok/s, total tok/s or p99 e2e, the coefficient of variation exceeds 10 %
+  or the 95 % CI half-width exceeds 10 % of the mean.
+* **underloaded level**: requests in flight averaged under ``UNDERLOADED_RATIO`` (90 %) of the level's users.
+* **recommendations**: low latency = the smallest level; balanced = among levels whose p99 e2e stays within
+  ``LATENCY_BUDGET`` x the smallest level's, the smallest one within 5 % of their best throughput; high
+  throughput = the saturation point.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+SATURATION_TOLERANCE = 0.05
+KNEE_MIN_EXCESS = 0.1
+UNSTABLE_LIMIT = 0.10
+UNDERLOADED_RATIO = 0.9
+LATENCY_BUDGET = 1.5
+TRUST_FIELDS = ("output_tokens_per_s", "total_tokens_per_s", "e2e_p99_s")
+PEAK_FIELD = "output_tokens_per_s"
+NOT_AVERAGED = ("users", "run", "partial")
+
+# Student t 0.975 quantiles for 1..30 degrees of freedom; above 30 the Cornish-Fisher expansion is exact to 1e-4.
+T_975 = (
+    12.7062, 4.3027, 3.1824, 2.7764, 2.5706, 2.4469, 2.3646, 2.3060, 2.2622, 2.2281,
+    2.2010, 2.1788, 2.1604, 2.1448, 2.1314, 2.1199, 2.1098, 2.1009, 2.0930, 2.0860,
+    2.0796, 2.0739, 2.0687, 2.0639, 2.0595, 2.0555, 2.0518, 2.0484, 2.0452, 2.0423,
+)  # fmt: skip
+Z_975 = 1.959964
+
+
+def t_975(df: int) -> float:
+    """The two-sided 95 % Student t quantile for ``df`` degrees of freedom (NaN for df < 1)."""
+    if df < 1:
+        return math.nan
+    if df <= len(T_975):
+        return T_975[df - 1]
+    z = Z_975
+    return (
+        z
+        + (z**3 + z) / (4 * df)
+        + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
+        + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * df**3)
+    )
+
+
+def aggregate_repeats(per_run: pd.DataFrame) -> pd.DataFrame:
+    """Per level: the mean of every field over the runs that reached it, ``runs``, ``partial`` (any run), and with
+    more than one run ``<field>_std`` (sample standard deviation), ``<field>_ci95`` (CI half-width) and
+    ``unstable`` (the TRUST_FIELDS whose spread is too wide)."""
+    fields = [c for c in per_run.columns if c not in NOT_AVERAGED]
+    by_level = per_run.groupby("users")
+    result = by_level[fields].mean()
+    runs = by_level.size()
+    result["runs"] = runs
+    result["partial"] = by_level["partial"].any()
+    if per_run["run"].nunique() > 1:
+        std = by_level[fields].std(ddof=1)
+        ci95 = std.mul((runs - 1).map(t_975) / np.sqrt(runs), axis=0)
+        result = result.join(std.add_suffix("_std")).join(ci95.add_suffix("_ci95"))
+        result["unstable"] = unstable_fields(result)
+    return result.reset_index()
+
+
+def unstable_fields(levels: pd.DataFrame) -> pd.Series:
+    """Per level, the TRUST_FIELDS whose CV or relative CI half-width exceeds UNSTABLE_LIMIT."""
+    too_wide = pd.DataFrame(
+        {
+            name: (levels[f"{name}_std"] > UNSTABLE_LIMIT * levels[name].abs())
+            | (levels[f"{name}_ci95"] > UNSTABLE_LIMIT * levels[name].abs())
+            for name in TRUST_FIELDS
+            if name in levels
+        }
+    )
+    return too_wide.apply(lambda flags: [name for name, wide in flags.items() if wide], axis=1)
+
+
+def underloaded(levels: pd.DataFrame) -> pd.Series:
+    """Levels whose requests in flight averaged under UNDERLOADED_RATIO x users: the server never saw the target
+    concurrency (think time, a client connection cap, a gateway limit or a client that cannot keep up)."""
+    return levels["concurrency_mean"] < UNDERLOADED_RATIO * levels["users"]
+
+
+def peak_level(levels: pd.DataFrame) -> pd.Series:
+    """The row of the level with the highest mean output tok/s (the smallest such level on ties)."""
+    return levels.loc[levels[PEAK_FIELD].idxmax()]
+
+
+def saturation_users(levels: pd.DataFrame, field: str = PEAK_FIELD) -> int:
+    """The smallest level whose ``field`` is within SATURATION_TOLERANCE of the best level's."""
+    reached = levels[field] >= (1 - SATURATION_TOLERANCE) * levels[field].max()
+    return int(levels.loc[reached, "users"].min())
+
+
+def knee_users(levels: pd.DataFrame, field: str = PEAK_FIELD) -> int | None:
+    """The Kneedle knee of ``field`` against users, or None (see the module docstring)."""
+    curve = levels.sort_values("users")
+    if len(curve) < 3:
+        return None
+    x = scaled(curve["users"].to_numpy(float))
+    y = scaled(curve[field].to_numpy(float))
+    excess = y - x
+    if not np.nanmax(excess) >= KNEE_MIN_EXCESS:
+        return None
+    return int(curve["users"].iloc[int(np.nanargmax(excess))])
+
+
+def scaled(values: np.ndarray) -> np.ndarray:
+    """Min-max scaling to [0, 1] (all zeros for a constant series)."""
+    span = np.nanmax(values) - np.nanmin(values)
+    return (values - np.nanmin(values)) / span if span > 0 else np.zeros_like(values)
+
+
+def scaling_factor(levels: pd.DataFrame, low: int, high: int, field: str = PEAK_FIELD) -> float:
+    """``field`` at level ``high`` divided by ``field`` at level ``low`` (the seed's "Scaling (10->200)"); NaN when
+    the low level has no throughput."""
+    by_users = levels.set_index("users")[field]
+    return float(by_users[high] / by_users[low]) if by_users[low] else math.nan
+
+
+def recommendations(levels: pd.DataFrame) -> dict[str, int]:
+    """Low latency / balanced / high throughput concurrency (see the module docstring)."""
+    ordered = levels.sort_values("users")
+    base_p99 = ordered["e2e_p99_s"].iloc[0]
+    within_budget = ordered[~(ordered["e2e_p99_s"] > LATENCY_BUDGET * base_p99)]
+    return {
+        "low_latency": int(ordered["users"].iloc[0]),
+        "balanced": saturation_users(within_budget),
+        "high_throughput": saturation_users(ordered),
+    }

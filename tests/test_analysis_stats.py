@@ -1,0 +1,112 @@
+"""Repeat statistics, peak, saturation, knee, scaling and recommendations on hand-checkable tables."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis import stats
+from analysis.report import analyse
+from analysis.synthetic import request_rows, step_levels, write_run
+
+
+def curve(throughput: list[float], p99: list[float] | None = None) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "users": [10, 20, 40, 80],
+            "output_tokens_per_s": throughput,
+            "e2e_p99_s": p99 or [10.0, 10.0, 10.0, 10.0],
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    ("df", "expected"),
+    [(1, 12.7062), (4, 2.7764), (30, 2.0423), (31, 2.0395), (60, 2.0003), (120, 1.9799), (10_000, 1.9602)],
+)
+def test_t_quantile(df, expected):
+    assert stats.t_975(df) == pytest.approx(expected, abs=1e-4)
+
+
+def test_t_quantile_undefined_for_one_sample():
+    assert math.isnan(stats.t_975(0))
+
+
+def test_repeats_give_mean_std_and_student_ci():
+    per_run = pd.DataFrame(
+        {
+            "users": [10, 10, 10, 20, 20, 20],
+            "run": [0, 1, 2, 0, 1, 2],
+            "output_tokens_per_s": [90.0, 100.0, 110.0, 199.0, 200.0, 201.0],
+            "partial": [False] * 6,
+        }
+    )
+    levels = stats.aggregate_repeats(per_run).set_index("users")
+    assert levels["output_tokens_per_s"].tolist() == [100.0, 200.0]
+    assert levels["output_tokens_per_s_std"].tolist() == pytest.approx([10.0, 1.0])
+    half_width = 4.3027 / math.sqrt(3)  # t(0.975, 2) / sqrt(n)
+    assert levels["output_tokens_per_s_ci95"].tolist() == pytest.approx([10 * half_width, half_width], abs=1e-3)
+    assert levels.loc[10, "unstable"] == ["output_tokens_per_s"]  # CI 24.8 % of the mean
+    assert levels.loc[20, "unstable"] == []
+    assert levels["runs"].tolist() == [3, 3]
+
+
+def test_single_run_has_no_spread_fields():
+    per_run = pd.DataFrame({"users": [10], "run": [0], "output_tokens_per_s": [5.0], "partial": [True]})
+    levels = stats.aggregate_repeats(per_run)
+    assert "output_tokens_per_s_std" not in levels and "unstable" not in levels
+    assert levels["partial"].tolist() == [True]
+
+
+def test_underloaded_below_ninety_percent_of_users_in_flight():
+    levels = pd.DataFrame({"users": [10, 10, 100], "concurrency_mean": [9.0, 8.99, 42.0]})
+    assert stats.underloaded(levels).tolist() == [False, True, True]
+
+
+def test_peak_and_saturation_within_five_percent():
+    levels = curve([100.0, 190.0, 196.0, 200.0])
+    assert stats.peak_level(levels)["users"] == 80
+    assert stats.saturation_users(levels) == 20  # 190 = 95 % of 200, inclusive
+    assert stats.saturation_users(curve([100.0, 189.0, 196.0, 200.0])) == 40
+
+
+def test_kneedle_knee():
+    # users scaled: 0, 1/7, 3/7, 1; throughput scaled: 0, 0.9, 0.96, 1 -> excess largest at 20.
+    assert stats.knee_users(curve([100.0, 190.0, 196.0, 200.0])) == 20
+    assert stats.knee_users(curve([10.0, 20.0, 40.0, 80.0])) is None  # a straight line has no knee
+    assert stats.knee_users(curve([100.0, 190.0, 196.0, 200.0]).iloc[:2]) is None
+
+
+def test_scaling_factor():
+    assert stats.scaling_factor(curve([100.0, 190.0, 196.0, 250.0]), 10, 80) == 2.5
+
+
+def test_recommendations():
+    levels = curve([100.0, 150.0, 196.0, 200.0], p99=[10.0, 12.0, 16.0, 30.0])
+    # Within 1.5 x 10 s: levels 10 and 20; the best of those is 20. Saturation (>= 190): 40.
+    assert stats.recommendations(levels) == {"low_latency": 10, "balanced": 20, "high_throughput": 40}
+
+
+def test_analyse_three_repeats_end_to_end(tmp_path):
+    """Three runs whose level 10 gives 90, 100, 110 output tok/s and level 20 gives 200 each."""
+    dirs = []
+    levels = step_levels([10, 20], hold_s=100.0)
+    for index, requests_10 in enumerate([90, 100, 110]):
+        parts = []
+        for (users, _, hold_start, _), count in zip(levels, [requests_10, 200], strict=True):
+            ends = hold_start + (np.arange(count) + 0.5) * 100.0 / count
+            parts.append(request_rows(users, ends, 2.0, completion_tokens=100, prompt_tokens=400))
+        dirs.append(write_run(tmp_path / f"r{index}", pd.concat(parts), levels, meta={"model": "m", "complete": True}))
+    summary = analyse(dirs, tmp_path / "out", gpus=2)
+    assert summary["runs"] == 3
+    level_10, level_20 = summary["levels"]
+    assert level_10["output_tokens_per_s"] == pytest.approx(100.0)
+    assert level_10["output_tokens_per_s_std"] == pytest.approx(10.0)
+    assert level_10["output_tokens_per_s_ci95"] == pytest.approx(10 * 4.3027 / math.sqrt(3), abs=1e-3)
+    assert level_10["total_tokens_per_s"] == pytest.approx(500.0)
+    assert level_20["output_tokens_per_s_std"] == pytest.approx(0.0)
+    assert level_10["unstable"] == ["output_tokens_per_s", "total_tokens_per_s"]
+    assert summary["peak"]["users"] == 20
+    assert summary["peak"]["total_tokens_per_s_per_gpu"] == pytest.approx(500.0)
+    assert "unstable: output_tokens_per_s" in (tmp_path / "out" / "report.md").read_text()

@@ -15,6 +15,7 @@ class ChatUser(LLMUser):
     path = "/v1/chat/completions"
     request_name = "chat"
     chat = True
+    output_marker = b'"delta":{"content":"'  # vLLM's role chunk starts with "role", so it never matches
 
     def body(self, spec) -> dict:
         return sampling(self, spec) | {"messages": [{"role": "user", "content": spec.text}]}

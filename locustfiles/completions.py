@@ -14,6 +14,7 @@ from locustfiles.base import LLMUser, sampling  # noqa: E402
 class CompletionsUser(LLMUser):
     path = "/v1/completions"
     request_name = "completions"
+    output_marker = b'"choices":[{"index":0,"text":"'
 
     def body(self, spec) -> dict:
         return sampling(self, spec) | {"prompt": spec.text}

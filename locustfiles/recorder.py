@@ -142,7 +142,7 @@ class Recorder:
         self.meta = {key: None for key in records.RUN_KEYS} | {
             "scenario": getattr(options, "scenario", "") or "",
             "target": environment.host,
-            "model": options.model,
+            "model": options.model or environment.llm_target.model,
             "user_class": ",".join(cls.__name__ for cls in environment.user_classes),
             "input_tokens": options.input_tokens,
             "output_tokens": options.output_tokens,

@@ -1,0 +1,98 @@
+"""``python -m simulator``: serve a simulated vLLM OpenAI-compatible server on 127.0.0.1.
+
+Engine flags carry ``vllm serve``'s names and override the profile's values; ``--set FIELD=VALUE`` overrides any
+other profile field (step-time constants, hardware, model shape). When the socket listens, one line is printed and
+flushed: ``vllm-stress simulator ready: http://HOST:PORT model=NAME profile=PROFILE`` (``--port 0`` picks a free port
+and the line shows it). SIGINT and SIGTERM stop the server cleanly.
+
+The default event loop is asyncio's: under uvloop 0.23 with about a thousand busy streams, new connections were
+seen waiting for seconds (keep-alive ones were served at once), which would stall scrapers and ramping load
+generators; ``--event-loop uvloop`` is there for measurements (benchmarks/simulator.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+
+import uvloop
+from aiohttp import web
+
+from .profiles import DEFAULT_PROFILE, FIELD_TYPES, load_profile, parse_assignments, profile_names
+from .server import Simulator
+
+READY_PREFIX = "vllm-stress simulator ready:"
+VLLM_FLAGS = ("served_model_name", "max_model_len", "max_num_seqs", "max_num_batched_tokens",
+              "gpu_memory_utilization", "block_size", "num_gpu_blocks_override", "stream_interval")  # fmt: skip
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m simulator",
+        description="Simulated vLLM server: vLLM's HTTP API and metrics over a V1-scheduler engine model.",
+        epilog=f"profiles: {', '.join(profile_names())}. --set fields: {', '.join(FIELD_TYPES)}.",
+    )
+    parser.add_argument("--profile", default=DEFAULT_PROFILE, help="profile name or path to a .toml (%(default)s)")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (%(default)s)")
+    parser.add_argument("--port", type=int, default=8000, help="port; 0 picks a free one (%(default)s)")
+    parser.add_argument("--served-model-name", help="model name clients must use (default: the profile's)")
+    parser.add_argument("--max-model-len", type=int, help="context length: prompt + output tokens")
+    parser.add_argument("--max-num-seqs", type=int, help="most sequences running at once")
+    parser.add_argument("--max-num-batched-tokens", type=int, help="token budget of one engine step")
+    parser.add_argument("--gpu-memory-utilization", type=float, help="share of device memory for weights + KV cache")
+    parser.add_argument("--block-size", type=int, help="tokens per KV block")
+    parser.add_argument("--num-gpu-blocks-override", type=int, help="KV block count instead of the memory model")
+    parser.add_argument("--stream-interval", type=int, help="tokens per streamed chunk (minimum)")
+    parser.add_argument("--api-key", help="require 'Authorization: Bearer KEY' on /v1 paths")
+    parser.add_argument("--seed", type=int, default=0, help="seed of step jitter and unseeded requests (%(default)s)")
+    parser.add_argument("--time-scale", type=float, default=1.0,
+                        help="simulated seconds per wall-clock second; >1 = faster simulated GPU (%(default)s)")
+    parser.add_argument("--event-loop", choices=("asyncio", "uvloop"), default="asyncio",
+                        help="event loop implementation (%(default)s)")
+    parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                        help="override one profile field, e.g. --set mfu=0.4 --set t_fixed=0.01 (repeatable)")
+    return parser
+
+
+def profile_from_args(args: argparse.Namespace):
+    overrides = parse_assignments(args.set)
+    overrides.update({flag: getattr(args, flag) for flag in VLLM_FLAGS if getattr(args, flag) is not None})
+    return load_profile(args.profile, overrides)
+
+
+async def serve(simulator: Simulator, host: str, port: int) -> None:
+    runner = web.AppRunner(simulator.app(), handler_cancellation=True, access_log=None, shutdown_timeout=2.0)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port, backlog=4096)
+    await site.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    bound_port = runner.addresses[0][1]
+    print(f"{READY_PREFIX} http://{host}:{bound_port} model={simulator.model} profile={simulator.profile.name}",
+          flush=True)  # fmt: skip
+    try:
+        await stop.wait()
+    finally:
+        await runner.cleanup()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        profile = profile_from_args(args)
+        simulator = Simulator(profile, api_key=args.api_key, seed=args.seed, time_scale=args.time_scale)
+    except ValueError as error:
+        print(f"simulator: {error}", file=sys.stderr)
+        return 2
+    loop_factory = uvloop.new_event_loop if args.event_loop == "uvloop" else asyncio.new_event_loop
+    with asyncio.Runner(loop_factory=loop_factory) as runner:
+        runner.run(serve(simulator, args.host, args.port))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

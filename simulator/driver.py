@@ -1,0 +1,93 @@
+"""Real-time driver: runs the engine in one asyncio task, like vLLM's engine-core busy loop.
+
+vLLM's ``EngineCore.run_busy_loop`` (``vllm/v1/engine/core.py``) takes new requests, runs ``step()`` and hands the
+outputs to the frontend, which detokenizes them and wakes the HTTP streams (``vllm/v1/engine/output_processor.py``).
+Here one loop iteration = one engine step for the whole batch: schedule, sleep until the step's (simulated GPU) end,
+record metrics, then tell each sequence's sink that it has new tokens. Engine time is wall time since start times
+``time_scale`` (> 1 = a faster simulated GPU, for quick tests and for measuring the HTTP front end).
+
+The simulated GPU does not wait for the HTTP handlers, as vLLM's engine core (its own process) does not wait for the
+frontend: while requests are running, steps follow each other back to back in engine time. When the CPU falls
+behind (a step has already ended when it has been computed), the loop runs the due steps without yielding and hands
+their tokens to the handlers at most every ``HOLD_S``, so each handler writes several tokens at once, as vLLM's
+frontend merges the outputs that piled up for a request (``RequestOutputCollector``). The GPU lags the wall clock by
+at most ``MAX_LAG_S``; requests are not admitted before their arrival time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from .engine import Engine, Sequence
+from .metrics import EngineMetrics
+
+HOLD_S = 0.02  # when behind: longest run of steps whose tokens are not yet handed to the HTTP handlers
+MAX_LAG_S = 0.1  # when behind: most wall-clock seconds the simulated GPU may lag before it waits for the CPU
+
+
+class EngineDriver:
+    def __init__(self, engine: Engine, metrics: EngineMetrics, time_scale: float = 1.0) -> None:
+        self.engine = engine
+        self.metrics = metrics
+        self.time_scale = time_scale
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task | None = None
+        self._origin = 0.0
+
+    def _engine_now(self) -> float:
+        return (asyncio.get_running_loop().time() - self._origin) * self.time_scale
+
+    def start(self) -> None:
+        self._origin = asyncio.get_running_loop().time()
+        self._task = asyncio.create_task(self._run(), name="engine-loop")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    def submit(self, seqs: list[Sequence]) -> None:
+        now = self._engine_now()
+        for seq in seqs:
+            self.engine.add_request(seq, arrival=now)
+        self._wake.set()
+
+    def abort(self, seqs: list[Sequence]) -> None:
+        for seq in seqs:
+            if seq.finish_reason is None:
+                self.engine.abort(seq)
+                self.metrics.observe_finished(seq)
+
+    @property
+    def load(self) -> int:
+        return len(self.engine.running) + len(self.engine.waiting)
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        engine = self.engine
+        pending: set[Sequence] = set()
+        published_at = loop.time()
+        while True:
+            if not engine.has_work:
+                self._publish(pending)
+                self._wake.clear()
+                await self._wake.wait()
+            now = self._engine_now()
+            engine.advance_to(now - MAX_LAG_S * self.time_scale if engine.running else now)
+            result = engine.step()
+            ahead = (engine.clock - self._engine_now()) / self.time_scale
+            if ahead > 0:
+                await asyncio.sleep(ahead)
+            self.metrics.observe_step(result)
+            pending.update(result.outputs)
+            if ahead > 0 or loop.time() - published_at >= HOLD_S:
+                self._publish(pending)
+                published_at = loop.time()
+                if ahead <= 0:
+                    await asyncio.sleep(1e-4)
+
+    @staticmethod
+    def _publish(pending: set[Sequence]) -> None:
+        for seq in pending:
+            seq.sink.on_token(seq)
+        pending.clear()

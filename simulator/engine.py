@@ -1,0 +1,191 @@
+"""A pure, clock-free model of vLLM's V1 engine core: one ``step()`` schedules and "runs" one forward pass.
+
+What it reproduces (``vllm/v1/core/sched/scheduler.py`` ``Scheduler.schedule`` / ``update_from_output``,
+reference/vllm-behaviour.md section 3):
+
+* one token budget per step (``max_num_batched_tokens``); running requests first, in admission order, each asking
+  for what it still lacks (1 token when decoding, the rest of its prompt when prefilling), so prompts are chunked;
+* a running request that cannot get KV blocks preempts the last-admitted running request (preemption by
+  recompute: blocks freed, computed tokens reset, put at the front of the FCFS waiting queue); no admission in a step
+  that preempted;
+* then waiting requests are admitted FCFS while budget, ``max_num_seqs`` and KV blocks allow; a prompt is admitted
+  only when the blocks for all of it are free (``scheduler_reserve_full_isl``); the first that does not fit (or has
+  not arrived yet at the engine clock, when a driver runs the engine behind its wall clock) blocks the queue;
+* a request whose computed tokens catch up with its tokens samples one token; it finishes with ``length`` at
+  ``max_tokens`` or with ``stop`` when it reaches its planned end (EOS), releasing its blocks.
+
+No asyncio, no wall clock: the engine keeps its own clock (``clock``, seconds of engine time) that ``step()`` moves
+forward by the step duration of ``steptime.StepTimeModel``; a driver may move it forward while idle
+(``advance_to``). Every sequence carries the timestamps vLLM's metrics use, in engine time.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import NamedTuple
+
+from .kvcache import KVCache, num_gpu_blocks
+from .profiles import Profile
+from .steptime import StepTimeModel
+
+
+class Sequence:
+    """One engine sequence: a request with ``n=1``, or one of the ``n`` children of a request.
+
+    ``stop_after`` is the output length at which the sequence samples EOS and ends with ``stop`` (0: never, as with
+    ``ignore_eos``). ``sink`` and ``index`` belong to the caller (who to tell about tokens, which choice this is).
+    """
+
+    __slots__ = (
+        "prompt_len", "max_tokens", "stop_after", "sink", "index",
+        "num_computed", "num_output", "num_blocks", "num_preemptions", "finish_reason",
+        "arrival", "first_scheduled", "first_token", "previous_token", "last_token", "finished_at",
+    )  # fmt: skip
+
+    def __init__(self, prompt_len: int, max_tokens: int, stop_after: int = 0, sink=None, index: int = 0) -> None:
+        self.prompt_len = prompt_len
+        self.max_tokens = max_tokens
+        self.stop_after = stop_after
+        self.sink = sink
+        self.index = index
+        self.num_computed = 0
+        self.num_output = 0
+        self.num_blocks = 0
+        self.num_preemptions = 0
+        self.finish_reason: str | None = None
+        self.arrival = 0.0
+        self.first_scheduled: float | None = None
+        self.first_token: float | None = None
+        self.previous_token: float | None = None  # time of the token before the last one (inter-token latency)
+        self.last_token: float | None = None
+        self.finished_at: float | None = None
+
+
+class StepResult(NamedTuple):
+    duration: float  # seconds of engine time the step took
+    outputs: list[Sequence]  # sequences that produced one token in this step (finished ones have finish_reason)
+
+
+class Engine:
+    def __init__(self, profile: Profile, seed: int = 0) -> None:
+        self.max_num_seqs = profile.max_num_seqs
+        self.max_num_batched_tokens = profile.max_num_batched_tokens
+        self.max_model_len = profile.max_model_len
+        self.kv = KVCache(num_gpu_blocks(profile), profile.block_size)
+        self.steptime = StepTimeModel(profile, seed)
+        self.clock = 0.0
+        self.waiting: deque[Sequence] = deque()
+        self.running: list[Sequence] = []
+        self.num_preemptions = 0
+        self.last_num_scheduled_tokens = 0
+
+    @property
+    def has_work(self) -> bool:
+        return bool(self.running or self.waiting)
+
+    def advance_to(self, now: float) -> None:
+        """Move the engine clock forward to ``now`` (idle time); never backwards."""
+        self.clock = max(self.clock, now)
+
+    def add_request(self, seq: Sequence, arrival: float | None = None) -> None:
+        seq.arrival = self.clock if arrival is None else arrival
+        seq.max_tokens = min(seq.max_tokens, self.max_model_len - seq.prompt_len)
+        self.waiting.append(seq)
+
+    def abort(self, seq: Sequence) -> None:
+        """Drop an unfinished sequence (client went away); it finishes with ``abort``."""
+        if seq.finish_reason is not None:
+            return
+        if seq in self.running:
+            self.running.remove(seq)
+        else:
+            self.waiting.remove(seq)
+        self._finish(seq, "abort")
+
+    def step(self) -> StepResult:
+        scheduled: list[tuple[Sequence, int]] = []
+        budget, preempted = self._schedule_running(scheduled)
+        if not preempted:
+            self._schedule_waiting(scheduled, budget)
+        if not scheduled:
+            return StepResult(0.0, [])
+        num_tokens = kv_tokens = 0
+        attention_pairs = 0.0
+        for seq, n in scheduled:
+            num_tokens += n
+            attention_pairs += n * (seq.num_computed + n / 2)
+            kv_tokens += seq.num_computed + n
+        duration = self.steptime.duration(num_tokens, attention_pairs, kv_tokens)
+        self.clock += duration
+        self.last_num_scheduled_tokens = num_tokens
+        return StepResult(duration, self._apply(scheduled))
+
+    def _schedule_running(self, scheduled: list[tuple[Sequence, int]]) -> tuple[int, bool]:
+        budget = self.max_num_batched_tokens
+        preempted = False
+        running = self.running
+        index = 0
+        while index < len(running) and budget > 0:
+            seq = running[index]
+            n = min(seq.prompt_len + seq.num_output - seq.num_computed, budget)
+            while not self.kv.allocate(seq, seq.num_computed + n):
+                victim = running.pop()
+                self._preempt(victim)
+                preempted = True
+                if victim is seq:
+                    return budget, preempted
+            scheduled.append((seq, n))
+            budget -= n
+            index += 1
+        return budget, preempted
+
+    def _schedule_waiting(self, scheduled: list[tuple[Sequence, int]], budget: int) -> None:
+        waiting = self.waiting
+        while waiting and budget > 0 and len(self.running) < self.max_num_seqs:
+            seq = waiting[0]
+            total = seq.prompt_len + seq.num_output
+            n = min(total, budget)
+            if seq.arrival > self.clock or not self.kv.allocate(seq, n, reserve_tokens=total):
+                return
+            waiting.popleft()
+            self.running.append(seq)
+            scheduled.append((seq, n))
+            budget -= n
+            if seq.first_scheduled is None:
+                seq.first_scheduled = self.clock
+
+    def _preempt(self, seq: Sequence) -> None:
+        self.kv.release(seq)
+        seq.num_computed = 0
+        seq.num_preemptions += 1
+        self.num_preemptions += 1
+        self.waiting.appendleft(seq)
+
+    def _apply(self, scheduled: list[tuple[Sequence, int]]) -> list[Sequence]:
+        now = self.clock
+        outputs = []
+        any_finished = False
+        for seq, n in scheduled:
+            seq.num_computed += n
+            if seq.num_computed < seq.prompt_len + seq.num_output:
+                continue  # a prefill chunk that did not reach the end of the prompt
+            seq.num_output += 1
+            if seq.first_token is None:
+                seq.first_token = now
+            seq.previous_token = seq.last_token
+            seq.last_token = now
+            outputs.append(seq)
+            if seq.num_output >= seq.max_tokens:
+                self._finish(seq, "length")
+                any_finished = True
+            elif seq.num_output == seq.stop_after:
+                self._finish(seq, "stop")
+                any_finished = True
+        if any_finished:
+            self.running = [seq for seq in self.running if seq.finish_reason is None]
+        return outputs
+
+    def _finish(self, seq: Sequence, reason: str) -> None:
+        seq.finish_reason = reason
+        seq.finished_at = self.clock
+        self.kv.release(seq)

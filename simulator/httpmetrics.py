@@ -1,0 +1,68 @@
+"""HTTP-level metrics of ``prometheus_fastapi_instrumentator``, which vLLM mounts on the same registry.
+
+vLLM (``vllm/entrypoints/serve/instrumentator/metrics.py``, reference/vllm-behaviour.md section 2.4) exposes
+``http_requests_total{handler,method,status}``, the summaries ``http_request_size_bytes{handler}`` and
+``http_response_size_bytes{handler}``, ``http_request_duration_highr_seconds`` (no labels) and
+``http_request_duration_seconds{handler,method}``, with ``handler`` the route template and status grouped as
+``2xx``/``4xx``/``5xx``; ``/metrics``, ``/health``, ``/load``, ``/ping``, ``/version`` and ``/server_info`` are not
+instrumented. Duration is until the handler returns (for a stream: until its last byte is written).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, SummaryMetricFamily
+
+from .metrics import Histogram
+
+EXCLUDED_HANDLERS = frozenset({"/metrics", "/health", "/load", "/ping", "/version", "/server_info"})
+HIGHR_BUCKETS = [0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 7.5,
+                 10.0, 30.0, 60.0]  # fmt: skip
+LOWR_BUCKETS = [0.1, 0.5, 1.0]
+
+
+class HttpMetrics:
+    """Collector of per-request HTTP observations (one ``observe`` per instrumented request)."""
+
+    def __init__(self) -> None:
+        self.requests: defaultdict[tuple[str, str, str], int] = defaultdict(int)
+        self.request_sizes: defaultdict[str, list[float]] = defaultdict(lambda: [0, 0.0])
+        self.response_sizes: defaultdict[str, list[float]] = defaultdict(lambda: [0, 0.0])
+        self.highr = Histogram("http_request_duration_highr_seconds",
+                               "Latency with many buckets but no API specific labels.", HIGHR_BUCKETS)  # fmt: skip
+        self.durations: dict[tuple[str, str], Histogram] = {}
+
+    def observe(self, handler: str, method: str, status: int, request_bytes: int, response_bytes: int,
+                seconds: float) -> None:  # fmt: skip
+        if handler in EXCLUDED_HANDLERS:
+            return
+        self.requests[handler, method, f"{status // 100}xx"] += 1
+        for sizes, size in ((self.request_sizes[handler], request_bytes), (self.response_sizes[handler], response_bytes)):
+            sizes[0] += 1
+            sizes[1] += size
+        self.highr.observe(seconds)
+        if (handler, method) not in self.durations:
+            self.durations[handler, method] = Histogram("http_request_duration_seconds", "", LOWR_BUCKETS)
+        self.durations[handler, method].observe(seconds)
+
+    def collect(self):
+        requests = CounterMetricFamily("http_requests", "Total number of requests by method, status and handler.",
+                                       labels=["handler", "method", "status"])  # fmt: skip
+        for labels, count in self.requests.items():
+            requests.add_metric(list(labels), count)
+        yield requests
+        for name, documentation, sizes in (
+            ("http_request_size_bytes", "Content length of incoming requests by handler.", self.request_sizes),
+            ("http_response_size_bytes", "Content length of outgoing responses by handler.", self.response_sizes),
+        ):
+            summary = SummaryMetricFamily(name, documentation, labels=["handler"])
+            for handler, (count, total) in sizes.items():
+                summary.add_metric([handler], count, total)
+            yield summary
+        yield self.highr.family([], ())
+        durations = HistogramMetricFamily("http_request_duration_seconds", "Latency with only few buckets by handler.",
+                                          labels=["handler", "method"])  # fmt: skip
+        for labels, histogram in self.durations.items():
+            durations.add_metric(list(labels), histogram.points(), histogram.sum)
+        yield durations

@@ -1,0 +1,62 @@
+"""``POST /generate`` of vLLM's old demo server (``python -m vllm.entrypoints.api_server``).
+
+In vLLM that server (``vllm/entrypoints/api_server.py``, shipped up to 0.24) pops ``prompt`` and ``stream`` from the
+JSON body and passes every other key to ``SamplingParams`` (``n``, ``temperature``, ``max_tokens`` default 16,
+``min_tokens``, ``ignore_eos``, ``seed``...). The response is ``{"text": [prompt + output_i, ...]}``, one entry per
+``n``; with ``stream`` it is newline-delimited JSON of the same shape, each line carrying the cumulative text.
+
+``use_beam_search`` is accepted as the pre-V1 demo server did (the request of seed 002 sends it; V1 engines answer
+500 because it is no longer a ``SamplingParams`` field): beam search is not simulated, the ``n`` outputs are sampled
+like any others. Other unknown keys are ignored. No auth, as in vLLM.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from aiohttp import web
+
+from .parsing import COMPLETIONS_DEFAULT_MAX_TOKENS, ApiError, parse_json, resolve_max_tokens
+from .parsing import parse_generation as parse_sampling
+from .protocol import json_bytes
+
+if TYPE_CHECKING:
+    from .server import Simulator
+    from .streams import RequestStream
+
+
+def _texts(prompt: str, stream: RequestStream) -> dict:
+    return {"text": [prompt + stream.full_text(index) for index in range(len(stream.seqs))]}
+
+
+async def generate(request: web.Request, simulator: Simulator) -> web.StreamResponse:
+    body = parse_json(await request.read())
+    prompt = body.pop("prompt", None)
+    streaming = body.pop("stream", False) is True
+    if not isinstance(prompt, str):
+        raise ApiError("'prompt' (a string) is required", param="prompt")
+    sampling = parse_sampling(body, [prompt])
+    prompt_len = 1 + simulator.tokenizer.count(prompt)
+    max_tokens = resolve_max_tokens(sampling, prompt_len, simulator.profile.max_model_len,
+                                    COMPLETIONS_DEFAULT_MAX_TOKENS)  # fmt: skip
+    stream = simulator.generator.start([(prompt_len, max_tokens)], sampling.n, seed=sampling.seed,
+                                       min_tokens=sampling.min_tokens, ignore_eos=sampling.ignore_eos, interval=1,
+                                       streaming=streaming)  # fmt: skip
+    try:
+        if not streaming:
+            await stream.wait_finished()
+            return web.Response(body=json_bytes(_texts(prompt, stream)), content_type="application/json")
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        await response.prepare(request)
+        written = 0
+        while True:
+            stream.ready.clear()
+            finished = stream.finished
+            if stream.completion_tokens > written:
+                written = stream.completion_tokens
+                await response.write(json_bytes(_texts(prompt, stream)) + b"\n")
+            if finished:
+                return response
+            await stream.ready.wait()
+    finally:
+        simulator.driver.abort(stream.seqs)

@@ -1,0 +1,126 @@
+"""Simulator profiles: hardware x model x tensor parallelism, engine defaults and step-time constants.
+
+A profile is a TOML file in ``simulator/profiles/`` (or any path ending in ``.toml``). Its tables
+(``[hardware]``, ``[model]``, ``[engine]``, ``[steptime]``, ``[output]``) only group the keys for the reader: every
+key is a field of the flat :class:`Profile`, so a single field can be overridden by name on the command line
+(``--set mfu=0.4``). The engine keys carry vLLM's own names and meanings (``vllm/config/scheduler.py``,
+``vllm/config/cache.py``); the step-time keys are those of the roofline model in ``steptime.py``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from pathlib import Path
+
+PROFILE_DIR = Path(__file__).parent / "profiles"
+DEFAULT_PROFILE = "cpu-tiny"
+OUTPUT_LEN_DISTRIBUTIONS = ("lognormal", "exponential", "fixed")
+
+
+@dataclasses.dataclass(frozen=True)
+class Profile:
+    name: str
+    description: str
+    served_model_name: str
+    model_path: str
+    # hardware, per GPU: dense BF16 FLOP/s, HBM bytes/s, memory bytes
+    hardware: str
+    flops: float
+    hbm_bandwidth: float
+    memory_bytes: float
+    # model shape (HF config); params_experts = all routed-expert parameters (0 for dense models)
+    layers: int
+    q_width: int
+    num_kv_heads: int
+    head_dim: int
+    params_total: float
+    params_active: float
+    params_experts: float
+    num_experts: int
+    experts_per_token: int
+    weight_bytes: int
+    kv_dtype_bytes: int
+    # engine (vLLM flag names)
+    tensor_parallel_size: int
+    max_model_len: int
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    gpu_memory_utilization: float
+    block_size: int
+    stream_interval: int
+    # step-time model: model FLOP utilisation, HBM bandwidth efficiency, fixed seconds per step, relative jitter
+    mfu: float
+    bw_eff: float
+    t_fixed: float
+    jitter: float
+    # output lengths of requests that may stop early (no ignore_eos): distribution, mean tokens, lognormal sigma
+    output_len_distribution: str
+    output_len_mean: float
+    output_len_sigma: float
+    # vLLM's --num-gpu-blocks-override; 0 = derive the KV block count from memory
+    num_gpu_blocks_override: int = 0
+
+    def replace(self, **changes: object) -> Profile:
+        return dataclasses.replace(self, **changes)
+
+
+FIELD_TYPES = {field.name: field.type for field in dataclasses.fields(Profile)}
+_CASTS = {"str": str, "int": int, "float": float}
+
+
+def profile_names() -> list[str]:
+    return sorted(path.stem for path in PROFILE_DIR.glob("*.toml"))
+
+
+def _profile_path(name: str) -> Path:
+    if name.endswith(".toml"):
+        return Path(name)
+    path = PROFILE_DIR / f"{name}.toml"
+    if not path.exists():
+        raise ValueError(f"unknown profile {name!r}; known: {', '.join(profile_names())}")
+    return path
+
+
+def _flatten(table: dict) -> dict:
+    flat = {}
+    for key, value in table.items():
+        if isinstance(value, dict):
+            flat.update(_flatten(value))
+        else:
+            flat[key] = value
+    return flat
+
+
+def coerce(key: str, value: object) -> object:
+    """Convert ``value`` (a TOML value or a command-line string) to the type of the profile field ``key``."""
+    if key not in FIELD_TYPES:
+        raise ValueError(f"unknown profile field {key!r}; known: {', '.join(FIELD_TYPES)}")
+    cast = _CASTS[FIELD_TYPES[key]]
+    if cast is int and isinstance(value, str):
+        return int(float(value))
+    return cast(value)
+
+
+def load_profile(name: str = DEFAULT_PROFILE, overrides: dict[str, object] | None = None) -> Profile:
+    """Read a profile by name (or ``.toml`` path) and apply ``overrides`` (field name -> value or string)."""
+    path = _profile_path(name)
+    with path.open("rb") as file:
+        values = _flatten(tomllib.load(file))
+    values.setdefault("name", path.stem)
+    values.update(overrides or {})
+    profile = Profile(**{key: coerce(key, value) for key, value in values.items()})
+    if profile.output_len_distribution not in OUTPUT_LEN_DISTRIBUTIONS:
+        raise ValueError(f"output_len_distribution must be one of {OUTPUT_LEN_DISTRIBUTIONS}")
+    return profile
+
+
+def parse_assignments(assignments: list[str]) -> dict[str, object]:
+    """Turn ``["mfu=0.4", "t_fixed=0.01"]`` into ``{"mfu": 0.4, "t_fixed": 0.01}`` (typed by field)."""
+    overrides = {}
+    for assignment in assignments:
+        key, sep, value = assignment.partition("=")
+        if not sep:
+            raise ValueError(f"--set expects KEY=VALUE, got {assignment!r}")
+        overrides[key.strip()] = coerce(key.strip(), value.strip())
+    return overrides

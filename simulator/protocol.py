@@ -1,0 +1,154 @@
+"""Response shapes of vLLM 0.33: SSE chunks from pre-built byte templates, and non-streaming JSON bodies.
+
+Chunks are serialised by vLLM with ``model_dump_json(exclude_unset=True, exclude_none=not chunk.choices)``
+(``vllm/entrypoints/openai/chat_completion/serving.py``, ``.../completion/serving.py``), which gives these key sets
+(reference/vllm-behaviour.md section 1.3):
+
+* chat role chunk (sent at first-token time, right before the first content chunk):
+  ``delta {role, content:""}``, choice ``{index, delta, logprobs, finish_reason}``, top ``prompt_token_ids,
+  prompt_text``;
+* chat content chunk: choice ``{index, delta {content}, logprobs, finish_reason, token_ids}``, top
+  ``kv_transfer_params``; the last one also has ``stop_reason`` and ``weight_versions`` and a ``finish_reason``;
+* completions chunk: choice ``{index, text, logprobs, finish_reason, stop_reason, prompt_token_ids, token_ids,
+  weight_versions}``, top ``kv_transfer_params``;
+* usage chunk (``stream_options.include_usage``): ``choices: []`` and ``usage {prompt_tokens, total_tokens,
+  completion_tokens}``; with ``continuous_usage_stats`` every chunk carries ``usage`` as well;
+* ``data: [DONE]``.
+
+The text placed in a template must already be JSON-safe: generated words are plain ASCII letters (``sampling.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+
+DONE = b"data: [DONE]\n\n"
+_CHAT_ROLE_TAIL = b',"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]'
+_CHAT_CONTENT_TAIL = b'"},"logprobs":null,"finish_reason":null,"token_ids":null}]'
+_CHAT_FINAL_TAIL = b'","stop_reason":null,"token_ids":null,"weight_versions":null}]'
+_COMPLETION_TAIL = b',"stop_reason":null,"prompt_token_ids":null,"token_ids":null,"weight_versions":null}]'
+_KV_TAIL = b',"kv_transfer_params":null}\n\n'
+
+
+def json_bytes(body: object) -> bytes:
+    """Compact JSON, as Starlette's ``JSONResponse`` renders it."""
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
+def new_request_id(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex}"
+
+
+def usage_json(prompt_tokens: int, completion_tokens: int) -> bytes:
+    total = prompt_tokens + completion_tokens
+    return b'{"prompt_tokens":%d,"total_tokens":%d,"completion_tokens":%d}' % (prompt_tokens, total, completion_tokens)
+
+
+class ChunkFormat:
+    """Byte templates shared by all chunks of one streamed response (same id, created, model)."""
+
+    def __init__(self, chat: bool, model: str, continuous_usage: bool, prompt_tokens: int) -> None:
+        self.chat = chat
+        self.request_id = new_request_id("chatcmpl" if chat else "cmpl")
+        self.created = int(time.time())
+        kind = "chat.completion.chunk" if chat else "text_completion"
+        self._head = (
+            f'data: {{"id":"{self.request_id}","object":"{kind}","created":{self.created},'
+            f'"model":{json.dumps(model)},"choices":'
+        ).encode()
+        self._choice_head = self._head + b'[{"index":'
+        self.continuous_usage = continuous_usage
+        self.prompt_tokens = prompt_tokens
+
+    def _usage(self, completion_tokens: int) -> bytes:
+        return b',"usage":' + usage_json(self.prompt_tokens, completion_tokens) if self.continuous_usage else b""
+
+    def role(self, index: int) -> bytes:
+        return b"".join(
+            (self._choice_head, b"%d" % index, _CHAT_ROLE_TAIL, self._usage(0), b',"prompt_token_ids":null,'
+             b'"prompt_text":null}\n\n')
+        )  # fmt: skip
+
+    def content(self, index: int, text: bytes, finish_reason: str | None, completion_tokens: int) -> bytes:
+        """One chunk carrying ``text``; ``finish_reason`` set makes it the last chunk of the choice."""
+        if not self.chat:
+            reason = b"null" if finish_reason is None else b'"%s"' % finish_reason.encode()
+            middle = b',"text":"%s","logprobs":null,"finish_reason":%s' % (text, reason) + _COMPLETION_TAIL
+        elif finish_reason is None:
+            middle = b',"delta":{"content":"' + text + _CHAT_CONTENT_TAIL
+        else:
+            middle = b',"delta":{"content":"%s"},"logprobs":null,"finish_reason":"%s' % (
+                text,
+                finish_reason.encode(),
+            ) + _CHAT_FINAL_TAIL
+        return b"".join((self._choice_head, b"%d" % index, middle, self._usage(completion_tokens), _KV_TAIL))
+
+    def usage(self, completion_tokens: int) -> bytes:
+        return self._head + b'[],"usage":' + usage_json(self.prompt_tokens, completion_tokens) + b"}\n\n"
+
+
+def _usage_dict(prompt_tokens: int, completion_tokens: int) -> dict:
+    return {
+        "prompt_tokens": prompt_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+        "completion_tokens": completion_tokens,
+        "prompt_tokens_details": None,
+    }
+
+
+def chat_response(model: str, choices: list[tuple[str, str]], prompt_tokens: int, completion_tokens: int) -> dict:
+    """Non-streaming chat body; ``choices`` = ``(text, finish_reason)`` in index order."""
+    return {
+        "id": new_request_id("chatcmpl"),
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {
+                "index": index,
+                "message": {"role": "assistant", "content": text, "refusal": None, "annotations": None,
+                            "audio": None, "function_call": None, "reasoning": None},
+                "logprobs": None, "finish_reason": finish_reason, "stop_reason": None, "token_ids": None,
+                "routed_experts": None, "weight_versions": None,
+            }  # fmt: skip
+            for index, (text, finish_reason) in enumerate(choices)
+        ],
+        "service_tier": None,
+        "system_fingerprint": None,
+        "usage": {**_usage_dict(prompt_tokens, completion_tokens), "completion_tokens_details": None},
+        "prompt_logprobs": None, "prompt_token_ids": None, "prompt_text": None,
+        "kv_transfer_params": None, "ec_transfer_params": None, "metrics": None,
+    }  # fmt: skip
+
+
+def completion_response(model: str, choices: list[tuple[str, str]], prompt_tokens: int, completion_tokens: int):
+    """Non-streaming completions body; ``choices`` = ``(text, finish_reason)`` in index order."""
+    return {
+        "id": new_request_id("cmpl"),
+        "object": "text_completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {"index": index, "text": text, "logprobs": None, "finish_reason": finish_reason, "stop_reason": None,
+             "token_ids": None, "prompt_logprobs": None, "prompt_token_ids": None, "routed_experts": None,
+             "weight_versions": None}  # fmt: skip
+            for index, (text, finish_reason) in enumerate(choices)
+        ],
+        "service_tier": None,
+        "system_fingerprint": None,
+        "usage": {**_usage_dict(prompt_tokens, completion_tokens), "completion_tokens_details": None},
+        "kv_transfer_params": None, "ec_transfer_params": None, "metrics": None,
+    }  # fmt: skip
+
+
+def model_list(model: str, root: str, max_model_len: int, created: int) -> dict:
+    permission = {
+        "id": new_request_id("modelperm"), "object": "model_permission", "created": created,
+        "allow_create_engine": False, "allow_sampling": True, "allow_logprobs": True, "allow_search_indices": False,
+        "allow_view": True, "allow_fine_tuning": False, "organization": "*", "group": None, "is_blocking": False,
+    }  # fmt: skip
+    card = {"id": model, "object": "model", "created": created, "owned_by": "vllm", "root": root, "parent": None,
+            "max_model_len": max_model_len, "permission": [permission]}  # fmt: skip
+    return {"object": "list", "data": [card]}

@@ -1,0 +1,62 @@
+"""What the simulated model "generates": deterministic pseudo-words, and when it samples EOS.
+
+Text: one pseudo-word per token (``" " + word``, lower-case ASCII letters only, so it needs no JSON escaping), read
+from a fixed pseudo-random word stream at an offset drawn from the request's RNG; the same ``seed`` gives the same
+text, as with vLLM's per-request ``seed``.
+
+Length (``vllm/v1/core/sched/utils.py`` ``check_stop``): a sequence ends with ``length`` after ``max_tokens`` tokens;
+otherwise it ends with ``stop`` when it samples EOS. EOS is masked until ``min_tokens`` tokens exist and never
+ends a request with ``ignore_eos``. Here the EOS position is drawn from the profile's output-length distribution;
+the EOS token is counted in ``completion_tokens`` and has empty text (vLLM skips special tokens when detokenizing),
+so the last chunk of a ``stop`` sequence carries ``""``.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from array import array
+
+from .profiles import Profile
+
+_CONSONANTS = "bdfgklmnprstvz"
+_VOWELS = "aeiou"
+_SYLLABLES = [c + v for c in _CONSONANTS for v in _VOWELS]
+WORDS: tuple[str, ...] = tuple(
+    a + b + ("n" if (i + j) % 3 == 0 else "") for i, a in enumerate(_SYLLABLES) for j, b in enumerate(_SYLLABLES)
+)[:4096]
+WORD_BYTES: tuple[bytes, ...] = tuple((" " + word).encode() for word in WORDS)
+
+_STREAM_MASK = (1 << 16) - 1
+_STREAM_RNG = random.Random(20240601)
+_STREAM = array("H", (_STREAM_RNG.randrange(len(WORDS)) for _ in range(_STREAM_MASK + 1)))
+
+
+def word_index(offset: int, position: int) -> int:
+    """Index in ``WORDS`` of the token at ``position`` of a text starting at ``offset`` of the word stream."""
+    return _STREAM[(offset + position) & _STREAM_MASK]
+
+
+def text_bytes(offset: int, start: int, end: int) -> bytes:
+    """UTF-8 text of generated word tokens ``start`` .. ``end - 1``."""
+    return b"".join([WORD_BYTES[_STREAM[(offset + i) & _STREAM_MASK]] for i in range(start, end)])
+
+
+def sample_output_length(rng: random.Random, profile: Profile) -> int:
+    mean = profile.output_len_mean
+    if profile.output_len_distribution == "fixed":
+        value = mean
+    elif profile.output_len_distribution == "exponential":
+        value = rng.expovariate(1.0 / mean)
+    else:
+        sigma = profile.output_len_sigma
+        value = rng.lognormvariate(math.log(mean) - sigma * sigma / 2, sigma)
+    return max(1, round(value))
+
+
+def plan_sequence(rng: random.Random, profile: Profile, min_tokens: int, ignore_eos: bool) -> tuple[int, int]:
+    """Return ``(text_offset, stop_after)`` for one sequence; ``stop_after`` 0 means EOS never ends it."""
+    offset = rng.randrange(_STREAM_MASK + 1)
+    if ignore_eos:
+        return offset, 0
+    return offset, max(sample_output_length(rng, profile), min_tokens + 1)

@@ -1,0 +1,195 @@
+"""aiohttp application: the routes of ``vllm serve`` (reference/vllm-behaviour.md section 1.1) over one engine.
+
+Routes as in vLLM 0.33: ``POST /v1/chat/completions`` and ``/v1/completions`` (JSON or SSE), ``GET /v1/models``,
+``POST /tokenize`` and ``/detokenize``, ``GET /health`` (200, empty body), ``/version``, ``/load``, ``/metrics``,
+plus the legacy ``POST /generate`` of the old demo server (``legacy.py``). With ``--api-key``, paths under ``/v1``,
+``/v2``, ``/inference`` and ``/cohere`` need ``Authorization: Bearer <key>`` or get 401 ``{"error":"Unauthorized"}``
+(``vllm/entrypoints/serve/middleware/authenticate.py``). Unknown routes answer FastAPI's ``{"detail":"Not Found"}``.
+A client that disconnects aborts its sequences (vLLM's ``with_cancellation``), counted as ``finished_reason=abort``.
+"""
+
+from __future__ import annotations
+
+import time
+
+from aiohttp import web
+from prometheus_client import generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
+
+from . import legacy
+from .driver import EngineDriver
+from .engine import Engine
+from .httpmetrics import HttpMetrics
+from .metrics import EngineMetrics
+from .parsing import (
+    COMPLETIONS_DEFAULT_MAX_TOKENS,
+    ApiError,
+    check_model,
+    parse_generation,
+    parse_json,
+    parse_messages,
+    parse_prompts,
+    resolve_max_tokens,
+)
+from .profiles import Profile
+from .protocol import ChunkFormat, chat_response, completion_response, json_bytes, model_list
+from .streams import Generator, write_sse
+from .tokenizer import Tokenizer
+
+VLLM_VERSION = "0.33.0"
+AUTH_PREFIXES = ("/v1", "/v2", "/inference", "/cohere")
+
+
+def _json(body: object, status: int = 200) -> web.Response:
+    return web.Response(body=json_bytes(body), status=status, content_type="application/json")
+
+
+class Simulator:
+    """The state behind the routes: one engine, its driver and metrics, the tokenizer."""
+
+    def __init__(self, profile: Profile, *, api_key: str | None = None, seed: int = 0, time_scale: float = 1.0):
+        self.profile = profile
+        self.model = profile.served_model_name
+        self.api_key = api_key
+        self.created = int(time.time())
+        self.tokenizer = Tokenizer()
+        self.engine = Engine(profile, seed=seed)
+        cache_info = {"block_size": str(profile.block_size),
+                      "gpu_memory_utilization": str(profile.gpu_memory_utilization),
+                      "num_gpu_blocks": str(self.engine.kv.num_blocks)}  # fmt: skip
+        self.metrics = EngineMetrics(self.engine, self.model, cache_info)
+        self.registry = self.metrics.registry()
+        self.http_metrics = HttpMetrics()
+        self.registry.register(self.http_metrics)
+        self.driver = EngineDriver(self.engine, self.metrics, time_scale)
+        self.generator = Generator(profile, self.driver, seed)
+
+    def app(self) -> web.Application:
+        app = web.Application(middlewares=[self._middleware], client_max_size=64 * 1024**2)
+        app.router.add_post("/v1/chat/completions", self.chat_completions)
+        app.router.add_post("/v1/completions", self.completions)
+        app.router.add_get("/v1/models", self.models)
+        app.router.add_post("/tokenize", self.tokenize)
+        app.router.add_post("/detokenize", self.detokenize)
+        app.router.add_get("/health", self.health)
+        app.router.add_get("/version", self.version)
+        app.router.add_get("/load", self.load)
+        app.router.add_get("/metrics", self.metrics_text)
+        app.router.add_post("/generate", self.generate)
+        app.on_startup.append(self._start_engine)
+        app.on_cleanup.append(self._stop_engine)
+        return app
+
+    async def _start_engine(self, _app: web.Application) -> None:
+        self.driver.start()
+
+    async def _stop_engine(self, _app: web.Application) -> None:
+        await self.driver.stop()
+
+    @web.middleware
+    async def _middleware(self, request: web.Request, handler) -> web.StreamResponse:
+        started = time.perf_counter()
+        response = await self._respond(request, handler)
+        resource = request.match_info.route.resource
+        if resource is not None:
+            response_bytes = response.body_length if response.prepared else len(response.body or b"")
+            self.http_metrics.observe(resource.canonical, request.method, response.status,
+                                      request.content_length or 0, response_bytes,
+                                      time.perf_counter() - started)  # fmt: skip
+        return response
+
+    async def _respond(self, request: web.Request, handler) -> web.StreamResponse:
+        if self.api_key and request.path.startswith(AUTH_PREFIXES):
+            if request.headers.get("Authorization") != f"Bearer {self.api_key}":
+                return _json({"error": "Unauthorized"}, status=401)
+        try:
+            return await handler(request)
+        except ApiError as error:
+            return web.Response(body=error.body(), status=error.status, content_type="application/json")
+        except web.HTTPNotFound:
+            return _json({"detail": "Not Found"}, status=404)
+        except web.HTTPMethodNotAllowed:
+            return _json({"detail": "Method Not Allowed"}, status=405)
+
+    async def chat_completions(self, request: web.Request) -> web.StreamResponse:
+        body = parse_json(await request.read())
+        check_model(body, self.model)
+        messages = parse_messages(body)
+        generation = parse_generation(body, [messages])
+        prompt_len = self.tokenizer.chat_count(messages)
+        max_tokens = resolve_max_tokens(generation, prompt_len, self.profile.max_model_len, None)
+        return await self._generate(request, generation, [(prompt_len, max_tokens)], chat=True)
+
+    async def completions(self, request: web.Request) -> web.StreamResponse:
+        body = parse_json(await request.read())
+        check_model(body, self.model)
+        generation = parse_generation(body, parse_prompts(body))
+        prompts = []
+        for prompt in generation.prompts:
+            prompt_len = 1 + self.tokenizer.count(prompt) if isinstance(prompt, str) else len(prompt)
+            max_tokens = resolve_max_tokens(generation, prompt_len, self.profile.max_model_len,
+                                            COMPLETIONS_DEFAULT_MAX_TOKENS)  # fmt: skip
+            prompts.append((prompt_len, max_tokens))
+        return await self._generate(request, generation, prompts, chat=False)
+
+    async def _generate(self, request: web.Request, generation, prompts: list[tuple[int, int]], chat: bool):
+        interval = max(generation.stream_interval or 1, self.profile.stream_interval)
+        stream = self.generator.start(prompts, generation.n, seed=generation.seed, min_tokens=generation.min_tokens,
+                                      ignore_eos=generation.ignore_eos, interval=interval,
+                                      streaming=generation.stream)  # fmt: skip
+        prompt_tokens = sum(prompt_len for prompt_len, _ in prompts)
+        try:
+            if generation.stream:
+                fmt = ChunkFormat(chat, self.model, generation.continuous_usage, prompt_tokens)
+                return await write_sse(request, stream, fmt, generation.include_usage)
+            await stream.wait_finished()
+        finally:
+            self.driver.abort(stream.seqs)
+        choices = [(stream.full_text(index), reason) for index, reason in enumerate(stream.reasons)]
+        build = chat_response if chat else completion_response
+        return _json(build(self.model, choices, prompt_tokens, stream.completion_tokens))
+
+    async def models(self, _request: web.Request) -> web.Response:
+        return _json(model_list(self.model, self.profile.model_path, self.profile.max_model_len, self.created))
+
+    async def tokenize(self, request: web.Request) -> web.Response:
+        body = parse_json(await request.read())
+        check_model(body, self.model)
+        if "messages" in body:
+            messages = parse_messages(body)
+            tokens = self.tokenizer.chat_encode(messages, body.get("add_generation_prompt", True) is not False)
+        elif isinstance(body.get("prompt"), str):
+            tokens = self.tokenizer.encode(body["prompt"], body.get("add_special_tokens", True) is not False)
+        else:
+            raise ApiError("body: either 'prompt' (a string) or 'messages' is required", param="prompt")
+        strings = [self.tokenizer.token_text(t) for t in tokens] if body.get("return_token_strs") else None
+        return _json({"count": len(tokens), "max_model_len": self.profile.max_model_len, "tokens": tokens,
+                      "token_strs": strings})  # fmt: skip
+
+    async def detokenize(self, request: web.Request) -> web.Response:
+        body = parse_json(await request.read())
+        check_model(body, self.model)
+        tokens = body.get("tokens")
+        if not isinstance(tokens, list) or not all(isinstance(t, int) for t in tokens):
+            raise ApiError("body.tokens: Input should be a valid list of integers", param="tokens")
+        try:
+            return _json({"prompt": self.tokenizer.decode(tokens)})
+        except ValueError as error:
+            raise ApiError(str(error), param="tokens") from None
+
+    async def health(self, _request: web.Request) -> web.Response:
+        return web.Response(status=200)
+
+    async def version(self, _request: web.Request) -> web.Response:
+        return _json({"version": VLLM_VERSION})
+
+    async def load(self, _request: web.Request) -> web.Response:
+        return _json({"server_load": self.driver.load})
+
+    async def metrics_text(self, _request: web.Request) -> web.Response:
+        response = web.Response(body=generate_latest(self.registry))
+        response.headers["Content-Type"] = CONTENT_TYPE_PLAIN_0_0_4
+        return response
+
+    async def generate(self, request: web.Request) -> web.StreamResponse:
+        return await legacy.generate(request, self)

@@ -1,0 +1,61 @@
+"""Duration of one engine step from a roofline model (reference/vllm-behaviour.md section 4.2).
+
+vLLM runs one forward pass per engine step over every scheduled token of every running request
+(``vllm/v1/engine/core.py`` ``EngineCore.step``). Its cost is modelled as the slower of compute and memory traffic,
+plus a fixed per-step cost (scheduler, sampling, kernel launches)::
+
+    N      = sum of scheduled tokens                     (prefill chunks + one token per decode)
+    FLOPs  = 2 * params_active * N + 4 * layers * q_width * sum(n * (ctx_before + n / 2))
+    frac   = 1 - (1 - experts_per_token / num_experts) ** N      (MoE: share of experts touched)
+    Bytes  = weight_bytes * (dense params + frac * expert params) + kv_bytes_per_token * sum(ctx_before + n)
+    T_step = t_fixed + max(FLOPs / (TP * flops * mfu), Bytes / (TP * hbm_bandwidth * bw_eff))
+
+A decode is the special case ``n = 1``. The engine accumulates the three sums while it schedules a step and passes
+them here, so the cost of a step is O(1) in this module.
+"""
+
+from __future__ import annotations
+
+import random
+
+from .profiles import Profile
+
+
+def kv_bytes_per_token_per_rank(profile: Profile) -> int:
+    """KV bytes one token takes on one GPU; KV heads are replicated when TP exceeds their number."""
+    kv_heads_per_rank = max(1.0, profile.num_kv_heads / profile.tensor_parallel_size)
+    return int(2 * profile.layers * kv_heads_per_rank * profile.head_dim * profile.kv_dtype_bytes)
+
+
+class StepTimeModel:
+    """Step duration in seconds for a batch described by its token sums; seeded multiplicative jitter."""
+
+    def __init__(self, profile: Profile, seed: int = 0) -> None:
+        tp = profile.tensor_parallel_size
+        self.t_fixed = profile.t_fixed
+        self.jitter = profile.jitter
+        self.flops_per_token = 2.0 * profile.params_active
+        self.flops_per_attention_pair = 4.0 * profile.layers * profile.q_width
+        self.compute_rate = tp * profile.flops * profile.mfu
+        self.memory_rate = tp * profile.hbm_bandwidth * profile.bw_eff
+        self.dense_weight_bytes = profile.weight_bytes * (profile.params_total - profile.params_experts)
+        self.expert_weight_bytes = profile.weight_bytes * profile.params_experts
+        self.expert_miss = 1.0 - profile.experts_per_token / profile.num_experts if profile.num_experts else 1.0
+        self.kv_bytes_per_token = kv_bytes_per_token_per_rank(profile) * tp
+        self._rng = random.Random(seed)
+
+    def ideal(self, num_tokens: int, attention_pairs: float, kv_tokens: int) -> float:
+        """Step time without jitter.
+
+        ``attention_pairs`` = sum over scheduled items of ``n * (ctx_before + n / 2)``;
+        ``kv_tokens`` = sum of ``ctx_before + n`` (KV entries read or written).
+        """
+        flops = self.flops_per_token * num_tokens + self.flops_per_attention_pair * attention_pairs
+        experts_touched = 1.0 - self.expert_miss**num_tokens
+        weight_bytes = self.dense_weight_bytes + experts_touched * self.expert_weight_bytes
+        memory_bytes = weight_bytes + self.kv_bytes_per_token * kv_tokens
+        return self.t_fixed + max(flops / self.compute_rate, memory_bytes / self.memory_rate)
+
+    def duration(self, num_tokens: int, attention_pairs: float, kv_tokens: int) -> float:
+        noise = min(1.5, max(0.5, self._rng.gauss(1.0, self.jitter))) if self.jitter else 1.0
+        return self.ideal(num_tokens, attention_pairs, kv_tokens) * noise

@@ -1,0 +1,136 @@
+"""From an HTTP request to engine sequences and back: token hand-off and SSE emission.
+
+vLLM's frontend (``vllm/v1/engine/output_processor.py``) receives each step's outputs, detokenizes them and puts
+them in a per-request queue the HTTP handler drains; with ``stream_interval`` k it only passes on an update when the
+request finished, for its first token, or when k new tokens accumulated. Here the driver calls ``on_token`` of a
+request's ``RequestStream`` when a step's duration has passed; it records how many tokens are published (the
+engine has already computed the next step by the time a handler runs, so handlers never read the live sequence)
+and wakes the handler (at most once per request per step) only when a chunk is due. The handler turns everything
+pending into one write: one SSE chunk per engine output (per k tokens with ``stream_interval`` k), the chat role
+chunk right before the first content chunk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+from aiohttp import web
+
+from .engine import Sequence
+from .profiles import Profile
+from .protocol import DONE, ChunkFormat
+from .sampling import plan_sequence, text_bytes
+
+
+class RequestStream:
+    """The sequences of one HTTP request (``n`` choices per prompt) and what has been sent of each."""
+
+    __slots__ = ("seqs", "offsets", "published", "reasons", "sent", "interval", "streaming", "ready")
+
+    def __init__(self, interval: int, streaming: bool) -> None:
+        self.seqs: list[Sequence] = []
+        self.offsets: list[int] = []  # word-stream offset of each choice's text
+        self.published: list[int] = []  # tokens of each choice whose step has ended
+        self.reasons: list[str | None] = []  # finish reason of each choice, once published
+        self.sent: list[int] = []  # tokens already passed on, per choice
+        self.interval = interval
+        self.streaming = streaming
+        self.ready = asyncio.Event()
+
+    def add(self, seq: Sequence, offset: int) -> None:
+        self.seqs.append(seq)
+        self.offsets.append(offset)
+        self.published.append(0)
+        self.reasons.append(None)
+        self.sent.append(0)
+
+    def on_token(self, seq: Sequence) -> None:
+        index = seq.index
+        self.published[index] = seq.num_output
+        if seq.finish_reason is not None:
+            self.reasons[index] = seq.finish_reason
+            self.ready.set()
+        elif self.streaming:
+            sent = self.sent[index]
+            if sent == 0 or seq.num_output - sent >= self.interval:
+                self.ready.set()
+
+    @property
+    def finished(self) -> bool:
+        return None not in self.reasons
+
+    @property
+    def completion_tokens(self) -> int:
+        return sum(self.published)
+
+    def text(self, index: int, start: int, end: int) -> bytes:
+        """Text of tokens ``start .. end - 1`` of choice ``index``; a final EOS token has no text."""
+        if self.reasons[index] == "stop":
+            end = min(end, self.published[index] - 1)
+        return text_bytes(self.offsets[index], start, end) if end > start else b""
+
+    def full_text(self, index: int) -> str:
+        return self.text(index, 0, self.published[index]).decode()
+
+    async def wait_finished(self) -> None:
+        while not self.finished:
+            self.ready.clear()
+            await self.ready.wait()
+
+
+class Generator:
+    """Creates the engine sequences of a request: seeded text offsets and EOS positions, ``n`` per prompt."""
+
+    def __init__(self, profile: Profile, driver, seed: int) -> None:
+        self.profile = profile
+        self.driver = driver
+        self._rng = random.Random(seed)
+
+    def start(self, prompts: list[tuple[int, int]], n: int, *, seed: int | None, min_tokens: int, ignore_eos: bool,
+              interval: int, streaming: bool) -> RequestStream:  # fmt: skip
+        """Submit ``n`` sequences for each ``(prompt_len, max_tokens)``; choice index = prompt * n + i."""
+        rng = random.Random(seed if seed is not None else self._rng.getrandbits(64))
+        stream = RequestStream(interval, streaming)
+        for prompt_len, max_tokens in prompts:
+            for _ in range(n):
+                offset, stop_after = plan_sequence(rng, self.profile, min_tokens, ignore_eos)
+                stream.add(Sequence(prompt_len, max_tokens, stop_after, sink=stream, index=len(stream.seqs)), offset)
+        self.driver.metrics.request_n.observe(n, len(prompts))
+        self.driver.submit(stream.seqs)
+        return stream
+
+
+def _due_chunks(stream: RequestStream, fmt: ChunkFormat, index: int) -> list[bytes]:
+    position, available = stream.sent[index], stream.published[index]
+    reason = stream.reasons[index]
+    chunks = []
+    while position < available:
+        end = min(available, position + (1 if position == 0 else stream.interval))
+        last = reason is not None and end == available
+        if end - position < stream.interval and position and not last:
+            break
+        if position == 0 and fmt.chat:
+            chunks.append(fmt.role(index))
+        chunks.append(fmt.content(index, stream.text(index, position, end), reason if last else None, end))
+        position = end
+    stream.sent[index] = position
+    return chunks
+
+
+async def write_sse(request: web.Request, stream: RequestStream, fmt: ChunkFormat, include_usage: bool):
+    response = web.StreamResponse(headers={"Content-Type": "text/event-stream; charset=utf-8"})
+    await response.prepare(request)
+    while True:
+        stream.ready.clear()  # before reading the state: a token published during the write below wakes us again
+        finished = stream.finished
+        chunks = [chunk for index in range(len(stream.seqs)) for chunk in _due_chunks(stream, fmt, index)]
+        if finished:
+            if include_usage:
+                chunks.append(fmt.usage(stream.completion_tokens))
+            chunks.append(DONE)
+        if chunks:
+            await response.write(b"".join(chunks))
+        if finished:
+            return response
+        await stream.ready.wait()

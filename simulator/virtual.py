@@ -1,0 +1,127 @@
+"""Virtual-time drivers: run the engine as fast as the CPU allows, with no sleeping and no HTTP.
+
+``closed_loop`` mimics ``vllm bench serve --max-concurrency C --ignore-eos`` with random ``input/output`` lengths
+fixed (reference/vllm-behaviour.md section 5): C clients each send a request, wait for it to finish and send the next
+one at once. Times are engine seconds, so a run of minutes of simulated load takes a fraction of a second; tests and
+profile fitting use it. Throughput is computed with Little's law on the steady part of the run
+(``X = C / mean e2e``), which is what a long benchmark at concurrency C measures.
+
+Steady part: the first C requests (the start-up burst) are left out, and so are the last C issued of a run bounded
+by ``requests`` (they finish while fewer than C requests are in flight).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+
+from .engine import Engine, Sequence
+from .profiles import Profile
+
+
+@dataclasses.dataclass(frozen=True)
+class ClosedLoopResult:
+    concurrency: int
+    completed: int  # requests finished in the whole run
+    measured: int  # requests in the steady window the statistics below are computed from
+    engine_seconds: float  # engine time the run took
+    request_rate: float  # requests/s (Little's law: concurrency / mean e2e)
+    output_tokens_per_s: float
+    total_tokens_per_s: float  # input + output tokens per second
+    ttft_mean: float  # seconds, arrival -> first token (includes queueing)
+    ttft_p99: float
+    tpot_mean: float  # seconds per output token after the first
+    e2e_mean: float
+    e2e_p99: float
+    max_waiting: int  # largest waiting-queue length seen after a step
+    max_running: int
+    preemptions: int
+
+
+def _p99(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
+
+
+def _window(finished: list[tuple[int, Sequence]], concurrency: int, issued_limit: int | None) -> list[Sequence]:
+    upper = issued_limit - concurrency if issued_limit is not None else None
+    steady = [seq for number, seq in finished if number >= concurrency and (upper is None or number < upper)]
+    return steady or [seq for _, seq in finished]
+
+
+def closed_loop(
+    profile: Profile,
+    concurrency: int,
+    input_tokens: int,
+    output_tokens: int,
+    requests: int | None = None,
+    duration_s: float | None = None,
+    seed: int = 0,
+) -> ClosedLoopResult:
+    """Run ``concurrency`` closed-loop clients against a fresh engine of ``profile``.
+
+    Each request has ``input_tokens`` prompt tokens and generates exactly ``output_tokens`` (ignore_eos). The run
+    ends when ``requests`` requests were issued and finished, or when the engine clock passes ``duration_s``
+    (requests still in flight are dropped); with neither, ``requests = 4 * concurrency``.
+    """
+    if requests is None and duration_s is None:
+        requests = 4 * concurrency
+    engine = Engine(profile, seed=seed)
+    numbers: dict[int, int] = {}
+    issued = 0
+
+    def issue() -> None:
+        nonlocal issued
+        seq = Sequence(input_tokens, output_tokens)
+        numbers[id(seq)] = issued
+        issued += 1
+        engine.add_request(seq)
+
+    for _ in range(concurrency if requests is None else min(concurrency, requests)):
+        issue()
+    finished: list[tuple[int, Sequence]] = []
+    max_waiting = max_running = 0
+    while engine.has_work and (duration_s is None or engine.clock < duration_s):
+        max_running = max(max_running, len(engine.running))
+        _, outputs = engine.step()
+        max_waiting = max(max_waiting, len(engine.waiting))
+        for seq in outputs:
+            if seq.finish_reason is not None:
+                finished.append((numbers.pop(id(seq)), seq))
+                if requests is None or issued < requests:
+                    issue()
+    return _summarise(engine, finished, concurrency, requests, input_tokens, max_waiting, max_running)
+
+
+def _summarise(
+    engine: Engine,
+    finished: list[tuple[int, Sequence]],
+    concurrency: int,
+    requests: int | None,
+    input_tokens: int,
+    max_waiting: int,
+    max_running: int,
+) -> ClosedLoopResult:
+    steady = _window(finished, concurrency, requests)
+    e2e = [seq.finished_at - seq.arrival for seq in steady]
+    ttft = [seq.first_token - seq.arrival for seq in steady]
+    tpot = [(seq.last_token - seq.first_token) / (seq.num_output - 1) for seq in steady if seq.num_output > 1]
+    request_rate = concurrency / statistics.fmean(e2e)
+    output_mean = statistics.fmean(seq.num_output for seq in steady)
+    return ClosedLoopResult(
+        concurrency=concurrency,
+        completed=len(finished),
+        measured=len(steady),
+        engine_seconds=engine.clock,
+        request_rate=request_rate,
+        output_tokens_per_s=request_rate * output_mean,
+        total_tokens_per_s=request_rate * (output_mean + input_tokens),
+        ttft_mean=statistics.fmean(ttft),
+        ttft_p99=_p99(ttft),
+        tpot_mean=statistics.fmean(tpot) if tpot else 0.0,
+        e2e_mean=statistics.fmean(e2e),
+        e2e_p99=_p99(e2e),
+        max_waiting=max_waiting,
+        max_running=max_running,
+        preemptions=engine.num_preemptions,
+    )

@@ -1,0 +1,88 @@
+"""The simulator under concurrent load on a real socket: queueing past max_num_seqs, preemptions with a small KV cache,
+aborts on client disconnect, process start/stop. Every load is bounded in requests and time."""
+
+import asyncio
+import json
+import signal
+import time
+
+import aiohttp
+import pytest
+
+from simulator.process import SimulatorStartError, start_simulator
+from tests.test_simulator_http import metric_samples
+
+NO_LABELS = frozenset()
+
+
+async def stream_completion(session: aiohttp.ClientSession, url: str, max_tokens: int, prompt: str = "Hi") -> int:
+    """One streamed completion with ignore_eos; returns the completion tokens of its usage chunk."""
+    body = {"prompt": prompt, "max_tokens": max_tokens, "ignore_eos": True, "stream": True,
+            "stream_options": {"include_usage": True}}  # fmt: skip
+    async with session.post(f"{url}/v1/completions", json=body) as response:
+        assert response.status == 200
+        data = await response.read()
+    usage = [json.loads(line[6:]) for line in data.decode().split("\n\n") if line.startswith('data: {"id"')][-1]
+    return usage["usage"]["completion_tokens"]
+
+
+async def burst(url: str, concurrency: int, max_tokens: int, prompt: str = "Hi", probe=None) -> list[int]:
+    """``concurrency`` streams at once; ``probe`` (a coroutine function) runs while they are in flight."""
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as session:
+        tasks = [asyncio.create_task(stream_completion(session, url, max_tokens, prompt)) for _ in range(concurrency)]
+        probed = await probe() if probe else None
+        return await asyncio.gather(*tasks), probed
+
+
+def test_burst_beyond_max_num_seqs_queues_requests():
+    with start_simulator("--max-num-seqs", "4") as sim:
+
+        async def probe():
+            await asyncio.sleep(0.2)
+            return metric_samples(sim.url)
+
+        tokens, during = asyncio.run(burst(sim.url, 16, 100, probe=probe))
+        assert tokens == [100] * 16
+        assert during["vllm:num_requests_running", NO_LABELS] == 4
+        assert during["vllm:num_requests_waiting", NO_LABELS] > 0
+        after = metric_samples(sim.url)
+        assert after["vllm:num_requests_waiting", NO_LABELS] == 0
+        assert after["vllm:request_success_total", frozenset({("finished_reason", "length")})] == 16
+        assert after["vllm:generation_tokens_total", NO_LABELS] == 1600
+        assert after["vllm:request_queue_time_seconds_count", NO_LABELS] == 16
+        assert after["vllm:request_queue_time_seconds_sum", NO_LABELS] > 0.2
+
+
+def test_small_kv_cache_preempts():
+    with start_simulator("--max-model-len", "512", "--num-gpu-blocks-override", "40", "--time-scale", "4") as sim:
+        prompt = " ".join(["word"] * 100)
+        tokens, _ = asyncio.run(burst(sim.url, 8, 300, prompt))
+        assert tokens == [300] * 8
+        samples = metric_samples(sim.url)
+        assert samples["vllm:num_preemptions_total", NO_LABELS] > 0
+        assert samples["vllm:kv_cache_usage_perc", NO_LABELS] == 0
+
+
+def test_client_disconnect_aborts_request():
+    with start_simulator() as sim:
+
+        async def leave_early():
+            body = {"prompt": "Hi", "max_tokens": 3000, "ignore_eos": True, "stream": True}
+            async with aiohttp.ClientSession() as session, session.post(f"{sim.url}/v1/completions", json=body) as r:
+                await r.content.readuntil(b"\n\n")
+
+        asyncio.run(leave_early())
+        deadline = time.monotonic() + 10
+        while metric_samples(sim.url)["vllm:request_success_total", frozenset({("finished_reason", "abort")})] < 1:
+            assert time.monotonic() < deadline, "abort not counted"
+            time.sleep(0.05)
+        assert metric_samples(sim.url)["vllm:num_requests_running", NO_LABELS] == 0
+
+
+def test_sigterm_stops_cleanly_and_start_errors_are_reported():
+    sim = start_simulator("--profile", "h100-llama-3.1-8b")
+    assert sim.model == "meta-llama/Llama-3.1-8B-Instruct" and sim.profile == "h100-llama-3.1-8b"
+    sim.proc.send_signal(signal.SIGTERM)
+    assert sim.proc.wait(timeout=10) == 0
+    with pytest.raises(SimulatorStartError, match="unknown profile 'no-such-profile'"):
+        start_simulator("--profile", "no-such-profile")

@@ -65,7 +65,9 @@ def test_legacy_generate_user(simulator, tmp_path):
                       "--results-dir", str(out), *SHORT)
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = [r for r in read_rows(out / "requests.csv") if r["error"] != "Aborted"]
-    assert rows and all(r["ok"] == "1" and r["completion_tokens"] == "16" and float(r["ttft_s"]) > 0 for r in rows)
+    assert rows and all(r["ok"] == "1" and float(r["ttft_s"]) > 0 for r in rows)
+    # no usage on this API: no token counts, and the streamed lines (merged when they pile up) are at most the tokens
+    assert all(r["completion_tokens"] == "" and r["tpot_s"] == "" and 0 < int(r["chunks"]) <= 16 for r in rows)
 
 
 def test_many_users_on_master_and_two_workers(simulator, tmp_path):

@@ -185,10 +185,16 @@ def method_blocks(summary: dict) -> list[Block]:
         "Steady-state window: with levels.csv, [hold_start, hold_end) of each level (ramp-up and the drain after "
         "hold_end excluded); without it, from the level's first request start plus a warm-up margin (its median e2e, "
         "at most half the level) to its last request start (the drain after it excluded).",
-        "Attribution: a request belongs to the level in its users column (the level it started in). Throughput = "
-        "tokens of the level's successful requests that ended inside the window / window length; latency percentiles "
-        "come from the same requests, so throughput and latency describe one set of requests. Rows merged from "
-        "several workers are treated as one population with one window.",
+        "Attribution: a request belongs to the level in its users column (the level it started in). Requests, "
+        "failures, success rate, req/s, goodput and the TTFT/TPOT/e2e percentiles come from the level's requests that "
+        "ended inside the window. Rows merged from several workers are treated as one population with one window.",
+        "Throughput (tok/s): what the server produced during the window, from every request whatever its level or "
+        "outcome, / window length. Each request's output tokens are spread evenly from its first token (its start "
+        "when it has no TTFT) to its end and the part inside the window counts; its prompt tokens count when its "
+        "first token came. Failed or aborted streams count the output they received (chunks when the server sent no "
+        "usage). This stays right when requests last as long as the window or longer (long outputs, queueing at high "
+        "concurrency), where counting the requests that ended in the window would be lumpy or empty. The timeline "
+        "plots spread output tokens per second the same way.",
         "Percentiles: linear interpolation between samples (numpy's default, as vllm bench serve); ITL from "
         "itl_histogram.csv buckets (smallest bucket reaching the quantile), over the whole level.",
         f"Peak: the level with the highest mean output tok/s. Saturation point: the smallest level within "

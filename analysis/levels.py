@@ -11,12 +11,16 @@ Window of a level (what "steady state" means here):
 * a level with rows but no ``levels.csv`` row (the run was killed during it: levels.csv gets a level's row when the
   level ends) gets a window derived from its rows, as above, and is marked partial.
 
-Attribution: a request belongs to the level in its ``users`` column (the level it started in). A level's
-throughput is the tokens of its *successful* requests that *ended* inside the window divided by the window length;
-its latency percentiles come from the same requests, so tok/s and p99 describe one set of requests (requests that
-ended in the window all started in the level). Counting by completion, not by start, means a request is counted
-once, when its tokens are complete, and long requests are not dropped at the window's edges. Rows from several
-workers are already merged into one file; nothing here depends on their order.
+Attribution: a request belongs to the level in its ``users`` column (the level it started in). Its latencies and
+its success count where it *ended*: a level's percentiles and req/s come from its requests that ended inside the
+window. Token throughput is what the server produced *during* the window, whoever asked for it: each request's
+output tokens are spread evenly from its first token (its start when it has no TTFT) to its end (they stream at a
+steady pace in between), its prompt tokens count when its first token came (the prefill was done), and the parts
+that fall inside the window are summed. This holds when requests last longer than the window (long outputs,
+queueing at high concurrency), where counting only the requests that ended inside it would be lumpy or empty.
+Tokens of failed or aborted streams count as far as they were received (``chunks`` when there is no usage). The
+per-second timeline spreads output tokens the same way. Rows from several workers are already merged into one
+file; nothing here depends on their order.
 """
 
 from __future__ import annotations
@@ -39,9 +43,12 @@ LEVEL_FIELDS = {
     "failures": "of those, the failed ones",
     "success_rate": "1 - failures / requests",
     "requests_per_s": "successful requests ended in the window / window_s",
-    "output_tokens_per_s": "completion_tokens of successful requests ended in the window / window_s",
-    "total_tokens_per_s": "(prompt_tokens + completion_tokens) of the same requests / window_s",
-    "rows_without_usage": "successful requests ended in the window without token counts (not in tok/s)",
+    "output_tokens_per_s": "output tokens streamed during the window by any request (each request's spread evenly "
+    "from its first token to its end) / window_s",
+    "total_tokens_per_s": "(output tokens as above + prompt tokens of the requests whose first token came in the "
+    "window) / window_s",
+    "rows_without_usage": "successful requests ended in the window without usage (tok/s counts their chunks as output "
+    "tokens and no prompt tokens)",
     "concurrency_mean": "requests actually in flight, averaged over the window (any level's requests)",
     "ttft_p50_s": "time to first token percentiles (p50/p90/p99) of the successful requests ended in the window",
     "tpot_p50_s": "time per output token after the first, same requests",
@@ -127,12 +134,10 @@ def level_stats(run: Run, windows: pd.DataFrame, slo: dict[str, float] | None = 
     stats["requests"] = ended.groupby("users").size().reindex(stats.index, fill_value=0)
     stats["failures"] = (~ended["ok"]).groupby(ended["users"]).sum().reindex(stats.index, fill_value=0)
     stats["success_rate"] = 1 - stats["failures"] / stats["requests"].where(stats["requests"] > 0)
-    good_by_level = good.groupby("users")
-    stats["requests_per_s"] = good_by_level.size().reindex(stats.index, fill_value=0) / window_s
-    output_tokens = good_by_level["completion_tokens"].sum().reindex(stats.index, fill_value=0)
-    prompt_tokens = good_by_level["prompt_tokens"].sum().reindex(stats.index, fill_value=0)
-    stats["output_tokens_per_s"] = output_tokens / window_s
-    stats["total_tokens_per_s"] = (output_tokens + prompt_tokens) / window_s
+    stats["requests_per_s"] = good.groupby("users").size().reindex(stats.index, fill_value=0) / window_s
+    output_tokens, prompt_tokens = tokens_in_windows(rows, windows)
+    stats["output_tokens_per_s"] = output_tokens.to_numpy() / window_s
+    stats["total_tokens_per_s"] = (output_tokens + prompt_tokens).to_numpy() / window_s
     no_usage = good["completion_tokens"].isna().groupby(good["users"]).sum()
     stats["rows_without_usage"] = no_usage.reindex(stats.index, fill_value=0)
     stats["concurrency_mean"] = mean_in_flight(rows, windows).to_numpy()
@@ -141,6 +146,31 @@ def level_stats(run: Run, windows: pd.DataFrame, slo: dict[str, float] | None = 
         stats = stats.join(goodput(ended, slo, window_s, stats["requests"]))
     stats["partial"] = windows.set_index("users")["partial"]
     return stats.reset_index()
+
+
+def tokens_in_windows(rows: pd.DataFrame, windows: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
+    """Output and prompt tokens the server produced inside each window (see the module docstring)."""
+    first, end, output, prompt = token_times(rows)
+    span = end - first
+    outputs, prompts = [], []
+    for w_start, w_end in zip(windows["start"], windows["end"], strict=True):
+        overlap = np.clip(np.minimum(end, w_end) - np.maximum(first, w_start), 0, None)
+        point = (span <= 0) & (end >= w_start) & (end < w_end)  # all tokens at one instant inside the window
+        share = np.where(span > 0, overlap / np.where(span > 0, span, 1), point)
+        outputs.append((output * share).sum())
+        prompts.append(prompt[(first >= w_start) & (first < w_end)].sum())
+    return pd.Series(outputs, index=windows["users"]), pd.Series(prompts, index=windows["users"])
+
+
+def token_times(rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per row: first token time (the start without a TTFT), end time, output tokens (usage, else the chunks
+    received, so failed and aborted streams count what they streamed) and prompt tokens (of rows that got a first
+    token or succeeded)."""
+    first = (rows["start_time"] + rows["ttft_s"].fillna(0.0)).to_numpy()
+    end = rows["end_time"].to_numpy()
+    output = rows["completion_tokens"].fillna(rows["chunks"]).fillna(0).to_numpy(dtype=float)
+    prompt = rows["prompt_tokens"].where(rows["ttft_s"].notna() | rows["ok"], 0).fillna(0).to_numpy(dtype=float)
+    return first, end, output, prompt
 
 
 def mean_in_flight(rows: pd.DataFrame, windows: pd.DataFrame) -> pd.Series:
@@ -196,7 +226,8 @@ def goodput(ended: pd.DataFrame, slo: dict[str, float], window_s: pd.Series, req
 
 
 def timeline(rows: pd.DataFrame) -> pd.DataFrame:
-    """Per second since the first start: requests in flight, failures and output tokens of the requests ended."""
+    """Per second since the first start: requests in flight, failures ended, and output tokens streamed in that
+    second (spread from first token to end as in the windows, see the module docstring)."""
     origin = np.floor(rows["start_time"].min())
     start_s = (rows["start_time"] - origin).astype("int64").to_numpy()
     end_s = (rows["end_time"] - origin).astype("int64").to_numpy()
@@ -209,9 +240,33 @@ def timeline(rows: pd.DataFrame) -> pd.DataFrame:
             "unix_time": origin + np.arange(length),
             "in_flight": in_flight,
             "failed": np.bincount(end_s[~ok], minlength=length),
-            "output_tokens": np.bincount(end_s[ok], rows["completion_tokens"].fillna(0).to_numpy()[ok], length),
+            "output_tokens": tokens_per_second(rows, origin, length),
         }
     )
+
+
+def tokens_per_second(rows: pd.DataFrame, origin: float, length: int) -> np.ndarray:
+    """Output tokens streamed in each second [k, k + 1) after ``origin``, k < length, without a loop over rows.
+
+    A row streams at rate r = tokens / (end - first) over [first, end), so the tokens streamed before time t are
+    r * (ramp(t - first) - ramp(t - end)) with ramp(x) = max(x, 0); summed over rows at whole seconds k that is
+    k * R(k) - S(k) per edge, R and S being cumulative sums of r and r * edge over the edges before k.
+    """
+    first, end, output, _ = token_times(rows)
+    first, end = first - origin, end - origin
+    spread = end > first
+    rate = output[spread] / (end[spread] - first[spread])
+    seconds = np.arange(length + 1)
+
+    def ramp_sum(edges: np.ndarray) -> np.ndarray:
+        after = np.floor(edges).astype("int64") + 1  # the first whole second after each edge
+        rates = np.cumsum(np.bincount(after, rate, minlength=length + 1)[: length + 1])
+        weighted = np.cumsum(np.bincount(after, rate * edges, minlength=length + 1)[: length + 1])
+        return seconds * rates - weighted
+
+    streamed = np.diff(ramp_sum(first[spread]) - ramp_sum(end[spread]))
+    at_once = np.bincount(np.floor(end[~spread]).astype("int64"), output[~spread], minlength=length)[:length]
+    return streamed + at_once
 
 
 def error_counts(rows: pd.DataFrame) -> dict[str, int]:

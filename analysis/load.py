@@ -35,6 +35,7 @@ READ_REQUEST_COLUMNS = [
     "e2e_s",
     "prompt_tokens",
     "completion_tokens",
+    "chunks",
     "ok",
     "error",
     "users",

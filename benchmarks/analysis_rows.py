@@ -2,8 +2,10 @@
 
     .venv/bin/python benchmarks/analysis_rows.py [--rows 1000000] [--dir /tmp/analysis-bench]
 
-The run is synthetic: the seven levels of the MI325X sweep (10 .. 1000 users), 4 workers whose rows are interleaved,
-lognormal latencies, 1 % failures and an ITL histogram. Writing the folder is not timed; reading it is.
+The run is synthetic: the seven levels of the MI325X sweep (10 .. 1000 users), each a closed loop (every user sends
+back-to-back requests from its ramp start until its hold ends, so requests straddle the window edges) against a
+server that saturates at 100 users (the median e2e grows with the users above that), lognormal latencies, 1 %
+failures, 4 workers whose rows are interleaved and an ITL histogram. Writing the folder is not timed; reading it is.
 """
 
 from __future__ import annotations
@@ -22,32 +24,37 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repositor
 from analysis.levels import level_stats, level_windows  # noqa: E402
 from analysis.load import load_run  # noqa: E402
 from analysis.report import analyse  # noqa: E402
-from analysis.synthetic import request_rows, step_levels, write_run  # noqa: E402
+from analysis.synthetic import closed_loop_rows, step_levels, write_run  # noqa: E402
 
 USERS = [10, 50, 100, 200, 500, 750, 1000]
 HOLD_S = 600.0
+RAMP_S = 30.0
+SIGMA = 0.3  # of the lognormal e2e
 
 
-def make_run(folder: Path, total_rows: int) -> Path:
-    """A run folder with ``total_rows`` request rows spread over the levels like a saturating server."""
+def make_run(folder: Path, total_rows: int) -> tuple[Path, int]:
+    """A run folder with about ``total_rows`` request rows (closed loops of ``users`` users each), and its rows."""
     rng = np.random.default_rng(1)
-    levels = step_levels(USERS, HOLD_S, ramp_s=30.0)
-    weights = np.minimum(USERS, 100) / np.minimum(USERS, 100).sum()
+    levels = step_levels(USERS, HOLD_S, ramp_s=RAMP_S)
+    slowdown = np.maximum(1.0, np.array(USERS) / 100)  # median e2e relative to the unsaturated one
+    mean_factor = np.exp(SIGMA**2 / 2)  # lognormal mean / median
+    base_s = (RAMP_S + HOLD_S) * (np.array(USERS) / slowdown).sum() / (total_rows * mean_factor)
     parts = []
-    for (users, _, hold_start, _), share in zip(levels, weights, strict=True):
-        count = int(total_rows * share)
-        ends = np.sort(rng.uniform(hold_start - 20.0, hold_start + HOLD_S + 20.0, count))
-        e2e = rng.lognormal(np.log(5.0 + users / 100), 0.3, count)
-        ok = (rng.random(count) > 0.01).astype(int)
-        level_rows = request_rows(users, ends, e2e, ok=ok)
-        level_rows["worker"] = rng.choice(["w1", "w2", "w3", "w4"], count)
+    for (users, ramp_start, _, hold_end), factor in zip(levels, slowdown, strict=True):
+        median_s = base_s * factor
+        per_user = int(np.ceil(1.2 * (RAMP_S + HOLD_S) / median_s)) + 5  # one cycle covers the level
+        e2e = rng.lognormal(np.log(median_s), SIGMA, (users, per_user))
+        ok = (rng.random((users, per_user)) > 0.01).astype(int)
+        # each user's cycle is its whole level; spread its first start over about one request, not one cycle
+        level_rows = closed_loop_rows(users, ramp_start, hold_end, e2e, ok=ok, spread=1 / per_user)
+        level_rows["worker"] = rng.choice(["w1", "w2", "w3", "w4"], len(level_rows))
         parts.append(level_rows)
     rows = pd.concat(parts, ignore_index=True)
     rows = rows.iloc[np.argsort(rows["end_time"].to_numpy() + rng.uniform(0, 2.0, len(rows)))]  # batches interleave
     itl = [
         (users, float(ms), int(n)) for users in USERS for ms, n in zip(range(20, 60), range(1000, 1040), strict=True)
     ]
-    return write_run(folder, rows, step_levels(USERS, HOLD_S, ramp_s=30.0), itl, {"model": "bench", "complete": True})
+    return write_run(folder, rows, levels, itl, {"model": "bench", "complete": True}), len(rows)
 
 
 def main() -> None:
@@ -56,8 +63,8 @@ def main() -> None:
     parser.add_argument("--dir", type=Path, default=None, help="where to write the run (default: a temporary folder)")
     args = parser.parse_args()
     root = args.dir or Path(tempfile.mkdtemp(prefix="analysis-bench-"))
-    run_dir = make_run(root / "run", args.rows)
-    print(f"{args.rows:,} rows in {run_dir} ({(run_dir / 'requests.csv').stat().st_size / 1e6:.0f} MB)")
+    run_dir, rows = make_run(root / "run", args.rows)
+    print(f"{rows:,} rows in {run_dir} ({(run_dir / 'requests.csv').stat().st_size / 1e6:.0f} MB)")
 
     started = time.perf_counter()
     run = load_run(run_dir)

@@ -3,12 +3,11 @@
 import json
 import re
 
-import numpy as np
 import pandas as pd
 import pytest
 
 from analysis.__main__ import main
-from analysis.synthetic import request_rows, step_levels, write_run
+from analysis.synthetic import closed_loop_rows, step_levels, write_run
 
 CONTRACT_LEVEL_KEYS = {
     "users", "requests", "failures", "success_rate", "output_tokens_per_s", "total_tokens_per_s", "requests_per_s",
@@ -17,11 +16,13 @@ CONTRACT_LEVEL_KEYS = {
 LEVELS = step_levels([5, 10], hold_s=50.0)
 
 
-def small_run(folder, model="m", count=(50, 80), complete=True):
-    """Level 5: ``count[0]`` requests of 100 output tokens over its 50 s hold; level 10: ``count[1]``."""
-    parts = []
-    for (users, _, hold_start, _), n in zip(LEVELS, count, strict=True):
-        parts.append(request_rows(users, hold_start + (np.arange(n) + 0.5) * 50.0 / n, 2.0, completion_tokens=100))
+def small_run(folder, model="m", loops=(5, 8), complete=True):
+    """Level 5: ``loops[0]`` users in a closed loop of 5 s requests (2,048 + 100 tokens) through its 50 s hold, so
+    20 output tok/s per user; level 10: ``loops[1]`` users."""
+    parts = [
+        closed_loop_rows(users, ramp_start, hold_end, 5.0, loops=n, completion_tokens=100)
+        for (users, ramp_start, _, hold_end), n in zip(LEVELS, loops, strict=True)
+    ]
     return write_run(folder, pd.concat(parts), LEVELS, meta={"model": model, "complete": complete})
 
 
@@ -43,16 +44,16 @@ def test_outputs_and_summary_contract(tmp_path, capsys):
     assert summary["peak"] == pytest.approx(
         {
             "users": 10,
-            "output_tokens_per_s": 160.0,
-            "total_tokens_per_s": 160.0 + 80 * 2048 / 50,
-            "e2e_p99_s": 2.0,
+            "output_tokens_per_s": 160.0,  # 8 users x 100 tokens / 5 s
+            "total_tokens_per_s": 160.0 + 8 * 2048 / 5,
+            "e2e_p99_s": 5.0,
             "output_tokens_per_s_per_gpu": 80.0,
-            "total_tokens_per_s_per_gpu": (160.0 + 80 * 2048 / 50) / 2,
+            "total_tokens_per_s_per_gpu": (160.0 + 8 * 2048 / 5) / 2,
         }
     )
     assert all(CONTRACT_LEVEL_KEYS <= set(level) for level in summary["levels"])
     assert summary["slo"] == {"ttft": 2.0, "e2e": 1.5}
-    assert summary["levels"][0]["goodput_ratio"] == 0.0  # every e2e is 2 s > 1.5 s
+    assert summary["levels"][0]["goodput_ratio"] == 0.0  # every e2e is 5 s > 1.5 s
 
 
 def test_html_is_self_contained(tmp_path, capsys):
@@ -64,8 +65,8 @@ def test_html_is_self_contained(tmp_path, capsys):
 
 
 def test_labels_group_repeats_and_compare_configs(tmp_path, capsys):
-    a1, a2 = small_run(tmp_path / "a1"), small_run(tmp_path / "a2", count=(50, 90))
-    b1 = small_run(tmp_path / "b1", model="other", count=(20, 20))
+    a1, a2 = small_run(tmp_path / "a1"), small_run(tmp_path / "a2", loops=(5, 9))
+    b1 = small_run(tmp_path / "b1", model="other", loops=(2, 2))
     code, _, err = run_cli(
         capsys, "--label", f"A={a1},{a2}", "--label", f"B={b1}", "--gpus", "8", "--gpus", "B=4",
         "--scaling", "5:10", "--out", tmp_path / "out",
@@ -98,17 +99,18 @@ def test_partial_run_is_reported(tmp_path, capsys):
 def test_run_where_every_request_failed_still_reports(tmp_path, capsys):
     run = small_run(tmp_path / "run")
     rows = pd.read_csv(run / "requests.csv")
-    rows[["ok", "error", "prompt_tokens", "completion_tokens", "ttft_s", "tpot_s"]] = [
+    rows[["ok", "error", "prompt_tokens", "completion_tokens", "ttft_s", "tpot_s", "chunks"]] = [
         0,
         "Timeout",
         None,
         None,
         None,
         None,
-    ]
+        0,
+    ]  # timed out before any output
     rows.to_csv(run / "requests.csv", index=False)
     (run / "locust_failures.csv").write_text(
-        "Method,Name,Error,Occurrences,First Seen,Last Seen\nPOST,chat,Timeout,130,,\n"
+        "Method,Name,Error,Occurrences,First Seen,Last Seen\nPOST,chat,Timeout,156,,\n"
     )
     (run / "locust_exceptions.csv").write_text('Count,Message,Traceback,Nodes\n2,boom,"tb",local\n')
     code, _, err = run_cli(capsys, run, "--out", tmp_path / "out")
@@ -116,9 +118,9 @@ def test_run_where_every_request_failed_still_reports(tmp_path, capsys):
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert [level["success_rate"] for level in summary["levels"]] == [0.0, 0.0]
     assert summary["peak"]["output_tokens_per_s"] == 0 and summary["scaling"]["factor"] is None
-    assert summary["errors"] == {"Timeout": 130} and summary["locust_exceptions"] == 2
+    assert summary["errors"] == {"Timeout": 156} and summary["locust_exceptions"] == 2  # (5 + 8) users x 60 s / 5 s
     report = (tmp_path / "out" / "report.md").read_text()
-    assert "- Timeout: 130 (locust_failures.csv)" in report and "unhandled exceptions in Locust tasks: 2" in report
+    assert "- Timeout: 156 (locust_failures.csv)" in report and "unhandled exceptions in Locust tasks: 2" in report
 
 
 def test_half_written_last_line_of_a_killed_run_is_dropped(tmp_path, capsys):

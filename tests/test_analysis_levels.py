@@ -4,27 +4,31 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.levels import goodput, level_stats, level_windows, timeline
+from analysis.levels import goodput, latency_percentiles, level_stats, level_windows, timeline, tokens_in_windows
 from analysis.load import load_run
-from analysis.synthetic import request_rows, write_run
+from analysis.synthetic import closed_loop_rows, request_rows, write_run
 
 T0 = 1_700_000_000.0
-# Level 10 holds [T0+1000, T0+1099): 99 s. Level 20 holds [T0+1110, T0+1209).
-LEVELS = [(10, T0 + 990, T0 + 1000, T0 + 1099), (20, T0 + 1099, T0 + 1110, T0 + 1209)]
+# Level 10 ramps from T0+980 and holds [T0+1000, T0+1100): 100 s. Level 20 ramps from T0+1100, holds [T0+1120, T0+1220).
+LEVELS = [(10, T0 + 980, T0 + 1000, T0 + 1100), (20, T0 + 1100, T0 + 1120, T0 + 1220)]
 
 
 def level_10_rows() -> pd.DataFrame:
-    """99 successes ending at T0+1000 .. T0+1098 (e2e 1..99 s, 1000+100 tokens), one failure in the window, and
-    two huge requests outside it (one ends during the ramp, one after hold_end) that must not count."""
-    inside = request_rows(10, T0 + 1000 + np.arange(99), np.arange(1, 100), prompt_tokens=1000, completion_tokens=100)
+    """10 users in a closed loop from T0+980, each repeating a 5 s then a 15 s request (1000 + 100 tokens): the 100 s
+    hold is 5 cycles of every user, so 50 requests of each latency end in it and the users stream 10 x 2 x 100 / 20
+    = 100 tok/s. Plus one failure in the window and two huge requests that streamed nothing inside it: one ended
+    during the ramp, one was sent in the window but got its first token only after hold_end (it queued)."""
+    loop = closed_loop_rows(10, T0 + 980, T0 + 1100, [5.0, 15.0], prompt_tokens=1000, completion_tokens=100)
     failure = request_rows(10, [T0 + 1098.5], 5.0, ok=0)
-    outside = request_rows(10, [T0 + 999.9, T0 + 1099.0], 3.0, prompt_tokens=10**6, completion_tokens=10**6)
-    return pd.concat([inside, failure, outside], ignore_index=True)
+    huge = {"prompt_tokens": 10**6, "completion_tokens": 10**6}
+    ended_in_ramp = request_rows(10, [T0 + 999.9], 3.0, **huge)
+    queued_past_end = request_rows(10, [T0 + 1105.0], 10.0, ttft_fraction=0.9, **huge)  # first token T0+1104
+    return pd.concat([loop, failure, ended_in_ramp, queued_past_end], ignore_index=True)
 
 
 def level_20_rows() -> pd.DataFrame:
-    """198 successes of 100 output tokens ending every 0.5 s from T0+1110, e2e 4 s."""
-    return request_rows(20, T0 + 1110 + 0.5 * np.arange(198), 4.0, prompt_tokens=1000, completion_tokens=100)
+    """20 users in a closed loop from T0+1100 to T0+1220, requests of 4 s (1000 + 100 tokens): 500 output tok/s."""
+    return closed_loop_rows(20, T0 + 1100, T0 + 1220, 4.0, prompt_tokens=1000, completion_tokens=100)
 
 
 @pytest.fixture
@@ -41,22 +45,31 @@ def stats_of(folder, slo=None) -> pd.DataFrame:
     return level_stats(run, windows, slo).set_index("users")
 
 
-def test_window_counts_only_requests_ending_inside_the_hold(run_dir):
+def test_requests_count_where_they_ended_and_tokens_where_they_streamed(run_dir):
     level = stats_of(run_dir).loc[10]
-    assert level["window_s"] == 99
-    assert level["requests"] == 100 and level["failures"] == 1
-    assert level["success_rate"] == pytest.approx(0.99)
+    assert level["window_s"] == 100
+    assert level["requests"] == 101 and level["failures"] == 1  # 100 of the loop + the failure; not the huge two
+    assert level["success_rate"] == pytest.approx(100 / 101)
     assert level["requests_per_s"] == pytest.approx(1.0)
-    assert level["output_tokens_per_s"] == pytest.approx(100.0)  # 99 x 100 tokens / 99 s
-    assert level["total_tokens_per_s"] == pytest.approx(1100.0)
+    assert level["output_tokens_per_s"] == pytest.approx(100.0)  # the huge requests streamed outside the window
+    assert level["total_tokens_per_s"] == pytest.approx(1100.0)  # 100 first tokens x 1000 prompt tokens / 100 s
 
 
-def test_latency_percentiles_interpolate_linearly(run_dir):
+def test_percentiles_come_from_the_requests_ended_in_the_window(run_dir):
     level = stats_of(run_dir).loc[10]
+    # 50 requests of 5 s and 50 of 15 s: the median interpolates between the two; TTFT is a tenth of e2e.
+    assert level[["e2e_p50_s", "e2e_p90_s", "e2e_p99_s"]].tolist() == pytest.approx([10.0, 15.0, 15.0], abs=1e-5)
+    assert level["ttft_p99_s"] == pytest.approx(1.5, abs=1e-5)
+    assert level["tpot_p50_s"] == pytest.approx(10 * 0.9 / 99, abs=1e-5)
+
+
+def test_latency_percentiles_interpolate_linearly():
+    good = request_rows(10, T0 + 1000 + np.arange(99), np.arange(1, 100), completion_tokens=100)
+    level = latency_percentiles(good).loc[10]
     # e2e 1..99: p50 = 50, p90 = 1 + 0.9 * 98, p99 = 1 + 0.99 * 98; TTFT is a tenth of e2e.
-    assert level[["e2e_p50_s", "e2e_p90_s", "e2e_p99_s"]].tolist() == pytest.approx([50.0, 89.2, 98.02], abs=1e-5)
-    assert level["ttft_p99_s"] == pytest.approx(9.802, abs=1e-5)
-    assert level["tpot_p50_s"] == pytest.approx(50 * 0.9 / 99, abs=1e-5)
+    assert level[["e2e_p50_s", "e2e_p90_s", "e2e_p99_s"]].tolist() == pytest.approx([50.0, 89.2, 98.02])
+    assert level["ttft_p99_s"] == pytest.approx(9.802)
+    assert level["tpot_p50_s"] == pytest.approx(50 * 0.9 / 99)
 
 
 def test_itl_percentiles_from_histogram(run_dir):
@@ -66,16 +79,17 @@ def test_itl_percentiles_from_histogram(run_dir):
 
 
 def test_second_level_and_concurrency(run_dir):
-    stats = stats_of(run_dir)
-    assert stats.loc[20, "output_tokens_per_s"] == pytest.approx(198 * 100 / 99)
-    # Level 20: a 4 s request ends every 0.5 s, so 8 are in flight once the first 4 s of the window have passed.
-    assert stats.loc[20, "concurrency_mean"] == pytest.approx(8.0, abs=0.2)
+    level = stats_of(run_dir).loc[20]
+    # 20 users x 100 tokens / 4 s; a request ends every 0.2 s; level 10's last requests ended during this ramp.
+    assert level[["output_tokens_per_s", "total_tokens_per_s"]].tolist() == pytest.approx([500.0, 5500.0])
+    assert level["requests"] == 500 and level["requests_per_s"] == pytest.approx(5.0)
+    assert level["concurrency_mean"] == pytest.approx(20.0)  # every user always has a request in flight
 
 
 def test_goodput_against_e2e_slo(run_dir):
-    level = stats_of(run_dir, slo={"e2e": 50.0}).loc[10]
-    assert level["goodput_ratio"] == pytest.approx(50 / 100)  # e2e 1..50 of 100 requests (the failure never counts)
-    assert level["goodput_requests_per_s"] == pytest.approx(50 / 99)
+    level = stats_of(run_dir, slo={"e2e": 10.0}).loc[10]
+    assert level["goodput_ratio"] == pytest.approx(50 / 101)  # the 5 s requests of 101 (the failure never counts)
+    assert level["goodput_requests_per_s"] == pytest.approx(50 / 100)
 
 
 def test_goodput_treats_missing_tpot_as_met_and_missing_ttft_as_missed():
@@ -100,6 +114,50 @@ def test_rows_from_several_workers_in_any_order_give_the_same_answer(run_dir, tm
     assert stats_of(merged).loc[10, "output_tokens_per_s"] == pytest.approx(100.0)
 
 
+@pytest.mark.parametrize(("hold", "ended", "ended_tokens_per_s"), [((75, 105), 0, 0.0), ((105, 135), 8, 160.0)])
+def test_requests_longer_than_the_window_count_what_streamed_inside(tmp_path, hold, ended, ended_tokens_per_s):
+    # 8 users spawned together from T0, each sending back-to-back 60 s requests of 600 tokens that stream from the
+    # start: the server produces 8 x 600 / 60 = 80 tok/s at every instant, but the requests all end together at
+    # T0+60, T0+120 ..., so a 30 s window holds 0 or 8 ends. Counting the tokens of the requests that ended in it
+    # would give 0 or 8 x 600 / 30 = 160 tok/s (twice the truth); what streamed inside gives 80 either way.
+    rows = closed_loop_rows(8, T0, T0 + 135, 60.0, spread=0, ttft_fraction=0.0, completion_tokens=600)
+    levels = [(8, T0, T0 + hold[0], T0 + hold[1])]
+    level = stats_of(write_run(tmp_path / "run", rows, levels)).loc[8]
+    assert level["window_s"] == 30 and level["requests"] == ended
+    in_window = rows["end_time"].between(T0 + hold[0], T0 + hold[1], inclusive="left")
+    assert rows.loc[in_window, "completion_tokens"].sum() / 30 == ended_tokens_per_s  # the old, end-based count
+    assert level["output_tokens_per_s"] == pytest.approx(80.0)
+    assert level["concurrency_mean"] == pytest.approx(8.0)
+
+
+def test_long_queued_requests_give_users_times_tokens_over_e2e(tmp_path):
+    # 10 users, 60 s requests (30 s waiting for the first token, 30 s streaming) against a 30 s window at an odd
+    # offset: 5 users are streaming at every instant, at 600 / 30 tok/s each; one request ends every 6 s.
+    rows = closed_loop_rows(10, T0, T0 + 300, 60.0, ttft_fraction=0.5, prompt_tokens=1000, completion_tokens=600)
+    level = stats_of(write_run(tmp_path / "run", rows, [(10, T0, T0 + 97, T0 + 127)])).loc[10]
+    assert level["output_tokens_per_s"] == pytest.approx(10 * 600 / 60)
+    assert level["total_tokens_per_s"] == pytest.approx(10 * (600 + 1000) / 60)  # 5 first tokens x 1000 / 30 s
+    assert level["requests"] == 5 and level["requests_per_s"] == pytest.approx(10 / 60)
+
+
+def test_tokens_are_spread_from_first_token_to_end():
+    nan = np.nan
+    rows = pd.DataFrame(
+        [  # start, ttft, end, ok, prompt, completion, chunks
+            (0.0, 5.0, 25.0, True, 1000, 200, 200),  # streams [5, 25): half in [10, 20), a quarter in [20, 30)
+            (12.0, 2.0, 18.0, False, 300, nan, 40),  # aborted at 18 s without usage: its 40 chunks count
+            (11.0, nan, 19.0, False, nan, nan, 0),  # failed before any output
+            (15.0, nan, 19.0, True, 100, 50, 1),  # non-streaming: spread over the whole request
+            (16.0, 2.0, 18.0, True, 10, 1, 1),  # one chunk at the end: all at that instant
+        ],
+        columns=["start_time", "ttft_s", "end_time", "ok", "prompt_tokens", "completion_tokens", "chunks"],
+    )
+    windows = pd.DataFrame({"users": [1, 2], "start": [10.0, 20.0], "end": [20.0, 30.0]})
+    output, prompt = tokens_in_windows(rows, windows)
+    assert output.tolist() == pytest.approx([100 + 40 + 0 + 50 + 1, 50])
+    assert prompt.tolist() == [300 + 100 + 10, 0]  # at the first token (the start without one); 1000 came at 5 s
+
+
 def test_windows_derived_from_rows_without_levels_csv(tmp_path):
     # 100 requests start at T0 .. T0+99, each 10 s: window = [T0 + median e2e, last start) = [T0+10, T0+99).
     rows = request_rows(10, T0 + 10 + np.arange(100), 10.0, completion_tokens=100)
@@ -110,14 +168,15 @@ def test_windows_derived_from_rows_without_levels_csv(tmp_path):
 
 
 def test_interrupted_run_is_cut_at_its_last_row(tmp_path):
-    levels = [*LEVELS, (40, T0 + 1209, T0 + 1220, T0 + 1320)]
-    rows = pd.concat([level_10_rows(), level_20_rows().iloc[:100]], ignore_index=True)  # level 20 stops at +49.5 s
+    levels = [*LEVELS, (40, T0 + 1220, T0 + 1240, T0 + 1340)]
+    level_20 = level_20_rows()
+    rows = pd.concat([level_10_rows(), level_20[level_20["end_time"] < T0 + 1170]])  # the run died at T0+1170
     run = load_run(write_run(tmp_path / "cut", rows, levels, meta={"complete": True}))
     windows, partial = level_windows(run)
     assert partial  # rows end long before level 40's hold_end even though run.json says complete
     assert windows["users"].tolist() == [10, 20]  # level 40 was never reached
     assert windows["partial"].tolist() == [False, True]
-    assert windows["end"].iloc[-1] == pytest.approx(T0 + 1110 + 49.5)
+    assert windows["end"].iloc[-1] == pytest.approx(T0 + 1169.8 + 0.2 / 3)  # the last end: one every 0.2 s
     stats = level_stats(run, windows).set_index("users")
     assert stats.loc[20, "partial"] and not stats.loc[10, "partial"]
 
@@ -127,9 +186,11 @@ def test_level_killed_before_its_levels_row_gets_a_derived_window(tmp_path):
     run = load_run(write_run(tmp_path / "killed", rows, LEVELS[:1]))  # level 20 never got its levels.csv row
     windows, partial = level_windows(run)
     assert partial and windows["partial"].tolist() == [False, True]
-    # level 20 rows start T0+1106 .. T0+1204.5 (e2e 4 s): window [first start + 4 s, last start)
-    assert windows[["start", "end"]].iloc[1].tolist() == pytest.approx([T0 + 1110, T0 + 1204.5])
-    assert level_stats(run, windows).set_index("users").loc[20, "requests"] == 189  # ends T0+1110 .. T0+1204
+    # level 20 requests start every 0.2 s from T0+1100 + 0.2/3 to T0+1219.8 + 0.2/3 (e2e 4 s): window
+    # [first start + 4 s, last start), 115.8 s long. Its edges fall on request ends: the first one counts, the last not.
+    first_start = T0 + 1100 + 0.2 / 3
+    assert windows[["start", "end"]].iloc[1].tolist() == pytest.approx([first_start + 4, first_start + 119.8])
+    assert level_stats(run, windows).set_index("users").loc[20, "requests"] == 579  # 115.8 s / 0.2 s
 
 
 def test_header_only_levels_csv_means_a_plain_locust_run(tmp_path):
@@ -144,10 +205,13 @@ def test_run_json_complete_false_marks_partial(run_dir):
 
 
 def test_timeline_counts_per_second():
-    rows = request_rows(1, T0 + np.array([2.5, 2.7, 4.1]), [2.0, 1.0, 3.0], completion_tokens=10)
-    rows.loc[1, "ok"] = 0
+    # Seconds after T0+1, streaming from the start (no TTFT): [0, 2) 10 tokens; [0.5, 1.5) failed after 4 chunks;
+    # [2.5, 3.5) 10 tokens; one chunk of 3 tokens at 3.2 (its TTFT is its e2e).
+    rows = request_rows(1, T0 + np.array([3.0, 2.5, 4.5, 4.2]), [2.0, 1.0, 1.0, 0.5], completion_tokens=[10, 10, 10, 3])
+    rows["ttft_s"] = [0.0, 0.0, 0.0, 0.5]
+    rows.loc[1, ["ok", "completion_tokens", "chunks"]] = [0, np.nan, 4]
     rows["ok"] = rows["ok"].astype(bool)
     seconds = timeline(rows)
-    assert seconds["in_flight"].tolist() == [1, 3, 1, 1, 0]
-    assert seconds["failed"].tolist() == [0, 0, 1, 0, 0]
-    assert seconds["output_tokens"].tolist() == [0, 0, 10, 0, 10]
+    assert seconds["in_flight"].tolist() == [2, 1, 2, 0]
+    assert seconds["failed"].tolist() == [0, 1, 0, 0]
+    assert seconds["output_tokens"].tolist() == pytest.approx([5 + 2, 5 + 2, 5, 5 + 3])

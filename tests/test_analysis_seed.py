@@ -1,23 +1,25 @@
 """The MI325X tables of seed 001 turned into run data: the report must find the peaks, saturation points and the
 cross-model figures the seed publishes.
 
-Each level holds for 2,560 s and gets as many requests (2,048 prompt + 512 output tokens, ending inside the hold)
-as the table's tok/s, so the level's total tok/s equals the table exactly (the seed's numbers read as total tok/s,
-see reference/vllm-behaviour.md §4.3) and output tok/s is a fifth of it. The slowest 5 % of each level's requests
-take the table's p99 latency and the rest 60 % of it, so the level's p99 e2e equals the table.
+Each level is a closed loop (``analysis.synthetic.closed_loop_rows``): ``loops`` users, each repeating a cycle of 20
+requests of 2,048 prompt + 512 output tokens back to back — one taking the table's p99 latency, 19 taking the rest
+of the cycle (about 60 % of p99) — with the cycle length set so that the loops produce the table's tok/s (the seed's
+numbers read as total tok/s, see reference/vllm-behaviour.md §4.3). The hold is a whole number of cycles (about
+2,560 s), so each user contributes whole cycles to it: total tok/s = loops x 20 x 2,560 / cycle equals the table
+exactly, output tok/s is a fifth of it, and 1 request in 20 ended in the window takes p99, so the p99 e2e equals the
+table. Loops = the users in flight by Little's law at these latencies, at most the level's users.
 """
 
 import json
 
-import numpy as np
 import pandas as pd
 import pytest
 
 from analysis.report import analyse
-from analysis.synthetic import request_rows, step_levels, write_run
+from analysis.synthetic import closed_loop_rows, write_run
 
 USERS = [10, 50, 100, 200, 500, 750, 1000]
-HOLD_S = 2560.0  # total tokens per request, so requests = tok/s
+TOKENS = 2048 + 512  # per request
 SEED_TABLES = {  # model: [(total tok/s, p99 latency s) per level of USERS]
     "Qwen3-VL-235B": [(1902, 9.24), (6961, 12.50), (11198, 15.46), (11193, 15.46), (11209, 15.44), (11208, 15.44), (11218, 15.43)],
     "Llama-3.1-405B": [(1090, 16.17), (4381, 20.14), (6802, 25.84), (6674, 26.33), (6804, 25.84), (6808, 25.83), (6798, 25.84)],
@@ -34,22 +36,32 @@ SEED_PEAKS = {  # model: (peak tok/s, saturation, p99 @ peak, peak per GPU, scal
 GPUS = {"*": 8, "Kimi-K2.5": 4}
 
 
-def seed_rows(table: list[tuple[int, float]], levels: list[tuple]) -> pd.DataFrame:
-    parts = []
-    for (users, _, hold_start, _), (tokens_per_s, p99) in zip(levels, table, strict=True):
-        count = tokens_per_s  # one 2,560-token request per tok/s over a 2,560 s hold
-        ends = hold_start + (np.arange(count) + 0.5) * HOLD_S / count
-        e2e = np.where(np.arange(count) % 20 == 0, p99, 0.6 * p99)
-        parts.append(request_rows(users, ends, e2e, prompt_tokens=2048, completion_tokens=512))
-    return pd.concat(parts, ignore_index=True)
+def seed_level(users: int, tokens_per_s: float, p99: float) -> tuple[int, list[float], float]:
+    """Loops, one cycle of request latencies and the hold (whole cycles, about 2,560 s) of one table row."""
+    loops = min(users, round(tokens_per_s * 12.4 * p99 / (20 * TOKENS)))  # 12.4 = 1 + 19 x 0.6 (p99s per cycle)
+    cycle_s = loops * 20 * TOKENS / tokens_per_s
+    assert 0 < cycle_s - p99 < 19 * p99  # the other 19 requests are shorter than p99
+    return loops, [p99] + [(cycle_s - p99) / 19] * 19, max(1, round(2560 / cycle_s)) * cycle_s
+
+
+def seed_run(table: list[tuple[int, float]]) -> tuple[pd.DataFrame, list[tuple]]:
+    """The requests and levels.csv rows of one table: each level ramps for at least one cycle (every user has
+    started) and 200 s (the previous level's last requests, up to 184 s, have ended), then holds."""
+    parts, levels, ramp_start = [], [], 1.7e9
+    for users, (tokens_per_s, p99) in zip(USERS, table, strict=True):
+        loops, cycle, hold_s = seed_level(users, tokens_per_s, p99)
+        hold_start = ramp_start + max(sum(cycle), 200.0)
+        levels.append((users, ramp_start, hold_start, hold_start + hold_s))
+        parts.append(closed_loop_rows(users, ramp_start, hold_start + hold_s, cycle, loops=loops))
+        ramp_start = hold_start + hold_s
+    return pd.concat(parts, ignore_index=True), levels
 
 
 @pytest.fixture(scope="module")
 def seed_summary(tmp_path_factory):
     root = tmp_path_factory.mktemp("seed")
-    levels = step_levels(USERS, HOLD_S, ramp_s=30.0)
     dirs = [
-        write_run(root / f"run{index}", seed_rows(table, levels), levels, meta={"model": model, "complete": True})
+        write_run(root / f"run{index}", *seed_run(table), meta={"model": model, "complete": True})
         for index, (model, table) in enumerate(SEED_TABLES.items())
     ]
     summary = analyse(dirs, root / "out", gpus=GPUS, scaling=(10, 200))
@@ -95,10 +107,10 @@ def test_cross_model_table(seed_summary):
 
 
 def test_seed_levels_above_100_never_had_their_users_in_flight(seed_summary):
-    # Little's law (reference/vllm-behaviour.md §4.3): 11,218 tok/s / 2,560 tokens = 4.4 req/s x ~9.3 s mean e2e
+    # Little's law (reference/vllm-behaviour.md §4.3): 11,218 tok/s / 2,560 tokens = 4.4 req/s x ~9.6 s mean e2e
     # = ~42 requests in flight, whatever the nominal concurrency; the report flags such levels.
     qwen = seed_summary[0]["configs"]["Qwen3-VL-235B"]["levels"]
-    assert qwen[-1]["concurrency_mean"] == pytest.approx(41.8, abs=0.1)
+    assert qwen[-1]["concurrency_mean"] == pytest.approx(42.0)  # the 42 loops, each always with a request in flight
     assert all(level["underloaded"] for level in qwen)
 
 

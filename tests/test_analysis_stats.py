@@ -2,13 +2,12 @@
 
 import math
 
-import numpy as np
 import pandas as pd
 import pytest
 
 from analysis import stats
 from analysis.report import analyse
-from analysis.synthetic import request_rows, step_levels, write_run
+from analysis.synthetic import closed_loop_rows, step_levels, write_run
 
 
 def curve(throughput: list[float], p99: list[float] | None = None) -> pd.DataFrame:
@@ -89,14 +88,16 @@ def test_recommendations():
 
 
 def test_analyse_three_repeats_end_to_end(tmp_path):
-    """Three runs whose level 10 gives 90, 100, 110 output tok/s and level 20 gives 200 each."""
+    """Three runs of closed loops of 10 s requests: level 10's requests carry 90, 100 or 110 output tokens (and 4x as
+    many prompt tokens), so 10 users give 90, 100, 110 output tok/s; level 20 gives 20 x 100 / 10 = 200 each."""
     dirs = []
     levels = step_levels([10, 20], hold_s=100.0)
-    for index, requests_10 in enumerate([90, 100, 110]):
+    for index, output_10 in enumerate([90, 100, 110]):
         parts = []
-        for (users, _, hold_start, _), count in zip(levels, [requests_10, 200], strict=True):
-            ends = hold_start + (np.arange(count) + 0.5) * 100.0 / count
-            parts.append(request_rows(users, ends, 2.0, completion_tokens=100, prompt_tokens=400))
+        for (users, ramp_start, _, hold_end), output in zip(levels, [output_10, 100], strict=True):
+            parts.append(
+                closed_loop_rows(users, ramp_start, hold_end, 10.0, completion_tokens=output, prompt_tokens=4 * output)
+            )
         dirs.append(write_run(tmp_path / f"r{index}", pd.concat(parts), levels, meta={"model": "m", "complete": True}))
     summary = analyse(dirs, tmp_path / "out", gpus=2)
     assert summary["runs"] == 3

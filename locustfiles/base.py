@@ -14,55 +14,98 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import socket
+import ssl
 import time
 
 import gevent
+import gevent.event
+import locust.runners
 from geventhttpclient.response import HTTPParseError
 from locust import FastHttpUser, events, task
 from locust.exception import StopUser
 from locust.runners import MasterRunner, WorkerRunner
 
 from locustfiles import options as opts
+from locustfiles import webui
 from locustfiles.exchange import Exchange, StreamError, error_event, response_error
-from locustfiles.prompts import Tokenizer, build_workload
+from locustfiles.pacing import arrivals_for
+from locustfiles.prompts import Tokenizer, build_workload, load_dataset
 from locustfiles.recorder import Recorder
+from locustfiles.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
 
+SSE_LINE_STARTS = (b":", b"data:", b"event:", b"id:", b"retry:", b"\r")  # comments, the SSE fields, CRLF ends
+
+# Heartbeats a worker may miss before the master calls it missing (Locust's default, 3, drops a worker whose loop
+# is starved for 3 s, e.g. while it times 1,000 streams on a shared core; the master then stops the whole test).
+locust.runners.HEARTBEAT_LIVENESS = 10
+# Seconds without a heartbeat from the master before a worker quits by itself (Locust's default: 60), so that the
+# workers of a master that was killed do not keep loading the server for a minute.
+locust.runners.MASTER_HEARTBEAT_TIMEOUT = 15
+# A user whose request got no response at all waits this long before its next one, so that a server that is down is
+# not hammered in a tight loop (and requests.csv does not fill with thousands of refusals a second).
+NO_RESPONSE_PAUSE_S = 0.5
+
 
 class Target:
-    """The server under test as this process sees it: model, headers and (on load generators) the workload."""
+    """The server under test as this process sees it: model, headers, (on load generators) the workload, and (on
+    the master or local runner) its telemetry."""
 
     def __init__(self, environment) -> None:
         self.environment = environment
         self.recorder = Recorder(environment)
+        self.telemetry = None if isinstance(environment.runner, WorkerRunner) else Telemetry(environment, self.recorder)
         self.model = ""
         self.headers: dict = {}
         self.workloads: dict[bool, object] = {}  # chat template or not -> Workload
+        self.prepared = gevent.event.Event()  # set when prepare() is over (successful or not): users wait for it
+        self.arrivals = None  # open-loop arrival clock (--arrival-rate), None for a closed loop
 
     def prepare(self) -> None:
-        """Resolve the model and headers from the options (at test start, when workers have the master's)."""
+        """Check the options, resolve the model and headers (at test start, when workers have the master's options);
+        the master or local runner also checks that the server serves the model and fits the lengths. Raises
+        StopTarget with a one-line reason."""
         options = self.environment.parsed_options
-        key = opts.api_key(options)
+        validate(options)
+        try:
+            key = opts.api_key(options)
+        except OSError as e:
+            raise StopTarget(f"--api-key-file: {e}") from None
         self.headers = {"Accept-Encoding": "identity"} | ({"Authorization": f"Bearer {key}"} if key else {})
         needs_model = any(getattr(cls, "needs_model", True) for cls in self.environment.user_classes)
-        self.model = options.model or (self.first_model() if needs_model else "")
+        served = self.served_models(required=not options.model) if needs_model else {}
+        self.model = options.model or (next(iter(served)) if needs_model else "")
+        if not isinstance(self.environment.runner, WorkerRunner):
+            check_model(options, self.model, served, self.environment.host)
         self.workloads.clear()
+        self.arrivals = arrivals_for(options, seed=os.getpid())
         if not isinstance(self.environment.runner, MasterRunner):
             for chat in {getattr(cls, "chat", False) for cls in self.environment.user_classes}:
                 self.workloads[chat] = self.build_workload(chat)
 
-    def first_model(self) -> str:
+    def served_models(self, required: bool) -> dict[str, int | None]:
+        """{model: max_model_len or None} from ``/v1/models``. A server that cannot be reached is refused; one that
+        does not list models only when the list is ``required`` (no --model given)."""
         import requests
 
         url = self.environment.host.rstrip("/") + "/v1/models"
         try:
             resp = requests.get(url, headers=self.headers, timeout=30, verify=not self.environment.parsed_options.insecure)
+        except requests.RequestException as e:
+            raise StopTarget(f"cannot reach the server: GET {url}: {connection_problem(e)}") from None
+        try:
             resp.raise_for_status()
-            return resp.json()["data"][0]["id"]
-        except (requests.RequestException, ValueError, KeyError, IndexError) as e:
-            raise StopTarget(f"cannot list models at {url}: {e}") from None
+            served = {card["id"]: card.get("max_model_len") for card in resp.json()["data"]}
+            if not served:
+                raise ValueError("no model listed")
+            return served
+        except (requests.RequestException, ValueError, KeyError, TypeError) as e:
+            if required:
+                raise StopTarget(f"cannot list models at {url}: {e}") from None
+            return {}
 
     def build_workload(self, chat: bool):
         """The prompts for chat (template counted) or plain prompts, sized once per process and run."""
@@ -77,6 +120,49 @@ class StopTarget(Exception):
     pass
 
 
+def validate(options) -> None:
+    """Refuse option values that no run can use, with a one-line StopTarget."""
+    for flag, value in (("--input-tokens", options.input_tokens), ("--output-tokens", options.output_tokens)):
+        if value < 1:
+            raise StopTarget(f"{flag} must be at least 1, got {value}")
+    if not options.request_timeout > 0:
+        raise StopTarget(f"--request-timeout must be more than 0 seconds, got {options.request_timeout:g}")
+    if options.token_spread < 0:
+        raise StopTarget(f"--token-spread must not be negative, got {options.token_spread:g}")
+    if options.dataset:
+        try:
+            load_dataset(options.dataset)
+        except (OSError, ValueError) as e:
+            raise StopTarget(f"--dataset: {e}") from None
+
+
+def check_model(options, model: str, served: dict[str, int | None], host: str) -> None:
+    """The server must serve ``model``, and the target lengths must fit its max_model_len (when it lists them)."""
+    if served and model not in served:
+        raise StopTarget(f"model {model!r} is not served by {host} (it serves: {', '.join(served)})")
+    max_model_len = served.get(model)
+    if not max_model_len:
+        return
+    if options.dataset:  # prompt lengths are the dataset's
+        if options.output_tokens >= max_model_len:
+            raise StopTarget(f"--output-tokens {options.output_tokens} leaves no room for a prompt in "
+                             f"{model}'s max_model_len of {max_model_len}")
+    elif options.input_tokens + options.output_tokens > max_model_len:
+        raise StopTarget(f"--input-tokens {options.input_tokens} + --output-tokens {options.output_tokens} = "
+                         f"{options.input_tokens + options.output_tokens} tokens exceeds {model}'s max_model_len of "
+                         f"{max_model_len} at {host}")
+
+
+def connection_problem(exc: Exception) -> str:
+    """The root cause of a failed connection in a few words, from a requests exception."""
+    text = str(exc)
+    if tls := re.search(r"\[SSL: \w+\] ([^(]+)", text):
+        return f"TLS error: {tls[1].strip()} (a self-signed test server needs --insecure)"
+    if errno := re.search(r"\[Errno -?\d+\] ([^'\")]+)", text):
+        return errno[1].strip()
+    return f"{type(exc).__name__}: {text}"
+
+
 @events.init_command_line_parser.add_listener
 def _add_options(parser, **_kw) -> None:
     opts.add_arguments(parser)
@@ -85,27 +171,48 @@ def _add_options(parser, **_kw) -> None:
 @events.init.add_listener
 def _on_init(environment, **_kw) -> None:
     environment.llm_target = Target(environment)
+    if environment.web_ui:  # the master's or the local runner's
+        webui.register(environment.web_ui, environment.llm_target)
+    if getattr(environment, "llm_prepare_pending", False):  # test_start came first
+        prepare_target(environment)
 
 
 @events.test_start.add_listener
 def _on_test_start(environment, **_kw) -> None:
+    if not hasattr(environment, "llm_target"):
+        # a worker that joins a running test can get its spawn message (and fire test_start) while it connects,
+        # before Locust has even set environment.runner and fired init: prepare at init (its users wait for it)
+        environment.llm_prepare_pending = True
+        return
+    prepare_target(environment)
+
+
+def prepare_target(environment) -> None:
+    llm_target = environment.llm_target
+    llm_target.prepared.clear()
     try:
-        environment.llm_target.prepare()
+        llm_target.prepare()
     except StopTarget as e:
         log.error("%s", e)
         environment.process_exit_code = 2
         if not isinstance(environment.runner, WorkerRunner):  # a worker's users stop; its master quits
             gevent.spawn(environment.runner.quit)
+    finally:
+        llm_target.prepared.set()
 
 
 def failure_name(exc: BaseException) -> str:
     """A stable, readable failure class for an exception raised while sending or reading a request."""
+    if getattr(exc, "original", None) is not None:  # geventhttpclient's RetriesExceeded wraps the real error
+        return failure_name(exc.original)
     if isinstance(exc, StreamError):
         return exc.name
     if isinstance(exc, (gevent.Timeout, TimeoutError, socket.timeout)):
         return "Timeout"
     if isinstance(exc, ConnectionRefusedError):
         return "ConnectionRefused"
+    if isinstance(exc, ssl.SSLError):  # e.g. an untrusted certificate (see --insecure)
+        return "TLSError"
     if isinstance(exc, (HTTPParseError, ConnectionError, OSError)):
         return "StreamTruncated"
     if isinstance(exc, ValueError):
@@ -123,6 +230,10 @@ def log_token_stats(environment, exchange: Exchange) -> None:
 
 def run_request(user, send) -> None:
     """Send the user's next request with ``send(spec, exchange)`` and record it, whatever happens."""
+    if user.workload is None:  # the target could not be prepared (logged at test start): stop, quietly (Locust
+        raise StopUser()  # logs a traceback for a StopUser from on_start, not from a task)
+    if user.target.arrivals:
+        user.target.arrivals.wait()
     spec = user.workload.next_request()
     exchange = Exchange(user.request_name, user.target.recorder.level, spec.target_prompt_tokens, spec.max_tokens,
                         check_output=user.ignore_eos)
@@ -132,6 +243,8 @@ def run_request(user, send) -> None:
         if exchange.end is None:
             exchange.fail("Aborted")
         user.target.recorder.record(exchange)
+    if exchange.error and not exchange.status:  # no answer at all (refused, reset, timed out): the server may be down
+        gevent.sleep(NO_RESPONSE_PAUSE_S)
 
 
 def sampling(user, spec) -> dict:
@@ -159,10 +272,9 @@ def read_options(user, environment) -> None:
 
 
 def start_user(user) -> None:
-    """on_start of every user class: take the prepared workload, or stop when the target could not be prepared."""
-    if user.chat not in user.target.workloads:  # logged at test start
-        raise StopUser()
-    user.workload = user.target.workloads[user.chat]
+    """on_start of every user class: take the prepared workload (None when the target could not be prepared)."""
+    user.target.prepared.wait()
+    user.workload = user.target.workloads.get(user.chat)
 
 
 class LLMUser(FastHttpUser):
@@ -247,7 +359,10 @@ class LLMUser(FastHttpUser):
                     continue
                 datas = [data]
             else:  # several lines, comments, or no space after "data:"
-                datas = [line[5:].strip() for line in event.split(b"\n") if line.startswith(b"data:")]
+                lines = event.split(b"\n")
+                if bad := next((line for line in lines if line and not line.startswith(SSE_LINE_STARTS)), None):
+                    raise StreamError("MalformedSSE", f"not an SSE line: {bad[:80]!r}")
+                datas = [line[5:].strip() for line in lines if line.startswith(b"data:")]
             for data in datas:
                 if data == b"[DONE]":
                     done = True  # read on to the end of the body, so the connection is reused
@@ -259,6 +374,8 @@ class LLMUser(FastHttpUser):
             raise StreamError("NoOutput", "no chunk carried output")
 
     def read_chunk(self, chunk: dict, exchange: Exchange, now: float) -> None:
+        if not isinstance(chunk, dict):
+            raise StreamError("MalformedJSON", f"an event that is not a JSON object: {chunk!r:.80}")
         if "error" in chunk:
             raise error_event(chunk)
         if chunk.get("usage"):

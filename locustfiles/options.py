@@ -12,6 +12,7 @@ import os
 DEFAULT_INPUT_TOKENS = 2048
 DEFAULT_OUTPUT_TOKENS = 512
 DEFAULT_REQUEST_TIMEOUT_S = 600.0
+DEFAULT_SERVER_METRICS_INTERVAL_S = 1.0
 TOKEN_DISTRIBUTIONS = ("fixed", "uniform", "normal")
 
 
@@ -27,7 +28,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--token-spread", type=float, default=0.0,
                         help="uniform: +/- this fraction of the target; normal: the standard deviation as a fraction")
     parser.add_argument("--dataset", default="", help="JSONL file of prompts ({\"prompt\": ...} or {\"messages\": ...})")
-    parser.add_argument("--api-key", default="", is_secret=True, env_var="OPENAI_API_KEY",
+    # not in the web UI: Locust puts a form field's value in the page, even a masked (is_secret) one
+    parser.add_argument("--api-key", default="", include_in_web_ui=False, env_var="OPENAI_API_KEY",
                         help="Bearer token for the server (or OPENAI_API_KEY); never written to any output")
     parser.add_argument("--api-key-file", default="", help="Read the bearer token from this file")
     parser.add_argument("--no-stream", action="store_true", default=False,
@@ -39,6 +41,12 @@ def add_arguments(parser) -> None:
                         help="Seconds one request may take in total, and may stay silent, before it fails as Timeout")
     parser.add_argument("--insecure", action="store_true", default=False,
                         help="Do not verify the target's TLS certificate (self-signed test servers)")
+    parser.add_argument("--server-metrics-interval", type=float, default=DEFAULT_SERVER_METRICS_INTERVAL_S,
+                        help="Seconds between scrapes of the server's Prometheus /metrics into server_metrics.csv "
+                        "(0: no scraping)")
+    parser.add_argument("--arrival-rate", type=float, default=0.0,
+                        help="Open loop: send requests at this total rate (req/s, Poisson arrivals, split over "
+                        "--expect-workers workers); the users are only the pool that carries them (0: closed loop)")
     parser.add_argument("--results-dir", default="", help="Folder for requests.csv and the run files "
                         "(default: results/run-<time>); the master refuses a folder that already holds a run")
     parser.add_argument("--overwrite", action="store_true", default=False, include_in_web_ui=False,

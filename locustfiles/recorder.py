@@ -1,4 +1,4 @@
-"""Rows from every worker into one run folder, the current level, and live token throughput.
+"""Rows from every worker into one run folder, the current level, live token throughput and per-level latencies.
 
 Workers keep their rows and ITL counts since the last report and ship them as a delta with Locust's regular
 worker report (``report_to_master``; the final report is sent when a worker quits). The master merges them
@@ -24,6 +24,7 @@ from locustfiles.runfolder import RunFolder, RunFolderExists, default_path, writ
 log = logging.getLogger(__name__)
 
 LEVEL_MESSAGE = "vllm_stress_level"
+LEVEL_REQUEST = "vllm_stress_level_request"
 REPORT_KEY = "vllm_stress"
 WATCH_INTERVAL_S = 1.0
 LOG_INTERVAL_S = 10.0
@@ -32,6 +33,34 @@ _COMPLETION = records.REQUEST_COLUMNS.index("completion_tokens")
 _END = records.REQUEST_COLUMNS.index("end_time")
 _OK = records.REQUEST_COLUMNS.index("ok")
 _MISMATCH = records.REQUEST_COLUMNS.index("count_mismatch")
+_USERS = records.REQUEST_COLUMNS.index("users")
+_TTFT = records.REQUEST_COLUMNS.index("ttft_s")
+_TPOT = records.REQUEST_COLUMNS.index("tpot_s")
+_E2E = records.REQUEST_COLUMNS.index("e2e_s")
+
+
+class LevelLatencies:
+    """The requests that started at one level, for the live view (the analysis reads requests.csv instead)."""
+
+    __slots__ = ("requests", "failures", "ttft_s", "tpot_s", "e2e_s")
+
+    def __init__(self) -> None:
+        self.requests = 0
+        self.failures = 0
+        self.ttft_s: list[float] = []  # of successful requests only, like tpot_s and e2e_s
+        self.tpot_s: list[float] = []
+        self.e2e_s: list[float] = []
+
+    def add(self, row: list) -> None:
+        self.requests += 1
+        if not row[_OK]:
+            self.failures += 1
+            return
+        self.e2e_s.append(row[_E2E])
+        if row[_TTFT] != "":
+            self.ttft_s.append(row[_TTFT])
+        if row[_TPOT] != "":
+            self.tpot_s.append(row[_TPOT])
 
 
 class Recorder:
@@ -47,12 +76,19 @@ class Recorder:
         self.open_level: tuple[int, float, float | None] | None = None
         self.totals = Counter()
         self.tokens_by_second: Counter = Counter()
+        self.latencies_by_level: dict[int, LevelLatencies] = defaultdict(LevelLatencies)
         self.stopped = False
+        self.quitting = False
         self._runs = 0
         events = environment.events
         if isinstance(self.runner, WorkerRunner):
             events.report_to_master.add_listener(self._ship)
+            events.quitting.add_listener(self._on_worker_quitting)
             self.runner.register_message(LEVEL_MESSAGE, self._on_level_message)
+            # ask for the current level now that the handler is there: Locust fires init only after the worker has
+            # connected, so a message the master sent at once on connect would arrive before it (and be dropped).
+            # Sent from a greenlet: a send that yields inside init lets the spawn message in before init is done.
+            gevent.spawn(self.runner.send_message, LEVEL_REQUEST)
             return
         events.test_start.add_listener(self._open)
         events.test_stop.add_listener(self._on_test_stop)
@@ -60,7 +96,9 @@ class Recorder:
         events.quit.add_listener(self._on_quit)
         if isinstance(self.runner, MasterRunner):
             events.worker_report.add_listener(self._receive)
-            events.worker_connect.add_listener(self._on_worker_connect)
+            self.runner.register_message(LEVEL_REQUEST, self._on_level_request)
+            events.heartbeat_sent.add_listener(self._on_heartbeat)
+        self.last_heartbeat: dict[str, float] = {}  # worker id -> when the master last heard from it
         gevent.spawn(self._watch)
 
     # --- every process -------------------------------------------------------------------------------------------
@@ -85,6 +123,12 @@ class Recorder:
 
     def _on_level_message(self, environment, msg, **_kw) -> None:
         self.level = int(msg.data)
+
+    def _on_worker_quitting(self, environment, **_kw) -> None:
+        """This worker quits by itself (SIGTERM, Ctrl-C, master gone): stop the users, whose rows then say Aborted, and
+        send the last rows at once. Locust sends a final report only when the master asks a worker to quit."""
+        self.runner.stop()
+        self.runner._send_stats()
 
     # --- master / local ------------------------------------------------------------------------------------------
 
@@ -120,9 +164,9 @@ class Recorder:
             self.folder.write_level(users, ramp_start, hold_start or now, now)
         self.open_level = None
 
-    def _on_worker_connect(self, client_id, **_kw) -> None:
+    def _on_level_request(self, environment, msg, **_kw) -> None:
         if self.level:
-            self.runner.send_message(LEVEL_MESSAGE, self.level, client_id=client_id)
+            self.runner.send_message(LEVEL_MESSAGE, self.level, client_id=msg.node_id)
 
     def _open(self, environment, **_kw) -> None:
         options = environment.parsed_options
@@ -139,6 +183,7 @@ class Recorder:
             return
         self.stopped = False
         self.totals.clear()
+        self.latencies_by_level.clear()
         self.meta = {key: None for key in records.RUN_KEYS} | {
             "scenario": getattr(options, "scenario", "") or "",
             "target": environment.host,
@@ -172,6 +217,7 @@ class Recorder:
             self.totals["requests"] += 1
             self.totals["failures"] += 1 - row[_OK]
             self.totals["mismatches"] += row[_MISMATCH]
+            self.latencies_by_level[row[_USERS]].add(row)
             if row[_COMPLETION] != "":
                 self.tokens_by_second[int(row[_END])] += row[_COMPLETION]
         if self.folder:
@@ -189,6 +235,23 @@ class Recorder:
                 last_log = time.time()
                 self._log_progress()
                 self.folder.write_itl(self.itl)
+            if isinstance(self.runner, MasterRunner) and self.folder and not self.stopped:
+                self._note_lost_workers()
+
+    def _on_heartbeat(self, client_id, timestamp, **_kw) -> None:
+        self.last_heartbeat[client_id] = timestamp
+
+    def _note_lost_workers(self) -> None:
+        """Name in run.json each worker that Locust marked missing mid-run (no heartbeat for HEARTBEAT_LIVENESS s):
+        its requests in flight, and its rows since its last report, are not in requests.csv."""
+        listed = {lost["worker"] for lost in self.meta["lost_workers"]}
+        for client in self.runner.clients.missing:
+            if client.id not in listed:
+                last_seen = self.last_heartbeat.get(client.id)
+                log.warning("Worker %s lost (last heartbeat at %s): its unreported rows are missing", client.id,
+                            time.strftime("%H:%M:%S", time.localtime(last_seen)) if last_seen else "never")
+                self.meta["lost_workers"].append({"worker": client.id, "last_seen": last_seen})
+                self.folder.write_run(self.meta)
 
     def output_tokens_per_s(self, window_s: float = LOG_INTERVAL_S) -> float:
         """Output tokens/s over the last ``window_s`` seconds that every worker has reported."""
@@ -203,8 +266,11 @@ class Recorder:
         self.stopped = True
 
     def _on_quitting(self, environment, **_kw) -> None:
-        # quitting before test_stop means the run was interrupted (SIGTERM, Ctrl-C): mark it partial
-        self.meta["complete"] = self.stopped
+        # quitting before test_stop means the run was interrupted (SIGTERM, Ctrl-C): mark it partial. After a SIGTERM
+        # Locust shuts down twice (its signal handler, then its main greenlet, after test_stop): the first one tells.
+        if not self.quitting:
+            self.quitting = True
+            self.meta["complete"] = self.stopped
 
     def _on_quit(self, exit_code=0, **_kw) -> None:
         if prefix := self.environment.parsed_options.csv_prefix:

@@ -14,8 +14,10 @@ Metric definitions, the same as ``vllm bench serve`` (vllm/benchmarks/serve.py),
 * **ITL** (inter-token latency): the gaps between consecutive output-bearing chunks of one stream (per chunk,
   not per token, as in vLLM). Kept as a histogram per level (``itl_histogram.csv``), not per row.
 * **TPOT** (time per output token): ``(e2e - ttft) / (completion_tokens - 1)`` for completion_tokens > 1.
-* **tok/s**: output tokens = sum of ``completion_tokens`` (from the server's ``usage``) over a time window divided
-  by the window; total tokens adds ``prompt_tokens``. Computed by the analysis, never per request.
+* **tok/s**: output tokens (``completion_tokens`` from the server's ``usage``) streamed during a time window, divided
+  by the window; each request's tokens are spread evenly from its first token to its end, so requests longer than
+  the window count for their part in it. Total tok/s adds the ``prompt_tokens`` of requests whose first token came
+  in the window. Computed by the analysis (``analysis/levels.py``), never per request.
 """
 
 from __future__ import annotations
@@ -73,6 +75,51 @@ RUN_KEYS = [
     "workers",  # worker ids seen during the run
     "lost_workers",  # [{"worker", "last_seen"}] for workers that went missing mid-run
 ]
+
+
+# server_metrics.csv: one row per scrape of the server's Prometheus /metrics (vLLM V1 names, summed over engines),
+# written by the master (or the local runner) every --server-metrics-interval seconds. Empty when the server does not
+# expose the metric. Histograms are the observations since the previous scrape: their count, sum and the p50/p99
+# interpolated in the delta buckets the way PromQL's histogram_quantile does (server clock: no network, queue included).
+SERVER_METRICS_FILE = "server_metrics.csv"
+SERVER_GAUGES = {  # column -> scraped sample: the value at the scrape
+    "running": "vllm:num_requests_running",
+    "waiting": "vllm:num_requests_waiting",
+    "kv_cache_usage": "vllm:kv_cache_usage_perc",  # 0..1
+}
+SERVER_COUNTERS = {  # column -> scraped sample: cumulative since the server started
+    "preemptions": "vllm:num_preemptions_total",
+    "prompt_tokens": "vllm:prompt_tokens_total",
+    "generation_tokens": "vllm:generation_tokens_total",
+    "request_success": "vllm:request_success_total",  # every finish reason, aborts included
+}
+SERVER_HISTOGRAMS = {  # column prefix -> histogram: {prefix}_count, {prefix}_sum_s, {prefix}_p50_s, {prefix}_p99_s
+    "ttft": "vllm:time_to_first_token_seconds",
+    "e2e": "vllm:e2e_request_latency_seconds",
+    "queue": "vllm:request_queue_time_seconds",
+}
+SERVER_QUANTILES = {"p50": 0.5, "p99": 0.99}
+SERVER_METRICS_COLUMNS = [
+    "time",  # unix seconds of the scrape
+    "users",  # the level (target user count) at the scrape
+    *SERVER_GAUGES,
+    *SERVER_COUNTERS,
+    *(f"{prefix}_{part}" for prefix in SERVER_HISTOGRAMS
+      for part in ("count", "sum_s", *(f"{quantile}_s" for quantile in SERVER_QUANTILES))),
+]
+
+# client_health.csv: the CPU of every load-generating process, so a saturated client is not taken for a saturated
+# server. Written by the master (or the local runner) every few seconds. Locust measures a process's CPU every 10 s
+# (psutil, averaged since its last measurement) and workers send it with their heartbeats; above
+# CLIENT_CPU_LIMIT_PERCENT Locust warns that the response times may be wrong.
+CLIENT_HEALTH_FILE = "client_health.csv"
+CLIENT_HEALTH_COLUMNS = [
+    "time",  # unix seconds
+    "users",  # the level at that time
+    "worker",  # worker id as in requests.csv, "master", or "local" without workers
+    "cpu_percent",  # CPU of that process (100 = one core)
+]
+CLIENT_CPU_LIMIT_PERCENT = 90  # locust.runners.CPU_WARNING_THRESHOLD
 
 
 def tpot(e2e_s: float, ttft_s: float | None, completion_tokens: int | None) -> float | None:

@@ -6,6 +6,7 @@ benchmarks/client.md for the measured figures before using it for high-concurren
     locust -f locustfiles/sdk.py -H http://127.0.0.1:8000 --headless -u 10 -t 1m
 """
 
+import logging
 import sys
 import time
 from pathlib import Path
@@ -19,6 +20,8 @@ from locust import User, task  # noqa: E402
 from locustfiles import options as opts  # noqa: E402
 from locustfiles.base import failure_name, log_token_stats, read_options, run_request, sampling, start_user  # noqa: E402
 from locustfiles.exchange import StreamError  # noqa: E402
+
+logging.getLogger("httpx2").setLevel(logging.WARNING)  # the SDK's HTTP client logs every request at INFO
 
 
 def sdk_failure_name(exc: BaseException) -> str:

@@ -1,0 +1,52 @@
+"""Open-loop arrivals: requests sent at the times of a Poisson process, whatever earlier requests are doing.
+
+Locust users are closed loops (each waits for its answer before the next request), which is what a concurrency
+ramp wants. With ``--arrival-rate R`` the users become a pool that carries arrivals instead: each process draws
+the arrival times of a Poisson process at its share of R (R split evenly over ``--expect-workers``), and a user
+about to send takes the next arrival time and sleeps until it. Gevent switches only at the sleep, so taking a
+time is atomic. When every user is busy, arrivals wait for one: that is client-side queueing, which an open loop
+must not hide, so the process warns when arrivals are sent late (raise ``-u``: the pool must exceed rate × e2e).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+
+import gevent
+
+log = logging.getLogger(__name__)
+
+LATE_WARNING_S = 1.0
+
+
+class PoissonArrivals:
+    def __init__(self, rate_per_s: float, seed: int | None = None) -> None:
+        self.rate_per_s = rate_per_s
+        self.rng = random.Random(seed)
+        self.next_arrival = time.perf_counter()
+        self.late = 0
+        self.warned = False
+
+    def wait(self) -> None:
+        """Sleep until the next arrival time (taken by this caller only)."""
+        arrival = self.next_arrival
+        self.next_arrival += self.rng.expovariate(self.rate_per_s)
+        delay = arrival - time.perf_counter()
+        if delay > 0:
+            gevent.sleep(delay)
+        elif -delay > LATE_WARNING_S:
+            self.late += 1
+            if not self.warned:
+                self.warned = True
+                log.warning("Arrivals wait for free users (%.1f s late): the open loop needs more users (-u) "
+                            "than arrival rate x e2e latency", -delay)
+
+
+def arrivals_for(options, seed: int | None = None) -> PoissonArrivals | None:
+    """This process's arrival clock for ``--arrival-rate`` (None: closed loop)."""
+    if not options.arrival_rate:
+        return None
+    workers = max(getattr(options, "expect_workers", 1) or 1, 1) if getattr(options, "worker", False) else 1
+    return PoissonArrivals(options.arrival_rate / workers, seed)

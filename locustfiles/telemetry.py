@@ -1,0 +1,236 @@
+"""The server's own view and the load generators' health during a run: ``server_metrics.csv`` and ``client_health.csv``.
+
+The master (or the local runner) scrapes the target's Prometheus ``/metrics`` at test start (the baseline), every
+``--server-metrics-interval`` seconds and once more at test stop, and appends one row per scrape (columns and
+metric names in ``records``). Histograms are written as the observations since the previous scrape. A server
+without ``/metrics``, or with other metric names, gets one WARNING per problem; the run goes on and the file gets
+the columns the server has (or no rows).
+
+Every ``CLIENT_HEALTH_INTERVAL_S`` it appends the CPU of every load-generating process (``client_health.csv``) and
+keeps the highest per level, so that a level where the load generator was saturated is not read as the server's.
+
+No Locust import (importing Locust monkey-patches the process), so the parsing is unit-tested directly. Both loops
+are greenlets: under Locust ``requests`` is cooperative.
+"""
+
+from __future__ import annotations
+
+import csv
+import logging
+import math
+import os
+import time
+from collections import defaultdict
+
+import gevent
+import requests
+from prometheus_client.parser import text_string_to_metric_families
+
+from locustfiles import records
+
+log = logging.getLogger(__name__)
+
+SCRAPE_TIMEOUT_S = 5.0
+CLIENT_HEALTH_INTERVAL_S = 5.0
+
+_HISTOGRAM_PARTS = ("_bucket", "_count", "_sum")
+_SCALARS = {*records.SERVER_GAUGES.values(), *records.SERVER_COUNTERS.values()}
+_SAMPLES = _SCALARS | {name + part for name in records.SERVER_HISTOGRAMS.values() for part in _HISTOGRAM_PARTS}
+_LINE_STARTS = tuple(name + end for name in _SAMPLES for end in ("{", " "))  # exact sample names, labels or not
+
+
+class Snapshot:
+    """One scrape: ``values`` {sample name: value} and ``buckets`` {histogram: {upper bound: cumulative count}},
+    each summed over its label sets (engines, finish reasons, models)."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, float] = defaultdict(float)
+        self.buckets: dict[str, dict[float, float]] = defaultdict(lambda: defaultdict(float))
+
+
+def parse_metrics(text: str) -> Snapshot:
+    """The samples of ``records.SERVER_*`` in a Prometheus text exposition; raises ValueError when it is not one."""
+    snapshot = Snapshot()
+    wanted = "\n".join(line for line in text.splitlines() if line.startswith(_LINE_STARTS))  # parsing all costs 10 ms
+    for family in text_string_to_metric_families(wanted):
+        for sample in family.samples:
+            if sample.name.endswith("_bucket"):
+                snapshot.buckets[sample.name.removesuffix("_bucket")][float(sample.labels["le"])] += sample.value
+            else:
+                snapshot.values[sample.name] += sample.value
+    return snapshot
+
+
+def histogram_quantile(q: float, cumulative: dict[float, float]) -> float | None:
+    """The q-quantile of cumulative bucket counts {upper bound: count}, interpolated linearly inside its bucket as
+    PromQL's ``histogram_quantile`` does (the +Inf bucket answers its lower bound); None without observations."""
+    total = cumulative.get(math.inf, 0.0)
+    if total <= 0:
+        return None
+    rank = q * total
+    lower, below = 0.0, 0.0
+    for upper in sorted(bound for bound in cumulative if bound != math.inf):
+        count = cumulative[upper]
+        if count >= rank:
+            return lower + (upper - lower) * (rank - below) / (count - below)
+        lower, below = upper, count
+    return lower  # in the +Inf bucket
+
+
+def _number(value: float | None):
+    if value is None:
+        return ""
+    return int(value) if float(value).is_integer() else round(value, 6)
+
+
+class ServerScraper:
+    """Scrapes one ``/metrics`` URL; ``scrape(users)`` returns the ``server_metrics.csv`` row, or None."""
+
+    def __init__(self, url: str, headers: dict | None = None, verify: bool = True) -> None:
+        self.url = url
+        self.session = requests.Session()
+        self.session.headers.update(headers or {})
+        self.verify = verify
+        self.previous: Snapshot | None = None
+        self.latest: dict[str, float | int | str] = {}  # the last row by column
+        self.warned: set[str] = set()
+
+    def scrape(self, users: int) -> list | None:
+        try:
+            response = self.session.get(self.url, timeout=SCRAPE_TIMEOUT_S, verify=self.verify)
+            response.raise_for_status()
+            snapshot = parse_metrics(response.text)
+        except (requests.RequestException, ValueError) as e:
+            self._warn_once("unreachable", "Cannot scrape %s (%s): no server_metrics.csv rows while this lasts",
+                            self.url, e)
+            return None
+        missing = sorted(name for name in _SCALARS if name not in snapshot.values)
+        missing += sorted(name for name in records.SERVER_HISTOGRAMS.values() if name not in snapshot.buckets)
+        if len(missing) == len(_SCALARS) + len(records.SERVER_HISTOGRAMS):
+            self._warn_once("foreign", "%s has none of vLLM's metrics (%s ...): no server_metrics.csv rows",
+                            self.url, missing[0])
+            return None
+        if missing:
+            self._warn_once("partial", "%s lacks %s: those server_metrics.csv columns stay empty",
+                            self.url, ", ".join(missing))
+        row = self.row(snapshot, self.previous, time.time(), users)
+        self.previous = snapshot
+        self.latest = dict(zip(records.SERVER_METRICS_COLUMNS, row, strict=True))
+        return row
+
+    @staticmethod
+    def row(snapshot: Snapshot, previous: Snapshot | None, now: float, users: int) -> list:
+        """The row of ``snapshot``: gauges and counters as scraped, histograms since ``previous`` (empty without)."""
+        values = snapshot.values
+        row = [round(now, 3), users]
+        row += [_number(values.get(name)) for name in records.SERVER_GAUGES.values()]
+        row += [_number(values.get(name)) for name in records.SERVER_COUNTERS.values()]
+        for name in records.SERVER_HISTOGRAMS.values():
+            if previous is None or name not in snapshot.buckets:
+                row += [""] * (2 + len(records.SERVER_QUANTILES))
+                continue
+            count, total, buckets = values[name + "_count"], values[name + "_sum"], snapshot.buckets[name]
+            before = previous.buckets.get(name, {})
+            delta = {upper: n - before.get(upper, 0.0) for upper, n in buckets.items()}
+            if min(delta.values()) >= 0:  # else the server restarted: everything it has is new
+                count -= previous.values[name + "_count"]
+                total -= previous.values[name + "_sum"]
+                buckets = delta
+            row += [_number(count), _number(total)]
+            row += [_number(histogram_quantile(q, buckets)) for q in records.SERVER_QUANTILES.values()]
+        return row
+
+    def _warn_once(self, problem: str, message: str, *args) -> None:
+        if problem not in self.warned:
+            self.warned.add(problem)
+            log.warning(message, *args)
+
+
+def client_cpu(runner) -> dict[str, float]:
+    """CPU % of every load-generating process: the master and its connected workers (from their heartbeats), or
+    the local runner."""
+    workers = getattr(runner, "clients", None)  # only a MasterRunner has them
+    if workers is None:
+        return {"local": runner.current_cpu_usage}
+    missing = set(workers.missing)
+    return {"master": runner.current_cpu_usage} | {
+        node.id: node.cpu_usage for node in workers.values() if node not in missing
+    }
+
+
+class CsvAppender:
+    """A CSV file in the run folder with its header; every row is flushed."""
+
+    def __init__(self, folder: str, name: str, columns: list[str]) -> None:
+        self.file = open(os.path.join(folder, name), "w", newline="", encoding="utf-8")  # noqa: SIM115 (kept open)
+        self.writer = csv.writer(self.file)
+        self.write(columns)
+
+    def write(self, row: list) -> None:
+        self.writer.writerow(row)
+        self.file.flush()
+
+    def close(self) -> None:
+        self.file.close()
+
+
+class Telemetry:
+    """The scrapes and the client CPU of each run of a master (or local runner), into the recorder's run folder."""
+
+    def __init__(self, environment, recorder) -> None:
+        self.environment = environment
+        self.recorder = recorder
+        self.scraper: ServerScraper | None = None
+        self.max_cpu_by_level: dict[int, float] = {}  # the highest CPU % of any load generator while at a level
+        self.latest_cpu: dict[str, float] = {}
+        self.server_metrics: CsvAppender | None = None
+        self.client_health: CsvAppender | None = None
+        self.greenlets: list[gevent.Greenlet] = []
+        environment.events.test_start.add_listener(self._start)  # after the recorder's: the run folder is open
+        environment.events.test_stop.add_listener(self._stop)
+
+    def _start(self, environment, **_kw) -> None:
+        if not self.recorder.folder:
+            return
+        folder = self.recorder.folder.path
+        self.scraper = None
+        self.max_cpu_by_level.clear()
+        self.client_health = CsvAppender(folder, records.CLIENT_HEALTH_FILE, records.CLIENT_HEALTH_COLUMNS)
+        self.greenlets = [gevent.spawn(self._repeat, CLIENT_HEALTH_INTERVAL_S, self._record_cpu)]
+        options = environment.parsed_options
+        if options.server_metrics_interval > 0:
+            self.scraper = ServerScraper(environment.host.rstrip("/") + "/metrics", environment.llm_target.headers,
+                                         verify=not options.insecure)
+            self.server_metrics = CsvAppender(folder, records.SERVER_METRICS_FILE, records.SERVER_METRICS_COLUMNS)
+            self._scrape()  # the baseline, before the first request
+            self.greenlets.append(gevent.spawn(self._repeat, options.server_metrics_interval, self._scrape))
+
+    def _stop(self, environment, **_kw) -> None:
+        gevent.killall(self.greenlets)
+        self.greenlets = []
+        if self.client_health:
+            self._record_cpu()
+            self.client_health.close()
+            self.client_health = None
+        if self.server_metrics:
+            self._scrape()  # what the server finished since the last scrape
+            self.server_metrics.close()
+            self.server_metrics = None
+
+    @staticmethod
+    def _repeat(interval: float, action) -> None:
+        while True:
+            gevent.sleep(interval)
+            action()
+
+    def _scrape(self) -> None:
+        if row := self.scraper.scrape(self.recorder.level):
+            self.server_metrics.write(row)
+
+    def _record_cpu(self) -> None:
+        now, users = round(time.time(), 3), self.recorder.level
+        self.latest_cpu = client_cpu(self.environment.runner)
+        for worker, percent in self.latest_cpu.items():
+            self.client_health.write([now, users, worker, round(percent, 1)])
+        if self.latest_cpu:
+            self.max_cpu_by_level[users] = max(self.max_cpu_by_level.get(users, 0.0), *self.latest_cpu.values())

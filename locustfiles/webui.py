@@ -1,0 +1,126 @@
+"""The "LLM" tab of Locust's web UI: live output tok/s, latencies per level, the server's gauges, the clients' CPU.
+
+Built on Locust's extension points (shared/reference/locust-notes.md §2.4): the tab and its table are declared in
+``template_args`` (``extended_tabs``, ``extended_tables``), its rows travel as ``extended_stats`` in the
+``/stats/requests`` JSON (added by an ``after_request`` hook: Locust's own keys stay as they are), and "Download
+Data" gets a link to the run's ``requests.csv`` (``extended_csv_files``). Only the master or a local runner has a
+web UI; every worker's rows reach the master, so the tab covers all workers.
+
+The first row is now: the current level, live output tok/s, the requests so far, the last scrape's server gauges
+and the highest client CPU. Then one row per level (the level a request started in): its requests, failures and
+the latencies of its successful requests (nearest-rank percentiles), and the highest client CPU seen at it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+
+from flask import Blueprint, Response, request
+
+from locustfiles import records
+
+TAB = "llm"
+CSV_ROUTE = "/llm/requests.csv"
+COLUMNS = {  # row key -> column title
+    "level": "Level",
+    "requests": "Requests",
+    "failures": "Failures",
+    "output_tok_s": "Output tok/s",
+    "ttft_p50_ms": "TTFT p50 (ms)",
+    "ttft_p99_ms": "TTFT p99 (ms)",
+    "tpot_p50_ms": "TPOT p50 (ms)",
+    "e2e_p50_s": "E2E p50 (s)",
+    "e2e_p99_s": "E2E p99 (s)",
+    "running": "Server running",
+    "waiting": "Server waiting",
+    "kv_cache_pct": "Server KV cache %",
+    "client_cpu_pct": "Max client CPU %",
+    "client_saturated": f"Client CPU > {records.CLIENT_CPU_LIMIT_PERCENT}%",
+}
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """Nearest-rank percentile, or None without values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[max(math.ceil(q * len(ordered)) - 1, 0)]
+
+
+def _scaled(value: float | None, factor: float, digits: int):
+    return "" if value is None else round(value * factor, digits)
+
+
+def _saturated(cpu_percent: float) -> str:
+    return "yes" if cpu_percent > records.CLIENT_CPU_LIMIT_PERCENT else "no"
+
+
+def table_rows(target) -> list[dict]:
+    """The tab's rows (every key of COLUMNS in each)."""
+    recorder, telemetry = target.recorder, target.telemetry
+    server = telemetry.scraper.latest if telemetry.scraper else {}
+    cpu_now = max(telemetry.latest_cpu.values(), default=0.0)
+    kv_cache = server.get("kv_cache_usage", "")
+    rows = [dict.fromkeys(COLUMNS, "") | {
+        "level": f"now: {recorder.level} users",
+        "requests": recorder.totals["requests"],
+        "failures": recorder.totals["failures"],
+        "output_tok_s": round(recorder.output_tokens_per_s(), 1),
+        "running": server.get("running", ""),
+        "waiting": server.get("waiting", ""),
+        "kv_cache_pct": "" if kv_cache == "" else round(kv_cache * 100, 1),
+        "client_cpu_pct": round(cpu_now, 1),
+        "client_saturated": _saturated(cpu_now),
+    }]
+    for users, level in sorted(recorder.latencies_by_level.items()):
+        cpu = telemetry.max_cpu_by_level.get(users)
+        rows.append(dict.fromkeys(COLUMNS, "") | {
+            "level": f"{users} users",
+            "requests": level.requests,
+            "failures": level.failures,
+            "ttft_p50_ms": _scaled(percentile(level.ttft_s, 0.5), 1000, 1),
+            "ttft_p99_ms": _scaled(percentile(level.ttft_s, 0.99), 1000, 1),
+            "tpot_p50_ms": _scaled(percentile(level.tpot_s, 0.5), 1000, 2),
+            "e2e_p50_s": _scaled(percentile(level.e2e_s, 0.5), 1, 3),
+            "e2e_p99_s": _scaled(percentile(level.e2e_s, 0.99), 1, 3),
+            "client_cpu_pct": "" if cpu is None else round(cpu, 1),
+            "client_saturated": "" if cpu is None else _saturated(cpu),
+        })
+    return rows
+
+
+def register(web_ui, target) -> None:
+    """Add the LLM tab, its data and the requests.csv download to ``web_ui``."""
+    web_ui.template_args["extended_tabs"] = [{"title": "LLM", "key": TAB}]
+    web_ui.template_args["extended_tables"] = [
+        {"key": TAB, "structure": [{"key": key, "title": title} for key, title in COLUMNS.items()]}
+    ]
+    web_ui.template_args["extended_csv_files"] = [
+        {"href": "." + CSV_ROUTE, "title": f"Download {records.REQUESTS_FILE} (one row per request)"}
+    ]
+
+    @web_ui.app.after_request
+    def _add_llm_table(response: Response) -> Response:
+        if request.path.endswith("/stats/requests") and response.status_code == 200 and response.is_json:
+            report = response.get_json()
+            report["extended_stats"] = [{"key": TAB, "data": table_rows(target)}]
+            response.set_data(json.dumps(report))
+        return response
+
+    options = web_ui.environment.parsed_options
+    routes = Blueprint("vllm_stress", __name__, url_prefix=getattr(options, "web_base_path", None) or None)
+
+    @routes.route(CSV_ROUTE)
+    @web_ui.auth_required_if_enabled
+    def _requests_csv() -> Response:
+        folder = target.recorder.folder
+        if folder is None:
+            return Response("no run is being written\n", status=404, mimetype="text/plain")
+        with open(os.path.join(folder.path, records.REQUESTS_FILE), "rb") as f:  # a snapshot: rows keep coming
+            data = f.read()
+        return Response(data, mimetype="text/csv",
+                        headers={"Content-Disposition": f"attachment; filename={records.REQUESTS_FILE}"})
+
+    web_ui.app.register_blueprint(routes)

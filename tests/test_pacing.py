@@ -1,0 +1,44 @@
+"""Open-loop arrivals (--arrival-rate): Poisson sends at the asked rate, whatever the answers do."""
+
+import statistics
+
+from tests.conftest import read_rows, run_locust
+
+ARGS = ["--input-tokens", "32", "--output-tokens", "8", "--headless", "--only-summary", "-L", "WARNING"]
+
+
+def arrival_gaps(rows):
+    starts = sorted(float(r["start_time"]) for r in rows)
+    return [b - a for a, b in zip(starts, starts[1:], strict=False)]
+
+
+def test_open_loop_rate_on_two_workers(simulator, tmp_path):
+    sim = simulator("--profile", "cpu-tiny")
+    out = tmp_path / "run"
+    port = "25681"
+    proc = run_locust("-f", "locustfiles/chat.py", "-H", sim.url, "-u", "40", "-r", "40", "-t", "8s",
+                      "--arrival-rate", "30", "--processes", "2", "--master-bind-host", "127.0.0.1",
+                      "--master-bind-port", port, "--master-port", port, "--expect-workers-max-wait", "30",
+                      "--results-dir", str(out), *ARGS)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = read_rows(out / "requests.csv")
+    steady = [r for r in rows if float(r["start_time"]) > min(float(x["start_time"]) for x in rows) + 2]
+    span = max(float(r["start_time"]) for r in steady) - min(float(r["start_time"]) for r in steady)
+    assert 30 * 0.75 < len(steady) / span < 30 * 1.25  # 30 req/s in total, not 30 per worker
+    gaps = arrival_gaps(steady)
+    assert 0.75 < statistics.stdev(gaps) / statistics.mean(gaps) < 1.3  # exponential gaps: coefficient of variation 1
+    assert len({r["worker"] for r in rows}) == 2
+
+
+def test_closed_loop_is_the_default(simulator, tmp_path):
+    sim = simulator("--profile", "cpu-tiny")
+    out = tmp_path / "run"
+    proc = run_locust("-f", "locustfiles/chat.py", "-H", sim.url, "-u", "1", "-r", "1", "-t", "3s",
+                      "--results-dir", str(out), *ARGS)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = sorted((r for r in read_rows(out / "requests.csv") if r["ok"] == "1"), key=lambda r: float(r["start_time"]))
+    starts = [float(r["start_time"]) for r in rows]
+    ends = [float(r["end_time"]) for r in rows]
+    assert all(start >= end - 1e-3 for start, end in zip(starts[1:], ends, strict=False))  # one at a time
+    busy = sum(float(r["e2e_s"]) for r in rows) / (ends[-1] - starts[0])
+    assert busy > 0.8  # the user sends its next request as soon as an answer is in: no pacing

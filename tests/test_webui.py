@@ -1,0 +1,189 @@
+"""The LLM tab of the web UI on a running master with one worker, over HTTP and in a headless Chromium."""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from locustfiles import records
+from locustfiles.webui import COLUMNS, CSV_ROUTE, TAB
+from tests.conftest import REPO, read_rows
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--no-first-run"]
+ARTIFACTS = REPO / "test-artifacts"
+LOCUST_OPTIONS = ["--input-tokens", "64", "--output-tokens", "16", "-L", "INFO"]
+RAMP = ["-f", "locustfiles/chat.py,scenarios/shape.py", "--levels", "2,4", "--step-time", "4", "--warmup", "0",
+        "--ramp-time", "1"]
+DEADLINE_S = 20.0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Master:
+    """``locust --master`` with its web UI and one worker, as processes on 127.0.0.1."""
+
+    def __init__(self, folder: Path, *args: str) -> None:
+        self.folder = folder
+        self.args = args
+        self.results = folder / "run"
+        master_port, web_port = free_port(), free_port()
+        self.url = f"http://127.0.0.1:{web_port}"
+        self.processes: dict[str, subprocess.Popen] = {}
+        self.log_files = []
+        self.start("master", "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(master_port),
+                   "--web-host", "127.0.0.1", "--web-port", str(web_port), "--results-dir", str(self.results))
+        self.start("worker", "--worker", "--master-host", "127.0.0.1", "--master-port", str(master_port))
+
+    def start(self, name: str, *args: str) -> None:
+        log = open(self.folder / f"{name}.log", "w")  # noqa: SIM115 (the process keeps writing it)
+        self.log_files.append(log)
+        command = [sys.executable, "-m", "locust", *LOCUST_OPTIONS, *self.args, *args]
+        self.processes[name] = subprocess.Popen(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
+                                                env=os.environ | {"PYTHONUNBUFFERED": "1"})
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {name}\n" + (self.folder / f"{name}.log").read_text()[-3000:] for name in self.processes)
+
+    def stats(self) -> dict:
+        return requests.get(self.url + "/stats/requests", timeout=5).json()
+
+    def wait_for_worker(self) -> None:
+        until(lambda: self._worker_count() == 1, "the worker connected", self)
+
+    def _worker_count(self) -> int:
+        try:
+            return self.stats().get("worker_count", 0)
+        except requests.ConnectionError:
+            return 0
+
+    def stop(self) -> None:
+        for proc in self.processes.values():
+            proc.terminate()
+        for proc in self.processes.values():
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        for log in self.log_files:
+            log.close()
+
+
+def until(condition, what: str, master: Master, deadline_s: float = DEADLINE_S):
+    """Poll ``condition`` every 0.5 s until it returns something true; fail with the logs after ``deadline_s``."""
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        if result := condition():
+            return result
+        time.sleep(0.5)
+    pytest.fail(f"not within {deadline_s:g} s: {what}\n{master.logs()}")
+
+
+@pytest.fixture
+def master(tmp_path):
+    """Start the master and its worker with the given locust arguments; both are stopped after the test."""
+    started = []
+
+    def start(*args: str) -> Master:
+        started.append(Master(tmp_path, *args))
+        started[-1].wait_for_worker()
+        return started[-1]
+
+    yield start
+    for running in started:
+        running.stop()
+
+
+def llm_table(stats: dict) -> list[dict]:
+    return next(table["data"] for table in stats.get("extended_stats", []) if table["key"] == TAB)
+
+
+def measured(stats: dict) -> list[dict] | None:
+    """The LLM table once it shows output tok/s and a level's TTFT, else None."""
+    table = llm_table(stats)
+    now, levels = table[0], table[1:]
+    if now["output_tok_s"] and levels and levels[0]["ttft_p50_ms"] != "":
+        return table
+    return None
+
+
+def test_llm_table_in_stats_of_a_distributed_run(master, simulator):
+    master = master("-f", "locustfiles/chat.py")
+    sim = simulator("--profile", "cpu-tiny")
+    swarm = requests.post(master.url + "/swarm", data={"user_count": 4, "spawn_rate": 4, "host": sim.url}, timeout=10)
+    assert swarm.json()["success"], swarm.text
+    table = until(lambda: measured(master.stats()), "tok/s and TTFT in the LLM table", master)
+    now, level = table[0], table[1]
+    assert now["level"] == "now: 4 users" and now["output_tok_s"] > 0 and now["running"] != ""
+    assert level["level"] == "4 users" and level["failures"] == 0 and level["requests"] > 0
+    assert 0 < level["ttft_p50_ms"] <= level["ttft_p99_ms"] < level["e2e_p99_s"] * 1000
+    assert set(now) == set(level) == set(COLUMNS)
+    stats = master.stats()
+    assert {"stats", "errors", "current_rps", "workers", "user_count", "state"} <= set(stats)  # Locust's own
+    assert any(entry["name"] == "chat" and entry["num_requests"] > 0 for entry in stats["stats"])
+
+    download = requests.get(master.url + CSV_ROUTE, timeout=10)
+    assert download.status_code == 200 and download.headers["Content-Type"].startswith("text/csv")
+    rows = list(csv.DictReader(io.StringIO(download.text)))
+    assert list(rows[0]) == records.REQUEST_COLUMNS
+    worker = stats["workers"][0]["id"]
+    assert len(rows) >= level["requests"] and {r["worker"] for r in rows} == {worker}
+
+    assert requests.post(master.url + "/stop", timeout=10).json()["success"]
+    health = master.results / records.CLIENT_HEALTH_FILE
+    until(lambda: {"master", worker} <= {r["worker"] for r in read_rows(health)}, "CPU rows at the stop", master)
+
+
+def test_browser_shows_the_llm_tab(master, simulator):
+    """A step ramp (2, then 4 users) started from the UI: the LLM tab fills in; Locust's own tabs still work."""
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"{CHROMIUM} is missing (Debian: apt-get install -y chromium)")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
+    master = master(*RAMP)
+    sim = simulator("--profile", "cpu-tiny")
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1600, "height": 600})
+            page.goto(master.url)
+            page.locator("input[name=host]").fill(sim.url)  # the shape sets the users: no user count asked
+            page.get_by_role("button", name="Start").click()
+            page.get_by_role("tab", name="LLM").click()
+            rows = page.get_by_role("row")
+            now, first, second = rows.filter(has_text="now: 4 users"), rows.nth(2), rows.nth(3)
+            until(lambda: shows_measurements(now, "output_tok_s") and shows_measurements(first, "ttft_p50_ms")
+                  and shows_measurements(second, "ttft_p50_ms"), "tok/s and TTFT of 2 levels on the LLM tab", master)
+            assert cells(first)[0] == "2 users" and cells(second)[0] == "4 users"
+            page.screenshot(path=str(ARTIFACTS / "webui-llm-tab.png"), full_page=True)
+            page.get_by_role("tab", name="Statistics").click()
+            sync_api.expect(rows.filter(has_text="TTFT").first).to_be_visible()
+        finally:
+            browser.close()
+
+
+def cells(row) -> list[str]:
+    return row.get_by_role("cell").all_inner_texts()
+
+
+def shows_measurements(row, key: str) -> bool:
+    """The row is on screen and shows a number > 0 in the column ``key`` of COLUMNS."""
+    texts = cells(row)
+    if len(texts) != len(COLUMNS):  # not shown yet
+        return False
+    return float(texts[list(COLUMNS).index(key)] or 0) > 0

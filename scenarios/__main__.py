@@ -1,4 +1,5 @@
-"""python -m scenarios run --scenario NAME [--target URL] [--repeats N] [--out DIR] ...  |  python -m scenarios list"""
+"""python -m scenarios run --scenario NAME [--target URL] [--repeats N] [--out DIR] ...  |  python -m scenarios list
+|  python -m scenarios parallel --dataset FILE [--parallel 1,4,16] [--target URL] [--limit N] --out DIR"""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import logging
 import sys
 from pathlib import Path
 
+from analysis.load import AnalysisError
+from scenarios import parallel
 from scenarios.runner import ScenarioError, read_config, run_scenario, scenario_names
 
 
@@ -28,6 +31,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                      help="Extra argument for the embedded simulator (repeatable), e.g. --simulator-arg=--max-num-seqs=64")
     run.add_argument("--locust-arg", action="append", default=[], metavar="ARG",
                      help="Extra argument for the Locust master and workers (repeatable), e.g. --locust-arg=--output-tokens=64")
+    parallel.add_arguments(commands.add_parser("parallel", help="Run fixed question sets at parallelism 1, 4, 16 ... "
+                                               "and report speedup, accuracy and changed answers"))
     return parser.parse_args(argv)
 
 
@@ -39,13 +44,16 @@ def main(argv: list[str] | None = None) -> int:
             for name in scenario_names():
                 print(f"{name}: {read_config(name)[1]}")
             return 0
+        if args.command == "parallel":
+            parallel.run_from_args(args)
+            return 0
         if args.repeats < 0 or args.workers < 0:
             raise ScenarioError("--repeats and --workers must be positive")
         out = Path(args.out or f"results/{args.scenario}").resolve()
         run_scenario(args.scenario, out, target=args.target or None, repeats=args.repeats or None,
                      workers=args.workers or None, overwrite=args.overwrite, matrix=args.matrix,
                      server_cmd=args.server_cmd, simulator_args=args.simulator_arg, locust_args=args.locust_arg)
-    except (ScenarioError, ValueError) as e:
+    except (ScenarioError, AnalysisError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

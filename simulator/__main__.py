@@ -26,6 +26,7 @@ from .server import Simulator
 READY_PREFIX = "vllm-stress simulator ready:"
 VLLM_FLAGS = ("served_model_name", "max_model_len", "max_num_seqs", "max_num_batched_tokens",
               "gpu_memory_utilization", "block_size", "num_gpu_blocks_override", "stream_interval")  # fmt: skip
+ANSWER_FLAGS = ("answer_accuracy", "answer_flip_rate")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -51,6 +52,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="simulated seconds per wall-clock second; >1 = faster simulated GPU (%(default)s)")
     parser.add_argument("--event-loop", choices=("asyncio", "uvloop"), default="asyncio",
                         help="event loop implementation (%(default)s)")
+    parser.add_argument("--answer-accuracy", type=float,
+                        help="share of benchmark questions answered right when run alone (answers.py; default 0.8)")
+    parser.add_argument("--answer-flip-rate", type=float,
+                        help="chance per other sequence in flight that an answer flips (default 0.0005)")
     parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                         help="override one profile field, e.g. --set mfu=0.4 --set t_fixed=0.01 (repeatable)")
     return parser
@@ -58,7 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def profile_from_args(args: argparse.Namespace):
     overrides = parse_assignments(args.set)
-    overrides.update({flag: getattr(args, flag) for flag in VLLM_FLAGS if getattr(args, flag) is not None})
+    overrides.update({flag: getattr(args, flag) for flag in VLLM_FLAGS + ANSWER_FLAGS
+                      if getattr(args, flag) is not None})
     return load_profile(args.profile, overrides)
 
 

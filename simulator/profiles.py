@@ -60,6 +60,10 @@ class Profile:
     output_len_sigma: float
     # vLLM's --num-gpu-blocks-override; 0 = derive the KV block count from memory
     num_gpu_blocks_override: int = 0
+    # simulated answers to benchmark questions (answers.py): chance the first answer is right, flip chance per other
+    # sequence in flight
+    answer_accuracy: float = 0.8
+    answer_flip_rate: float = 0.0005
 
     def replace(self, **changes: object) -> Profile:
         return dataclasses.replace(self, **changes)

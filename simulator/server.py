@@ -6,6 +6,8 @@ plus the legacy ``POST /generate`` of the old demo server (``legacy.py``). With 
 ``/v2``, ``/inference`` and ``/cohere`` need ``Authorization: Bearer <key>`` or get 401 ``{"error":"Unauthorized"}``
 (``vllm/entrypoints/serve/middleware/authenticate.py``). Unknown routes answer FastAPI's ``{"detail":"Not Found"}``.
 A client that disconnects aborts its sequences (vLLM's ``with_cancellation``), counted as ``finished_reason=abort``.
+A chat request that asks a benchmark question (a letter out of four choices, or a final number) is answered by the
+answer model (``answers.py``) instead of pseudo-words.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from prometheus_client import generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
 from . import legacy
+from .answers import AnswerModel, Reply
 from .driver import EngineDriver
 from .engine import Engine
 from .httpmetrics import HttpMetrics
@@ -63,6 +66,7 @@ class Simulator:
         self.registry.register(self.http_metrics)
         self.driver = EngineDriver(self.engine, self.metrics, time_scale)
         self.generator = Generator(profile, self.driver, seed)
+        self.answers = AnswerModel(profile)
 
     def app(self) -> web.Application:
         app = web.Application(middlewares=[self._middleware], client_max_size=64 * 1024**2)
@@ -118,7 +122,10 @@ class Simulator:
         generation = parse_generation(body, [messages])
         prompt_len = self.tokenizer.chat_count(messages)
         max_tokens = resolve_max_tokens(generation, prompt_len, self.profile.max_model_len, None)
-        return await self._generate(request, generation, [(prompt_len, max_tokens)], chat=True)
+        reply = None
+        if not generation.ignore_eos and not generation.min_tokens:
+            reply = self.answers.reply(messages, generation.seed or 0, self.driver.load)
+        return await self._generate(request, generation, [(prompt_len, max_tokens)], chat=True, reply=reply)
 
     async def completions(self, request: web.Request) -> web.StreamResponse:
         body = parse_json(await request.read())
@@ -132,11 +139,12 @@ class Simulator:
             prompts.append((prompt_len, max_tokens))
         return await self._generate(request, generation, prompts, chat=False)
 
-    async def _generate(self, request: web.Request, generation, prompts: list[tuple[int, int]], chat: bool):
+    async def _generate(self, request: web.Request, generation, prompts: list[tuple[int, int]], chat: bool,
+                        reply: Reply | None = None):  # fmt: skip
         interval = max(generation.stream_interval or 1, self.profile.stream_interval)
         stream = self.generator.start(prompts, generation.n, seed=generation.seed, min_tokens=generation.min_tokens,
                                       ignore_eos=generation.ignore_eos, interval=interval,
-                                      streaming=generation.stream)  # fmt: skip
+                                      streaming=generation.stream, reply=reply)  # fmt: skip
         prompt_tokens = sum(prompt_len for prompt_len, _ in prompts)
         try:
             if generation.stream:

@@ -17,6 +17,7 @@ import random
 
 from aiohttp import web
 
+from .answers import Reply
 from .engine import Sequence
 from .profiles import Profile
 from .protocol import DONE, ChunkFormat
@@ -26,11 +27,12 @@ from .sampling import plan_sequence, text_bytes
 class RequestStream:
     """The sequences of one HTTP request (``n`` choices per prompt) and what has been sent of each."""
 
-    __slots__ = ("seqs", "offsets", "published", "reasons", "sent", "interval", "streaming", "ready")
+    __slots__ = ("seqs", "offsets", "replies", "published", "reasons", "sent", "interval", "streaming", "ready")
 
     def __init__(self, interval: int, streaming: bool) -> None:
         self.seqs: list[Sequence] = []
         self.offsets: list[int] = []  # word-stream offset of each choice's text
+        self.replies: list[Reply | None] = []  # each choice's answer to a benchmark question (answers.py), if any
         self.published: list[int] = []  # tokens of each choice whose step has ended
         self.reasons: list[str | None] = []  # finish reason of each choice, once published
         self.sent: list[int] = []  # tokens already passed on, per choice
@@ -38,9 +40,10 @@ class RequestStream:
         self.streaming = streaming
         self.ready = asyncio.Event()
 
-    def add(self, seq: Sequence, offset: int) -> None:
+    def add(self, seq: Sequence, offset: int, reply: Reply | None = None) -> None:
         self.seqs.append(seq)
         self.offsets.append(offset)
+        self.replies.append(reply)
         self.published.append(0)
         self.reasons.append(None)
         self.sent.append(0)
@@ -68,7 +71,10 @@ class RequestStream:
         """Text of tokens ``start .. end - 1`` of choice ``index``; a final EOS token has no text."""
         if self.reasons[index] == "stop":
             end = min(end, self.published[index] - 1)
-        return text_bytes(self.offsets[index], start, end) if end > start else b""
+        if end <= start:
+            return b""
+        reply = self.replies[index]
+        return (reply.text if reply else text_bytes)(self.offsets[index], start, end)
 
     def full_text(self, index: int) -> str:
         return self.text(index, 0, self.published[index]).decode()
@@ -88,14 +94,17 @@ class Generator:
         self._rng = random.Random(seed)
 
     def start(self, prompts: list[tuple[int, int]], n: int, *, seed: int | None, min_tokens: int, ignore_eos: bool,
-              interval: int, streaming: bool) -> RequestStream:  # fmt: skip
-        """Submit ``n`` sequences for each ``(prompt_len, max_tokens)``; choice index = prompt * n + i."""
+              interval: int, streaming: bool, reply: Reply | None = None) -> RequestStream:  # fmt: skip
+        """Submit ``n`` sequences for each ``(prompt_len, max_tokens)``; choice index = prompt * n + i. With a
+        ``reply`` (a question's answer), every choice generates it and ends after it."""
         rng = random.Random(seed if seed is not None else self._rng.getrandbits(64))
         stream = RequestStream(interval, streaming)
         for prompt_len, max_tokens in prompts:
             for _ in range(n):
                 offset, stop_after = plan_sequence(rng, self.profile, min_tokens, ignore_eos)
-                stream.add(Sequence(prompt_len, max_tokens, stop_after, sink=stream, index=len(stream.seqs)), offset)
+                stop_after = reply.length if reply else stop_after
+                seq = Sequence(prompt_len, max_tokens, stop_after, sink=stream, index=len(stream.seqs))
+                stream.add(seq, offset, reply)
         self.driver.metrics.request_n.observe(n, len(prompts))
         self.driver.submit(stream.seqs)
         return stream

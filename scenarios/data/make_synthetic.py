@@ -1,0 +1,87 @@
+"""Write the bundled synthetic question sets: ``synthetic-mc.jsonl`` (MMLU shape) and ``synthetic-math.jsonl``
+(GSM8K shape), 200 questions each, the same every time (fixed seed).
+
+    python scenarios/data/make_synthetic.py
+
+Every question states its arithmetic ("the sum of 12 and 30", "What is 17 * 23 - 45?"), so the simulator's answer
+model (``simulator/answers.py``) can work out the right answer by itself; for multiple choice exactly one choice
+equals it. The math set has negative, decimal and four-digit answers, so the graders see signs, decimals and
+thousands separators. For demos and tests only: these are not a benchmark.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from fractions import Fraction
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+QUESTIONS_PER_SET = 200
+SEED = 20240601
+_DISTRACTOR_OFFSETS = (-11, -10, -2, -1, 1, 2, 9, 10)
+
+
+def number(value: Fraction) -> str:
+    """Plain text of an exact result: an integer, or its terminating decimal."""
+    if value.denominator == 1:
+        return str(value.numerator)
+    return f"{float(value):.4f}".rstrip("0")
+
+
+def mc_question(rng: random.Random) -> tuple[str, str, Fraction]:
+    """(subject, question, right value) of one multiple-choice question."""
+    a, b, c = rng.randint(2, 99), rng.randint(2, 99), rng.randint(2, 9)
+    return rng.choice([
+        ("addition", f"Which number is the sum of {a} and {b}?", Fraction(a + b)),
+        ("multiplication", f"Which number is the product of {a} and {c}?", Fraction(a * c)),
+        ("subtraction", f"Which number is the difference between {a} and {b}?", Fraction(a - b)),
+        ("arithmetic", f"What is {a} * {c} - {b}?", Fraction(a * c - b)),
+        ("division", f"What is ({a * c} + {b * c}) / {c}?", Fraction(a + b)),
+    ])  # fmt: skip
+
+
+def mc_line(rng: random.Random, index: int) -> dict:
+    subject, question, right = mc_question(rng)
+    values = [right] + [right + offset for offset in rng.sample(_DISTRACTOR_OFFSETS, 3)]
+    rng.shuffle(values)
+    return {"id": f"syn-mc-{index:03d}", "subject": subject, "question": question,
+            "choices": [number(v) for v in values], "answer": values.index(right)}  # fmt: skip
+
+
+def math_question(rng: random.Random) -> tuple[str, str, Fraction]:
+    """(question, worked solution without the final line, right value) of one math question."""
+    a, b, c = rng.randint(2, 99), rng.randint(2, 99), rng.randint(2, 12)
+    big, price, divisor = rng.randint(101, 999), Fraction(rng.randint(101, 2999), 4), rng.choice((2, 4, 5, 8))
+    cost = f"{float(price):.2f}"
+    return rng.choice([
+        (f"What is {a} + {b} * {c}?", f"{b} * {c} = {b * c}. {a} + {b * c} = {a + b * c}.", Fraction(a + b * c)),
+        (f"Compute ({a} - {b}) * {c}.", f"{a} - {b} = {a - b}. {a - b} * {c} = {(a - b) * c}.",
+         Fraction((a - b) * c)),
+        (f"A ticket costs ${cost}. How many dollars do {c} tickets cost? Compute {c} * {cost}.",
+         f"{c} tickets cost {c} * {cost} = {number(c * price)} dollars.", c * price),
+        (f"What is {a} - {b + 100}?", f"{a} - {b + 100} = {a - b - 100}.", Fraction(a - b - 100)),
+        (f"A farm has {big} rows of {a} plants. What is {big} * {a}, the number of plants?",
+         f"{big} * {a} = {big * a}.", Fraction(big * a)),
+        (f"What is the quotient of {a} and {divisor}?", f"{a} / {divisor} = {number(Fraction(a, divisor))}.",
+         Fraction(a, divisor)),
+    ])  # fmt: skip
+
+
+def math_line(rng: random.Random, index: int) -> dict:
+    question, solution, right = math_question(rng)
+    return {"id": f"syn-math-{index:03d}", "question": question, "answer": f"{solution}\n#### {number(right)}"}
+
+
+def write(path: Path, lines: list[dict]) -> None:
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+
+
+def main(folder: Path = HERE) -> None:
+    rng = random.Random(SEED)
+    write(folder / "synthetic-mc.jsonl", [mc_line(rng, i) for i in range(1, QUESTIONS_PER_SET + 1)])
+    write(folder / "synthetic-math.jsonl", [math_line(rng, i) for i in range(1, QUESTIONS_PER_SET + 1)])
+
+
+if __name__ == "__main__":
+    main()

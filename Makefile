@@ -1,11 +1,15 @@
 # The two commands of the README: `make demo` (the main job) and `make test` (the whole test suite).
 # Both create the virtual environment in .venv on first use and reinstall only when a requirements file changes.
+# `make test` also installs what its heavier tiers need: a CPU build of vLLM with a tiny model in .cache/ (the
+# real-vLLM tier, deploy/real-vllm.sh) and Debian's chromium (the web UI browser test). `make test QUICK=1` skips
+# the real-vLLM tier for quick local runs.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+CHROMIUM := /usr/bin/chromium
 
-.PHONY: venv demo test lint
+.PHONY: venv demo test lint real-vllm browser
 
 $(STAMP): requirements.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -17,9 +21,24 @@ venv: $(STAMP)
 demo: $(STAMP)
 	$(PY) -m scenarios run --scenario demo --out results/demo --overwrite
 
-test: $(STAMP)
-	$(PY) -m ruff check .
-	$(PY) -m pytest $(PYTEST_ARGS)
-
 lint: $(STAMP)
 	$(PY) -m ruff check .
+
+# vLLM's CPU build in its own venv and the tiny model (idempotent; a few minutes the first time)
+real-vllm:
+	bash deploy/real-vllm.sh install
+	bash deploy/real-vllm.sh model
+
+# chromium from Debian's packages when we may install it; without it the browser test is skipped
+browser:
+	@test -x $(CHROMIUM) || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
+	  echo "chromium is not installed: the browser test will be skipped"
+
+ifdef QUICK
+test: $(STAMP) browser lint
+	$(PY) -m pytest -m "not realvllm" $(PYTEST_ARGS)
+else
+test: $(STAMP) browser lint real-vllm
+	$(PY) -m pytest $(PYTEST_ARGS)
+endif

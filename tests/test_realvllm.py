@@ -1,0 +1,222 @@
+"""The suite against a real vLLM (CPU build, tiny local model), started once by deploy/real-vllm.sh.
+
+    bash deploy/real-vllm.sh model          # once: venv + model (about 3 min the first time)
+    .venv/bin/python -m pytest tests/test_realvllm.py -m realvllm
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+
+import pytest
+import requests
+from prometheus_client.parser import text_string_to_metric_families
+
+from locustfiles.prompts import WORDS
+from tests.conftest import REPO, read_rows, run_locust, scrape, server_completed
+from tests.test_fidelity import FIXTURE, capture_shapes, differences, dump_shapes, simulator_differences
+
+pytestmark = [pytest.mark.realvllm, pytest.mark.timeout(600)]
+
+SCRIPT = REPO / "deploy" / "real-vllm.sh"
+SHORT = ["--input-tokens", "64", "--output-tokens", "16", "--headless", "--only-summary", "-L", "WARNING"]
+USERS = [("chat", "chat"), ("completions", "completions"), ("sdk", "sdk-chat")]
+# Families of the reference (shared/reference/vllm-behaviour.md §2.1), as prometheus_client names them.
+METRIC_TYPES = {
+    "vllm:num_requests_running": "gauge", "vllm:num_requests_waiting": "gauge", "vllm:kv_cache_usage_perc": "gauge",
+    "vllm:prompt_tokens": "counter", "vllm:generation_tokens": "counter", "vllm:request_success": "counter",
+    "vllm:num_preemptions": "counter", "vllm:time_to_first_token_seconds": "histogram",
+    "vllm:inter_token_latency_seconds": "histogram", "vllm:e2e_request_latency_seconds": "histogram",
+    "vllm:request_queue_time_seconds": "histogram", "vllm:request_prompt_tokens": "histogram",
+    "vllm:request_generation_tokens": "histogram", "vllm:iteration_tokens_total": "histogram",
+}  # fmt: skip
+
+
+@dataclass
+class Server:
+    url: str
+    model: str
+
+
+@pytest.fixture(scope="module")
+def real_vllm(tmp_path_factory):
+    """One real vLLM for the tier (this module), stopped when the tier ends rather than idling through the rest of
+    the suite. It has its own state file, so a server the user started is left alone."""
+    state = tmp_path_factory.mktemp("real-vllm") / "server.env"
+    env = os.environ | {"REAL_VLLM_STATE": str(state)}
+    started = subprocess.run(["bash", SCRIPT, "start"], env=env, capture_output=True, text=True, timeout=540)
+    try:
+        assert started.returncode == 0, started.stderr[-3000:]
+        values = dict(line.split("=", 1) for line in state.read_text().splitlines())
+        yield Server(values["URL"], values["MODEL"])
+    finally:
+        subprocess.run(["bash", SCRIPT, "stop"], env=env, capture_output=True, timeout=60)
+
+
+@pytest.fixture(scope="module")
+def vllm_shapes(real_vllm):
+    return capture_shapes(real_vllm.url, real_vllm.model)
+
+
+def tokenize(server: Server, **body) -> int:
+    resp = requests.post(server.url + "/tokenize", json={"model": server.model} | body, timeout=10)
+    resp.raise_for_status()
+    return resp.json()["count"]
+
+
+def counters(url: str) -> dict[str, float]:
+    """The server's request and token counters (success by finish reason)."""
+    metrics = scrape(url)
+    return {key: value for key, value in metrics.items()
+            if key.startswith(("vllm:request_success_total{", "vllm:prompt_tokens_total{", "vllm:generation_tokens_total{",
+                               "vllm:time_to_first_token_seconds_count{"))}
+
+
+def delta(before: dict, after: dict) -> dict[str, float]:
+    return {key: value - before.get(key, 0.0) for key, value in after.items() if value != before.get(key, 0.0)}
+
+
+def run_user(server: Server, out, locustfile: str, *args: str) -> list[dict]:
+    """Two users for 4 s (in-flight requests finish: --stop-timeout); returns the rows of requests.csv."""
+    proc = run_locust("-f", f"locustfiles/{locustfile}.py", "-H", server.url, "-u", "2", "-r", "2", "-t", "4s",
+                      "--stop-timeout", "30", "--results-dir", str(out), *args)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    return read_rows(out / "requests.csv")
+
+
+def check_rows(rows: list[dict], name: str, prompt: int = 64, completion: int = 16) -> None:
+    """Every row a success, sized exactly (/tokenize) and forced to its output length (ignore_eos)."""
+    assert rows, "no request finished"
+    for r in rows:
+        assert (r["ok"], r["error"], r["name"], r["count_mismatch"], r["status"]) == ("1", "", name, "0", "200"), r
+        assert int(r["prompt_tokens"]) == int(r["target_prompt_tokens"]) == prompt, r
+        assert int(r["completion_tokens"]) == int(r["target_completion_tokens"]) == completion, r
+        assert r["finish_reason"] == "length", r
+
+
+def test_each_prompt_word_is_one_token(real_vllm):
+    text = " ".join(WORDS)
+    assert tokenize(real_vllm, prompt=text) == len(WORDS)
+    empty = tokenize(real_vllm, messages=[{"role": "user", "content": ""}], add_generation_prompt=True)
+    assert tokenize(real_vllm, messages=[{"role": "user", "content": text}], add_generation_prompt=True) == empty + len(WORDS)
+
+
+@pytest.mark.parametrize("locustfile,name", USERS)
+def test_streaming_user(real_vllm, tmp_path, locustfile, name):
+    before = counters(real_vllm.url)
+    out = tmp_path / "run"
+    rows = run_user(real_vllm, out, locustfile, "--csv", str(out / "locust"), *SHORT)
+    check_rows(rows, name)
+    for r in rows:
+        assert 0 < float(r["ttft_s"]) < float(r["e2e_s"]) and float(r["tpot_s"]) > 0, r
+        # one chunk per token (partial UTF-8 ones too), fewer when vLLM's frontend lags and merges two outputs
+        assert 0 < int(r["chunks"]) <= 16, r
+    assert delta(before, counters(real_vllm.url)) == {
+        "vllm:request_success_total{finished_reason=length}": len(rows),
+        "vllm:prompt_tokens_total{}": 64 * len(rows),
+        "vllm:generation_tokens_total{}": 16 * len(rows),
+        "vllm:time_to_first_token_seconds_count{}": len(rows),
+    }
+    with open(out / "locust_stats.csv") as f:
+        stats = {(r["Type"], r["Name"]): r for r in csv.DictReader(f)}
+    assert int(stats[("POST", name)]["Request Count"]) == len(rows) == int(stats[("TTFT", name)]["Request Count"])
+
+
+@pytest.mark.parametrize("locustfile,name", USERS)
+def test_non_streaming_user(real_vllm, tmp_path, locustfile, name):
+    before = server_completed(real_vllm.url)
+    rows = run_user(real_vllm, tmp_path / "run", locustfile, "--no-stream", *SHORT)
+    check_rows(rows, name)
+    assert all(r["ttft_s"] == "" and float(r["e2e_s"]) > 0 for r in rows)
+    assert server_completed(real_vllm.url) - before == len(rows)
+
+
+@pytest.mark.parametrize("locustfile,args", [("chat", []), ("completions", ["--no-stream"]), ("sdk", [])])
+def test_prompt_too_long_fails_as_http_400(real_vllm, tmp_path, locustfile, args):
+    """A dataset prompt over max_model_len (the option check cannot see it): every request fails with vLLM's 400."""
+    dataset = tmp_path / "long.jsonl"
+    dataset.write_text(json.dumps({"prompt": " ".join(["the"] * 5000)}) + "\n")
+    out = tmp_path / "run"
+    proc = run_locust("-f", f"locustfiles/{locustfile}.py", "-H", real_vllm.url, "-u", "1", "-r", "1", "-t", "2s",
+                      "--stop-timeout", "10", "--results-dir", str(out), "--dataset", str(dataset), *SHORT, *args)
+    assert proc.returncode == 1, proc.stderr[-3000:]  # Locust's exit code when requests failed
+    rows = read_rows(out / "requests.csv")
+    assert rows and {(r["ok"], r["error"], r["status"]) for r in rows} == {("0", "HTTP 400", "400")}
+
+
+def test_unknown_model_is_refused_before_the_load(real_vllm, tmp_path):
+    """vLLM answers an unknown model with 404 (tests/fixtures/vllm_shapes.json); the locustfiles check first."""
+    out = tmp_path / "run"
+    proc = run_locust("-f", "locustfiles/chat.py", "-H", real_vllm.url, "-u", "1", "-r", "1", "-t", "2s",
+                      "--results-dir", str(out), "--model", "no-such-model", *SHORT)
+    assert proc.returncode == 2 and f"(it serves: {real_vllm.model})" in proc.stderr, proc.stderr[-3000:]
+    assert read_rows(out / "requests.csv") == []
+
+
+def test_metric_names_and_types(real_vllm):
+    families = {f.name: f for f in text_string_to_metric_families(requests.get(real_vllm.url + "/metrics").text)}
+    assert {name: families[name].type for name in METRIC_TYPES if name in families} == METRIC_TYPES
+    assert "vllm:gpu_cache_usage_perc" not in families
+    for name in METRIC_TYPES:
+        for sample in families[name].samples:
+            assert sample.labels["engine"] == "0" and sample.labels["model_name"] == real_vllm.model, sample
+
+
+def test_smoke_scenario_through_master_and_workers(real_vllm, tmp_path):
+    before = counters(real_vllm.url)
+    out = tmp_path / "smoke"
+    cmd = [sys.executable, "-m", "scenarios", "run", "--scenario", "smoke", "--target", real_vllm.url,
+           "--out", str(out), "--workers", "2"]
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = read_rows(out / "run-1" / "requests.csv")
+    assert len({r["worker"] for r in rows}) == 2
+    done = [r for r in rows if r["error"] != "Aborted"]
+    assert len(rows) - len(done) <= 4  # in flight when the last level (4 users) ended
+    check_rows(done, "chat", prompt=128, completion=32)
+    assert {r["users"] for r in done} == {"2", "4"}
+    finished = delta(before, counters(real_vllm.url))["vllm:request_success_total{finished_reason=length}"]
+    assert finished == len(done)  # nothing lost between the workers and the master, nothing counted twice
+    summary = json.loads((out / "report" / "summary.json").read_text())
+    levels = {level["users"]: level for level in summary["levels"]}
+    assert sorted(levels) == [2, 4]
+    for level in levels.values():
+        assert level["requests"] > 0 and level["failures"] == 0 and level["output_tokens_per_s"] > 0, level
+
+
+def test_live_vllm_matches_the_fixture(vllm_shapes):
+    """tests/fixtures/vllm_shapes.json is what this vLLM answers; VLLM_SHAPES_UPDATE=1 rewrites it."""
+    if os.environ.get("VLLM_SHAPES_UPDATE") == "1":
+        FIXTURE.write_text(dump_shapes(vllm_shapes))
+    found = differences(json.loads(FIXTURE.read_text()), vllm_shapes)
+    assert not found, "\n".join(found)
+
+
+def test_simulator_matches_live_vllm(vllm_shapes, simulator):
+    sim = simulator("--profile", "cpu-tiny")
+    found = simulator_differences(vllm_shapes, sim.url, sim.model)
+    assert not found, "\n".join(found)
+
+
+def test_parallel_questions_complete_and_are_graded(real_vllm, tmp_path):
+    """`python -m scenarios parallel` against vLLM: a random model cannot answer, so only check that every question
+    at every level got a reply and a grade."""
+    out = tmp_path / "parallel"
+    cmd = [sys.executable, "-m", "scenarios", "parallel", "--target", real_vllm.url, "--dataset",
+           str(REPO / "scenarios" / "data" / "synthetic-mc.jsonl"), "--limit", "8", "--parallel", "1,4", "--out", str(out)]
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = read_rows(out / "answers.csv")
+    assert sorted((r["parallel"], r["question_id"]) for r in rows) == sorted(
+        (p, f"syn-mc-{i:03d}") for p in ("1", "4") for i in range(1, 9))
+    assert all(r["error"] == "" and r["finish_reason"] in ("stop", "length") and r["correct"] in ("True", "False")
+               for r in rows)  # fmt: skip
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["model"] == real_vllm.model and not summary["simulated"]
+    assert summary["datasets"]["synthetic-mc"]["agreement"]["questions"] == 8

@@ -93,8 +93,8 @@ def read_requests(path: Path) -> pd.DataFrame:
     check_header(path, REQUEST_COLUMNS)
     try:
         rows = pd.read_csv(path, usecols=READ_REQUEST_COLUMNS, dtype={"error": "string"})
-    except pd.errors.ParserError as exc:
-        raise AnalysisError(f"{path}: not a readable CSV ({str(exc).strip().splitlines()[-1]})") from None
+    except (pd.errors.ParserError, UnicodeDecodeError) as exc:
+        raise AnalysisError(f"{path}: not a readable CSV ({unreadable(exc)})") from None
     if not rows.empty and pd.isna(rows["users"].iloc[-1]):
         rows = rows.iloc[:-1]  # the half-written last line of a killed run
     if rows.empty:
@@ -114,7 +114,10 @@ def read_requests(path: Path) -> pd.DataFrame:
 def read_table(path: Path, columns: list[str], numeric: list[str]) -> pd.DataFrame:
     """An optional CSV with its required columns checked; numeric ones must parse as numbers."""
     check_header(path, columns)
-    table = pd.read_csv(path)
+    try:
+        table = pd.read_csv(path)
+    except (pd.errors.ParserError, UnicodeDecodeError) as exc:
+        raise AnalysisError(f"{path}: not a readable CSV ({unreadable(exc)})") from None
     require_numeric(path, table, numeric)
     return table
 
@@ -128,6 +131,13 @@ def check_header(path: Path, columns: list[str]) -> None:
     missing = [c for c in columns if c not in header]
     if missing:
         raise AnalysisError(f"{path}: missing column(s) {', '.join(missing)}")
+
+
+def unreadable(exc: Exception) -> str:
+    """What a CSV parser error says, in one line."""
+    if isinstance(exc, UnicodeDecodeError):
+        return f"not UTF-8 text at byte {exc.start}"
+    return str(exc).strip().splitlines()[-1]
 
 
 def require_numeric(path: Path, table: pd.DataFrame, columns: list[str]) -> None:

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from analysis.document import TITLE, build_report
 from analysis.levels import LATENCY_METRICS, error_counts, level_stats, level_windows, timeline
 from analysis.load import AnalysisError, Run, load_run
 from analysis.plots import write_plots
-from analysis.render import to_html, to_markdown
+from analysis.render import Bullets, Heading, Paragraph, to_html, to_markdown
 from analysis.summary import build_summary, summarise_config
 
 REPORT_MD = "report.md"
@@ -45,10 +46,11 @@ def analyse(
     unknown = sorted(set(slo or {}) - set(LATENCY_METRICS))
     if unknown:
         raise AnalysisError(f"--slo: unknown metric(s) {', '.join(unknown)} (use {', '.join(LATENCY_METRICS)})")
-    configs, timelines = {}, {}
+    configs, timelines, lost_workers = {}, {}, []
     for label, runs in group_runs(dirs, labels).items():
         per_run, run_info = [], []
         for index, run in enumerate(runs):
+            lost_workers += [{"run": str(run.path), **lost} for lost in run.meta.get("lost_workers") or []]
             windows, partial = level_windows(run)
             if windows.empty:
                 raise AnalysisError(f"{run.path}: no level reached a steady-state window")
@@ -57,6 +59,7 @@ def analyse(
             timelines.setdefault(label, []).append((str(run.path), timeline(run.requests), windows))
         configs[label] = summarise_config(label, pd.concat(per_run), run_info, gpus_for(gpus, label), scaling)
     summary = build_summary(configs, dict(slo) if slo else None)
+    summary["lost_workers"] = lost_workers
     write_outputs(summary, timelines, Path(out))
     return summary
 
@@ -107,6 +110,25 @@ def write_outputs(summary: dict, timelines: dict[str, list], out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     plots = write_plots(summary, timelines, out)
     blocks = build_report(summary, plots)
+    if summary["lost_workers"]:
+        blocks[2:2] = lost_worker_blocks(summary["lost_workers"])  # after the title and the overview
     (out / REPORT_MD).write_text(to_markdown(blocks))
     (out / REPORT_HTML).write_text(to_html(blocks, TITLE))
     (out / SUMMARY_JSON).write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n")
+
+
+LOST_WORKERS_NOTE = (
+    "These Locust workers stopped answering the master mid-run (run.json lost_workers). The requests they had in "
+    "flight, and the rows they had not yet reported (a few seconds before their last heartbeat), are missing: the "
+    "levels around that time count fewer requests and tokens than the server served."
+)
+
+
+def lost_worker_blocks(lost_workers: list[dict]) -> list:
+    """The report's section on workers lost mid-run."""
+    items = [f"{lost['run']}: worker {lost['worker']}, last heartbeat {utc(lost['last_seen'])}" for lost in lost_workers]
+    return [Heading("Lost workers"), Paragraph(LOST_WORKERS_NOTE), Bullets(items)]
+
+
+def utc(timestamp: float | None) -> str:
+    return "never" if timestamp is None else time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(timestamp))

@@ -15,7 +15,7 @@ import time
 from collections import Counter, defaultdict
 
 import gevent
-from locust.runners import MasterRunner, WorkerRunner
+from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 
 from locustfiles import records
 from locustfiles.exchange import Exchange
@@ -25,6 +25,8 @@ log = logging.getLogger(__name__)
 
 LEVEL_MESSAGE = "vllm_stress_level"
 LEVEL_REQUEST = "vllm_stress_level_request"
+FLUSH_MESSAGE = "vllm_stress_flush"
+FLUSH_TIMEOUT_S = 10.0  # how long a stopping master waits for the workers' last rows
 REPORT_KEY = "vllm_stress"
 WATCH_INTERVAL_S = 1.0
 LOG_INTERVAL_S = 10.0
@@ -79,12 +81,15 @@ class Recorder:
         self.latencies_by_level: dict[int, LevelLatencies] = defaultdict(LevelLatencies)
         self.stopped = False
         self.quitting = False
+        self.final = False  # a worker's report carries its last rows
+        self.flushed: set[str] = set()  # workers whose last rows the master has
         self._runs = 0
         events = environment.events
         if isinstance(self.runner, WorkerRunner):
             events.report_to_master.add_listener(self._ship)
             events.quitting.add_listener(self._on_worker_quitting)
             self.runner.register_message(LEVEL_MESSAGE, self._on_level_message)
+            self.runner.register_message(FLUSH_MESSAGE, self._flush)
             # ask for the current level now that the handler is there: Locust fires init only after the worker has
             # connected, so a message the master sent at once on connect would arrive before it (and be dropped).
             # Sent from a greenlet: a send that yields inside init lets the spawn message in before init is done.
@@ -117,7 +122,8 @@ class Recorder:
     # --- worker --------------------------------------------------------------------------------------------------
 
     def _ship(self, client_id, data, **_kw) -> None:
-        data[REPORT_KEY] = {"rows": self.pending_rows, "itl": {u: dict(h) for u, h in self.itl.items()}}
+        data[REPORT_KEY] = {"rows": self.pending_rows, "itl": {u: dict(h) for u, h in self.itl.items()},
+                            "final": self.final}
         self.pending_rows = []
         self.itl = defaultdict(Counter)
 
@@ -125,10 +131,16 @@ class Recorder:
         self.level = int(msg.data)
 
     def _on_worker_quitting(self, environment, **_kw) -> None:
-        """This worker quits by itself (SIGTERM, Ctrl-C, master gone): stop the users, whose rows then say Aborted, and
-        send the last rows at once. Locust sends a final report only when the master asks a worker to quit."""
+        """This worker quits by itself (SIGTERM, Ctrl-C, master gone): send the last rows at once. Locust sends a final
+        report only when the master asks a worker to quit."""
+        self._flush()
+
+    def _flush(self, *_args, **_kw) -> None:
+        """Stop the users (the rows of requests in flight say Aborted) and send every row now, marked final."""
         self.runner.stop()
+        self.final = True
         self.runner._send_stats()
+        self.final = False
 
     # --- master / local ------------------------------------------------------------------------------------------
 
@@ -209,6 +221,8 @@ class Recorder:
         for users, histogram in delta["itl"].items():
             self.itl[int(users)].update(histogram)
         self._write(delta["rows"])
+        if delta.get("final"):
+            self.flushed.add(client_id)
 
     def _write(self, rows: list[list]) -> None:
         if not rows:
@@ -264,6 +278,21 @@ class Recorder:
 
     def _on_test_stop(self, environment, **_kw) -> None:
         self.stopped = True
+        if isinstance(self.runner, MasterRunner):
+            self._collect_last_rows()
+
+    def _collect_last_rows(self) -> None:
+        """Have every worker stop and send its last rows, and wait for them (at most FLUSH_TIMEOUT_S): Locust's own
+        quit gives the workers' final reports only 0.5 s, and a busy worker's come later and are dropped."""
+        workers = {client.id for client in self.runner.clients.values() if client.state != STATE_MISSING}
+        self.flushed.clear()
+        self.runner.send_message(FLUSH_MESSAGE)
+        deadline = time.monotonic() + FLUSH_TIMEOUT_S
+        while workers - self.flushed and time.monotonic() < deadline:
+            gevent.sleep(0.05)
+        if workers - self.flushed:
+            log.warning("No last rows from worker(s) %s within %.0f s", ", ".join(workers - self.flushed),
+                        FLUSH_TIMEOUT_S)
 
     def _on_quitting(self, environment, **_kw) -> None:
         # quitting before test_stop means the run was interrupted (SIGTERM, Ctrl-C): mark it partial. After a SIGTERM

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from locustfiles import records
-from scenarios.levels import parse_levels
+from scenarios.levels import RAMP_TIMES, check_times, parse_levels
 
 log = logging.getLogger("scenarios")
 
@@ -50,7 +50,11 @@ def read_config(name: str) -> tuple[Path, dict[str, str]]:
         if "=" in line:
             key, value = line.split("=", 1)
             keys[key.strip()] = value.strip().strip('"')
-    parse_levels(keys.get("levels", "10,50,100,200,500,750,1000"))
+    try:
+        parse_levels(keys.get("levels", "10,50,100,200,500,750,1000"))
+        check_times({flag: keys[flag] for flag in RAMP_TIMES if flag in keys})
+    except ValueError as e:
+        raise ScenarioError(f"{path}: {e}") from None
     return path, keys
 
 
@@ -103,8 +107,10 @@ def run_locust(name: str, config: Path, keys: dict[str, str], target: str, run_d
                            "--results-dir", str(run_dir), "--csv", str(run_dir / records.LOCUST_CSV_PREFIX),
                            "--scenario", name]
     worker_cmd = common + ["--worker", "--master-host", "127.0.0.1", "--master-port", port]
-    master = subprocess.Popen(master_cmd, cwd=REPO)
-    children = [subprocess.Popen(worker_cmd, cwd=REPO) for _ in range(workers)]
+    # own sessions: a Ctrl-C reaches only this process, which stops the master first (it collects the workers' last
+    # rows and marks the run incomplete), then the workers
+    master = subprocess.Popen(master_cmd, cwd=REPO, start_new_session=True)
+    children = [subprocess.Popen(worker_cmd, cwd=REPO, start_new_session=True) for _ in range(workers)]
     try:
         code = master.wait(timeout=expected_duration(keys))
     except subprocess.TimeoutExpired:
@@ -116,6 +122,14 @@ def run_locust(name: str, config: Path, keys: dict[str, str], target: str, run_d
         for child in children:
             stop(child)
     return code
+
+
+def has_rows(path: Path) -> bool:
+    """``requests.csv`` exists and holds at least one row under its header."""
+    if not path.is_file():
+        return False
+    with path.open() as f:
+        return bool(f.readline() and f.readline())
 
 
 def stop(proc: subprocess.Popen) -> int:
@@ -174,6 +188,9 @@ def run_scenario(name: str, out: Path, target: str | None = None, repeats: int |
     from analysis.report import analyse
 
     config, keys = read_config(name)
+    if any(arg.split("=", 1)[0] == "--api-key" for arg in locust_args or []):
+        raise ScenarioError("pass the API key as OPENAI_API_KEY or --locust-arg=--api-key-file=FILE, never on a "
+                            "command line (every user of the machine can read those)")
     repeats = repeats or int(keys.get("repeats", 1))
     workers = workers or os.cpu_count() or 1
     cells = read_matrix(matrix) if matrix else [{}]
@@ -189,8 +206,8 @@ def run_scenario(name: str, out: Path, target: str | None = None, repeats: int |
                 run_dir = cell_dir / f"run-{repeat}"
                 log.info("%s: run %d of %d against %s -> %s", name, repeat, repeats, url, run_dir)
                 code = run_locust(name, config, keys, url, run_dir, workers, list(locust_args or []))
-                if not (run_dir / records.REQUESTS_FILE).exists():
-                    raise ScenarioError(f"run {repeat} wrote no requests.csv (locust exit code {code})")
+                if not has_rows(run_dir / records.REQUESTS_FILE):
+                    raise ScenarioError(f"run {repeat} measured no request (Locust exit code {code}; its log says why)")
                 run_dirs.append(str(run_dir))
                 labels[str(run_dir)] = cell_name(cell) if matrix else name
     summary = analyse(run_dirs, out / "report", labels=labels)

@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repositor
 
 from locust import LoadTestShape, events  # noqa: E402
 
-from scenarios.levels import parse_levels  # noqa: E402
+from scenarios.levels import RAMP_TIMES, check_times, parse_levels  # noqa: E402
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +57,13 @@ class StepRampShape(LoadTestShape):
 
     def tick(self):
         options = self.runner.environment.parsed_options
-        levels = parse_levels(options.levels)
+        try:  # checked at every tick: the first comes before test_start, and the web UI may change the options
+            levels = parse_levels(options.levels)
+            check_times({flag: getattr(options, flag.replace("-", "_")) for flag in RAMP_TIMES})
+        except ValueError as e:
+            log.error("%s", e)
+            self.runner.environment.process_exit_code = 2
+            return None
         recorder = self.runner.environment.llm_target.recorder
         now = time.monotonic()
         elapsed = now - self.phase_start

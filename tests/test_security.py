@@ -1,0 +1,147 @@
+"""The API key goes only into the bearer header; TLS is verified unless --insecure; everything binds to loopback."""
+
+from __future__ import annotations
+
+import os
+import ssl
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+import requests
+
+from scenarios.runner import free_port
+from simulator.__main__ import build_parser
+from tests.conftest import REPO, read_rows, run_locust
+from tests.faultserver import FaultServer, wait_until
+
+KEY = "sk-vllm-stress-canary-5e1f0c2b9d7a"
+SHORT = ["--input-tokens", "16", "--output-tokens", "8", "--headless", "--only-summary"]
+
+
+def cmdlines_with_key(exclude: set[int]) -> list[str]:
+    """The command lines of this machine's processes that hold KEY (the server under test excepted)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if KEY.encode() in cmdline and int(pid) not in exclude:
+            found.append(cmdline.replace(b"\0", b" ").decode(errors="replace"))
+    return found
+
+
+def listening(pid: int) -> set[str]:
+    """The addresses a process listens on."""
+    conns = psutil.Process(pid).net_connections(kind="inet")
+    return {c.laddr.ip for c in conns if c.status == psutil.CONN_LISTEN}
+
+
+def test_api_key_only_in_the_bearer_header_of_a_full_scenario(simulator, tmp_path):
+    sim = simulator("--profile", "cpu-tiny", "--set", "t_fixed=0.02", "--api-key", KEY)  # the server's own flag
+    assert requests.get(sim.url + "/v1/models", timeout=5).status_code == 401  # so an accepted request carried it
+    out = tmp_path / "out"
+    logs = tmp_path / "runner.log"
+    with open(logs, "w") as log:
+        runner = subprocess.Popen(
+            [sys.executable, "-m", "scenarios", "run", "--scenario", "smoke", "--target", sim.url, "--workers", "1",
+             "--out", str(out), "--locust-arg=--levels=2", "--locust-arg=--step-time=2"],
+            cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env=os.environ | {"OPENAI_API_KEY": KEY})
+    leaks, binds = [], {}
+    try:
+        while runner.poll() is None:  # while the master and the worker run
+            leaks += cmdlines_with_key(exclude={sim.proc.pid})
+            for child in psutil.Process(runner.pid).children(recursive=True):
+                try:
+                    binds.setdefault(child.pid, set()).update(listening(child.pid))
+                except psutil.NoSuchProcess:
+                    pass
+            time.sleep(0.5)
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+    assert runner.wait() == 0, logs.read_text()[-3000:]
+    assert not leaks
+    assert len(binds) == 2 and set().union(*binds.values()) == {"127.0.0.1"}  # the master's port; the worker has none
+    rows = read_rows(out / "run-1" / "requests.csv")
+    done = [r for r in rows if r["error"] != "Aborted"]
+    assert done and all(r["ok"] == "1" for r in done)  # the worker authenticated
+    files = [p for p in out.rglob("*") if p.is_file()]
+    assert {"run.json", "requests.csv", "locust_stats.csv", "report.md", "summary.json"} <= {p.name for p in files}
+    assert [p for p in files if KEY.encode() in p.read_bytes()] == []
+    assert KEY not in logs.read_text()
+
+
+def test_api_key_is_not_in_the_web_ui(simulator, tmp_path):
+    sim = simulator("--profile", "cpu-tiny", "--set", "t_fixed=0.02", "--api-key", KEY)
+    port = free_port()
+    with open(tmp_path / "locust.log", "w") as log:
+        locust = subprocess.Popen(
+            [sys.executable, "-m", "locust", "-f", "locustfiles/chat.py", "-H", sim.url, "--web-host", "127.0.0.1",
+             "--web-port", str(port), "--autostart", "--autoquit", "1", "-u", "1", "-t", "4s",
+             "--input-tokens", "16", "--output-tokens", "8", "--results-dir", str(tmp_path / "run")],
+            cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env=os.environ | {"OPENAI_API_KEY": KEY})
+    try:
+        pages = {}
+        requests_csv = tmp_path / "run" / "requests.csv"
+        assert wait_until(lambda: requests_csv.exists() and len(read_rows(requests_csv)) > 0, timeout=20)
+        for path in ("/", "/stats/requests", "/llm/requests.csv"):
+            pages[path] = requests.get(f"http://127.0.0.1:{port}{path}", timeout=5).text
+        assert listening(locust.pid) == {"127.0.0.1"}
+    finally:
+        locust.wait(timeout=20)
+    assert "api_key_file" in pages["/"]  # the page lists the suite's options ...
+    assert all(KEY not in text for text in pages.values())  # ... but not the key's value
+    assert KEY not in (tmp_path / "locust.log").read_text()
+
+
+@pytest.fixture(scope="module")
+def tls_server(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("tls")
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True)
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert, key)
+    server = FaultServer(ssl_context=context).start()
+    yield server, cert
+    server.stop()
+
+
+def test_tls_is_verified_unless_insecure(tls_server, tmp_path):
+    server, cert = tls_server
+    url = server.url + "/fault/ok"
+    proc = run_locust("-f", "locustfiles/chat.py", "-H", url, "-u", "1", "-t", "3s", *SHORT,
+                      "--results-dir", str(tmp_path / "refused"), timeout=60)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert f"cannot reach the server: GET {url}/v1/models: TLS error: certificate verify failed: self-signed " \
+           "certificate (a self-signed test server needs --insecure)" in proc.stderr
+    # trusted for the start-up calls (requests honours REQUESTS_CA_BUNDLE), the users still verify: every request fails
+    proc = run_locust("-f", "locustfiles/chat.py", "-H", url, "-u", "1", "-t", "2s", *SHORT,
+                      "--results-dir", str(tmp_path / "verified"), env={"REQUESTS_CA_BUNDLE": str(cert)}, timeout=60)
+    rows = read_rows(tmp_path / "verified" / "requests.csv")
+    assert proc.returncode == 1 and rows and {r["error"] for r in rows} == {"TLSError"}
+    assert server.chat_requests("/fault/ok") == 0  # no request got past the handshake
+    proc = run_locust("-f", "locustfiles/chat.py", "-H", url, "-u", "1", "-t", "2s", *SHORT, "--insecure",
+                      "--stop-timeout", "5",
+                      "--results-dir", str(tmp_path / "insecure"), timeout=60)
+    rows = read_rows(tmp_path / "insecure" / "requests.csv")
+    assert proc.returncode == 0 and rows and all(r["ok"] == "1" for r in rows)
+    assert server.chat_requests("/fault/ok") == len(rows)
+
+
+def test_servers_bind_to_loopback_by_default(simulator):
+    assert build_parser().parse_args([]).host == "127.0.0.1"
+    sim = simulator("--profile", "cpu-tiny")
+    assert listening(sim.proc.pid) == {"127.0.0.1"}
+
+
+def test_runner_refuses_a_key_on_a_command_line():
+    proc = subprocess.run([sys.executable, "-m", "scenarios", "run", "--scenario", "smoke", f"--locust-arg=--api-key={KEY}"],
+                          cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and proc.stderr.startswith("error: pass the API key as OPENAI_API_KEY")

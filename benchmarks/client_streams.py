@@ -2,8 +2,9 @@
 
     .venv/bin/python benchmarks/client_streams.py [--users 1000] [--locustfile chat] [--seconds 20]
 
-The simulator runs on core 0 and Locust on core 1 (``taskset``, when there are two cores). Each stream gets about
-20 tokens/s (a 50 ms engine step), so 1,000 streams ask for about 20,000 tokens/s. Locust runs twice, for
+The simulator runs on core 0 and Locust on core 1 (``taskset``, when there are two cores). Its engine steps take at
+least 50 ms (``t_fixed``), about 100 ms with 1,000 sequences in the batch, so each stream gets about 10 tokens/s
+and every token arrives in its own SSE event and its own ``recv`` (the client's worst case: no batching). Locust runs twice, for
 ``--seconds`` and for twice that; the CPU and tokens of the longer run minus the shorter one give the cost per
 token without start-up and ramp. Tokens are the output chunks the client received (``chunks`` of every row,
 including the streams still running when the run stopped).

@@ -42,27 +42,30 @@ _E2E = records.REQUEST_COLUMNS.index("e2e_s")
 
 
 class LevelLatencies:
-    """The requests that started at one level, for the live view (the analysis reads requests.csv instead)."""
+    """The requests that started at one level, for the live view (the analysis reads requests.csv instead).
 
-    __slots__ = ("requests", "failures", "ttft_s", "tpot_s", "e2e_s")
+    Latencies are kept as histograms ({bucket ms: count}), so the master's memory does not grow with the run.
+    """
+
+    __slots__ = ("requests", "failures", "ttft_ms", "tpot_ms", "e2e_ms")
 
     def __init__(self) -> None:
         self.requests = 0
         self.failures = 0
-        self.ttft_s: list[float] = []  # of successful requests only, like tpot_s and e2e_s
-        self.tpot_s: list[float] = []
-        self.e2e_s: list[float] = []
+        self.ttft_ms: Counter = Counter()  # of successful requests only, like tpot_ms and e2e_ms
+        self.tpot_ms: Counter = Counter()
+        self.e2e_ms: Counter = Counter()
 
     def add(self, row: list) -> None:
         self.requests += 1
         if not row[_OK]:
             self.failures += 1
             return
-        self.e2e_s.append(row[_E2E])
+        self.e2e_ms[records.latency_bucket_ms(row[_E2E])] += 1
         if row[_TTFT] != "":
-            self.ttft_s.append(row[_TTFT])
+            self.ttft_ms[records.latency_bucket_ms(row[_TTFT])] += 1
         if row[_TPOT] != "":
-            self.tpot_s.append(row[_TPOT])
+            self.tpot_ms[records.latency_bucket_ms(row[_TPOT])] += 1
 
 
 class Recorder:
@@ -112,7 +115,7 @@ class Recorder:
         """Account for one finished request (successful or not)."""
         histogram = self.itl[exchange.users]
         for gap in exchange.gaps:
-            histogram[records.itl_bucket_ms(gap)] += 1
+            histogram[records.latency_bucket_ms(gap)] += 1
         row = exchange.row(self.worker_id)
         if isinstance(self.runner, WorkerRunner):
             self.pending_rows.append(row)

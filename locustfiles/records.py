@@ -129,9 +129,10 @@ def tpot(e2e_s: float, ttft_s: float | None, completion_tokens: int | None) -> f
     return (e2e_s - ttft_s) / (completion_tokens - 1)
 
 
-def itl_bucket_ms(gap_s: float) -> float:
-    """The histogram key of one inter-token gap: 0.1 ms resolution below 100 ms, 1 ms below 1 s, 10 ms above."""
-    ms = gap_s * 1000.0
+def latency_bucket_ms(seconds: float) -> float:
+    """The histogram key of a latency (an inter-token gap, a live TTFT ...): 0.1 ms resolution below 100 ms, 1 ms
+    below 1 s, 10 ms above, so a histogram stays small however many requests it counts."""
+    ms = seconds * 1000.0
     if ms < 100.0:
         return round(ms, 1)
     if ms < 1000.0:

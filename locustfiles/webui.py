@@ -41,12 +41,17 @@ COLUMNS = {  # row key -> column title
 }
 
 
-def percentile(values: list[float], q: float) -> float | None:
-    """Nearest-rank percentile, or None without values."""
-    if not values:
+def percentile(histogram: dict[float, int], q: float) -> float | None:
+    """Nearest-rank percentile in seconds of a {bucket ms: count} histogram, or None when it is empty."""
+    total = sum(histogram.values())
+    if not total:
         return None
-    ordered = sorted(values)
-    return ordered[max(math.ceil(q * len(ordered)) - 1, 0)]
+    rank = max(math.ceil(q * total), 1)
+    for bucket_ms in sorted(histogram):
+        rank -= histogram[bucket_ms]
+        if rank <= 0:
+            break
+    return bucket_ms / 1000.0
 
 
 def _scaled(value: float | None, factor: float, digits: int):
@@ -80,11 +85,11 @@ def table_rows(target) -> list[dict]:
             "level": f"{users} users",
             "requests": level.requests,
             "failures": level.failures,
-            "ttft_p50_ms": _scaled(percentile(level.ttft_s, 0.5), 1000, 1),
-            "ttft_p99_ms": _scaled(percentile(level.ttft_s, 0.99), 1000, 1),
-            "tpot_p50_ms": _scaled(percentile(level.tpot_s, 0.5), 1000, 2),
-            "e2e_p50_s": _scaled(percentile(level.e2e_s, 0.5), 1, 3),
-            "e2e_p99_s": _scaled(percentile(level.e2e_s, 0.99), 1, 3),
+            "ttft_p50_ms": _scaled(percentile(level.ttft_ms, 0.5), 1000, 1),
+            "ttft_p99_ms": _scaled(percentile(level.ttft_ms, 0.99), 1000, 1),
+            "tpot_p50_ms": _scaled(percentile(level.tpot_ms, 0.5), 1000, 2),
+            "e2e_p50_s": _scaled(percentile(level.e2e_ms, 0.5), 1, 3),
+            "e2e_p99_s": _scaled(percentile(level.e2e_ms, 0.99), 1, 3),
             "client_cpu_pct": "" if cpu is None else round(cpu, 1),
             "client_saturated": "" if cpu is None else _saturated(cpu),
         })

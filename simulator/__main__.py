@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import signal
 import sys
 
@@ -46,7 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--block-size", type=int, help="tokens per KV block")
     parser.add_argument("--num-gpu-blocks-override", type=int, help="KV block count instead of the memory model")
     parser.add_argument("--stream-interval", type=int, help="tokens per streamed chunk (minimum)")
-    parser.add_argument("--api-key", help="require 'Authorization: Bearer KEY' on /v1 paths")
+    parser.add_argument("--api-key", default=os.environ.get("VLLM_API_KEY"),
+                        help="require 'Authorization: Bearer KEY' on /v1 paths (default: $VLLM_API_KEY, as vLLM; the "
+                        "variable keeps the key out of process listings)")
     parser.add_argument("--seed", type=int, default=0, help="seed of step jitter and unseeded requests (%(default)s)")
     parser.add_argument("--time-scale", type=float, default=1.0,
                         help="simulated seconds per wall-clock second; >1 = faster simulated GPU (%(default)s)")

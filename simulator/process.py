@@ -62,7 +62,9 @@ def _pump(proc: subprocess.Popen, lines: queue.Queue, kept: collections.deque) -
 
 def start_simulator(*args: str, timeout: float = 30.0) -> SimulatorProcess:
     command = [sys.executable, "-m", "simulator", "--port", "0", *args]
-    proc = subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    # its own session: a Ctrl-C meant for the caller must not kill the server before the caller's clients are done
+    proc = subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
     lines: queue.Queue = queue.Queue()
     kept: collections.deque = collections.deque(maxlen=_OUTPUT_LINES_KEPT)
     threading.Thread(target=_pump, args=(proc, lines, kept), daemon=True, name="simulator-output").start()

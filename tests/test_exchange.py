@@ -62,10 +62,10 @@ def test_error_names_are_stable_and_readable():
         "StreamError InternalServerError"
 
 
-def test_itl_buckets():
-    assert records.itl_bucket_ms(0.01234) == 12.3
-    assert records.itl_bucket_ms(0.4567) == 457.0
-    assert records.itl_bucket_ms(2.347) == 2350.0
+def test_latency_buckets():
+    assert records.latency_bucket_ms(0.01234) == 12.3
+    assert records.latency_bucket_ms(0.4567) == 457.0
+    assert records.latency_bucket_ms(2.347) == 2350.0
 
 
 def test_run_folder_refuses_an_earlier_run(tmp_path):

@@ -13,7 +13,7 @@ import pytest
 
 from locustfiles import records
 from locustfiles.telemetry import ServerScraper, histogram_quantile, parse_metrics
-from tests.conftest import read_rows, run_locust
+from tests.conftest import read_rows, run_locust, server_completed
 
 HISTOGRAM_COLUMNS = 2 + len(records.SERVER_QUANTILES)
 
@@ -166,10 +166,14 @@ def test_a_run_writes_plausible_server_metrics(simulator, tmp_path):
     assert {s["users"] for s in scrapes} == {"6"}
     assert max(int(s["running"]) for s in scrapes) > 0
     generated = [int(s["generation_tokens"]) for s in scrapes]
-    assert generated == sorted(generated) and generated[-1] - generated[0] >= 16 * len(answered)
+    streamed = sum(int(r["chunks"]) for r in requests_rows)  # every chunk the clients got carried at least a token
+    assert generated == sorted(generated) and generated[-1] - generated[0] >= streamed > 0
     ttft_counts = sum(int(s["ttft_count"]) for s in scrapes[1:])
     assert len(answered) <= ttft_counts <= len(requests_rows)  # the aborted ones may have had a first token
-    assert int(scrapes[-1]["request_success"]) - int(scrapes[0]["request_success"]) == len(requests_rows)
+    finished = int(scrapes[-1]["request_success"]) - int(scrapes[0]["request_success"])
+    # the last scrape is taken at the stop: the server may count the streams cut by it (aborts) a step later
+    assert len([r for r in requests_rows if r["ok"] == "1"]) <= finished <= len(requests_rows)
+    assert server_completed(sim.url) == len(requests_rows)
     busy = [s for s in scrapes[1:] if int(s["ttft_count"])]
     assert all(0 < float(s["ttft_p50_s"]) <= float(s["ttft_p99_s"]) for s in busy)
     health = read_rows(out / records.CLIENT_HEALTH_FILE)

@@ -78,12 +78,24 @@ def comparison_table(configs: dict[str, dict]) -> Table:
         "Peak total tok/s per GPU": lambda c: per_gpu(c, "total_tokens_per_s_per_gpu"),
         "Peak output tok/s per GPU": lambda c: per_gpu(c, "output_tokens_per_s_per_gpu"),
         "Saturation point (users)": lambda c: f"~{c['saturation_users']}",
+        "Why it saturates there": saturation_reason,
         "Knee (users)": lambda c: "-" if c["knee_users"] is None else str(c["knee_users"]),
         "Scaling": lambda c: f"{ratio(c['scaling']['factor'])} ({c['scaling']['from']}→{c['scaling']['to']})",
         "p99 e2e @ peak": lambda c: seconds(c["peak"]["e2e_p99_s"]),
         "Lowest success rate": lambda c: percent(min_or_none(level["success_rate"] for level in c["levels"])),
     }
     return Table(["Metric", *configs], [[name, *(cell(c) for c in configs.values())] for name, cell in rows.items()])
+
+
+def saturation_reason(config: dict) -> str:
+    """Why throughput stops growing: the first bound (analysis.stats.bound) at or above the saturation level."""
+    above = [level for level in config["levels"] if level["users"] >= config["saturation_users"]]
+    if all(level.get("server_in_system_mean") is None for level in above):
+        return "- (no server_metrics.csv)"
+    level = next((level for level in above if level.get("bound")), None)
+    if level is None:
+        return "no queueing and nothing held back: the server's compute or bandwidth"
+    return f"{level['bound']} from {level['users']} users"
 
 
 def per_gpu(config: dict, key: str) -> str:
@@ -151,6 +163,8 @@ def level_flags(level: dict) -> str:
     flags = ["partial"] if level["partial"] else []
     if level["underloaded"]:
         flags.append(f"underloaded: {level['concurrency_mean']:.0f} in flight")
+    if level.get("bound"):
+        flags.append(level["bound"])
     if level.get("unstable"):
         flags.append("unstable: " + ", ".join(level["unstable"]))
     return "; ".join(flags)

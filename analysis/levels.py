@@ -50,6 +50,8 @@ LEVEL_FIELDS = {
     "rows_without_usage": "successful requests ended in the window without usage (tok/s counts their chunks as output "
     "tokens and no prompt tokens)",
     "concurrency_mean": "requests actually in flight, averaged over the window (any level's requests)",
+    "server_in_system_mean": "requests the server held (running + waiting, server_metrics.csv), averaged over the window",
+    "server_waiting_mean": "requests waiting in the server's queue, averaged over the window",
     "ttft_p50_s": "time to first token percentiles (p50/p90/p99) of the successful requests ended in the window",
     "tpot_p50_s": "time per output token after the first, same requests",
     "itl_p50_s": "inter-chunk latency from itl_histogram.csv (whole level, not only the window)",
@@ -141,6 +143,7 @@ def level_stats(run: Run, windows: pd.DataFrame, slo: dict[str, float] | None = 
     no_usage = good["completion_tokens"].isna().groupby(good["users"]).sum()
     stats["rows_without_usage"] = no_usage.reindex(stats.index, fill_value=0)
     stats["concurrency_mean"] = mean_in_flight(rows, windows).to_numpy()
+    stats = stats.join(server_load(run.tables.get("server"), windows))
     stats = stats.join(latency_percentiles(good)).join(itl_percentiles(run.tables.get("itl")))
     if slo:
         stats = stats.join(goodput(ended, slo, window_s, stats["requests"]))
@@ -171,6 +174,18 @@ def token_times(rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray,
     output = rows["completion_tokens"].fillna(rows["chunks"]).fillna(0).to_numpy(dtype=float)
     prompt = rows["prompt_tokens"].where(rows["ttft_s"].notna() | rows["ok"], 0).fillna(0).to_numpy(dtype=float)
     return first, end, output, prompt
+
+
+def server_load(server: pd.DataFrame | None, windows: pd.DataFrame) -> pd.DataFrame:
+    """Mean running + waiting and mean waiting of the server's scrapes inside each window (NaN without scrapes)."""
+    columns = ["server_in_system_mean", "server_waiting_mean"]
+    if server is None or server.empty:
+        return pd.DataFrame(np.nan, index=windows["users"], columns=columns)
+    means = []
+    for w_start, w_end in zip(windows["start"], windows["end"], strict=True):
+        inside = server[(server["time"] >= w_start) & (server["time"] < w_end)]
+        means.append(((inside["running"] + inside["waiting"]).mean(), inside["waiting"].mean()))
+    return pd.DataFrame(means, index=windows["users"], columns=columns)
 
 
 def mean_in_flight(rows: pd.DataFrame, windows: pd.DataFrame) -> pd.Series:

@@ -24,6 +24,7 @@ from locustfiles.records import (
     REQUEST_COLUMNS,
     REQUESTS_FILE,
     RUN_FILE,
+    SERVER_METRICS_FILE,
 )
 
 # The request columns the analysis reads (a subset of REQUEST_COLUMNS; all of REQUEST_COLUMNS must be present).
@@ -48,8 +49,9 @@ OPTIONAL_TABLES = {
     "itl": (ITL_FILE, ITL_COLUMNS),
     "locust_failures": (f"{LOCUST_CSV_PREFIX}_failures.csv", ["Method", "Name", "Error", "Occurrences"]),
     "locust_exceptions": (f"{LOCUST_CSV_PREFIX}_exceptions.csv", ["Count", "Message", "Nodes"]),
+    "server": (SERVER_METRICS_FILE, ["time", "running", "waiting"]),
 }
-NUMERIC_TABLE_COLUMNS = {"levels": LEVEL_COLUMNS, "itl": ITL_COLUMNS}
+NUMERIC_TABLE_COLUMNS = {"levels": LEVEL_COLUMNS, "itl": ITL_COLUMNS, "server": ["time", "running", "waiting"]}
 
 
 class AnalysisError(Exception):

@@ -94,6 +94,25 @@ def underloaded(levels: pd.DataFrame) -> pd.Series:
     return levels["concurrency_mean"] < UNDERLOADED_RATIO * levels["users"]
 
 
+def bound(levels: pd.DataFrame) -> pd.Series:
+    """Why a level's throughput is what it is, from the server's own counts (server_metrics.csv):
+
+    * "client/gateway-bound": the server held under UNDERLOADED_RATIO of the level's users (running + waiting):
+      requests were held back before they reached it (a client connection cap, a gateway limit, a starved worker);
+    * "server-bound: waiting requests": requests queued inside the server (waiting >= 1 on average): max_num_seqs
+      or the KV cache is the limit;
+    * "" otherwise, or when the server's metrics are unknown.
+    """
+    in_system = levels.get("server_in_system_mean", pd.Series(np.nan, index=levels.index))
+    waiting = levels.get("server_waiting_mean", pd.Series(np.nan, index=levels.index))
+    held_back = in_system < UNDERLOADED_RATIO * levels["users"]
+    queued = waiting >= 1.0
+    labels = np.where(held_back, "client/gateway-bound", np.where(queued, "server-bound: waiting requests", ""))
+    detail = np.where(held_back, " (the server held " + in_system.round().astype("Int64").astype(str) + " of "
+                      + levels["users"].astype(str) + ")", "")
+    return pd.Series(labels, index=levels.index) + pd.Series(detail, index=levels.index)
+
+
 def peak_level(levels: pd.DataFrame) -> pd.Series:
     """The row of the level with the highest mean output tok/s (the smallest such level on ties)."""
     return levels.loc[levels[PEAK_FIELD].idxmax()]

@@ -1,6 +1,11 @@
 """The step ramp end to end: simulator with --max-num-seqs 8, master + 2 workers, levels 4, 8, 16, 32, report."""
 
+import asyncio
 import json
+import threading
+
+import aiohttp
+from aiohttp import web
 
 from scenarios.__main__ import main
 from tests.conftest import read_rows
@@ -25,3 +30,70 @@ def test_ramp_saturates_at_max_num_seqs(tmp_path):
     assert abs(tok_s[16] / tok_s[8] - 1) < 0.15 and abs(tok_s[32] / tok_s[8] - 1) < 0.15  # then it stops growing
     ttft = {users: level["ttft_p50_s"] for users, level in levels.items()}
     assert ttft[32] > 2 * ttft[8]  # the extra users wait in the server's queue
+    assert [levels[u]["bound"] for u in (4, 8, 16, 32)] == ["", "", *["server-bound: waiting requests"] * 2]
+    assert "| Why it saturates there | server-bound: waiting requests from 16 users |" in \
+        (out / "report" / "report.md").read_text()
+
+
+def test_a_gateway_cap_is_reported_as_client_or_gateway_bound(simulator, tmp_path):
+    """A gateway that lets 4 requests through at a time: the users wait in it, the server never sees them."""
+    sim = simulator("--profile", "cpu-tiny")
+    with Gateway(sim.url, limit=4) as gateway:
+        out = tmp_path / "capped"
+        code = main(["run", "--scenario", "smoke", "--target", gateway.url, "--out", str(out), "--workers", "2",
+                     "--locust-arg=--levels=4,16", "--locust-arg=--step-time=5", "--locust-arg=--warmup=2"])
+    assert code == 0
+    summary = json.loads((out / "report" / "summary.json").read_text())
+    levels = {level["users"]: level for level in summary["levels"]}
+    assert levels[16]["server_in_system_mean"] <= 4.5  # the gateway's limit, whatever the users
+    assert levels[16]["bound"].startswith("client/gateway-bound (the server held ")
+    assert levels[16]["concurrency_mean"] > 14  # the client had them all in flight: the gap is in between
+
+
+class Gateway:
+    """A loopback reverse proxy that forwards at most ``limit`` chat requests at a time (others wait in it)."""
+
+    def __init__(self, upstream: str, limit: int) -> None:
+        self.upstream, self.limit = upstream, limit
+        self.loop = asyncio.new_event_loop()
+        self.ready = threading.Event()
+
+    async def forward(self, request: web.Request) -> web.StreamResponse:
+        async with self.session.request(request.method, self.upstream + request.path_qs, data=await request.read(),
+                                        headers={"Content-Type": "application/json"}) as upstream:
+            response = web.StreamResponse(status=upstream.status, headers={"Content-Type": upstream.content_type})
+            await response.prepare(request)
+            async for data in upstream.content.iter_any():
+                await response.write(data)
+            return response
+
+    async def limited(self, request: web.Request) -> web.StreamResponse:
+        async with self.semaphore:
+            return await self.forward(request)
+
+    async def start(self) -> None:
+        self.session = aiohttp.ClientSession()
+        self.semaphore = asyncio.Semaphore(self.limit)
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self.limited)
+        app.router.add_route("*", "/{tail:.*}", self.forward)
+        self.runner = web.AppRunner(app)
+        await self.runner.setup()
+        site = web.TCPSite(self.runner, "127.0.0.1", 0)
+        await site.start()
+        self.url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"
+        self.ready.set()
+
+    def __enter__(self):
+        threading.Thread(target=self.loop.run_forever, daemon=True).start()
+        asyncio.run_coroutine_threadsafe(self.start(), self.loop)
+        assert self.ready.wait(10), "the gateway did not start"
+        return self
+
+    def __exit__(self, *exc) -> None:
+        async def stop():
+            await self.runner.cleanup()
+            await self.session.close()
+
+        asyncio.run_coroutine_threadsafe(stop(), self.loop).result(10)
+        self.loop.call_soon_threadsafe(self.loop.stop)

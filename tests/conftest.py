@@ -37,6 +37,18 @@ def run_locust(*args: str, timeout: float = 120, env: dict | None = None) -> sub
     return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout, env=environment)
 
 
+def two_workers() -> list[str]:
+    """Locust arguments for a master with two forked workers (--processes 2) on a free loopback port.
+
+    With --processes the workers dial --master-port, so it must be set with --master-bind-port.
+    """
+    from scenarios.runner import free_port
+
+    port = str(free_port())
+    return ["--processes", "2", "--master-bind-host", "127.0.0.1", "--master-bind-port", port, "--master-port", port,
+            "--expect-workers-max-wait", "30"]
+
+
 def read_rows(path: Path) -> list[dict]:
     with open(path, newline="") as f:
         return list(csv.DictReader(f))

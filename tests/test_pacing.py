@@ -2,7 +2,7 @@
 
 import statistics
 
-from tests.conftest import read_rows, run_locust
+from tests.conftest import read_rows, run_locust, two_workers
 
 ARGS = ["--input-tokens", "32", "--output-tokens", "8", "--headless", "--only-summary", "-L", "WARNING"]
 
@@ -15,11 +15,8 @@ def arrival_gaps(rows):
 def test_open_loop_rate_on_two_workers(simulator, tmp_path):
     sim = simulator("--profile", "cpu-tiny")
     out = tmp_path / "run"
-    port = "25681"
     proc = run_locust("-f", "locustfiles/chat.py", "-H", sim.url, "-u", "40", "-r", "40", "-t", "8s",
-                      "--arrival-rate", "30", "--processes", "2", "--master-bind-host", "127.0.0.1",
-                      "--master-bind-port", port, "--master-port", port, "--expect-workers-max-wait", "30",
-                      "--results-dir", str(out), *ARGS)
+                      "--arrival-rate", "30", *two_workers(), "--results-dir", str(out), *ARGS)
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = read_rows(out / "requests.csv")
     steady = [r for r in rows if float(r["start_time"]) > min(float(x["start_time"]) for x in rows) + 2]

@@ -6,7 +6,7 @@ import csv
 
 import pytest
 
-from tests.conftest import read_rows, run_locust, server_completed
+from tests.conftest import read_rows, run_locust, server_completed, two_workers
 
 SHORT = ["--input-tokens", "64", "--output-tokens", "16", "--headless", "--only-summary", "-L", "WARNING"]
 
@@ -73,10 +73,7 @@ def test_legacy_generate_user(simulator, tmp_path):
 def test_many_users_on_master_and_two_workers(simulator, tmp_path):
     sim = simulator("--profile", "cpu-tiny")
     out = tmp_path / "run"
-    port = "25671"
-    proc = run_locust("-f", "locustfiles/chat.py", "-H", sim.url, "-u", "40", "-r", "40", "-t", "6s",
-                      "--processes", "2", "--master-bind-host", "127.0.0.1", "--master-bind-port", port,
-                      "--master-port", port, "--expect-workers-max-wait", "30",
+    proc = run_locust("-f", "locustfiles/chat.py", "-H", sim.url, "-u", "40", "-r", "40", "-t", "6s", *two_workers(),
                       "--results-dir", str(out), "--csv", str(out / "locust"), *SHORT)
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = read_rows(out / "requests.csv")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import csv
 import io
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -16,6 +15,7 @@ import requests
 
 from locustfiles import records
 from locustfiles.webui import COLUMNS, CSV_ROUTE, TAB, percentile
+from scenarios.runner import free_port
 from tests.conftest import REPO, read_rows
 
 CHROMIUM = "/usr/bin/chromium"
@@ -26,12 +26,6 @@ LOCUST_OPTIONS = ["--input-tokens", "64", "--output-tokens", "16", "-L", "INFO"]
 RAMP = ["-f", "locustfiles/chat.py,scenarios/shape.py", "--levels", "2,4", "--step-time", "4", "--warmup", "0",
         "--ramp-time", "1"]
 DEADLINE_S = 20.0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Master:

@@ -50,8 +50,12 @@ LEVEL_FIELDS = {
     "rows_without_usage": "successful requests ended in the window without usage (tok/s counts their chunks as output "
     "tokens and no prompt tokens)",
     "concurrency_mean": "requests actually in flight, averaged over the window (any level's requests)",
-    "server_in_system_mean": "requests the server held (running + waiting, server_metrics.csv), averaged over the window",
-    "server_waiting_mean": "requests waiting in the server's queue, averaged over the window",
+    "server_e2e_mean_s": "the server's own mean e2e latency (arrival to finish, server_metrics.csv) of the requests it "
+    "finished in the window",
+    "server_in_system_mean": "requests the server held (running + waiting), by Little's law: concurrency_mean x "
+    "server_e2e_mean_s / the client's mean e2e of the successful requests ended in the window",
+    "server_waiting_mean": "requests waiting in the server's queue: server_in_system_mean x the share of the server's "
+    "e2e spent queued (its queue-time histogram)",
     "ttft_p50_s": "time to first token percentiles (p50/p90/p99) of the successful requests ended in the window",
     "tpot_p50_s": "time per output token after the first, same requests",
     "itl_p50_s": "inter-chunk latency from itl_histogram.csv (whole level, not only the window)",
@@ -143,7 +147,7 @@ def level_stats(run: Run, windows: pd.DataFrame, slo: dict[str, float] | None = 
     no_usage = good["completion_tokens"].isna().groupby(good["users"]).sum()
     stats["rows_without_usage"] = no_usage.reindex(stats.index, fill_value=0)
     stats["concurrency_mean"] = mean_in_flight(rows, windows).to_numpy()
-    stats = stats.join(server_load(run.tables.get("server"), windows))
+    stats = stats.join(server_held(run.tables.get("server"), windows, stats["concurrency_mean"], good))
     stats = stats.join(latency_percentiles(good)).join(itl_percentiles(run.tables.get("itl")))
     if slo:
         stats = stats.join(goodput(ended, slo, window_s, stats["requests"]))
@@ -176,16 +180,30 @@ def token_times(rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray,
     return first, end, output, prompt
 
 
+def server_held(server: pd.DataFrame | None, windows: pd.DataFrame, concurrency: pd.Series,
+                good: pd.DataFrame) -> pd.DataFrame:
+    """server_e2e_mean_s, server_in_system_mean and server_waiting_mean (Little's law, see LEVEL_FIELDS)."""
+    load = server_load(server, windows)
+    client_e2e_mean = good.groupby("users")["e2e_s"].mean().reindex(load.index)
+    in_system = concurrency * load["server_e2e_mean_s"] / client_e2e_mean
+    return pd.DataFrame({"server_e2e_mean_s": load["server_e2e_mean_s"], "server_in_system_mean": in_system,
+                         "server_waiting_mean": in_system * load["server_queued_share"]})
+
+
 def server_load(server: pd.DataFrame | None, windows: pd.DataFrame) -> pd.DataFrame:
-    """Mean running + waiting and mean waiting of the server's scrapes inside each window (NaN without scrapes)."""
-    columns = ["server_in_system_mean", "server_waiting_mean"]
+    """The server's mean e2e latency and the share of it spent queued, from the histograms of what it finished in
+    each window (sums and counts since the previous scrape, server_metrics.csv; NaN without). These are time
+    integrals: gauges sampled once per scrape are too noisy to decide anything with few scrapes and short requests
+    (requests arriving together all sit in the queue until the next engine step)."""
+    columns = ["server_e2e_mean_s", "server_queued_share"]
     if server is None or server.empty:
         return pd.DataFrame(np.nan, index=windows["users"], columns=columns)
-    means = []
+    loads = []
     for w_start, w_end in zip(windows["start"], windows["end"], strict=True):
-        inside = server[(server["time"] >= w_start) & (server["time"] < w_end)]
-        means.append(((inside["running"] + inside["waiting"]).mean(), inside["waiting"].mean()))
-    return pd.DataFrame(means, index=windows["users"], columns=columns)
+        inside = server[(server["time"] > w_start) & (server["time"] <= w_end)]
+        count, e2e, queue = inside["e2e_count"].sum(), inside["e2e_sum_s"].sum(), inside["queue_sum_s"].sum()
+        loads.append((e2e / count, queue / e2e) if count > 0 and e2e > 0 else (np.nan, np.nan))
+    return pd.DataFrame(loads, index=windows["users"], columns=columns)
 
 
 def mean_in_flight(rows: pd.DataFrame, windows: pd.DataFrame) -> pd.Series:

@@ -42,6 +42,7 @@ READ_REQUEST_COLUMNS = [
     "users",
 ]
 NUMERIC_REQUEST_COLUMNS = [c for c in READ_REQUEST_COLUMNS if c != "error"]
+SERVER_READ_COLUMNS = ["time", "e2e_count", "e2e_sum_s", "queue_sum_s"]  # of SERVER_METRICS_COLUMNS
 
 # name -> (file in the run folder, columns it must have). Locust columns: reference/locust-notes.md §4.
 OPTIONAL_TABLES = {
@@ -49,9 +50,9 @@ OPTIONAL_TABLES = {
     "itl": (ITL_FILE, ITL_COLUMNS),
     "locust_failures": (f"{LOCUST_CSV_PREFIX}_failures.csv", ["Method", "Name", "Error", "Occurrences"]),
     "locust_exceptions": (f"{LOCUST_CSV_PREFIX}_exceptions.csv", ["Count", "Message", "Nodes"]),
-    "server": (SERVER_METRICS_FILE, ["time", "running", "waiting"]),
+    "server": (SERVER_METRICS_FILE, SERVER_READ_COLUMNS),
 }
-NUMERIC_TABLE_COLUMNS = {"levels": LEVEL_COLUMNS, "itl": ITL_COLUMNS, "server": ["time", "running", "waiting"]}
+NUMERIC_TABLE_COLUMNS = {"levels": LEVEL_COLUMNS, "itl": ITL_COLUMNS, "server": SERVER_READ_COLUMNS}
 
 
 class AnalysisError(Exception):

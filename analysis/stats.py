@@ -95,7 +95,8 @@ def underloaded(levels: pd.DataFrame) -> pd.Series:
 
 
 def bound(levels: pd.DataFrame) -> pd.Series:
-    """Why a level's throughput is what it is, from the server's own counts (server_metrics.csv):
+    """Why a level's throughput is what it is, from the server's own latency histograms (server_metrics.csv, see
+    server_in_system_mean and server_waiting_mean in analysis.levels.LEVEL_FIELDS):
 
     * "client/gateway-bound": the server held under UNDERLOADED_RATIO of the level's users (running + waiting):
       requests were held back before they reached it (a client connection cap, a gateway limit, a starved worker);

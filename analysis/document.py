@@ -31,6 +31,16 @@ def percent(value: float | None) -> str:
     return "-" if value is None else f"{value * 100:.1f} %"
 
 
+def mean_count(value: float | None) -> str:
+    """A mean number of requests."""
+    return "-" if value is None else f"{value:.1f}"
+
+
+def cpu(value: float | None) -> str:
+    """CPU percent of a process (100 = one core)."""
+    return "-" if value is None else f"{value:.0f} %"
+
+
 def with_ci(level: dict, field: str, fmt) -> str:
     """'mean ± CI half-width' when the level has repeats, else just the value."""
     ci95 = level.get(f"{field}_ci95")
@@ -90,8 +100,8 @@ def comparison_table(configs: dict[str, dict]) -> Table:
 def saturation_reason(config: dict) -> str:
     """Why throughput stops growing: the first bound (analysis.stats.bound) at or above the saturation level."""
     above = [level for level in config["levels"] if level["users"] >= config["saturation_users"]]
-    if all(level.get("server_in_system_mean") is None for level in above):
-        return "- (no server_metrics.csv)"
+    if all(level.get(f) is None for level in above for f in ("server_in_system_mean", "client_cpu_max_percent")):
+        return "- (no server_metrics.csv or client_health.csv)"
     level = next((level for level in above if level.get("bound")), None)
     if level is None:
         return "no queueing and nothing held back: the server's compute or bandwidth"
@@ -138,7 +148,8 @@ def config_caption(config: dict) -> str:
 
 
 def level_table(config: dict) -> Table:
-    headers = ["Users", "Requests", "Success", "Output tok/s", "Total tok/s", "Req/s", "In flight"]
+    headers = ["Users", "Requests", "Success", "Output tok/s", "Total tok/s", "Req/s", "In flight", "Server held"]
+    headers += ["Client CPU"]
     headers += ["TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99", "ITL p50", "ITL p99", "e2e p50", "e2e p90", "e2e p99"]
     has_goodput = "goodput_ratio" in config["levels"][0]
     headers += ["Goodput"] if has_goodput else []
@@ -147,6 +158,7 @@ def level_table(config: dict) -> Table:
         row = [str(level["users"]), tokens(level["requests"]), percent(level["success_rate"])]
         row += [with_ci(level, "output_tokens_per_s", tokens), with_ci(level, "total_tokens_per_s", tokens)]
         row += [f"{level['requests_per_s']:.2f}", f"{level['concurrency_mean']:.1f}"]
+        row += [mean_count(level.get("server_in_system_mean")), cpu(level.get("client_cpu_max_percent"))]
         for field in ("ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "itl_p50_s", "itl_p99_s"):
             row.append(seconds(level[field]))
         row += [seconds(level["e2e_p50_s"]), seconds(level["e2e_p90_s"]), with_ci(level, "e2e_p99_s", seconds)]
@@ -220,6 +232,12 @@ def method_blocks(summary: dict) -> list[Block]:
         f"Underloaded: a level whose requests in flight (time-averaged over its window) stay under "
         f"{stats.UNDERLOADED_RATIO:.0%} of its users — the server never saw the target concurrency (think time, a "
         "client connection cap, a gateway limit or a client that cannot keep up), so its numbers describe a lower load.",
+        "Why a level is bound (the flag after its users, and 'Why it saturates there'): 'server-bound: waiting "
+        "requests' when requests queue inside the server (server_waiting_mean ≥ 1: max_num_seqs or the KV cache); "
+        f"'client-bound' when a load generator reached {stats.CLIENT_CPU_LIMIT_PERCENT} % CPU (Locust's warning limit) "
+        "and the server did not queue; 'client/gateway-bound' when the server held under "
+        f"{stats.UNDERLOADED_RATIO:.0%} of the users (server_in_system_mean, Little's law on its own e2e histogram): "
+        "requests were held back before they reached it.",
         "Repeats: several runs of one label; per level the mean, sample standard deviation and 95 % CI half-width "
         f"t(0.975, n-1)·sd/√n. A level is flagged unstable when, for output tok/s, total tok/s or p99 e2e, the "
         f"coefficient of variation or the CI half-width exceeds {stats.UNSTABLE_LIMIT:.0%} of the mean.",

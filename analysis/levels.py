@@ -56,6 +56,8 @@ LEVEL_FIELDS = {
     "server_e2e_mean_s / the client's mean e2e of the successful requests ended in the window",
     "server_waiting_mean": "requests waiting in the server's queue: server_in_system_mean x the share of the server's "
     "e2e spent queued (its queue-time histogram)",
+    "client_cpu_max_percent": "CPU of the busiest load-generating process (client_health.csv, 100 = one core): the "
+    "highest of the samples whose span (since the process's previous sample) overlaps the window",
     "ttft_p50_s": "time to first token percentiles (p50/p90/p99) of the successful requests ended in the window",
     "tpot_p50_s": "time per output token after the first, same requests",
     "itl_p50_s": "inter-chunk latency from itl_histogram.csv (whole level, not only the window)",
@@ -148,6 +150,7 @@ def level_stats(run: Run, windows: pd.DataFrame, slo: dict[str, float] | None = 
     stats["rows_without_usage"] = no_usage.reindex(stats.index, fill_value=0)
     stats["concurrency_mean"] = mean_in_flight(rows, windows).to_numpy()
     stats = stats.join(server_held(run.tables.get("server"), windows, stats["concurrency_mean"], good))
+    stats["client_cpu_max_percent"] = client_cpu_max(run.tables.get("client_health"), windows).to_numpy()
     stats = stats.join(latency_percentiles(good)).join(itl_percentiles(run.tables.get("itl")))
     if slo:
         stats = stats.join(goodput(ended, slo, window_s, stats["requests"]))
@@ -204,6 +207,20 @@ def server_load(server: pd.DataFrame | None, windows: pd.DataFrame) -> pd.DataFr
         count, e2e, queue = inside["e2e_count"].sum(), inside["e2e_sum_s"].sum(), inside["queue_sum_s"].sum()
         loads.append((e2e / count, queue / e2e) if count > 0 and e2e > 0 else (np.nan, np.nan))
     return pd.DataFrame(loads, index=windows["users"], columns=columns)
+
+
+def client_cpu_max(health: pd.DataFrame | None, windows: pd.DataFrame) -> pd.Series:
+    """client_cpu_max_percent of each window (NaN without client_health.csv). A process's sample covers the time
+    since its previous sample, so the samples whose span overlaps the window count."""
+    if health is None or health.empty:
+        return pd.Series(np.nan, index=windows["users"])
+    health = health.sort_values("time")
+    since = health.groupby("worker")["time"].shift().fillna(-np.inf)
+    maxima = [
+        health.loc[(health["time"] > w_start) & (since < w_end), "cpu_percent"].max()
+        for w_start, w_end in zip(windows["start"], windows["end"], strict=True)
+    ]
+    return pd.Series(maxima, index=windows["users"])
 
 
 def mean_in_flight(rows: pd.DataFrame, windows: pd.DataFrame) -> pd.Series:

@@ -16,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from locustfiles.records import (
+    CLIENT_HEALTH_FILE,
     ITL_COLUMNS,
     ITL_FILE,
     LEVEL_COLUMNS,
@@ -51,8 +52,14 @@ OPTIONAL_TABLES = {
     "locust_failures": (f"{LOCUST_CSV_PREFIX}_failures.csv", ["Method", "Name", "Error", "Occurrences"]),
     "locust_exceptions": (f"{LOCUST_CSV_PREFIX}_exceptions.csv", ["Count", "Message", "Nodes"]),
     "server": (SERVER_METRICS_FILE, SERVER_READ_COLUMNS),
+    "client_health": (CLIENT_HEALTH_FILE, ["time", "worker", "cpu_percent"]),
 }
-NUMERIC_TABLE_COLUMNS = {"levels": LEVEL_COLUMNS, "itl": ITL_COLUMNS, "server": SERVER_READ_COLUMNS}
+NUMERIC_TABLE_COLUMNS = {
+    "levels": LEVEL_COLUMNS,
+    "itl": ITL_COLUMNS,
+    "server": SERVER_READ_COLUMNS,
+    "client_health": ["time", "cpu_percent"],
+}
 
 
 class AnalysisError(Exception):

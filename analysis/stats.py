@@ -24,6 +24,8 @@ import math
 import numpy as np
 import pandas as pd
 
+from locustfiles.records import CLIENT_CPU_LIMIT_PERCENT
+
 SATURATION_TOLERANCE = 0.05
 KNEE_MIN_EXCESS = 0.1
 UNSTABLE_LIMIT = 0.10
@@ -95,23 +97,32 @@ def underloaded(levels: pd.DataFrame) -> pd.Series:
 
 
 def bound(levels: pd.DataFrame) -> pd.Series:
-    """Why a level's throughput is what it is, from the server's own latency histograms (server_metrics.csv, see
-    server_in_system_mean and server_waiting_mean in analysis.levels.LEVEL_FIELDS):
+    """Why each level's throughput is what it is (see level_bound), "" where nothing says."""
+    return levels.apply(level_bound, axis=1).astype(str) if not levels.empty else pd.Series("", index=levels.index)
 
+
+def level_bound(level: pd.Series) -> str:
+    """Why a level's throughput is what it is, from the server's own latency histograms (server_metrics.csv, see
+    server_in_system_mean and server_waiting_mean in analysis.levels.LEVEL_FIELDS) and the load generators' CPU
+    (client_health.csv):
+
+    * "server-bound: waiting requests": requests queued inside the server (waiting >= 1 on average): max_num_seqs
+      or the KV cache is the limit (with a note when a load generator was at its CPU limit too: its timings are
+      inflated);
+    * "client-bound": a load generator at or above Locust's CPU warning limit while the server did not queue;
     * "client/gateway-bound": the server held under UNDERLOADED_RATIO of the level's users (running + waiting):
       requests were held back before they reached it (a client connection cap, a gateway limit, a starved worker);
-    * "server-bound: waiting requests": requests queued inside the server (waiting >= 1 on average): max_num_seqs
-      or the KV cache is the limit;
-    * "" otherwise, or when the server's metrics are unknown.
+    * "" otherwise, or when neither file says.
     """
-    in_system = levels.get("server_in_system_mean", pd.Series(np.nan, index=levels.index))
-    waiting = levels.get("server_waiting_mean", pd.Series(np.nan, index=levels.index))
-    held_back = in_system < UNDERLOADED_RATIO * levels["users"]
-    queued = waiting >= 1.0
-    labels = np.where(held_back, "client/gateway-bound", np.where(queued, "server-bound: waiting requests", ""))
-    detail = np.where(held_back, " (the server held " + in_system.round().astype("Int64").astype(str) + " of "
-                      + levels["users"].astype(str) + ")", "")
-    return pd.Series(labels, index=levels.index) + pd.Series(detail, index=levels.index)
+    held = level.get("server_in_system_mean", np.nan)
+    cpu = level.get("client_cpu_max_percent", np.nan)
+    cpu_note = f"a load generator at {cpu:.0f} % CPU" if cpu >= CLIENT_CPU_LIMIT_PERCENT else ""
+    held_note = f"the server held {held:.0f} of {level['users']:.0f}" if held < UNDERLOADED_RATIO * level["users"] else ""
+    if level.get("server_waiting_mean", np.nan) >= 1.0:
+        return "server-bound: waiting requests" + (f" ({cpu_note}: client timings inflated)" if cpu_note else "")
+    if cpu_note:
+        return f"client-bound ({'; '.join(filter(None, (cpu_note, held_note)))})"
+    return f"client/gateway-bound ({held_note})" if held_note else ""
 
 
 def peak_level(levels: pd.DataFrame) -> pd.Series:

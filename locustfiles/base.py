@@ -34,7 +34,7 @@ from locustfiles.exchange import Exchange, StreamError, error_event, response_er
 from locustfiles.pacing import arrivals_for
 from locustfiles.prompts import Tokenizer, build_workload, load_dataset
 from locustfiles.recorder import Recorder
-from locustfiles.telemetry import Telemetry
+from locustfiles.telemetry import Telemetry, report_worker_cpu
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +58,11 @@ class Target:
     def __init__(self, environment) -> None:
         self.environment = environment
         self.recorder = Recorder(environment)
-        self.telemetry = None if isinstance(environment.runner, WorkerRunner) else Telemetry(environment, self.recorder)
+        self.telemetry = None
+        if isinstance(environment.runner, WorkerRunner):
+            report_worker_cpu(environment)  # the master writes it into client_health.csv
+        else:
+            self.telemetry = Telemetry(environment, self.recorder)
         self.model = ""
         self.headers: dict = {}
         self.workloads: dict[bool, object] = {}  # chat template or not -> Workload
@@ -82,10 +86,10 @@ class Target:
         if not isinstance(self.environment.runner, WorkerRunner):
             check_model(options, self.model, served, self.environment.host)
         self.workloads.clear()
-        self.arrivals = arrivals_for(options, seed=os.getpid())
-        if not isinstance(self.environment.runner, MasterRunner):
+        if not isinstance(self.environment.runner, MasterRunner):  # the processes that run users
             for chat in {getattr(cls, "chat", False) for cls in self.environment.user_classes}:
                 self.workloads[chat] = self.build_workload(chat)
+            self.arrivals = arrivals_for(options, seed=os.getpid())  # once the prompts are ready: no backlog
 
     def served_models(self, required: bool) -> dict[str, int | None]:
         """{model: max_model_len or None} from ``/v1/models``. A server that cannot be reached is refused; one that
@@ -186,6 +190,13 @@ def _on_test_start(environment, **_kw) -> None:
         environment.llm_prepare_pending = True
         return
     prepare_target(environment)
+
+
+@events.test_stop.add_listener
+def _on_test_stop(environment, **_kw) -> None:
+    arrivals = getattr(getattr(environment, "llm_target", None), "arrivals", None)
+    if arrivals:
+        log.info("%s", arrivals.summary())
 
 
 def prepare_target(environment) -> None:

@@ -25,7 +25,8 @@ class PoissonArrivals:
     def __init__(self, rate_per_s: float, seed: int | None = None) -> None:
         self.rate_per_s = rate_per_s
         self.rng = random.Random(seed)
-        self.next_arrival = time.perf_counter()
+        self.started = self.next_arrival = time.perf_counter()
+        self.sent = 0
         self.late = 0
         self.warned = False
 
@@ -33,6 +34,7 @@ class PoissonArrivals:
         """Sleep until the next arrival time (taken by this caller only)."""
         arrival = self.next_arrival
         self.next_arrival += self.rng.expovariate(self.rate_per_s)
+        self.sent += 1
         delay = arrival - time.perf_counter()
         if delay > 0:
             gevent.sleep(delay)
@@ -42,6 +44,12 @@ class PoissonArrivals:
                 self.warned = True
                 log.warning("Arrivals wait for free users (%.1f s late): the open loop needs more users (-u) "
                             "than arrival rate x e2e latency", -delay)
+
+    def summary(self) -> str:
+        """What this process's open loop did, for the log at test stop."""
+        elapsed = time.perf_counter() - self.started
+        return (f"Open loop: {self.sent} arrivals in {elapsed:.1f} s ({self.sent / elapsed:.2f}/s, asked "
+                f"{self.rate_per_s:.2f}/s in this process), {self.late} sent over {LATE_WARNING_S:.0f} s late")
 
 
 def arrivals_for(options, seed: int | None = None) -> PoissonArrivals | None:

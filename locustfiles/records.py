@@ -109,9 +109,9 @@ SERVER_METRICS_COLUMNS = [
 ]
 
 # client_health.csv: the CPU of every load-generating process, so a saturated client is not taken for a saturated
-# server. Written by the master (or the local runner) every few seconds. Locust measures a process's CPU every 10 s
-# (psutil, averaged since its last measurement) and workers send it with their heartbeats; above
-# CLIENT_CPU_LIMIT_PERCENT Locust warns that the response times may be wrong.
+# server. Written by the master (or the local runner): its own CPU every few seconds, and each worker's with every
+# worker report (3 s). A row's figure is averaged since that process's previous row; above CLIENT_CPU_LIMIT_PERCENT
+# Locust warns that the response times may be wrong.
 CLIENT_HEALTH_FILE = "client_health.csv"
 CLIENT_HEALTH_COLUMNS = [
     "time",  # unix seconds

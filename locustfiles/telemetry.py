@@ -6,8 +6,10 @@ metric names in ``records``). Histograms are written as the observations since t
 without ``/metrics``, or with other metric names, gets one WARNING per problem; the run goes on and the file gets
 the columns the server has (or no rows).
 
-Every ``CLIENT_HEALTH_INTERVAL_S`` it appends the CPU of every load-generating process (``client_health.csv``) and
-keeps the highest per level, so that a level where the load generator was saturated is not read as the server's.
+It also appends the CPU of every load-generating process to ``client_health.csv``: its own every
+``CLIENT_HEALTH_INTERVAL_S``, each worker's with every worker report (the worker measures itself since its previous
+report), and keeps the highest per level, so that a level where the load generator was saturated is not read as
+the server's.
 
 No Locust import (importing Locust monkey-patches the process), so the parsing is unit-tested directly. Both loops
 are greenlets: under Locust ``requests`` is cooperative.
@@ -32,6 +34,7 @@ log = logging.getLogger(__name__)
 
 SCRAPE_TIMEOUT_S = 5.0
 CLIENT_HEALTH_INTERVAL_S = 5.0
+CPU_REPORT_KEY = "vllm_stress_cpu"
 
 _HISTOGRAM_PARTS = ("_bucket", "_count", "_sum")
 _SCALARS = {*records.SERVER_GAUGES.values(), *records.SERVER_COUNTERS.values()}
@@ -146,16 +149,31 @@ class ServerScraper:
             log.warning(message, *args)
 
 
-def client_cpu(runner) -> dict[str, float]:
-    """CPU % of every load-generating process: the master and its connected workers (from their heartbeats), or
-    the local runner."""
-    workers = getattr(runner, "clients", None)  # only a MasterRunner has them
-    if workers is None:
-        return {"local": runner.current_cpu_usage}
-    missing = set(workers.missing)
-    return {"master": runner.current_cpu_usage} | {
-        node.id: node.cpu_usage for node in workers.values() if node not in missing
-    }
+class CpuMeter:
+    """This process's CPU (user + system, every thread) since the previous reading, in percent of one core.
+
+    Measured here rather than taken from Locust, whose figure is refreshed every 10 s and reads 0 until its second
+    measurement: a short level would look idle."""
+
+    def __init__(self) -> None:
+        self.cpu_s, self.wall_s = time.process_time(), time.perf_counter()
+
+    def percent(self) -> float:
+        cpu_s, wall_s = time.process_time(), time.perf_counter()
+        elapsed = wall_s - self.wall_s
+        share = (cpu_s - self.cpu_s) / elapsed if elapsed > 0 else 0.0
+        self.cpu_s, self.wall_s = cpu_s, wall_s
+        return 100 * share
+
+
+def report_worker_cpu(environment) -> None:
+    """On a worker: send its CPU since the previous report with every worker report (every 3 s)."""
+    meter = CpuMeter()
+
+    def add_cpu(client_id, data, **_kw) -> None:
+        data[CPU_REPORT_KEY] = meter.percent()
+
+    environment.events.report_to_master.add_listener(add_cpu)
 
 
 class CsvAppender:
@@ -182,12 +200,15 @@ class Telemetry:
         self.recorder = recorder
         self.scraper: ServerScraper | None = None
         self.max_cpu_by_level: dict[int, float] = {}  # the highest CPU % of any load generator while at a level
-        self.latest_cpu: dict[str, float] = {}
+        self.latest_cpu: dict[str, float] = {}  # by process: its last figure
+        self.cpu_meter = CpuMeter()
+        self.own_name = "master" if hasattr(environment.runner, "clients") else "local"  # only a master has clients
         self.server_metrics: CsvAppender | None = None
         self.client_health: CsvAppender | None = None
         self.greenlets: list[gevent.Greenlet] = []
         environment.events.test_start.add_listener(self._start)  # after the recorder's: the run folder is open
         environment.events.test_stop.add_listener(self._stop)
+        environment.events.worker_report.add_listener(self._on_worker_report)
 
     def _start(self, environment, **_kw) -> None:
         if not self.recorder.folder:
@@ -195,6 +216,8 @@ class Telemetry:
         folder = self.recorder.folder.path
         self.scraper = None
         self.max_cpu_by_level.clear()
+        self.latest_cpu.clear()
+        self.cpu_meter.percent()  # from now on
         self.client_health = CsvAppender(folder, records.CLIENT_HEALTH_FILE, records.CLIENT_HEALTH_COLUMNS)
         self.greenlets = [gevent.spawn(self._repeat, CLIENT_HEALTH_INTERVAL_S, self._record_cpu)]
         options = environment.parsed_options
@@ -228,9 +251,14 @@ class Telemetry:
             self.server_metrics.write(row)
 
     def _record_cpu(self) -> None:
-        now, users = round(time.time(), 3), self.recorder.level
-        self.latest_cpu = client_cpu(self.environment.runner)
-        for worker, percent in self.latest_cpu.items():
-            self.client_health.write([now, users, worker, round(percent, 1)])
-        if self.latest_cpu:
-            self.max_cpu_by_level[users] = max(self.max_cpu_by_level.get(users, 0.0), *self.latest_cpu.values())
+        self._write_cpu(self.own_name, self.cpu_meter.percent())
+
+    def _on_worker_report(self, client_id, data, **_kw) -> None:
+        if CPU_REPORT_KEY in data and self.client_health:
+            self._write_cpu(client_id, data[CPU_REPORT_KEY])
+
+    def _write_cpu(self, process: str, percent: float) -> None:
+        users = self.recorder.level
+        self.client_health.write([round(time.time(), 3), users, process, round(percent, 1)])
+        self.latest_cpu[process] = percent
+        self.max_cpu_by_level[users] = max(self.max_cpu_by_level.get(users, 0.0), percent)

@@ -7,6 +7,7 @@ import pytest
 from analysis.levels import goodput, latency_percentiles, level_stats, level_windows, timeline, tokens_in_windows
 from analysis.load import load_run
 from analysis.synthetic import closed_loop_rows, request_rows, write_run
+from locustfiles.records import CLIENT_HEALTH_COLUMNS, CLIENT_HEALTH_FILE, SERVER_METRICS_COLUMNS, SERVER_METRICS_FILE
 
 T0 = 1_700_000_000.0
 # Level 10 ramps from T0+980 and holds [T0+1000, T0+1100): 100 s. Level 20 ramps from T0+1100, holds [T0+1120, T0+1220).
@@ -215,3 +216,22 @@ def test_timeline_counts_per_second():
     assert seconds["in_flight"].tolist() == [2, 1, 2, 0]
     assert seconds["failed"].tolist() == [0, 1, 0, 0]
     assert seconds["output_tokens"].tolist() == pytest.approx([5 + 2, 5 + 2, 5, 5 + 3])
+
+
+def test_server_held_and_waiting_by_littles_law_and_client_cpu(tmp_path):
+    """Level 20's requests take 4 s at the client; the server's histograms say it held each for 1 s, half of it
+    queued: by Little's law it held 20 x 1/4 = 5 requests, 2.5 of them waiting (a gateway held the rest)."""
+    folder = write_run(tmp_path / "run", level_20_rows(), LEVELS[1:])
+    scrapes = np.arange(T0 + 1110, T0 + 1231, 10.0)  # 50 requests finish every 10 s
+    server = pd.DataFrame({column: 0.0 for column in SERVER_METRICS_COLUMNS}, index=range(len(scrapes)))
+    server = server.assign(time=scrapes, users=20, e2e_count=50, e2e_sum_s=50 * 1.0, queue_sum_s=50 * 0.5)
+    server.to_csv(folder / SERVER_METRICS_FILE, index=False)
+    health = [(T0 + t, 20, worker, cpu) for t in (1100, 1115, 1130, 1230) for worker, cpu in (("w1", 40), ("w2", 60))]
+    health[5] = (T0 + 1130, 20, "w2", 93.0)  # covers (1115, 1130]: inside the hold
+    health[7] = (T0 + 1230, 20, "w2", 99.0)  # covers (1130, 1230]: overlaps the hold's end
+    pd.DataFrame(health, columns=CLIENT_HEALTH_COLUMNS).to_csv(folder / CLIENT_HEALTH_FILE, index=False)
+    level = stats_of(folder).loc[20]
+    assert level["server_e2e_mean_s"] == pytest.approx(1.0)
+    assert level["server_in_system_mean"] == pytest.approx(5.0)
+    assert level["server_waiting_mean"] == pytest.approx(2.5)
+    assert level["client_cpu_max_percent"] == 99.0

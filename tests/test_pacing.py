@@ -5,6 +5,7 @@ import statistics
 from tests.conftest import read_rows, run_locust, two_workers
 
 ARGS = ["--input-tokens", "32", "--output-tokens", "8", "--headless", "--only-summary", "-L", "WARNING"]
+OPEN_LOOP_LOG = ["-L", "INFO"]  # after ARGS: the workers log what their open loop did
 
 
 def arrival_gaps(rows):
@@ -16,12 +17,14 @@ def test_open_loop_rate_on_two_workers(simulator, tmp_path):
     sim = simulator("--profile", "cpu-tiny")
     out = tmp_path / "run"
     proc = run_locust("-f", "locustfiles/chat.py", "-H", sim.url, "-u", "40", "-r", "40", "-t", "8s",
-                      "--arrival-rate", "30", *two_workers(), "--results-dir", str(out), *ARGS)
+                      "--arrival-rate", "30", *two_workers(), "--results-dir", str(out), *ARGS, *OPEN_LOOP_LOG)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    loops = [line for line in proc.stderr.splitlines() if "Open loop:" in line]
+    assert len(loops) == 2 and all("asked 15.00/s in this process" in line for line in loops), loops
     rows = read_rows(out / "requests.csv")
     steady = [r for r in rows if float(r["start_time"]) > min(float(x["start_time"]) for x in rows) + 2]
     span = max(float(r["start_time"]) for r in steady) - min(float(r["start_time"]) for r in steady)
-    assert 30 * 0.75 < len(steady) / span < 30 * 1.25  # 30 req/s in total, not 30 per worker
+    assert 30 * 0.75 < len(steady) / span < 30 * 1.25, loops  # 30 req/s in total, not 30 per worker
     gaps = arrival_gaps(steady)
     assert 0.75 < statistics.stdev(gaps) / statistics.mean(gaps) < 1.3  # exponential gaps: coefficient of variation 1
     assert len({r["worker"] for r in rows}) == 2

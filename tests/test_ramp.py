@@ -25,6 +25,7 @@ def test_ramp_saturates_at_max_num_seqs(tmp_path):
     assert sorted(levels) == [4, 8, 16, 32]
     for users, level in levels.items():  # every level got its users: that many requests in flight
         assert level["concurrency_mean"] > 0.9 * users, (users, level["concurrency_mean"])
+        assert level["client_cpu_max_percent"] > 0  # the workers' own CPU reports reach client_health.csv
     tok_s = {users: level["output_tokens_per_s"] for users, level in levels.items()}
     assert tok_s[8] > 1.5 * tok_s[4]  # below max_num_seqs more users means more throughput
     assert abs(tok_s[16] / tok_s[8] - 1) < 0.15 and abs(tok_s[32] / tok_s[8] - 1) < 0.15  # then it stops growing

@@ -45,7 +45,8 @@ class SdkChatUser(User):
         read_options(self, environment)
         options = environment.parsed_options
         self.client = openai.OpenAI(base_url=self.host.rstrip("/") + "/v1", api_key=opts.api_key(options) or "EMPTY",
-                                    timeout=self.timeout, max_retries=0)
+                                    timeout=self.timeout, max_retries=0,
+                                    http_client=openai.DefaultHttpxClient(verify=not options.insecure))
 
     def on_start(self) -> None:
         start_user(self)

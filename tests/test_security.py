@@ -133,6 +133,10 @@ def test_tls_is_verified_unless_insecure(tls_server, tmp_path):
     rows = read_rows(tmp_path / "insecure" / "requests.csv")
     assert proc.returncode == 0 and rows and all(r["ok"] == "1" for r in rows)
     assert server.chat_requests("/fault/ok") == len(rows)
+    proc = run_locust("-f", "locustfiles/sdk.py", "-H", url, "-u", "1", "-t", "2s", *SHORT, "--insecure",
+                      "--stop-timeout", "5", "--results-dir", str(tmp_path / "sdk"), timeout=60)
+    sdk_rows = read_rows(tmp_path / "sdk" / "requests.csv")
+    assert proc.returncode == 0 and sdk_rows and all(r["ok"] == "1" for r in sdk_rows), proc.stderr[-2000:]
 
 
 def test_servers_bind_to_loopback_by_default(simulator):

@@ -233,7 +233,8 @@ def method_blocks(summary: dict) -> list[Block]:
         f"{stats.UNDERLOADED_RATIO:.0%} of its users — the server never saw the target concurrency (think time, a "
         "client connection cap, a gateway limit or a client that cannot keep up), so its numbers describe a lower load.",
         "Why a level is bound (the flag after its users, and 'Why it saturates there'): 'server-bound: waiting "
-        "requests' when requests queue inside the server (server_waiting_mean ≥ 1: max_num_seqs or the KV cache); "
+        "requests' when requests queue inside the server (server_waiting_mean ≥ 1 and ≥ "
+        f"{stats.QUEUED_SHARE:.0%} of server_in_system_mean: max_num_seqs or the KV cache); "
         f"'client-bound' when a load generator reached {stats.CLIENT_CPU_LIMIT_PERCENT} % CPU (Locust's warning limit) "
         "and the server did not queue; 'client/gateway-bound' when the server held under "
         f"{stats.UNDERLOADED_RATIO:.0%} of the users (server_in_system_mean, Little's law on its own e2e histogram): "

@@ -30,6 +30,7 @@ SATURATION_TOLERANCE = 0.05
 KNEE_MIN_EXCESS = 0.1
 UNSTABLE_LIMIT = 0.10
 UNDERLOADED_RATIO = 0.9
+QUEUED_SHARE = 0.1
 LATENCY_BUDGET = 1.5
 TRUST_FIELDS = ("output_tokens_per_s", "total_tokens_per_s", "e2e_p99_s")
 PEAK_FIELD = "output_tokens_per_s"
@@ -106,8 +107,9 @@ def level_bound(level: pd.Series) -> str:
     server_in_system_mean and server_waiting_mean in analysis.levels.LEVEL_FIELDS) and the load generators' CPU
     (client_health.csv):
 
-    * "server-bound: waiting requests": requests queued inside the server (waiting >= 1 on average): max_num_seqs
-      or the KV cache is the limit (with a note when a load generator was at its CPU limit too: its timings are
+    * "server-bound: waiting requests": requests queued inside the server: at least one waiting on average, and at
+      least QUEUED_SHARE of the requests it held (a request waits that share of its time there): max_num_seqs or
+      the KV cache is the limit (a prefill token budget alone delays arrivals by a step or two, a few per cent) (with a note when a load generator was at its CPU limit too: its timings are
       inflated);
     * "client-bound": a load generator at or above Locust's CPU warning limit while the server did not queue;
     * "client/gateway-bound": the server held under UNDERLOADED_RATIO of the level's users (running + waiting):
@@ -118,7 +120,8 @@ def level_bound(level: pd.Series) -> str:
     cpu = level.get("client_cpu_max_percent", np.nan)
     cpu_note = f"a load generator at {cpu:.0f} % CPU" if cpu >= CLIENT_CPU_LIMIT_PERCENT else ""
     held_note = f"the server held {held:.0f} of {level['users']:.0f}" if held < UNDERLOADED_RATIO * level["users"] else ""
-    if level.get("server_waiting_mean", np.nan) >= 1.0:
+    waiting = level.get("server_waiting_mean", np.nan)
+    if waiting >= 1.0 and waiting >= QUEUED_SHARE * held:
         return "server-bound: waiting requests" + (f" ({cpu_note}: client timings inflated)" if cpu_note else "")
     if cpu_note:
         return f"client-bound ({'; '.join(filter(None, (cpu_note, held_note)))})"

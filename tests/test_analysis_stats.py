@@ -65,10 +65,10 @@ def test_underloaded_below_ninety_percent_of_users_in_flight():
 
 def test_bound_names_the_limit_of_each_level():
     levels = pd.DataFrame({
-        "users": [8, 16, 16, 16, 16, 16],
-        "server_in_system_mean": [7.8, 15.7, 4.0, 15.6, 6.0, float("nan")],
-        "server_waiting_mean": [0.2, 7.7, 0.0, 0.3, 0.0, float("nan")],
-        "client_cpu_max_percent": [40.0, 95.0, 30.0, 97.0, 99.0, float("nan")],
+        "users": [8, 16, 16, 16, 16, 16, 200],
+        "server_in_system_mean": [7.8, 15.7, 4.0, 15.6, 6.0, float("nan"), 199.6],
+        "server_waiting_mean": [0.2, 7.7, 0.0, 0.3, 0.0, float("nan"), 4.0],  # 200: 2 % queued, a prefill budget
+        "client_cpu_max_percent": [40.0, 95.0, 30.0, 97.0, 99.0, float("nan"), 20.0],
     })
     assert stats.bound(levels).tolist() == [
         "",
@@ -76,6 +76,7 @@ def test_bound_names_the_limit_of_each_level():
         "client/gateway-bound (the server held 4 of 16)",
         "client-bound (a load generator at 97 % CPU)",
         "client-bound (a load generator at 99 % CPU; the server held 6 of 16)",
+        "",
         "",
     ]
 

@@ -26,7 +26,8 @@ from .server import Simulator
 
 READY_PREFIX = "vllm-stress simulator ready:"
 VLLM_FLAGS = ("served_model_name", "max_model_len", "max_num_seqs", "max_num_batched_tokens",
-              "gpu_memory_utilization", "block_size", "num_gpu_blocks_override", "stream_interval")  # fmt: skip
+              "gpu_memory_utilization", "block_size", "num_gpu_blocks_override", "enable_prefix_caching",
+              "stream_interval")  # fmt: skip
 ANSWER_FLAGS = ("answer_accuracy", "answer_flip_rate")
 
 
@@ -46,6 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--gpu-memory-utilization", type=float, help="share of device memory for weights + KV cache")
     parser.add_argument("--block-size", type=int, help="tokens per KV block")
     parser.add_argument("--num-gpu-blocks-override", type=int, help="KV block count instead of the memory model")
+    parser.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction,
+                        help="automatic prefix caching (default: the profile's; on, as in vLLM V1)")
     parser.add_argument("--stream-interval", type=int, help="tokens per streamed chunk (minimum)")
     parser.add_argument("--api-key", default=os.environ.get("VLLM_API_KEY"),
                         help="require 'Authorization: Bearer KEY' on /v1 paths (default: $VLLM_API_KEY, as vLLM; the "

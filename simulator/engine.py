@@ -11,6 +11,9 @@ reference/vllm-behaviour.md section 3):
 * then waiting requests are admitted FCFS while budget, ``max_num_seqs`` and KV blocks allow; a prompt is admitted
   only when the blocks for all of it are free (``scheduler_reserve_full_isl``); the first that does not fit (or has
   not arrived yet at the engine clock, when a driver runs the engine behind its wall clock) blocks the queue;
+* with prefix caching (``--enable-prefix-caching``, vLLM V1's default), an admitted request starts with the longest
+  run of its leading prompt blocks that are cached (``kv_cache_manager.get_computed_blocks``) as computed tokens, so
+  only the rest is scheduled and paid for; its first admission counts the prompt tokens looked up and hit;
 * a request whose computed tokens catch up with its tokens samples one token; it finishes with ``length`` at
   ``max_tokens`` or with ``stop`` when it reaches its planned end (EOS), releasing its blocks.
 
@@ -34,23 +37,31 @@ class Sequence:
 
     ``stop_after`` is the output length at which the sequence samples EOS and ends with ``stop`` (0: never, as with
     ``ignore_eos``). ``sink`` and ``index`` belong to the caller (who to tell about tokens, which choice this is).
+    ``block_hashes`` are the chained hashes of the prompt's full blocks (``kvcache.prompt_block_hashes``; the ``n``
+    children of a request share them); without them the prompt never hits the prefix cache.
     """
 
     __slots__ = (
-        "prompt_len", "max_tokens", "stop_after", "sink", "index",
-        "num_computed", "num_output", "num_blocks", "num_preemptions", "finish_reason",
+        "prompt_len", "max_tokens", "stop_after", "sink", "index", "block_hashes",
+        "num_computed", "num_output", "num_blocks", "cached_blocks", "num_hashed", "num_cached_tokens",
+        "num_preemptions", "finish_reason",
         "arrival", "first_scheduled", "first_token", "previous_token", "last_token", "finished_at",
     )  # fmt: skip
 
-    def __init__(self, prompt_len: int, max_tokens: int, stop_after: int = 0, sink=None, index: int = 0) -> None:
+    def __init__(self, prompt_len: int, max_tokens: int, stop_after: int = 0, sink=None, index: int = 0,
+                 block_hashes: tuple[int, ...] = ()) -> None:  # fmt: skip
         self.prompt_len = prompt_len
         self.max_tokens = max_tokens
         self.stop_after = stop_after
         self.sink = sink
         self.index = index
+        self.block_hashes = block_hashes
         self.num_computed = 0
         self.num_output = 0
         self.num_blocks = 0
+        self.cached_blocks: list[int] = []  # hashes of the cached blocks it holds (kvcache.py)
+        self.num_hashed = 0  # leading prompt blocks already hit or registered
+        self.num_cached_tokens = 0  # prompt tokens found in the prefix cache at its first admission
         self.num_preemptions = 0
         self.finish_reason: str | None = None
         self.arrival = 0.0
@@ -71,12 +82,14 @@ class Engine:
         self.max_num_seqs = profile.max_num_seqs
         self.max_num_batched_tokens = profile.max_num_batched_tokens
         self.max_model_len = profile.max_model_len
-        self.kv = KVCache(num_gpu_blocks(profile), profile.block_size)
+        self.kv = KVCache(num_gpu_blocks(profile), profile.block_size, profile.enable_prefix_caching)
         self.steptime = StepTimeModel(profile, seed)
         self.clock = 0.0
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
         self.num_preemptions = 0
+        self.prefix_cache_queries = 0  # prompt tokens looked up in the prefix cache, at first admission
+        self.prefix_cache_hits = 0  # of which found cached
         self.last_num_scheduled_tokens = 0
 
     @property
@@ -140,19 +153,28 @@ class Engine:
         return budget, preempted
 
     def _schedule_waiting(self, scheduled: list[tuple[Sequence, int]], budget: int) -> None:
-        waiting = self.waiting
+        waiting, kv = self.waiting, self.kv
         while waiting and budget > 0 and len(self.running) < self.max_num_seqs:
             seq = waiting[0]
+            if seq.arrival > self.clock:
+                return
+            hits = kv.lookup(seq)
+            computed = len(hits) * kv.block_size
             total = seq.prompt_len + seq.num_output
-            n = min(total, budget)
-            if seq.arrival > self.clock or not self.kv.allocate(seq, n, reserve_tokens=total):
+            n = min(total - computed, budget)
+            if not kv.allocate(seq, computed + n, reserve_tokens=total, hits=hits):
                 return
             waiting.popleft()
             self.running.append(seq)
+            seq.num_computed = computed
             scheduled.append((seq, n))
             budget -= n
             if seq.first_scheduled is None:
                 seq.first_scheduled = self.clock
+                seq.num_cached_tokens = computed
+                if kv.caching:
+                    self.prefix_cache_queries += total
+                    self.prefix_cache_hits += computed
 
     def _preempt(self, seq: Sequence) -> None:
         self.kv.release(seq)

@@ -1,4 +1,5 @@
-"""Paged KV cache accounting: blocks of ``block_size`` tokens, as vLLM's block pool counts them.
+"""Paged KV cache accounting: blocks of ``block_size`` tokens, as vLLM's block pool counts them, with automatic
+prefix caching.
 
 vLLM sizes the cache once at start-up (``vllm/v1/worker/gpu_worker.py`` ``determine_available_memory``,
 ``vllm/v1/core/kv_cache_utils.py`` ``get_num_blocks``): ``gpu_memory_utilization x device memory - weights``, divided
@@ -6,10 +7,19 @@ by the bytes one block takes on one rank; ``--num-gpu-blocks-override`` replaces
 reserved "null" block, and ``vllm:kv_cache_usage_perc`` is ``1 - free / (num_blocks - 1)``
 (``vllm/v1/core/block_pool.py`` ``get_usage``). A request holds ``ceil(tokens / block_size)`` blocks for the tokens
 computed so far; start-up fails if one ``max_model_len`` request cannot fit (``kv_cache_planning.py``).
-Only block counts matter here: no contents, no prefix cache.
+
+Prefix caching (``vllm/v1/core/block_pool.py``, ``kv_cache_manager.py``): a full prompt block is known by the chained
+hash of its parent's hash and its token ids (``kv_cache_utils.hash_block_tokens``), registered when a step is
+scheduled to fill it (``cache_blocks`` in ``allocate_slots``). A cached block has a reference count; at 0 it stays
+cached but is free, and allocation takes blocks that hold no cached prefix first, then evicts cached ones least
+recently freed first (a request frees its blocks tail first). Only counts and hashes are kept, no block ids: a block
+a sequence fills while an identical one is already cached stays its own (vLLM would cache both copies). Only prompt
+blocks are hashed (simulated outputs have no token ids).
 """
 
 from __future__ import annotations
+
+from collections import OrderedDict
 
 from .profiles import Profile
 from .steptime import kv_bytes_per_token_per_rank
@@ -33,33 +43,100 @@ def num_gpu_blocks(profile: Profile) -> int:
     return blocks
 
 
-class KVCache:
-    """Free-block counter; sequences keep their own block count in ``seq.num_blocks``."""
+def prompt_block_hashes(token_ids: list[int], block_size: int) -> tuple[int, ...]:
+    """Chained hashes of the full blocks of a prompt: equal hashes mean equal prefixes up to that block."""
+    hashes, parent = [], None
+    for end in range(block_size, len(token_ids) + 1, block_size):
+        parent = hash((parent, *token_ids[end - block_size : end]))
+        hashes.append(parent)
+    return tuple(hashes)
 
-    def __init__(self, num_blocks: int, block_size: int) -> None:
+
+class KVCache:
+    """Free-block counts and the prefix cache; sequences keep their own block count in ``seq.num_blocks``, the hashes
+    of the cached blocks they hold in ``seq.cached_blocks`` and how many prompt blocks were hashed in
+    ``seq.num_hashed``."""
+
+    def __init__(self, num_blocks: int, block_size: int, caching: bool) -> None:
         self.num_blocks = num_blocks
         self.block_size = block_size
+        self.caching = caching
         self.usable_blocks = num_blocks - 1
-        self.free_blocks = self.usable_blocks
+        self.empty_blocks = self.usable_blocks  # free blocks that hold no cached prefix
+        self.refs: dict[int, int] = {}  # hash of a cached block -> sequences holding it
+        self.evictable: OrderedDict[int, None] = OrderedDict()  # cached blocks held by none, least recently freed first
+
+    @property
+    def free_blocks(self) -> int:
+        """vLLM's ``get_num_free_blocks``: cached blocks nobody holds are free."""
+        return self.empty_blocks + len(self.evictable)
 
     def blocks_for(self, num_tokens: int) -> int:
         return -(-num_tokens // self.block_size)
 
-    def allocate(self, seq, num_tokens: int, reserve_tokens: int = 0) -> bool:
-        """Grow ``seq`` to hold ``num_tokens`` tokens; fail (allocating nothing) if the blocks for
-        ``max(num_tokens, reserve_tokens)`` are not free."""
+    def lookup(self, seq) -> list[int]:
+        """Hashes of the longest run of ``seq``'s leading blocks that are cached, leaving at least its last token to
+        compute (``get_computed_blocks``: ``max_cache_hit_length = num_tokens - 1``)."""
+        limit = (seq.prompt_len + seq.num_output - 1) // self.block_size
+        hits = []
+        for block_hash in seq.block_hashes[:limit]:
+            if block_hash not in self.refs:
+                break
+            hits.append(block_hash)
+        return hits
+
+    def allocate(self, seq, num_tokens: int, reserve_tokens: int = 0, hits: list[int] | tuple = ()) -> bool:
+        """Grow ``seq`` to hold ``num_tokens`` tokens, the first ones in the cached blocks ``hits`` (from
+        ``lookup``, at admission); fail, changing nothing, if the blocks for ``max(num_tokens, reserve_tokens)``
+        are not free. The full prompt blocks the tokens reach are registered in the cache."""
         needed = self.blocks_for(max(num_tokens, reserve_tokens)) - seq.num_blocks
+        if hits:  # held hits are shared; free ones are taken out of the free blocks
+            needed += sum(1 for block_hash in hits if not self.refs[block_hash]) - len(hits)
         if needed > self.free_blocks:
             return False
+        if hits:
+            self._share(seq, hits)
         grow = self.blocks_for(num_tokens) - seq.num_blocks
         if grow > 0:
-            self.free_blocks -= grow
+            self._take(grow)
             seq.num_blocks += grow
+        if self.caching and seq.num_hashed < len(seq.block_hashes):
+            self._register(seq, num_tokens // self.block_size)
         return True
 
+    def _share(self, seq, hits: list[int]) -> None:
+        refs = self.refs
+        for block_hash in hits:
+            if not refs[block_hash]:
+                del self.evictable[block_hash]
+            refs[block_hash] += 1
+        seq.cached_blocks = list(hits)
+        seq.num_hashed = seq.num_blocks = len(hits)
+
+    def _take(self, count: int) -> None:
+        empty = min(count, self.empty_blocks)
+        self.empty_blocks -= empty
+        for _ in range(count - empty):
+            block_hash, _ = self.evictable.popitem(last=False)
+            del self.refs[block_hash]
+
+    def _register(self, seq, num_full_blocks: int) -> None:
+        for block_hash in seq.block_hashes[seq.num_hashed : num_full_blocks]:
+            if block_hash not in self.refs:
+                self.refs[block_hash] = 1
+                seq.cached_blocks.append(block_hash)
+        seq.num_hashed = min(num_full_blocks, len(seq.block_hashes))
+
     def release(self, seq) -> None:
-        self.free_blocks += seq.num_blocks
-        seq.num_blocks = 0
+        """Free all of ``seq``'s blocks; cached ones keep their hash and become evictable, tail first."""
+        refs = self.refs
+        for block_hash in reversed(seq.cached_blocks):
+            refs[block_hash] -= 1
+            if not refs[block_hash]:
+                self.evictable[block_hash] = None
+        self.empty_blocks += seq.num_blocks - len(seq.cached_blocks)
+        seq.num_blocks = seq.num_hashed = 0
+        seq.cached_blocks = []
 
     @property
     def usage(self) -> float:

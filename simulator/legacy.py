@@ -36,10 +36,10 @@ async def generate(request: web.Request, simulator: Simulator) -> web.StreamResp
     if not isinstance(prompt, str):
         raise ApiError("'prompt' (a string) is required", param="prompt")
     sampling = parse_sampling(body, [prompt])
-    prompt_len = 1 + simulator.tokenizer.count(prompt)
-    max_tokens = resolve_max_tokens(sampling, prompt_len, simulator.profile.max_model_len,
+    token_ids = simulator.tokenizer.encode(prompt)
+    max_tokens = resolve_max_tokens(sampling, len(token_ids), simulator.profile.max_model_len,
                                     COMPLETIONS_DEFAULT_MAX_TOKENS)  # fmt: skip
-    stream = simulator.generator.start([(prompt_len, max_tokens)], sampling.n, seed=sampling.seed,
+    stream = simulator.generator.start([(token_ids, max_tokens)], sampling.n, seed=sampling.seed,
                                        min_tokens=sampling.min_tokens, ignore_eos=sampling.ignore_eos, interval=1,
                                        streaming=streaming)  # fmt: skip
     try:

@@ -9,7 +9,9 @@ decode = first -> last token, inference = first scheduled -> last token, e2e = a
 
 Observations are plain Python counters updated once per engine step by the driver (no locks, no per-token
 prometheus calls); a custom collector turns them into metric families when ``/metrics`` is scraped, reading the
-gauges (running, waiting, KV usage, preemptions) live from the engine.
+gauges (running, waiting, KV usage) and the engine's counters (preemptions, prefix cache queries and hits, counted
+at a request's first admission as vLLM's scheduler does) live from the engine. Prompt tokens are split into computed
+and cached ones when a sequence's prefill ends.
 """
 
 from __future__ import annotations
@@ -33,15 +35,14 @@ PARAMS_N_BUCKETS = [1, 2, 5, 10, 20]
 PREEMPTIONS_BUCKETS = [1, 2, 3, 4, 5, 10, 20]
 FINISHED_REASONS = ("stop", "length", "abort")
 PROMPT_SOURCES = ("local_compute", "local_cache_hit", "external_kv_transfer")
+CACHE_HIT_SOURCES = ("device", "host", "p2p", "disk", "external_unspecified")  # vllm/v1/metrics/cache_hit_source.py
 SLEEP_STATES = ("awake", "weights_offloaded", "discard_all")
-# Families of features the simulator does not have (prefix/multimodal/external caches, FLOP estimates): always 0.
+# Families of features the simulator does not have (multimodal/external caches, FLOP estimates): always 0.
 ZERO_COUNTERS = {
-    "vllm:prefix_cache_hits": "Prefix cache hits, in terms of number of cached tokens.",
     "vllm:external_prefix_cache_queries": "External prefix cache queries, in terms of number of queried tokens.",
     "vllm:external_prefix_cache_hits": "External prefix cache hits, in terms of number of cached tokens.",
     "vllm:mm_cache_queries": "Multi-modal cache queries, in terms of number of queried items.",
     "vllm:mm_cache_hits": "Multi-modal cache hits, in terms of number of cached items.",
-    "vllm:prompt_tokens_cached": "Number of cached prompt tokens (local + external).",
     "vllm:estimated_flops_per_gpu": "Estimated number of floating point operations per GPU.",
     "vllm:estimated_read_bytes_per_gpu": "Estimated number of bytes read from memory per GPU.",
     "vllm:estimated_write_bytes_per_gpu": "Estimated number of bytes written to memory per GPU.",
@@ -94,6 +95,7 @@ class EngineMetrics:
         self.labels = [model_name, "0"]
         self.cache_info = cache_info
         self.prompt_tokens = 0
+        self.cached_prompt_tokens = 0
         self.generation_tokens = 0
         self.finished = Counter({reason: 0 for reason in FINISHED_REASONS})
         lengths = one_two_five_buckets(engine.max_model_len)
@@ -148,6 +150,7 @@ class EngineMetrics:
             if seq.previous_token is None:
                 self.ttft.observe(seq.first_token - seq.arrival)
                 self.prompt_tokens += seq.prompt_len
+                self.cached_prompt_tokens += seq.num_cached_tokens
             else:
                 gaps[seq.last_token - seq.previous_token] += 1
             if seq.finish_reason in ("stop", "length"):  # aborts are observed by whoever aborts
@@ -162,7 +165,7 @@ class EngineMetrics:
         self.request_generation.observe(seq.num_output)
         self.request_max_tokens.observe(seq.max_tokens)
         self.request_max_generation.observe(seq.num_output)  # per sequence: each choice counts on its own
-        self.request_kv_computed.observe(seq.prompt_len)
+        self.request_kv_computed.observe(seq.prompt_len - seq.num_cached_tokens)
         self.request_preemptions.observe(seq.num_preemptions)
         if seq.first_scheduled is not None:
             self.queue.observe(seq.first_scheduled - seq.arrival)
@@ -189,15 +192,23 @@ class EngineMetrics:
             family.add_metric([*self.labels, key], value)
         return family
 
+    def _prefix_cache(self):
+        engine, cached = self.engine, self.cached_prompt_tokens
+        yield self._counter("vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens.",
+                            engine.prefix_cache_queries)  # fmt: skip
+        yield self._counter("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.",
+                            engine.prefix_cache_hits)  # fmt: skip
+        yield self._by_label(CounterMetricFamily, "vllm:prompt_tokens_by_source", "Number of prompt tokens by source.",
+                             "source", dict.fromkeys(PROMPT_SOURCES, 0)
+                             | {"local_compute": self.prompt_tokens - cached, "local_cache_hit": cached})  # fmt: skip
+        yield self._counter("vllm:prompt_tokens_cached", "Number of cached prompt tokens (local + external).", cached)
+        yield self._by_label(CounterMetricFamily, "vllm:prompt_tokens_cached_by_source",
+                             "Number of cached prompt tokens by source.", "source",
+                             dict.fromkeys(CACHE_HIT_SOURCES, 0) | {"device": engine.prefix_cache_hits})  # fmt: skip
+
     def _unsimulated_features(self):
         for name, documentation in ZERO_COUNTERS.items():
             yield self._counter(name, documentation, 0)
-        yield self._counter("vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens.",
-                            self.prompt_tokens)  # fmt: skip
-        yield self._by_label(CounterMetricFamily, "vllm:prompt_tokens_by_source", "Number of prompt tokens by source.",
-                             "source", {source: 0 for source in PROMPT_SOURCES} | {"local_compute": self.prompt_tokens})
-        yield self._by_label(CounterMetricFamily, "vllm:prompt_tokens_cached_by_source",
-                             "Number of cached prompt tokens by source.", "source", dict.fromkeys(PROMPT_SOURCES, 0))
         yield self._by_label(GaugeMetricFamily, "vllm:engine_sleep_state", "Engine sleep state.", "sleep_state",
                              {state: float(state == "awake") for state in SLEEP_STATES})
         rejections = CounterMetricFamily("vllm:admission_rejections", "Requests rejected by admission control.",
@@ -230,4 +241,5 @@ class EngineMetrics:
                                  labels=[*self.cache_info, "engine"])  # fmt: skip
         info.add_metric([*self.cache_info.values(), "0"], 1.0)
         yield info
+        yield from self._prefix_cache()
         yield from self._unsimulated_features()

@@ -60,6 +60,8 @@ class Profile:
     output_len_sigma: float
     # vLLM's --num-gpu-blocks-override; 0 = derive the KV block count from memory
     num_gpu_blocks_override: int = 0
+    # vLLM's --enable-prefix-caching (on by default in V1)
+    enable_prefix_caching: bool = True
     # simulated answers to benchmark questions (answers.py): chance the first answer is right, flip chance per other
     # sequence in flight
     answer_accuracy: float = 0.8
@@ -70,7 +72,17 @@ class Profile:
 
 
 FIELD_TYPES = {field.name: field.type for field in dataclasses.fields(Profile)}
-_CASTS = {"str": str, "int": int, "float": float}
+_BOOLEANS = {"true": True, "1": True, "false": False, "0": False}
+
+
+def _boolean(value: object) -> bool:
+    text = str(value).lower()  # TOML booleans and command-line strings
+    if text not in _BOOLEANS:
+        raise ValueError(f"expected true or false, got {value!r}")
+    return _BOOLEANS[text]
+
+
+_CASTS = {"str": str, "int": int, "float": float, "bool": _boolean}
 
 
 def profile_names() -> list[str]:

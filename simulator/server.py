@@ -59,7 +59,8 @@ class Simulator:
         self.engine = Engine(profile, seed=seed)
         cache_info = {"block_size": str(profile.block_size),
                       "gpu_memory_utilization": str(profile.gpu_memory_utilization),
-                      "num_gpu_blocks": str(self.engine.kv.num_blocks)}  # fmt: skip
+                      "num_gpu_blocks": str(self.engine.kv.num_blocks),
+                      "enable_prefix_caching": str(profile.enable_prefix_caching)}  # fmt: skip
         self.metrics = EngineMetrics(self.engine, self.model, cache_info)
         self.registry = self.metrics.registry()
         self.http_metrics = HttpMetrics()
@@ -120,12 +121,12 @@ class Simulator:
         check_model(body, self.model)
         messages = parse_messages(body)
         generation = parse_generation(body, [messages])
-        prompt_len = self.tokenizer.chat_count(messages)
-        max_tokens = resolve_max_tokens(generation, prompt_len, self.profile.max_model_len, None)
+        token_ids = self.tokenizer.chat_encode(messages)
+        max_tokens = resolve_max_tokens(generation, len(token_ids), self.profile.max_model_len, None)
         reply = None
         if not generation.ignore_eos and not generation.min_tokens:
             reply = self.answers.reply(messages, generation.seed or 0, self.driver.load)
-        return await self._generate(request, generation, [(prompt_len, max_tokens)], chat=True, reply=reply)
+        return await self._generate(request, generation, [(token_ids, max_tokens)], chat=True, reply=reply)
 
     async def completions(self, request: web.Request) -> web.StreamResponse:
         body = parse_json(await request.read())
@@ -133,19 +134,19 @@ class Simulator:
         generation = parse_generation(body, parse_prompts(body))
         prompts = []
         for prompt in generation.prompts:
-            prompt_len = 1 + self.tokenizer.count(prompt) if isinstance(prompt, str) else len(prompt)
-            max_tokens = resolve_max_tokens(generation, prompt_len, self.profile.max_model_len,
+            token_ids = self.tokenizer.encode(prompt) if isinstance(prompt, str) else prompt
+            max_tokens = resolve_max_tokens(generation, len(token_ids), self.profile.max_model_len,
                                             COMPLETIONS_DEFAULT_MAX_TOKENS)  # fmt: skip
-            prompts.append((prompt_len, max_tokens))
+            prompts.append((token_ids, max_tokens))
         return await self._generate(request, generation, prompts, chat=False)
 
-    async def _generate(self, request: web.Request, generation, prompts: list[tuple[int, int]], chat: bool,
+    async def _generate(self, request: web.Request, generation, prompts: list[tuple[list[int], int]], chat: bool,
                         reply: Reply | None = None):  # fmt: skip
         interval = max(generation.stream_interval or 1, self.profile.stream_interval)
         stream = self.generator.start(prompts, generation.n, seed=generation.seed, min_tokens=generation.min_tokens,
                                       ignore_eos=generation.ignore_eos, interval=interval,
                                       streaming=generation.stream, reply=reply)  # fmt: skip
-        prompt_tokens = sum(prompt_len for prompt_len, _ in prompts)
+        prompt_tokens = sum(len(token_ids) for token_ids, _ in prompts)
         try:
             if generation.stream:
                 fmt = ChunkFormat(chat, self.model, generation.continuous_usage, prompt_tokens)

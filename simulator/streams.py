@@ -19,6 +19,7 @@ from aiohttp import web
 
 from .answers import Reply
 from .engine import Sequence
+from .kvcache import prompt_block_hashes
 from .profiles import Profile
 from .protocol import DONE, ChunkFormat
 from .sampling import plan_sequence, text_bytes
@@ -86,24 +87,28 @@ class RequestStream:
 
 
 class Generator:
-    """Creates the engine sequences of a request: seeded text offsets and EOS positions, ``n`` per prompt."""
+    """Creates the engine sequences of a request: seeded text offsets and EOS positions, ``n`` per prompt sharing
+    its block hashes (with prefix caching)."""
 
     def __init__(self, profile: Profile, driver, seed: int) -> None:
         self.profile = profile
         self.driver = driver
         self._rng = random.Random(seed)
 
-    def start(self, prompts: list[tuple[int, int]], n: int, *, seed: int | None, min_tokens: int, ignore_eos: bool,
-              interval: int, streaming: bool, reply: Reply | None = None) -> RequestStream:  # fmt: skip
-        """Submit ``n`` sequences for each ``(prompt_len, max_tokens)``; choice index = prompt * n + i. With a
+    def start(self, prompts: list[tuple[list[int], int]], n: int, *, seed: int | None, min_tokens: int,
+              ignore_eos: bool, interval: int, streaming: bool, reply: Reply | None = None) -> RequestStream:  # fmt: skip
+        """Submit ``n`` sequences for each ``(prompt token ids, max_tokens)``; choice index = prompt * n + i. With a
         ``reply`` (a question's answer), every choice generates it and ends after it."""
         rng = random.Random(seed if seed is not None else self._rng.getrandbits(64))
         stream = RequestStream(interval, streaming)
-        for prompt_len, max_tokens in prompts:
+        profile = self.profile
+        for token_ids, max_tokens in prompts:
+            hashes = prompt_block_hashes(token_ids, profile.block_size) if profile.enable_prefix_caching else ()
             for _ in range(n):
-                offset, stop_after = plan_sequence(rng, self.profile, min_tokens, ignore_eos)
+                offset, stop_after = plan_sequence(rng, profile, min_tokens, ignore_eos)
                 stop_after = reply.length if reply else stop_after
-                seq = Sequence(prompt_len, max_tokens, stop_after, sink=stream, index=len(stream.seqs))
+                seq = Sequence(len(token_ids), max_tokens, stop_after, sink=stream, index=len(stream.seqs),
+                               block_hashes=hashes)  # fmt: skip
                 stream.add(seq, offset, reply)
         self.driver.metrics.request_n.observe(n, len(prompts))
         self.driver.submit(stream.seqs)

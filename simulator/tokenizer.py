@@ -27,7 +27,6 @@ SPECIAL_TOKENS = {
     END_HEADER_ID: "<|end_header_id|>",
     EOT_ID: "<|eot_id|>",
 }
-GENERATION_PROMPT_TOKENS = 3
 _MEMO_LIMIT = 1_000_000
 
 
@@ -47,10 +46,6 @@ class Tokenizer:
                 self._texts[token_id] = token
         return token_id
 
-    @staticmethod
-    def count(text: str) -> int:
-        return len(TOKEN_PATTERN.findall(text))
-
     def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
         ids = [self.token_id(token) for token in TOKEN_PATTERN.findall(text)]
         return [BOS_ID, *ids] if add_special_tokens else ids
@@ -69,14 +64,8 @@ class Tokenizer:
             previous = token_id
         return "".join(pieces)
 
-    def chat_count(self, messages: list[tuple[str, str]], add_generation_prompt: bool = True) -> int:
-        """Prompt tokens of ``messages`` (``(role, text)`` pairs) after the chat template."""
-        total = 1 + (GENERATION_PROMPT_TOKENS if add_generation_prompt else 0)
-        for role, text in messages:
-            total += 3 + self.count(role) + self.count(text)
-        return total
-
     def chat_encode(self, messages: list[tuple[str, str]], add_generation_prompt: bool = True) -> list[int]:
+        """Token ids of ``messages`` (``(role, text)`` pairs) after the chat template."""
         ids = [BOS_ID]
         for role, text in messages:
             ids += [START_HEADER_ID, *self.encode(role, False), END_HEADER_ID, *self.encode(text, False), EOT_ID]

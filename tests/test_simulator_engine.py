@@ -1,10 +1,12 @@
-"""The simulator's engine in virtual time: scheduling rules, KV accounting, step-time anchors, the MI325X fit and
-saturation, all without HTTP or wall-clock time."""
+"""The simulator's engine in virtual time: scheduling rules, KV accounting, prefix caching, step-time anchors, the
+MI325X fit and saturation, all without HTTP or wall-clock time."""
+
+import random
 
 import pytest
 
 from simulator.engine import Engine, Sequence
-from simulator.kvcache import num_gpu_blocks
+from simulator.kvcache import num_gpu_blocks, prompt_block_hashes
 from simulator.profiles import load_profile, parse_assignments, profile_names
 from simulator.steptime import StepTimeModel
 from simulator.virtual import closed_loop
@@ -28,6 +30,25 @@ def run_until_idle(engine, limit=100_000):
             return
         engine.step()
     raise AssertionError("engine did not drain")
+
+
+def random_tokens(count, seed):
+    return random.Random(seed).choices(range(128000), k=count)
+
+
+def prompted(token_ids, max_tokens=4, hashed=True):
+    """A sequence for ``token_ids`` with its block hashes (block size 16), as the server makes it."""
+    return Sequence(len(token_ids), max_tokens, block_hashes=prompt_block_hashes(token_ids, 16) if hashed else ())
+
+
+def served_alone(engine, seq):
+    """Run ``seq`` on an idle engine until it finishes; returns the tokens scheduled by each step."""
+    engine.add_request(seq)
+    steps = []
+    while engine.has_work:
+        engine.step()
+        steps.append(engine.last_num_scheduled_tokens)
+    return steps
 
 
 def test_profiles_load_and_override():
@@ -179,3 +200,87 @@ def test_small_kv_cache_preempts_in_closed_loop():
     result = closed_loop(profile, 8, 200, 300, requests=32)
     assert result.preemptions > 0
     assert result.completed == 32 and result.output_tokens_per_s > 0
+
+
+def test_prefix_cache_hit_schedules_only_the_uncached_tail():
+    engine = Engine(tiny())
+    prompt = random_tokens(1000, seed=1)
+    first, second, prefix = prompted(prompt), prompted(prompt), prompted(prompt[:992])
+    assert served_alone(engine, first)[0] == 1000
+    assert served_alone(engine, second)[0] == 1000 - 992  # 62 full blocks hit; the partial 63rd is computed
+    assert second.first_token - second.arrival < 0.2 * (first.first_token - first.arrival)
+    # a prompt of only full cached blocks still computes its last token: its last block is recomputed
+    assert served_alone(engine, prefix)[0] == 16
+    assert [seq.num_cached_tokens for seq in (first, second, prefix)] == [0, 992, 976]
+    assert (engine.prefix_cache_queries, engine.prefix_cache_hits) == (1000 + 1000 + 992, 992 + 976)
+    assert engine.kv.free_blocks == engine.kv.usable_blocks and engine.kv.usage == 0  # cached blocks count as free
+
+
+def test_choices_of_one_request_share_the_prompt_blocks_in_the_same_step():
+    engine = Engine(tiny())
+    prompt = random_tokens(1000, seed=2)
+    hashes = prompt_block_hashes(prompt, 16)
+    choices = [Sequence(1000, 4, block_hashes=hashes) for _ in range(2)]
+    for seq in choices:
+        engine.add_request(seq)
+    engine.step()  # the first choice registers its blocks when scheduled; the second finds them
+    assert engine.last_num_scheduled_tokens == 1000 + 8 and engine.prefix_cache_hits == 992
+    assert engine.kv.usable_blocks - engine.kv.free_blocks == 63 + 1
+
+
+def test_different_prompts_short_prompts_and_partial_prefixes():
+    engine = Engine(tiny())
+    for seed in (3, 4):
+        assert served_alone(engine, prompted(random_tokens(1000, seed)))[0] == 1000
+    short = random_tokens(15, seed=5)
+    assert [served_alone(engine, prompted(short))[0] for _ in range(2)] == [15, 15]
+    assert (engine.prefix_cache_queries, engine.prefix_cache_hits) == (2030, 0)
+    shared = random_tokens(500, seed=6)
+    served_alone(engine, prompted(shared + random_tokens(300, seed=7)))
+    assert served_alone(engine, prompted(shared + random_tokens(300, seed=8)))[0] == 800 - 496  # 31 full blocks
+
+
+def test_cached_blocks_are_evicted_least_recently_freed_first():
+    engine = Engine(tiny(max_model_len=512, num_gpu_blocks_override=33))  # 32 usable blocks
+    a, c, big = random_tokens(100, seed=9), random_tokens(100, seed=10), random_tokens(420, seed=11)
+    for tokens in (a, c):
+        served_alone(engine, prompted(tokens, max_tokens=1))  # 7 blocks each, 6 of them cached
+    assert (engine.kv.empty_blocks, len(engine.kv.evictable)) == (32 - 12, 12)
+    assert served_alone(engine, prompted(big, max_tokens=1))[0] == 420  # 27 blocks: all of a's and c's last go
+    c_again, a_again = prompted(c, max_tokens=1), prompted(a, max_tokens=1)
+    served_alone(engine, c_again)
+    served_alone(engine, a_again)
+    assert (c_again.num_cached_tokens, a_again.num_cached_tokens) == (5 * 16, 0)
+    assert engine.kv.free_blocks == engine.kv.usable_blocks
+
+
+def test_preempted_sequence_finds_its_cached_blocks_again():
+    engine = Engine(tiny(max_model_len=128, num_gpu_blocks_override=9))  # 8 usable blocks of 16 tokens
+    first, second = prompted(random_tokens(64, seed=13), 10), prompted(random_tokens(64, seed=14), 10)
+    engine.add_request(first)
+    engine.add_request(second)
+    engine.step()
+    engine.step()  # first needs a 5th block: second is preempted; its 4 cached blocks are freed, tail first
+    assert engine.num_preemptions == 1 and second.num_blocks == 0
+    assert len(engine.kv.evictable) == 3 and engine.kv.empty_blocks == 0  # its last block went to first
+    while second.num_computed == 0:
+        engine.step()
+    assert first.finish_reason == "length" and engine.last_num_scheduled_tokens == 65 - 3 * 16
+    assert (engine.prefix_cache_queries, engine.prefix_cache_hits) == (128, 0)  # re-admissions are not counted
+    run_until_idle(engine)
+    assert second.num_output == 10 and engine.kv.free_blocks == engine.kv.usable_blocks
+
+
+def test_disabled_prefix_caching_keeps_the_old_schedule():
+    prompt = random_tokens(1000, seed=12)
+
+    def schedule(profile, hashed):
+        engine = Engine(profile)
+        steps = [served_alone(engine, prompted(prompt, hashed=hashed)) for _ in range(2)]
+        return steps, engine.clock, engine.prefix_cache_queries, engine.prefix_cache_hits
+
+    disabled = tiny(**parse_assignments(["enable_prefix_caching=false"]))
+    assert disabled.enable_prefix_caching is False and tiny().enable_prefix_caching is True
+    steps, clock, queries, hits = schedule(disabled, hashed=True)
+    assert (steps[1][0], queries, hits) == (1000, 0, 0)
+    assert schedule(tiny(), hashed=False)[:2] == (steps, clock)  # as an engine without prefix caching

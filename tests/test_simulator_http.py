@@ -272,3 +272,32 @@ def test_metrics_names_types_and_buckets(sim):
     e2e_bounds = sorted(float(dict(labels)["le"]) for name, labels in samples
                         if name == "vllm:e2e_request_latency_seconds_bucket")  # fmt: skip
     assert e2e_bounds == [*REQUEST_LATENCY_BUCKETS, float("inf")]
+
+
+def prefix_cache_counters(url: str) -> tuple[float, ...]:
+    samples = metric_samples(url)
+    return (samples["vllm:prefix_cache_queries_total", frozenset()], samples["vllm:prefix_cache_hits_total", frozenset()],
+            samples["vllm:prompt_tokens_by_source_total", frozenset({("source", "local_cache_hit")})],
+            samples["vllm:prompt_tokens_cached_by_source_total", frozenset({("source", "device")})])  # fmt: skip
+
+
+def test_prefix_cache_counters_count_identical_chat_requests(sim):
+    messages = [{"role": "user", "content": " ".join(["prefix", "caching", "probe"] * 70)}]
+    before = prefix_cache_counters(sim.url)
+    prompt_tokens = [post(sim.url, CHAT, {"messages": messages, "max_tokens": 2})[1]["usage"]["prompt_tokens"]
+                     for _ in range(2)]  # fmt: skip
+    hits = (prompt_tokens[0] - 1) // 16 * 16  # all full blocks, but the last token is computed
+    assert prompt_tokens == [218, 218] and hits == 208
+    after = prefix_cache_counters(sim.url)
+    assert [b - a for a, b in zip(before, after, strict=True)] == [2 * 218, hits, hits, hits]
+    _, _, data = request(sim.url, "GET", "/metrics")
+    assert 'enable_prefix_caching="True"' in data.decode()
+
+
+def test_no_enable_prefix_caching_flag():
+    with start_simulator("--no-enable-prefix-caching") as sim:
+        messages = [{"role": "user", "content": " ".join(["same"] * 100)}]
+        for _ in range(2):
+            assert post(sim.url, CHAT, {"messages": messages, "max_tokens": 2})[0] == 200
+        assert prefix_cache_counters(sim.url) == (0, 0, 0, 0)
+        assert 'enable_prefix_caching="False"' in request(sim.url, "GET", "/metrics")[2].decode()

@@ -109,8 +109,8 @@ def level_bound(level: pd.Series) -> str:
 
     * "server-bound: waiting requests": requests queued inside the server: at least one waiting on average, and at
       least QUEUED_SHARE of the requests it held (a request waits that share of its time there): max_num_seqs or
-      the KV cache is the limit (a prefill token budget alone delays arrivals by a step or two, a few per cent) (with a note when a load generator was at its CPU limit too: its timings are
-      inflated);
+      the KV cache is the limit (a prefill token budget alone delays arrivals by a step or two, a few per cent).
+      A note is added when a load generator was at its CPU limit too: its timings are inflated;
     * "client-bound": a load generator at or above Locust's CPU warning limit while the server did not queue;
     * "client/gateway-bound": the server held under UNDERLOADED_RATIO of the level's users (running + waiting):
       requests were held back before they reached it (a client connection cap, a gateway limit, a starved worker);

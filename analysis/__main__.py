@@ -53,7 +53,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--slo",
         metavar="METRIC=LIMIT,...",
-        help="goodput limits per request, e.g. ttft=2s,tpot=50ms,e2e=30s (metrics ttft, tpot, e2e; units s or ms)",
+        help="goodput limits per request, e.g. ttft=2s,tpot=50ms,e2e=30s (metrics ttft, tpot, e2e; units s or ms; "
+        "a bare number is milliseconds, as in vllm bench serve --goodput)",
     )
     parser.add_argument(
         "--scaling",
@@ -90,7 +91,8 @@ def parse_gpus(values: list[str]) -> int | dict[str, int] | None:
 
 
 def parse_slo(text: str | None) -> dict[str, float] | None:
-    """'ttft=2s,tpot=50ms' -> {"ttft": 2.0, "tpot": 0.05} (seconds)."""
+    """'ttft=2s,tpot=50' -> {"ttft": 2.0, "tpot": 0.05} (seconds; a bare number is milliseconds, as vLLM's
+    ``--goodput ttft:500`` means 500 ms)."""
     if not text:
         return None
     slo = {}
@@ -100,7 +102,7 @@ def parse_slo(text: str | None) -> dict[str, float] | None:
         if not name.strip() or not match:
             raise AnalysisError(f"--slo: {item!r} is not METRIC=LIMIT (e.g. ttft=2s, tpot=50ms)")
         value, unit = match.groups()
-        slo[name.strip()] = float(value) / (1000 if unit == "ms" else 1)
+        slo[name.strip()] = float(value) / (1 if unit == "s" else 1000)
     return slo
 
 

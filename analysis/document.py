@@ -7,6 +7,7 @@ from pathlib import Path
 from analysis import levels as level_defs
 from analysis import stats
 from analysis.render import Block, Bullets, Heading, Image, Paragraph, Table
+from vllm_stress import steady as steady_rule
 
 TITLE = "vLLM stress test report"
 
@@ -66,39 +67,71 @@ def build_report(summary: dict, plots: dict[str, Path]) -> list[Block]:
 
 
 def overview(summary: dict) -> str:
-    """One sentence per config answering the four questions."""
+    """One sentence per config answering the four questions, and what could not be measured."""
     sentences = []
     for label, c in summary["configs"].items():
-        peak = c["peak"]
-        sentences.append(
-            f"{label} ({c['runs']} run{'s' if c['runs'] > 1 else ''}): peak {tokens(peak['output_tokens_per_s'])} "
-            f"output tok/s ({tokens(peak['total_tokens_per_s'])} total tok/s) at {peak['users']} users with p99 e2e "
-            f"{seconds(peak['e2e_p99_s'])}; saturates at {c['saturation_users']} users; "
-            f"recommended concurrency {c['recommendations']['balanced']} (balanced)."
-        )
+        runs = f"{label} ({c['runs']} run{'s' if c['runs'] > 1 else ''})"
+        if c["peak"] is None:
+            sentences.append(f"{runs}: no level reached a steady state, so nothing is said about its capacity.")
+        else:
+            sentences.append(f"{runs}: peak {peak_throughput(c)} at {c['peak']['users']} users with p99 e2e "
+                             f"{seconds(c['peak']['e2e_p99_s'])}; saturates at {c['saturation_users']} users; "
+                             f"recommended concurrency {c['recommendations']['balanced']} (balanced).")
+        sentences += unsteady_sentences(c)
     return " ".join(sentences)
+
+
+def peak_throughput(config: dict) -> str:
+    peak = config["peak"]
+    if config["throughput_field"] == "requests_per_s":
+        return f"{peak['requests_per_s']:.2f} requests/s (no token counts: the server sent no usage)"
+    return f"{tokens(peak['output_tokens_per_s'])} output tok/s ({tokens(peak['total_tokens_per_s'])} total tok/s)"
+
+
+def unsteady_sentences(config: dict) -> list[str]:
+    """What was not measurable, and the hold it needs."""
+    levels = [level for level in config["levels"] if not level["steady"]]
+    if not levels:
+        return []
+    names = ", ".join(f"{level['users']} users ({level['steady_reason']})" for level in levels)
+    sentences = [f"Not steady, so left out of the peak, saturation and recommendations: {names}."]
+    needs = [level for level in levels if level.get("hold_needed_s")]
+    if needs:
+        top = max(needs, key=lambda level: level["users"])
+        e2e = top["hold_needed_s"] / steady_rule.MIN_LIFETIMES
+        sentences.append(f"At {top['users']} users a steady window needs a hold of at least "
+                         f"{top['hold_needed_s']:.0f} s after a warm-up of at least {e2e:.0f} s (--step-time auto "
+                         f"holds each level until it is steady).")
+    return sentences
 
 
 def comparison_table(configs: dict[str, dict]) -> Table:
     """The seed's cross-model table: one column per config."""
     rows = {
-        "Peak output tok/s": lambda c: tokens(c["peak"]["output_tokens_per_s"]),
-        "Peak total tok/s": lambda c: tokens(c["peak"]["total_tokens_per_s"]),
-        "Peak at (users)": lambda c: str(c["peak"]["users"]),
+        "Peak output tok/s": lambda c: tokens(peak_value(c, "output_tokens_per_s")),
+        "Peak total tok/s": lambda c: tokens(peak_value(c, "total_tokens_per_s")),
+        "Peak at (users)": lambda c: "-" if c["peak"] is None else str(c["peak"]["users"]),
         "Peak total tok/s per GPU": lambda c: per_gpu(c, "total_tokens_per_s_per_gpu"),
         "Peak output tok/s per GPU": lambda c: per_gpu(c, "output_tokens_per_s_per_gpu"),
-        "Saturation point (users)": lambda c: f"~{c['saturation_users']}",
+        "Saturation point (users)": lambda c: "-" if c["saturation_users"] is None else f"~{c['saturation_users']}",
         "Why it saturates there": saturation_reason,
         "Knee (users)": lambda c: "-" if c["knee_users"] is None else str(c["knee_users"]),
         "Scaling": lambda c: f"{ratio(c['scaling']['factor'])} ({c['scaling']['from']}→{c['scaling']['to']})",
-        "p99 e2e @ peak": lambda c: seconds(c["peak"]["e2e_p99_s"]),
+        "p99 e2e @ peak": lambda c: seconds(peak_value(c, "e2e_p99_s")),
+        "Levels not steady": lambda c: ", ".join(map(str, c["unsteady_levels"])) or "none",
         "Lowest success rate": lambda c: percent(min_or_none(level["success_rate"] for level in c["levels"])),
     }
     return Table(["Metric", *configs], [[name, *(cell(c) for c in configs.values())] for name, cell in rows.items()])
 
 
+def peak_value(config: dict, key: str) -> float | None:
+    return None if config["peak"] is None else config["peak"].get(key)
+
+
 def saturation_reason(config: dict) -> str:
     """Why throughput stops growing: the first bound (analysis.stats.bound) at or above the saturation level."""
+    if config["saturation_users"] is None:
+        return "-"
     above = [level for level in config["levels"] if level["users"] >= config["saturation_users"]]
     if all(level.get(f) is None for level in above for f in ("server_in_system_mean", "client_cpu_max_percent")):
         return "- (no server_metrics.csv or client_health.csv)"
@@ -109,6 +142,8 @@ def saturation_reason(config: dict) -> str:
 
 
 def per_gpu(config: dict, key: str) -> str:
+    if config["peak"] is None:
+        return "-"
     if not config["gpus"]:
         return "- (no --gpus)"
     return f"{tokens(config['peak'][key])} ({config['gpus']} GPUs)"
@@ -123,7 +158,7 @@ def recommendation_table(configs: dict[str, dict]) -> Table:
     rows = []
     for label, config in configs.items():
         by_users = {level["users"]: level for level in config["levels"]}
-        for use_case, users in config["recommendations"].items():
+        for use_case, users in (config["recommendations"] or {}).items():
             level = by_users[users]
             rows.append([
                 label,
@@ -148,20 +183,24 @@ def config_caption(config: dict) -> str:
 
 
 def level_table(config: dict) -> Table:
-    headers = ["Users", "Requests", "Success", "Output tok/s", "Total tok/s", "Req/s", "In flight", "Server held"]
-    headers += ["Client CPU"]
+    open_loop = any(level.get("schedule_lag_p50_s") is not None for level in config["levels"])
+    headers = ["Users", "Steady", "Requests", "Success", "Output tok/s", "Total tok/s", "Req/s", "In flight"]
+    headers += ["Server held", "Client CPU"]
     headers += ["TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99", "ITL p50", "ITL p99", "e2e p50", "e2e p90", "e2e p99"]
+    headers += ["Arrival wait p50", "Arrival wait p99"] if open_loop else []
     has_goodput = "goodput_ratio" in config["levels"][0]
     headers += ["Goodput"] if has_goodput else []
     rows = []
     for level in config["levels"]:
-        row = [str(level["users"]), tokens(level["requests"]), percent(level["success_rate"])]
+        row = [str(level["users"]), "yes" if level["steady"] else f"no: {level['steady_reason']}"]
+        row += [tokens(level["requests"]), percent(level["success_rate"])]
         row += [with_ci(level, "output_tokens_per_s", tokens), with_ci(level, "total_tokens_per_s", tokens)]
         row += [f"{level['requests_per_s']:.2f}", f"{level['concurrency_mean']:.1f}"]
         row += [mean_count(level.get("server_in_system_mean")), cpu(level.get("client_cpu_max_percent"))]
         for field in ("ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "itl_p50_s", "itl_p99_s"):
             row.append(seconds(level[field]))
         row += [seconds(level["e2e_p50_s"]), seconds(level["e2e_p90_s"]), with_ci(level, "e2e_p99_s", seconds)]
+        row += [seconds(level["schedule_lag_p50_s"]), seconds(level["schedule_lag_p99_s"])] if open_loop else []
         row += [percent(level["goodput_ratio"])] if has_goodput else []
         flags = level_flags(level)
         if flags:
@@ -171,12 +210,17 @@ def level_table(config: dict) -> Table:
 
 
 def level_flags(level: dict) -> str:
-    """'partial', 'underloaded: N in flight' and/or 'unstable: fields' for a level, or ''."""
+    """'partial', 'underloaded: N in flight', the bound, aborted and off-target counts and/or 'unstable: fields'
+    for a level, or ''."""
     flags = ["partial"] if level["partial"] else []
     if level["underloaded"]:
         flags.append(f"underloaded: {level['concurrency_mean']:.0f} in flight")
     if level.get("bound"):
         flags.append(level["bound"])
+    if level.get("aborted"):
+        flags.append(f"{level['aborted']:.0f} aborted at the stop")
+    if level.get("off_target"):
+        flags.append(f"{level['off_target']:.0f} off their token targets")
     if level.get("unstable"):
         flags.append("unstable: " + ", ".join(level["unstable"]))
     return "; ".join(flags)
@@ -188,6 +232,9 @@ def error_blocks(config: dict) -> list[Block]:
     items += [f"{name}: {count} (locust_failures.csv)" for name, count in config["locust_failures"].items()]
     if config["locust_exceptions"]:
         items.append(f"unhandled exceptions in Locust tasks: {config['locust_exceptions']} (locust_exceptions.csv)")
+    if config["aborted"]:
+        items.append(f"not failures: {config['aborted']} streams aborted because the run stopped its users "
+                     "(requests.csv error Aborted; their tokens count in tok/s)")
     if not items:
         return []
     return [Paragraph("Failures over the whole runs (all levels, ramps included):"), Bullets(items)]
@@ -208,12 +255,22 @@ RECOMMENDATION_NOTE = (
 def method_blocks(summary: dict) -> list[Block]:
     """How every number was obtained."""
     definitions = [
-        "Steady-state window: with levels.csv, [hold_start, hold_end) of each level (ramp-up and the drain after "
-        "hold_end excluded); without it, from the level's first request start plus a warm-up margin (its median e2e, "
-        "at most half the level) to its last request start (the drain after it excluded).",
-        "Attribution: a request belongs to the level in its users column (the level it started in). Requests, "
-        "failures, success rate, req/s, goodput and the TTFT/TPOT/e2e percentiles come from the level's requests that "
-        "ended inside the window. Rows merged from several workers are treated as one population with one window.",
+        "Window: with levels.csv, [hold_start, hold_end) of each level (ramp-up and the drain after hold_end "
+        "excluded); without it, from the level's first request start plus a warm-up margin (its median e2e, at most "
+        "half the level) to its last request start (the drain after it excluded). A level the run never held (it "
+        "stopped during the level's ramp or warm-up) gets a window from its rows and is never steady.",
+        f"Steady state: a window is steady when it holds at least {steady_rule.MIN_LIFETIMES:.0f} request lifetimes "
+        f"(window / e2e p50), each half has at least {steady_rule.MIN_PER_HALF} measured requests, and its two halves "
+        f"agree: completions within {steady_rule.RATE_TOLERANCE:.0%} (or {steady_rule.NOISE_Z:.0f} standard "
+        f"deviations of a Poisson count), output tok/s and requests in flight within "
+        f"{steady_rule.RATE_TOLERANCE:.0%}, and e2e p50 and TTFT p50 moving by at most "
+        f"{steady_rule.LATENCY_TOLERANCE:.0%} of the e2e p50. Levels that are not steady are shown with the first "
+        "check they failed and are never the peak, the saturation point, the knee or a recommendation.",
+        "Attribution: a request belongs to the level in its users column (the level it started in) and counts where "
+        "it ended. Aborted requests (the run stopped its users mid-stream) are neither successes nor failures; "
+        "failures are every other error; successful requests whose usage is off their token targets, or that the "
+        "server aborted, are counted but not timed; the rest (measured requests) give req/s, goodput and every "
+        "latency percentile. Rows merged from several workers are treated as one population with one window.",
         "Throughput (tok/s): what the server produced during the window, from every request whatever its level or "
         "outcome, / window length. Each request's output tokens are spread evenly from its first token (its start "
         "when it has no TTFT) to its end and the part inside the window counts; its prompt tokens count when its "
@@ -222,9 +279,10 @@ def method_blocks(summary: dict) -> list[Block]:
         "concurrency), where counting the requests that ended in the window would be lumpy or empty. The timeline "
         "plots spread output tokens per second the same way.",
         "Percentiles: linear interpolation between samples (numpy's default, as vllm bench serve); ITL from "
-        "itl_histogram.csv buckets (smallest bucket reaching the quantile), over the whole level.",
-        f"Peak: the level with the highest mean output tok/s. Saturation point: the smallest level within "
-        f"{stats.SATURATION_TOLERANCE:.0%} of the peak output tok/s.",
+        "itl_histogram.csv buckets (smallest bucket reaching the quantile), filled by the load generators from the "
+        "level's successful streams that ended during its hold.",
+        f"Peak: the steady level with the highest mean output tok/s (requests/s when no level has token counts). "
+        f"Saturation point: the smallest steady level within {stats.SATURATION_TOLERANCE:.0%} of the peak.",
         f"Knee: Kneedle — users and output tok/s scaled to [0, 1], the level where throughput exceeds the diagonal "
         f"most; none when that excess is below {stats.KNEE_MIN_EXCESS} or with fewer than three levels.",
         "Scaling: output tok/s at the second level divided by output tok/s at the first (total tok/s gives the same "
@@ -233,12 +291,15 @@ def method_blocks(summary: dict) -> list[Block]:
         f"{stats.UNDERLOADED_RATIO:.0%} of its users — the server never saw the target concurrency (think time, a "
         "client connection cap, a gateway limit or a client that cannot keep up), so its numbers describe a lower load.",
         "Why a level is bound (the flag after its users, and 'Why it saturates there'): 'server-bound: waiting "
-        "requests' when requests queue inside the server (server_waiting_mean ≥ 1 and ≥ "
+        "requests' when requests queue inside the server's engine (server_waiting_mean ≥ 1 and ≥ "
         f"{stats.QUEUED_SHARE:.0%} of server_in_system_mean: max_num_seqs or the KV cache); "
         f"'client-bound' when a load generator reached {stats.CLIENT_CPU_LIMIT_PERCENT} % CPU (Locust's warning limit) "
-        "and the server did not queue; 'client/gateway-bound' when the server held under "
-        f"{stats.UNDERLOADED_RATIO:.0%} of the users (server_in_system_mean, Little's law on its own e2e histogram): "
-        "requests were held back before they reached it.",
+        "and the server did not queue; 'client/gateway-bound' when vLLM's HTTP layer held under "
+        f"{stats.UNDERLOADED_RATIO:.0%} of the users (requests were held back before they reached it); "
+        "'frontend-bound' when the HTTP layer held the users but the engine did not (the rest of each request's time "
+        "was in vLLM's frontend: HTTP, chat template, tokenization, detokenization, streaming). What a layer held "
+        "comes from Little's law on the server's own histograms: the sum of the latencies it recorded in the window "
+        "divided by the time its scrapes cover.",
         "Repeats: several runs of one label; per level the mean, sample standard deviation and 95 % CI half-width "
         f"t(0.975, n-1)·sd/√n. A level is flagged unstable when, for output tok/s, total tok/s or p99 e2e, the "
         f"coefficient of variation or the CI half-width exceeds {stats.UNSTABLE_LIMIT:.0%} of the mean.",

@@ -1,6 +1,6 @@
 """Per-level steady-state windows and the statistics of one run in each window.
 
-Window of a level (what "steady state" means here):
+Window of a level:
 
 * with ``levels.csv``: ``[hold_start, hold_end)`` — the ramp (``ramp_start`` .. ``hold_start``) and everything
   after ``hold_end`` (the next level's ramp, the final drain) are left out;
@@ -8,19 +8,29 @@ Window of a level (what "steady state" means here):
   (the level's median e2e, at most half the level) to the level's *last request start* — after that no request of
   the level is sent any more, so what follows is the drain, not steady state (a header-only levels.csv counts as
   none);
-* a level with rows but no ``levels.csv`` row (the run was killed during it: levels.csv gets a level's row when the
-  level ends) gets a window derived from its rows, as above, and is marked partial.
+* a level that was never held — the run stopped during its ramp or warm-up (levels.csv gives it no hold), or was
+  killed before levels.csv got its row — gets a window derived from its rows, as above, is marked partial and is
+  never steady.
 
-Attribution: a request belongs to the level in its ``users`` column (the level it started in). Its latencies and
-its success count where it *ended*: a level's percentiles and req/s come from its requests that ended inside the
-window. Token throughput is what the server produced *during* the window, whoever asked for it: each request's
-output tokens are spread evenly from its first token (its start when it has no TTFT) to its end (they stream at a
-steady pace in between), its prompt tokens count when its first token came (the prefill was done), and the parts
-that fall inside the window are summed. This holds when requests last longer than the window (long outputs,
-queueing at high concurrency), where counting only the requests that ended inside it would be lumpy or empty.
-Tokens of failed or aborted streams count as far as they were received (``chunks`` when there is no usage). The
-per-second timeline spreads output tokens the same way. Rows from several workers are already merged into one
-file; nothing here depends on their order.
+Whether a window *is* a steady state is decided by ``vllm_stress.steady`` (``steady``, ``steady_reason``); only
+steady levels can be the peak, the saturation point, the knee or a recommendation (``analysis.stats``).
+
+Populations. A request belongs to the level in its ``users`` column (the level it started in) and counts where it
+*ended*. Of a level's requests that ended in the window:
+
+* **aborted** ones (``records.ABORTED``: the run stopped its users mid-stream) are neither successes nor failures;
+* **failures** are every other error (what the server or the network did wrong);
+* **off target** ones succeeded but the server's ``usage`` differs from what the request was built and forced to
+  have (``count_mismatch``), or the server aborted them (``finish_reason`` abort): they are counted, not timed;
+* **measured** ones are the rest of the successes: every latency percentile (TTFT, TPOT, e2e, and ITL, whose
+  histogram the load generators fill only from successful streams that ended during a hold) and req/s use exactly
+  these.
+
+Token throughput is what the server produced *during* the window, whoever asked for it, by the rule of
+``vllm_stress.metrics.streamed_tokens``; prompt tokens count when their request's first token came (the prefill was
+done). Output tokens are the server's ``usage`` counts, or the chunks received for a stream that ended without usage
+(failed, aborted). A level none of whose successful requests carried usage has no tok/s (NaN) rather than 0.
+Rows from several workers are already merged into one file; nothing here depends on their order.
 """
 
 from __future__ import annotations
@@ -29,7 +39,10 @@ import numpy as np
 import pandas as pd
 
 from analysis.load import AnalysisError, Run
-from locustfiles.records import LEVELS_FILE, REQUESTS_FILE
+from locustfiles.records import ABORTED, LEVELS_FILE, REQUESTS_FILE
+from vllm_stress import steady
+from vllm_stress.metrics import mean_in_flight as in_flight_mean
+from vllm_stress.metrics import streamed_tokens
 
 PERCENTILES = (50, 90, 99)
 LEVEL_CLOCK_SLACK_S = 1.0  # worker rows of a new level may start slightly before the master wrote the last hold_end
@@ -39,41 +52,55 @@ LATENCY_METRICS = {"ttft": "ttft_s", "tpot": "tpot_s", "e2e": "e2e_s"}  # SLO / 
 LEVEL_FIELDS = {
     "users": "target concurrency (Locust users) of the level",
     "window_s": "length of the steady-state window, seconds",
-    "requests": "requests of the level that ended in the window (successes and failures)",
-    "failures": "of those, the failed ones",
+    "steady": "the window is a steady state (vllm_stress.steady: enough request lifetimes, halves that agree); only "
+    "steady levels can be the peak, the saturation point, the knee or a recommendation",
+    "steady_reason": "why the level is steady or not, in one line",
+    "lifetimes": "window_s / the e2e p50 of the level's measured requests: how many request lifetimes it holds",
+    "hold_needed_s": "the shortest hold that can be steady at this e2e p50 (after a warm-up of one lifetime)",
+    "requests": "requests of the level that ended in the window, successes and failures (aborted ones apart)",
+    "failures": "of those, the failed ones (what the server or the network did wrong)",
+    "aborted": "requests of the level ended in the window because the run stopped its users mid-stream: neither "
+    "successes nor failures",
+    "off_target": "successful requests whose usage differs from their token targets (count_mismatch) or that the "
+    "server aborted (finish_reason abort): counted, but left out of every latency percentile",
     "success_rate": "1 - failures / requests",
-    "requests_per_s": "successful requests ended in the window / window_s",
-    "output_tokens_per_s": "output tokens streamed during the window by any request (each request's spread evenly "
-    "from its first token to its end) / window_s",
+    "requests_per_s": "measured requests (successful, on target) ended in the window / window_s",
+    "output_tokens_per_s": "output tokens streamed during the window by any request (vllm_stress.metrics."
+    "streamed_tokens) / window_s; empty when none of the level's successful requests carried usage",
     "total_tokens_per_s": "(output tokens as above + prompt tokens of the requests whose first token came in the "
     "window) / window_s",
-    "rows_without_usage": "successful requests ended in the window without usage (tok/s counts their chunks as output "
-    "tokens and no prompt tokens)",
+    "rows_without_usage": "successful requests ended in the window without usage",
     "concurrency_mean": "requests actually in flight, averaged over the window (any level's requests)",
-    "server_e2e_mean_s": "the server's own mean e2e latency (arrival to finish, server_metrics.csv) of the requests it "
-    "finished in the window",
-    "server_in_system_mean": "requests the server held (running + waiting), by Little's law: concurrency_mean x "
-    "server_e2e_mean_s / the client's mean e2e of the successful requests ended in the window",
-    "server_waiting_mean": "requests waiting in the server's queue: server_in_system_mean x the share of the server's "
-    "e2e spent queued (its queue-time histogram)",
+    "server_e2e_mean_s": "the server's own mean e2e latency (arrival in its engine to finish, server_metrics.csv) of "
+    "the requests it finished in the window",
+    "server_in_system_mean": "requests the server's engine held (running + waiting), by Little's law from its own "
+    "e2e histogram alone: the sum of the e2e of the requests it finished in the window / the time the scrapes cover",
+    "server_waiting_mean": "requests waiting in the engine's queue, the same way from its queue-time histogram",
+    "server_http_held_mean": "requests vLLM's HTTP layer held (its http_request_duration_highr_seconds histogram, the "
+    "same way): the engine's time plus the frontend's (HTTP, chat template, tokenization, detokenization, streaming)",
     "client_cpu_max_percent": "CPU of the busiest load-generating process (client_health.csv, 100 = one core): the "
     "highest of the samples whose span (since the process's previous sample) overlaps the window",
-    "ttft_p50_s": "time to first token percentiles (p50/p90/p99) of the successful requests ended in the window",
+    "ttft_p50_s": "time to first token percentiles (p50/p90/p99) of the measured requests ended in the window",
     "tpot_p50_s": "time per output token after the first, same requests",
-    "itl_p50_s": "inter-chunk latency from itl_histogram.csv (whole level, not only the window)",
+    "itl_p50_s": "inter-chunk latency of the level's successful streams that ended during its hold "
+    "(itl_histogram.csv buckets)",
     "e2e_p50_s": "end-to-end latency, same requests",
-    "goodput_requests_per_s": "successful requests meeting every SLO / window_s (TPOT counts as met when undefined)",
+    "schedule_lag_p50_s": "open loop: how long the level's requests waited for a free user after their scheduled "
+    "arrival (p50/p99; TTFT and e2e start at the send, as in vllm bench serve, so this wait is not in them)",
+    "goodput_requests_per_s": "measured requests meeting every SLO / window_s (TPOT counts as met when undefined)",
     "goodput_ratio": "requests meeting every SLO / requests",
     "partial": "the window was cut short because the run stopped early",
 }
 
 
 def level_windows(run: Run) -> tuple[pd.DataFrame, bool]:
-    """The steady-state window of each level (users, start, end, partial) and whether the run is partial."""
+    """The window of each level (users, start, end, partial, held) and whether the run is partial."""
     rows = run.requests
     last_end = rows["end_time"].max()
     if "levels" not in run.tables:
-        return derived_windows(rows).assign(partial=False), run.interrupted
+        never_held = not run.tables.get("not_held", pd.DataFrame()).empty  # a plain run has no hold to miss
+        windows = derived_windows(rows).assign(partial=never_held, held=not never_held)
+        return windows, run.interrupted or never_held
     levels = run.tables["levels"].sort_values("hold_start")
     windows = pd.DataFrame(
         {"users": levels["users"].astype("int64"), "start": levels["hold_start"], "end": levels["hold_end"]}
@@ -83,22 +110,22 @@ def level_windows(run: Run) -> tuple[pd.DataFrame, bool]:
     if partial:
         windows["end"] = windows["end"].fillna(last_end).clip(upper=last_end)
     windows["partial"] = partial & (windows["end"] < levels["hold_end"].fillna(np.inf))
-    windows = pd.concat([windows, unlisted.assign(partial=True)], ignore_index=True)
+    windows = pd.concat([windows.assign(held=True), unlisted.assign(partial=True, held=False)], ignore_index=True)
     return windows[windows["end"] > windows["start"]].reset_index(drop=True), bool(partial)
 
 
 def unlisted_level_windows(run: Run, windows: pd.DataFrame) -> pd.DataFrame:
-    """Derived windows for levels missing from levels.csv because the run was killed during them.
-
-    levels.csv gets a level's row when the level ends, so a killed run's last level has rows but no levels.csv
-    row. Its requests all start after the last listed level's hold_end; any other unlisted level is an error.
-    """
+    """Derived windows for the levels that were never held: levels.csv says the run stopped during their ramp or
+    warm-up, or has no row for them because the run was killed during them (a level's row is written when it ends).
+    The requests of an unlisted level all start after the last listed level's hold_end; any other is an error."""
     rows = run.requests
     unlisted = rows[~rows["users"].isin(windows["users"])]
     if unlisted.empty:
         return pd.DataFrame(columns=["users", "start", "end"])
+    not_held = run.tables.get("not_held", pd.DataFrame(columns=["users"]))["users"]
     first_start = unlisted.groupby("users")["start_time"].min()
-    unknown = first_start[first_start < windows["end"].max() - LEVEL_CLOCK_SLACK_S].index.tolist()
+    late = first_start >= windows["end"].max() - LEVEL_CLOCK_SLACK_S
+    unknown = first_start[~late & ~first_start.index.isin(not_held)].index.tolist()
     if unknown:
         raise AnalysisError(f"{run.path / REQUESTS_FILE}: unknown level(s) users={unknown} not in {LEVELS_FILE}")
     return derived_windows(unlisted)
@@ -127,47 +154,86 @@ def stopped_early(rows: pd.DataFrame, windows: pd.DataFrame) -> bool:
     return bool(rows["end_time"].max() < last["end"] - slack)
 
 
+def classify(rows: pd.DataFrame) -> pd.DataFrame:
+    """The rows with the boolean columns of the populations in the module docstring: aborted, failed, off_target,
+    measured."""
+    aborted = ~rows["ok"] & (rows["error"] == ABORTED).fillna(False)
+    off_target = rows["ok"] & (rows["count_mismatch"] | (rows["finish_reason"] == "abort").fillna(False))
+    return rows.assign(aborted=aborted, failed=~rows["ok"] & ~aborted, off_target=off_target,
+                       measured=rows["ok"] & ~off_target)
+
+
 def level_stats(run: Run, windows: pd.DataFrame, slo: dict[str, float] | None = None) -> pd.DataFrame:
     """One row per level with every field of LEVEL_FIELDS (percentiles p50/p90/p99)."""
-    rows = run.requests
+    rows = classify(run.requests)
     by_users = windows.set_index("users")
     window_s = by_users["end"] - by_users["start"]
     in_window = rows["end_time"].between(
         rows["users"].map(by_users["start"]), rows["users"].map(by_users["end"]), inclusive="left"
     )
     ended = rows[in_window]
-    good = ended[ended["ok"]]
+    counted = ended[~ended["aborted"]]
+    measured = ended[ended["measured"]]
     stats = pd.DataFrame(index=by_users.index)
     stats["window_s"] = window_s
-    stats["requests"] = ended.groupby("users").size().reindex(stats.index, fill_value=0)
-    stats["failures"] = (~ended["ok"]).groupby(ended["users"]).sum().reindex(stats.index, fill_value=0)
+    stats = stats.join(steady_verdicts(rows, windows))
+    def per_level(flags: pd.Series) -> pd.Series:
+        return flags.groupby(ended["users"]).sum().reindex(stats.index, fill_value=0)
+
+    stats["requests"] = counted.groupby("users").size().reindex(stats.index, fill_value=0)
+    stats["failures"] = per_level(ended["failed"])
+    stats["aborted"] = per_level(ended["aborted"])
+    stats["off_target"] = per_level(ended["off_target"])
     stats["success_rate"] = 1 - stats["failures"] / stats["requests"].where(stats["requests"] > 0)
-    stats["requests_per_s"] = good.groupby("users").size().reindex(stats.index, fill_value=0) / window_s
+    stats["requests_per_s"] = measured.groupby("users").size().reindex(stats.index, fill_value=0) / window_s
+    stats["rows_without_usage"] = per_level(ended["ok"] & ended["completion_tokens"].isna())
     output_tokens, prompt_tokens = tokens_in_windows(rows, windows)
-    stats["output_tokens_per_s"] = output_tokens.to_numpy() / window_s
-    stats["total_tokens_per_s"] = (output_tokens + prompt_tokens).to_numpy() / window_s
-    no_usage = good["completion_tokens"].isna().groupby(good["users"]).sum()
-    stats["rows_without_usage"] = no_usage.reindex(stats.index, fill_value=0)
+    successes = per_level(ended["ok"])
+    counted_tokens = ~((successes > 0) & (stats["rows_without_usage"] == successes))
+    stats["output_tokens_per_s"] = (output_tokens.to_numpy() / window_s).where(counted_tokens)
+    stats["total_tokens_per_s"] = ((output_tokens + prompt_tokens).to_numpy() / window_s).where(counted_tokens)
     stats["concurrency_mean"] = mean_in_flight(rows, windows).to_numpy()
-    stats = stats.join(server_held(run.tables.get("server"), windows, stats["concurrency_mean"], good))
+    stats = stats.join(server_load(run.tables.get("server"), windows))
     stats["client_cpu_max_percent"] = client_cpu_max(run.tables.get("client_health"), windows).to_numpy()
-    stats = stats.join(latency_percentiles(good)).join(itl_percentiles(run.tables.get("itl")))
+    stats = stats.join(latency_percentiles(measured)).join(itl_percentiles(run.tables.get("itl")))
     if slo:
-        stats = stats.join(goodput(ended, slo, window_s, stats["requests"]))
-    stats["partial"] = windows.set_index("users")["partial"]
+        stats = stats.join(goodput(measured, slo, window_s, stats["requests"]))
+    stats["partial"] = by_users["partial"]
     return stats.reset_index()
+
+
+def steady_verdicts(rows: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
+    """steady, steady_reason, lifetimes and hold_needed_s of each window (vllm_stress.steady)."""
+    first, end, output, _ = token_times(rows)
+    e2e, ttft = rows["e2e_s"].to_numpy(float), rows["ttft_s"].to_numpy(float)
+    verdicts = []
+    for window in windows.itertuples():
+        if not window.held:
+            verdicts.append(steady.Verdict(False, NEVER_HELD, np.nan, np.nan))
+            continue
+        measured = (rows["measured"] & (rows["users"] == window.users)).to_numpy()
+        sample = steady.Requests(rows["start_time"].to_numpy(), end, first, output, measured, e2e, ttft)
+        verdicts.append(steady.judge(window.start, window.end, sample))
+    return pd.DataFrame(
+        {
+            "steady": [v.steady for v in verdicts],
+            "steady_reason": [v.reason for v in verdicts],
+            "lifetimes": [v.lifetimes for v in verdicts],
+            "hold_needed_s": [v.hold_needed_s for v in verdicts],
+        },
+        index=windows["users"],
+    )
+
+
+NEVER_HELD = "the run stopped during this level's ramp or warm-up: it was never held"
 
 
 def tokens_in_windows(rows: pd.DataFrame, windows: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
     """Output and prompt tokens the server produced inside each window (see the module docstring)."""
     first, end, output, prompt = token_times(rows)
-    span = end - first
     outputs, prompts = [], []
     for w_start, w_end in zip(windows["start"], windows["end"], strict=True):
-        overlap = np.clip(np.minimum(end, w_end) - np.maximum(first, w_start), 0, None)
-        point = (span <= 0) & (end >= w_start) & (end < w_end)  # all tokens at one instant inside the window
-        share = np.where(span > 0, overlap / np.where(span > 0, span, 1), point)
-        outputs.append((output * share).sum())
+        outputs.append(streamed_tokens(first, end, output, w_start, w_end))
         prompts.append(prompt[(first >= w_start) & (first < w_end)].sum())
     return pd.Series(outputs, index=windows["users"]), pd.Series(prompts, index=windows["users"])
 
@@ -183,30 +249,31 @@ def token_times(rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray,
     return first, end, output, prompt
 
 
-def server_held(server: pd.DataFrame | None, windows: pd.DataFrame, concurrency: pd.Series,
-                good: pd.DataFrame) -> pd.DataFrame:
-    """server_e2e_mean_s, server_in_system_mean and server_waiting_mean (Little's law, see LEVEL_FIELDS)."""
-    load = server_load(server, windows)
-    client_e2e_mean = good.groupby("users")["e2e_s"].mean().reindex(load.index)
-    in_system = concurrency * load["server_e2e_mean_s"] / client_e2e_mean
-    return pd.DataFrame({"server_e2e_mean_s": load["server_e2e_mean_s"], "server_in_system_mean": in_system,
-                         "server_waiting_mean": in_system * load["server_queued_share"]})
+SERVER_LOAD_COLUMNS = ["server_e2e_mean_s", "server_in_system_mean", "server_waiting_mean", "server_http_held_mean"]
 
 
 def server_load(server: pd.DataFrame | None, windows: pd.DataFrame) -> pd.DataFrame:
-    """The server's mean e2e latency and the share of it spent queued, from the histograms of what it finished in
-    each window (sums and counts since the previous scrape, server_metrics.csv; NaN without). These are time
-    integrals: gauges sampled once per scrape are too noisy to decide anything with few scrapes and short requests
-    (requests arriving together all sit in the queue until the next engine step)."""
-    columns = ["server_e2e_mean_s", "server_queued_share"]
+    """What the server held in each window, by Little's law from its own histograms alone (see LEVEL_FIELDS; NaN
+    without server_metrics.csv). Each scrape row holds the observations since the previous scrape, so the time the
+    window's rows cover is the sum of their scrape intervals. These are time integrals: gauges sampled once per
+    scrape are too noisy to decide anything with few scrapes and short requests."""
     if server is None or server.empty:
-        return pd.DataFrame(np.nan, index=windows["users"], columns=columns)
+        return pd.DataFrame(np.nan, index=windows["users"], columns=SERVER_LOAD_COLUMNS)
+    server = server.sort_values("time")
+    interval = server["time"].diff()
     loads = []
     for w_start, w_end in zip(windows["start"], windows["end"], strict=True):
-        inside = server[(server["time"] > w_start) & (server["time"] <= w_end)]
-        count, e2e, queue = inside["e2e_count"].sum(), inside["e2e_sum_s"].sum(), inside["queue_sum_s"].sum()
-        loads.append((e2e / count, queue / e2e) if count > 0 and e2e > 0 else (np.nan, np.nan))
-    return pd.DataFrame(loads, index=windows["users"], columns=columns)
+        inside = server[(server["time"] > w_start) & (server["time"] <= w_end) & interval.notna()
+                        & server["e2e_count"].notna()]
+        span = interval[inside.index].sum()
+        count = inside["e2e_count"].sum()
+        if span <= 0 or count <= 0:
+            loads.append([np.nan] * len(SERVER_LOAD_COLUMNS))
+            continue
+        http = inside["http_sum_s"].sum() / span if inside["http_count"].notna().any() else np.nan
+        loads.append([inside["e2e_sum_s"].sum() / count, inside["e2e_sum_s"].sum() / span,
+                      inside["queue_sum_s"].sum(min_count=1) / span, http])
+    return pd.DataFrame(loads, index=windows["users"], columns=SERVER_LOAD_COLUMNS)
 
 
 def client_cpu_max(health: pd.DataFrame | None, windows: pd.DataFrame) -> pd.Series:
@@ -224,20 +291,17 @@ def client_cpu_max(health: pd.DataFrame | None, windows: pd.DataFrame) -> pd.Ser
 
 
 def mean_in_flight(rows: pd.DataFrame, windows: pd.DataFrame) -> pd.Series:
-    """Time-averaged number of requests in flight in each window (sum of overlaps / window length)."""
-    start = rows["start_time"].to_numpy()
-    end = rows["end_time"].to_numpy()
-    means = [
-        np.clip(np.minimum(end, w_end) - np.maximum(start, w_start), 0, None).sum() / (w_end - w_start)
-        for w_start, w_end in zip(windows["start"], windows["end"], strict=True)
-    ]
+    """Time-averaged number of requests in flight in each window (vllm_stress.metrics.mean_in_flight)."""
+    start, end = rows["start_time"].to_numpy(), rows["end_time"].to_numpy()
+    means = [in_flight_mean(start, end, a, b) for a, b in zip(windows["start"], windows["end"], strict=True)]
     return pd.Series(means, index=windows["users"])
 
 
-def latency_percentiles(good: pd.DataFrame) -> pd.DataFrame:
-    """ttft/tpot/e2e p50/p90/p99 per level, linear interpolation (numpy's default, as ``vllm bench serve``)."""
-    columns = list(LATENCY_METRICS.values())
-    quantiles = good.groupby("users")[columns].quantile([p / 100 for p in PERCENTILES]).unstack()
+def latency_percentiles(measured: pd.DataFrame) -> pd.DataFrame:
+    """ttft/tpot/e2e (and the open loop's schedule lag) p50/p90/p99 per level, linear interpolation (numpy's
+    default, as ``vllm bench serve``)."""
+    columns = [*LATENCY_METRICS.values(), "schedule_lag_s"]
+    quantiles = measured.groupby("users")[columns].quantile([p / 100 for p in PERCENTILES]).unstack()
     quantiles.columns = [percentile_field(name, q) for name, q in quantiles.columns]
     return quantiles.reindex(columns=[percentile_field(c, p / 100) for c in columns for p in PERCENTILES])
 
@@ -263,13 +327,13 @@ def itl_percentiles(histogram: pd.DataFrame | None) -> pd.DataFrame:
     return pd.DataFrame(result, index=first.index)
 
 
-def goodput(ended: pd.DataFrame, slo: dict[str, float], window_s: pd.Series, requests: pd.Series) -> pd.DataFrame:
+def goodput(measured: pd.DataFrame, slo: dict[str, float], window_s: pd.Series, requests: pd.Series) -> pd.DataFrame:
     """Requests meeting every SLO (DistServe / ``vllm bench serve --goodput`` definition) per level."""
-    met = ended["ok"].copy()
+    met = pd.Series(True, index=measured.index)
     for name, limit in slo.items():
-        column = ended[LATENCY_METRICS[name]]
+        column = measured[LATENCY_METRICS[name]]
         met &= (column.fillna(0.0) if name == "tpot" else column) <= limit
-    good = met.groupby(ended["users"]).sum().reindex(window_s.index, fill_value=0)
+    good = met.groupby(measured["users"]).sum().reindex(window_s.index, fill_value=0)
     return pd.DataFrame(
         {"goodput_requests_per_s": good / window_s, "goodput_ratio": good / requests.where(requests > 0)}
     )
@@ -282,14 +346,13 @@ def timeline(rows: pd.DataFrame) -> pd.DataFrame:
     start_s = (rows["start_time"] - origin).astype("int64").to_numpy()
     end_s = (rows["end_time"] - origin).astype("int64").to_numpy()
     length = end_s.max() + 1
-    ok = rows["ok"].to_numpy()
     in_flight = np.cumsum(np.bincount(start_s, minlength=length) - np.bincount(end_s, minlength=length))
     return pd.DataFrame(
         {
             "second": np.arange(length),
             "unix_time": origin + np.arange(length),
             "in_flight": in_flight,
-            "failed": np.bincount(end_s[~ok], minlength=length),
+            "failed": np.bincount(end_s[classify(rows)["failed"].to_numpy()], minlength=length),
             "output_tokens": tokens_per_second(rows, origin, length),
         }
     )
@@ -320,6 +383,6 @@ def tokens_per_second(rows: pd.DataFrame, origin: float, length: int) -> np.ndar
 
 
 def error_counts(rows: pd.DataFrame) -> dict[str, int]:
-    """Failed requests of the whole run by error class (empty class shown as "unknown")."""
-    failed = rows.loc[~rows["ok"], "error"].fillna("unknown")
+    """Failed requests of the whole run by error class (empty class shown as "unknown"); aborted ones apart."""
+    failed = rows.loc[classify(rows)["failed"], "error"].fillna("unknown")
     return {str(name): int(count) for name, count in failed.value_counts().items()}

@@ -41,9 +41,14 @@ READ_REQUEST_COLUMNS = [
     "ok",
     "error",
     "users",
+    "count_mismatch",
+    "finish_reason",
+    "schedule_lag_s",
 ]
-NUMERIC_REQUEST_COLUMNS = [c for c in READ_REQUEST_COLUMNS if c != "error"]
+TEXT_REQUEST_COLUMNS = ["error", "finish_reason"]
+NUMERIC_REQUEST_COLUMNS = [c for c in READ_REQUEST_COLUMNS if c not in TEXT_REQUEST_COLUMNS]
 SERVER_READ_COLUMNS = ["time", "e2e_count", "e2e_sum_s", "queue_sum_s"]  # of SERVER_METRICS_COLUMNS
+SERVER_OPTIONAL_COLUMNS = ["http_count", "http_sum_s"]  # vLLM's HTTP layer, when the server exposes it
 
 # name -> (file in the run folder, columns it must have). Locust columns: reference/locust-notes.md §4.
 OPTIONAL_TABLES = {
@@ -93,6 +98,10 @@ def load_run(path: str | Path) -> Run:
             tables[name] = read_table(folder / file_name, columns, NUMERIC_TABLE_COLUMNS.get(name, []))
     if "levels" in tables:
         check_levels(folder / LEVELS_FILE, tables)
+    if "server" in tables:
+        server = tables["server"]
+        for column in SERVER_OPTIONAL_COLUMNS:
+            server[column] = pd.to_numeric(server[column], errors="coerce") if column in server else float("nan")
     return Run(folder, requests, tables, read_meta(folder / RUN_FILE))
 
 
@@ -102,7 +111,7 @@ def read_requests(path: Path) -> pd.DataFrame:
         raise AnalysisError(f"{path}: file missing")
     check_header(path, REQUEST_COLUMNS)
     try:
-        rows = pd.read_csv(path, usecols=READ_REQUEST_COLUMNS, dtype={"error": "string"})
+        rows = pd.read_csv(path, usecols=READ_REQUEST_COLUMNS, dtype=dict.fromkeys(TEXT_REQUEST_COLUMNS, "string"))
     except (pd.errors.ParserError, UnicodeDecodeError) as exc:
         raise AnalysisError(f"{path}: not a readable CSV ({unreadable(exc)})") from None
     if not rows.empty and pd.isna(rows["users"].iloc[-1]):
@@ -118,6 +127,7 @@ def read_requests(path: Path) -> pd.DataFrame:
         raise AnalysisError(f"{path}: a request ends before it starts (line {line_of(backwards)})")
     rows["users"] = rows["users"].astype("int64")
     rows["ok"] = rows["ok"].astype(bool)
+    rows["count_mismatch"] = rows["count_mismatch"].fillna(0).astype(bool)
     return rows
 
 
@@ -178,10 +188,13 @@ def read_meta(path: Path) -> dict:
 
 
 def check_levels(path: Path, tables: dict[str, pd.DataFrame]) -> None:
-    """Drop levels closed before their hold started (hold_end <= hold_start: nothing to measure); what is left must
-    name each level once. A header-only levels.csv (a plain Locust run, no step shape) counts as absent."""
+    """Set apart the levels closed before their hold started (hold_end <= hold_start: the run stopped during their
+    ramp or warm-up) as ``not_held``; what is left must name each level once. A levels.csv without a held level
+    (a plain Locust run has a header-only one) counts as absent."""
     levels = tables["levels"]
-    levels = tables["levels"] = levels[~(levels["hold_end"] <= levels["hold_start"])].reset_index(drop=True)
+    not_held = levels["hold_end"] <= levels["hold_start"]
+    tables["not_held"] = levels[not_held].reset_index(drop=True)
+    levels = tables["levels"] = levels[~not_held].reset_index(drop=True)
     if levels.empty:
         del tables["levels"]
     elif levels["users"].duplicated().any():

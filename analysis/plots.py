@@ -23,7 +23,7 @@ def new_figure(columns: int = 1, rows: int = 1, height: float = 4.0) -> tuple[Fi
 def level_frame(config: dict) -> pd.DataFrame:
     """A config's levels as a DataFrame sorted by users, missing values (None in the summary) as NaN."""
     frame = pd.DataFrame(config["levels"]).sort_values("users")
-    numeric = frame.columns.drop(["unstable", "bound"], errors="ignore")
+    numeric = frame.columns.drop(["unstable", "bound", "steady", "steady_reason"], errors="ignore")
     frame[numeric] = frame[numeric].apply(pd.to_numeric)
     return frame
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.document import TITLE, build_report
-from analysis.levels import LATENCY_METRICS, error_counts, level_stats, level_windows, timeline
+from analysis.levels import LATENCY_METRICS, classify, error_counts, level_stats, level_windows, timeline
 from analysis.load import AnalysisError, Run, load_run
 from analysis.plots import write_plots
 from analysis.render import Bullets, Heading, Paragraph, to_html, to_markdown
@@ -98,6 +98,7 @@ def describe_run(run: Run, partial: bool) -> dict:
         "windows": "levels.csv hold windows" if "levels" in run.tables else "derived from request rows",
         "meta": run.meta,
         "errors": error_counts(run.requests),
+        "aborted": int(classify(run.requests)["aborted"].sum()),
         "locust_exceptions": 0 if exceptions is None else int(exceptions["Count"].sum()),
         "locust_failures": {} if failures is None else failures.groupby("Error")["Occurrences"].sum().to_dict(),
     }

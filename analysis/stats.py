@@ -1,9 +1,11 @@
 """Statistics over levels: repeat aggregation with Student-t confidence intervals, peak, saturation, knee, scaling
 and the concurrency recommendations. Pure functions of small per-level tables (one row per level).
 
-Definitions (the report quotes them):
+Definitions (the report quotes them). Only steady levels (``vllm_stress.steady``) are candidates for the peak, the
+saturation point, the knee and the recommendations: a level whose window was still a transient says nothing about
+the deployment's capacity.
 
-* **peak**: the level with the highest mean output tok/s.
+* **peak**: the level with the highest mean output tok/s (requests/s when no level has token counts).
 * **saturation point**: the smallest level whose mean output tok/s is within ``SATURATION_TOLERANCE`` (5 %) of the
   peak — more users after it buy at most 5 % more throughput.
 * **knee** (Kneedle, Satopää et al. 2011): concurrency and throughput are both scaled to [0, 1]; the knee is the
@@ -34,7 +36,7 @@ QUEUED_SHARE = 0.1
 LATENCY_BUDGET = 1.5
 TRUST_FIELDS = ("output_tokens_per_s", "total_tokens_per_s", "e2e_p99_s")
 PEAK_FIELD = "output_tokens_per_s"
-NOT_AVERAGED = ("users", "run", "partial")
+NOT_AVERAGED = ("users", "run", "partial", "steady", "steady_reason")
 
 # Student t 0.975 quantiles for 1..30 degrees of freedom; above 30 the Cornish-Fisher expansion is exact to 1e-4.
 T_975 = (
@@ -67,15 +69,26 @@ def aggregate_repeats(per_run: pd.DataFrame) -> pd.DataFrame:
     fields = [c for c in per_run.columns if c not in NOT_AVERAGED]
     by_level = per_run.groupby("users")
     result = by_level[fields].mean()
-    runs = by_level.size()
-    result["runs"] = runs
+    result["runs"] = by_level.size()
     result["partial"] = by_level["partial"].any()
+    result["steady"] = by_level["steady"].all()
+    result["steady_reason"] = by_level.apply(repeat_reason, include_groups=False)
     if per_run["run"].nunique() > 1:
         std = by_level[fields].std(ddof=1)
-        ci95 = std.mul((runs - 1).map(t_975) / np.sqrt(runs), axis=0)
+        samples = by_level[fields].count()  # per field: the runs where it has a value
+        ci95 = std * (samples - 1).map(t_975) / np.sqrt(samples)
         result = result.join(std.add_suffix("_std")).join(ci95.add_suffix("_ci95"))
         result["unstable"] = unstable_fields(result)
     return result.reset_index()
+
+
+def repeat_reason(runs: pd.DataFrame) -> str:
+    """A level's steady_reason over its runs: the first unsteady run's (with how many runs were unsteady), else the
+    first run's."""
+    unsteady = runs.loc[~runs["steady"], "steady_reason"]
+    if unsteady.empty:
+        return str(runs["steady_reason"].iloc[0])
+    return unsteady.iloc[0] if len(runs) == 1 else f"{len(unsteady)} of {len(runs)} runs unsteady: {unsteady.iloc[0]}"
 
 
 def unstable_fields(levels: pd.DataFrame) -> pd.Series:
@@ -103,34 +116,59 @@ def bound(levels: pd.DataFrame) -> pd.Series:
 
 
 def level_bound(level: pd.Series) -> str:
-    """Why a level's throughput is what it is, from the server's own latency histograms (server_metrics.csv, see
-    server_in_system_mean and server_waiting_mean in analysis.levels.LEVEL_FIELDS) and the load generators' CPU
-    (client_health.csv):
+    """Why a level's throughput is what it is, from the server's own histograms (server_metrics.csv, see
+    server_in_system_mean, server_waiting_mean and server_http_held_mean in analysis.levels.LEVEL_FIELDS) and the
+    load generators' CPU (client_health.csv):
 
-    * "server-bound: waiting requests": requests queued inside the server: at least one waiting on average, and at
+    * "server-bound: waiting requests": requests queued inside the engine: at least one waiting on average, and at
       least QUEUED_SHARE of the requests it held (a request waits that share of its time there): max_num_seqs or
       the KV cache is the limit (a prefill token budget alone delays arrivals by a step or two, a few per cent).
       A note is added when a load generator was at its CPU limit too: its timings are inflated;
     * "client-bound": a load generator at or above Locust's CPU warning limit while the server did not queue;
-    * "client/gateway-bound": the server held under UNDERLOADED_RATIO of the level's users (running + waiting):
-      requests were held back before they reached it (a client connection cap, a gateway limit, a starved worker);
+    * "client/gateway-bound": vLLM's HTTP layer held under UNDERLOADED_RATIO of the level's users: requests were
+      held back before they reached the server (a client connection cap, a gateway limit, a starved worker);
+    * "frontend-bound": the HTTP layer held the users but the engine held under UNDERLOADED_RATIO of them: the rest
+      of each request's time was spent in vLLM's frontend (HTTP, chat template, tokenization, detokenization,
+      streaming) — with small models on slow CPUs a real limit of its own;
+    * without the HTTP layer's histogram the last two cannot be told apart and the label says so;
     * "" otherwise, or when neither file says.
     """
+    users = level["users"]
     held = level.get("server_in_system_mean", np.nan)
+    http = level.get("server_http_held_mean", np.nan)
     cpu = level.get("client_cpu_max_percent", np.nan)
     cpu_note = f"a load generator at {cpu:.0f} % CPU" if cpu >= CLIENT_CPU_LIMIT_PERCENT else ""
-    held_note = f"the server held {held:.0f} of {level['users']:.0f}" if held < UNDERLOADED_RATIO * level["users"] else ""
     waiting = level.get("server_waiting_mean", np.nan)
     if waiting >= 1.0 and waiting >= QUEUED_SHARE * held:
         return "server-bound: waiting requests" + (f" ({cpu_note}: client timings inflated)" if cpu_note else "")
+    few = UNDERLOADED_RATIO * users
+    if http < few:
+        kind, note = "client/gateway-bound", f"vLLM's HTTP layer held {http:.0f} of {users:.0f}"
+    elif held < few and not np.isnan(http):
+        kind, note = "frontend-bound", f"vLLM's HTTP layer held {http:.0f} of {users:.0f}, its engine {held:.0f}"
+    elif held < few:
+        kind = "client/gateway- or frontend-bound"
+        note = f"the server's engine held {held:.0f} of {users:.0f}; no HTTP-layer metrics to tell which"
+    else:
+        kind, note = "", ""
     if cpu_note:
-        return f"client-bound ({'; '.join(filter(None, (cpu_note, held_note)))})"
-    return f"client/gateway-bound ({held_note})" if held_note else ""
+        return f"client-bound ({'; '.join(filter(None, (cpu_note, note)))})"
+    return f"{kind} ({note})" if kind else ""
 
 
-def peak_level(levels: pd.DataFrame) -> pd.Series:
-    """The row of the level with the highest mean output tok/s (the smallest such level on ties)."""
-    return levels.loc[levels[PEAK_FIELD].idxmax()]
+def steady_levels(levels: pd.DataFrame) -> pd.DataFrame:
+    """The levels that can be the peak, the saturation point, the knee or a recommendation."""
+    return levels[levels["steady"].astype(bool)]
+
+
+def throughput_field(levels: pd.DataFrame) -> str:
+    """What the peak is measured in: output tok/s, or requests/s when no level has token counts (no usage)."""
+    return PEAK_FIELD if levels[PEAK_FIELD].notna().any() else "requests_per_s"
+
+
+def peak_level(levels: pd.DataFrame, field: str = PEAK_FIELD) -> pd.Series:
+    """The row of the level with the highest mean ``field`` (the smallest such level on ties)."""
+    return levels.loc[levels[field].idxmax()]
 
 
 def saturation_users(levels: pd.DataFrame, field: str = PEAK_FIELD) -> int:
@@ -165,13 +203,13 @@ def scaling_factor(levels: pd.DataFrame, low: int, high: int, field: str = PEAK_
     return float(by_users[high] / by_users[low]) if by_users[low] else math.nan
 
 
-def recommendations(levels: pd.DataFrame) -> dict[str, int]:
+def recommendations(levels: pd.DataFrame, field: str = PEAK_FIELD) -> dict[str, int]:
     """Low latency / balanced / high throughput concurrency (see the module docstring)."""
     ordered = levels.sort_values("users")
     base_p99 = ordered["e2e_p99_s"].iloc[0]
     within_budget = ordered[~(ordered["e2e_p99_s"] > LATENCY_BUDGET * base_p99)]
     return {
         "low_latency": int(ordered["users"].iloc[0]),
-        "balanced": saturation_users(within_budget),
-        "high_throughput": saturation_users(ordered),
+        "balanced": saturation_users(within_budget, field),
+        "high_throughput": saturation_users(ordered, field),
     }

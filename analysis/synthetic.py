@@ -87,6 +87,7 @@ def request_rows(
             "users": np.broadcast_to(np.asarray(users, dtype=int), end.shape),
             "worker": worker,
             "name": "chat",
+            "schedule_lag_s": np.nan,
         }
     )
     return rows[REQUEST_COLUMNS]

@@ -244,11 +244,11 @@ def run_request(user, send) -> None:
     """Send the user's next request with ``send(spec, exchange)`` and record it, whatever happens."""
     if user.workload is None:  # the target could not be prepared (logged at test start): stop, quietly (Locust
         raise StopUser()  # logs a traceback for a StopUser from on_start, not from a task)
-    if user.target.arrivals:
-        user.target.arrivals.wait()
+    lag = user.target.arrivals.wait() if user.target.arrivals else None
     spec = user.workload.next_request()
     exchange = Exchange(user.request_name, user.target.recorder.level, spec.target_prompt_tokens, spec.max_tokens,
                         check_output=user.ignore_eos)
+    exchange.schedule_lag = lag
     try:
         send(spec, exchange)
     finally:  # also when the user is stopped mid-request: the row says so
@@ -401,10 +401,7 @@ class LLMUser(FastHttpUser):
                     done = True  # read on to the end of the body, so the connection is reused
                 else:
                     self.read_chunk(json.loads(data), exchange, now)
-        if not done:
-            raise StreamError("StreamTruncated", "the stream ended without data: [DONE]")
-        if not exchange.chunks:
-            raise StreamError("NoOutput", "no chunk carried output")
+        exchange.check_stream_end(done)
 
     def read_chunk(self, chunk: dict, exchange: Exchange, now: float) -> None:
         if not isinstance(chunk, dict):

@@ -9,6 +9,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository root, for `locustfiles.*`
 
 from locustfiles.base import LLMUser, sampling  # noqa: E402
+from locustfiles.exchange import is_output_delta  # noqa: E402
 
 
 class ChatUser(LLMUser):
@@ -21,8 +22,4 @@ class ChatUser(LLMUser):
         return sampling(self, spec) | {"messages": [{"role": "user", "content": spec.text}]}
 
     def is_output(self, choice: dict) -> bool:
-        # vLLM's benchmark rule: text, reasoning or tool calls, or an empty content that is not the role chunk
-        delta = choice.get("delta") or {}
-        if delta.get("content") or delta.get("reasoning") or delta.get("reasoning_content") or delta.get("tool_calls"):
-            return True
-        return delta.get("content") == "" and "role" not in delta
+        return is_output_delta(choice.get("delta") or {})

@@ -25,7 +25,7 @@ class Exchange:
 
     __slots__ = ("name", "users", "target_prompt_tokens", "max_tokens", "check_output", "start_wall", "start",
                  "first", "last", "end", "chunks", "gaps", "prompt_tokens", "completion_tokens", "finish_reason",
-                 "status", "error")
+                 "status", "error", "schedule_lag")
 
     def __init__(self, name: str, users: int, target_prompt_tokens: int | None, max_tokens: int,
                  check_output: bool) -> None:
@@ -46,6 +46,7 @@ class Exchange:
         self.finish_reason = ""
         self.status = 0
         self.error = ""
+        self.schedule_lag: float | None = None  # open loop: scheduled arrival -> send
 
     def output(self, now: float) -> None:
         """An output-bearing chunk arrived at ``now`` (perf_counter seconds)."""
@@ -55,6 +56,14 @@ class Exchange:
             self.gaps.append(now - self.last)
         self.last = now
         self.chunks += 1
+
+    def check_stream_end(self, done: bool) -> None:
+        """The rule for a complete stream, for every streaming user: it ended with ``data: [DONE]`` (``done``) and
+        at least one chunk carried output."""
+        if not done:
+            raise StreamError("StreamTruncated", "the stream ended without data: [DONE]")
+        if not self.chunks:
+            raise StreamError("NoOutput", "no chunk carried output")
 
     def usage(self, usage: dict) -> None:
         self.prompt_tokens = usage.get("prompt_tokens")
@@ -98,8 +107,16 @@ class Exchange:
             round(self.start_wall, 6), round(self.start_wall + e2e, 6), _opt(self.ttft), _opt(self.tpot),
             round(e2e, 6), self.chunks, _opt(self.prompt_tokens), _opt(self.completion_tokens),
             _opt(self.target_prompt_tokens), self.max_tokens, int(ok and self.count_mismatch()), int(ok),
-            self.error, self.status, self.finish_reason, self.users, worker, self.name,
+            self.error, self.status, self.finish_reason, self.users, worker, self.name, _opt(self.schedule_lag),
         ]
+
+
+def is_output_delta(delta: dict) -> bool:
+    """Whether a chat chunk's ``delta`` carries output — vLLM's benchmark rule (vllm/benchmarks/lib/endpoint_request_func.py):
+    text, reasoning or tool calls, or an empty content that is not the role-only first chunk."""
+    if delta.get("content") or delta.get("reasoning") or delta.get("reasoning_content") or delta.get("tool_calls"):
+        return True
+    return delta.get("content") == "" and "role" not in delta
 
 
 def _opt(value):

@@ -30,20 +30,23 @@ class PoissonArrivals:
         self.late = 0
         self.warned = False
 
-    def wait(self) -> None:
-        """Sleep until the next arrival time (taken by this caller only)."""
+    def wait(self) -> float:
+        """Sleep until the next arrival time (taken by this caller only); returns how late it is sent: the time the
+        arrival waited for a free user (0 when one was free), reported per request as ``schedule_lag_s``."""
         arrival = self.next_arrival
         self.next_arrival += self.rng.expovariate(self.rate_per_s)
         self.sent += 1
         delay = arrival - time.perf_counter()
         if delay > 0:
             gevent.sleep(delay)
-        elif -delay > LATE_WARNING_S:
+            return 0.0
+        if -delay > LATE_WARNING_S:
             self.late += 1
             if not self.warned:
                 self.warned = True
                 log.warning("Arrivals wait for free users (%.1f s late): the open loop needs more users (-u) "
                             "than arrival rate x e2e latency", -delay)
+        return -delay
 
     def summary(self) -> str:
         """What this process's open loop did, for the log at test stop."""

@@ -48,7 +48,13 @@ REQUEST_COLUMNS = [
     "users",  # target user count (the level) when the request started
     "worker",  # worker id (host_pid) that ran the request, "local" without workers
     "name",  # the request's name: chat, completions, generate, sdk-chat ...
+    "schedule_lag_s",  # open loop: from the request's scheduled arrival to its send (waiting for a free user)
 ]
+
+# The error class of a request whose stream was cut because the run (or, with --cooldown, its level) stopped the
+# users: the client ended it, not the server or the network. Such a row is kept (its tokens were streamed) but it is
+# neither a success nor a failure: it is counted apart as aborted, everywhere.
+ABORTED = "Aborted"
 
 # levels.csv: one row per concurrency level of a step ramp, written by the load shape on the master.
 LEVEL_COLUMNS = [
@@ -97,6 +103,9 @@ SERVER_HISTOGRAMS = {  # column prefix -> histogram: {prefix}_count, {prefix}_su
     "ttft": "vllm:time_to_first_token_seconds",
     "e2e": "vllm:e2e_request_latency_seconds",
     "queue": "vllm:request_queue_time_seconds",
+    # vLLM's HTTP layer (prometheus_fastapi_instrumentator): from the request reaching its handler to the last byte
+    # of the response written, so it holds the frontend's own time (templating, tokenization, detokenization, SSE)
+    "http": "http_request_duration_highr_seconds",
 }
 SERVER_QUANTILES = {"p50": 0.5, "p99": 0.99}
 SERVER_METRICS_COLUMNS = [

@@ -14,12 +14,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository root, for `locustfiles.*`
 
 import gevent  # noqa: E402
+import httpx2  # noqa: E402
 import openai  # noqa: E402
 from locust import User, task  # noqa: E402
 
 from locustfiles import options as opts  # noqa: E402
 from locustfiles.base import failure_name, log_token_stats, read_options, run_request, sampling, start_user  # noqa: E402
-from locustfiles.exchange import StreamError  # noqa: E402
+from locustfiles.exchange import StreamError, is_output_delta  # noqa: E402
 
 logging.getLogger("httpx2").setLevel(logging.WARNING)  # the SDK's HTTP client logs every request at INFO
 
@@ -34,6 +35,47 @@ def sdk_failure_name(exc: BaseException) -> str:
     return failure_name(exc)
 
 
+DONE = b"data: [DONE]"
+
+
+class DoneWatch(httpx2.BaseTransport):
+    """An HTTP transport that notes whether a response body carried ``data: [DONE]``.
+
+    The SDK consumes ``[DONE]`` itself and ends its iteration there, and ends it just the same when the stream stops
+    without one, so the SDK user learns from the bytes, as the chat user does, whether its stream was complete.
+    One user sends one request at a time, so one flag per user's transport is enough.
+    """
+
+    def __init__(self, verify: bool) -> None:
+        self.inner = httpx2.HTTPTransport(verify=verify)
+        self.done = False
+
+    def handle_request(self, request):
+        self.done = False
+        response = self.inner.handle_request(request)
+        return httpx2.Response(response.status_code, headers=response.headers, stream=self.watched(response.stream),
+                               request=request, extensions=response.extensions)
+
+    def watched(self, stream):
+        watch = self
+
+        class Watched(httpx2.SyncByteStream):
+            def __iter__(self):
+                tail = b""
+                for chunk in stream:
+                    watch.done = watch.done or DONE in tail + chunk
+                    tail = chunk[-len(DONE):]
+                    yield chunk
+
+            def close(self):
+                stream.close()
+
+        return Watched()
+
+    def close(self) -> None:
+        self.inner.close()
+
+
 class SdkChatUser(User):
     abstract = False
     request_name = "sdk-chat"
@@ -44,9 +86,10 @@ class SdkChatUser(User):
         super().__init__(environment)
         read_options(self, environment)
         options = environment.parsed_options
+        self.transport = DoneWatch(verify=not options.insecure)
         self.client = openai.OpenAI(base_url=self.host.rstrip("/") + "/v1", api_key=opts.api_key(options) or "EMPTY",
                                     timeout=self.timeout, max_retries=0,
-                                    http_client=openai.DefaultHttpxClient(verify=not options.insecure))
+                                    http_client=openai.DefaultHttpxClient(transport=self.transport))
 
     def on_start(self) -> None:
         start_user(self)
@@ -79,18 +122,15 @@ class SdkChatUser(User):
         if not exchange.error:
             log_token_stats(self.environment, exchange)
 
-    @staticmethod
-    def read_stream(response, exchange) -> None:
+    def read_stream(self, response, exchange) -> None:
         for chunk in response:
             now = time.perf_counter()
             if chunk.usage:
                 exchange.usage(chunk.usage.model_dump())
             if chunk.choices:
                 choice = chunk.choices[0]
-                delta = choice.delta
-                if delta.content or (delta.content == "" and delta.role is None):
+                if is_output_delta(choice.delta.model_dump(exclude_none=True)):
                     exchange.output(now)
                 if choice.finish_reason:
                     exchange.finish_reason = choice.finish_reason
-        if not exchange.chunks:
-            raise StreamError("NoOutput", "no chunk carried output")
+        exchange.check_stream_end(self.transport.done)

@@ -46,6 +46,7 @@ def test_outputs_and_summary_contract(tmp_path, capsys):
             "users": 10,
             "output_tokens_per_s": 160.0,  # 8 users x 100 tokens / 5 s
             "total_tokens_per_s": 160.0 + 8 * 2048 / 5,
+            "requests_per_s": 8 / 5,
             "e2e_p99_s": 5.0,
             "output_tokens_per_s_per_gpu": 80.0,
             "total_tokens_per_s_per_gpu": (160.0 + 8 * 2048 / 5) / 2,
@@ -117,10 +118,13 @@ def test_run_where_every_request_failed_still_reports(tmp_path, capsys):
     assert code == 0, err
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert [level["success_rate"] for level in summary["levels"]] == [0.0, 0.0]
-    assert summary["peak"]["output_tokens_per_s"] == 0 and summary["scaling"]["factor"] is None
+    assert summary["peak"] is None and summary["scaling"]["factor"] is None  # nothing measured: nothing steady
+    assert [level["steady_reason"] for level in summary["levels"]] == [
+        "no measured request of the level ended in the window"] * 2
     assert summary["errors"] == {"Timeout": 156} and summary["locust_exceptions"] == 2  # (5 + 8) users x 60 s / 5 s
     report = (tmp_path / "out" / "report.md").read_text()
     assert "- Timeout: 156 (locust_failures.csv)" in report and "unhandled exceptions in Locust tasks: 2" in report
+    assert "no level reached a steady state" in report
 
 
 def test_half_written_last_line_of_a_killed_run_is_dropped(tmp_path, capsys):

@@ -39,6 +39,8 @@ def test_repeats_give_mean_std_and_student_ci():
             "run": [0, 1, 2, 0, 1, 2],
             "output_tokens_per_s": [90.0, 100.0, 110.0, 199.0, 200.0, 201.0],
             "partial": [False] * 6,
+            "steady": [True] * 6,
+            "steady_reason": ["agree"] * 6,
         }
     )
     levels = stats.aggregate_repeats(per_run).set_index("users")
@@ -51,8 +53,27 @@ def test_repeats_give_mean_std_and_student_ci():
     assert levels["runs"].tolist() == [3, 3]
 
 
+def test_confidence_interval_counts_only_the_runs_with_a_value():
+    per_run = pd.DataFrame(
+        {
+            "users": [10, 10, 10],
+            "run": [0, 1, 2],
+            "ttft_p50_s": [1.0, 3.0, float("nan")],  # the third run had no successful request at this level
+            "partial": [False] * 3,
+            "steady": [True, True, False],
+            "steady_reason": ["agree", "agree", "no measured request of the level ended in the window"],
+        }
+    )
+    level = stats.aggregate_repeats(per_run).iloc[0]
+    assert level["ttft_p50_s"] == 2.0 and level["ttft_p50_s_std"] == pytest.approx(math.sqrt(2))
+    assert level["ttft_p50_s_ci95"] == pytest.approx(12.7062 * math.sqrt(2) / math.sqrt(2))  # n = 2, df = 1
+    assert not level["steady"]
+    assert level["steady_reason"] == "1 of 3 runs unsteady: no measured request of the level ended in the window"
+
+
 def test_single_run_has_no_spread_fields():
-    per_run = pd.DataFrame({"users": [10], "run": [0], "output_tokens_per_s": [5.0], "partial": [True]})
+    per_run = pd.DataFrame({"users": [10], "run": [0], "output_tokens_per_s": [5.0], "partial": [True],
+                            "steady": [True], "steady_reason": ["agree"]})
     levels = stats.aggregate_repeats(per_run)
     assert "output_tokens_per_s_std" not in levels and "unstable" not in levels
     assert levels["partial"].tolist() == [True]
@@ -64,20 +85,25 @@ def test_underloaded_below_ninety_percent_of_users_in_flight():
 
 
 def test_bound_names_the_limit_of_each_level():
+    nan = float("nan")
     levels = pd.DataFrame({
-        "users": [8, 16, 16, 16, 16, 16, 200],
-        "server_in_system_mean": [7.8, 15.7, 4.0, 15.6, 6.0, float("nan"), 199.6],
-        "server_waiting_mean": [0.2, 7.7, 0.0, 0.3, 0.0, float("nan"), 4.0],  # 200: 2 % queued, a prefill budget
-        "client_cpu_max_percent": [40.0, 95.0, 30.0, 97.0, 99.0, float("nan"), 20.0],
+        "users": [8, 16, 16, 16, 16, 16, 200, 16, 16],
+        "server_in_system_mean": [7.8, 15.7, 4.0, 15.6, 6.0, nan, 199.6, 4.0, 3.5],
+        "server_waiting_mean": [0.2, 7.7, 0.0, 0.3, 0.0, nan, 4.0, 0.0, 0.0],  # 200: 2 % queued, a prefill budget
+        "server_http_held_mean": [nan, nan, nan, nan, nan, nan, nan, 4.2, 15.8],
+        "client_cpu_max_percent": [40.0, 95.0, 30.0, 97.0, 99.0, nan, 20.0, 10.0, 10.0],
     })
     assert stats.bound(levels).tolist() == [
         "",
         "server-bound: waiting requests (a load generator at 95 % CPU: client timings inflated)",
-        "client/gateway-bound (the server held 4 of 16)",
+        "client/gateway- or frontend-bound (the server's engine held 4 of 16; no HTTP-layer metrics to tell which)",
         "client-bound (a load generator at 97 % CPU)",
-        "client-bound (a load generator at 99 % CPU; the server held 6 of 16)",
+        "client-bound (a load generator at 99 % CPU; the server's engine held 6 of 16; no HTTP-layer metrics to tell "
+        "which)",
         "",
         "",
+        "client/gateway-bound (vLLM's HTTP layer held 4 of 16)",
+        "frontend-bound (vLLM's HTTP layer held 16 of 16, its engine 4)",
     ]
 
 

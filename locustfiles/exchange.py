@@ -92,6 +92,12 @@ class Exchange:
     def tpot(self) -> float | None:
         return records.tpot(self.e2e, self.ttft, self.completion_tokens)
 
+    @property
+    def measured(self) -> bool:
+        """Successful, on its token targets and not aborted by the server: the population of every latency
+        percentile (``analysis.levels.classify`` applies the same rule to the rows of requests.csv)."""
+        return not self.error and not self.count_mismatch() and self.finish_reason != "abort"
+
     def count_mismatch(self) -> bool:
         prompt_off = None not in (self.prompt_tokens, self.target_prompt_tokens) and \
             self.prompt_tokens != self.target_prompt_tokens

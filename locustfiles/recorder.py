@@ -5,7 +5,13 @@ worker report (``report_to_master``; the final report is sent when a worker quit
 (``worker_report``) and appends them to ``requests.csv`` at once. A local (single-process) run writes directly.
 
 The level (target user count) a request started in is stamped on its row. The master follows the runner's target
-user count and tells the workers with a custom message whenever it changes; a load shape may set it directly.
+user count and tells the workers with a custom message whenever it changes; a load shape may set it directly, and
+says with it whether a level's hold is on: the inter-token gaps go into ``itl_histogram.csv`` only for the measured
+streams (``Exchange.measured``) that end during a hold, the population of the analysis' other latencies. A plain run
+without a shape has no phases and keeps every measured stream's gaps.
+
+The master (or local runner) also keeps the rows of the current level's time (those that ended since its ramp
+began), so a load shape can judge live whether the level is steady (``vllm_stress.steady``).
 """
 
 from __future__ import annotations
@@ -15,11 +21,13 @@ import time
 from collections import Counter, defaultdict
 
 import gevent
+import numpy as np
 from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 
 from locustfiles import records
 from locustfiles.exchange import Exchange
 from locustfiles.runfolder import RunFolder, RunFolderExists, default_path, write_final_locust_csvs
+from vllm_stress import steady
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +47,20 @@ _USERS = records.REQUEST_COLUMNS.index("users")
 _TTFT = records.REQUEST_COLUMNS.index("ttft_s")
 _TPOT = records.REQUEST_COLUMNS.index("tpot_s")
 _E2E = records.REQUEST_COLUMNS.index("e2e_s")
+_START = records.REQUEST_COLUMNS.index("start_time")
+_CHUNKS = records.REQUEST_COLUMNS.index("chunks")
+_ERROR = records.REQUEST_COLUMNS.index("error")
+_FINISH = records.REQUEST_COLUMNS.index("finish_reason")
+LEVEL_ROWS_LIMIT = 500_000  # rows kept for the live steady-state check (a level's, a few hundred bytes each)
+
+
+def row_measured(row: list) -> bool:
+    """Exchange.measured, read back from a requests.csv row."""
+    return bool(row[_OK]) and not row[_MISMATCH] and row[_FINISH] != "abort"
+
+
+def row_aborted(row: list) -> bool:
+    return not row[_OK] and row[_ERROR] == records.ABORTED
 
 
 class LevelLatencies:
@@ -47,19 +69,25 @@ class LevelLatencies:
     Latencies are kept as histograms ({bucket ms: count}), so the master's memory does not grow with the run.
     """
 
-    __slots__ = ("requests", "failures", "ttft_ms", "tpot_ms", "e2e_ms")
+    __slots__ = ("requests", "failures", "aborted", "ttft_ms", "tpot_ms", "e2e_ms")
 
     def __init__(self) -> None:
-        self.requests = 0
+        self.requests = 0  # successes and failures; aborted streams apart
         self.failures = 0
-        self.ttft_ms: Counter = Counter()  # of successful requests only, like tpot_ms and e2e_ms
+        self.aborted = 0
+        self.ttft_ms: Counter = Counter()  # of measured requests only, like tpot_ms and e2e_ms
         self.tpot_ms: Counter = Counter()
         self.e2e_ms: Counter = Counter()
 
     def add(self, row: list) -> None:
+        if row_aborted(row):
+            self.aborted += 1
+            return
         self.requests += 1
         if not row[_OK]:
             self.failures += 1
+            return
+        if not row_measured(row):
             return
         self.e2e_ms[records.latency_bucket_ms(row[_E2E])] += 1
         if row[_TTFT] != "":
@@ -74,6 +102,9 @@ class Recorder:
         self.runner = environment.runner
         self.worker_id = self.runner.client_id if isinstance(self.runner, WorkerRunner) else "local"
         self.level = 0
+        self.measuring = True  # a hold is on (or there are no phases): inter-token gaps are kept
+        self.phase_text = ""  # what the load shape is doing, for the web UI (the shape logs each change)
+        self.level_rows: list[list] = []  # master/local: the rows that ended since the current level's ramp began
         self.pending_rows: list[list] = []
         self.itl: dict[int, Counter] = defaultdict(Counter)
         self.folder: RunFolder | None = None
@@ -113,9 +144,10 @@ class Recorder:
 
     def record(self, exchange: Exchange) -> None:
         """Account for one finished request (successful or not)."""
-        histogram = self.itl[exchange.users]
-        for gap in exchange.gaps:
-            histogram[records.latency_bucket_ms(gap)] += 1
+        if self.measuring and exchange.measured:
+            histogram = self.itl[exchange.users]
+            for gap in exchange.gaps:
+                histogram[records.latency_bucket_ms(gap)] += 1
         row = exchange.row(self.worker_id)
         if isinstance(self.runner, WorkerRunner):
             self.pending_rows.append(row)
@@ -131,7 +163,8 @@ class Recorder:
         self.itl = defaultdict(Counter)
 
     def _on_level_message(self, environment, msg, **_kw) -> None:
-        self.level = int(msg.data)
+        users, measuring = msg.data
+        self.level, self.measuring = int(users), bool(measuring)
 
     def _on_worker_quitting(self, environment, **_kw) -> None:
         """This worker quits by itself (SIGTERM, Ctrl-C, master gone): send the last rows at once. Locust sends a final
@@ -147,31 +180,55 @@ class Recorder:
 
     # --- master / local ------------------------------------------------------------------------------------------
 
-    def set_level(self, users: int) -> None:
-        """Stamp ``users`` on the rows of requests that start from now on, in every process."""
-        if users == self.level:
+    def set_level(self, users: int, measuring: bool | None = None) -> None:
+        """Stamp ``users`` on the rows of requests that start from now on, and say whether a hold is on
+        (``measuring``; unchanged when None), in every process."""
+        measuring = self.measuring if measuring is None else measuring
+        if (users, measuring) == (self.level, self.measuring):
             return
-        self.level = users
+        self.level, self.measuring = users, measuring
         if isinstance(self.runner, MasterRunner):
-            self.runner.send_message(LEVEL_MESSAGE, users)
+            self.runner.send_message(LEVEL_MESSAGE, [users, measuring])
 
     def level_started(self, users: int) -> None:
         """A level's ramp begins (announcing the level that is already ramping again changes nothing)."""
         if self.open_level and self.open_level[0] == users and self.open_level[2] is None:
             return
-        self._close_level(time.time())
-        self.set_level(users)
-        self.open_level = (users, time.time(), None)
+        now = time.time()
+        self._close_level(now)
+        self.set_level(users, measuring=False)
+        self.open_level = (users, now, None)
+        self.level_rows = [row for row in self.level_rows if row[_END] >= now]
 
     def level_held(self) -> None:
-        """Every user of the open level is running: its steady-state window starts."""
+        """Every user of the open level is running and warmed up: its steady-state window starts."""
         if self.open_level:
             users, ramp_start, _ = self.open_level
             self.open_level = (users, ramp_start, time.time())
+            self.set_level(users, measuring=True)
 
     def level_ended(self) -> None:
         """The open level's hold is over."""
         self._close_level(time.time())
+        self.set_level(self.level, measuring=False)
+
+    def level_completions(self) -> int:
+        """Requests of the current level that ended since its ramp began (aborted ones apart)."""
+        return sum(1 for row in self.level_rows if row[_USERS] == self.level and not row_aborted(row))
+
+    def hold_verdict(self) -> steady.Verdict:
+        """The steady-state verdict on the open level's hold so far, up to the rows every worker has reported."""
+        hold_start = self.open_level[2] if self.open_level else None
+        if hold_start is None:
+            return steady.Verdict(False, "the level is not held", np.nan, np.nan)
+        end = time.time() - self.report_lag_s
+        rows = self.level_rows
+        starts, ends, e2e = (np.array([row[index] for row in rows], dtype=float) for index in (_START, _END, _E2E))
+        ttft = np.array([np.nan if row[_TTFT] == "" else row[_TTFT] for row in rows], dtype=float)
+        tokens = np.array([row[_CHUNKS] if row[_COMPLETION] == "" else row[_COMPLETION] for row in rows], dtype=float)
+        measured = np.array([row[_USERS] == self.level and row_measured(row) for row in rows], dtype=bool)
+        sample = steady.Requests(starts, ends, starts + np.nan_to_num(ttft), tokens, measured, e2e, ttft)
+        return steady.judge(hold_start, end, sample)
 
     def _close_level(self, now: float) -> None:
         if self.open_level and self.folder:
@@ -181,7 +238,7 @@ class Recorder:
 
     def _on_level_request(self, environment, msg, **_kw) -> None:
         if self.level:
-            self.runner.send_message(LEVEL_MESSAGE, self.level, client_id=msg.node_id)
+            self.runner.send_message(LEVEL_MESSAGE, [self.level, self.measuring], client_id=msg.node_id)
 
     def _open(self, environment, **_kw) -> None:
         options = environment.parsed_options
@@ -231,12 +288,16 @@ class Recorder:
         if not rows:
             return
         for row in rows:
-            self.totals["requests"] += 1
-            self.totals["failures"] += 1 - row[_OK]
+            aborted = row_aborted(row)
+            self.totals["aborted"] += aborted
+            self.totals["requests"] += not aborted
+            self.totals["failures"] += not (aborted or row[_OK])
             self.totals["mismatches"] += row[_MISMATCH]
             self.latencies_by_level[row[_USERS]].add(row)
             if row[_COMPLETION] != "":
                 self.tokens_by_second[int(row[_END])] += row[_COMPLETION]
+        if self.open_level and len(self.level_rows) < LEVEL_ROWS_LIMIT:
+            self.level_rows += rows
         if self.folder:
             self.folder.write_rows(rows)
 
@@ -270,14 +331,19 @@ class Recorder:
                 self.meta["lost_workers"].append({"worker": client.id, "last_seen": last_seen})
                 self.folder.write_run(self.meta)
 
+    @property
+    def report_lag_s(self) -> float:
+        """How late rows reach this process: a worker's come with its reports."""
+        return REPORT_LAG_S if isinstance(self.runner, MasterRunner) else 0.0
+
     def output_tokens_per_s(self, window_s: float = LOG_INTERVAL_S) -> float:
         """Output tokens/s over the last ``window_s`` seconds that every worker has reported."""
-        end = int(time.time() - (REPORT_LAG_S if isinstance(self.runner, MasterRunner) else 0))
+        end = int(time.time() - self.report_lag_s)
         return sum(self.tokens_by_second[s] for s in range(end - int(window_s), end)) / window_s
 
     def _log_progress(self) -> None:
-        log.info("level %d users | output %.0f tok/s | %d requests, %d failed", self.level,
-                 self.output_tokens_per_s(), self.totals["requests"], self.totals["failures"])
+        log.info("level %d users | output %.0f tok/s | %d requests, %d failed, %d aborted", self.level,
+                 self.output_tokens_per_s(), self.totals["requests"], self.totals["failures"], self.totals["aborted"])
 
     def _on_test_stop(self, environment, **_kw) -> None:
         self.stopped = True
@@ -315,6 +381,7 @@ class Recorder:
         self.meta["ended"] = now
         self.folder.write_run(self.meta)
         self.folder.close()
-        log.info("%s: %d requests, %d failed, %d with token counts off target", self.folder.path,
-                 self.totals["requests"], self.totals["failures"], self.totals["mismatches"])
+        log.info("%s: %d requests, %d failed, %d with token counts off target; %d streams aborted when the run "
+                 "stopped (not failures)", self.folder.path, self.totals["requests"], self.totals["failures"],
+                 self.totals["mismatches"], self.totals["aborted"])
         self.folder = None

@@ -27,6 +27,7 @@ COLUMNS = {  # row key -> column title
     "level": "Level",
     "requests": "Requests",
     "failures": "Failures",
+    "aborted": "Aborted at stop",
     "output_tok_s": "Output tok/s",
     "ttft_p50_ms": "TTFT p50 (ms)",
     "ttft_p99_ms": "TTFT p99 (ms)",
@@ -69,9 +70,10 @@ def table_rows(target) -> list[dict]:
     cpu_now = max(telemetry.latest_cpu.values(), default=0.0)
     kv_cache = server.get("kv_cache_usage", "")
     rows = [dict.fromkeys(COLUMNS, "") | {
-        "level": f"now: {recorder.level} users",
+        "level": recorder.phase_text or f"now: {recorder.level} users",
         "requests": recorder.totals["requests"],
         "failures": recorder.totals["failures"],
+        "aborted": recorder.totals["aborted"],
         "output_tok_s": round(recorder.output_tokens_per_s(), 1),
         "running": server.get("running", ""),
         "waiting": server.get("waiting", ""),
@@ -85,6 +87,7 @@ def table_rows(target) -> list[dict]:
             "level": f"{users} users",
             "requests": level.requests,
             "failures": level.failures,
+            "aborted": level.aborted,
             "ttft_p50_ms": _scaled(percentile(level.ttft_ms, 0.5), 1000, 1),
             "ttft_p99_ms": _scaled(percentile(level.ttft_ms, 0.99), 1000, 1),
             "tpot_p50_ms": _scaled(percentile(level.tpot_ms, 0.5), 1000, 2),

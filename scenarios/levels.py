@@ -1,6 +1,17 @@
-"""Parsing and checking of a ramp's levels (shared by the shape and the runner)."""
+"""A ramp's options: their defaults, parsing and checks (shared by the shape and the runner)."""
 
 from __future__ import annotations
+
+AUTO = "auto"  # --step-time auto: hold each level until it is steady (vllm_stress.steady), at most --max-step-time
+RAMP_DEFAULTS = {  # option -> default, as Locust's config files and command lines spell them
+    "levels": "10,50,100,200,500,750,1000",
+    "step-time": "60",
+    "max-step-time": "600",
+    "warmup": "5",
+    "cooldown": "0",
+    "ramp-time": "5",
+}
+RAMP_TIMES = ("step-time", "max-step-time", "warmup", "cooldown", "ramp-time")  # the shape's options in seconds
 
 
 def parse_levels(text: str) -> list[int]:
@@ -16,15 +27,32 @@ def parse_levels(text: str) -> list[int]:
     return levels
 
 
-RAMP_TIMES = ("step-time", "warmup", "cooldown", "ramp-time")  # the shape's options in seconds
+def step_seconds(value: object) -> float | None:
+    """--step-time as seconds, or None for ``auto``."""
+    return None if str(value).strip() == AUTO else float(value)
 
 
 def check_times(times: dict[str, object]) -> None:
-    """``{"step-time": 60, ...}``: each must be a number of seconds, at least 0; a clear ValueError otherwise."""
+    """``{"step-time": 60, ...}``: each must be a number of seconds, at least 0 (--step-time may be ``auto``); a clear
+    ValueError otherwise."""
     for flag, value in times.items():
+        if flag == "step-time" and str(value).strip() == AUTO:
+            continue
         try:
             ok = float(value) >= 0
         except (TypeError, ValueError):
             ok = False
         if not ok:
-            raise ValueError(f"--{flag} must be a number of seconds, at least 0, got {value!r}")
+            hint = " or auto" if flag == "step-time" else ""
+            raise ValueError(f"--{flag} must be a number of seconds{hint}, at least 0, got {value!r}")
+
+
+def longest_run_s(keys: dict[str, str]) -> float:
+    """An upper bound of one run's length from a config's keys: each level's ramp, warm-up and hold at their
+    bounds (with ``auto`` the warm-up and the hold may each last up to --max-step-time) and a margin."""
+    value = {key: keys.get(key, default) for key, default in RAMP_DEFAULTS.items()}
+    hold = step_seconds(value["step-time"])
+    bound = float(value["max-step-time"])
+    per_level = float(value["ramp-time"]) + float(value["cooldown"]) + max(float(value["warmup"]), bound)
+    per_level += bound if hold is None else hold
+    return len(parse_levels(value["levels"])) * (per_level + 30) + 120

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from locustfiles import records
-from scenarios.levels import RAMP_TIMES, check_times, parse_levels
+from scenarios.levels import RAMP_DEFAULTS, RAMP_TIMES, check_times, longest_run_s, parse_levels
 
 log = logging.getLogger("scenarios")
 
@@ -51,7 +51,7 @@ def read_config(name: str) -> tuple[Path, dict[str, str]]:
             key, value = line.split("=", 1)
             keys[key.strip()] = value.strip().strip('"')
     try:
-        parse_levels(keys.get("levels", "10,50,100,200,500,750,1000"))
+        parse_levels(keys.get("levels", RAMP_DEFAULTS["levels"]))
         check_times({flag: keys[flag] for flag in RAMP_TIMES if flag in keys})
     except ValueError as e:
         raise ScenarioError(f"{path}: {e}") from None
@@ -89,13 +89,6 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def expected_duration(keys: dict[str, str]) -> float:
-    """An upper bound of one run's length, from the config's levels and times (for the run's time limit)."""
-    per_level = sum(float(keys.get(k, default)) for k, default in
-                    (("step-time", 60), ("warmup", 5), ("cooldown", 0), ("ramp-time", 5)))
-    return len(parse_levels(keys.get("levels", "10,50,100,200,500,750,1000"))) * (per_level + 30) + 120
-
-
 def run_locust(name: str, config: Path, keys: dict[str, str], target: str, run_dir: Path, workers: int,
                extra_args: list[str]) -> int:
     """One run: a headless master and ``workers`` worker processes on this machine; returns the master's exit code."""
@@ -112,9 +105,9 @@ def run_locust(name: str, config: Path, keys: dict[str, str], target: str, run_d
     master = subprocess.Popen(master_cmd, cwd=REPO, start_new_session=True)
     children = [subprocess.Popen(worker_cmd, cwd=REPO, start_new_session=True) for _ in range(workers)]
     try:
-        code = master.wait(timeout=expected_duration(keys))
+        code = master.wait(timeout=longest_run_s(keys))
     except subprocess.TimeoutExpired:
-        log.error("the run did not end within %.0f s: stopping it", expected_duration(keys))
+        log.error("the run did not end within %.0f s: stopping it", longest_run_s(keys))
         code = stop(master)
     finally:  # also on Ctrl-C: stop the master first so it keeps what the workers send
         if master.poll() is None:

@@ -1,11 +1,20 @@
 """Locustfile: the step ramp. Add it after a user locustfile:
 
-    locust -f locustfiles/chat.py,scenarios/shape.py --levels 10,50,100 --step-time 60 --headless ...
+    locust -f locustfiles/chat.py,scenarios/shape.py --levels 10,50,100 --step-time auto --headless ...
 
-Each level asks for its user count, waits until every user is really running (as the master counts them), holds
-for ``--warmup`` seconds unmeasured, then for ``--step-time`` seconds: that hold is the level's steady-state
-window in ``levels.csv``. With ``--cooldown`` the users are stopped for that long after a level, so the next one
-starts from an idle server. A shape runs only on the master (or the local runner).
+Each level goes through three phases, each logged once when it begins:
+
+* **ramping**: the level's users are started over ``--ramp-time`` seconds; it ends when the master counts them all
+  running;
+* **warming up**: unmeasured, at least ``--warmup`` seconds and until as many of the level's requests have completed
+  as it has users — one request lifetime, measured (by Little's law a closed loop of U users completes U requests in
+  one mean e2e): the first wave of the new users' requests is over;
+* **holding**: the level's window in ``levels.csv``. ``--step-time N`` holds N seconds; ``--step-time auto`` holds
+  until the window is steady (``vllm_stress.steady``, judged every few seconds from the rows the master has), at most
+  ``--max-step-time`` seconds (which bounds the warm-up too). Either way the level's verdict is logged at its end.
+
+With ``--cooldown`` the users are stopped for that long after a level, so the next one starts from an idle server.
+A shape runs only on the master (or the local runner).
 """
 
 import logging
@@ -17,20 +26,27 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repositor
 
 from locust import LoadTestShape, events  # noqa: E402
 
-from scenarios.levels import RAMP_TIMES, check_times, parse_levels  # noqa: E402
+from scenarios.levels import RAMP_DEFAULTS, RAMP_TIMES, check_times, parse_levels, step_seconds  # noqa: E402
 
 log = logging.getLogger(__name__)
 
 REACH_TIMEOUT_S = 120.0  # a level that is not reached by then (a worker lost, a server refusing) is held anyway
+CHECK_INTERVAL_S = 5.0  # how often an auto hold is judged
 
 
 @events.init_command_line_parser.add_listener
 def _add_options(parser, **_kw) -> None:
-    parser.add_argument("--levels", default="10,50,100,200,500,750,1000", help="User counts of the ramp's steps")
-    parser.add_argument("--step-time", type=float, default=60.0, help="Seconds each level is held and measured")
-    parser.add_argument("--warmup", type=float, default=5.0, help="Seconds at each level before its hold starts")
-    parser.add_argument("--cooldown", type=float, default=0.0, help="Seconds with no users after each level")
-    parser.add_argument("--ramp-time", type=float, default=5.0, help="Seconds over which a level's new users start")
+    parser.add_argument("--levels", default=RAMP_DEFAULTS["levels"], help="User counts of the ramp's steps")
+    parser.add_argument("--step-time", default=RAMP_DEFAULTS["step-time"],
+                        help="Seconds each level is held and measured, or 'auto': until it is steady")
+    parser.add_argument("--max-step-time", type=float, default=float(RAMP_DEFAULTS["max-step-time"]),
+                        help="With --step-time auto: the longest hold (and warm-up) of a level, seconds")
+    parser.add_argument("--warmup", type=float, default=float(RAMP_DEFAULTS["warmup"]),
+                        help="Least seconds at each level before its hold (it also waits for one request lifetime)")
+    parser.add_argument("--cooldown", type=float, default=float(RAMP_DEFAULTS["cooldown"]),
+                        help="Seconds with no users after each level")
+    parser.add_argument("--ramp-time", type=float, default=float(RAMP_DEFAULTS["ramp-time"]),
+                        help="Seconds over which a level's new users start")
     parser.add_argument("--scenario", default="", include_in_web_ui=False, help="Scenario name, kept in run.json")
     # read by `python -m scenarios run` from the scenario's config file; declared so Locust accepts those keys
     parser.add_argument("--repeats", type=int, default=1, include_in_web_ui=False, help="Runs of the scenario")
@@ -39,7 +55,7 @@ def _add_options(parser, **_kw) -> None:
 
 
 class StepRampShape(LoadTestShape):
-    """Hold each level of ``--levels`` once it is reached; stop after the last one."""
+    """Ramp, warm up and hold each level of ``--levels`` in turn; stop after the last one."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -53,7 +69,7 @@ class StepRampShape(LoadTestShape):
         self.index = index
         self.current = None  # the (users, spawn rate) asked for; Locust acts when it changes
         self.phase = "ramp"
-        self.phase_start = time.monotonic()
+        self.phase_start = self.last_check = time.monotonic()
 
     def tick(self):
         options = self.runner.environment.parsed_options
@@ -64,29 +80,41 @@ class StepRampShape(LoadTestShape):
             log.error("%s", e)
             self.runner.environment.process_exit_code = 2
             return None
+        if self.index >= len(levels):
+            return None
         recorder = self.runner.environment.llm_target.recorder
         now = time.monotonic()
         elapsed = now - self.phase_start
-        if self.index >= len(levels):
-            return None
         target = levels[self.index]
+        name = f"Level {self.index + 1}/{len(levels)} ({target} users)"
+        hold_s = step_seconds(options.step_time)
         if self.phase == "ramp":
             if self.current is None:
                 previous = levels[self.index - 1] if self.index and not options.cooldown else 0
                 self.current = (target, max(abs(target - previous) / max(options.ramp_time, 0.001), 1.0))
                 recorder.level_started(target)
-                log.info("Level %d/%d: %d users", self.index + 1, len(levels), target)
+                self.announce(recorder, name, f"ramping up over {options.ramp_time:g} s")
             elif self.get_current_user_count() >= target or elapsed > REACH_TIMEOUT_S:
                 if elapsed > REACH_TIMEOUT_S:
                     log.warning("Level %d users not reached in %.0f s (%d running): holding anyway",
                                 target, REACH_TIMEOUT_S, self.get_current_user_count())
-                self.phase, self.phase_start = "warmup", now
-        elif self.phase == "warmup" and elapsed >= options.warmup:
-            recorder.level_held()
-            self.phase, self.phase_start = "hold", now
-        elif self.phase == "hold" and elapsed >= options.step_time:
+                self.begin("warmup", now)
+                self.announce(recorder, name, f"warming up: at least {options.warmup:g} s and {target} completed "
+                                              "requests (one request lifetime)")
+        elif self.phase == "warmup":
+            lifetime_done = recorder.level_completions() >= target or elapsed >= options.max_step_time
+            if elapsed >= options.warmup and lifetime_done:
+                recorder.level_held()
+                self.begin("hold", now)
+                self.announce(recorder, name, f"holding {hold_s:g} s" if hold_s is not None else
+                              f"holding until steady (judged every {CHECK_INTERVAL_S:g} s, at most "
+                              f"{options.max_step_time:g} s)")
+        elif self.phase == "hold" and self.hold_over(recorder, hold_s, elapsed, options.max_step_time):
+            verdict = recorder.hold_verdict()
             recorder.level_ended()
-            self.phase, self.phase_start = "cooldown", now
+            self.begin("cooldown", now)
+            self.announce(recorder, name, f"held {elapsed:.0f} s: " + ("steady" if verdict.steady else "not steady")
+                          + f" ({verdict.reason})")
         elif self.phase == "cooldown":
             if elapsed >= options.cooldown:
                 self.start_level(self.index + 1)
@@ -94,3 +122,26 @@ class StepRampShape(LoadTestShape):
             if options.cooldown:
                 return 0, max(target, 1)
         return self.current
+
+    def begin(self, phase: str, now: float) -> None:
+        self.phase, self.phase_start = phase, now
+
+    def hold_over(self, recorder, hold_s: float | None, elapsed: float, max_step_time: float) -> bool:
+        """A fixed hold is over after its seconds; an auto hold once it is steady or after max_step_time."""
+        if hold_s is not None:
+            return elapsed >= hold_s
+        if elapsed >= max_step_time:
+            return True
+        if time.monotonic() - self.last_check < CHECK_INTERVAL_S:
+            return False
+        self.last_check = time.monotonic()
+        return recorder.hold_verdict().steady
+
+    @staticmethod
+    def announce(recorder, name: str, phase: str) -> None:
+        """One console line per phase change; the web UI's LLM tab shows the same text. (Locust ticks a shape once
+        before the test starts and again after it resets the shape's clock: the same first line is logged once.)"""
+        text = f"{name}: {phase}"
+        if text != recorder.phase_text:
+            recorder.phase_text = text
+            log.info("%s", text)

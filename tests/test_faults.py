@@ -133,6 +133,17 @@ def test_fault_matrix(matrix_run, fault):
         assert all(r["status"] == fault[4:] for r in mine)
 
 
+@pytest.mark.parametrize("fault", ["ok", "no-done"])
+def test_sdk_user_follows_the_same_stream_rules(fault_server, tmp_path, fault):
+    """The SDK consumes [DONE] itself and ends its iteration the same way without it: the SDK user still knows."""
+    out = tmp_path / fault
+    proc = run_locust("-f", "locustfiles/sdk.py", "-H", f"{fault_server.url}/fault/{fault}", "-u", "1", "-r", "1",
+                      "-t", "2s", "--stop-timeout", "5", "--results-dir", str(out), *SHORT, timeout=60)
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    rows = read_rows(out / "requests.csv")
+    assert rows and {r["error"] for r in rows} == {EXPECTED[fault]}
+
+
 def test_server_not_running_at_start(tmp_path):
     port = free_port()
     out = tmp_path / "run"

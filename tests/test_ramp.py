@@ -47,7 +47,7 @@ def test_a_gateway_cap_is_reported_as_client_or_gateway_bound(simulator, tmp_pat
     summary = json.loads((out / "report" / "summary.json").read_text())
     levels = {level["users"]: level for level in summary["levels"]}
     assert levels[16]["server_in_system_mean"] <= 4.5  # the gateway's limit, whatever the users
-    assert levels[16]["bound"].startswith("client/gateway-bound (the server held ")
+    assert levels[16]["bound"].startswith("client/gateway-bound (vLLM's HTTP layer held ")
     assert levels[16]["concurrency_mean"] > 14  # the client had them all in flight: the gap is in between
 
 

@@ -1,0 +1,108 @@
+"""The steady-state rule (vllm_stress.steady) on arrays with known answers, and a ramp whose top level is too short
+to be steady with a fixed hold and steady with --step-time auto."""
+
+import json
+
+import numpy as np
+import pytest
+
+from analysis.synthetic import closed_loop_rows
+from scenarios.__main__ import main
+from tests.conftest import read_rows
+from vllm_stress import steady
+from vllm_stress.metrics import mean_in_flight, percentile, streamed_tokens
+
+T0 = 1_700_000_000.0
+
+
+def requests_of(rows) -> steady.Requests:
+    start = rows["start_time"].to_numpy()
+    ttft = rows["ttft_s"].to_numpy(float)
+    return steady.Requests(start, rows["end_time"].to_numpy(), start + ttft, rows["completion_tokens"].to_numpy(float),
+                           rows["ok"].to_numpy(bool), rows["e2e_s"].to_numpy(), ttft)
+
+
+def test_a_closed_loop_is_steady_over_enough_lifetimes():
+    rows = closed_loop_rows(10, T0, T0 + 200, 5.0)  # 10 users, 5 s requests
+    verdict = steady.judge(T0 + 20, T0 + 120, requests_of(rows))
+    assert verdict.steady and verdict.lifetimes == pytest.approx(20.0)
+    assert verdict.reason == "the window's halves agree over 20.0 request lifetimes"
+
+
+def test_a_window_shorter_than_three_lifetimes_is_not_steady():
+    rows = closed_loop_rows(10, T0, T0 + 200, 5.0)
+    verdict = steady.judge(T0 + 20, T0 + 32, requests_of(rows))
+    assert not verdict.steady and verdict.hold_needed_s == pytest.approx(15.0)
+    assert verdict.reason == "the 12 s window holds 2.4 request lifetimes (e2e p50 5.0 s); steady needs 3"
+
+
+def test_a_queue_that_is_still_filling_is_not_steady():
+    """Every user's requests take longer and longer, 2 s to 8 s (a queue building up): the halves disagree."""
+    rows = closed_loop_rows(20, T0, T0 + 400, np.linspace(2.0, 8.0, 60), spread=0)
+    verdict = steady.judge(T0 + 20, T0 + 220, requests_of(rows))
+    assert not verdict.steady
+    assert verdict.reason.startswith(("completions fell", "e2e p50 rose")), verdict.reason
+
+
+def test_a_ttft_shift_small_against_the_lifetime_is_noise():
+    """TTFT doubles from 10 to 20 ms inside 5 s requests: 0.2 % of a lifetime, steady."""
+    rows = closed_loop_rows(10, T0, T0 + 200, 5.0)
+    rows["ttft_s"] = np.where(rows["end_time"] < T0 + 70, 0.01, 0.02)
+    assert steady.judge(T0 + 20, T0 + 120, requests_of(rows)).steady
+
+
+def test_metrics_of_a_window():
+    first, end, tokens = np.array([0.0, 5.0, 9.0]), np.array([10.0, 5.0, 9.0]), np.array([100.0, 7.0, 3.0])
+    assert streamed_tokens(first, end, tokens, 2.0, 6.0) == pytest.approx(40.0 + 7.0)  # 4 s of 10 tok/s + a burst
+    assert mean_in_flight(np.array([0.0, 1.0]), np.array([4.0, 2.0]), 0.0, 4.0) == pytest.approx(1.25)
+    assert percentile(np.array([1.0, 2.0, 3.0, 4.0, np.nan]), 50) == 2.5  # linear, NaN left out
+
+
+def levels_of(out) -> dict[int, dict]:
+    summary = json.loads((out / "report" / "summary.json").read_text())
+    return summary, {level["users"]: level for level in summary["levels"]}
+
+
+@pytest.mark.parametrize("step_time", ["5", "auto"])
+def test_a_level_too_short_to_be_steady_and_the_auto_hold_that_fixes_it(tmp_path, step_time):
+    """Two sequences at a time, 256-token answers: 2 users get about 0.6 s requests, 8 users queue behind them for
+    four times that. A 5 s hold is several lifetimes at 2 users and about two at 8 (not steady, so 2 users is the
+    peak whatever 8 users measured); --step-time auto holds 8 users until steady, and then its e2e p50 is what
+    Little's law says a closed loop of 8 users gets: users / completed requests per second."""
+    out = tmp_path / step_time
+    code = main(["run", "--scenario", "smoke", "--out", str(out), "--workers", "1",
+                 "--simulator-arg=--max-num-seqs=2", "--locust-arg=--levels=2,8", f"--locust-arg=--step-time={step_time}",
+                 "--locust-arg=--max-step-time=60", "--locust-arg=--warmup=0", "--locust-arg=--output-tokens=256"])
+    assert code == 0
+    summary, levels = levels_of(out)
+    assert levels[2]["steady"], levels[2]["steady_reason"]
+    if step_time == "5":
+        assert not levels[8]["steady"] and "request lifetimes" in levels[8]["steady_reason"]
+        assert summary["peak"]["users"] == 2 and summary["unsteady_levels"] == [8]
+        assert "Not steady, so left out of the peak" in (out / "report" / "report.md").read_text()
+        return
+    assert levels[8]["steady"], levels[8]["steady_reason"]
+    little = 8 / levels[8]["requests_per_s"]
+    assert levels[8]["e2e_p50_s"] == pytest.approx(little, rel=0.15)
+    assert levels[8]["lifetimes"] >= steady.MIN_LIFETIMES
+    itl_counts = itl_gaps_by_level(out / "run-1")
+    for users, expected in hold_gaps_by_level(out / "run-1").items():  # ITL: the measured streams of the holds
+        assert itl_counts[users] == pytest.approx(expected, rel=0.02), users
+
+
+def hold_gaps_by_level(run) -> dict[int, int]:
+    """The inter-chunk gaps of the successful requests that ended during their level's hold, from requests.csv."""
+    holds = {int(r["users"]): (float(r["hold_start"]), float(r["hold_end"])) for r in read_rows(run / "levels.csv")}
+    gaps = dict.fromkeys(holds, 0)
+    for row in read_rows(run / "requests.csv"):
+        start, end = holds[int(row["users"])]
+        if row["ok"] == "1" and start <= float(row["end_time"]) < end:
+            gaps[int(row["users"])] += int(row["chunks"]) - 1
+    return gaps
+
+
+def itl_gaps_by_level(run) -> dict[int, int]:
+    counts: dict[int, int] = {}
+    for row in read_rows(run / "itl_histogram.csv"):
+        counts[int(row["users"])] = counts.get(int(row["users"]), 0) + int(row["count"])
+    return counts

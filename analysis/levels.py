@@ -41,8 +41,8 @@ import pandas as pd
 from analysis.load import AnalysisError, Run
 from locustfiles.records import ABORTED, LEVELS_FILE, REQUESTS_FILE
 from vllm_stress import steady
+from vllm_stress.metrics import bucket_percentile, streamed_tokens
 from vllm_stress.metrics import mean_in_flight as in_flight_mean
-from vllm_stress.metrics import streamed_tokens
 
 PERCENTILES = (50, 90, 99)
 LEVEL_CLOCK_SLACK_S = 1.0  # worker rows of a new level may start slightly before the master wrote the last hold_end
@@ -312,19 +312,15 @@ def percentile_field(column: str, quantile: float) -> str:
 
 
 def itl_percentiles(histogram: pd.DataFrame | None) -> pd.DataFrame:
-    """ITL p50/p90/p99 per level from (users, itl_ms, count): the smallest bucket whose cumulative count reaches q."""
+    """ITL p50/p90/p99 per level from (users, itl_ms, count) rows (vllm_stress.metrics.bucket_percentile)."""
+    columns = [percentile_field("itl_s", p / 100) for p in PERCENTILES]
     if histogram is None or histogram.empty:
-        return pd.DataFrame(columns=[percentile_field("itl_s", p / 100) for p in PERCENTILES], dtype=float)
-    ordered = histogram.sort_values(["users", "itl_ms"]).reset_index(drop=True)
-    ordered["users"] = ordered["users"].astype("int64")
-    by_level = ordered.groupby("users")["count"]
-    cumulative = by_level.cumsum()
-    total = by_level.transform("sum")
+        return pd.DataFrame(columns=columns, dtype=float)
     result = {}
-    for p in PERCENTILES:
-        first = (cumulative >= total * p / 100).groupby(ordered["users"]).idxmax()
-        result[percentile_field("itl_s", p / 100)] = ordered.loc[first, "itl_ms"].to_numpy() / 1000
-    return pd.DataFrame(result, index=first.index)
+    for users, level in histogram.groupby(histogram["users"].astype("int64")):
+        counts = level.groupby("itl_ms")["count"].sum().to_dict()
+        result[users] = [bucket_percentile(counts, p / 100) / 1000 for p in PERCENTILES]
+    return pd.DataFrame.from_dict(result, orient="index", columns=columns)
 
 
 def goodput(measured: pd.DataFrame, slo: dict[str, float], window_s: pd.Series, requests: pd.Series) -> pd.DataFrame:

@@ -45,6 +45,7 @@ from locustfiles.records import (
     REQUESTS_FILE,
     RUN_FILE,
 )
+from vllm_stress import metrics
 
 
 def request_rows(
@@ -72,7 +73,7 @@ def request_rows(
             "start_time": end - e2e,
             "end_time": end,
             "ttft_s": np.where(ok_flags, ttft, np.nan),
-            "tpot_s": np.where(ok_flags & (output > 1), (e2e - ttft) / np.maximum(output - 1, 1), np.nan),
+            "tpot_s": np.where(ok_flags, tpots(e2e, ttft, output), np.nan),
             "e2e_s": e2e,
             "chunks": np.where(ok_flags, output, 0),
             "prompt_tokens": np.where(ok_flags, prompt_tokens, np.nan),
@@ -91,6 +92,12 @@ def request_rows(
         }
     )
     return rows[REQUEST_COLUMNS]
+
+
+def tpots(e2e: np.ndarray, ttft: np.ndarray, output: np.ndarray) -> np.ndarray:
+    """vllm_stress.metrics.tpot of each request, NaN where undefined."""
+    values = (metrics.tpot(*request) for request in zip(e2e, ttft, output, strict=True))
+    return np.array([np.nan if value is None else value for value in values], dtype=float)
 
 
 def closed_loop_rows(

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import time
 
-from locustfiles import records
+from vllm_stress import metrics
 
 
 class StreamError(Exception):
@@ -90,7 +90,7 @@ class Exchange:
 
     @property
     def tpot(self) -> float | None:
-        return records.tpot(self.e2e, self.ttft, self.completion_tokens)
+        return metrics.tpot(self.e2e, self.ttft, self.completion_tokens)
 
     @property
     def measured(self) -> bool:

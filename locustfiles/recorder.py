@@ -103,7 +103,9 @@ class Recorder:
         self.worker_id = self.runner.client_id if isinstance(self.runner, WorkerRunner) else "local"
         self.level = 0
         self.measuring = True  # a hold is on (or there are no phases): inter-token gaps are kept
-        self.phase_text = ""  # what the load shape is doing, for the web UI (the shape logs each change)
+        self.phase_text = ""  # what the load shape is doing, for the web UI (the shape logs each change) ...
+        self.phase_since = 0.0  # ... since when (unix seconds)
+        self.phase_limit_s: float | None = None  # ... and for how long at most
         self.level_rows: list[list] = []  # master/local: the rows that ended since the current level's ramp began
         self.pending_rows: list[list] = []
         self.itl: dict[int, Counter] = defaultdict(Counter)
@@ -217,18 +219,23 @@ class Recorder:
         return sum(1 for row in self.level_rows if row[_USERS] == self.level and not row_aborted(row))
 
     def hold_verdict(self) -> steady.Verdict:
-        """The steady-state verdict on the open level's hold so far, up to the rows every worker has reported."""
+        """The steady-state verdict on the open level's hold so far.
+
+        A row arrives when its request ends, so the tokens and the in-flight time of the requests still running are
+        not known yet: the window judged ends one longest request of the level before the newest row every worker
+        has reported, where every request that overlaps it has ended (and is in the rows).
+        """
         hold_start = self.open_level[2] if self.open_level else None
         if hold_start is None:
             return steady.Verdict(False, "the level is not held", np.nan, np.nan)
-        end = time.time() - self.report_lag_s
         rows = self.level_rows
         starts, ends, e2e = (np.array([row[index] for row in rows], dtype=float) for index in (_START, _END, _E2E))
         ttft = np.array([np.nan if row[_TTFT] == "" else row[_TTFT] for row in rows], dtype=float)
         tokens = np.array([row[_CHUNKS] if row[_COMPLETION] == "" else row[_COMPLETION] for row in rows], dtype=float)
         measured = np.array([row[_USERS] == self.level and row_measured(row) for row in rows], dtype=bool)
+        longest = e2e[measured].max() if measured.any() else 0.0
         sample = steady.Requests(starts, ends, starts + np.nan_to_num(ttft), tokens, measured, e2e, ttft)
-        return steady.judge(hold_start, end, sample)
+        return steady.judge(hold_start, time.time() - self.report_lag_s - longest, sample)
 
     def _close_level(self, now: float) -> None:
         if self.open_level and self.folder:

@@ -13,7 +13,8 @@ Metric definitions, the same as ``vllm bench serve`` (vllm/benchmarks/serve.py),
   role-only chunk does not count. Non-streaming responses have no TTFT (empty).
 * **ITL** (inter-token latency): the gaps between consecutive output-bearing chunks of one stream (per chunk,
   not per token, as in vLLM). Kept as a histogram per level (``itl_histogram.csv``), not per row.
-* **TPOT** (time per output token): ``(e2e - ttft) / (completion_tokens - 1)`` for completion_tokens > 1.
+* **TPOT** (time per output token): ``(e2e - ttft) / (completion_tokens - 1)`` for completion_tokens > 1
+  (``vllm_stress.metrics.tpot``).
 * **tok/s**: output tokens (``completion_tokens`` from the server's ``usage``) streamed during a time window, divided
   by the window; each request's tokens are spread evenly from its first token to its end, so requests longer than
   the window count for their part in it. Total tok/s adds the ``prompt_tokens`` of requests whose first token came
@@ -129,13 +130,6 @@ CLIENT_HEALTH_COLUMNS = [
     "cpu_percent",  # CPU of that process (100 = one core)
 ]
 CLIENT_CPU_LIMIT_PERCENT = 90  # locust.runners.CPU_WARNING_THRESHOLD
-
-
-def tpot(e2e_s: float, ttft_s: float | None, completion_tokens: int | None) -> float | None:
-    """Time per output token after the first, or None when it is undefined."""
-    if ttft_s is None or not completion_tokens or completion_tokens <= 1:
-        return None
-    return (e2e_s - ttft_s) / (completion_tokens - 1)
 
 
 def latency_bucket_ms(seconds: float) -> float:

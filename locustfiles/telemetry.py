@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import csv
 import logging
-import math
 import os
 import time
 from collections import defaultdict
@@ -29,6 +28,7 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 from locustfiles import records
+from vllm_stress.metrics import histogram_quantile
 
 log = logging.getLogger(__name__)
 
@@ -62,22 +62,6 @@ def parse_metrics(text: str) -> Snapshot:
             else:
                 snapshot.values[sample.name] += sample.value
     return snapshot
-
-
-def histogram_quantile(q: float, cumulative: dict[float, float]) -> float | None:
-    """The q-quantile of cumulative bucket counts {upper bound: count}, interpolated linearly inside its bucket as
-    PromQL's ``histogram_quantile`` does (the +Inf bucket answers its lower bound); None without observations."""
-    total = cumulative.get(math.inf, 0.0)
-    if total <= 0:
-        return None
-    rank = q * total
-    lower, below = 0.0, 0.0
-    for upper in sorted(bound for bound in cumulative if bound != math.inf):
-        count = cumulative[upper]
-        if count >= rank:
-            return lower + (upper - lower) * (rank - below) / (count - below)
-        lower, below = upper, count
-    return lower  # in the +Inf bucket
 
 
 def _number(value: float | None):

@@ -8,18 +8,20 @@ web UI; every worker's rows reach the master, so the tab covers all workers.
 
 The first row is now: the current level, live output tok/s, the requests so far, the last scrape's server gauges
 and the highest client CPU. Then one row per level (the level a request started in): its requests, failures and
-the latencies of its successful requests (nearest-rank percentiles), and the highest client CPU seen at it.
+the latencies of its measured requests (bucketed, vllm_stress.metrics.bucket_percentile), and the highest client CPU
+seen at it.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
+import time
 
 from flask import Blueprint, Response, request
 
 from locustfiles import records
+from vllm_stress.metrics import bucket_percentile
 
 TAB = "llm"
 CSV_ROUTE = "/llm/requests.csv"
@@ -43,16 +45,9 @@ COLUMNS = {  # row key -> column title
 
 
 def percentile(histogram: dict[float, int], q: float) -> float | None:
-    """Nearest-rank percentile in seconds of a {bucket ms: count} histogram, or None when it is empty."""
-    total = sum(histogram.values())
-    if not total:
-        return None
-    rank = max(math.ceil(q * total), 1)
-    for bucket_ms in sorted(histogram):
-        rank -= histogram[bucket_ms]
-        if rank <= 0:
-            break
-    return bucket_ms / 1000.0
+    """A percentile in seconds of a {bucket ms: count} histogram (vllm_stress.metrics.bucket_percentile)."""
+    bucket_ms = bucket_percentile(histogram, q)
+    return None if bucket_ms is None else bucket_ms / 1000.0
 
 
 def _scaled(value: float | None, factor: float, digits: int):
@@ -63,6 +58,15 @@ def _saturated(cpu_percent: float) -> str:
     return "yes" if cpu_percent > records.CLIENT_CPU_LIMIT_PERCENT else "no"
 
 
+def phase(recorder) -> str:
+    """The load shape's phase with the time spent in it and the time left at most, or "" without a shape."""
+    if not recorder.phase_text:
+        return ""
+    elapsed = time.time() - recorder.phase_since
+    left = "" if recorder.phase_limit_s is None else f", at most {max(recorder.phase_limit_s - elapsed, 0):.0f} s left"
+    return f"{recorder.phase_text} — {elapsed:.0f} s in{left}"
+
+
 def table_rows(target) -> list[dict]:
     """The tab's rows (every key of COLUMNS in each)."""
     recorder, telemetry = target.recorder, target.telemetry
@@ -70,7 +74,7 @@ def table_rows(target) -> list[dict]:
     cpu_now = max(telemetry.latest_cpu.values(), default=0.0)
     kv_cache = server.get("kv_cache_usage", "")
     rows = [dict.fromkeys(COLUMNS, "") | {
-        "level": recorder.phase_text or f"now: {recorder.level} users",
+        "level": phase(recorder) or f"now: {recorder.level} users",
         "requests": recorder.totals["requests"],
         "failures": recorder.totals["failures"],
         "aborted": recorder.totals["aborted"],

@@ -100,7 +100,7 @@ class StepRampShape(LoadTestShape):
                                 target, REACH_TIMEOUT_S, self.get_current_user_count())
                 self.begin("warmup", now)
                 self.announce(recorder, name, f"warming up: at least {options.warmup:g} s and {target} completed "
-                                              "requests (one request lifetime)")
+                                              "requests (one request lifetime)", limit_s=options.max_step_time)
         elif self.phase == "warmup":
             lifetime_done = recorder.level_completions() >= target or elapsed >= options.max_step_time
             if elapsed >= options.warmup and lifetime_done:
@@ -108,7 +108,7 @@ class StepRampShape(LoadTestShape):
                 self.begin("hold", now)
                 self.announce(recorder, name, f"holding {hold_s:g} s" if hold_s is not None else
                               f"holding until steady (judged every {CHECK_INTERVAL_S:g} s, at most "
-                              f"{options.max_step_time:g} s)")
+                              f"{options.max_step_time:g} s)", limit_s=options.max_step_time if hold_s is None else hold_s)
         elif self.phase == "hold" and self.hold_over(recorder, hold_s, elapsed, options.max_step_time):
             verdict = recorder.hold_verdict()
             recorder.level_ended()
@@ -138,10 +138,11 @@ class StepRampShape(LoadTestShape):
         return recorder.hold_verdict().steady
 
     @staticmethod
-    def announce(recorder, name: str, phase: str) -> None:
-        """One console line per phase change; the web UI's LLM tab shows the same text. (Locust ticks a shape once
-        before the test starts and again after it resets the shape's clock: the same first line is logged once.)"""
+    def announce(recorder, name: str, phase: str, limit_s: float | None = None) -> None:
+        """One console line per phase change; the web UI's LLM tab shows the same text with the time in the phase
+        and its bound (``limit_s``). (Locust ticks a shape once before the test starts and again after it resets the
+        shape's clock: the same first line is logged once.)"""
         text = f"{name}: {phase}"
         if text != recorder.phase_text:
-            recorder.phase_text = text
+            recorder.phase_text, recorder.phase_since, recorder.phase_limit_s = text, time.time(), limit_s
             log.info("%s", text)

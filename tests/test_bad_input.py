@@ -58,7 +58,7 @@ def test_parse_levels(text, message):
 
 @pytest.mark.parametrize(("args", "message"), [
     (["--levels", "10,x"], "--levels must be comma-separated whole numbers, got '10,x'"),
-    (["--levels", "5", "--step-time", "-1"], "--step-time must be a number of seconds, at least 0, got -1.0"),
+    (["--levels", "5", "--step-time", "-1"], "--step-time must be a number of seconds or auto, at least 0, got '-1'"),
 ])
 def test_bad_ramp_is_refused_by_the_shape(tmp_path, args, message):
     proc = run_locust("-f", "locustfiles/chat.py,scenarios/shape.py", "-H", NOWHERE, "--headless", "--only-summary",

@@ -12,8 +12,9 @@ import threading
 import pytest
 
 from locustfiles import records
-from locustfiles.telemetry import ServerScraper, histogram_quantile, parse_metrics
+from locustfiles.telemetry import ServerScraper, parse_metrics
 from tests.conftest import read_rows, run_locust, server_completed
+from vllm_stress.metrics import histogram_quantile
 
 HISTOGRAM_COLUMNS = 2 + len(records.SERVER_QUANTILES)
 

@@ -167,7 +167,8 @@ def test_browser_shows_the_llm_tab(master, simulator):
             page.get_by_role("button", name="Start").click()
             page.get_by_role("tab", name="LLM").click()
             rows = page.get_by_role("row")
-            now, first, second = rows.filter(has_text="now: 4 users"), rows.nth(2), rows.nth(3)
+            # the first row says where the ramp is: "Level 2/2 (4 users): holding 4 s — 2 s in, at most 2 s left"
+            now, first, second = rows.filter(has_text="Level 2/2 (4 users): "), rows.nth(2), rows.nth(3)
             until(lambda: shows_measurements(now, "output_tok_s") and shows_measurements(first, "ttft_p50_ms")
                   and shows_measurements(second, "ttft_p50_ms"), "tok/s and TTFT of 2 levels on the LLM tab", master)
             assert cells(first)[0] == "2 users" and cells(second)[0] == "4 users"

@@ -9,10 +9,24 @@ All functions take numpy arrays with one entry per request (unix seconds) and a 
   window would be lumpy or empty.
 * **Requests in flight**: the time-average over the window of the number of requests between their start and end.
 * **Sample percentiles**: linear interpolation between the order statistics (numpy's default, as
-  ``vllm bench serve`` in vllm/benchmarks/serve.py computes its percentiles).
+  ``vllm bench serve`` in vllm/benchmarks/serve.py computes its percentiles). The report's TTFT, TPOT and e2e.
+* **Client histogram percentiles** (the live view's latencies, the report's ITL): the load generators count
+  latencies in buckets (``latency_bucket_ms`` in locustfiles/records.py: 0.1 ms below 100 ms), and a percentile is
+  the smallest bucket whose cumulative count reaches q x total (nearest rank): off the sample percentile by at most
+  one bucket.
+* **Server histogram quantiles** (vLLM's ``/metrics``): linear interpolation inside the bucket, as PromQL's
+  ``histogram_quantile`` does, since vLLM's buckets are wide.
+* **TPOT** (time per output token): ``(e2e - ttft) / (completion_tokens - 1)``, defined for more than one token, as
+  ``vllm bench serve`` does.
+
+Locust's own statistics table rounds response times above 100 ms to two significant digits before it counts them
+(its percentiles are nearest rank over those rounded values), so its TTFT p50 can differ from the report's by that
+rounding.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -37,3 +51,39 @@ def percentile(values: np.ndarray, q: float) -> float:
     """The ``q``-th percentile (0..100) of the values that are not NaN, linear interpolation; NaN when none."""
     present = values[~np.isnan(values)]
     return float(np.percentile(present, q)) if present.size else float("nan")
+
+
+def bucket_percentile(histogram: dict[float, int], q: float) -> float | None:
+    """The ``q`` (0..1) percentile of a {bucket: count} histogram, nearest rank; None when it is empty."""
+    total = sum(histogram.values())
+    if not total:
+        return None
+    rank = max(math.ceil(q * total), 1)
+    for bucket in sorted(histogram):
+        rank -= histogram[bucket]
+        if rank <= 0:
+            return bucket
+    return bucket
+
+
+def histogram_quantile(q: float, cumulative: dict[float, float]) -> float | None:
+    """The q-quantile of cumulative bucket counts {upper bound: count}, interpolated linearly inside its bucket as
+    PromQL's ``histogram_quantile`` does (the +Inf bucket answers its lower bound); None without observations."""
+    total = cumulative.get(math.inf, 0.0)
+    if total <= 0:
+        return None
+    rank = q * total
+    lower, below = 0.0, 0.0
+    for upper in sorted(bound for bound in cumulative if bound != math.inf):
+        count = cumulative[upper]
+        if count >= rank:
+            return lower + (upper - lower) * (rank - below) / (count - below)
+        lower, below = upper, count
+    return lower  # in the +Inf bucket
+
+
+def tpot(e2e_s: float, ttft_s: float | None, completion_tokens: float | None) -> float | None:
+    """Time per output token after the first, or None when it is undefined."""
+    if ttft_s is None or not completion_tokens or completion_tokens <= 1 or math.isnan(ttft_s):
+        return None
+    return (e2e_s - ttft_s) / (completion_tokens - 1)

@@ -36,6 +36,7 @@ def plot_against_users(configs: dict[str, dict], fields: list[tuple[str, str]], 
             levels = level_frame(config)
             errors = levels.get(f"{field}_ci95")
             ax.errorbar(levels["users"], levels[field], yerr=errors, marker="o", capsize=3, label=label)
+            mark_unsteady(ax, levels, "users", field)
         users = pd.concat([level_frame(c)["users"] for c in configs.values()])
         if users.max() >= LOG_X_RATIO * users.min():
             ax.set_xscale("log")
@@ -47,12 +48,21 @@ def plot_against_users(configs: dict[str, dict], fields: list[tuple[str, str]], 
     return path
 
 
+def mark_unsteady(ax, levels: pd.DataFrame, x: str, y: str) -> None:
+    """Circle in red the levels that were not steady (they are not the peak or the saturation point)."""
+    unsteady = levels[~levels["steady"].astype(bool)]
+    if not unsteady.empty:
+        ax.scatter(unsteady[x], unsteady[y], s=160, facecolors="none", edgecolors="tab:red", linewidths=1.5,
+                   label="not steady", zorder=3)
+
+
 def plot_tradeoff(configs: dict[str, dict], path: Path) -> Path:
     """p99 e2e latency against output tok/s, each point labelled with its concurrency."""
     figure, (ax,) = new_figure()
     for label, config in configs.items():
         levels = level_frame(config)
         ax.plot(levels["output_tokens_per_s"], levels["e2e_p99_s"], marker="o", label=label)
+        mark_unsteady(ax, levels, "output_tokens_per_s", "e2e_p99_s")
         for _, level in levels.dropna(subset=["e2e_p99_s"]).iterrows():
             point = (level["output_tokens_per_s"], level["e2e_p99_s"])
             ax.annotate(str(int(level["users"])), point, xytext=(4, 4), textcoords="offset points", fontsize=7)
@@ -80,11 +90,13 @@ def plot_timeline(label: str, timelines: list[tuple[str, pd.DataFrame, pd.DataFr
         tokens.set_ylim(bottom=0)
         origin = seconds["unix_time"].iloc[0]
         for _, window in windows.iterrows():
-            ax.axvspan(window["start"] - origin, window["end"] - origin, alpha=0.1)
+            ax.axvspan(window["start"] - origin, window["end"] - origin, alpha=0.1,
+                       color="tab:blue" if window["steady"] else "tab:red")
             ax.hlines(
                 window["users"], window["start"] - origin, window["end"] - origin, colors="tab:blue", linestyles="--"
             )
-        ax.set(title=f"{label}: {run_dir} (shaded: steady-state windows)", xlabel="seconds since first request")
+        ax.set(title=f"{label}: {run_dir} (shaded: level windows, red when not steady)",
+               xlabel="seconds since first request")
     figure.savefig(path, dpi=100)
     return path
 

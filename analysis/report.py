@@ -54,8 +54,10 @@ def analyse(
             windows, partial = level_windows(run)
             if windows.empty:
                 raise AnalysisError(f"{run.path}: no level reached a steady-state window")
-            per_run.append(level_stats(run, windows, dict(slo or {})).assign(run=index))
+            stats = level_stats(run, windows, dict(slo or {}))
+            per_run.append(stats.assign(run=index))
             run_info.append(describe_run(run, partial))
+            windows = windows.assign(steady=stats["steady"].to_numpy())
             timelines.setdefault(label, []).append((str(run.path), timeline(run.requests), windows))
         configs[label] = summarise_config(label, pd.concat(per_run), run_info, gpus_for(gpus, label), scaling)
     summary = build_summary(configs, dict(slo) if slo else None)

@@ -58,6 +58,16 @@ def read_config(name: str) -> tuple[Path, dict[str, str]]:
     return path, keys
 
 
+def header_comment(config: Path) -> list[str]:
+    """The comment lines at the top of a scenario's config file: what it runs and why."""
+    lines = []
+    for line in config.read_text().splitlines():
+        if not line.startswith("#"):
+            break
+        lines.append(line.lstrip("# ").strip())
+    return lines
+
+
 def read_matrix(path: str) -> list[dict[str, str]]:
     """Cells of server settings from a TOML file of ``[[cell]]`` tables (vLLM flag names as keys)."""
     try:
@@ -191,6 +201,7 @@ def run_scenario(name: str, out: Path, target: str | None = None, repeats: int |
         raise ScenarioError("--matrix with --target needs --server-cmd to restart the server for each cell")
     base_sim_args = shlex.split(keys.get("simulator", "")) + list(simulator_args or [])
     prepare_out(out, overwrite)
+    log.info("%s", " ".join(header_comment(config)))
     labels, run_dirs = {}, []
     for cell in cells:
         cell_dir = out / cell_name(cell) if matrix else out

@@ -249,6 +249,7 @@ def run_request(user, send) -> None:
     exchange = Exchange(user.request_name, user.target.recorder.level, spec.target_prompt_tokens, spec.max_tokens,
                         check_output=user.ignore_eos)
     exchange.schedule_lag = lag
+    user.target.recorder.started(exchange)
     try:
         send(spec, exchange)
     finally:  # also when the user is stopped mid-request: the row says so

@@ -80,6 +80,11 @@ class Exchange:
         if self.end is None:
             self.end = self.last if (self.last is not None and not self.error) else time.perf_counter()
 
+    def progress(self) -> list:
+        """[start, first output chunk (the start before it), chunks so far] in unix seconds, while in flight."""
+        first = self.start_wall if self.first is None else self.start_wall + (self.first - self.start)
+        return [self.start_wall, first, self.chunks]
+
     @property
     def e2e(self) -> float:
         return (self.end if self.end is not None else time.perf_counter()) - self.start

@@ -11,7 +11,9 @@ streams (``Exchange.measured``) that end during a hold, the population of the an
 without a shape has no phases and keeps every measured stream's gaps.
 
 The master (or local runner) also keeps the rows of the current level's time (those that ended since its ramp
-began), so a load shape can judge live whether the level is steady (``vllm_stress.steady``).
+began), so a load shape can judge live whether the level is steady (``vllm_stress.steady``). A row comes when its
+request ends, so each worker report also carries what its requests still in flight have streamed so far: with it the
+master knows every request's tokens up to the newest report of every worker.
 """
 
 from __future__ import annotations
@@ -107,6 +109,8 @@ class Recorder:
         self.phase_since = 0.0  # ... since when (unix seconds)
         self.phase_limit_s: float | None = None  # ... and for how long at most
         self.level_rows: list[list] = []  # master/local: the rows that ended since the current level's ramp began
+        self.in_flight: set[Exchange] = set()  # this process's requests being sent or read
+        self.in_flight_reports: dict[str, tuple[float, list]] = {}  # master: worker -> (report time, its in_flight)
         self.pending_rows: list[list] = []
         self.itl: dict[int, Counter] = defaultdict(Counter)
         self.folder: RunFolder | None = None
@@ -144,8 +148,17 @@ class Recorder:
 
     # --- every process -------------------------------------------------------------------------------------------
 
+    def started(self, exchange: Exchange) -> None:
+        """A request is being sent: it is in flight until ``record``."""
+        self.in_flight.add(exchange)
+
+    def in_flight_now(self) -> list[list]:
+        """[start, first token or start, chunks received] (unix seconds) of this process's requests in flight."""
+        return [exchange.progress() for exchange in self.in_flight]
+
     def record(self, exchange: Exchange) -> None:
         """Account for one finished request (successful or not)."""
+        self.in_flight.discard(exchange)
         if self.measuring and exchange.measured:
             histogram = self.itl[exchange.users]
             for gap in exchange.gaps:
@@ -160,7 +173,7 @@ class Recorder:
 
     def _ship(self, client_id, data, **_kw) -> None:
         data[REPORT_KEY] = {"rows": self.pending_rows, "itl": {u: dict(h) for u, h in self.itl.items()},
-                            "final": self.final}
+                            "final": self.final, "time": time.time(), "in_flight": self.in_flight_now()}
         self.pending_rows = []
         self.itl = defaultdict(Counter)
 
@@ -219,23 +232,39 @@ class Recorder:
         return sum(1 for row in self.level_rows if row[_USERS] == self.level and not row_aborted(row))
 
     def hold_verdict(self) -> steady.Verdict:
-        """The steady-state verdict on the open level's hold so far.
-
-        A row arrives when its request ends, so the tokens and the in-flight time of the requests still running are
-        not known yet: the window judged ends one longest request of the level before the newest row every worker
-        has reported, where every request that overlaps it has ended (and is in the rows).
-        """
+        """The steady-state verdict on the open level's hold so far: up to the newest report of every worker (now in
+        a local run), with the rows of the requests that ended and what those still in flight streamed so far."""
         hold_start = self.open_level[2] if self.open_level else None
         if hold_start is None:
             return steady.Verdict(False, "the level is not held", np.nan, np.nan)
+        end, partial = self.in_flight_snapshot()
         rows = self.level_rows
         starts, ends, e2e = (np.array([row[index] for row in rows], dtype=float) for index in (_START, _END, _E2E))
         ttft = np.array([np.nan if row[_TTFT] == "" else row[_TTFT] for row in rows], dtype=float)
         tokens = np.array([row[_CHUNKS] if row[_COMPLETION] == "" else row[_COMPLETION] for row in rows], dtype=float)
         measured = np.array([row[_USERS] == self.level and row_measured(row) for row in rows], dtype=bool)
-        longest = e2e[measured].max() if measured.any() else 0.0
-        sample = steady.Requests(starts, ends, starts + np.nan_to_num(ttft), tokens, measured, e2e, ttft)
-        return steady.judge(hold_start, time.time() - self.report_lag_s - longest, sample)
+        running = np.array(partial, dtype=float).reshape(-1, 4)  # start, first, chunks, snapshot time
+        sample = steady.Requests(
+            start=np.concatenate([starts, running[:, 0]]), end=np.concatenate([ends, running[:, 3]]),
+            first=np.concatenate([starts + np.nan_to_num(ttft), running[:, 1]]),
+            tokens=np.concatenate([tokens, running[:, 2]]),
+            measured=np.concatenate([measured, np.zeros(len(running), dtype=bool)]),
+            e2e=np.concatenate([e2e, running[:, 3] - running[:, 0]]),
+            ttft=np.concatenate([ttft, np.full(len(running), np.nan)]))
+        return steady.judge(hold_start, end, sample)
+
+    def in_flight_snapshot(self) -> tuple[float, list[list]]:
+        """The time up to which every request is known, and [start, first, chunks, snapshot time] of those that were
+        still in flight then (per worker as of its newest report)."""
+        if not isinstance(self.runner, MasterRunner):
+            now = time.time()
+            return now, [[*progress, now] for progress in self.in_flight_now()]
+        live = {client.id for client in self.runner.clients.values() if client.state != STATE_MISSING}
+        reports = {worker: report for worker, report in self.in_flight_reports.items() if worker in live}
+        if not reports:
+            return time.time() - self.report_lag_s, []
+        end = min(report_time for report_time, _ in reports.values())
+        return end, [[*progress, report_time] for report_time, entries in reports.values() for progress in entries]
 
     def _close_level(self, now: float) -> None:
         if self.open_level and self.folder:
@@ -288,6 +317,7 @@ class Recorder:
         for users, histogram in delta["itl"].items():
             self.itl[int(users)].update(histogram)
         self._write(delta["rows"])
+        self.in_flight_reports[client_id] = (delta["time"], delta["in_flight"])
         if delta.get("final"):
             self.flushed.add(client_id)
 

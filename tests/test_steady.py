@@ -72,7 +72,7 @@ def test_a_level_too_short_to_be_steady_and_the_auto_hold_that_fixes_it(tmp_path
     out = tmp_path / step_time
     code = main(["run", "--scenario", "smoke", "--out", str(out), "--workers", "1",
                  "--simulator-arg=--max-num-seqs=2", "--locust-arg=--levels=2,8", f"--locust-arg=--step-time={step_time}",
-                 "--locust-arg=--max-step-time=60", "--locust-arg=--warmup=0", "--locust-arg=--output-tokens=256"])
+                 "--locust-arg=--max-step-time=120", "--locust-arg=--warmup=0", "--locust-arg=--output-tokens=256"])
     assert code == 0
     summary, levels = levels_of(out)
     assert levels[2]["steady"], levels[2]["steady_reason"]

@@ -241,11 +241,13 @@ def tokens_in_windows(rows: pd.DataFrame, windows: pd.DataFrame) -> tuple[pd.Ser
 def token_times(rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per row: first token time (the start without a TTFT), end time, output tokens (usage, else the chunks
     received, so failed and aborted streams count what they streamed) and prompt tokens (of rows that got a first
-    token or succeeded)."""
+    token or succeeded: usage, else the length the prompt was built to have, which /tokenize sized exactly — a stream
+    cut after its first token had its prompt prefilled but never got its usage)."""
     first = (rows["start_time"] + rows["ttft_s"].fillna(0.0)).to_numpy()
     end = rows["end_time"].to_numpy()
     output = rows["completion_tokens"].fillna(rows["chunks"]).fillna(0).to_numpy(dtype=float)
-    prompt = rows["prompt_tokens"].where(rows["ttft_s"].notna() | rows["ok"], 0).fillna(0).to_numpy(dtype=float)
+    prompt = rows["prompt_tokens"].fillna(rows["target_prompt_tokens"])
+    prompt = prompt.where(rows["ttft_s"].notna() | rows["ok"], 0).fillna(0).to_numpy(dtype=float)
     return first, end, output, prompt
 
 

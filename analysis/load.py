@@ -37,6 +37,7 @@ READ_REQUEST_COLUMNS = [
     "e2e_s",
     "prompt_tokens",
     "completion_tokens",
+    "target_prompt_tokens",
     "chunks",
     "ok",
     "error",

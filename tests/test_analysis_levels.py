@@ -143,14 +143,15 @@ def test_long_queued_requests_give_users_times_tokens_over_e2e(tmp_path):
 def test_tokens_are_spread_from_first_token_to_end():
     nan = np.nan
     rows = pd.DataFrame(
-        [  # start, ttft, end, ok, prompt, completion, chunks
-            (0.0, 5.0, 25.0, True, 1000, 200, 200),  # streams [5, 25): half in [10, 20), a quarter in [20, 30)
-            (12.0, 2.0, 18.0, False, 300, nan, 40),  # aborted at 18 s without usage: its 40 chunks count
-            (11.0, nan, 19.0, False, nan, nan, 0),  # failed before any output
-            (15.0, nan, 19.0, True, 100, 50, 1),  # non-streaming: spread over the whole request
-            (16.0, 2.0, 18.0, True, 10, 1, 1),  # one chunk at the end: all at that instant
+        [  # start, ttft, end, ok, prompt, completion, chunks, target prompt
+            (0.0, 5.0, 25.0, True, 1000, 200, 200, 1000),  # streams [5, 25): half in [10, 20), a quarter in [20, 30)
+            (12.0, 2.0, 18.0, False, nan, nan, 40, 300),  # aborted at 18 s without usage: 40 chunks, its prompt
+            (11.0, nan, 19.0, False, nan, nan, 0, 77),  # failed before any output: no prefill to count
+            (15.0, nan, 19.0, True, 100, 50, 1, 100),  # non-streaming: spread over the whole request
+            (16.0, 2.0, 18.0, True, 10, 1, 1, 10),  # one chunk at the end: all at that instant
         ],
-        columns=["start_time", "ttft_s", "end_time", "ok", "prompt_tokens", "completion_tokens", "chunks"],
+        columns=["start_time", "ttft_s", "end_time", "ok", "prompt_tokens", "completion_tokens", "chunks",
+                 "target_prompt_tokens"],
     )
     windows = pd.DataFrame({"users": [1, 2], "start": [10.0, 20.0], "end": [20.0, 30.0]})
     output, prompt = tokens_in_windows(rows, windows)

@@ -205,6 +205,16 @@ def wait_closed(url: str, timeout: float) -> None:
         time.sleep(1)
 
 
+def with_overrides(keys: dict[str, str], locust_args: list[str]) -> dict[str, str]:
+    """The config's keys with the ramp options that ``locust_args`` give instead (Locust's command line beats its
+    config file), so that the run's time limit follows e.g. ``--locust-arg=--step-time=600``."""
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    for key in RAMP_DEFAULTS:
+        parser.add_argument(f"--{key}")
+    given = vars(parser.parse_known_args(locust_args)[0])
+    return keys | {key: given[key.replace("-", "_")] for key in RAMP_DEFAULTS if given[key.replace("-", "_")]}
+
+
 def api_headers(locust_args: list[str]) -> dict[str, str]:
     """The bearer header the user classes will send (OPENAI_API_KEY or --api-key-file among ``locust_args``)."""
     parser = argparse.ArgumentParser(add_help=False)
@@ -246,6 +256,7 @@ def run_scenario(name: str, out: Path, target: str | None = None, repeats: int |
     from analysis.report import analyse
 
     config, keys = read_config(name)
+    keys = with_overrides(keys, list(locust_args or []))
     if any(arg.split("=", 1)[0] == "--api-key" for arg in locust_args or []):
         raise ScenarioError("pass the API key as OPENAI_API_KEY or --locust-arg=--api-key-file=FILE, never on a "
                             "command line (every user of the machine can read those)")

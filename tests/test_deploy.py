@@ -361,3 +361,51 @@ def test_bad_input_is_refused(tmp_path):
     (copy / "profiles" / "broken.env").write_text("MAX_NUM_SEQS=1 --num-scheduler-steps 15\n")
     proc = serve(*base, "--profile", "broken", script=copy / "vllm-serve.sh")
     assert proc.returncode == 2 and "not a KEY=VALUE line" in proc.stderr
+
+
+# --- deploy/README.md's walk-through ----------------------------------------------------------------------
+
+README = DEPLOY / "README.md"
+HOME = "/home/you"  # the home directory the README's printed commands show
+GUIDE_MODEL = "Qwen/Qwen3-VL-235B-A22B-Instruct"
+
+
+def readme_commands(prefix: str) -> list[str]:
+    """The commands in deploy/README.md's code blocks that start with ``prefix`` (continuation lines joined)."""
+    blocks = README.read_text().split("```")[1::2]
+    lines = "\n".join(blocks).replace("\\\n", " ").splitlines()
+    return [re.sub(r"\s+", " ", line).strip() for line in lines if line.startswith(prefix)]
+
+
+def run_as_user(command: str, home: Path) -> subprocess.CompletedProcess:
+    """A README command through bash (so `~` expands) as a user whose home is ``home`` and who has a key file."""
+    (home / ".config" / "vllm").mkdir(parents=True, exist_ok=True)
+    (home / ".config" / "vllm" / "api-key").write_text("k-0123456789abcdef\n")
+    clean = {k: v for k, v in os.environ.items() if k not in SERVE_ENV}
+    return subprocess.run(["bash", "-c", command], cwd=REPO, capture_output=True, text=True, timeout=30,
+                          env={**clean, "HOME": str(home)})
+
+
+@pytest.mark.parametrize("platform", sorted(IMAGES))
+def test_walkthrough_dry_run_prints_what_the_readme_shows(platform, tmp_path):
+    (command,) = [c for c in readme_commands("deploy/vllm-serve.sh ") if f"--platform {platform} " in c and
+                  "--dry-run" in c]
+    proc = run_as_user(command, tmp_path)
+    assert proc.returncode == 0 and not proc.stderr, proc.stderr
+    printed = proc.stdout.replace(str(tmp_path), HOME).strip()
+    assert printed in [block.strip() for block in README.read_text().split("```")[1::2]]  # a block of its own
+    argv = shlex.split(printed)
+    assert argv[argv.index("--name") + 1] == "vllm-serve-8000"
+    assert vllm_flags(argv) == {**GUIDE_PROFILES["high-throughput"], "--max-model-len": "4096"}
+    assert argv[argv.index("serve") + 1] == GUIDE_MODEL and "k-0123456789abcdef" not in printed
+
+
+def test_every_readme_launch_command_is_accepted(tmp_path):
+    commands = [c for c in readme_commands("deploy/vllm-serve.sh ") if "rocm|cuda" not in c]
+    assert len(commands) >= 5
+    for command in commands:
+        dry = command if "--dry-run" in command else command.replace("vllm-serve.sh ", "vllm-serve.sh --dry-run ", 1)
+        proc = run_as_user(dry, tmp_path)
+        assert proc.returncode == 0, (command, proc.stderr)
+    (kimi,) = [c for c in commands if "Kimi" in c]
+    assert "--trust-remote-code" in kimi.split(" -- ", 1)[1]

@@ -149,3 +149,12 @@ def test_plain_locust_refuses_repeats(tmp_path):
     proc = run_locust("-f", "locustfiles/chat.py,scenarios/shape.py", "--config", str(tmp_path / "short.conf"),
                       "--headless", "-H", NOWHERE, "--results-dir", str(tmp_path / "run"), timeout=60)
     refused(proc, "repeats = 2: plain Locust runs once; use `python -m scenarios run`, or pass --repeats 1")
+
+
+def test_run_time_limit_follows_locust_arg_overrides():
+    keys = {"levels": "10,100", "step-time": "120", "warmup": "30"}
+    merged = runner.with_overrides(keys, ["--step-time=600", "--output-tokens", "64", "--max-step-time", "900"])
+    assert merged == {"levels": "10,100", "step-time": "600", "warmup": "30", "max-step-time": "900"}
+    assert runner.with_overrides(keys, ["--step", "5"]) == keys  # no abbreviations: Locust would not take them either
+    longer = runner.with_overrides(keys, ["--step-time=600"])
+    assert runner.longest_run_s(longer) - runner.longest_run_s(keys) == 2 * (600 - 120)

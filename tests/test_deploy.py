@@ -221,6 +221,27 @@ def test_build_context_leaves_out_secrets_and_local_state():
     assert {"deploy/secrets/", ".cache/", ".git/", ".venv/", "results/"} <= set(dockerignore)
 
 
+def test_compose_reaches_a_vllm_on_the_docker_host():
+    services = compose()["services"]
+    for name in ("master", "worker"):
+        assert "host.docker.internal:host-gateway" in services[name]["extra_hosts"], name
+
+
+def test_one_run_per_start_where_plain_locust_runs_a_scenario():
+    """Plain Locust refuses `repeats` > 1 (locustfiles/base.py): the web-UI master says --repeats 1 (each Start is
+    a run); the headless compose master takes LOCUST_REPEATS from the shell, so mi325x-sweep is refused, not cut."""
+    (master,) = by_kind("Deployment")["locust-master"]["spec"]["template"]["spec"]["containers"]
+    assert master["command"][master["command"].index("--repeats") + 1] == "1" and "--headless" not in master["command"]
+    assert "--repeats" not in compose()["services"]["master"]["command"]
+    assert compose()["services"]["master"]["environment"] == ["LOCUST_REPEATS"]
+
+
+def test_k8s_target_is_not_a_service_named_vllm():
+    """A Service named vllm sets VLLM_PORT=tcp://... in its namespace's pods, and vLLM then refuses to start."""
+    host = by_kind("ConfigMap")["locust-run"]["data"]["TARGET_URL"].split("//", 1)[1].split(".", 1)[0]
+    assert host != "vllm"
+
+
 def test_dockerfile_builds_the_suite_as_non_root():
     text = (DEPLOY / "Dockerfile").read_text()
     assert re.search(r"^FROM python:3\.11-slim$", text, re.M)

@@ -104,6 +104,11 @@ def prepare_out(out: Path, overwrite: bool) -> None:
     out.mkdir(parents=True)
 
 
+def default_workers() -> int:
+    """One Locust worker process per core, but at most MAX_DEFAULT_WORKERS (the cores of a GPU host serve vLLM)."""
+    return min(os.cpu_count() or 1, MAX_DEFAULT_WORKERS)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -261,7 +266,7 @@ def run_scenario(name: str, out: Path, target: str | None = None, repeats: int |
         raise ScenarioError("pass the API key as OPENAI_API_KEY or --locust-arg=--api-key-file=FILE, never on a "
                             "command line (every user of the machine can read those)")
     repeats = repeats or int(keys.get("repeats", 1))
-    workers = workers or min(os.cpu_count() or 1, MAX_DEFAULT_WORKERS)
+    workers = workers or default_workers()
     cells = read_matrix(matrix) if matrix else [{}]
     if matrix and target and not server_cmd:
         raise ScenarioError("--matrix with --target needs --server-cmd to restart the server for each cell")

@@ -158,3 +158,9 @@ def test_run_time_limit_follows_locust_arg_overrides():
     assert runner.with_overrides(keys, ["--step", "5"]) == keys  # no abbreviations: Locust would not take them either
     longer = runner.with_overrides(keys, ["--step-time=600"])
     assert runner.longest_run_s(longer) - runner.longest_run_s(keys) == 2 * (600 - 120)
+
+
+@pytest.mark.parametrize(("cores", "workers"), [(2, 2), (8, 8), (192, 8), (None, 1)])
+def test_default_workers_are_capped(monkeypatch, cores, workers):
+    monkeypatch.setattr(os, "cpu_count", lambda: cores)
+    assert runner.default_workers() == workers

@@ -60,7 +60,7 @@ def scenario(tmp_path, monkeypatch):
 
 
 def serve_cmd(port: int, key_file: Path) -> str:
-    return (f"bash {REPO / 'deploy' / 'vllm-serve.sh'} --platform cuda --profile low-latency --model tiny "
+    return (f"deploy/vllm-serve.sh --platform cuda --profile low-latency --model tiny "
             f"--port {port} --api-key-file {key_file} --")
 
 

@@ -375,6 +375,9 @@ def test_bad_input_is_refused(tmp_path):
     assert serve(*base, "--profile", "../profiles/low-latency").returncode == 2
     assert serve(*base, "--profile", "low-latency", "--tp", "0").returncode == 2
     assert serve(*base, "--profile", "low-latency", "--bogus").returncode == 2
+    assert serve(*base, "--profile", "low-latency", "--name", "a b").returncode == 2
+    named = dry_run("--platform", "cuda", "--profile", "low-latency", "--model", "m", "--name", "cell-1")
+    assert named[named.index("--name") + 1] == "cell-1"
     # a profile line that is not KEY=VALUE stops the script instead of reaching vLLM
     copy = tmp_path / "deploy"
     shutil.copytree(DEPLOY, copy, ignore=shutil.ignore_patterns("secrets"))

@@ -112,8 +112,7 @@ if [[ -n $bare ]]; then
   cmd=(env "${server_env[@]}" vllm "${serve_args[@]}" --host "$host" --port "$port")
 else
   case $platform in
-    # SYS_PTRACE and an unconfined seccomp profile: vLLM's ROCm docker examples and AMD's MI300X/MI325X guides run
-    # the image with both
+    # SYS_PTRACE and an unconfined seccomp profile: vLLM's ROCm docker examples run the image with both
     rocm) image=vllm/vllm-openai-rocm gpus=(--device /dev/kfd --device /dev/dri --group-add video
       --cap-add=SYS_PTRACE --security-opt seccomp=unconfined) ;;
     cuda) image=vllm/vllm-openai gpus=(--gpus all) ;;

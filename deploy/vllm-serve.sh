@@ -16,7 +16,10 @@ environment of deploy/platforms/PLATFORM.env, in the vllm/vllm-openai[-rocm] ima
 
   --tp N               tensor-parallel size (default: the profile's TENSOR_PARALLEL_SIZE)
   --host ADDR          address to listen on (default 127.0.0.1; 0.0.0.0 for load generators on other hosts)
-  --port P             port to listen on (default \$VLLM_PORT or 8000)
+  --port P             port to listen on (default \$VLLM_SERVE_PORT or 8000; not VLLM_PORT, which vLLM
+                       itself reads as its internal distributed port)
+  --name NAME          docker container name (default vllm-serve-PORT); SIGTERM or Ctrl-C to this script
+                       runs 'docker stop NAME', so the container and its GPUs are free when it exits
   --image-tag TAG      image tag (default \$VLLM_IMAGE_TAG or latest; pin a version so runs compare)
   --api-key-file FILE  file holding the API key (default \$VLLM_API_KEY_FILE); it reaches vLLM as env
                        VLLM_API_KEY, never on a command line. An exported VLLM_API_KEY is passed on too.
@@ -45,8 +48,8 @@ read_env_file() {
   done <"$1"
 }
 
-platform='' profile='' model='' tp='' host=127.0.0.1 port=${VLLM_PORT:-8000} tag=${VLLM_IMAGE_TAG:-latest}
-key_file=${VLLM_API_KEY_FILE:-} bare='' dry_run='' overrides=() extra_args=()
+platform='' profile='' model='' tp='' host=127.0.0.1 port=${VLLM_SERVE_PORT:-8000} tag=${VLLM_IMAGE_TAG:-latest}
+container='' key_file=${VLLM_API_KEY_FILE:-} bare='' dry_run='' overrides=() extra_args=()
 while (($#)); do
   case $1 in
     --platform) need "$@"; platform=$2; shift ;;
@@ -56,6 +59,7 @@ while (($#)); do
     --host) need "$@"; host=$2; shift ;;
     --port) need "$@"; port=$2; shift ;;
     --image-tag) need "$@"; tag=$2; shift ;;
+    --name) need "$@"; container=$2; shift ;;
     --api-key-file) need "$@"; key_file=$2; shift ;;
     --env) need "$@"; overrides+=("$2"); shift ;;
     --bare) bare=1 ;;
@@ -72,6 +76,8 @@ done
 [[ $profile =~ ^[a-z0-9-]+$ && -f $here/profiles/$profile.env ]] || die "no profile '$profile' ($(profiles))"
 [[ -z $tp || $tp =~ ^[1-9][0-9]*$ ]] || die "--tp must be a positive integer"
 [[ $port =~ ^[1-9][0-9]*$ ]] || die "--port must be a number"
+container=${container:-vllm-serve-$port}
+[[ $container =~ ^[a-zA-Z0-9][a-zA-Z0-9_.-]*$ ]] || die "--name must be a docker container name"
 
 # Profile keys are 'vllm serve' flags: MAX_NUM_SEQS=2048 -> --max-num-seqs 2048.
 serve_args=(serve "$model")
@@ -106,13 +112,17 @@ if [[ -n $bare ]]; then
   cmd=(env "${server_env[@]}" vllm "${serve_args[@]}" --host "$host" --port "$port")
 else
   case $platform in
-    rocm) image=vllm/vllm-openai-rocm gpus=(--device /dev/kfd --device /dev/dri --group-add video) ;;
+    # SYS_PTRACE and an unconfined seccomp profile: vLLM's ROCm docker examples run the image with both
+    rocm) image=vllm/vllm-openai-rocm gpus=(--device /dev/kfd --device /dev/dri --group-add video
+      --cap-add=SYS_PTRACE --security-opt seccomp=unconfined) ;;
     cuda) image=vllm/vllm-openai gpus=(--gpus all) ;;
   esac
   # --ipc=host: tensor-parallel workers exchange tensors through shared memory. The HF cache is mounted so a
-  # model is downloaded once per host, not once per container.
-  cmd=(docker run --rm "${gpus[@]}" --ipc=host -p "$host:$port:8000"
-    -v "${HF_HOME:-$HOME/.cache/huggingface}:/root/.cache/huggingface")
+  # model is downloaded once per host, and vLLM's cache (torch.compile artefacts) so that each new container does
+  # not compile again.
+  cmd=(docker run --rm --name "$container" "${gpus[@]}" --ipc=host -p "$host:$port:8000"
+    -v "${HF_HOME:-$HOME/.cache/huggingface}:/root/.cache/huggingface"
+    -v "${VLLM_CACHE_ROOT:-$HOME/.cache/vllm}:/root/.cache/vllm")
   for kv in "${server_env[@]}"; do cmd+=(--env "$kv"); done
   # Secrets by name only: docker copies the value from this environment, so it never shows in ps or --dry-run.
   for name in VLLM_API_KEY HF_TOKEN; do
@@ -126,6 +136,19 @@ cmd+=("${extra_args[@]}")
 if [[ -n $dry_run ]]; then
   printf -v line '%q ' "${cmd[@]}"
   echo "${line% }"
-else
+elif [[ -n $bare ]]; then
   exec "${cmd[@]}"
+else
+  # Signalling the docker client does not stop the container reliably: stop it by name. The client runs in the
+  # background because bash runs a trap only between commands, and 'wait' is one it can interrupt.
+  trap 'docker stop "$container" >/dev/null || true' TERM INT
+  "${cmd[@]}" &
+  client=$!
+  code=0
+  wait "$client" || code=$?
+  while kill -0 "$client" 2>/dev/null; do # a trap interrupted the wait: the container is stopping
+    code=0
+    wait "$client" || code=$?
+  done
+  exit "$code"
 fi

@@ -127,6 +127,9 @@ class StopTarget(Exception):
 
 def validate(options) -> None:
     """Refuse option values that no run can use, with a one-line StopTarget."""
+    if getattr(options, "repeats", 1) > 1:  # a scenario's `repeats` (scenarios/shape.py): only the runner repeats
+        raise StopTarget(f"repeats = {options.repeats}: plain Locust runs once; use `python -m scenarios run`, or pass "
+                         "--repeats 1 and run it that many times into separate --results-dir folders")
     for flag, value in (("--input-tokens", options.input_tokens), ("--output-tokens", options.output_tokens)):
         if value < 1:
             raise StopTarget(f"{flag} must be at least 1, got {value}")

@@ -54,8 +54,9 @@ def add_arguments(parser) -> None:
 
 
 def api_key(options) -> str:
-    """The bearer token from --api-key-file, --api-key or OPENAI_API_KEY (in that order), or ''."""
+    """The bearer token from --api-key-file, --api-key or OPENAI_API_KEY (in that order), or ''. Surrounding
+    whitespace is dropped: a file or a Kubernetes Secret made with --from-file usually ends in a newline."""
     if options.api_key_file:
         with open(options.api_key_file, encoding="utf-8") as f:
             return f.read().strip()
-    return options.api_key or os.environ.get("OPENAI_API_KEY", "")
+    return (options.api_key or os.environ.get("OPENAI_API_KEY", "")).strip()

@@ -10,7 +10,14 @@ from pathlib import Path
 
 from analysis.load import AnalysisError
 from scenarios import parallel
-from scenarios.runner import ScenarioError, read_config, run_scenario, scenario_names
+from scenarios.runner import (
+    MAX_DEFAULT_WORKERS,
+    SERVER_READY_TIMEOUT_S,
+    ScenarioError,
+    read_config,
+    run_scenario,
+    scenario_names,
+)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -22,11 +29,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     run.add_argument("--target", default="", help="Base URL of the server (default: start the embedded simulator)")
     run.add_argument("--repeats", type=int, default=0, help="Runs of the scenario (default: the scenario's own)")
     run.add_argument("--out", default="", help="Output folder (default: results/<scenario>)")
-    run.add_argument("--workers", type=int, default=0, help="Locust worker processes (default: one per core)")
+    run.add_argument("--workers", type=int, default=0,
+                     help=f"Locust worker processes (default: one per core, at most {MAX_DEFAULT_WORKERS})")
     run.add_argument("--overwrite", action="store_true", help="Replace the output folder if it exists")
     run.add_argument("--matrix", default="", help="TOML file of [[cell]] server settings to run the scenario in")
     run.add_argument("--server-cmd", default="", help="Command that starts the target with a matrix cell's flags "
                      "appended (e.g. deploy/vllm-serve.sh ...); required for --matrix with --target")
+    run.add_argument("--server-ready-timeout", type=float, default=SERVER_READY_TIMEOUT_S, metavar="S",
+                     help="Seconds the --server-cmd server may take to list its model (default: %(default).0f)")
     run.add_argument("--simulator-arg", action="append", default=[], metavar="ARG",
                      help="Extra argument for the embedded simulator (repeatable), e.g. --simulator-arg=--max-num-seqs=64")
     run.add_argument("--locust-arg", action="append", default=[], metavar="ARG",
@@ -47,12 +57,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "parallel":
             parallel.run_from_args(args)
             return 0
-        if args.repeats < 0 or args.workers < 0:
-            raise ScenarioError("--repeats and --workers must be positive")
+        if args.repeats < 0 or args.workers < 0 or args.server_ready_timeout <= 0:
+            raise ScenarioError("--repeats, --workers and --server-ready-timeout must be positive")
         out = Path(args.out or f"results/{args.scenario}").resolve()
         run_scenario(args.scenario, out, target=args.target or None, repeats=args.repeats or None,
                      workers=args.workers or None, overwrite=args.overwrite, matrix=args.matrix,
-                     server_cmd=args.server_cmd, simulator_args=args.simulator_arg, locust_args=args.locust_arg)
+                     server_cmd=args.server_cmd, simulator_args=args.simulator_arg, locust_args=args.locust_arg,
+                     server_ready_timeout=args.server_ready_timeout)
     except (ScenarioError, AnalysisError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

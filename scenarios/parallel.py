@@ -21,6 +21,7 @@ import asyncio
 import csv
 import json
 import logging
+import os
 import time
 from pathlib import Path
 
@@ -62,7 +63,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--limit", type=int, default=0, help="Only the first N questions of each dataset (default: all)")
     parser.add_argument("--seed", type=int, default=1234, help="'seed' of every request (%(default)s)")
     parser.add_argument("--timeout", type=float, default=600.0, help="Seconds one request may take (%(default)s)")
-    parser.add_argument("--api-key", default="", help="Sent as 'Authorization: Bearer KEY'")
+    parser.add_argument("--api-key", default=os.environ.get("OPENAI_API_KEY", ""),
+                        help="Sent as 'Authorization: Bearer KEY' (default: $OPENAI_API_KEY, which other users of the "
+                        "machine cannot read, unlike a command line)")
     parser.add_argument("--out", required=True, type=Path, help="Output folder")
     parser.add_argument("--overwrite", action="store_true", help="Replace the output folder if it exists")
     parser.add_argument("--simulator-arg", action="append", default=[], metavar="ARG",
@@ -97,6 +100,7 @@ def run_parallel(paths: list[Path], levels: list[int], out: Path, *, target: str
     """Run every dataset at every level and write answers.csv and the report into ``out``; returns the summary."""
     datasets = load_datasets(paths, limit)
     prepare_out(out, overwrite)
+    api_key = api_key.strip()  # a key file's or a Secret's trailing newline would break every request
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     with server(target, simulator_args) as url:
         model = served_model(url, headers)

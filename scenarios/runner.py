@@ -1,10 +1,13 @@
 """Runs a scenario: the target (the embedded simulator unless ``--target``), a Locust master and its workers as
 separate processes, ``--repeats`` times into ``OUT/run-1 … run-N``, then the analysis into ``OUT/report``.
-With a matrix, the server is (re)started with each cell's settings and every cell is run and compared.
+With a matrix, the server is (re)started with each cell's settings and every cell is run and compared: a server
+command must stop its server on SIGTERM (``deploy/vllm-serve.sh`` runs ``docker stop`` on its named container), and
+a cell starts only once nothing answers at the target any more, so no cell measures the previous cell's server.
 """
 
 from __future__ import annotations
 
+import argparse
 import logging
 import os
 import shlex
@@ -17,8 +20,9 @@ import time
 import tomllib
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import urlsplit
 
-from locustfiles import records
+from locustfiles import options, records
 from scenarios.levels import RAMP_DEFAULTS, RAMP_TIMES, check_times, longest_run_s, parse_levels
 
 log = logging.getLogger("scenarios")
@@ -29,6 +33,13 @@ DEFAULT_LOCUSTFILE = "locustfiles/chat.py"
 SHAPE = "scenarios/shape.py"
 WORKER_CONNECT_WAIT_S = 60
 STOP_GRACE_S = 30
+# A server command gets longer to stop: vLLM frees its GPUs, and docker stop waits for that.
+SERVER_STOP_GRACE_S = 120
+SERVER_READY_TIMEOUT_S = 900.0  # a large model's first start downloads and compiles; --server-ready-timeout
+# Default worker processes: one per core, but at most this many. One worker core times about 20,000 streamed
+# tokens/s at half its CPU (benchmarks/client.md); 8 cover 160,000 tokens/s, more than 1,000 streams of any
+# single GPU server, and leave the cores of a GPU host to vLLM. Pass --workers for more.
+MAX_DEFAULT_WORKERS = 8
 
 
 class ScenarioError(Exception):
@@ -93,6 +104,11 @@ def prepare_out(out: Path, overwrite: bool) -> None:
     out.mkdir(parents=True)
 
 
+def default_workers() -> int:
+    """One Locust worker process per core, but at most MAX_DEFAULT_WORKERS (the cores of a GPU host serve vLLM)."""
+    return min(os.cpu_count() or 1, MAX_DEFAULT_WORKERS)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -105,6 +121,8 @@ def run_locust(name: str, config: Path, keys: dict[str, str], target: str, run_d
     port = str(free_port())
     locustfile = f"{keys.get('locustfile', DEFAULT_LOCUSTFILE).split(',')[0]},{SHAPE}"
     common = [sys.executable, "-m", "locust", "-f", locustfile, "--config", str(config), "-H", target, *extra_args]
+    # --repeats 1: this function is one of the runner's repeats (a config's `repeats` is refused by plain Locust)
+    common += ["--repeats", "1"]
     master_cmd = common + ["--master", "--headless", "--master-bind-host", "127.0.0.1", "--master-bind-port", port,
                            "--expect-workers", str(workers), "--expect-workers-max-wait", str(WORKER_CONNECT_WAIT_S),
                            "--results-dir", str(run_dir), "--csv", str(run_dir / records.LOCUST_CSV_PREFIX),
@@ -135,30 +153,35 @@ def has_rows(path: Path) -> bool:
         return bool(f.readline() and f.readline())
 
 
-def stop(proc: subprocess.Popen) -> int:
-    """SIGTERM, then SIGKILL after a grace period; returns the exit code."""
+def stop(proc: subprocess.Popen, grace: float = STOP_GRACE_S) -> int:
+    """SIGTERM, then SIGKILL after ``grace`` seconds; returns the exit code."""
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
         try:
-            return proc.wait(timeout=STOP_GRACE_S)
+            return proc.wait(timeout=grace)
         except subprocess.TimeoutExpired:
             proc.kill()
     return proc.wait()
 
 
 @contextmanager
-def server(target: str | None, simulator_args: list[str], server_cmd: str = ""):
+def server(target: str | None, simulator_args: list[str], server_cmd: str = "", headers: dict | None = None,
+           ready_timeout: float = SERVER_READY_TIMEOUT_S):
     """Yield the base URL of the server to test: ``target``, a started ``server_cmd``, or a started simulator."""
     if target and not server_cmd:
         yield target
         return
     if server_cmd:
+        if answers(target):
+            raise ScenarioError(f"something already answers at {target}: stop it first (docker ps), so that the "
+                                "server command's server is the one measured")
         proc = subprocess.Popen(shlex.split(server_cmd) + simulator_args, cwd=REPO)
         try:
-            wait_for_models(target, proc)
+            wait_for_models(target, proc, ready_timeout, headers or {})
             yield target
         finally:
-            stop(proc)
+            stop(proc, SERVER_STOP_GRACE_S)
+            wait_closed(target, SERVER_STOP_GRACE_S)
         return
     from simulator.process import start_simulator
 
@@ -167,7 +190,49 @@ def server(target: str | None, simulator_args: list[str], server_cmd: str = ""):
         yield sim.url
 
 
-def wait_for_models(url: str, proc: subprocess.Popen, timeout: float = 900.0) -> None:
+def answers(url: str) -> bool:
+    """Something accepts TCP connections at the URL's host and port."""
+    parts = urlsplit(url)
+    try:
+        with socket.create_connection((parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)), 2):
+            return True
+    except OSError:
+        return False
+
+
+def wait_closed(url: str, timeout: float) -> None:
+    """Wait until nothing answers at ``url`` (the stopped server has let go of its port)."""
+    deadline = time.monotonic() + timeout
+    while answers(url):
+        if time.monotonic() > deadline:
+            raise ScenarioError(f"{url} still answers {timeout:.0f} s after the server command ended: its server "
+                                "(a container? docker ps) must be stopped before another cell can be measured")
+        time.sleep(1)
+
+
+def with_overrides(keys: dict[str, str], locust_args: list[str]) -> dict[str, str]:
+    """The config's keys with the ramp options that ``locust_args`` give instead (Locust's command line beats its
+    config file), so that the run's time limit follows e.g. ``--locust-arg=--step-time=600``."""
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    for key in RAMP_DEFAULTS:
+        parser.add_argument(f"--{key}")
+    given = vars(parser.parse_known_args(locust_args)[0])
+    return keys | {key: given[key.replace("-", "_")] for key in RAMP_DEFAULTS if given[key.replace("-", "_")]}
+
+
+def api_headers(locust_args: list[str]) -> dict[str, str]:
+    """The bearer header the user classes will send (OPENAI_API_KEY or --api-key-file among ``locust_args``)."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--api-key-file", default="")
+    known, _ = parser.parse_known_args(locust_args)
+    try:
+        key = options.api_key(argparse.Namespace(api_key_file=known.api_key_file, api_key=""))
+    except OSError as e:
+        raise ScenarioError(f"--api-key-file: {e}") from None
+    return {"Authorization": f"Bearer {key}"} if key else {}
+
+
+def wait_for_models(url: str, proc: subprocess.Popen, timeout: float, headers: dict) -> None:
     """Wait until the server at ``url`` lists a model (what a real vLLM does once it is ready)."""
     import requests
 
@@ -176,36 +241,46 @@ def wait_for_models(url: str, proc: subprocess.Popen, timeout: float = 900.0) ->
         if proc.poll() is not None:
             raise ScenarioError(f"the server command exited with code {proc.returncode} before it was ready")
         try:
-            if requests.get(url.rstrip("/") + "/v1/models", timeout=5).json().get("data"):
+            resp = requests.get(url.rstrip("/") + "/v1/models", headers=headers, timeout=5)
+            if resp.status_code == 401:
+                raise ScenarioError(f"{url} refuses {'the' if headers else 'a request without an'} API key (HTTP "
+                                    "401): give the server's key as OPENAI_API_KEY or --locust-arg=--api-key-file=FILE")
+            if resp.json().get("data"):
                 return
         except (requests.RequestException, ValueError):
             pass
         time.sleep(2)
-    raise ScenarioError(f"the server at {url} was not ready within {timeout:.0f} s")
+    raise ScenarioError(f"the server at {url} was not ready within {timeout:.0f} s (--server-ready-timeout)")
 
 
 def run_scenario(name: str, out: Path, target: str | None = None, repeats: int | None = None,
                  workers: int | None = None, overwrite: bool = False, matrix: str = "", server_cmd: str = "",
-                 simulator_args: list[str] | None = None, locust_args: list[str] | None = None) -> dict:
+                 simulator_args: list[str] | None = None, locust_args: list[str] | None = None,
+                 server_ready_timeout: float = SERVER_READY_TIMEOUT_S) -> dict:
     """Run a scenario (and its matrix cells) and analyse it; returns the analysis summary."""
     from analysis.report import analyse
 
     config, keys = read_config(name)
+    keys = with_overrides(keys, list(locust_args or []))
     if any(arg.split("=", 1)[0] == "--api-key" for arg in locust_args or []):
         raise ScenarioError("pass the API key as OPENAI_API_KEY or --locust-arg=--api-key-file=FILE, never on a "
                             "command line (every user of the machine can read those)")
     repeats = repeats or int(keys.get("repeats", 1))
-    workers = workers or os.cpu_count() or 1
+    workers = workers or default_workers()
     cells = read_matrix(matrix) if matrix else [{}]
     if matrix and target and not server_cmd:
         raise ScenarioError("--matrix with --target needs --server-cmd to restart the server for each cell")
+    if server_cmd and not target:
+        raise ScenarioError("--server-cmd needs --target: the URL its server will answer at")
     base_sim_args = shlex.split(keys.get("simulator", "")) + list(simulator_args or [])
+    headers = api_headers(list(locust_args or []))
     prepare_out(out, overwrite)
     log.info("%s", " ".join(header_comment(config)))
     labels, run_dirs = {}, []
     for cell in cells:
         cell_dir = out / cell_name(cell) if matrix else out
-        with server(target, (base_sim_args if not server_cmd else []) + cell_args(cell), server_cmd) as url:
+        sim_args = (base_sim_args if not server_cmd else []) + cell_args(cell)
+        with server(target, sim_args, server_cmd, headers, server_ready_timeout) as url:
             for repeat in range(1, repeats + 1):
                 run_dir = cell_dir / f"run-{repeat}"
                 log.info("%s: run %d of %d against %s -> %s", name, repeat, repeats, url, run_dir)

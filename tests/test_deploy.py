@@ -27,17 +27,21 @@ REFERENCED_PATHS = {
     "simulator/__main__.py",
 }
 
-# The seed's profiles (MI325X concurrency-tuning guide), minus the V0-only --num-scheduler-steps.
-SEED_PROFILES = {
+# The MI325X concurrency-tuning guide's profiles, minus the V0-only --num-scheduler-steps.
+GUIDE_PROFILES = {
     "high-throughput": {"--tensor-parallel-size": "8", "--max-num-seqs": "2048",
                         "--max-num-batched-tokens": "65536", "--gpu-memory-utilization": "0.95"},
     "low-latency": {"--tensor-parallel-size": "4", "--max-num-seqs": "512",
                     "--max-num-batched-tokens": "8192", "--gpu-memory-utilization": "0.90"},
 }
-# Flags this suite may pass to `vllm serve`; all exist in V1 vLLM (shared/reference/vllm-behaviour.md §0, §3.5).
+# Flags this suite may pass to `vllm serve`; all exist in V1 vLLM (`vllm serve --help`).
 KNOWN_VLLM_FLAGS = {"--tensor-parallel-size", "--max-num-seqs", "--max-num-batched-tokens",
                     "--gpu-memory-utilization", "--host", "--port"}
 IMAGES = {"rocm": "vllm/vllm-openai-rocm", "cuda": "vllm/vllm-openai"}
+# Device access per platform, as in vLLM's docker documentation (ROCm: its ROCm docker examples)
+DEVICE_OPTIONS = {"cuda": ["--gpus", "all"],
+                  "rocm": ["--device", "/dev/kfd", "--device", "/dev/dri", "--group-add", "video",
+                           "--cap-add=SYS_PTRACE", "--security-opt", "seccomp=unconfined"]}
 SECRET_KEY_REF = {"name": "vllm-api-key", "key": "OPENAI_API_KEY"}
 MASTER_LABELS = {"app.kubernetes.io/name": "vllm-stress", "app.kubernetes.io/component": "master"}
 WORKER_LABELS = {"app.kubernetes.io/name": "vllm-stress", "app.kubernetes.io/component": "worker"}
@@ -73,7 +77,8 @@ def compose_default(text: str) -> str:
 
 
 # Variables vllm-serve.sh reads; the caller's own values must not leak into the tests.
-SERVE_ENV = {"VLLM_PORT", "VLLM_IMAGE_TAG", "VLLM_API_KEY", "VLLM_API_KEY_FILE", "HF_TOKEN", "HF_HOME"}
+SERVE_ENV = {"VLLM_PORT", "VLLM_SERVE_PORT", "VLLM_IMAGE_TAG", "VLLM_API_KEY", "VLLM_API_KEY_FILE", "HF_TOKEN",
+             "HF_HOME", "VLLM_CACHE_ROOT"}
 
 
 def serve(*args: str, env: dict | None = None, script: Path = SERVE) -> subprocess.CompletedProcess:
@@ -113,7 +118,7 @@ def test_kustomization_applies_every_manifest_but_the_secret():
     assert set(kustomization()["resources"]) == manifests
     assert {(o["apiVersion"], o["kind"]) for o in k8s_objects()} == {
         ("v1", "Namespace"), ("v1", "ConfigMap"), ("apps/v1", "Deployment"), ("v1", "Service"),
-        ("networking.k8s.io/v1", "NetworkPolicy")}
+        ("networking.k8s.io/v1", "NetworkPolicy"), ("v1", "PersistentVolumeClaim")}
 
 
 def test_api_key_reaches_pods_only_through_the_secret():
@@ -201,13 +206,39 @@ def test_compose_defines_master_workers_and_simulator():
 
 def test_compose_key_comes_from_an_ignored_env_file():
     for name, service in compose()["services"].items():
-        assert "environment" not in service, name
+        # variables passed on by name only (a value would sit in the file); none of them a key
+        assert all("=" not in var and "KEY" not in var for var in service.get("environment", [])), name
         (env_file,) = service["env_file"]
         path = f"deploy/{env_file['path']}"
         ignored = subprocess.run(["git", "check-ignore", "-q", path], cwd=REPO)
         assert ignored.returncode == 0, f"{path} is not git-ignored"
-    dockerignore = (DEPLOY / "Dockerfile.dockerignore").read_text().split()
-    assert {"deploy/secrets/", ".git/", ".venv/"} <= set(dockerignore)
+
+
+def test_build_context_leaves_out_secrets_and_local_state():
+    """The root .dockerignore, which every builder reads (BuildKit would prefer a deploy/Dockerfile.dockerignore)."""
+    assert not (DEPLOY / "Dockerfile.dockerignore").exists()
+    dockerignore = (REPO / ".dockerignore").read_text().split()
+    assert {"deploy/secrets/", ".cache/", ".git/", ".venv/", "results/"} <= set(dockerignore)
+
+
+def test_compose_reaches_a_vllm_on_the_docker_host():
+    services = compose()["services"]
+    for name in ("master", "worker"):
+        assert "host.docker.internal:host-gateway" in services[name]["extra_hosts"], name
+
+
+def test_one_run_per_start_where_plain_locust_runs_a_scenario():
+    """Plain Locust refuses `repeats` > 1 (locustfiles/base.py): the web-UI master says --repeats 1 (each Start is
+    a run); the headless compose master does not, so a scenario with repeats is refused there, not cut to one run."""
+    (master,) = by_kind("Deployment")["locust-master"]["spec"]["template"]["spec"]["containers"]
+    assert master["command"][master["command"].index("--repeats") + 1] == "1" and "--headless" not in master["command"]
+    assert "--repeats" not in compose()["services"]["master"]["command"]
+
+
+def test_k8s_target_is_not_a_service_named_vllm():
+    """A Service named vllm sets VLLM_PORT=tcp://... in its namespace's pods, and vLLM then refuses to start."""
+    host = by_kind("ConfigMap")["locust-run"]["data"]["TARGET_URL"].split("//", 1)[1].split(".", 1)[0]
+    assert host != "vllm"
 
 
 def test_dockerfile_builds_the_suite_as_non_root():
@@ -225,8 +256,12 @@ def test_master_keeps_results_on_a_volume():
     master = compose()["services"]["master"]
     assert f"results:{workdir}/results" in master["volumes"]
     assert "results" in compose()["volumes"]
-    (container,) = by_kind("Deployment")["locust-master"]["spec"]["template"]["spec"]["containers"]
+    pod = by_kind("Deployment")["locust-master"]["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
     assert {"name": "results", "mountPath": f"{workdir}/results"} in container["volumeMounts"]
+    # a claim, so that `rollout restart` (deploy/README.md) does not delete the runs
+    (volume,) = [v for v in pod["volumes"] if v["name"] == "results"]
+    assert volume["persistentVolumeClaim"]["claimName"] in by_kind("PersistentVolumeClaim")
 
 
 def referenced_paths() -> set[str]:
@@ -275,24 +310,32 @@ def test_profile_files_are_key_value_and_known_to_vllm():
     for path in [*DEPLOY.glob("profiles/*.env"), *DEPLOY.glob("platforms/*.env")]:
         lines = [ln for ln in path.read_text().splitlines() if ln and not ln.startswith("#")]
         assert all(re.fullmatch(r"[A-Z][A-Z0-9_]*=\S+", ln) for ln in lines), path
-    assert {p.stem for p in DEPLOY.glob("profiles/*.env")} == set(SEED_PROFILES)
+    assert {p.stem for p in DEPLOY.glob("profiles/*.env")} == set(GUIDE_PROFILES)
 
 
 @pytest.mark.parametrize("platform", sorted(IMAGES))
-@pytest.mark.parametrize("profile", sorted(SEED_PROFILES))
-def test_dry_run_renders_the_seed_profile(platform, profile):
-    argv = dry_run("--platform", platform, "--profile", profile, "--model", "org/model", "--image-tag", "v9")
-    assert argv[:2] == ["docker", "run"]
-    assert argv[argv.index("--entrypoint") + 1:][:4] == ["vllm", f"{IMAGES[platform]}:v9", "serve", "org/model"]
-    assert vllm_flags(argv) == SEED_PROFILES[profile]
-    assert "-p" in argv and argv[argv.index("-p") + 1] == "127.0.0.1:8000:8000"
+@pytest.mark.parametrize("profile", sorted(GUIDE_PROFILES))
+def test_dry_run_renders_the_guide_profile(platform, profile):
+    argv = dry_run("--platform", platform, "--profile", profile, "--model", "org/model", "--image-tag", "v9",
+                   env={"HOME": "/home/you"})
+    entrypoint = argv.index("--entrypoint")
+    assert argv[entrypoint + 1:][:4] == ["vllm", f"{IMAGES[platform]}:v9", "serve", "org/model"]
+    assert vllm_flags(argv) == GUIDE_PROFILES[profile]
     assert not any("num-scheduler-steps" in a for a in argv)
-    env = {argv[i + 1] for i, a in enumerate(argv) if a == "--env"}
-    if platform == "rocm":
-        assert {"VLLM_ROCM_USE_AITER=1", "NCCL_MIN_NCHANNELS=112"} <= env
-        assert " --device /dev/kfd --device /dev/dri --group-add video --ipc=host " in f" {' '.join(argv)} "
-    else:
-        assert not env and "--gpus" in argv and "--ipc=host" in argv
+    env = [argv[i + 1] for i, a in enumerate(argv) if a == "--env"]
+    options = [a for a in argv[:entrypoint] if a != "--env" and a not in env]
+    assert options == ["docker", "run", "--rm", "--name", "vllm-serve-8000", *DEVICE_OPTIONS[platform], "--ipc=host",
+                       "-p", "127.0.0.1:8000:8000", "-v", "/home/you/.cache/huggingface:/root/.cache/huggingface",
+                       "-v", "/home/you/.cache/vllm:/root/.cache/vllm"]
+    assert env == (["VLLM_ROCM_USE_AITER=1", "NCCL_MIN_NCHANNELS=112"] if platform == "rocm" else [])
+
+
+def test_port_comes_from_vllm_serve_port_not_vllms_own_variable():
+    """vLLM reads VLLM_PORT as its internal distributed port (Kubernetes sets it to tcp://... for a Service named
+    vllm): the script must neither use it nor be broken by it."""
+    argv = dry_run("--platform", "cuda", "--profile", "low-latency", "--model", "m",
+                   env={"VLLM_PORT": "tcp://10.0.0.1:8000", "VLLM_SERVE_PORT": "9000"})
+    assert argv[argv.index("-p") + 1] == "127.0.0.1:9000:8000" and argv[argv.index("--name") + 1] == "vllm-serve-9000"
 
 
 def test_bare_metal_runs_vllm_serve_with_parameters():
@@ -302,7 +345,7 @@ def test_bare_metal_runs_vllm_serve_with_parameters():
     assert {"VLLM_ROCM_USE_AITER=0", "NCCL_MIN_NCHANNELS=112"} == set(argv[1:argv.index("vllm")])
     flags = argv[argv.index("serve") + 2:]
     assert flags[-2:] == ["--max-num-seqs", "256"]  # appended last, so it wins over the profile's 512
-    assert vllm_flags(argv[:-2]) == {**SEED_PROFILES["low-latency"], "--tensor-parallel-size": "2",
+    assert vllm_flags(argv[:-2]) == {**GUIDE_PROFILES["low-latency"], "--tensor-parallel-size": "2",
                                      "--host": "127.0.0.1", "--port": "9000"}
     assert set(flags[::2]) <= KNOWN_VLLM_FLAGS
 
@@ -332,9 +375,60 @@ def test_bad_input_is_refused(tmp_path):
     assert serve(*base, "--profile", "../profiles/low-latency").returncode == 2
     assert serve(*base, "--profile", "low-latency", "--tp", "0").returncode == 2
     assert serve(*base, "--profile", "low-latency", "--bogus").returncode == 2
+    assert serve(*base, "--profile", "low-latency", "--name", "a b").returncode == 2
+    named = dry_run("--platform", "cuda", "--profile", "low-latency", "--model", "m", "--name", "cell-1")
+    assert named[named.index("--name") + 1] == "cell-1"
     # a profile line that is not KEY=VALUE stops the script instead of reaching vLLM
     copy = tmp_path / "deploy"
     shutil.copytree(DEPLOY, copy, ignore=shutil.ignore_patterns("secrets"))
     (copy / "profiles" / "broken.env").write_text("MAX_NUM_SEQS=1 --num-scheduler-steps 15\n")
     proc = serve(*base, "--profile", "broken", script=copy / "vllm-serve.sh")
     assert proc.returncode == 2 and "not a KEY=VALUE line" in proc.stderr
+
+
+# --- deploy/README.md's walk-through ----------------------------------------------------------------------
+
+README = DEPLOY / "README.md"
+HOME = "/home/you"  # the home directory the README's printed commands show
+GUIDE_MODEL = "Qwen/Qwen3-VL-235B-A22B-Instruct"
+
+
+def readme_commands(prefix: str) -> list[str]:
+    """The commands in deploy/README.md's code blocks that start with ``prefix`` (continuation lines joined)."""
+    blocks = README.read_text().split("```")[1::2]
+    lines = "\n".join(blocks).replace("\\\n", " ").splitlines()
+    return [re.sub(r"\s+", " ", line).strip() for line in lines if line.startswith(prefix)]
+
+
+def run_as_user(command: str, home: Path) -> subprocess.CompletedProcess:
+    """A README command through bash (so `~` expands) as a user whose home is ``home`` and who has a key file."""
+    (home / ".config" / "vllm").mkdir(parents=True, exist_ok=True)
+    (home / ".config" / "vllm" / "api-key").write_text("k-0123456789abcdef\n")
+    clean = {k: v for k, v in os.environ.items() if k not in SERVE_ENV}
+    return subprocess.run(["bash", "-c", command], cwd=REPO, capture_output=True, text=True, timeout=30,
+                          env={**clean, "HOME": str(home)})
+
+
+@pytest.mark.parametrize("platform", sorted(IMAGES))
+def test_walkthrough_dry_run_prints_what_the_readme_shows(platform, tmp_path):
+    (command,) = [c for c in readme_commands("deploy/vllm-serve.sh ") if f"--platform {platform} " in c and
+                  "--dry-run" in c]
+    proc = run_as_user(command, tmp_path)
+    assert proc.returncode == 0 and not proc.stderr, proc.stderr
+    printed = proc.stdout.replace(str(tmp_path), HOME).strip()
+    assert printed in [block.strip() for block in README.read_text().split("```")[1::2]]  # a block of its own
+    argv = shlex.split(printed)
+    assert argv[argv.index("--name") + 1] == "vllm-serve-8000"
+    assert vllm_flags(argv) == {**GUIDE_PROFILES["high-throughput"], "--max-model-len": "4096"}
+    assert argv[argv.index("serve") + 1] == GUIDE_MODEL and "k-0123456789abcdef" not in printed
+
+
+def test_every_readme_launch_command_is_accepted(tmp_path):
+    commands = [c for c in readme_commands("deploy/vllm-serve.sh ") if "rocm|cuda" not in c]
+    assert len(commands) >= 5
+    for command in commands:
+        dry = command if "--dry-run" in command else command.replace("vllm-serve.sh ", "vllm-serve.sh --dry-run ", 1)
+        proc = run_as_user(dry, tmp_path)
+        assert proc.returncode == 0, (command, proc.stderr)
+    (kimi,) = [c for c in commands if "Kimi" in c]
+    assert "--trust-remote-code" in kimi.split(" -- ", 1)[1]

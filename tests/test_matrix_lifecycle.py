@@ -1,0 +1,166 @@
+"""The runner's server lifecycle against a keyed server: readiness with the bearer header, one container per matrix
+cell stopped by name before the next starts (a fake ``docker`` on PATH records the calls, tests/fake_docker.py),
+a refusal when the target already answers, and repeats refused loudly where they cannot run."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from locustfiles import options, records
+from scenarios import runner
+from scenarios.runner import ScenarioError, free_port
+from tests.conftest import REPO, read_rows, run_locust
+from tests.test_bad_input import NOWHERE, refused
+
+KEY = "key-4d2b9e71"
+CELLS = ({"max-num-seqs": "4", "max-num-batched-tokens": "256"}, {"max-num-seqs": "8", "max-num-batched-tokens": "512"})
+# A short scenario with repeats = 2: the runner runs it twice per cell, plain Locust must refuse it.
+CONFIG = """locustfile = locustfiles/chat.py
+levels = 2
+step-time = 3
+warmup = 1
+ramp-time = 1
+input-tokens = 64
+output-tokens = 16
+repeats = 2
+"""
+
+
+@pytest.fixture
+def docker(tmp_path, monkeypatch):
+    """A fake docker first on PATH; returns a function that reads its recorded calls."""
+    state = tmp_path / "docker"
+    state.mkdir()
+    (state / "docker").write_text(f'#!/bin/sh\nexec {sys.executable} {REPO / "tests" / "fake_docker.py"} "$@"\n')
+    (state / "docker").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{state}:{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_DOCKER_DIR", str(state))
+    monkeypatch.setenv("HOME", str(tmp_path))  # the cache mounts of vllm-serve.sh point here
+    yield lambda: [json.loads(line) for line in (state / "calls.jsonl").read_text().splitlines()] \
+        if (state / "calls.jsonl").exists() else []
+    for pid_file in state.glob("*.pid"):  # a container a failed test left running
+        subprocess.run([str(state / "docker"), "stop", pid_file.stem], capture_output=True, timeout=60)
+
+
+@pytest.fixture
+def scenario(tmp_path, monkeypatch):
+    configs = tmp_path / "configs"
+    configs.mkdir()
+    (configs / "short.conf").write_text(CONFIG)
+    monkeypatch.setattr(runner, "CONFIGS", configs)
+    return "short"
+
+
+def serve_cmd(port: int, key_file: Path) -> str:
+    return (f"deploy/vllm-serve.sh --platform cuda --profile low-latency --model tiny "
+            f"--port {port} --api-key-file {key_file} --")
+
+
+def write_matrix(path: Path, cells) -> str:
+    path.write_text("".join("[[cell]]\n" + "".join(f'{k} = {v}\n' for k, v in cell.items()) for cell in cells))
+    return str(path)
+
+
+def test_matrix_stops_each_cells_container_before_the_next(tmp_path, docker, scenario, monkeypatch):
+    port = free_port()
+    key_file = tmp_path / "api-key"
+    key_file.write_text(KEY + "\n")
+    monkeypatch.setenv("OPENAI_API_KEY", KEY + "\n")  # as a Secret made with --from-file: the newline is dropped
+    out = tmp_path / "out"
+    runner.run_scenario(scenario, out, target=f"http://127.0.0.1:{port}", workers=1,
+                        matrix=write_matrix(tmp_path / "cells.toml", CELLS), server_cmd=serve_cmd(port, key_file))
+    calls = docker()
+    assert [c["command"] for c in calls] == ["run", "stop", "run", "stop"]
+    assert {c["name"] for c in calls} == {f"vllm-serve-{port}"}
+    for run, cell in zip(calls[::2], CELLS, strict=True):
+        assert run["argv"][-4:] == [arg for k, v in cell.items() for arg in (f"--{k}", v)]
+        assert run["key_in_env"] and "VLLM_API_KEY" in run["argv"] and not any(KEY in a for a in run["argv"])
+    for stopped, cell in zip(calls[1::2], CELLS, strict=True):
+        rows = [row for n in (1, 2) for row in read_rows(out / runner.cell_name(cell) / f"run-{n}" /
+                                                          records.REQUESTS_FILE)]
+        ok = [row for row in rows if not row["error"]]
+        # what this cell's own server finished is what this cell's runs measured
+        assert ok and len(ok) <= stopped["served"] <= len(rows), (len(ok), stopped["served"], len(rows))
+    assert not runner.answers(f"http://127.0.0.1:{port}")
+
+
+def test_a_container_that_outlives_its_client_stops_the_matrix(tmp_path, docker, scenario, monkeypatch):
+    """A raw `docker run` as server command: its client dies on SIGTERM, its container does not."""
+    port = free_port()
+    monkeypatch.setattr(runner, "SERVER_STOP_GRACE_S", 3)
+    cmd = f"docker run --name raw -p 127.0.0.1:{port}:8000 --entrypoint vllm img serve tiny"
+    with pytest.raises(ScenarioError, match=f"127.0.0.1:{port} still answers 3 s after the server command ended"):
+        runner.run_scenario(scenario, tmp_path / "out", target=f"http://127.0.0.1:{port}", workers=1,
+                            matrix=write_matrix(tmp_path / "cells.toml", CELLS), server_cmd=cmd)
+    assert [c["command"] for c in docker()] == ["run"]  # the second cell never started
+
+
+def test_matrix_refuses_a_target_that_already_answers(tmp_path, docker, scenario, simulator):
+    sim = simulator("--profile", "cpu-tiny")
+    port = int(sim.url.rsplit(":", 1)[1])
+    with pytest.raises(ScenarioError, match=f"something already answers at {sim.url}: stop it first"):
+        runner.run_scenario(scenario, tmp_path / "out", target=sim.url, matrix=write_matrix(tmp_path / "m", CELLS),
+                            server_cmd=serve_cmd(port, tmp_path / "unused"))
+    assert docker() == []
+
+
+def test_readiness_sends_the_bearer_key(tmp_path, simulator, monkeypatch):
+    sim = simulator("--profile", "cpu-tiny", "--api-key", KEY)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(ScenarioError, match="refuses a request without an API key"):
+        runner.wait_for_models(sim.url, sim.proc, 30, runner.api_headers([]))
+    (tmp_path / "key").write_text(KEY + "\n")
+    runner.wait_for_models(sim.url, sim.proc, 30, runner.api_headers([f"--api-key-file={tmp_path / 'key'}"]))
+    monkeypatch.setenv("OPENAI_API_KEY", "wrong")
+    with pytest.raises(ScenarioError, match="refuses the API key"):
+        runner.wait_for_models(sim.url, sim.proc, 30, runner.api_headers([]))
+
+
+def test_server_ready_timeout():
+    port = free_port()
+    never_ready = subprocess.Popen(["sleep", "60"])
+    try:
+        started = time.monotonic()
+        with pytest.raises(ScenarioError, match="was not ready within 2 s"):
+            runner.wait_for_models(f"http://127.0.0.1:{port}", never_ready, 2, {})
+        assert time.monotonic() - started < 30
+    finally:
+        never_ready.kill()
+        never_ready.wait()
+
+
+@pytest.mark.parametrize("value", ["key\n", " key \r\n"])
+def test_api_key_whitespace_is_dropped(value, tmp_path):
+    assert options.api_key(argparse.Namespace(api_key_file="", api_key=value)) == "key"
+    (tmp_path / "key").write_text(value)
+    assert options.api_key(argparse.Namespace(api_key_file=str(tmp_path / "key"), api_key="")) == "key"
+
+
+def test_plain_locust_refuses_repeats(tmp_path):
+    (tmp_path / "short.conf").write_text(CONFIG)
+    proc = run_locust("-f", "locustfiles/chat.py,scenarios/shape.py", "--config", str(tmp_path / "short.conf"),
+                      "--headless", "-H", NOWHERE, "--results-dir", str(tmp_path / "run"), timeout=60)
+    refused(proc, "repeats = 2: plain Locust runs once; use `python -m scenarios run`, or pass --repeats 1")
+
+
+def test_run_time_limit_follows_locust_arg_overrides():
+    keys = {"levels": "10,100", "step-time": "120", "warmup": "30"}
+    merged = runner.with_overrides(keys, ["--step-time=600", "--output-tokens", "64", "--max-step-time", "900"])
+    assert merged == {"levels": "10,100", "step-time": "600", "warmup": "30", "max-step-time": "900"}
+    assert runner.with_overrides(keys, ["--step", "5"]) == keys  # no abbreviations: Locust would not take them either
+    longer = runner.with_overrides(keys, ["--step-time=600"])
+    assert runner.longest_run_s(longer) - runner.longest_run_s(keys) == 2 * (600 - 120)
+
+
+@pytest.mark.parametrize(("cores", "workers"), [(2, 2), (8, 8), (192, 8), (None, 1)])
+def test_default_workers_are_capped(monkeypatch, cores, workers):
+    monkeypatch.setattr(os, "cpu_count", lambda: cores)
+    assert runner.default_workers() == workers

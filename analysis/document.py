@@ -185,7 +185,7 @@ def config_caption(config: dict) -> str:
 def level_table(config: dict) -> Table:
     open_loop = any(level.get("schedule_lag_p50_s") is not None for level in config["levels"])
     headers = ["Users", "Steady", "Requests", "Success", "Output tok/s", "Total tok/s", "Req/s", "In flight"]
-    headers += ["Server held", "Client CPU"]
+    headers += ["Server held", "Client CPU", "Client lag"]
     headers += ["TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99", "ITL p50", "ITL p99", "e2e p50", "e2e p90", "e2e p99"]
     headers += ["Arrival wait p50", "Arrival wait p99"] if open_loop else []
     has_goodput = "goodput_ratio" in config["levels"][0]
@@ -197,6 +197,7 @@ def level_table(config: dict) -> Table:
         row += [with_ci(level, "output_tokens_per_s", tokens), with_ci(level, "total_tokens_per_s", tokens)]
         row += [f"{level['requests_per_s']:.2f}", f"{level['concurrency_mean']:.1f}"]
         row += [mean_count(level.get("server_in_system_mean")), cpu(level.get("client_cpu_max_percent"))]
+        row += [seconds(level.get("client_loop_lag_max_ms") and level["client_loop_lag_max_ms"] / 1000)]
         for field in ("ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "itl_p50_s", "itl_p99_s"):
             row.append(seconds(level[field]))
         row += [seconds(level["e2e_p50_s"]), seconds(level["e2e_p90_s"]), with_ci(level, "e2e_p99_s", seconds)]
@@ -294,10 +295,15 @@ def method_blocks(summary: dict) -> list[Block]:
         "requests' when requests queue inside the server's engine (server_waiting_mean ≥ 1 and ≥ "
         f"{stats.QUEUED_SHARE:.0%} of server_in_system_mean: max_num_seqs or the KV cache); "
         f"'client-bound' when a load generator reached {stats.CLIENT_CPU_LIMIT_PERCENT} % CPU (Locust's warning limit) "
-        "and the server did not queue; 'client/gateway-bound' when vLLM's HTTP layer held under "
+        f"or its event loop ran its timers {stats.CLIENT_LOOP_LAG_LIMIT_MS:.0f} ms late on average ('Client lag': it "
+        "waited for a core that something else held, such as a server on the same host, and its timestamps are late "
+        "by as much) and the server did not queue; 'client/gateway-bound' when vLLM's HTTP layer held under "
         f"{stats.UNDERLOADED_RATIO:.0%} of the users (requests were held back before they reached it); "
         "'frontend-bound' when the HTTP layer held the users but the engine did not (the rest of each request's time "
-        "was in vLLM's frontend: HTTP, chat template, tokenization, detokenization, streaming). What a layer held "
+        "was in vLLM's frontend: HTTP, chat template, tokenization, detokenization, streaming), or when vLLM's API "
+        f"server process used {stats.FRONTEND_CPU_LIMIT_PERCENT} % of a core (requests then wait in its event loop "
+        "before its HTTP layer times them; short of that, time before vLLM's HTTP layer cannot be told apart from a "
+        "gateway by vLLM's metrics). What a layer held "
         "comes from Little's law on the server's own histograms: the sum of the latencies it recorded in the window "
         "divided by the time its scrapes cover.",
         "Repeats: several runs of one label; per level the mean, sample standard deviation and 95 % CI half-width "

@@ -78,8 +78,14 @@ LEVEL_FIELDS = {
     "server_waiting_mean": "requests waiting in the engine's queue, the same way from its queue-time histogram",
     "server_http_held_mean": "requests vLLM's HTTP layer held (its http_request_duration_highr_seconds histogram, the "
     "same way): the engine's time plus the frontend's (HTTP, chat template, tokenization, detokenization, streaming)",
+    "server_frontend_cpu_percent": "CPU of vLLM's API server process during the window (its "
+    "process_cpu_seconds_total; 100 = one core): near 100 its event loop is the limit, and requests wait in it "
+    "before its HTTP layer times them",
     "client_cpu_max_percent": "CPU of the busiest load-generating process (client_health.csv, 100 = one core): the "
     "highest of the samples whose span (since the process's previous sample) overlaps the window",
+    "client_loop_lag_max_ms": "how late the most starved load generator's event loop ran its timers, on average over "
+    "a sample (client_health.csv): the highest of the samples overlapping the window; its timestamps are late by "
+    "about as much",
     "ttft_p50_s": "time to first token percentiles (p50/p90/p99) of the measured requests ended in the window",
     "tpot_p50_s": "time per output token after the first, same requests",
     "itl_p50_s": "inter-chunk latency of the level's successful streams that ended during its hold "
@@ -194,7 +200,8 @@ def level_stats(run: Run, windows: pd.DataFrame, slo: dict[str, float] | None = 
     stats["total_tokens_per_s"] = ((output_tokens + prompt_tokens).to_numpy() / window_s).where(counted_tokens)
     stats["concurrency_mean"] = mean_in_flight(rows, windows).to_numpy()
     stats = stats.join(server_load(run.tables.get("server"), windows))
-    stats["client_cpu_max_percent"] = client_cpu_max(run.tables.get("client_health"), windows).to_numpy()
+    stats["client_cpu_max_percent"] = client_health_max(run.tables.get("client_health"), windows, "cpu_percent")
+    stats["client_loop_lag_max_ms"] = client_health_max(run.tables.get("client_health"), windows, "loop_lag_ms")
     stats = stats.join(latency_percentiles(measured)).join(itl_percentiles(run.tables.get("itl")))
     if slo:
         stats = stats.join(goodput(measured, slo, window_s, stats["requests"]))
@@ -251,7 +258,8 @@ def token_times(rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray,
     return first, end, output, prompt
 
 
-SERVER_LOAD_COLUMNS = ["server_e2e_mean_s", "server_in_system_mean", "server_waiting_mean", "server_http_held_mean"]
+SERVER_LOAD_COLUMNS = ["server_e2e_mean_s", "server_in_system_mean", "server_waiting_mean", "server_http_held_mean",
+                       "server_frontend_cpu_percent"]
 
 
 def server_load(server: pd.DataFrame | None, windows: pd.DataFrame) -> pd.DataFrame:
@@ -273,23 +281,23 @@ def server_load(server: pd.DataFrame | None, windows: pd.DataFrame) -> pd.DataFr
             loads.append([np.nan] * len(SERVER_LOAD_COLUMNS))
             continue
         http = inside["http_sum_s"].sum() / span if inside["http_count"].notna().any() else np.nan
+        frontend_cpu = server["frontend_cpu_s"].diff()[inside.index].sum(min_count=1) / span * 100
         loads.append([inside["e2e_sum_s"].sum() / count, inside["e2e_sum_s"].sum() / span,
-                      inside["queue_sum_s"].sum(min_count=1) / span, http])
+                      inside["queue_sum_s"].sum(min_count=1) / span, http, frontend_cpu])
     return pd.DataFrame(loads, index=windows["users"], columns=SERVER_LOAD_COLUMNS)
 
 
-def client_cpu_max(health: pd.DataFrame | None, windows: pd.DataFrame) -> pd.Series:
-    """client_cpu_max_percent of each window (NaN without client_health.csv). A process's sample covers the time
-    since its previous sample, so the samples whose span overlaps the window count."""
+def client_health_max(health: pd.DataFrame | None, windows: pd.DataFrame, column: str) -> np.ndarray:
+    """The highest ``column`` of client_health.csv in each window (NaN without the file). A process's sample covers
+    the time since its previous sample, so the samples whose span overlaps the window count."""
     if health is None or health.empty:
-        return pd.Series(np.nan, index=windows["users"])
+        return np.full(len(windows), np.nan)
     health = health.sort_values("time")
     since = health.groupby("worker")["time"].shift().fillna(-np.inf)
-    maxima = [
-        health.loc[(health["time"] > w_start) & (since < w_end), "cpu_percent"].max()
+    return np.array([
+        health.loc[(health["time"] > w_start) & (since < w_end), column].max()
         for w_start, w_end in zip(windows["start"], windows["end"], strict=True)
-    ]
-    return pd.Series(maxima, index=windows["users"])
+    ], dtype=float)
 
 
 def mean_in_flight(rows: pd.DataFrame, windows: pd.DataFrame) -> pd.Series:

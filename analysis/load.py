@@ -49,7 +49,7 @@ READ_REQUEST_COLUMNS = [
 TEXT_REQUEST_COLUMNS = ["error", "finish_reason"]
 NUMERIC_REQUEST_COLUMNS = [c for c in READ_REQUEST_COLUMNS if c not in TEXT_REQUEST_COLUMNS]
 SERVER_READ_COLUMNS = ["time", "e2e_count", "e2e_sum_s", "queue_sum_s"]  # of SERVER_METRICS_COLUMNS
-SERVER_OPTIONAL_COLUMNS = ["http_count", "http_sum_s"]  # vLLM's HTTP layer, when the server exposes it
+SERVER_OPTIONAL_COLUMNS = ["http_count", "http_sum_s", "frontend_cpu_s"]  # newer columns: NaN in older runs
 
 # name -> (file in the run folder, columns it must have). Locust columns: reference/locust-notes.md §4.
 OPTIONAL_TABLES = {
@@ -66,6 +66,7 @@ NUMERIC_TABLE_COLUMNS = {
     "server": SERVER_READ_COLUMNS,
     "client_health": ["time", "cpu_percent"],
 }
+CLIENT_HEALTH_OPTIONAL_COLUMNS = ["loop_lag_ms"]
 
 
 class AnalysisError(Exception):
@@ -99,10 +100,11 @@ def load_run(path: str | Path) -> Run:
             tables[name] = read_table(folder / file_name, columns, NUMERIC_TABLE_COLUMNS.get(name, []))
     if "levels" in tables:
         check_levels(folder / LEVELS_FILE, tables)
-    if "server" in tables:
-        server = tables["server"]
-        for column in SERVER_OPTIONAL_COLUMNS:
-            server[column] = pd.to_numeric(server[column], errors="coerce") if column in server else float("nan")
+    for name, optional in (("server", SERVER_OPTIONAL_COLUMNS), ("client_health", CLIENT_HEALTH_OPTIONAL_COLUMNS)):
+        if name in tables:
+            table = tables[name]
+            for column in optional:
+                table[column] = pd.to_numeric(table[column], errors="coerce") if column in table else float("nan")
     return Run(folder, requests, tables, read_meta(folder / RUN_FILE))
 
 

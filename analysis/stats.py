@@ -26,13 +26,14 @@ import math
 import numpy as np
 import pandas as pd
 
-from locustfiles.records import CLIENT_CPU_LIMIT_PERCENT
+from locustfiles.records import CLIENT_CPU_LIMIT_PERCENT, CLIENT_LOOP_LAG_LIMIT_MS
 
 SATURATION_TOLERANCE = 0.05
 KNEE_MIN_EXCESS = 0.1
 UNSTABLE_LIMIT = 0.10
 UNDERLOADED_RATIO = 0.9
 QUEUED_SHARE = 0.1
+FRONTEND_CPU_LIMIT_PERCENT = 90
 LATENCY_BUDGET = 1.5
 TRUST_FIELDS = ("output_tokens_per_s", "total_tokens_per_s", "e2e_p99_s")
 PEAK_FIELD = "output_tokens_per_s"
@@ -124,12 +125,15 @@ def level_bound(level: pd.Series) -> str:
       least QUEUED_SHARE of the requests it held (a request waits that share of its time there): max_num_seqs or
       the KV cache is the limit (a prefill token budget alone delays arrivals by a step or two, a few per cent).
       A note is added when a load generator was at its CPU limit too: its timings are inflated;
-    * "client-bound": a load generator at or above Locust's CPU warning limit while the server did not queue;
+    * "client-bound": a load generator at or above Locust's CPU warning limit, or whose event loop ran its timers
+      CLIENT_LOOP_LAG_LIMIT_MS late on average (it waits for a core something else holds: its timestamps are late by
+      as much), while the server did not queue;
     * "client/gateway-bound": vLLM's HTTP layer held under UNDERLOADED_RATIO of the level's users: requests were
       held back before they reached the server (a client connection cap, a gateway limit, a starved worker);
-    * "frontend-bound": the HTTP layer held the users but the engine held under UNDERLOADED_RATIO of them: the rest
-      of each request's time was spent in vLLM's frontend (HTTP, chat template, tokenization, detokenization,
-      streaming) — with small models on slow CPUs a real limit of its own;
+    * "frontend-bound": the HTTP layer held the users but the engine held under UNDERLOADED_RATIO of them (the rest
+      of each request's time was in vLLM's frontend: HTTP, chat template, tokenization, detokenization, streaming),
+      or vLLM's API server process used FRONTEND_CPU_LIMIT_PERCENT of a core (requests then wait in its event loop
+      before its HTTP layer even times them) — with small models on slow CPUs a real limit of its own;
     * without the HTTP layer's histogram the last two cannot be told apart and the label says so;
     * "" otherwise, or when neither file says.
     """
@@ -137,12 +141,18 @@ def level_bound(level: pd.Series) -> str:
     held = level.get("server_in_system_mean", np.nan)
     http = level.get("server_http_held_mean", np.nan)
     cpu = level.get("client_cpu_max_percent", np.nan)
-    cpu_note = f"a load generator at {cpu:.0f} % CPU" if cpu >= CLIENT_CPU_LIMIT_PERCENT else ""
+    lag = level.get("client_loop_lag_max_ms", np.nan)
+    frontend_cpu = level.get("server_frontend_cpu_percent", np.nan)
+    cpu_note = "; ".join(filter(None, (
+        f"a load generator at {cpu:.0f} % CPU" if cpu >= CLIENT_CPU_LIMIT_PERCENT else "",
+        f"a load generator's event loop {lag:.0f} ms late" if lag >= CLIENT_LOOP_LAG_LIMIT_MS else "")))
     waiting = level.get("server_waiting_mean", np.nan)
     if waiting >= 1.0 and waiting >= QUEUED_SHARE * held:
         return "server-bound: waiting requests" + (f" ({cpu_note}: client timings inflated)" if cpu_note else "")
     few = UNDERLOADED_RATIO * users
-    if http < few:
+    if (http < few or held < few) and frontend_cpu >= FRONTEND_CPU_LIMIT_PERCENT:
+        kind, note = "frontend-bound", f"vLLM's API server process at {frontend_cpu:.0f} % CPU"
+    elif http < few:
         kind, note = "client/gateway-bound", f"vLLM's HTTP layer held {http:.0f} of {users:.0f}"
     elif held < few and not np.isnan(http):
         kind, note = "frontend-bound", f"vLLM's HTTP layer held {http:.0f} of {users:.0f}, its engine {held:.0f}"

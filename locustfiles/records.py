@@ -99,6 +99,7 @@ SERVER_COUNTERS = {  # column -> scraped sample: cumulative since the server sta
     "prompt_tokens": "vllm:prompt_tokens_total",
     "generation_tokens": "vllm:generation_tokens_total",
     "request_success": "vllm:request_success_total",  # every finish reason, aborts included
+    "frontend_cpu_s": "process_cpu_seconds_total",  # CPU of vLLM's API server process (HTTP, templating, detokenizing)
 }
 SERVER_HISTOGRAMS = {  # column prefix -> histogram: {prefix}_count, {prefix}_sum_s, {prefix}_p50_s, {prefix}_p99_s
     "ttft": "vllm:time_to_first_token_seconds",
@@ -128,8 +129,12 @@ CLIENT_HEALTH_COLUMNS = [
     "users",  # the level at that time
     "worker",  # worker id as in requests.csv, "master", or "local" without workers
     "cpu_percent",  # CPU of that process (100 = one core)
+    "loop_lag_ms",  # how late its event loop ran its timers since its previous row, on average (waiting for a core)
 ]
 CLIENT_CPU_LIMIT_PERCENT = 90  # locust.runners.CPU_WARNING_THRESHOLD
+# A load generator whose event loop runs its timers this late on average takes every timestamp about as late: its
+# latencies are not to be trusted (it waits for a core that something else holds, whatever its own CPU figure).
+CLIENT_LOOP_LAG_LIMIT_MS = 20.0
 
 
 def latency_bucket_ms(seconds: float) -> float:

@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 
 SCRAPE_TIMEOUT_S = 5.0
 CLIENT_HEALTH_INTERVAL_S = 5.0
+LAG_PROBE_S = 0.05  # how often each process checks how late its event loop runs
 CPU_REPORT_KEY = "vllm_stress_cpu"
 
 _HISTOGRAM_PARTS = ("_bucket", "_count", "_sum")
@@ -150,12 +151,35 @@ class CpuMeter:
         return 100 * share
 
 
+class LoopLagMeter:
+    """How late this process's event loop runs its timers: a greenlet sleeps LAG_PROBE_S again and again and notes
+    how much later than asked it woke. A process with little CPU of its own can still wait for a core (a server on
+    the same host, other load): then the timestamps it takes are late by about as much. ``mean_ms`` is the mean
+    lateness since the previous reading (a mean, so that one garbage collection does not look like starvation)."""
+
+    def __init__(self) -> None:
+        self.late_s, self.probes = 0.0, 0
+        self.greenlet = gevent.spawn(self._probe)
+
+    def _probe(self) -> None:
+        while True:
+            asked = time.perf_counter() + LAG_PROBE_S
+            gevent.sleep(LAG_PROBE_S)
+            self.late_s += max(time.perf_counter() - asked, 0.0)
+            self.probes += 1
+
+    def mean_ms(self) -> float:
+        mean = self.late_s / self.probes if self.probes else 0.0
+        self.late_s, self.probes = 0.0, 0
+        return mean * 1000
+
+
 def report_worker_cpu(environment) -> None:
-    """On a worker: send its CPU since the previous report with every worker report (every 3 s)."""
-    meter = CpuMeter()
+    """On a worker: send its CPU and event-loop lag since the previous report with every worker report (3 s)."""
+    meter, lag = CpuMeter(), LoopLagMeter()
 
     def add_cpu(client_id, data, **_kw) -> None:
-        data[CPU_REPORT_KEY] = meter.percent()
+        data[CPU_REPORT_KEY] = [meter.percent(), lag.mean_ms()]
 
     environment.events.report_to_master.add_listener(add_cpu)
 
@@ -186,6 +210,7 @@ class Telemetry:
         self.max_cpu_by_level: dict[int, float] = {}  # the highest CPU % of any load generator while at a level
         self.latest_cpu: dict[str, float] = {}  # by process: its last figure
         self.cpu_meter = CpuMeter()
+        self.lag_meter = LoopLagMeter()
         self.own_name = "master" if hasattr(environment.runner, "clients") else "local"  # only a master has clients
         self.server_metrics: CsvAppender | None = None
         self.client_health: CsvAppender | None = None
@@ -202,6 +227,7 @@ class Telemetry:
         self.max_cpu_by_level.clear()
         self.latest_cpu.clear()
         self.cpu_meter.percent()  # from now on
+        self.lag_meter.mean_ms()
         self.client_health = CsvAppender(folder, records.CLIENT_HEALTH_FILE, records.CLIENT_HEALTH_COLUMNS)
         self.greenlets = [gevent.spawn(self._repeat, CLIENT_HEALTH_INTERVAL_S, self._record_cpu)]
         options = environment.parsed_options
@@ -235,14 +261,14 @@ class Telemetry:
             self.server_metrics.write(row)
 
     def _record_cpu(self) -> None:
-        self._write_cpu(self.own_name, self.cpu_meter.percent())
+        self._write_cpu(self.own_name, self.cpu_meter.percent(), self.lag_meter.mean_ms())
 
     def _on_worker_report(self, client_id, data, **_kw) -> None:
         if CPU_REPORT_KEY in data and self.client_health:
-            self._write_cpu(client_id, data[CPU_REPORT_KEY])
+            self._write_cpu(client_id, *data[CPU_REPORT_KEY])
 
-    def _write_cpu(self, process: str, percent: float) -> None:
+    def _write_cpu(self, process: str, percent: float, lag_ms: float) -> None:
         users = self.recorder.level
-        self.client_health.write([round(time.time(), 3), users, process, round(percent, 1)])
+        self.client_health.write([round(time.time(), 3), users, process, round(percent, 1), round(lag_ms, 1)])
         self.latest_cpu[process] = percent
         self.max_cpu_by_level[users] = max(self.max_cpu_by_level.get(users, 0.0), percent)

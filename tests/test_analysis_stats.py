@@ -107,6 +107,23 @@ def test_bound_names_the_limit_of_each_level():
     ]
 
 
+def test_a_starved_load_generator_and_a_saturated_frontend_are_named():
+    levels = pd.DataFrame({
+        "users": [16, 16, 16],
+        "server_in_system_mean": [4.0, 4.0, 15.5],
+        "server_waiting_mean": [0.0, 0.0, 0.0],
+        "server_http_held_mean": [4.2, 4.2, 15.8],
+        "server_frontend_cpu_percent": [30.0, 97.0, 30.0],
+        "client_cpu_max_percent": [5.0, 5.0, 5.0],
+        "client_loop_lag_max_ms": [45.0, 2.0, 2.0],
+    })
+    assert stats.bound(levels).tolist() == [
+        "client-bound (a load generator's event loop 45 ms late; vLLM's HTTP layer held 4 of 16)",
+        "frontend-bound (vLLM's API server process at 97 % CPU)",
+        "",
+    ]
+
+
 def test_peak_and_saturation_within_five_percent():
     levels = curve([100.0, 190.0, 196.0, 200.0])
     assert stats.peak_level(levels)["users"] == 80

@@ -18,6 +18,7 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 from locustfiles.prompts import WORDS
+from locustfiles.records import CLIENT_LOOP_LAG_LIMIT_MS
 from tests.conftest import REPO, read_rows, run_locust, scrape, server_completed
 from tests.test_fidelity import FIXTURE, capture_shapes, differences, dump_shapes, simulator_differences
 
@@ -220,3 +221,23 @@ def test_parallel_questions_complete_and_are_graded(real_vllm, tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["model"] == real_vllm.model and not summary["simulated"]
     assert summary["datasets"]["synthetic-mc"]["agreement"]["questions"] == 8
+
+
+def test_what_held_requests_back_is_measured_not_guessed(real_vllm, tmp_path):
+    """No gateway stands between the suite and this vLLM, yet its HTTP layer held fewer requests than the users
+    sent (a CPU vLLM's engine threads take every core of a small host): the report must not guess. It has vLLM's
+    own HTTP-layer and API-server CPU figures and the load generator's event-loop lag, and names a starved load
+    generator as client-bound rather than blaming a gateway."""
+    out = tmp_path / "bound"
+    cmd = [sys.executable, "-m", "scenarios", "run", "--scenario", "smoke", "--target", real_vllm.url, "--out",
+           str(out), "--workers", "1", "--locust-arg=--levels=2,8", "--locust-arg=--step-time=10"]
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads((out / "report" / "summary.json").read_text())
+    for level in summary["levels"]:
+        assert 0 < level["server_http_held_mean"] <= 1.1 * level["users"], level
+        assert 0 < level["server_frontend_cpu_percent"] < 200, level  # vLLM's process_cpu_seconds_total, scraped
+        assert level["client_loop_lag_max_ms"] is not None, level
+        if level["client_loop_lag_max_ms"] >= CLIENT_LOOP_LAG_LIMIT_MS:
+            assert level["bound"].startswith("client-bound (a load generator's event loop"), level
+

@@ -1,5 +1,7 @@
 # The two commands of the README: `make demo` (the main job) and `make test` (the whole test suite).
-# Both create the virtual environment in .venv on first use and reinstall only when a requirements file changes.
+# Both create the virtual environment in .venv on first use (the suite itself installed in it, editable: the
+# `vllm-stress` command and `locust -f locustfiles/...` from anywhere) and reinstall only when a requirements file
+# or pyproject.toml changes. `make test-fast` runs the fast tier only.
 # `make test` also installs what its heavier tiers need: a CPU build of vLLM with a tiny model in .cache/ (the
 # real-vLLM tier, deploy/real-vllm.sh) and Debian's chromium (the web UI browser test). `make test QUICK=1` skips
 # the real-vLLM tier for quick local runs.
@@ -9,11 +11,12 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: venv demo test lint real-vllm browser
+.PHONY: venv demo test test-fast lint real-vllm browser
 
-$(STAMP): requirements.txt requirements-dev.txt
+$(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q -r requirements.txt -r requirements-dev.txt
+	$(PY) -m pip install -q --no-deps -e .
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -34,6 +37,10 @@ browser:
 	@test -x $(CHROMIUM) || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
 	  echo "chromium is not installed: the browser test will be skipped"
+
+# the developers' loop: the tests marked fast (no load runs; under a minute on 2 cores) and lint
+test-fast: $(STAMP) lint
+	$(PY) -m pytest -m fast -q $(PYTEST_ARGS)
 
 ifdef QUICK
 test: $(STAMP) browser lint

@@ -11,7 +11,6 @@ failures, 4 workers whose rows are interleaved and an ITL histogram. Writing the
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -19,12 +18,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository root, for `analysis`
-
-from analysis.levels import level_stats, level_windows  # noqa: E402
-from analysis.load import load_run  # noqa: E402
-from analysis.report import analyse  # noqa: E402
-from analysis.synthetic import closed_loop_rows, step_levels, write_run  # noqa: E402
+from analysis.levels import level_stats, level_windows
+from analysis.load import load_run
+from analysis.report import analyse
+from analysis.synthetic import closed_loop_rows, step_levels, write_run
 
 USERS = [10, 50, 100, 200, 500, 750, 1000]
 HOLD_S = 600.0

@@ -22,10 +22,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+from simulator.process import start_simulator
 
-from simulator.process import start_simulator  # noqa: E402
+REPO = Path(__file__).resolve().parent.parent
 
 STEP_S = 0.05  # engine step of the simulated server: each stream gets 1/STEP_S tokens per second
 

@@ -22,9 +22,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from simulator.process import start_simulator  # noqa: E402
+from simulator.process import start_simulator
 
 MARKER = b'"text":"'
 DONE = b"[DONE]"

@@ -21,10 +21,9 @@ from pathlib import Path
 
 import psutil
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+from simulator.process import start_simulator
 
-from simulator.process import start_simulator  # noqa: E402
+REPO = Path(__file__).resolve().parent.parent
 
 RAMP_S = 20.0
 

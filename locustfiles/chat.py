@@ -3,13 +3,10 @@
     locust -f locustfiles/chat.py -H http://127.0.0.1:8000 --headless -u 10 -t 1m --results-dir results/chat
 """
 
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository root, for `locustfiles.*`
 
-from locustfiles.base import LLMUser, sampling  # noqa: E402
-from locustfiles.exchange import is_output_delta  # noqa: E402
+from locustfiles.base import LLMUser, sampling
+from locustfiles.exchange import is_output_delta
 
 
 class ChatUser(LLMUser):

@@ -3,12 +3,9 @@
     locust -f locustfiles/completions.py -H http://127.0.0.1:8000 --headless -u 10 -t 1m
 """
 
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository root, for `locustfiles.*`
 
-from locustfiles.base import LLMUser, sampling  # noqa: E402
+from locustfiles.base import LLMUser, sampling
 
 
 class CompletionsUser(LLMUser):

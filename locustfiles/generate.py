@@ -10,14 +10,10 @@ estimates unless the same host also serves ``/tokenize`` (the embedded simulator
 """
 
 import json
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository root, for `locustfiles.*`
-
-from locustfiles.base import LLMUser  # noqa: E402
-from locustfiles.exchange import StreamError  # noqa: E402
+from locustfiles.base import LLMUser
+from locustfiles.exchange import StreamError
 
 
 class GenerateUser(LLMUser):

@@ -7,20 +7,16 @@ benchmarks/client.md for the measured figures before using it for high-concurren
 """
 
 import logging
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository root, for `locustfiles.*`
+import gevent
+import httpx2
+import openai
+from locust import User, task
 
-import gevent  # noqa: E402
-import httpx2  # noqa: E402
-import openai  # noqa: E402
-from locust import User, task  # noqa: E402
-
-from locustfiles import options as opts  # noqa: E402
-from locustfiles.base import failure_name, log_token_stats, read_options, run_request, sampling, start_user  # noqa: E402
-from locustfiles.exchange import StreamError, is_output_delta  # noqa: E402
+from locustfiles import options as opts
+from locustfiles.base import failure_name, log_token_stats, read_options, run_request, sampling, start_user
+from locustfiles.exchange import StreamError, is_output_delta
 
 logging.getLogger("httpx2").setLevel(logging.WARNING)  # the SDK's HTTP client logs every request at INFO
 

@@ -261,6 +261,7 @@ def run_scenario(name: str, out: Path, target: str | None = None, repeats: int |
     from analysis.report import analyse
 
     config, keys = read_config(name)
+    out = out.resolve()  # the Locust processes run in the suite's folder
     keys = with_overrides(keys, list(locust_args or []))
     if any(arg.split("=", 1)[0] == "--api-key" for arg in locust_args or []):
         raise ScenarioError("pass the API key as OPENAI_API_KEY or --locust-arg=--api-key-file=FILE, never on a "

@@ -18,15 +18,11 @@ A shape runs only on the master (or the local runner).
 """
 
 import logging
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository root, for `scenarios.*`
+from locust import LoadTestShape, events
 
-from locust import LoadTestShape, events  # noqa: E402
-
-from scenarios.levels import RAMP_DEFAULTS, RAMP_TIMES, check_times, parse_levels, step_seconds  # noqa: E402
+from scenarios.levels import RAMP_DEFAULTS, RAMP_TIMES, check_times, parse_levels, step_seconds
 
 log = logging.getLogger(__name__)
 

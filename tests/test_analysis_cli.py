@@ -9,6 +9,8 @@ import pytest
 from analysis.__main__ import main
 from analysis.synthetic import closed_loop_rows, step_levels, write_run
 
+pytestmark = pytest.mark.fast  # no load runs: the developers' loop (make test-fast)
+
 CONTRACT_LEVEL_KEYS = {
     "users", "requests", "failures", "success_rate", "output_tokens_per_s", "total_tokens_per_s", "requests_per_s",
     "ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "e2e_p50_s", "e2e_p99_s",

@@ -9,6 +9,8 @@ from analysis.load import load_run
 from analysis.synthetic import closed_loop_rows, request_rows, write_run
 from locustfiles.records import CLIENT_HEALTH_COLUMNS, CLIENT_HEALTH_FILE, SERVER_METRICS_COLUMNS, SERVER_METRICS_FILE
 
+pytestmark = pytest.mark.fast  # no load runs: the developers' loop (make test-fast)
+
 T0 = 1_700_000_000.0
 # Level 10 ramps from T0+980 and holds [T0+1000, T0+1100): 100 s. Level 20 ramps from T0+1100, holds [T0+1120, T0+1220).
 LEVELS = [(10, T0 + 980, T0 + 1000, T0 + 1100), (20, T0 + 1100, T0 + 1120, T0 + 1220)]

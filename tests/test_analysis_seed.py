@@ -18,6 +18,8 @@ import pytest
 from analysis.report import analyse
 from analysis.synthetic import closed_loop_rows, write_run
 
+pytestmark = pytest.mark.fast  # no load runs: the developers' loop (make test-fast)
+
 USERS = [10, 50, 100, 200, 500, 750, 1000]
 TOKENS = 2048 + 512  # per request
 SEED_TABLES = {  # model: [(total tok/s, p99 latency s) per level of USERS]

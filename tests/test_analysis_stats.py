@@ -9,6 +9,8 @@ from analysis import stats
 from analysis.report import analyse
 from analysis.synthetic import closed_loop_rows, step_levels, write_run
 
+pytestmark = pytest.mark.fast  # no load runs: the developers' loop (make test-fast)
+
 
 def curve(throughput: list[float], p99: list[float] | None = None) -> pd.DataFrame:
     return pd.DataFrame(

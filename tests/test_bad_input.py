@@ -50,6 +50,7 @@ def test_unknown_scenario():
     ("", "--levels is empty"),
     (" , ", "--levels is empty"),
 ])
+@pytest.mark.fast
 def test_parse_levels(text, message):
     with pytest.raises(ValueError) as error:
         parse_levels(text)

@@ -8,6 +8,8 @@ from locustfiles import records
 from locustfiles.exchange import Exchange, error_event, response_error
 from locustfiles.runfolder import RunFolder, RunFolderExists
 
+pytestmark = pytest.mark.fast  # no load runs: the developers' loop (make test-fast)
+
 
 def streamed(gaps, completion_tokens=None, prompt_tokens=None, target_prompt=100, max_tokens=4, check=True):
     ex = Exchange("chat", 10, target_prompt, max_tokens, check_output=check)

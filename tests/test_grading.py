@@ -6,6 +6,8 @@ import pytest
 
 from analysis.grading import accuracy_by_level, agreement, extract_choice, extract_number, grade
 
+pytestmark = pytest.mark.fast  # no load runs: the developers' loop (make test-fast)
+
 
 @pytest.mark.parametrize(
     "text,letter",

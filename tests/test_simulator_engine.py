@@ -11,6 +11,8 @@ from simulator.profiles import load_profile, parse_assignments, profile_names
 from simulator.steptime import StepTimeModel
 from simulator.virtual import closed_loop
 
+pytestmark = pytest.mark.fast  # no load runs: the developers' loop (make test-fast)
+
 # reference/vllm-behaviour.md section 4.2: decode (1,100-token contexts) at B=1/64/256 and a 2048-token prefill, ms
 STEP_ANCHORS = {
     "h100-llama-3.1-8b": (7.5, 10.9, 21.3, 64),

@@ -22,6 +22,7 @@ def requests_of(rows) -> steady.Requests:
                            rows["ok"].to_numpy(bool), rows["e2e_s"].to_numpy(), ttft)
 
 
+@pytest.mark.fast
 def test_a_closed_loop_is_steady_over_enough_lifetimes():
     rows = closed_loop_rows(10, T0, T0 + 200, 5.0)  # 10 users, 5 s requests
     verdict = steady.judge(T0 + 20, T0 + 120, requests_of(rows))
@@ -29,6 +30,7 @@ def test_a_closed_loop_is_steady_over_enough_lifetimes():
     assert verdict.reason == "the window's halves agree over 20.0 request lifetimes"
 
 
+@pytest.mark.fast
 def test_a_window_shorter_than_three_lifetimes_is_not_steady():
     rows = closed_loop_rows(10, T0, T0 + 200, 5.0)
     verdict = steady.judge(T0 + 20, T0 + 32, requests_of(rows))
@@ -36,6 +38,7 @@ def test_a_window_shorter_than_three_lifetimes_is_not_steady():
     assert verdict.reason == "the 12 s window holds 2.4 request lifetimes (e2e p50 5.0 s); steady needs 3"
 
 
+@pytest.mark.fast
 def test_a_queue_that_is_still_filling_is_not_steady():
     """Every user's requests take longer and longer, 2 s to 8 s (a queue building up): the halves disagree."""
     rows = closed_loop_rows(20, T0, T0 + 400, np.linspace(2.0, 8.0, 60), spread=0)
@@ -44,6 +47,7 @@ def test_a_queue_that_is_still_filling_is_not_steady():
     assert verdict.reason.startswith(("completions fell", "e2e p50 rose")), verdict.reason
 
 
+@pytest.mark.fast
 def test_a_ttft_shift_small_against_the_lifetime_is_noise():
     """TTFT doubles from 10 to 20 ms inside 5 s requests: 0.2 % of a lifetime, steady."""
     rows = closed_loop_rows(10, T0, T0 + 200, 5.0)
@@ -51,6 +55,7 @@ def test_a_ttft_shift_small_against_the_lifetime_is_noise():
     assert steady.judge(T0 + 20, T0 + 120, requests_of(rows)).steady
 
 
+@pytest.mark.fast
 def test_metrics_of_a_window():
     first, end, tokens = np.array([0.0, 5.0, 9.0]), np.array([10.0, 5.0, 9.0]), np.array([100.0, 7.0, 3.0])
     assert streamed_tokens(first, end, tokens, 2.0, 6.0) == pytest.approx(40.0 + 7.0)  # 4 s of 10 tok/s + a burst

@@ -45,6 +45,7 @@ def column(row: list, name: str):
     return row[records.SERVER_METRICS_COLUMNS.index(name)]
 
 
+@pytest.mark.fast
 def test_samples_are_summed_over_engines_and_labels():
     snapshot = parse_metrics(exposition())
     assert snapshot.values["vllm:num_requests_running"] == 6
@@ -54,6 +55,7 @@ def test_samples_are_summed_over_engines_and_labels():
     assert snapshot.buckets["vllm:time_to_first_token_seconds"] == {0.1: 4, 0.5: 8, math.inf: 8}
 
 
+@pytest.mark.fast
 def test_quantiles_interpolate_like_promql():
     buckets = {0.1: 10, 0.5: 30, 1.0: 40, math.inf: 40}
     assert histogram_quantile(0.25, buckets) == pytest.approx(0.1)  # rank 10: the top of the first bucket
@@ -63,6 +65,7 @@ def test_quantiles_interpolate_like_promql():
     assert histogram_quantile(0.5, {0.1: 0, math.inf: 0}) is None
 
 
+@pytest.mark.fast
 def test_histograms_are_deltas_since_the_previous_scrape():
     first = parse_metrics(exposition(ttft_buckets=((0.1, 2), (0.5, 4))))
     second = parse_metrics(exposition(generated=150, ttft_buckets=((0.1, 2), (0.5, 14))))
@@ -146,6 +149,7 @@ def test_unreachable_server_gives_no_rows(server):
     assert ServerScraper(gone.url).scrape(users=1) is None
 
 
+@pytest.mark.fast
 def test_client_cpu_limit_is_locusts():
     code = "from locust.runners import CPU_WARNING_THRESHOLD; print(CPU_WARNING_THRESHOLD)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True).stdout

@@ -191,6 +191,7 @@ def shows_measurements(row, key: str) -> bool:
     return float(texts[list(COLUMNS).index(key)] or 0) > 0
 
 
+@pytest.mark.fast
 def test_live_percentiles_come_from_bounded_histograms():
     histogram = {1.0: 50, 2.0: 45, 30.0: 5}  # bucket ms -> count
     assert percentile(histogram, 0.5) == 0.001 and percentile(histogram, 0.95) == 0.002

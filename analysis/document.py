@@ -106,7 +106,7 @@ def unsteady_sentences(config: dict) -> list[str]:
 
 
 def comparison_table(configs: dict[str, dict]) -> Table:
-    """The seed's cross-model table: one column per config."""
+    """The MI325X tuning guide's cross-model table (docs/sources.md §1.1): one column per config."""
     rows = {
         "Peak output tok/s": lambda c: tokens(peak_value(c, "output_tokens_per_s")),
         "Peak total tok/s": lambda c: tokens(peak_value(c, "total_tokens_per_s")),

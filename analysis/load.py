@@ -51,7 +51,7 @@ NUMERIC_REQUEST_COLUMNS = [c for c in READ_REQUEST_COLUMNS if c not in TEXT_REQU
 SERVER_READ_COLUMNS = ["time", "e2e_count", "e2e_sum_s", "queue_sum_s"]  # of SERVER_METRICS_COLUMNS
 SERVER_OPTIONAL_COLUMNS = ["http_count", "http_sum_s", "frontend_cpu_s"]  # newer columns: NaN in older runs
 
-# name -> (file in the run folder, columns it must have). Locust columns: reference/locust-notes.md §4.
+# name -> (file in the run folder, columns it must have). Locust columns: docs/locust.md §6.
 OPTIONAL_TABLES = {
     "levels": (LEVELS_FILE, LEVEL_COLUMNS),
     "itl": (ITL_FILE, ITL_COLUMNS),

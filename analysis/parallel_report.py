@@ -1,4 +1,4 @@
-"""The report of a parallel-query run (``python -m scenarios parallel``): per dataset, the seed's table (accuracy,
+"""The report of a parallel-query run (``python -m scenarios parallel``): per dataset, the parallel-query benchmark's table (docs/sources.md §1.2) (accuracy,
 average time per question, wall clock, speedup per parallelism level), a speedup plot, the agreement matrix between
 levels and the answers that changed; written as ``report.md``, ``report.html``, ``speedup.png`` and ``summary.json``.
 
@@ -126,12 +126,12 @@ def overview(summary: dict) -> str:
 
 
 def duration(value: float) -> str:
-    """Wall clock as the seed writes it: minutes from two minutes on."""
+    """Wall clock as the parallel-query benchmark writes it: minutes from two minutes on."""
     return f"{value / 60:.1f} min" if value >= 120 else seconds(value)
 
 
 def level_table(dataset: dict) -> Table:
-    """The seed's table: one row per parallelism level."""
+    """The parallel-query benchmark's table: one row per parallelism level."""
     rows = [[str(level["parallel"]), percent(level["accuracy"]), seconds(level["mean_e2e_s"]),
              duration(level["wall_s"]), "baseline" if index == 0 else ratio(level["speedup"]),
              tokens(level["output_tokens_per_s"]), str(level["errors"]), str(level["unanswered"])]

@@ -1,7 +1,7 @@
 """What every user class shares: the options, the run's recorder, the target's model and prompts, and the
 request flow of the HTTP users (one request per task, timed per chunk, recorded whatever happens).
 
-Locust pitfalls this flow avoids (see shared/reference/locust-notes.md): chunks are read with
+Locust pitfalls this flow avoids (docs/locust.md §1-2): chunks are read with
 ``stream.readline`` (``iter_content``/``iter_lines`` wait for 1 KiB and delay TTFT); every exception is caught
 inside the ``catch_response`` block (else Locust drops the request from its stats); the built-in response time
 is replaced by the end-to-end latency (it is only time-to-headers for streams); the body is drained to its end so

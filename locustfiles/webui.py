@@ -1,6 +1,6 @@
 """The "LLM" tab of Locust's web UI: live output tok/s, latencies per level, the server's gauges, the clients' CPU.
 
-Built on Locust's extension points (shared/reference/locust-notes.md §2.4): the tab and its table are declared in
+Built on Locust's extension points (docs/locust.md §7): the tab and its table are declared in
 ``template_args`` (``extended_tabs``, ``extended_tables``), its rows travel as ``extended_stats`` in the
 ``/stats/requests`` JSON (added by an ``after_request`` hook: Locust's own keys stay as they are), and "Download
 Data" gets a link to the run's ``requests.csv`` (``extended_csv_files``). Only the master or a local runner has a

@@ -1,4 +1,4 @@
-"""``python -m scenarios parallel``: fixed question sets run to completion at parallelism 1, 4, 16 ... (the seed's
+"""``python -m scenarios parallel``: fixed question sets run to completion at parallelism 1, 4, 16 ... (the parallel-query benchmark's, docs/sources.md §1.2,
 parallel-query benchmark): wall clock, mean time per question, speedup against P=1, output tok/s, accuracy, and
 which answers change with P.
 

@@ -18,7 +18,7 @@ of the messages, so the same question gets the same reply. The first-choice answ
 ``answer_accuracy`` (else a wrong one); a runner-up answer is drawn too. The reply flips to the runner-up with
 probability ``min(1, answer_flip_rate * others)``, ``others`` = sequences running or waiting when the request
 arrives. The flip draw is seeded as well: a question flips when the load passes its own threshold, never when it
-runs alone, as near-tie tokens of greedy decoding flip with the batch they share (the seed's non-determinism).
+runs alone, as near-tie tokens of greedy decoding flip with the batch they share (the non-determinism the parallel-query benchmark saw, docs/sources.md §1.2).
 
 This is a stand-in for exercising graders and reports: its accuracy is a setting, not any model's accuracy.
 Requests with ``ignore_eos`` or ``min_tokens`` (benchmark lengths) keep their pseudo-words.

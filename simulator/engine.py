@@ -1,7 +1,7 @@
 """A pure, clock-free model of vLLM's V1 engine core: one ``step()`` schedules and "runs" one forward pass.
 
 What it reproduces (``vllm/v1/core/sched/scheduler.py`` ``Scheduler.schedule`` / ``update_from_output``,
-reference/vllm-behaviour.md section 3):
+docs/vllm-scheduler.md §2-4):
 
 * one token budget per step (``max_num_batched_tokens``); running requests first, in admission order, each asking
   for what it still lacks (1 token when decoding, the rest of its prompt when prefilling), so prompts are chunked;

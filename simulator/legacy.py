@@ -5,7 +5,7 @@ JSON body and passes every other key to ``SamplingParams`` (``n``, ``temperature
 ``min_tokens``, ``ignore_eos``, ``seed``...). The response is ``{"text": [prompt + output_i, ...]}``, one entry per
 ``n``; with ``stream`` it is newline-delimited JSON of the same shape, each line carrying the cumulative text.
 
-``use_beam_search`` is accepted as the pre-V1 demo server did (the request of seed 002 sends it; V1 engines answer
+``use_beam_search`` is accepted as the pre-V1 demo server did (the batching explainer's request sends it, docs/sources.md §1.3; V1 engines answer
 500 because it is no longer a ``SamplingParams`` field): beam search is not simulated, the ``n`` outputs are sampled
 like any others. Other unknown keys are ignored. No auth, as in vLLM.
 """

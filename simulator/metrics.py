@@ -1,7 +1,7 @@
 """``/metrics``: vLLM V1's Prometheus metrics, names, types, labels and buckets.
 
 Names, help texts and buckets follow ``vllm/v1/metrics/loggers.py`` ``PrometheusStatLogger`` and
-``vllm/v1/metrics/buckets.py`` (reference/vllm-behaviour.md section 2.1). Every series carries
+``vllm/v1/metrics/buckets.py`` (docs/vllm-protocol.md §8.1). Every series carries
 ``model_name`` and ``engine="0"``. Counters are registered without ``_total`` and prometheus_client appends it.
 Timings use vLLM's definitions, in engine time: TTFT = arrival -> first token, inter-token latency = gap between
 consecutive outputs of a sequence, queue = arrival -> first scheduled, prefill = first scheduled -> first token,

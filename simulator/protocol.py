@@ -2,7 +2,7 @@
 
 Chunks are serialised by vLLM with ``model_dump_json(exclude_unset=True, exclude_none=not chunk.choices)``
 (``vllm/entrypoints/openai/chat_completion/serving.py``, ``.../completion/serving.py``), which gives these key sets
-(reference/vllm-behaviour.md section 1.3):
+(docs/vllm-protocol.md §3):
 
 * chat role chunk (sent at first-token time, right before the first content chunk):
   ``delta {role, content:""}``, choice ``{index, delta, logprobs, finish_reason}``, top ``prompt_token_ids,

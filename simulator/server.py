@@ -1,4 +1,4 @@
-"""aiohttp application: the routes of ``vllm serve`` (reference/vllm-behaviour.md section 1.1) over one engine.
+"""aiohttp application: the routes of ``vllm serve`` (docs/vllm-protocol.md §1) over one engine.
 
 Routes as in vLLM 0.33: ``POST /v1/chat/completions`` and ``/v1/completions`` (JSON or SSE), ``GET /v1/models``,
 ``POST /tokenize`` and ``/detokenize``, ``GET /health`` (200, empty body), ``/version``, ``/load``, ``/metrics``,

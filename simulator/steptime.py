@@ -1,4 +1,4 @@
-"""Duration of one engine step from a roofline model (reference/vllm-behaviour.md section 4.2).
+"""Duration of one engine step from a roofline model (docs/vllm-scheduler.md §7).
 
 vLLM runs one forward pass per engine step over every scheduled token of every running request
 (``vllm/v1/engine/core.py`` ``EngineCore.step``). Its cost is modelled as the slower of compute and memory traffic,

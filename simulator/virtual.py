@@ -1,7 +1,7 @@
 """Virtual-time drivers: run the engine as fast as the CPU allows, with no sleeping and no HTTP.
 
 ``closed_loop`` mimics ``vllm bench serve --max-concurrency C --ignore-eos`` with random ``input/output`` lengths
-fixed (reference/vllm-behaviour.md section 5): C clients each send a request, wait for it to finish and send the next
+fixed (docs/vllm-protocol.md §9): C clients each send a request, wait for it to finish and send the next
 one at once. Times are engine seconds, so a run of minutes of simulated load takes a fraction of a second; tests and
 profile fitting use it. Throughput is computed with Little's law on the steady part of the run
 (``X = C / mean e2e``), which is what a long benchmark at concurrency C measures.

@@ -27,7 +27,7 @@ pytestmark = [pytest.mark.realvllm, pytest.mark.timeout(600)]
 SCRIPT = REPO / "deploy" / "real-vllm.sh"
 SHORT = ["--input-tokens", "64", "--output-tokens", "16", "--headless", "--only-summary", "-L", "WARNING"]
 USERS = [("chat", "chat"), ("completions", "completions"), ("sdk", "sdk-chat")]
-# Families of the reference (shared/reference/vllm-behaviour.md §2.1), as prometheus_client names them.
+# Families of the reference (docs/vllm-protocol.md §8.1), as prometheus_client names them.
 METRIC_TYPES = {
     "vllm:num_requests_running": "gauge", "vllm:num_requests_waiting": "gauge", "vllm:kv_cache_usage_perc": "gauge",
     "vllm:prompt_tokens": "counter", "vllm:generation_tokens": "counter", "vllm:request_success": "counter",

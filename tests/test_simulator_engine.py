@@ -13,13 +13,13 @@ from simulator.virtual import closed_loop
 
 pytestmark = pytest.mark.fast  # no load runs: the developers' loop (make test-fast)
 
-# reference/vllm-behaviour.md section 4.2: decode (1,100-token contexts) at B=1/64/256 and a 2048-token prefill, ms
+# docs/vllm-scheduler.md §7: decode (1,100-token contexts) at B=1/64/256 and a 2048-token prefill, ms
 STEP_ANCHORS = {
     "h100-llama-3.1-8b": (7.5, 10.9, 21.3, 64),
     "mi300x-llama-3.1-8b": (6.4, 8.8, 16.3, 60),
     "mi325x-qwen3-235b-tp8": (21.3, 34.6, 37.2, 51),
 }
-SEED_TABLE = {10: 1902, 50: 6961, 100: 11198}  # seed 001, Qwen3-VL-235B on 8x MI325X, total tok/s at 2048/512
+GUIDE_TABLE = {10: 1902, 50: 6961, 100: 11198}  # the MI325X tuning guide, Qwen3-VL-235B on 8x MI325X, total tok/s at 2048/512
 
 
 def tiny(**overrides):
@@ -178,10 +178,10 @@ def test_max_tokens_clamped_to_context():
     assert (seq.num_output, seq.finish_reason) == (96, "length")
 
 
-@pytest.mark.parametrize("concurrency", sorted(SEED_TABLE))
+@pytest.mark.parametrize("concurrency", sorted(GUIDE_TABLE))
 def test_mi325x_fit_reproduces_seed_table(concurrency):
     result = closed_loop(load_profile("mi325x-qwen3-235b-tp8"), concurrency, 2048, 512, requests=5 * concurrency)
-    assert result.total_tokens_per_s == pytest.approx(SEED_TABLE[concurrency], rel=0.10)
+    assert result.total_tokens_per_s == pytest.approx(GUIDE_TABLE[concurrency], rel=0.10)
     assert result.output_tokens_per_s == pytest.approx(result.total_tokens_per_s / 5)
     assert result.preemptions == 0 and result.max_waiting <= concurrency
 

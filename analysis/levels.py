@@ -18,7 +18,7 @@ steady levels can be the peak, the saturation point, the knee or a recommendatio
 Populations. A request belongs to the level in its ``users`` column (the level it started in) and counts where it
 *ended*. Of a level's requests that ended in the window:
 
-* **aborted** ones (``records.ABORTED``: the run stopped its users mid-stream) are neither successes nor failures;
+* **aborted** ones (``vllm_stress.schema.ABORTED``: the run stopped its users mid-stream) are neither successes nor failures;
 * **failures** are every other error (what the server or the network did wrong);
 * **off target** ones succeeded but the server's ``usage`` differs from what the request was built and forced to
   have (``count_mismatch``), or the server aborted them (``finish_reason`` abort): they are counted, not timed;
@@ -39,10 +39,10 @@ import numpy as np
 import pandas as pd
 
 from analysis.load import AnalysisError, Run
-from locustfiles.records import ABORTED, LEVELS_FILE, REQUESTS_FILE
 from vllm_stress import steady
 from vllm_stress.metrics import bucket_percentile, streamed_tokens
 from vllm_stress.metrics import mean_in_flight as in_flight_mean
+from vllm_stress.schema import ABORTED, LEVELS_FILE, REQUESTS_FILE
 
 PERCENTILES = (50, 90, 99)
 LEVEL_CLOCK_SLACK_S = 1.0  # worker rows of a new level may start slightly before the master wrote the last hold_end

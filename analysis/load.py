@@ -1,4 +1,4 @@
-"""Read and validate run folders: the files named in ``locustfiles.records`` plus Locust's own CSVs.
+"""Read and validate run folders: the files named in ``vllm_stress.schema`` plus Locust's own CSVs.
 
 Every problem with the input becomes an :class:`AnalysisError` whose message names the file and the problem in one
 line; the CLI prints it without a traceback.
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from locustfiles.records import (
+from vllm_stress.schema import (
     CLIENT_HEALTH_FILE,
     ITL_COLUMNS,
     ITL_FILE,

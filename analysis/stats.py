@@ -26,7 +26,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from locustfiles.records import CLIENT_CPU_LIMIT_PERCENT, CLIENT_LOOP_LAG_LIMIT_MS
+from vllm_stress.schema import CLIENT_CPU_LIMIT_PERCENT, CLIENT_LOOP_LAG_LIMIT_MS
 
 SATURATION_TOLERANCE = 0.05
 KNEE_MIN_EXCESS = 0.1

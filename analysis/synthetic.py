@@ -36,7 +36,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from locustfiles.records import (
+from vllm_stress import metrics
+from vllm_stress.schema import (
     ITL_COLUMNS,
     ITL_FILE,
     LEVEL_COLUMNS,
@@ -45,7 +46,6 @@ from locustfiles.records import (
     REQUESTS_FILE,
     RUN_FILE,
 )
-from vllm_stress import metrics
 
 
 def request_rows(

@@ -1,7 +1,7 @@
 """One request's measurement: the timing of its output chunks, the server's usage counts, how it ended.
 
 Pure Python with no Locust import, so it is unit-tested directly. The metric definitions are those of
-``records`` (the same as ``vllm bench serve``); this module only collects the timestamps they need.
+``vllm_stress.schema`` and ``vllm_stress.metrics`` (the same as ``vllm bench serve``); this module only collects the timestamps they need.
 """
 
 from __future__ import annotations
@@ -111,7 +111,7 @@ class Exchange:
         return bool(prompt_off or output_off)
 
     def row(self, worker: str) -> list:
-        """The ``requests.csv`` row, in ``records.REQUEST_COLUMNS`` order."""
+        """The ``requests.csv`` row, in ``vllm_stress.schema.REQUEST_COLUMNS`` order."""
         e2e = self.e2e
         ok = not self.error
         return [

@@ -6,7 +6,7 @@ tokenizer keeps as one token each, so a prompt of ``n`` such words is ``overhead
 is what the template (or the special tokens) add. Which words are single tokens, and the overhead, are measured
 once per worker before the load starts; one full-length prompt is then checked end to end. Every request draws
 its words at random, so no two prompts share a prefix and prefix caching cannot flatter the numbers. Each
-response's ``usage`` is still compared with the target (see ``records.REQUEST_COLUMNS``: ``count_mismatch``).
+response's ``usage`` is still compared with the target (see ``vllm_stress.schema.REQUEST_COLUMNS``: ``count_mismatch``).
 
 Against a server without ``/tokenize`` the lengths are estimates (one token per word plus a typical template
 overhead) and the suite says so once, loudly.

@@ -26,10 +26,9 @@ import gevent
 import numpy as np
 from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 
-from locustfiles import records
 from locustfiles.exchange import Exchange
 from locustfiles.runfolder import RunFolder, RunFolderExists, default_path, write_final_locust_csvs
-from vllm_stress import steady
+from vllm_stress import schema, steady
 
 log = logging.getLogger(__name__)
 
@@ -41,18 +40,18 @@ REPORT_KEY = "vllm_stress"
 WATCH_INTERVAL_S = 1.0
 LOG_INTERVAL_S = 10.0
 REPORT_LAG_S = 3.0  # worker reports arrive up to WORKER_REPORT_INTERVAL late
-_COMPLETION = records.REQUEST_COLUMNS.index("completion_tokens")
-_END = records.REQUEST_COLUMNS.index("end_time")
-_OK = records.REQUEST_COLUMNS.index("ok")
-_MISMATCH = records.REQUEST_COLUMNS.index("count_mismatch")
-_USERS = records.REQUEST_COLUMNS.index("users")
-_TTFT = records.REQUEST_COLUMNS.index("ttft_s")
-_TPOT = records.REQUEST_COLUMNS.index("tpot_s")
-_E2E = records.REQUEST_COLUMNS.index("e2e_s")
-_START = records.REQUEST_COLUMNS.index("start_time")
-_CHUNKS = records.REQUEST_COLUMNS.index("chunks")
-_ERROR = records.REQUEST_COLUMNS.index("error")
-_FINISH = records.REQUEST_COLUMNS.index("finish_reason")
+_COMPLETION = schema.REQUEST_COLUMNS.index("completion_tokens")
+_END = schema.REQUEST_COLUMNS.index("end_time")
+_OK = schema.REQUEST_COLUMNS.index("ok")
+_MISMATCH = schema.REQUEST_COLUMNS.index("count_mismatch")
+_USERS = schema.REQUEST_COLUMNS.index("users")
+_TTFT = schema.REQUEST_COLUMNS.index("ttft_s")
+_TPOT = schema.REQUEST_COLUMNS.index("tpot_s")
+_E2E = schema.REQUEST_COLUMNS.index("e2e_s")
+_START = schema.REQUEST_COLUMNS.index("start_time")
+_CHUNKS = schema.REQUEST_COLUMNS.index("chunks")
+_ERROR = schema.REQUEST_COLUMNS.index("error")
+_FINISH = schema.REQUEST_COLUMNS.index("finish_reason")
 LEVEL_ROWS_LIMIT = 500_000  # rows kept for the live steady-state check (a level's, a few hundred bytes each)
 
 
@@ -62,7 +61,7 @@ def row_measured(row: list) -> bool:
 
 
 def row_aborted(row: list) -> bool:
-    return not row[_OK] and row[_ERROR] == records.ABORTED
+    return not row[_OK] and row[_ERROR] == schema.ABORTED
 
 
 class LevelLatencies:
@@ -91,11 +90,11 @@ class LevelLatencies:
             return
         if not row_measured(row):
             return
-        self.e2e_ms[records.latency_bucket_ms(row[_E2E])] += 1
+        self.e2e_ms[schema.latency_bucket_ms(row[_E2E])] += 1
         if row[_TTFT] != "":
-            self.ttft_ms[records.latency_bucket_ms(row[_TTFT])] += 1
+            self.ttft_ms[schema.latency_bucket_ms(row[_TTFT])] += 1
         if row[_TPOT] != "":
-            self.tpot_ms[records.latency_bucket_ms(row[_TPOT])] += 1
+            self.tpot_ms[schema.latency_bucket_ms(row[_TPOT])] += 1
 
 
 class Recorder:
@@ -162,7 +161,7 @@ class Recorder:
         if self.measuring and exchange.measured:
             histogram = self.itl[exchange.users]
             for gap in exchange.gaps:
-                histogram[records.latency_bucket_ms(gap)] += 1
+                histogram[schema.latency_bucket_ms(gap)] += 1
         row = exchange.row(self.worker_id)
         if isinstance(self.runner, WorkerRunner):
             self.pending_rows.append(row)
@@ -292,7 +291,7 @@ class Recorder:
         self.stopped = False
         self.totals.clear()
         self.latencies_by_level.clear()
-        self.meta = {key: None for key in records.RUN_KEYS} | {
+        self.meta = {key: None for key in schema.RUN_KEYS} | {
             "scenario": getattr(options, "scenario", "") or "",
             "target": environment.host,
             "model": options.model or environment.llm_target.model,

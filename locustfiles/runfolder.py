@@ -1,4 +1,4 @@
-"""The run folder: ``requests.csv``, ``levels.csv``, ``itl_histogram.csv`` and ``run.json`` (see ``records``).
+"""The run folder: ``requests.csv``, ``levels.csv``, ``itl_histogram.csv`` and ``run.json`` (see ``vllm_stress.schema``).
 
 Only the master (or the local runner) writes it. Rows and levels are appended and flushed as they arrive, so a
 run that is killed leaves everything it measured up to the last worker report.
@@ -11,7 +11,7 @@ import json
 import os
 import time
 
-from locustfiles import records
+from vllm_stress import schema
 
 
 class RunFolderExists(Exception):
@@ -24,19 +24,19 @@ def default_path() -> str:
 
 class RunFolder:
     def __init__(self, path: str, overwrite: bool = False) -> None:
-        requests_path = os.path.join(path, records.REQUESTS_FILE)
+        requests_path = os.path.join(path, schema.REQUESTS_FILE)
         if os.path.exists(requests_path) and not overwrite:
-            raise RunFolderExists(f"{path} already holds a run ({records.REQUESTS_FILE}); "
+            raise RunFolderExists(f"{path} already holds a run ({schema.REQUESTS_FILE}); "
                                   "choose another --results-dir or pass --overwrite")
         os.makedirs(path, exist_ok=True)
         self.path = path
         self.rows_written = 0
         self._requests_file = open(requests_path, "w", newline="", encoding="utf-8")  # noqa: SIM115 (kept open)
         self._requests = csv.writer(self._requests_file)
-        self._requests.writerow(records.REQUEST_COLUMNS)
-        self._levels_file = open(os.path.join(path, records.LEVELS_FILE), "w", newline="", encoding="utf-8")  # noqa: SIM115
+        self._requests.writerow(schema.REQUEST_COLUMNS)
+        self._levels_file = open(os.path.join(path, schema.LEVELS_FILE), "w", newline="", encoding="utf-8")  # noqa: SIM115
         self._levels = csv.writer(self._levels_file)
-        self._levels.writerow(records.LEVEL_COLUMNS)
+        self._levels.writerow(schema.LEVEL_COLUMNS)
         self._levels_file.flush()
 
     def write_rows(self, rows: list[list]) -> None:
@@ -51,21 +51,21 @@ class RunFolder:
 
     def write_itl(self, histogram: dict[int, dict[float, int]]) -> None:
         """Rewrite the ITL histogram (level -> {bucket ms: count}) through a temporary file."""
-        tmp = os.path.join(self.path, records.ITL_FILE + ".tmp")
+        tmp = os.path.join(self.path, schema.ITL_FILE + ".tmp")
         with open(tmp, "w", newline="", encoding="utf-8") as f:
             writer = csv.writer(f)
-            writer.writerow(records.ITL_COLUMNS)
+            writer.writerow(schema.ITL_COLUMNS)
             for users in sorted(histogram):
                 writer.writerows([users, ms, n] for ms, n in sorted(histogram[users].items()))
-        os.replace(tmp, os.path.join(self.path, records.ITL_FILE))
+        os.replace(tmp, os.path.join(self.path, schema.ITL_FILE))
 
     def write_run(self, meta: dict) -> None:
-        unknown = set(meta) - set(records.RUN_KEYS)
-        assert not unknown, f"run.json keys not in records.RUN_KEYS: {unknown}"
-        tmp = os.path.join(self.path, records.RUN_FILE + ".tmp")
+        unknown = set(meta) - set(schema.RUN_KEYS)
+        assert not unknown, f"run.json keys not in schema.RUN_KEYS: {unknown}"
+        tmp = os.path.join(self.path, schema.RUN_FILE + ".tmp")
         with open(tmp, "w", encoding="utf-8") as f:
             json.dump(meta, f, indent=2)
-        os.replace(tmp, os.path.join(self.path, records.RUN_FILE))
+        os.replace(tmp, os.path.join(self.path, schema.RUN_FILE))
 
     def close(self) -> None:
         self._requests_file.close()

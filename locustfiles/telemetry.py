@@ -2,7 +2,7 @@
 
 The master (or the local runner) scrapes the target's Prometheus ``/metrics`` at test start (the baseline), every
 ``--server-metrics-interval`` seconds and once more at test stop, and appends one row per scrape (columns and
-metric names in ``records``). Histograms are written as the observations since the previous scrape. A server
+metric names in ``vllm_stress.schema``). Histograms are written as the observations since the previous scrape. A server
 without ``/metrics``, or with other metric names, gets one WARNING per problem; the run goes on and the file gets
 the columns the server has (or no rows).
 
@@ -27,7 +27,7 @@ import gevent
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from locustfiles import records
+from vllm_stress import schema
 from vllm_stress.metrics import histogram_quantile
 
 log = logging.getLogger(__name__)
@@ -38,8 +38,8 @@ LAG_PROBE_S = 0.05  # how often each process checks how late its event loop runs
 CPU_REPORT_KEY = "vllm_stress_cpu"
 
 _HISTOGRAM_PARTS = ("_bucket", "_count", "_sum")
-_SCALARS = {*records.SERVER_GAUGES.values(), *records.SERVER_COUNTERS.values()}
-_SAMPLES = _SCALARS | {name + part for name in records.SERVER_HISTOGRAMS.values() for part in _HISTOGRAM_PARTS}
+_SCALARS = {*schema.SERVER_GAUGES.values(), *schema.SERVER_COUNTERS.values()}
+_SAMPLES = _SCALARS | {name + part for name in schema.SERVER_HISTOGRAMS.values() for part in _HISTOGRAM_PARTS}
 _LINE_STARTS = tuple(name + end for name in _SAMPLES for end in ("{", " "))  # exact sample names, labels or not
 
 
@@ -53,7 +53,7 @@ class Snapshot:
 
 
 def parse_metrics(text: str) -> Snapshot:
-    """The samples of ``records.SERVER_*`` in a Prometheus text exposition; raises ValueError when it is not one."""
+    """The samples of ``schema.SERVER_*`` in a Prometheus text exposition; raises ValueError when it is not one."""
     snapshot = Snapshot()
     wanted = "\n".join(line for line in text.splitlines() if line.startswith(_LINE_STARTS))  # parsing all costs 10 ms
     for family in text_string_to_metric_families(wanted):
@@ -93,8 +93,8 @@ class ServerScraper:
                             self.url, e)
             return None
         missing = sorted(name for name in _SCALARS if name not in snapshot.values)
-        missing += sorted(name for name in records.SERVER_HISTOGRAMS.values() if name not in snapshot.buckets)
-        if len(missing) == len(_SCALARS) + len(records.SERVER_HISTOGRAMS):
+        missing += sorted(name for name in schema.SERVER_HISTOGRAMS.values() if name not in snapshot.buckets)
+        if len(missing) == len(_SCALARS) + len(schema.SERVER_HISTOGRAMS):
             self._warn_once("foreign", "%s has none of vLLM's metrics (%s ...): no server_metrics.csv rows",
                             self.url, missing[0])
             return None
@@ -103,7 +103,7 @@ class ServerScraper:
                             self.url, ", ".join(missing))
         row = self.row(snapshot, self.previous, time.time(), users)
         self.previous = snapshot
-        self.latest = dict(zip(records.SERVER_METRICS_COLUMNS, row, strict=True))
+        self.latest = dict(zip(schema.SERVER_METRICS_COLUMNS, row, strict=True))
         return row
 
     @staticmethod
@@ -111,11 +111,11 @@ class ServerScraper:
         """The row of ``snapshot``: gauges and counters as scraped, histograms since ``previous`` (empty without)."""
         values = snapshot.values
         row = [round(now, 3), users]
-        row += [_number(values.get(name)) for name in records.SERVER_GAUGES.values()]
-        row += [_number(values.get(name)) for name in records.SERVER_COUNTERS.values()]
-        for name in records.SERVER_HISTOGRAMS.values():
+        row += [_number(values.get(name)) for name in schema.SERVER_GAUGES.values()]
+        row += [_number(values.get(name)) for name in schema.SERVER_COUNTERS.values()]
+        for name in schema.SERVER_HISTOGRAMS.values():
             if previous is None or name not in snapshot.buckets:
-                row += [""] * (2 + len(records.SERVER_QUANTILES))
+                row += [""] * (2 + len(schema.SERVER_QUANTILES))
                 continue
             count, total, buckets = values[name + "_count"], values[name + "_sum"], snapshot.buckets[name]
             before = previous.buckets.get(name, {})
@@ -125,7 +125,7 @@ class ServerScraper:
                 total -= previous.values[name + "_sum"]
                 buckets = delta
             row += [_number(count), _number(total)]
-            row += [_number(histogram_quantile(q, buckets)) for q in records.SERVER_QUANTILES.values()]
+            row += [_number(histogram_quantile(q, buckets)) for q in schema.SERVER_QUANTILES.values()]
         return row
 
     def _warn_once(self, problem: str, message: str, *args) -> None:
@@ -228,13 +228,13 @@ class Telemetry:
         self.latest_cpu.clear()
         self.cpu_meter.percent()  # from now on
         self.lag_meter.mean_ms()
-        self.client_health = CsvAppender(folder, records.CLIENT_HEALTH_FILE, records.CLIENT_HEALTH_COLUMNS)
+        self.client_health = CsvAppender(folder, schema.CLIENT_HEALTH_FILE, schema.CLIENT_HEALTH_COLUMNS)
         self.greenlets = [gevent.spawn(self._repeat, CLIENT_HEALTH_INTERVAL_S, self._record_cpu)]
         options = environment.parsed_options
         if options.server_metrics_interval > 0:
             self.scraper = ServerScraper(environment.host.rstrip("/") + "/metrics", environment.llm_target.headers,
                                          verify=not options.insecure)
-            self.server_metrics = CsvAppender(folder, records.SERVER_METRICS_FILE, records.SERVER_METRICS_COLUMNS)
+            self.server_metrics = CsvAppender(folder, schema.SERVER_METRICS_FILE, schema.SERVER_METRICS_COLUMNS)
             self._scrape()  # the baseline, before the first request
             self.greenlets.append(gevent.spawn(self._repeat, options.server_metrics_interval, self._scrape))
 

@@ -20,7 +20,7 @@ import time
 
 from flask import Blueprint, Response, request
 
-from locustfiles import records
+from vllm_stress import schema
 from vllm_stress.metrics import bucket_percentile
 
 TAB = "llm"
@@ -40,7 +40,7 @@ COLUMNS = {  # row key -> column title
     "waiting": "Server waiting",
     "kv_cache_pct": "Server KV cache %",
     "client_cpu_pct": "Max client CPU %",
-    "client_saturated": f"Client CPU > {records.CLIENT_CPU_LIMIT_PERCENT}%",
+    "client_saturated": f"Client CPU > {schema.CLIENT_CPU_LIMIT_PERCENT}%",
 }
 
 
@@ -55,7 +55,7 @@ def _scaled(value: float | None, factor: float, digits: int):
 
 
 def _saturated(cpu_percent: float) -> str:
-    return "yes" if cpu_percent > records.CLIENT_CPU_LIMIT_PERCENT else "no"
+    return "yes" if cpu_percent > schema.CLIENT_CPU_LIMIT_PERCENT else "no"
 
 
 def phase(recorder) -> str:
@@ -110,7 +110,7 @@ def register(web_ui, target) -> None:
         {"key": TAB, "structure": [{"key": key, "title": title} for key, title in COLUMNS.items()]}
     ]
     web_ui.template_args["extended_csv_files"] = [
-        {"href": "." + CSV_ROUTE, "title": f"Download {records.REQUESTS_FILE} (one row per request)"}
+        {"href": "." + CSV_ROUTE, "title": f"Download {schema.REQUESTS_FILE} (one row per request)"}
     ]
 
     @web_ui.app.after_request
@@ -130,9 +130,9 @@ def register(web_ui, target) -> None:
         folder = target.recorder.folder
         if folder is None:
             return Response("no run is being written\n", status=404, mimetype="text/plain")
-        with open(os.path.join(folder.path, records.REQUESTS_FILE), "rb") as f:  # a snapshot: rows keep coming
+        with open(os.path.join(folder.path, schema.REQUESTS_FILE), "rb") as f:  # a snapshot: rows keep coming
             data = f.read()
         return Response(data, mimetype="text/csv",
-                        headers={"Content-Disposition": f"attachment; filename={records.REQUESTS_FILE}"})
+                        headers={"Content-Disposition": f"attachment; filename={schema.REQUESTS_FILE}"})
 
     web_ui.app.register_blueprint(routes)

@@ -22,8 +22,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from locustfiles import options, records
+from locustfiles import options
 from scenarios.levels import RAMP_DEFAULTS, RAMP_TIMES, check_times, longest_run_s, parse_levels
+from vllm_stress import schema
 
 log = logging.getLogger("scenarios")
 
@@ -125,7 +126,7 @@ def run_locust(name: str, config: Path, keys: dict[str, str], target: str, run_d
     common += ["--repeats", "1"]
     master_cmd = common + ["--master", "--headless", "--master-bind-host", "127.0.0.1", "--master-bind-port", port,
                            "--expect-workers", str(workers), "--expect-workers-max-wait", str(WORKER_CONNECT_WAIT_S),
-                           "--results-dir", str(run_dir), "--csv", str(run_dir / records.LOCUST_CSV_PREFIX),
+                           "--results-dir", str(run_dir), "--csv", str(run_dir / schema.LOCUST_CSV_PREFIX),
                            "--scenario", name]
     worker_cmd = common + ["--worker", "--master-host", "127.0.0.1", "--master-port", port]
     # own sessions: a Ctrl-C reaches only this process, which stops the master first (it collects the workers' last
@@ -286,7 +287,7 @@ def run_scenario(name: str, out: Path, target: str | None = None, repeats: int |
                 run_dir = cell_dir / f"run-{repeat}"
                 log.info("%s: run %d of %d against %s -> %s", name, repeat, repeats, url, run_dir)
                 code = run_locust(name, config, keys, url, run_dir, workers, list(locust_args or []))
-                if not has_rows(run_dir / records.REQUESTS_FILE):
+                if not has_rows(run_dir / schema.REQUESTS_FILE):
                     raise ScenarioError(f"run {repeat} measured no request (Locust exit code {code}; its log says why)")
                 run_dirs.append(str(run_dir))
                 labels[str(run_dir)] = cell_name(cell) if matrix else name

@@ -7,7 +7,7 @@ import pytest
 from analysis.levels import goodput, latency_percentiles, level_stats, level_windows, timeline, tokens_in_windows
 from analysis.load import load_run
 from analysis.synthetic import closed_loop_rows, request_rows, write_run
-from locustfiles.records import CLIENT_HEALTH_COLUMNS, CLIENT_HEALTH_FILE, SERVER_METRICS_COLUMNS, SERVER_METRICS_FILE
+from vllm_stress.schema import CLIENT_HEALTH_COLUMNS, CLIENT_HEALTH_FILE, SERVER_METRICS_COLUMNS, SERVER_METRICS_FILE
 
 pytestmark = pytest.mark.fast  # no load runs: the developers' loop (make test-fast)
 

@@ -9,10 +9,10 @@ import sys
 import pytest
 
 from analysis.__main__ import main as analysis_main
-from locustfiles import records
 from scenarios.levels import parse_levels
 from tests.conftest import REPO, run_locust
 from tests.faultserver import MAX_MODEL_LEN, MODEL, FaultServer
+from vllm_stress import schema
 
 NOWHERE = "http://127.0.0.1:1"  # nothing listens: these runs must stop before contacting a server
 SHORT = ["--headless", "--only-summary", "-u", "1", "-t", "5s"]
@@ -106,12 +106,12 @@ def test_lengths_over_max_model_len_are_refused_with_the_numbers(fault_server, t
 def test_locust_refuses_a_results_dir_that_holds_a_run(tmp_path):
     run = tmp_path / "run"
     run.mkdir()
-    (run / records.REQUESTS_FILE).write_text("earlier rows\n")
+    (run / schema.REQUESTS_FILE).write_text("earlier rows\n")
     proc = run_locust("-f", "locustfiles/chat.py", "-H", NOWHERE, *SHORT, "--results-dir", str(run),
                       "--input-tokens", "8", "--output-tokens", "8", timeout=60)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert f"{run} already holds a run (requests.csv); choose another --results-dir or pass --overwrite" in proc.stderr
-    assert (run / records.REQUESTS_FILE).read_text() == "earlier rows\n"
+    assert (run / schema.REQUESTS_FILE).read_text() == "earlier rows\n"
 
 
 def test_scenario_runner_refuses_an_output_folder_that_exists(tmp_path):
@@ -125,12 +125,12 @@ def test_scenario_runner_refuses_an_output_folder_that_exists(tmp_path):
 def test_analysis_refuses_csvs_it_cannot_read(tmp_path, capsys):
     run = tmp_path / "run"
     run.mkdir()
-    header = ",".join(records.REQUEST_COLUMNS).encode()
-    (run / records.REQUESTS_FILE).write_bytes(header + b"\n1,2,,,1,0,,,,,0,0,\xff\xfe,0,,1,w,chat\n")
+    header = ",".join(schema.REQUEST_COLUMNS).encode()
+    (run / schema.REQUESTS_FILE).write_bytes(header + b"\n1,2,,,1,0,,,,,0,0,\xff\xfe,0,,1,w,chat\n")
     assert analysis_main([str(run), "--out", str(tmp_path / "out")]) == 2
-    assert capsys.readouterr().err == f"error: {run / records.REQUESTS_FILE}: not a readable CSV (not UTF-8 text at byte 0)\n"
-    (run / records.REQUESTS_FILE).write_bytes(header + b"\n1,2,,,1,0,,,,,0,1,,200,,1,w,chat\n")
-    (run / records.LEVELS_FILE).write_text(",".join(records.LEVEL_COLUMNS) + "\n1,2,3,4\n1,2,3,4,5\n")
+    assert capsys.readouterr().err == f"error: {run / schema.REQUESTS_FILE}: not a readable CSV (not UTF-8 text at byte 0)\n"
+    (run / schema.REQUESTS_FILE).write_bytes(header + b"\n1,2,,,1,0,,,,,0,1,,200,,1,w,chat\n")
+    (run / schema.LEVELS_FILE).write_text(",".join(schema.LEVEL_COLUMNS) + "\n1,2,3,4\n1,2,3,4,5\n")
     assert analysis_main([str(run), "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"error: {run / records.LEVELS_FILE}: not a readable CSV (") and err.count("\n") == 1
+    assert err.startswith(f"error: {run / schema.LEVELS_FILE}: not a readable CSV (") and err.count("\n") == 1

@@ -4,9 +4,9 @@ import csv
 
 import pytest
 
-from locustfiles import records
 from locustfiles.exchange import Exchange, error_event, response_error
 from locustfiles.runfolder import RunFolder, RunFolderExists
+from vllm_stress import schema
 
 pytestmark = pytest.mark.fast  # no load runs: the developers' loop (make test-fast)
 
@@ -33,7 +33,7 @@ def test_metrics_follow_the_vllm_definitions():
 
 
 def test_row_has_every_column_in_order():
-    row = dict(zip(records.REQUEST_COLUMNS, streamed([0.01], completion_tokens=2, prompt_tokens=100,
+    row = dict(zip(schema.REQUEST_COLUMNS, streamed([0.01], completion_tokens=2, prompt_tokens=100,
                                                      max_tokens=2).row("w1"), strict=True))
     assert row["ok"] == 1 and row["error"] == "" and row["worker"] == "w1" and row["users"] == 10
     assert row["count_mismatch"] == 0
@@ -44,14 +44,14 @@ def test_row_has_every_column_in_order():
     (100, 4, True, 0), (101, 4, True, 1), (100, 3, True, 1), (100, 3, False, 0), (None, 4, True, 0)])
 def test_count_mismatch_flags_usage_off_target(prompt, completion, check, mismatch):
     ex = streamed([0.01, 0.01, 0.01], completion_tokens=completion, prompt_tokens=prompt, check=check)
-    assert ex.row("w")[records.REQUEST_COLUMNS.index("count_mismatch")] == mismatch
+    assert ex.row("w")[schema.REQUEST_COLUMNS.index("count_mismatch")] == mismatch
 
 
 def test_failure_keeps_the_first_error_and_has_no_tpot():
     ex = Exchange("chat", 1, 10, 4, check_output=True)
     ex.fail("HTTP 503")
     ex.fail("Aborted")
-    row = dict(zip(records.REQUEST_COLUMNS, ex.row("w"), strict=True))
+    row = dict(zip(schema.REQUEST_COLUMNS, ex.row("w"), strict=True))
     assert row["ok"] == 0 and row["error"] == "HTTP 503" and row["ttft_s"] == "" and row["tpot_s"] == ""
 
 
@@ -65,9 +65,9 @@ def test_error_names_are_stable_and_readable():
 
 
 def test_latency_buckets():
-    assert records.latency_bucket_ms(0.01234) == 12.3
-    assert records.latency_bucket_ms(0.4567) == 457.0
-    assert records.latency_bucket_ms(2.347) == 2350.0
+    assert schema.latency_bucket_ms(0.01234) == 12.3
+    assert schema.latency_bucket_ms(0.4567) == 457.0
+    assert schema.latency_bucket_ms(2.347) == 2350.0
 
 
 def test_run_folder_refuses_an_earlier_run(tmp_path):
@@ -77,5 +77,5 @@ def test_run_folder_refuses_an_earlier_run(tmp_path):
     with pytest.raises(RunFolderExists, match="--overwrite"):
         RunFolder(str(tmp_path / "r"))
     RunFolder(str(tmp_path / "r"), overwrite=True).close()
-    with open(tmp_path / "r" / records.REQUESTS_FILE) as f:
-        assert next(csv.reader(f)) == records.REQUEST_COLUMNS
+    with open(tmp_path / "r" / schema.REQUESTS_FILE) as f:
+        assert next(csv.reader(f)) == schema.REQUEST_COLUMNS

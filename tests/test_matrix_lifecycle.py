@@ -14,11 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from locustfiles import options, records
+from locustfiles import options
 from scenarios import runner
 from scenarios.runner import ScenarioError, free_port
 from tests.conftest import REPO, read_rows, run_locust
 from tests.test_bad_input import NOWHERE, refused
+from vllm_stress import schema
 
 KEY = "key-4d2b9e71"
 CELLS = ({"max-num-seqs": "4", "max-num-batched-tokens": "256"}, {"max-num-seqs": "8", "max-num-batched-tokens": "512"})
@@ -85,7 +86,7 @@ def test_matrix_stops_each_cells_container_before_the_next(tmp_path, docker, sce
         assert run["key_in_env"] and "VLLM_API_KEY" in run["argv"] and not any(KEY in a for a in run["argv"])
     for stopped, cell in zip(calls[1::2], CELLS, strict=True):
         rows = [row for n in (1, 2) for row in read_rows(out / runner.cell_name(cell) / f"run-{n}" /
-                                                          records.REQUESTS_FILE)]
+                                                          schema.REQUESTS_FILE)]
         ok = [row for row in rows if not row["error"]]
         # what this cell's own server finished is what this cell's runs measured
         assert ok and len(ok) <= stopped["served"] <= len(rows), (len(ok), stopped["served"], len(rows))

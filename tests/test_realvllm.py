@@ -18,9 +18,9 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 from locustfiles.prompts import WORDS
-from locustfiles.records import CLIENT_LOOP_LAG_LIMIT_MS
 from tests.conftest import REPO, read_rows, run_locust, scrape, server_completed
 from tests.test_fidelity import FIXTURE, capture_shapes, differences, dump_shapes, simulator_differences
+from vllm_stress.schema import CLIENT_LOOP_LAG_LIMIT_MS
 
 pytestmark = [pytest.mark.realvllm, pytest.mark.timeout(600)]
 

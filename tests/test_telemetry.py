@@ -11,12 +11,12 @@ import threading
 
 import pytest
 
-from locustfiles import records
 from locustfiles.telemetry import ServerScraper, parse_metrics
 from tests.conftest import read_rows, run_locust, server_completed
+from vllm_stress import schema
 from vllm_stress.metrics import histogram_quantile
 
-HISTOGRAM_COLUMNS = 2 + len(records.SERVER_QUANTILES)
+HISTOGRAM_COLUMNS = 2 + len(schema.SERVER_QUANTILES)
 
 
 def exposition(running=3, generated=100, ttft_buckets=((0.1, 2), (0.5, 4)), engines=("0", "1")) -> str:
@@ -42,7 +42,7 @@ def exposition(running=3, generated=100, ttft_buckets=((0.1, 2), (0.5, 4)), engi
 
 
 def column(row: list, name: str):
-    return row[records.SERVER_METRICS_COLUMNS.index(name)]
+    return row[schema.SERVER_METRICS_COLUMNS.index(name)]
 
 
 @pytest.mark.fast
@@ -153,7 +153,7 @@ def test_unreachable_server_gives_no_rows(server):
 def test_client_cpu_limit_is_locusts():
     code = "from locust.runners import CPU_WARNING_THRESHOLD; print(CPU_WARNING_THRESHOLD)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True).stdout
-    assert int(out) == records.CLIENT_CPU_LIMIT_PERCENT
+    assert int(out) == schema.CLIENT_CPU_LIMIT_PERCENT
 
 
 def test_a_run_writes_plausible_server_metrics(simulator, tmp_path):
@@ -164,9 +164,9 @@ def test_a_run_writes_plausible_server_metrics(simulator, tmp_path):
                       "--headless", "--only-summary", "-L", "WARNING", "--results-dir", str(out))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr and "WARNING" not in proc.stderr
-    requests_rows = read_rows(out / records.REQUESTS_FILE)
+    requests_rows = read_rows(out / schema.REQUESTS_FILE)
     answered = [r for r in requests_rows if r["ttft_s"]]
-    scrapes = read_rows(out / records.SERVER_METRICS_FILE)
+    scrapes = read_rows(out / schema.SERVER_METRICS_FILE)
     assert len(scrapes) >= 5  # the baseline, every 0.5 s while the users run, the last one at the stop
     assert {s["users"] for s in scrapes} == {"6"}
     assert max(int(s["running"]) for s in scrapes) > 0
@@ -181,7 +181,7 @@ def test_a_run_writes_plausible_server_metrics(simulator, tmp_path):
     assert server_completed(sim.url) == len(requests_rows)
     busy = [s for s in scrapes[1:] if int(s["ttft_count"])]
     assert all(0 < float(s["ttft_p50_s"]) <= float(s["ttft_p99_s"]) for s in busy)
-    health = read_rows(out / records.CLIENT_HEALTH_FILE)
+    health = read_rows(out / schema.CLIENT_HEALTH_FILE)
     assert health and all(h["worker"] == "local" and float(h["cpu_percent"]) >= 0 for h in health)
 
 
@@ -192,4 +192,4 @@ def test_scraping_can_be_turned_off(simulator, tmp_path):
                       "--input-tokens", "64", "--output-tokens", "16", "--server-metrics-interval", "0",
                       "--headless", "--only-summary", "-L", "WARNING", "--results-dir", str(out))
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert (out / records.REQUESTS_FILE).exists() and not (out / records.SERVER_METRICS_FILE).exists()
+    assert (out / schema.REQUESTS_FILE).exists() and not (out / schema.SERVER_METRICS_FILE).exists()

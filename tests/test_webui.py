@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 import requests
 
-from locustfiles import records
 from locustfiles.webui import COLUMNS, CSV_ROUTE, TAB, percentile
 from scenarios.runner import free_port
 from tests.conftest import REPO, read_rows
+from vllm_stress import schema
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -142,14 +142,14 @@ def test_llm_table_in_stats_of_a_distributed_run(master, simulator):
     download = requests.get(master.url + CSV_ROUTE, timeout=10)
     assert download.status_code == 200 and download.headers["Content-Type"].startswith("text/csv")
     rows = list(csv.DictReader(io.StringIO(download.text)))
-    assert list(rows[0]) == records.REQUEST_COLUMNS
+    assert list(rows[0]) == schema.REQUEST_COLUMNS
     worker = stats["workers"][0]["id"]
     assert len(rows) >= level["requests"] and {r["worker"] for r in rows} == {worker}
 
     time.sleep(4)  # more requests, then the same moment in all three views
     final = until(lambda: both_counted(master.stats()), "the stats before the stop", master)
     assert requests.post(master.url + "/stop", timeout=10).json()["success"]
-    health = master.results / records.CLIENT_HEALTH_FILE
+    health = master.results / schema.CLIENT_HEALTH_FILE
     until(lambda: {"master", worker} <= {r["worker"] for r in read_rows(health)}, "CPU rows at the stop", master)
     assert_ttft_p50_agrees(final, master.results, master.folder / "report")
 

@@ -11,7 +11,7 @@ All functions take numpy arrays with one entry per request (unix seconds) and a 
 * **Sample percentiles**: linear interpolation between the order statistics (numpy's default, as
   ``vllm bench serve`` in vllm/benchmarks/serve.py computes its percentiles). The report's TTFT, TPOT and e2e.
 * **Client histogram percentiles** (the live view's latencies, the report's ITL): the load generators count
-  latencies in buckets (``latency_bucket_ms`` in locustfiles/records.py: 0.1 ms below 100 ms), and a percentile is
+  latencies in buckets (``latency_bucket_ms`` in vllm_stress/schema.py: 0.1 ms below 100 ms), and a percentile is
   the smallest bucket whose cumulative count reaches q x total (nearest rank): off the sample percentile by at most
   one bucket.
 * **Server histogram quantiles** (vLLM's ``/metrics``): linear interpolation inside the bucket, as PromQL's

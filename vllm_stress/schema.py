@@ -1,8 +1,8 @@
 """The data a run writes: one row per request, the level timeline and the ITL histogram.
 
-This module is the single definition of the client-side metrics and of the CSV files that carry them from the
-load generator to the analysis. It imports nothing from Locust (importing Locust monkey-patches the process), so
-the analysis and the tests can use it freely.
+This module is the single definition of the client-side metrics and of the CSV files and run.json keys that carry
+them from the load generator to the analysis: both import it, neither imports the other. It imports nothing from
+Locust (importing Locust monkey-patches the process), so the analysis and the tests can use it freely.
 
 Metric definitions, the same as ``vllm bench serve`` (vllm/benchmarks/serve.py), all in seconds, measured with
 ``time.perf_counter()`` on the client and converted to wall-clock (unix) time only for ``start_time``/``end_time``:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import Counter, defaultdict
+from collections import Counter, defaultdict, deque
 
 import gevent
 import numpy as np
@@ -29,6 +29,7 @@ from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 from locustfiles.exchange import Exchange
 from locustfiles.runfolder import RunFolder, RunFolderExists, default_path, write_final_locust_csvs
 from vllm_stress import schema, steady
+from vllm_stress.metrics import streamed_tokens
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +53,7 @@ _START = schema.REQUEST_COLUMNS.index("start_time")
 _CHUNKS = schema.REQUEST_COLUMNS.index("chunks")
 _ERROR = schema.REQUEST_COLUMNS.index("error")
 _FINISH = schema.REQUEST_COLUMNS.index("finish_reason")
+RECENT_ROWS = 20_000  # measured requests kept for the live latency charts
 LEVEL_ROWS_LIMIT = 500_000  # rows kept for the live steady-state check (a level's, a few hundred bytes each)
 
 
@@ -104,6 +106,7 @@ class Recorder:
         self.worker_id = self.runner.client_id if isinstance(self.runner, WorkerRunner) else "local"
         self.level = 0
         self.measuring = True  # a hold is on (or there are no phases): inter-token gaps are kept
+        self.level_results: list[dict] = []  # per level held: users, steady, reason, output tok/s (live estimates)
         self.phase_text = ""  # what the load shape is doing, for the web UI (the shape logs each change) ...
         self.phase_since = 0.0  # ... since when (unix seconds)
         self.phase_limit_s: float | None = None  # ... and for how long at most
@@ -113,11 +116,13 @@ class Recorder:
         self.pending_rows: list[list] = []
         self.itl: dict[int, Counter] = defaultdict(Counter)
         self.folder: RunFolder | None = None
+        self.last_folder: str | None = None  # the path of the run folder written last
         self.meta: dict = {}
         self.open_level: tuple[int, float, float | None] | None = None
         self.totals = Counter()
         self.tokens_by_second: Counter = Counter()
         self.latencies_by_level: dict[int, LevelLatencies] = defaultdict(LevelLatencies)
+        self.recent: deque = deque(maxlen=RECENT_ROWS)  # (end, ttft, tpot) of the latest measured requests
         self.stopped = False
         self.quitting = False
         self.final = False  # a worker's report carries its last rows
@@ -221,8 +226,12 @@ class Recorder:
             self.open_level = (users, ramp_start, time.time())
             self.set_level(users, measuring=True)
 
-    def level_ended(self) -> None:
-        """The open level's hold is over."""
+    def level_ended(self, verdict: steady.Verdict | None = None) -> None:
+        """The open level's hold is over; with the load shape's ``verdict`` its point joins ``level_results`` (the
+        live throughput-vs-users curve)."""
+        if verdict is not None and self.open_level:
+            self.level_results.append({"users": self.open_level[0], "steady": verdict.steady,
+                                       "reason": verdict.reason, "output_tokens_per_s": self.hold_output_tokens_per_s()})
         self._close_level(time.time())
         self.set_level(self.level, measuring=False)
 
@@ -231,11 +240,27 @@ class Recorder:
         return sum(1 for row in self.level_rows if row[_USERS] == self.level and not row_aborted(row))
 
     def hold_verdict(self) -> steady.Verdict:
-        """The steady-state verdict on the open level's hold so far: up to the newest report of every worker (now in
-        a local run), with the rows of the requests that ended and what those still in flight streamed so far."""
+        """The steady-state verdict on the open level's hold so far (``hold_sample``)."""
+        hold = self.hold_sample()
+        if hold is None:
+            return steady.Verdict(False, "the level is not held", np.nan, np.nan)
+        return steady.judge(*hold)
+
+    def hold_output_tokens_per_s(self) -> float:
+        """Output tokens/s streamed during the open level's hold so far (vllm_stress.metrics.streamed_tokens)."""
+        hold = self.hold_sample()
+        if hold is None or hold[1] <= hold[0]:
+            return np.nan
+        start, end, sample = hold
+        return streamed_tokens(sample.first, sample.end, sample.tokens, start, end) / (end - start)
+
+    def hold_sample(self) -> tuple[float, float, steady.Requests] | None:
+        """The open level's hold so far — its start, the time up to which every worker has reported (now in a local
+        run), and the requests: the rows of those that ended and what those still in flight streamed so far — or
+        None when no level is held."""
         hold_start = self.open_level[2] if self.open_level else None
         if hold_start is None:
-            return steady.Verdict(False, "the level is not held", np.nan, np.nan)
+            return None
         end, partial = self.in_flight_snapshot()
         rows = self.level_rows
         starts, ends, e2e = (np.array([row[index] for row in rows], dtype=float) for index in (_START, _END, _E2E))
@@ -243,14 +268,13 @@ class Recorder:
         tokens = np.array([row[_CHUNKS] if row[_COMPLETION] == "" else row[_COMPLETION] for row in rows], dtype=float)
         measured = np.array([row[_USERS] == self.level and row_measured(row) for row in rows], dtype=bool)
         running = np.array(partial, dtype=float).reshape(-1, 4)  # start, first, chunks, snapshot time
-        sample = steady.Requests(
+        return hold_start, end, steady.Requests(
             start=np.concatenate([starts, running[:, 0]]), end=np.concatenate([ends, running[:, 3]]),
             first=np.concatenate([starts + np.nan_to_num(ttft), running[:, 1]]),
             tokens=np.concatenate([tokens, running[:, 2]]),
             measured=np.concatenate([measured, np.zeros(len(running), dtype=bool)]),
             e2e=np.concatenate([e2e, running[:, 3] - running[:, 0]]),
             ttft=np.concatenate([ttft, np.full(len(running), np.nan)]))
-        return steady.judge(hold_start, end, sample)
 
     def in_flight_snapshot(self) -> tuple[float, list[list]]:
         """The time up to which every request is known, and [start, first, chunks, snapshot time] of those that were
@@ -290,6 +314,7 @@ class Recorder:
             return
         self.stopped = False
         self.totals.clear()
+        self.level_results.clear()
         self.latencies_by_level.clear()
         self.meta = {key: None for key in schema.RUN_KEYS} | {
             "scenario": getattr(options, "scenario", "") or "",
@@ -330,6 +355,8 @@ class Recorder:
             self.totals["failures"] += not (aborted or row[_OK])
             self.totals["mismatches"] += row[_MISMATCH]
             self.latencies_by_level[row[_USERS]].add(row)
+            if row_measured(row):
+                self.recent.append((row[_END], row[_TTFT], row[_TPOT]))
             if row[_COMPLETION] != "":
                 self.tokens_by_second[int(row[_END])] += row[_COMPLETION]
         if self.open_level and len(self.level_rows) < LEVEL_ROWS_LIMIT:
@@ -417,6 +444,7 @@ class Recorder:
         self.meta["ended"] = now
         self.folder.write_run(self.meta)
         self.folder.close()
+        self.last_folder = self.folder.path
         log.info("%s: %d requests, %d failed, %d with token counts off target; %d streams aborted when the run "
                  "stopped (not failures)", self.folder.path, self.totals["requests"], self.totals["failures"],
                  self.totals["mismatches"], self.totals["aborted"])

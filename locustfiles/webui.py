@@ -20,6 +20,7 @@ import time
 
 from flask import Blueprint, Response, request
 
+from locustfiles import dashboard
 from vllm_stress import schema
 from vllm_stress.metrics import bucket_percentile
 
@@ -110,7 +111,8 @@ def register(web_ui, target) -> None:
         {"key": TAB, "structure": [{"key": key, "title": title} for key, title in COLUMNS.items()]}
     ]
     web_ui.template_args["extended_csv_files"] = [
-        {"href": "." + CSV_ROUTE, "title": f"Download {schema.REQUESTS_FILE} (one row per request)"}
+        {"href": "." + CSV_ROUTE, "title": f"Download {schema.REQUESTS_FILE} (one row per request)"},
+        {"href": "./llm/dashboard", "title": "Open the live LLM dashboard: charts, the ramp's progress, the report"},
     ]
 
     @web_ui.app.after_request
@@ -135,4 +137,5 @@ def register(web_ui, target) -> None:
         return Response(data, mimetype="text/csv",
                         headers={"Content-Disposition": f"attachment; filename={schema.REQUESTS_FILE}"})
 
+    dashboard.register(web_ui, target, routes)
     web_ui.app.register_blueprint(routes)

@@ -107,7 +107,7 @@ class StepRampShape(LoadTestShape):
                               f"{options.max_step_time:g} s)", limit_s=options.max_step_time if hold_s is None else hold_s)
         elif self.phase == "hold" and self.hold_over(recorder, hold_s, elapsed, options.max_step_time):
             verdict = recorder.hold_verdict()
-            recorder.level_ended()
+            recorder.level_ended(verdict)
             self.begin("cooldown", now)
             self.announce(recorder, name, f"held {elapsed:.0f} s: " + ("steady" if verdict.steady else "not steady")
                           + f" ({verdict.reason})")

@@ -193,8 +193,26 @@ def test_browser_shows_the_llm_tab(master, simulator):
             page.screenshot(path=str(ARTIFACTS / "webui-llm-tab.png"), full_page=True)
             page.get_by_role("tab", name="Statistics").click()
             sync_api.expect(rows.filter(has_text="TTFT").first).to_be_visible()
+            check_dashboard(browser.new_page(viewport={"width": 1400, "height": 1000}), master, sync_api)
         finally:
             browser.close()
+
+
+def check_dashboard(page, master: Master, sync_api) -> None:
+    """The live dashboard draws the series, the curve gets the first level's point, the progress line names the
+    level and its phase, and the report link opens the report of the run so far."""
+    page.goto(master.url + "/llm/dashboard")
+    until(lambda: page.locator("#tok polyline").count() and len(page.locator("#tok polyline").get_attribute("points")
+                                                                .split()) >= 3, "tok/s points on the dashboard", master)
+    until(lambda: page.locator("#curve circle").count() >= 1, "the first level's point on the curve", master)
+    sync_api.expect(page.locator("#progress")).to_contain_text("Level")
+    page.screenshot(path=str(ARTIFACTS / "webui-llm-dashboard.png"), full_page=True)
+    with page.expect_popup() as popup:
+        page.get_by_role("link", name="Report of the run so far").click()
+    report = popup.value
+    report.wait_for_load_state()
+    sync_api.expect(report.locator("h1")).to_contain_text("vLLM stress test report")
+    report.screenshot(path=str(ARTIFACTS / "webui-llm-report.png"), full_page=True)
 
 
 def cells(row) -> list[str]:

@@ -1,0 +1,227 @@
+"""The live LLM dashboard of Locust's web UI: charts over time, the throughput-vs-users curve as the ramp builds it,
+where the ramp is, and the report one click away.
+
+Locust's extended tabs render tables only, so the charts live on their own page of Locust's web server
+(``/llm/dashboard``, behind the same ``--web-login``), linked from the "Download Data" tab. The master (or local
+runner) samples every ``SAMPLE_S`` seconds what it already knows — output tok/s, the TTFT and TPOT of the requests
+that ended in the last ``LATENCY_WINDOW_S`` seconds, the server's gauges from its last scrape, the ramp's phase — into
+a bounded series; the page polls ``/llm/series.json`` and draws it with inline SVG (no script from anywhere else).
+The definitions are the report's: tok/s by ``vllm_stress.metrics.streamed_tokens`` on the master's rows, latency
+percentiles by ``vllm_stress.metrics.percentile``, steady by ``vllm_stress.steady``. ``/llm/report`` builds the
+report of the run so far with the analysis and serves its HTML; ``/llm/run.zip`` is the run folder in one file.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import time
+import zipfile
+from collections import deque
+from pathlib import Path
+
+import gevent
+import numpy as np
+from flask import Blueprint, Response, jsonify
+
+from vllm_stress.metrics import percentile
+
+log = logging.getLogger(__name__)
+
+SAMPLE_S = 2.0
+LATENCY_WINDOW_S = 10.0
+SERIES_POINTS = 7200  # four hours at SAMPLE_S
+REPORT_FOLDER = "report"
+
+
+class Series:
+    """The sampled time series of a master or local runner (see the module docstring)."""
+
+    def __init__(self, target) -> None:
+        self.target = target
+        self.points: deque = deque(maxlen=SERIES_POINTS)
+        self.greenlet = gevent.spawn(self._sample_forever)
+
+    def _sample_forever(self) -> None:
+        while True:
+            gevent.sleep(SAMPLE_S)
+            if self.target.recorder.folder is not None:
+                self.points.append(self.sample())
+
+    def sample(self) -> dict:
+        recorder, telemetry = self.target.recorder, self.target.telemetry
+        now = time.time()
+        recent = [(ttft, tpot) for end, ttft, tpot in recorder.recent if end >= now - LATENCY_WINDOW_S]
+        ttft = np.array([t for t, _ in recent if t != ""], dtype=float)
+        tpot = np.array([t for _, t in recent if t != ""], dtype=float)
+        server = telemetry.scraper.latest if telemetry and telemetry.scraper else {}
+        return {
+            "time": round(now, 1),
+            "users": recorder.level,
+            "measuring": recorder.measuring,
+            "output_tok_s": round(recorder.output_tokens_per_s(), 1),
+            **{f"ttft_p{q}_ms": finite(percentile(ttft, q) * 1000) for q in (50, 99)},
+            **{f"tpot_p{q}_ms": finite(percentile(tpot, q) * 1000) for q in (50, 99)},
+            **{key: finite(server.get(key)) for key in ("running", "waiting", "kv_cache_usage")},
+        }
+
+    def payload(self) -> dict:
+        recorder = self.target.recorder
+        return {"points": list(self.points), "levels": [finite_dict(level) for level in recorder.level_results],
+                "phase": recorder.phase_text, "phase_since": recorder.phase_since,
+                "phase_limit_s": recorder.phase_limit_s, "now": time.time(),
+                "totals": dict(recorder.totals), "folder": str(recorder.folder.path) if recorder.folder else ""}
+
+
+def finite(value) -> float | None:
+    """A number for JSON, or None (NaN, empty, missing)."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return round(number, 4) if np.isfinite(number) else None
+
+
+def finite_dict(level: dict) -> dict:
+    return {key: finite(value) if isinstance(value, float) else value for key, value in level.items()}
+
+
+def register(web_ui, target, routes: Blueprint) -> None:
+    """Add the dashboard's routes to ``routes`` (the suite's blueprint, behind Locust's login when it has one)."""
+    series = Series(target)
+
+    @routes.route("/llm/dashboard")
+    @web_ui.auth_required_if_enabled
+    def _dashboard() -> Response:
+        return Response(PAGE, mimetype="text/html")
+
+    @routes.route("/llm/series.json")
+    @web_ui.auth_required_if_enabled
+    def _series() -> Response:
+        return jsonify(series.payload())
+
+    @routes.route("/llm/report")
+    @web_ui.auth_required_if_enabled
+    def _report() -> Response:
+        folder = run_folder(target)
+        if folder is None:
+            return Response("no run has been written yet\n", status=404, mimetype="text/plain")
+        from analysis.load import AnalysisError
+        from analysis.report import REPORT_HTML, analyse
+
+        try:
+            analyse([folder], folder / REPORT_FOLDER)
+        except AnalysisError as error:
+            return Response(f"no report yet: {error}\n", status=409, mimetype="text/plain")
+        return Response((folder / REPORT_FOLDER / REPORT_HTML).read_bytes(), mimetype="text/html")
+
+    @routes.route("/llm/run.zip")
+    @web_ui.auth_required_if_enabled
+    def _run_zip() -> Response:
+        folder = run_folder(target)
+        if folder is None:
+            return Response("no run has been written yet\n", status=404, mimetype="text/plain")
+        return Response(zipped(folder), mimetype="application/zip",
+                        headers={"Content-Disposition": f"attachment; filename={folder.name}.zip"})
+
+
+def run_folder(target) -> Path | None:
+    """The current run's folder, or the last one written (its rows stay on disk after the run)."""
+    path = target.recorder.folder.path if target.recorder.folder else target.recorder.last_folder
+    return Path(path) if path else None
+
+
+def zipped(folder: Path) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for path in sorted(folder.rglob("*")):
+            if path.is_file():
+                archive.write(path, path.relative_to(folder.parent))
+    return buffer.getvalue()
+
+
+PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>vllm-stress: live LLM dashboard</title>
+<style>
+body{font-family:Roboto,Helvetica,Arial,sans-serif;margin:16px 24px;color:#222}
+h1{font-size:20px;color:#1b5e20;margin:0 0 4px}
+#progress{font-size:15px;margin:6px 0 12px;padding:8px 12px;background:#e8f5e9;border-radius:4px}
+#links a{margin-right:18px}
+.grid{display:grid;grid-template-columns:repeat(2,minmax(420px,1fr));gap:14px}
+.card{border:1px solid #ddd;border-radius:4px;padding:8px 10px}
+.card h2{font-size:14px;margin:0 0 4px;font-weight:500}
+svg{width:100%;height:230px}
+.legend span{margin-right:12px;font-size:12px}
+</style></head><body>
+<h1>vllm-stress — live LLM dashboard</h1>
+<div id="progress">waiting for the first sample…</div>
+<div id="links"><a href="./report" target="_blank">Report of the run so far</a><a href="./run.zip">Run folder (zip)</a>
+<a href="./series.json">series.json</a></div>
+<div class="grid">
+<div class="card"><h2>Output tok/s (shaded: holds)</h2><svg id="tok"></svg></div>
+<div class="card"><h2>Throughput vs users, level by level (red: not steady)</h2><svg id="curve"></svg></div>
+<div class="card"><h2>TTFT p50 / p99 (ms, last 10 s)</h2><svg id="ttft"></svg></div>
+<div class="card"><h2>TPOT p50 / p99 (ms, last 10 s)</h2><svg id="tpot"></svg></div>
+<div class="card"><h2>Server: running / waiting requests, KV cache %</h2><svg id="server"></svg></div>
+</div>
+<script>
+const COLORS = ["#2e7d32", "#c62828", "#1565c0", "#ef6c00"];
+function scale(values, lo, hi) {
+  const v = values.filter(x => x !== null && isFinite(x));
+  let min = v.length ? Math.min(...v, 0) : 0, max = v.length ? Math.max(...v) : 1;
+  if (max === min) max = min + 1;
+  return x => hi - (x - min) / (max - min) * (hi - lo);
+}
+function draw(id, xs, lines, shade, labels) {
+  const svg = document.getElementById(id), W = svg.clientWidth || 600, H = 230, L = 48, B = 20;
+  const x0 = Math.min(...xs), x1 = Math.max(...xs, x0 + 1);
+  const X = x => L + (x - x0) / (x1 - x0) * (W - L - 8);
+  const Y = scale(lines.flatMap(l => l.values), 8, H - B);
+  let out = "";
+  for (const [a, b] of shade || []) out += `<rect x="${X(a)}" y="8" width="${Math.max(X(b) - X(a), 1)}" height="${H - B - 8}" fill="#c8e6c9" opacity="0.6"/>`;
+  lines.forEach((line, i) => {
+    const pts = xs.map((x, k) => line.values[k] === null ? null : `${X(x).toFixed(1)},${Y(line.values[k]).toFixed(1)}`).filter(p => p);
+    out += `<polyline class="series" fill="none" stroke="${COLORS[i]}" stroke-width="1.6" points="${pts.join(" ")}"/>`;
+  });
+  const all = lines.flatMap(l => l.values).filter(v => v !== null);
+  const top = all.length ? Math.max(...all) : 0;
+  out += `<text x="2" y="16" font-size="11">${top.toFixed(top < 10 ? 2 : 0)}</text><text x="2" y="${H - B}" font-size="11">0</text>`;
+  out += lines.map((l, i) => `<text x="${L + 4 + i * 110}" y="${H - 4}" font-size="11" fill="${COLORS[i]}">${l.name}</text>`).join("");
+  svg.innerHTML = out;
+}
+function holds(points) {
+  const spans = []; let start = null;
+  for (const p of points) { if (p.measuring && start === null) start = p.time; if (!p.measuring && start !== null) { spans.push([start, p.time]); start = null; } }
+  if (start !== null) spans.push([start, points[points.length - 1].time]);
+  return spans;
+}
+function curve(levels) {
+  const svg = document.getElementById("curve"), W = svg.clientWidth || 600, H = 230, L = 48, B = 20;
+  if (!levels.length) { svg.innerHTML = '<text x="10" y="30" font-size="12">no level held yet</text>'; return; }
+  const us = levels.map(l => l.users), ys = levels.map(l => l.output_tokens_per_s || 0);
+  const x0 = Math.min(...us), x1 = Math.max(...us, x0 + 1), Y = scale(ys, 12, H - B);
+  const X = u => L + (u - x0) / (x1 - x0) * (W - L - 30);
+  let out = `<polyline class="series" fill="none" stroke="#2e7d32" stroke-width="1.6" points="${levels.map((l, i) => `${X(l.users).toFixed(1)},${Y(ys[i]).toFixed(1)}`).join(" ")}"/>`;
+  levels.forEach((l, i) => { out += `<circle class="level" cx="${X(l.users)}" cy="${Y(ys[i])}" r="5" fill="${l.steady ? "#2e7d32" : "#c62828"}"><title>${l.users} users: ${Math.round(ys[i])} tok/s, ${l.steady ? "steady" : "not steady"} (${l.reason})</title></circle><text x="${X(l.users) + 6}" y="${Y(ys[i]) - 6}" font-size="11">${l.users}</text>`; });
+  svg.innerHTML = out;
+}
+async function refresh() {
+  try {
+    const data = await (await fetch("./series.json")).json(), pts = data.points;
+    const left = data.phase_limit_s === null ? "" : `, at most ${Math.max(data.phase_limit_s - (data.now - data.phase_since), 0).toFixed(0)} s left`;
+    document.getElementById("progress").textContent = data.phase ? `${data.phase} — ${(data.now - data.phase_since).toFixed(0)} s in${left}` :
+      (data.folder ? `running: ${data.totals.requests || 0} requests` : "no run yet");
+    if (pts.length) {
+      const xs = pts.map(p => p.time);
+      draw("tok", xs, [{name: "output tok/s", values: pts.map(p => p.output_tok_s)}], holds(pts));
+      draw("ttft", xs, [{name: "p50", values: pts.map(p => p.ttft_p50_ms)}, {name: "p99", values: pts.map(p => p.ttft_p99_ms)}], holds(pts));
+      draw("tpot", xs, [{name: "p50", values: pts.map(p => p.tpot_p50_ms)}, {name: "p99", values: pts.map(p => p.tpot_p99_ms)}], holds(pts));
+      draw("server", xs, [{name: "running", values: pts.map(p => p.running)}, {name: "waiting", values: pts.map(p => p.waiting)},
+        {name: "KV %", values: pts.map(p => p.kv_cache_usage === null ? null : p.kv_cache_usage * 100)}], holds(pts));
+    }
+    curve(data.levels);
+  } catch (e) { document.getElementById("progress").textContent = "cannot reach the master: " + e; }
+}
+refresh(); setInterval(refresh, 2000);
+</script></body></html>
+"""

@@ -1,4 +1,5 @@
 """python -m scenarios run --scenario NAME [--target URL] [--repeats N] [--out DIR] ...  |  python -m scenarios list
+|  python -m scenarios search --scenario NAME --slo ttft_p99=2000,... [--target URL] [--out DIR]
 |  python -m scenarios parallel --dataset FILE [--parallel 1,4,16] [--target URL] [--limit N] --out DIR"""
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ import sys
 from pathlib import Path
 
 from analysis.load import AnalysisError
-from scenarios import parallel
+from scenarios import parallel, search
 from scenarios.runner import (
     MAX_DEFAULT_WORKERS,
     SERVER_READY_TIMEOUT_S,
@@ -41,6 +42,23 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                      help="Extra argument for the embedded simulator (repeatable), e.g. --simulator-arg=--max-num-seqs=64")
     run.add_argument("--locust-arg", action="append", default=[], metavar="ARG",
                      help="Extra argument for the Locust master and workers (repeatable), e.g. --locust-arg=--output-tokens=64")
+    slo = commands.add_parser("search", help="Find the highest concurrency that meets every SLO (steady probes, "
+                              "bracket then bisect)")
+    slo.add_argument("--scenario", required=True, help="The scenario whose user class and token profile to probe")
+    slo.add_argument("--slo", required=True, metavar="NAME=LIMIT,...",
+                     help="e.g. ttft_p99=2000,tpot_p99=50ms,success=99.9%% (a bare number is milliseconds)")
+    slo.add_argument("--target", default="", help="Base URL of the server (default: start the embedded simulator)")
+    slo.add_argument("--low", type=int, default=1, help="First concurrency probed (default: %(default)s)")
+    slo.add_argument("--high", type=int, default=1024, help="Highest concurrency probed (default: %(default)s)")
+    slo.add_argument("--precision", type=float, default=0.1,
+                     help="Stop when the pass and the fail are this share of the pass apart (default: %(default)s)")
+    slo.add_argument("--max-probes", type=int, default=12, help="At most this many probes (default: %(default)s)")
+    slo.add_argument("--workers", type=int, default=0, help="Locust worker processes (default: as for run)")
+    slo.add_argument("--out", default="", help="Output folder (default: results/<scenario>-search); a search "
+                     "folder is resumed")
+    slo.add_argument("--overwrite", action="store_true", help="Replace the output folder if it is not a search's")
+    slo.add_argument("--simulator-arg", action="append", default=[], metavar="ARG", help="As for run")
+    slo.add_argument("--locust-arg", action="append", default=[], metavar="ARG", help="As for run")
     parallel.add_arguments(commands.add_parser("parallel", help="Run fixed question sets at parallelism 1, 4, 16 ... "
                                                "and report speedup, accuracy and changed answers"))
     return parser.parse_args(argv)
@@ -56,6 +74,15 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.command == "parallel":
             parallel.run_from_args(args)
+            return 0
+        if args.command == "search":
+            out = Path(args.out or f"results/{args.scenario}-search")
+            result = search.search(args.scenario, out, search.parse_slos(args.slo), target=args.target or None,
+                                   low=args.low, high=args.high, precision=args.precision,
+                                   max_probes=args.max_probes, workers=args.workers or None,
+                                   overwrite=args.overwrite, simulator_args=args.simulator_arg,
+                                   locust_args=args.locust_arg)
+            print(f"{out / search.REPORT_FILE}: {result['answer_users']} users")
             return 0
         if args.repeats < 0 or args.workers < 0 or args.server_ready_timeout <= 0:
             raise ScenarioError("--repeats, --workers and --server-ready-timeout must be positive")

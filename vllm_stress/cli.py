@@ -2,6 +2,7 @@
 
     vllm-stress run --scenario demo ...        python -m scenarios run ...
     vllm-stress list                           python -m scenarios list
+    vllm-stress search --slo ttft_p99=2000 ... python -m scenarios search ...
     vllm-stress parallel --dataset FILE ...    python -m scenarios parallel ...
     vllm-stress analyse DIR --out OUT ...      python -m analysis DIR --out OUT ...
     vllm-stress simulate --profile NAME ...    python -m simulator ...
@@ -14,7 +15,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-SCENARIO_COMMANDS = ("run", "list", "parallel")
+SCENARIO_COMMANDS = ("run", "list", "search", "parallel")
 
 
 def locustfile(name: str = "chat") -> Path:

@@ -190,6 +190,9 @@ def level_table(config: dict) -> Table:
     headers += ["Arrival wait p50", "Arrival wait p99"] if open_loop else []
     has_goodput = "goodput_ratio" in config["levels"][0]
     headers += ["Goodput"] if has_goodput else []
+    caching = any(level.get(key) is not None for level in config["levels"]
+                  for key in ("prefix_hit_rate", "server_prefix_hit_rate"))
+    headers += ["Prefix hits (rows / server)"] if caching else []
     rows = []
     for level in config["levels"]:
         row = [str(level["users"]), "yes" if level["steady"] else f"no: {level['steady_reason']}"]
@@ -203,6 +206,8 @@ def level_table(config: dict) -> Table:
         row += [seconds(level["e2e_p50_s"]), seconds(level["e2e_p90_s"]), with_ci(level, "e2e_p99_s", seconds)]
         row += [seconds(level["schedule_lag_p50_s"]), seconds(level["schedule_lag_p99_s"])] if open_loop else []
         row += [percent(level["goodput_ratio"])] if has_goodput else []
+        row += [f"{percent(level.get('prefix_hit_rate'))} / {percent(level.get('server_prefix_hit_rate'))}"] \
+            if caching else []
         flags = level_flags(level)
         if flags:
             row[0] = f"{row[0]} ({flags})"

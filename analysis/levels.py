@@ -93,6 +93,9 @@ LEVEL_FIELDS = {
     "e2e_p50_s": "end-to-end latency, same requests",
     "schedule_lag_p50_s": "open loop: how long the level's requests waited for a free user after their scheduled "
     "arrival (p50/p99; TTFT and e2e start at the send, as in vllm bench serve, so this wait is not in them)",
+    "prefix_hit_rate": "prompt tokens the server found in its prefix cache / prompt tokens, over the measured "
+    "requests whose usage said (cached_tokens; vLLM with --enable-prompt-tokens-details)",
+    "server_prefix_hit_rate": "the same from the server's counters: vllm:prefix_cache_hits / queries during the window",
     "goodput_requests_per_s": "measured requests meeting every SLO / window_s (TPOT counts as met when undefined)",
     "goodput_ratio": "requests meeting every SLO / requests",
     "partial": "the window was cut short because the run stopped early",
@@ -203,6 +206,10 @@ def level_stats(run: Run, windows: pd.DataFrame, slo: dict[str, float] | None = 
     stats["client_cpu_max_percent"] = client_health_max(run.tables.get("client_health"), windows, "cpu_percent")
     stats["client_loop_lag_max_ms"] = client_health_max(run.tables.get("client_health"), windows, "loop_lag_ms")
     stats = stats.join(latency_percentiles(measured)).join(itl_percentiles(run.tables.get("itl")))
+    told = measured[measured["cached_tokens"].notna()]
+    stats["prefix_hit_rate"] = (told.groupby("users")["cached_tokens"].sum()
+                                / told.groupby("users")["prompt_tokens"].sum()).reindex(stats.index)
+    stats["server_prefix_hit_rate"] = server_prefix_hit_rate(run.tables.get("server"), windows)
     if slo:
         stats = stats.join(goodput(measured, slo, window_s, stats["requests"]))
     stats["partial"] = by_users["partial"]
@@ -285,6 +292,24 @@ def server_load(server: pd.DataFrame | None, windows: pd.DataFrame) -> pd.DataFr
         loads.append([inside["e2e_sum_s"].sum() / count, inside["e2e_sum_s"].sum() / span,
                       inside["queue_sum_s"].sum(min_count=1) / span, http, frontend_cpu])
     return pd.DataFrame(loads, index=windows["users"], columns=SERVER_LOAD_COLUMNS)
+
+
+def server_prefix_hit_rate(server: pd.DataFrame | None, windows: pd.DataFrame) -> np.ndarray:
+    """vllm:prefix_cache_hits / queries gained during each window (cumulative counters: the last scrape in the
+    window minus the last one before it); NaN without them."""
+    if server is None or server.empty or server["prefix_cache_queries"].isna().all():
+        return np.full(len(windows), np.nan)
+    server = server.sort_values("time")
+    rates = []
+    for w_start, w_end in zip(windows["start"], windows["end"], strict=True):
+        before, upto = server[server["time"] <= w_start], server[server["time"] <= w_end]
+        if before.empty or len(upto) == len(before):
+            rates.append(np.nan)
+            continue
+        queries = upto["prefix_cache_queries"].iloc[-1] - before["prefix_cache_queries"].iloc[-1]
+        hits = upto["prefix_cache_hits"].iloc[-1] - before["prefix_cache_hits"].iloc[-1]
+        rates.append(hits / queries if queries > 0 else np.nan)
+    return np.array(rates, dtype=float)
 
 
 def client_health_max(health: pd.DataFrame | None, windows: pd.DataFrame, column: str) -> np.ndarray:

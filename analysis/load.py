@@ -45,11 +45,12 @@ READ_REQUEST_COLUMNS = [
     "count_mismatch",
     "finish_reason",
     "schedule_lag_s",
+    "cached_tokens",
 ]
 TEXT_REQUEST_COLUMNS = ["error", "finish_reason"]
 NUMERIC_REQUEST_COLUMNS = [c for c in READ_REQUEST_COLUMNS if c not in TEXT_REQUEST_COLUMNS]
 SERVER_READ_COLUMNS = ["time", "e2e_count", "e2e_sum_s", "queue_sum_s"]  # of SERVER_METRICS_COLUMNS
-SERVER_OPTIONAL_COLUMNS = ["http_count", "http_sum_s", "frontend_cpu_s"]  # newer columns: NaN in older runs
+SERVER_OPTIONAL_COLUMNS = ["http_count", "http_sum_s", "frontend_cpu_s", "prefix_cache_queries", "prefix_cache_hits"]  # newer columns: NaN in older runs
 
 # name -> (file in the run folder, columns it must have). Locust columns: docs/locust.md §6.
 OPTIONAL_TABLES = {

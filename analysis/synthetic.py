@@ -89,6 +89,7 @@ def request_rows(
             "worker": worker,
             "name": "chat",
             "schedule_lag_s": np.nan,
+            "cached_tokens": np.nan,
         }
     )
     return rows[REQUEST_COLUMNS]

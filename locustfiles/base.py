@@ -135,6 +135,11 @@ def validate(options) -> None:
             raise StopTarget(f"{flag} must be at least 1, got {value}")
     if not options.request_timeout > 0:
         raise StopTarget(f"--request-timeout must be more than 0 seconds, got {options.request_timeout:g}")
+    if not 0 <= options.prefix_tokens < options.input_tokens:
+        raise StopTarget(f"--prefix-tokens must be at least 0 and less than --input-tokens ({options.input_tokens}), "
+                         f"got {options.prefix_tokens}")
+    if options.prefix_groups < 1:
+        raise StopTarget(f"--prefix-groups must be at least 1, got {options.prefix_groups}")
     if options.token_spread < 0:
         raise StopTarget(f"--token-spread must not be negative, got {options.token_spread:g}")
     if options.dataset:

@@ -25,7 +25,7 @@ class Exchange:
 
     __slots__ = ("name", "users", "target_prompt_tokens", "max_tokens", "check_output", "start_wall", "start",
                  "first", "last", "end", "chunks", "gaps", "prompt_tokens", "completion_tokens", "finish_reason",
-                 "status", "error", "schedule_lag")
+                 "status", "error", "schedule_lag", "cached_tokens")
 
     def __init__(self, name: str, users: int, target_prompt_tokens: int | None, max_tokens: int,
                  check_output: bool) -> None:
@@ -47,6 +47,7 @@ class Exchange:
         self.status = 0
         self.error = ""
         self.schedule_lag: float | None = None  # open loop: scheduled arrival -> send
+        self.cached_tokens: int | None = None
 
     def output(self, now: float) -> None:
         """An output-bearing chunk arrived at ``now`` (perf_counter seconds)."""
@@ -68,6 +69,7 @@ class Exchange:
     def usage(self, usage: dict) -> None:
         self.prompt_tokens = usage.get("prompt_tokens")
         self.completion_tokens = usage.get("completion_tokens")
+        self.cached_tokens = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
 
     def fail(self, name: str) -> None:
         """Mark the request failed with error class ``name`` (the first failure wins)."""
@@ -119,6 +121,7 @@ class Exchange:
             round(e2e, 6), self.chunks, _opt(self.prompt_tokens), _opt(self.completion_tokens),
             _opt(self.target_prompt_tokens), self.max_tokens, int(ok and self.count_mismatch()), int(ok),
             self.error, self.status, self.finish_reason, self.users, worker, self.name, _opt(self.schedule_lag),
+            _opt(self.cached_tokens),
         ]
 
 

@@ -27,6 +27,11 @@ def add_arguments(parser) -> None:
                         help="Distribution of input and output lengths around their targets")
     parser.add_argument("--token-spread", type=float, default=0.0,
                         help="uniform: +/- this fraction of the target; normal: the standard deviation as a fraction")
+    parser.add_argument("--prefix-tokens", type=int, default=0,
+                        help="Tokens at the start of every prompt shared by the prompts of its group (prefix caching "
+                        "on purpose; 0: every prompt random)")
+    parser.add_argument("--prefix-groups", type=int, default=1,
+                        help="Different shared prefixes, each request draws one (with --prefix-tokens)")
     parser.add_argument("--dataset", default="", help="JSONL file of prompts ({\"prompt\": ...} or {\"messages\": ...})")
     # not in the web UI: Locust puts a form field's value in the page, even a masked (is_secret) one
     parser.add_argument("--api-key", default="", include_in_web_ui=False, env_var="OPENAI_API_KEY",

@@ -5,7 +5,10 @@ benchmark aligns prompts to the server tokenizer, but cheaper: the prompt is bui
 tokenizer keeps as one token each, so a prompt of ``n`` such words is ``overhead + n`` tokens, where ``overhead``
 is what the template (or the special tokens) add. Which words are single tokens, and the overhead, are measured
 once per worker before the load starts; one full-length prompt is then checked end to end. Every request draws
-its words at random, so no two prompts share a prefix and prefix caching cannot flatter the numbers. Each
+its words at random, so no two prompts share a prefix and prefix caching cannot flatter the numbers — unless
+``--prefix-tokens P`` asks for it: then every prompt starts with one of ``--prefix-groups K`` fixed prefixes of P
+tokens (the same on every worker: drawn from a generator seeded by the group, over the same measured words) followed
+by a random suffix, so the server's prefix cache is tested on purpose, with the prompt still exactly sized. Each
 response's ``usage`` is still compared with the target (see ``vllm_stress.schema.REQUEST_COLUMNS``: ``count_mismatch``).
 
 Against a server without ``/tokenize`` the lengths are estimates (one token per word plus a typical template
@@ -91,7 +94,8 @@ class Workload:
 
     def __init__(self, input_tokens: int, output_tokens: int, dist: str = "fixed", spread: float = 0.0,
                  words: list[str] | None = None, overhead: int = 0, exact: bool = True,
-                 dataset: list[RequestSpec] | None = None, seed: int | None = None) -> None:
+                 dataset: list[RequestSpec] | None = None, seed: int | None = None, prefix_tokens: int = 0,
+                 prefix_groups: int = 1) -> None:
         self.input_tokens = input_tokens
         self.output_tokens = output_tokens
         self.dist = dist
@@ -101,6 +105,8 @@ class Workload:
         self.exact = exact
         self.dataset = dataset
         self.rng = random.Random(seed)
+        self.prefixes = [" ".join(random.Random(f"prefix-{group}").choices(self.words, k=prefix_tokens))
+                         for group in range(prefix_groups)] if prefix_tokens else []
 
     def length(self, target: int) -> int:
         """A length drawn around ``target`` by the configured distribution (at least 1)."""
@@ -112,8 +118,11 @@ class Workload:
         return target
 
     def prompt(self, tokens: int) -> str:
-        """Random words making ``tokens`` prompt tokens with the overhead (as close as the overhead allows)."""
-        return " ".join(self.rng.choices(self.words, k=max(1, tokens - self.overhead)))
+        """Words making ``tokens`` prompt tokens with the overhead (as close as the overhead allows): one of the
+        shared prefixes, if any, then random words."""
+        prefix = self.rng.choice(self.prefixes) if self.prefixes else ""
+        random_words = max(1, tokens - self.overhead - len(prefix.split()))
+        return " ".join(filter(None, (prefix, *self.rng.choices(self.words, k=random_words))))
 
     def next_request(self) -> RequestSpec:
         max_tokens = self.length(self.output_tokens)
@@ -151,7 +160,8 @@ def build_workload(tokenizer: Tokenizer, options, seed: int | None = None) -> Wo
     """Measure the target's tokenizer and return the worker's workload; falls back to estimates without /tokenize."""
     dataset = load_dataset(options.dataset) if options.dataset else None
     common = dict(input_tokens=options.input_tokens, output_tokens=options.output_tokens, dist=options.token_dist,
-                  spread=options.token_spread, seed=seed)
+                  spread=options.token_spread, seed=seed, prefix_tokens=getattr(options, "prefix_tokens", 0),
+                  prefix_groups=getattr(options, "prefix_groups", 1))
     try:
         overhead = tokenizer.count("")
         if dataset:

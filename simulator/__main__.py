@@ -47,6 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--gpu-memory-utilization", type=float, help="share of device memory for weights + KV cache")
     parser.add_argument("--block-size", type=int, help="tokens per KV block")
     parser.add_argument("--num-gpu-blocks-override", type=int, help="KV block count instead of the memory model")
+    parser.add_argument("--enable-prompt-tokens-details", action="store_true",
+                        help="Usage says how many prompt tokens came from the prefix cache (prompt_tokens_details), "
+                        "as vllm serve does with this flag")
     parser.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction,
                         help="automatic prefix caching (default: the profile's; on, as in vLLM V1)")
     parser.add_argument("--stream-interval", type=int, help="tokens per streamed chunk (minimum)")
@@ -96,7 +99,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         profile = profile_from_args(args)
-        simulator = Simulator(profile, api_key=args.api_key, seed=args.seed, time_scale=args.time_scale)
+        simulator = Simulator(profile, api_key=args.api_key, seed=args.seed, time_scale=args.time_scale,
+                              prompt_details=args.enable_prompt_tokens_details)
     except ValueError as error:
         print(f"simulator: {error}", file=sys.stderr)
         return 2

@@ -41,16 +41,21 @@ def new_request_id(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex}"
 
 
-def usage_json(prompt_tokens: int, completion_tokens: int) -> bytes:
+def usage_json(prompt_tokens: int, completion_tokens: int, cached_tokens: int | None = None) -> bytes:
+    """The usage object; with ``cached_tokens`` (``--enable-prompt-tokens-details``) its prompt_tokens_details."""
     total = prompt_tokens + completion_tokens
-    return b'{"prompt_tokens":%d,"total_tokens":%d,"completion_tokens":%d}' % (prompt_tokens, total, completion_tokens)
+    body = b'{"prompt_tokens":%d,"total_tokens":%d,"completion_tokens":%d' % (prompt_tokens, total, completion_tokens)
+    details = b',"prompt_tokens_details":{"cached_tokens":%d}' % cached_tokens if cached_tokens is not None else b""
+    return body + details + b"}"
 
 
 class ChunkFormat:
     """Byte templates shared by all chunks of one streamed response (same id, created, model)."""
 
-    def __init__(self, chat: bool, model: str, continuous_usage: bool, prompt_tokens: int) -> None:
+    def __init__(self, chat: bool, model: str, continuous_usage: bool, prompt_tokens: int,
+                 prompt_details: bool = False) -> None:
         self.chat = chat
+        self.prompt_details = prompt_details  # the final usage says how many prompt tokens were cached
         self.request_id = new_request_id("chatcmpl" if chat else "cmpl")
         self.created = int(time.time())
         kind = "chat.completion.chunk" if chat else "text_completion"
@@ -85,20 +90,22 @@ class ChunkFormat:
             ) + _CHAT_FINAL_TAIL
         return b"".join((self._choice_head, b"%d" % index, middle, self._usage(completion_tokens), _KV_TAIL))
 
-    def usage(self, completion_tokens: int) -> bytes:
-        return self._head + b'[],"usage":' + usage_json(self.prompt_tokens, completion_tokens) + b"}\n\n"
+    def usage(self, completion_tokens: int, cached_tokens: int = 0) -> bytes:
+        cached = cached_tokens if self.prompt_details else None
+        return self._head + b'[],"usage":' + usage_json(self.prompt_tokens, completion_tokens, cached) + b"}\n\n"
 
 
-def _usage_dict(prompt_tokens: int, completion_tokens: int) -> dict:
+def _usage_dict(prompt_tokens: int, completion_tokens: int, cached_tokens: int | None) -> dict:
     return {
         "prompt_tokens": prompt_tokens,
         "total_tokens": prompt_tokens + completion_tokens,
         "completion_tokens": completion_tokens,
-        "prompt_tokens_details": None,
+        "prompt_tokens_details": None if cached_tokens is None else {"cached_tokens": cached_tokens},
     }
 
 
-def chat_response(model: str, choices: list[tuple[str, str]], prompt_tokens: int, completion_tokens: int) -> dict:
+def chat_response(model: str, choices: list[tuple[str, str]], prompt_tokens: int, completion_tokens: int,
+                  cached_tokens: int | None = None) -> dict:
     """Non-streaming chat body; ``choices`` = ``(text, finish_reason)`` in index order."""
     return {
         "id": new_request_id("chatcmpl"),
@@ -117,13 +124,14 @@ def chat_response(model: str, choices: list[tuple[str, str]], prompt_tokens: int
         ],
         "service_tier": None,
         "system_fingerprint": None,
-        "usage": {**_usage_dict(prompt_tokens, completion_tokens), "completion_tokens_details": None},
+        "usage": {**_usage_dict(prompt_tokens, completion_tokens, cached_tokens), "completion_tokens_details": None},
         "prompt_logprobs": None, "prompt_token_ids": None, "prompt_text": None,
         "kv_transfer_params": None, "ec_transfer_params": None, "metrics": None,
     }  # fmt: skip
 
 
-def completion_response(model: str, choices: list[tuple[str, str]], prompt_tokens: int, completion_tokens: int):
+def completion_response(model: str, choices: list[tuple[str, str]], prompt_tokens: int, completion_tokens: int,
+                        cached_tokens: int | None = None):
     """Non-streaming completions body; ``choices`` = ``(text, finish_reason)`` in index order."""
     return {
         "id": new_request_id("cmpl"),
@@ -138,7 +146,7 @@ def completion_response(model: str, choices: list[tuple[str, str]], prompt_token
         ],
         "service_tier": None,
         "system_fingerprint": None,
-        "usage": {**_usage_dict(prompt_tokens, completion_tokens), "completion_tokens_details": None},
+        "usage": {**_usage_dict(prompt_tokens, completion_tokens, cached_tokens), "completion_tokens_details": None},
         "kv_transfer_params": None, "ec_transfer_params": None, "metrics": None,
     }  # fmt: skip
 

@@ -50,8 +50,10 @@ def _json(body: object, status: int = 200) -> web.Response:
 class Simulator:
     """The state behind the routes: one engine, its driver and metrics, the tokenizer."""
 
-    def __init__(self, profile: Profile, *, api_key: str | None = None, seed: int = 0, time_scale: float = 1.0):
+    def __init__(self, profile: Profile, *, api_key: str | None = None, seed: int = 0, time_scale: float = 1.0,
+                 prompt_details: bool = False):
         self.profile = profile
+        self.prompt_details = prompt_details  # vllm serve --enable-prompt-tokens-details: usage says cached_tokens
         self.model = profile.served_model_name
         self.api_key = api_key
         self.created = int(time.time())
@@ -149,14 +151,15 @@ class Simulator:
         prompt_tokens = sum(len(token_ids) for token_ids, _ in prompts)
         try:
             if generation.stream:
-                fmt = ChunkFormat(chat, self.model, generation.continuous_usage, prompt_tokens)
+                fmt = ChunkFormat(chat, self.model, generation.continuous_usage, prompt_tokens, self.prompt_details)
                 return await write_sse(request, stream, fmt, generation.include_usage)
             await stream.wait_finished()
         finally:
             self.driver.abort(stream.seqs)
         choices = [(stream.full_text(index), reason) for index, reason in enumerate(stream.reasons)]
         build = chat_response if chat else completion_response
-        return _json(build(self.model, choices, prompt_tokens, stream.completion_tokens))
+        cached = stream.cached_tokens if self.prompt_details else None
+        return _json(build(self.model, choices, prompt_tokens, stream.completion_tokens, cached))
 
     async def models(self, _request: web.Request) -> web.Response:
         return _json(model_list(self.model, self.profile.model_path, self.profile.max_model_len, self.created))

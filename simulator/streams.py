@@ -68,6 +68,11 @@ class RequestStream:
     def completion_tokens(self) -> int:
         return sum(self.published)
 
+    @property
+    def cached_tokens(self) -> int:
+        """Prompt tokens found in the prefix cache when the request was first scheduled (of all its prompts)."""
+        return sum(seq.num_cached_tokens for seq in self.seqs if seq.index == 0)
+
     def text(self, index: int, start: int, end: int) -> bytes:
         """Text of tokens ``start .. end - 1`` of choice ``index``; a final EOS token has no text."""
         if self.reasons[index] == "stop":
@@ -141,7 +146,7 @@ async def write_sse(request: web.Request, stream: RequestStream, fmt: ChunkForma
         chunks = [chunk for index in range(len(stream.seqs)) for chunk in _due_chunks(stream, fmt, index)]
         if finished:
             if include_usage:
-                chunks.append(fmt.usage(stream.completion_tokens))
+                chunks.append(fmt.usage(stream.completion_tokens, stream.cached_tokens))
             chunks.append(DONE)
         if chunks:
             await response.write(b"".join(chunks))

@@ -50,6 +50,8 @@ REQUEST_COLUMNS = [
     "worker",  # worker id (host_pid) that ran the request, "local" without workers
     "name",  # the request's name: chat, completions, generate, sdk-chat ...
     "schedule_lag_s",  # open loop: from the request's scheduled arrival to its send (waiting for a free user)
+    "cached_tokens",  # prompt tokens the server found in its prefix cache (usage.prompt_tokens_details; vLLM sends
+    # it with --enable-prompt-tokens-details), empty when it did not say
 ]
 
 # The error class of a request whose stream was cut because the run (or, with --cooldown, its level) stopped the
@@ -99,6 +101,8 @@ SERVER_COUNTERS = {  # column -> scraped sample: cumulative since the server sta
     "prompt_tokens": "vllm:prompt_tokens_total",
     "generation_tokens": "vllm:generation_tokens_total",
     "request_success": "vllm:request_success_total",  # every finish reason, aborts included
+    "prefix_cache_queries": "vllm:prefix_cache_queries_total",  # prompt tokens looked up in the prefix cache
+    "prefix_cache_hits": "vllm:prefix_cache_hits_total",  # of which found there
     "frontend_cpu_s": "process_cpu_seconds_total",  # CPU of vLLM's API server process (HTTP, templating, detokenizing)
 }
 SERVER_HISTOGRAMS = {  # column prefix -> histogram: {prefix}_count, {prefix}_sum_s, {prefix}_p50_s, {prefix}_p99_s

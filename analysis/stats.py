@@ -34,6 +34,7 @@ UNSTABLE_LIMIT = 0.10
 UNDERLOADED_RATIO = 0.9
 QUEUED_SHARE = 0.1
 FRONTEND_CPU_LIMIT_PERCENT = 90
+SCHEDULE_LAG_LIMIT_S = 1.0  # open loop / trace replay: p99 of arrivals' wait for a free user before it is flagged
 LATENCY_BUDGET = 1.5
 TRUST_FIELDS = ("output_tokens_per_s", "total_tokens_per_s", "e2e_p99_s")
 PEAK_FIELD = "output_tokens_per_s"
@@ -107,8 +108,10 @@ def unstable_fields(levels: pd.DataFrame) -> pd.Series:
 
 def underloaded(levels: pd.DataFrame) -> pd.Series:
     """Levels whose requests in flight averaged under UNDERLOADED_RATIO x users: the server never saw the target
-    concurrency (think time, a client connection cap, a gateway limit or a client that cannot keep up)."""
-    return levels["concurrency_mean"] < UNDERLOADED_RATIO * levels["users"]
+    concurrency (think time, a client connection cap, a gateway limit or a client that cannot keep up). An open loop
+    or a trace replay (its rows have a schedule lag) sets its own load: its users are only a pool."""
+    closed = levels["schedule_lag_p50_s"].isna() if "schedule_lag_p50_s" in levels else True
+    return (levels["concurrency_mean"] < UNDERLOADED_RATIO * levels["users"]) & closed
 
 
 def bound(levels: pd.DataFrame) -> pd.Series:
@@ -127,7 +130,8 @@ def level_bound(level: pd.Series) -> str:
       A note is added when a load generator was at its CPU limit too: its timings are inflated;
     * "client-bound": a load generator at or above Locust's CPU warning limit, or whose event loop ran its timers
       CLIENT_LOOP_LAG_LIMIT_MS late on average (it waits for a core something else holds: its timestamps are late by
-      as much), while the server did not queue;
+      as much), or, in an open loop or a trace replay, arrivals that waited SCHEDULE_LAG_LIMIT_S (p99) for a free
+      user (the schedule was not kept: more users, or workers, are needed), while the server did not queue;
     * "client/gateway-bound": vLLM's HTTP layer held under UNDERLOADED_RATIO of the level's users: requests were
       held back before they reached the server (a client connection cap, a gateway limit, a starved worker);
     * "frontend-bound": the HTTP layer held the users but the engine held under UNDERLOADED_RATIO of them (the rest
@@ -143,13 +147,16 @@ def level_bound(level: pd.Series) -> str:
     cpu = level.get("client_cpu_max_percent", np.nan)
     lag = level.get("client_loop_lag_max_ms", np.nan)
     frontend_cpu = level.get("server_frontend_cpu_percent", np.nan)
+    schedule_lag = level.get("schedule_lag_p99_s", np.nan)
     cpu_note = "; ".join(filter(None, (
         f"a load generator at {cpu:.0f} % CPU" if cpu >= CLIENT_CPU_LIMIT_PERCENT else "",
-        f"a load generator's event loop {lag:.0f} ms late" if lag >= CLIENT_LOOP_LAG_LIMIT_MS else "")))
+        f"a load generator's event loop {lag:.0f} ms late" if lag >= CLIENT_LOOP_LAG_LIMIT_MS else "",
+        f"arrivals waited {schedule_lag:.1f} s (p99) for a free user: it did not keep up with the schedule"
+        if schedule_lag >= SCHEDULE_LAG_LIMIT_S else "")))
     waiting = level.get("server_waiting_mean", np.nan)
     if waiting >= 1.0 and waiting >= QUEUED_SHARE * held:
         return "server-bound: waiting requests" + (f" ({cpu_note}: client timings inflated)" if cpu_note else "")
-    few = UNDERLOADED_RATIO * users
+    few = UNDERLOADED_RATIO * users if np.isnan(schedule_lag) else 0  # open loop: the users are only a pool
     if (http < few or held < few) and frontend_cpu >= FRONTEND_CPU_LIMIT_PERCENT:
         kind, note = "frontend-bound", f"vLLM's API server process at {frontend_cpu:.0f} % CPU"
     elif http < few:

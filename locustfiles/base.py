@@ -35,6 +35,7 @@ from locustfiles.pacing import arrivals_for
 from locustfiles.prompts import Tokenizer, build_workload, load_dataset
 from locustfiles.recorder import Recorder
 from locustfiles.telemetry import Telemetry, report_worker_cpu
+from locustfiles.trace import TraceDone, arrivals_for_trace, read_trace
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +90,11 @@ class Target:
         if not isinstance(self.environment.runner, MasterRunner):  # the processes that run users
             for chat in {getattr(cls, "chat", False) for cls in self.environment.user_classes}:
                 self.workloads[chat] = self.build_workload(chat)
-            self.arrivals = arrivals_for(options, seed=os.getpid())  # once the prompts are ready: no backlog
+            if options.trace:  # once the prompts are ready: no backlog
+                worker_index = getattr(self.environment.runner, "worker_index", 0)
+                self.arrivals = arrivals_for_trace(options, read_trace(options.trace), worker_index)
+            else:
+                self.arrivals = arrivals_for(options, seed=os.getpid())
 
     def served_models(self, required: bool) -> dict[str, int | None]:
         """{model: max_model_len or None} from ``/v1/models``. A server that cannot be reached is refused; one that
@@ -147,6 +152,15 @@ def validate(options) -> None:
             load_dataset(options.dataset)
         except (OSError, ValueError) as e:
             raise StopTarget(f"--dataset: {e}") from None
+    if options.trace:
+        if options.arrival_rate:
+            raise StopTarget("--trace and --arrival-rate both set when to send: give one")
+        if not options.speedup > 0:
+            raise StopTarget(f"--speedup must be more than 0, got {options.speedup:g}")
+        try:
+            read_trace(options.trace)
+        except (OSError, ValueError) as e:
+            raise StopTarget(f"--trace: {e}") from None
 
 
 def check_model(options, model: str, served: dict[str, int | None], host: str) -> None:
@@ -252,8 +266,12 @@ def run_request(user, send) -> None:
     """Send the user's next request with ``send(spec, exchange)`` and record it, whatever happens."""
     if user.workload is None:  # the target could not be prepared (logged at test start): stop, quietly (Locust
         raise StopUser()  # logs a traceback for a StopUser from on_start, not from a task)
-    lag = user.target.arrivals.wait() if user.target.arrivals else None
-    spec = user.workload.next_request()
+    try:
+        lag = user.target.arrivals.wait() if user.target.arrivals else None
+    except TraceDone:
+        raise StopUser() from None
+    line = getattr(user.target.arrivals, "last", None)  # the trace line just taken (the same greenlet, no yield)
+    spec = user.workload.trace_request(line) if line else user.workload.next_request()
     exchange = Exchange(user.request_name, user.target.recorder.level, spec.target_prompt_tokens, spec.max_tokens,
                         check_output=user.ignore_eos)
     exchange.schedule_lag = lag

@@ -52,6 +52,13 @@ def add_arguments(parser) -> None:
     parser.add_argument("--arrival-rate", type=float, default=0.0,
                         help="Open loop: send requests at this total rate (req/s, Poisson arrivals, split over "
                         "--expect-workers workers); the users are only the pool that carries them (0: closed loop)")
+    parser.add_argument("--trace", default="",
+                        help="Replay a trace: Mooncake JSONL (timestamp ms, input_length, output_length, hash_ids) or "
+                        "Azure LLM inference CSV (TIMESTAMP, ContextTokens, GeneratedTokens); the users carry its lines")
+    parser.add_argument("--speedup", type=float, default=1.0, help="With --trace: divide the trace's gaps by this")
+    parser.add_argument("--trace-start", type=float, default=0.0, help="With --trace: seconds of the trace to skip")
+    parser.add_argument("--trace-duration", type=float, default=0.0,
+                        help="With --trace: seconds of the trace to replay (0: to its end)")
     parser.add_argument("--results-dir", default="", help="Folder for requests.csv and the run files "
                         "(default: results/run-<time>); the master refuses a folder that already holds a run")
     parser.add_argument("--overwrite", action="store_true", default=False, include_in_web_ui=False,

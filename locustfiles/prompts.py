@@ -40,6 +40,7 @@ window market summer winter spring autumn island valley forest ocean bridge stre
 """.split()
 WORDS = list(dict.fromkeys(WORDS))  # unique, order kept
 
+MOONCAKE_BLOCK_TOKENS = 512  # tokens of one hash id of a Mooncake trace (locustfiles/trace.py)
 CHAT_OVERHEAD_GUESS = 10  # a typical chat template around one user message, when /tokenize is missing
 MAX_SIZING_CALLS = 200
 
@@ -75,6 +76,11 @@ class Tokenizer:
         resp = requests.post(self.url, json=body, headers=self.headers, timeout=30, verify=self.verify)
         resp.raise_for_status()
         return int(resp.json()["count"])
+
+
+def block_words(hash_id: int, words: list[str]) -> list[str]:
+    """The words of one Mooncake trace block: the same on every worker for the same id."""
+    return random.Random(f"block-{hash_id}").choices(words, k=MOONCAKE_BLOCK_TOKENS)
 
 
 def single_token_words(tokenizer: Tokenizer, words: list[str], overhead: int) -> list[str]:
@@ -123,6 +129,14 @@ class Workload:
         prefix = self.rng.choice(self.prefixes) if self.prefixes else ""
         random_words = max(1, tokens - self.overhead - len(prefix.split()))
         return " ".join(filter(None, (prefix, *self.rng.choices(self.words, k=random_words))))
+
+    def trace_request(self, line) -> RequestSpec:
+        """The request of a trace line (locustfiles.trace): its lengths; with Mooncake hash ids, its prompt made of
+        those blocks' words, so that equal leading ids give equal prefixes."""
+        count = max(1, line.input_tokens - self.overhead)
+        words = [word for hash_id in line.hash_ids for word in block_words(hash_id, self.words)][:count]
+        words += self.rng.choices(self.words, k=count - len(words))
+        return RequestSpec(" ".join(words), max(line.input_tokens, self.overhead + 1), max(1, line.output_tokens))
 
     def next_request(self) -> RequestSpec:
         max_tokens = self.length(self.output_tokens)

@@ -25,7 +25,7 @@ MC_COUNT, MATH_COUNT = 48, 16
 
 def test_bundled_sets_are_what_the_script_writes(tmp_path):
     make_synthetic.main(tmp_path)
-    for path in (MC, MATH):
+    for path in (MC, MATH, DATA / "mooncake-sample.jsonl", DATA / "azure-sample.csv"):
         assert (tmp_path / path.name).read_bytes() == path.read_bytes(), f"rerun scenarios/data/{path.name}'s script"
 
 

@@ -1,18 +1,26 @@
 """Write the bundled synthetic question sets: ``synthetic-mc.jsonl`` (MMLU shape) and ``synthetic-math.jsonl``
-(GSM8K shape), 200 questions each, the same every time (fixed seed).
+(GSM8K shape), 200 questions each, and two small request traces in the published formats, ``mooncake-sample.jsonl``
+(Mooncake) and ``azure-sample.csv`` (Azure LLM inference trace): 240 Poisson arrivals over a minute each, the same
+every time (fixed seeds).
 
     python scenarios/data/make_synthetic.py
 
 Every question states its arithmetic ("the sum of 12 and 30", "What is 17 * 23 - 45?"), so the simulator's answer
 model (``simulator/answers.py``) can work out the right answer by itself; for multiple choice exactly one choice
 equals it. The math set has negative, decimal and four-digit answers, so the graders see signs, decimals and
-thousands separators. For demos and tests only: these are not a benchmark.
+thousands separators. In the Mooncake trace each request's prompt is one of eight families' first blocks (a shared
+system prompt or document) and blocks of its own, so a replay exercises the prefix cache. For demos and tests only:
+these are not a benchmark, nor real traffic (the real traces: the Mooncake repository's FAST'25 traces and Azure's
+AzurePublicDataset, both on GitHub).
 """
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import random
+from datetime import datetime, timedelta
 from fractions import Fraction
 from pathlib import Path
 
@@ -20,6 +28,8 @@ HERE = Path(__file__).resolve().parent
 QUESTIONS_PER_SET = 200
 SEED = 20240601
 _DISTRACTOR_OFFSETS = (-11, -10, -2, -1, 1, 2, 9, 10)
+TRACE_LINES, TRACE_RATE_PER_S, TRACE_SEED = 240, 4.0, 20251122
+BLOCK_TOKENS = 512  # of one Mooncake hash id
 
 
 def number(value: Fraction) -> str:
@@ -73,6 +83,40 @@ def math_line(rng: random.Random, index: int) -> dict:
     return {"id": f"syn-math-{index:03d}", "question": question, "answer": f"{solution}\n#### {number(right)}"}
 
 
+def trace_times(rng: random.Random) -> list[float]:
+    """Poisson arrival times in seconds: TRACE_LINES of them at TRACE_RATE_PER_S."""
+    times, now = [], 0.0
+    for _ in range(TRACE_LINES):
+        times.append(now)
+        now += rng.expovariate(TRACE_RATE_PER_S)
+    return times
+
+
+def mooncake_lines(rng: random.Random) -> list[dict]:
+    """Mooncake's JSONL fields: timestamp (ms), input_length, output_length, hash_ids (one per 512-token block)."""
+    lines = []
+    for index, at in enumerate(trace_times(rng)):
+        family, shared = rng.randrange(8), rng.randint(1, 2)
+        blocks = shared + rng.randint(0, 1)
+        own = [10_000 + index * 4 + block for block in range(blocks - shared)]
+        lines.append({"timestamp": round(at * 1000), "input_length": blocks * BLOCK_TOKENS - rng.randrange(256),
+                      "output_length": rng.randint(8, 32),
+                      "hash_ids": [family * 100 + block for block in range(shared)] + own})
+    return lines
+
+
+def azure_csv(rng: random.Random) -> str:
+    """Azure's CSV columns: TIMESTAMP (7-digit fractions, as published), ContextTokens, GeneratedTokens."""
+    start = datetime(2023, 11, 16, 18, 15, 46)
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["TIMESTAMP", "ContextTokens", "GeneratedTokens"])
+    for at in trace_times(rng):
+        stamp = (start + timedelta(seconds=at)).strftime("%Y-%m-%d %H:%M:%S.%f") + "0"
+        writer.writerow([stamp, rng.randint(100, 1000), rng.randint(8, 64)])
+    return out.getvalue()
+
+
 def write(path: Path, lines: list[dict]) -> None:
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
 
@@ -81,6 +125,9 @@ def main(folder: Path = HERE) -> None:
     rng = random.Random(SEED)
     write(folder / "synthetic-mc.jsonl", [mc_line(rng, i) for i in range(1, QUESTIONS_PER_SET + 1)])
     write(folder / "synthetic-math.jsonl", [math_line(rng, i) for i in range(1, QUESTIONS_PER_SET + 1)])
+    traces = random.Random(TRACE_SEED)
+    write(folder / "mooncake-sample.jsonl", mooncake_lines(traces))
+    (folder / "azure-sample.csv").write_text(azure_csv(traces))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,126 @@
+"""Trace replay: requests sent at the times, and with the lengths, of a recorded trace (``--trace FILE``).
+
+Two public formats are read as they are published:
+
+* **Mooncake** (JSONL, one request a line): ``timestamp`` (ms since the trace's start), ``input_length``,
+  ``output_length`` and ``hash_ids`` — the ids of the prompt's 512-token blocks, equal ids meaning an equal prefix.
+  The replay builds each block from words drawn by a generator seeded with its id, so requests that share leading ids
+  share a prefix on the server exactly as in the trace (prefix caching behaves as it did).
+* **Azure LLM inference trace** (CSV): ``TIMESTAMP`` (a date and time), ``ContextTokens``, ``GeneratedTokens``;
+  prompts are random words of that length.
+
+``--speedup F`` divides every gap by F; ``--trace-start S`` and ``--trace-duration D`` (seconds of the trace) select
+a window. The lines are dealt round-robin to the load-generating processes (``--expect-workers``, as the Poisson
+open loop splits its rate); in each, the users are a pool that carries the lines: a user takes the next line, sleeps
+until its time, sends it and waits for the answer. A line sent late — every user was busy — keeps its lateness as
+the row's ``schedule_lag_s``, and the report shows that lag per level and flags a replay the client could not keep up
+with. When a process has sent its last line its users stop; the run ends with ``-t``. No Locust import here (it
+patches the process), so the parser is usable anywhere.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+import time
+from dataclasses import dataclass
+from datetime import datetime
+
+import gevent
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TraceLine:
+    at_s: float  # seconds after the trace's first line (after --speedup)
+    input_tokens: int
+    output_tokens: int
+    hash_ids: tuple[int, ...] = ()
+
+
+def read_trace(path: str) -> list[TraceLine]:
+    """The lines of a Mooncake JSONL or Azure CSV trace, in time order, times from the first; ValueError with the
+    file and line for anything else."""
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    lines = read_azure(path, text) if path.endswith(".csv") else read_mooncake(path, text)
+    if not lines:
+        raise ValueError(f"{path}: no requests in the trace")
+    lines.sort(key=lambda line: line.at_s)
+    first = lines[0].at_s
+    return [TraceLine(line.at_s - first, line.input_tokens, line.output_tokens, line.hash_ids) for line in lines]
+
+
+def read_mooncake(path: str, text: str) -> list[TraceLine]:
+    lines = []
+    for number, raw in enumerate(text.splitlines(), 1):
+        if not raw.strip():
+            continue
+        try:
+            item = json.loads(raw)
+            lines.append(TraceLine(float(item["timestamp"]) / 1000, int(item["input_length"]),
+                                   int(item["output_length"]), tuple(int(h) for h in item.get("hash_ids", ()))))
+        except (ValueError, KeyError, TypeError) as e:
+            raise ValueError(f"{path}:{number}: not a Mooncake trace line ({type(e).__name__}: {e})") from None
+    return lines
+
+
+def read_azure(path: str, text: str) -> list[TraceLine]:
+    lines = []
+    for number, row in enumerate(csv.DictReader(text.splitlines()), 2):
+        try:
+            stamp = datetime.fromisoformat(row["TIMESTAMP"].strip()[:26])  # 7-digit fractions: microseconds kept
+            lines.append(TraceLine(stamp.timestamp(), int(row["ContextTokens"]), int(row["GeneratedTokens"])))
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            raise ValueError(f"{path}:{number}: not an Azure trace row ({type(e).__name__}: {e})") from None
+    return lines
+
+
+def select(lines: list[TraceLine], start_s: float, duration_s: float, speedup: float) -> list[TraceLine]:
+    """The window [start_s, start_s + duration_s) of the trace (all of it for duration 0), times from the window's
+    start divided by ``speedup``."""
+    end = start_s + duration_s if duration_s > 0 else float("inf")
+    return [TraceLine((line.at_s - start_s) / speedup, line.input_tokens, line.output_tokens, line.hash_ids)
+            for line in lines if start_s <= line.at_s < end]
+
+
+class TraceDone(Exception):
+    """This process has sent its share of the trace (its users stop)."""
+
+
+class TraceArrivals:
+    """This process's share of the trace as an arrival clock: ``wait`` takes the next line, sleeps until its time
+    and returns how late it is sent; ``last`` is the line it took (read at once by the same user, before it yields)."""
+
+    def __init__(self, lines: list[TraceLine]) -> None:
+        self.lines = lines
+        self.next_index = 0
+        self.started = time.perf_counter()
+        self.last: TraceLine | None = None
+        self.late = 0
+
+    def wait(self) -> float:
+        if self.next_index >= len(self.lines):
+            raise TraceDone()
+        line = self.lines[self.next_index]
+        self.next_index += 1
+        delay = self.started + line.at_s - time.perf_counter()
+        if delay > 0:
+            gevent.sleep(delay)
+        self.last = line
+        lag = max(-delay, 0.0)
+        self.late += lag > 1.0
+        return lag
+
+    def summary(self) -> str:
+        return (f"Trace replay: {self.next_index} of {len(self.lines)} lines sent by this process, {self.late} more "
+                "than 1 s late")
+
+
+def arrivals_for_trace(options, lines: list[TraceLine], worker_index: int) -> TraceArrivals:
+    """This process's share of the selected lines: every ``workers``-th from its index."""
+    workers = max(getattr(options, "expect_workers", 1) or 1, 1) if getattr(options, "worker", False) else 1
+    selected = select(lines, options.trace_start, options.trace_duration, options.speedup)
+    return TraceArrivals(selected[worker_index % workers::workers])

@@ -86,6 +86,7 @@ class Recorder:
         self.quitting = False
         self.final = False  # a worker's report carries its last rows
         self.flushed: set[str] = set()  # workers whose last rows the master has
+        self.rows_by_worker: Counter = Counter()  # rows the master received from each worker
         self._runs = 0
         events = environment.events
         if isinstance(self.runner, WorkerRunner):
@@ -224,6 +225,7 @@ class Recorder:
         for users, histogram in delta["itl"].items():
             self.itl[int(users)].update(histogram)
         self._write(delta["rows"])
+        self.rows_by_worker[client_id] += len(delta["rows"])
         if delta.get("final"):
             self.flushed.add(client_id)
 
@@ -267,8 +269,28 @@ class Recorder:
                 last_seen = self.last_heartbeat.get(client.id)
                 log.warning("Worker %s lost (last heartbeat at %s): its unreported rows are missing", client.id,
                             time.strftime("%H:%M:%S", time.localtime(last_seen)) if last_seen else "never")
-                self.meta["lost_workers"].append({"worker": client.id, "last_seen": last_seen})
+                self.meta["lost_workers"].append({"worker": client.id, "last_seen": last_seen,
+                                                  "rows": self.rows_by_worker[client.id]})
                 self.folder.write_run(self.meta)
+
+    def account_unreported(self, server_requests: int | None) -> None:
+        """Keep in run.json how many requests the server finished in this run and how many of them have no row
+        (``unaccounted_requests``: the lost workers' requests in flight and unreported rows). Counted from the
+        server's own counter, so it assumes the run is the server's only client; requests that never reached the
+        server (refused connections) make it a lower bound."""
+        if server_requests is None or not self.folder:
+            return
+        self.meta["server_requests"] = server_requests
+        self.meta["unaccounted_requests"] = max(0, server_requests - self.totals["requests"])
+        self.folder.write_run(self.meta)
+
+    def _unaccounted_note(self) -> str:
+        """', N more served by the server, lost with worker(s) ...' for the last line of the console, or ''."""
+        unaccounted = self.meta.get("unaccounted_requests")
+        if not unaccounted:
+            return ""
+        lost = ", ".join(lost["worker"] for lost in self.meta["lost_workers"]) or "no worker lost"
+        return f"; {unaccounted} more served by the server and lost with worker(s) {lost}"
 
     def output_tokens_per_s(self, window_s: float = LOG_INTERVAL_S) -> float:
         """Output tokens/s over the last ``window_s`` seconds that every worker has reported."""
@@ -315,6 +337,6 @@ class Recorder:
         self.meta["ended"] = now
         self.folder.write_run(self.meta)
         self.folder.close()
-        log.info("%s: %d requests, %d failed, %d with token counts off target", self.folder.path,
-                 self.totals["requests"], self.totals["failures"], self.totals["mismatches"])
+        log.info("%s: %d requests, %d failed, %d with token counts off target%s", self.folder.path,
+                 self.totals["requests"], self.totals["failures"], self.totals["mismatches"], self._unaccounted_note())
         self.folder = None

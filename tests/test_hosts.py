@@ -3,15 +3,17 @@
 import json
 import os
 import sys
+import time
 from collections import Counter
 
 from simulator.process import READY_LINE
 from tests.conftest import read_rows
 from tests.netns import readme_commands, substitute
+from tests.test_faults import analyse
 
 WORKER_HOSTS = ("worker1", "worker2")
 PROCESSES_PER_HOST = os.cpu_count()  # the README's workers run --processes -1
-RAMP = ["--levels", "2,4,6", "--step-time", "6", "--warmup", "1", "--ramp-time", "1", "--expect-workers-max-wait", "60"]
+RAMP = ["--step-time", "6", "--warmup", "1", "--ramp-time", "1", "--expect-workers-max-wait", "60"]
 
 
 class Cluster:
@@ -25,18 +27,21 @@ class Cluster:
                                        "--profile", "cpu-tiny"])
         self.url = simulator.wait_for(READY_LINE.pattern, 60)["url"]
 
-    def start(self, *extra: str):
+    def start(self, *extra: str, levels: str = "2,4,6"):
         """The master and the workers, started with the README's commands (placeholders filled in), plus ``extra``
         for the master; returns the master's process."""
         master_args, worker_args = readme_commands()
         options = {"--config": "scenarios/configs/smoke.conf", "-H": self.url, "--results-dir": str(self.out),
                    "--csv": str(self.out / "locust"), "--expect-workers": str(len(WORKER_HOSTS) * PROCESSES_PER_HOST)}
         locust = [sys.executable, "-m", "locust"]
-        master = self.master_host.start(locust + substitute(master_args, options, {}) + [*RAMP, *extra])
+        master = self.master_host.start(locust + substitute(master_args, options, {}) + ["--levels", levels, *RAMP, *extra])
         master.wait_for(r"[Ww]aiting for workers|expect", 30)
-        self.workers = [host.start(locust + substitute(worker_args, {}, {"MASTER": self.master_host.address}))
-                        for host in self.worker_hosts]
+        self.workers = [self.start_worker(host) for host in self.worker_hosts]
         return master
+
+    def start_worker(self, host):
+        _, worker_args = readme_commands()
+        return host.start([sys.executable, "-m", "locust", *substitute(worker_args, {}, {"MASTER": self.master_host.address})])
 
     def server_completed(self) -> int:
         return int(self.server.python(f"from tests.conftest import server_completed; print(server_completed({self.url!r}))"))
@@ -57,3 +62,41 @@ def test_readme_ramp_across_four_hosts(network, tmp_path):
     assert len(processes) == len(WORKER_HOSTS) * PROCESSES_PER_HOST
     meta = json.loads((tmp_path / "run" / "run.json").read_text())
     assert meta["complete"] is True and meta["lost_workers"] == []
+
+
+def test_a_worker_host_cut_off_mid_level_is_accounted_and_the_run_completes(network, tmp_path):
+    """worker2's link goes down in level 1: the master marks its processes lost, the server's count minus the rows
+    is the run's unaccounted figure, worker1 carries on; worker2 quits, its link comes back, it joins again."""
+    cluster = Cluster(network, tmp_path / "run")
+    master = cluster.start("--step-time", "14", levels="4,8,12")
+    master.wait_for(r"Level 1/3", 60)
+    master.wait_for(r"level 4 users \| output", 30)  # the first progress line: every worker is streaming
+    cut_host = cluster.worker_hosts[1]
+    cut_host.cut()
+    cut = time.monotonic()
+    lost_line = master.wait_for(r"Worker (worker2_\w+) lost", 40)
+    marked_lost_s = time.monotonic() - cut
+    assert cluster.workers[1].wait(40) == 0, cluster.workers[1].output  # quits when the master is silent 15 s
+    quit_s = time.monotonic() - cut
+    cut_host.mend()
+    cluster.start_worker(cut_host)  # the same host joins again, as new worker processes
+    assert master.wait(240) == 0, master.output
+    print(f"marked lost {marked_lost_s:.1f} s and quit {quit_s:.1f} s after the cut")
+
+    meta = json.loads((tmp_path / "run" / "run.json").read_text())
+    rows = read_rows(tmp_path / "run" / "requests.csv")
+    served = cluster.server_completed()
+    lost_ids = {lost["worker"] for lost in meta["lost_workers"]}
+    assert lost_line[1] in lost_ids and {w.split("_")[0] for w in lost_ids} == {"worker2"}
+    assert len(lost_ids) == PROCESSES_PER_HOST and all(lost["rows"] > 0 for lost in meta["lost_workers"])
+    assert meta["complete"] is True and meta["server_requests"] == served  # the master's count is the server's
+    assert len(rows) + meta["unaccounted_requests"] == served and meta["unaccounted_requests"] > 0
+    print(f"rows {len(rows)}, server {served}, unaccounted {meta['unaccounted_requests']}")
+    assert f"{meta['unaccounted_requests']} more served by the server and lost with worker(s)" in master.lines[-1]
+    by_level = Counter((row["users"], row["worker"].split("_")[0]) for row in rows if row["worker"] not in lost_ids)
+    assert by_level["8", "worker1"] and by_level["12", "worker1"]  # the survivor carried on
+    assert by_level["12", "worker2"] > 0  # the host that came back got users again
+    summary = analyse(tmp_path / "run", tmp_path / "report")
+    assert summary["unaccounted"][0]["unaccounted_requests"] == meta["unaccounted_requests"]
+    report = (tmp_path / "report" / "report.md").read_text()
+    assert f"{meta['unaccounted_requests']} requests unaccounted: the server finished {served}" in report

@@ -122,6 +122,9 @@ CLIENT_HEALTH_COLUMNS = [
     "cpu_percent",  # CPU of that process (100 = one core)
 ]
 CLIENT_CPU_LIMIT_PERCENT = 90  # locust.runners.CPU_WARNING_THRESHOLD
+# CPU a worker process spends per streamed token (one SSE event each), measured at 1,000 streams: the median of
+# benchmarks/client.md's runs. Worker sizing (scenarios/plan.py) is made from it.
+CLIENT_CPU_US_PER_TOKEN = 24.4
 
 
 def tpot(e2e_s: float, ttft_s: float | None, completion_tokens: int | None) -> float | None:

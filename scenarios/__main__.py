@@ -1,5 +1,6 @@
 """python -m scenarios run --scenario NAME [--target URL] [--repeats N] [--out DIR] ...  |  python -m scenarios list
-|  python -m scenarios parallel --dataset FILE [--parallel 1,4,16] [--target URL] [--limit N] --out DIR"""
+|  python -m scenarios parallel --dataset FILE [--parallel 1,4,16] [--target URL] [--limit N] --out DIR
+|  python -m scenarios plan --users N --tokens-per-s-per-stream R [--cores-per-machine C] | plan --from-run DIR"""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import sys
 from pathlib import Path
 
 from analysis.load import AnalysisError
-from scenarios import parallel
+from scenarios import parallel, plan
 from scenarios.runner import ScenarioError, read_config, run_scenario, scenario_names
 
 
@@ -33,6 +34,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                      help="Extra argument for the Locust master and workers (repeatable), e.g. --locust-arg=--output-tokens=64")
     parallel.add_arguments(commands.add_parser("parallel", help="Run fixed question sets at parallelism 1, 4, 16 ... "
                                                "and report speedup, accuracy and changed answers"))
+    plan.add_arguments(commands.add_parser("plan", help="How many worker processes and machines a load needs (from "
+                                           "the client's CPU per token), or check that against a run"))
     return parser.parse_args(argv)
 
 
@@ -43,6 +46,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "list":
             for name in scenario_names():
                 print(f"{name}: {read_config(name)[1]}")
+            return 0
+        if args.command == "plan":
+            print(plan.run_from_args(args))
             return 0
         if args.command == "parallel":
             parallel.run_from_args(args)

@@ -2,6 +2,7 @@
 
 import json
 import os
+import subprocess
 import sys
 import time
 from collections import Counter
@@ -100,3 +101,45 @@ def test_a_worker_host_cut_off_mid_level_is_accounted_and_the_run_completes(netw
     assert summary["unaccounted"][0]["unaccounted_requests"] == meta["unaccounted_requests"]
     report = (tmp_path / "report" / "report.md").read_text()
     assert f"{meta['unaccounted_requests']} requests unaccounted: the server finished {served}" in report
+
+
+def test_master_cut_off_from_every_worker_nothing_hangs(network, tmp_path):
+    cluster = Cluster(network, tmp_path / "run")
+    master = cluster.start("--step-time", "30", levels="4,8")
+    master.wait_for(r"level 4 users \| output", 60)
+    cluster.master_host.cut()
+    cut = time.monotonic()
+    for worker in cluster.workers:  # every worker quits by itself once the master is silent for 15 s
+        assert worker.wait(40) == 0, worker.output
+    workers_quit_s = time.monotonic() - cut
+    master.wait_for(r"The last worker went missing", 30)
+    code = master.wait(60)
+    print(f"workers quit {workers_quit_s:.1f} s, master exited ({code}) {time.monotonic() - cut:.1f} s after the cut")
+    meta = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert len(meta["lost_workers"]) == len(WORKER_HOSTS) * PROCESSES_PER_HOST
+    assert code == 0 and meta["ended"]  # the master stopped the test and closed the run folder
+
+
+def test_server_cut_off_mid_level_fails_as_timeouts(network, tmp_path):
+    cluster = Cluster(network, tmp_path / "run")
+    master = cluster.start("--step-time", "12", "--request-timeout", "4", levels="4")
+    master.wait_for(r"level 4 users \| output", 60)
+    cluster.server.cut()
+    cut = time.monotonic()
+    assert wait_or_dump(master, 180) == 1  # Locust's exit code for a run with failures
+    print(f"master exited {time.monotonic() - cut:.1f} s after the cut")
+    rows = read_rows(tmp_path / "run" / "requests.csv")
+    errors = Counter(row["error"] for row in rows)
+    assert errors["Timeout"] >= 4 and set(errors) <= {"", "Timeout", "Aborted"}, errors
+    failures = read_rows(tmp_path / "run" / "locust_failures.csv")
+    assert any("Timeout" in row["Error"] for row in failures)  # the same class in Locust's failures table
+    print(f"rows {len(rows)}: {dict(errors)}")
+
+
+def wait_or_dump(process, timeout: float) -> int:
+    """The process's exit code; its last output printed when it does not exit in time."""
+    try:
+        return process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        print(process.output[-6000:])
+        raise

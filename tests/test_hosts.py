@@ -2,6 +2,7 @@
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -28,12 +29,13 @@ class Cluster:
                                        "--profile", "cpu-tiny"])
         self.url = simulator.wait_for(READY_LINE.pattern, 60)["url"]
 
-    def start(self, *extra: str, levels: str = "2,4,6"):
+    def start(self, *extra: str, levels: str = "2,4,6", url: str = "", out=None):
         """The master and the workers, started with the README's commands (placeholders filled in), plus ``extra``
         for the master; returns the master's process."""
         master_args, worker_args = readme_commands()
-        options = {"--config": "scenarios/configs/smoke.conf", "-H": self.url, "--results-dir": str(self.out),
-                   "--csv": str(self.out / "locust"), "--expect-workers": str(len(WORKER_HOSTS) * PROCESSES_PER_HOST)}
+        out = out or self.out
+        options = {"--config": "scenarios/configs/smoke.conf", "-H": url or self.url, "--results-dir": str(out),
+                   "--csv": str(out / "locust"), "--expect-workers": str(len(WORKER_HOSTS) * PROCESSES_PER_HOST)}
         locust = [sys.executable, "-m", "locust"]
         master = self.master_host.start(locust + substitute(master_args, options, {}) + ["--levels", levels, *RAMP, *extra])
         master.wait_for(r"[Ww]aiting for workers|expect", 30)
@@ -143,3 +145,22 @@ def wait_or_dump(process, timeout: float) -> int:
     except subprocess.TimeoutExpired:
         print(process.output[-6000:])
         raise
+
+
+def test_added_latency_shifts_ttft_by_it_and_no_more(network, tmp_path):
+    """The same level direct and through a proxy adding 100 ms each way: TTFT and e2e grow by the round trip's
+    200 ms, the time per output token does not."""
+    cluster = Cluster(network, tmp_path / "direct")
+    proxy = cluster.server.start([sys.executable, "-m", "tests.delayproxy", "--listen", cluster.server.address,
+                                  "--upstream", cluster.url.removeprefix("http://"), "--delay-ms", "100"])
+    proxied_url = "http://" + proxy.wait_for(r"delayproxy ready: (\S+)", 30)[1]
+    timings = {}
+    for name, url in (("direct", cluster.url), ("proxied", proxied_url)):
+        master = cluster.start("--step-time", "8", levels="4", url=url, out=tmp_path / name)
+        assert master.wait(120) == 0, master.output
+        rows = [row for row in read_rows(tmp_path / name / "requests.csv") if row["ok"] == "1"]
+        timings[name] = {field: statistics.median([float(row[field]) for row in rows]) for field in ("ttft_s", "tpot_s", "e2e_s")}
+    shift = {field: timings["proxied"][field] - timings["direct"][field] for field in timings["direct"]}
+    print(f"direct {timings['direct']}, proxied {timings['proxied']}, shift {shift}")
+    assert 0.18 < shift["ttft_s"] < 0.25 and 0.18 < shift["e2e_s"] < 0.25
+    assert abs(shift["tpot_s"]) < 0.2 * timings["direct"]["tpot_s"]

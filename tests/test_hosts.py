@@ -163,4 +163,4 @@ def test_added_latency_shifts_ttft_by_it_and_no_more(network, tmp_path):
     shift = {field: timings["proxied"][field] - timings["direct"][field] for field in timings["direct"]}
     print(f"direct {timings['direct']}, proxied {timings['proxied']}, shift {shift}")
     assert 0.18 < shift["ttft_s"] < 0.25 and 0.18 < shift["e2e_s"] < 0.25
-    assert abs(shift["tpot_s"]) < 0.2 * timings["direct"]["tpot_s"]
+    assert abs(shift["tpot_s"]) < 0.001  # per-token timing untouched (a delay per chunk that added up would show)

@@ -18,6 +18,8 @@ from analysis.load import AnalysisError, Run, load_run
 from analysis.plots import write_plots
 from analysis.render import Bullets, Heading, Paragraph, to_html, to_markdown
 from analysis.summary import build_summary, summarise_config
+from locustfiles.records import CLIENT_CPU_LIMIT_PERCENT
+from scenarios.plan import worker_processes
 
 REPORT_MD = "report.md"
 REPORT_HTML = "report.html"
@@ -114,6 +116,7 @@ def write_outputs(summary: dict, timelines: dict[str, list], out: Path) -> None:
     blocks = build_report(summary, plots)
     if summary["lost_workers"] or summary["unaccounted"]:  # after the title and the overview
         blocks[2:2] = lost_worker_blocks(summary["lost_workers"], summary["unaccounted"])
+    blocks[2:2] = client_limit_blocks(summary["configs"])
     (out / REPORT_MD).write_text(to_markdown(blocks))
     (out / REPORT_HTML).write_text(to_html(blocks, TITLE))
     (out / SUMMARY_JSON).write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n")
@@ -126,6 +129,28 @@ LOST_WORKERS_NOTE = (
     "server's own count of requests finished during the run (vllm:request_success_total) minus the rows, assuming "
     "the run was the server's only client."
 )
+
+
+CLIENT_LIMIT_NOTE = (
+    "At these levels a load generator (the master or a worker process) reached Locust's CPU warning limit: the "
+    "timings may include the client's own delay. The worker processes the level's output tokens/s needs are planned "
+    "as `python -m scenarios plan` does (CPU per streamed token from benchmarks/client.md, at most half a core each)."
+)
+
+
+def client_limit_blocks(configs: dict) -> list:
+    """The report's warning about levels where a load generator reached Locust's CPU limit, with the worker
+    processes that level needed; [] when none did."""
+    items = []
+    for label, config in configs.items():
+        for level in config["levels"]:
+            busiest = level.get("client_cpu_max_percent")
+            if busiest is not None and busiest >= CLIENT_CPU_LIMIT_PERCENT:
+                needed = worker_processes(level["output_tokens_per_s"])
+                items.append(f"{label}, {level['users']} users: a load generator at {busiest:.0f} % CPU; "
+                             f"{level['output_tokens_per_s']:,.0f} output tok/s need {needed} worker process"
+                             f"{'es' if needed > 1 else ''}")
+    return [Heading("Client CPU limit reached"), Paragraph(CLIENT_LIMIT_NOTE), Bullets(items)] if items else []
 
 
 def unaccounted_requests(run: Run) -> list[dict]:

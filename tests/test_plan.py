@@ -2,9 +2,13 @@
 
 import csv
 
+import pandas as pd
+
+from analysis.synthetic import closed_loop_rows, step_levels, write_run
 from locustfiles import records
 from scenarios.__main__ import main
 from scenarios.plan import check_run, worker_processes
+from tests.test_faults import analyse
 
 
 def test_plan_sizes_1000_streams_at_20_and_50_tokens_per_s(capsys):
@@ -39,3 +43,22 @@ def test_check_run_reads_tokens_and_worker_cpu_per_level(tmp_path):
               [[105, 10, "w1", 3.0], [108, 10, "w1", 5.0], [108, 10, "w2", 1.0], [108, 10, "master", 50.0]])
     lines = check_run(tmp_path).splitlines()
     assert lines[1] == "10 | 2,000 | 2 | 5 %, 4 % | 25.0 | 1"  # (4 + 1) % of a core over 2,000 tok/s = 25 us
+
+
+def test_report_says_how_many_workers_a_client_bound_level_needed(tmp_path):
+    levels = step_levels([10, 100], hold_s=60)
+    rows = pd.concat([closed_loop_rows(users, hold - 10, end, 2.0, completion_tokens=512, worker="w1")
+                      for users, _, hold, end in levels])
+    folder = write_run(tmp_path / "run", rows, levels)
+    (_, _, _, end_10), (_, _, hold_100, end_100) = levels
+    health = [(end_10 - 5, 10, "w1", 40.0), (hold_100, 100, "w1", 40.0), (end_100 - 5, 100, "w1", 97.0)]
+    pd.DataFrame(health, columns=records.CLIENT_HEALTH_COLUMNS).to_csv(folder / records.CLIENT_HEALTH_FILE,
+                                                                       index=False)
+    summary = analyse(folder, tmp_path / "report")
+    level = {level["users"]: level for level in summary["levels"]}[100]
+    needed = worker_processes(level["output_tokens_per_s"])  # 100 users x 256 tok/s = 25,600 tok/s: 2 processes
+    assert needed == 2
+    report = (tmp_path / "report" / "report.md").read_text()
+    assert f"100 users: a load generator at 97 % CPU; {level['output_tokens_per_s']:,.0f} output tok/s need 2 worker " \
+           "processes" in report
+    assert "10 users: a load generator" not in report

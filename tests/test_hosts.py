@@ -12,7 +12,7 @@ import pytest
 
 from simulator.process import READY_LINE
 from tests.conftest import read_rows
-from tests.netns import readme_commands, substitute
+from tests.netns import netns_unavailable, readme_commands, substitute
 from tests.test_faults import analyse
 
 WORKER_HOSTS = ("worker1", "worker2")
@@ -40,7 +40,7 @@ class Cluster:
                    "--csv": str(out / "locust"), "--expect-workers": str(len(WORKER_HOSTS) * PROCESSES_PER_HOST)}
         locust = [sys.executable, "-m", "locust"]
         master = self.master_host.start(locust + substitute(master_args, options, {}) + ["--levels", levels, *RAMP, *extra])
-        master.wait_for(r"[Ww]aiting for workers|expect", 30)
+        master.wait_for(r"Waiting for workers to be ready", 60)  # it listens
         self.workers = [self.start_worker(host) for host in self.worker_hosts]
         return master
 
@@ -67,6 +67,7 @@ def test_readme_ramp_across_four_hosts(network, tmp_path):
     assert len(processes) == len(WORKER_HOSTS) * PROCESSES_PER_HOST
     meta = json.loads((tmp_path / "run" / "run.json").read_text())
     assert meta["complete"] is True and meta["lost_workers"] == []
+    assert meta["server_requests"] == len(rows) and meta["unaccounted_requests"] == 0
 
 
 @pytest.mark.parametrize("comes_back", [False, True], ids=["stays-cut", "comes-back"])
@@ -173,3 +174,8 @@ def test_added_latency_shifts_ttft_by_it_and_no_more(network, tmp_path):
     print(f"direct {timings['direct']}, proxied {timings['proxied']}, shift {shift}")
     assert 0.18 < shift["ttft_s"] < 0.25 and 0.18 < shift["e2e_s"] < 0.25
     assert abs(shift["tpot_s"]) < 0.001  # per-token timing untouched (a delay per chunk that added up would show)
+
+
+def test_without_root_the_host_tests_skip_with_the_reason(monkeypatch):
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    assert netns_unavailable() == "network namespaces need root"

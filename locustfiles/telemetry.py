@@ -1,10 +1,11 @@
 """The server's own view and the load generators' health during a run: ``server_metrics.csv`` and ``client_health.csv``.
 
 The master (or the local runner) scrapes the target's Prometheus ``/metrics`` at test start (the baseline), every
-``--server-metrics-interval`` seconds and once more at test stop, and appends one row per scrape (columns and
-metric names in ``records``). Histograms are written as the observations since the previous scrape. A server
+``--server-metrics-interval`` seconds and at test stop until the server holds no request (at most
+SETTLE_TIMEOUT_S), and appends one row per scrape (columns and metric names in ``records``). Histograms are written as the observations since the previous scrape. A server
 without ``/metrics``, or with other metric names, gets one WARNING per problem; the run goes on and the file gets
-the columns the server has (or no rows).
+the columns the server has (or no rows). The last scrape's request count minus the run's rows is the run's
+``unaccounted_requests`` (``Recorder.account_unreported``).
 
 It also appends the CPU of every load-generating process to ``client_health.csv``: its own every
 ``CLIENT_HEALTH_INTERVAL_S``, each worker's with every worker report (the worker measures itself since its previous

@@ -199,6 +199,7 @@ class Recorder:
             return
         self.stopped = False
         self.totals.clear()
+        self.rows_by_worker.clear()
         self.latencies_by_level.clear()
         self.meta = {key: None for key in records.RUN_KEYS} | {
             "scenario": getattr(options, "scenario", "") or "",
@@ -285,12 +286,13 @@ class Recorder:
         self.folder.write_run(self.meta)
 
     def _unaccounted_note(self) -> str:
-        """', N more served by the server, lost with worker(s) ...' for the last line of the console, or ''."""
+        """'; N more served by the server and lost with worker(s) ...' for the console's last line, or ''."""
         unaccounted = self.meta.get("unaccounted_requests")
         if not unaccounted:
             return ""
-        lost = ", ".join(lost["worker"] for lost in self.meta["lost_workers"]) or "no worker lost"
-        return f"; {unaccounted} more served by the server and lost with worker(s) {lost}"
+        if lost := ", ".join(lost["worker"] for lost in self.meta["lost_workers"]):
+            return f"; {unaccounted} more served by the server and lost with worker(s) {lost}"
+        return f"; {unaccounted} more served by the server (no worker lost: another client of the server?)"
 
     def output_tokens_per_s(self, window_s: float = LOG_INTERVAL_S) -> float:
         """Output tokens/s over the last ``window_s`` seconds that every worker has reported."""
@@ -304,6 +306,8 @@ class Recorder:
     def _on_test_stop(self, environment, **_kw) -> None:
         self.stopped = True
         if isinstance(self.runner, MasterRunner):
+            if self.folder:  # the last workers going missing stop the test in the same tick: name them too
+                self._note_lost_workers()
             self._collect_last_rows()
 
     def _collect_last_rows(self) -> None:

@@ -18,6 +18,8 @@ from analysis.load import AnalysisError, Run, load_run
 from analysis.plots import write_plots
 from analysis.render import Bullets, Heading, Paragraph, to_html, to_markdown
 from analysis.summary import build_summary, summarise_config
+from scenarios.plan import worker_processes
+from vllm_stress.schema import CLIENT_CPU_LIMIT_PERCENT
 
 REPORT_MD = "report.md"
 REPORT_HTML = "report.html"
@@ -46,11 +48,12 @@ def analyse(
     unknown = sorted(set(slo or {}) - set(LATENCY_METRICS))
     if unknown:
         raise AnalysisError(f"--slo: unknown metric(s) {', '.join(unknown)} (use {', '.join(LATENCY_METRICS)})")
-    configs, timelines, lost_workers = {}, {}, []
+    configs, timelines, lost_workers, unaccounted = {}, {}, [], []
     for label, runs in group_runs(dirs, labels).items():
         per_run, run_info = [], []
         for index, run in enumerate(runs):
             lost_workers += [{"run": str(run.path), **lost} for lost in run.meta.get("lost_workers") or []]
+            unaccounted += unaccounted_requests(run)
             windows, partial = level_windows(run)
             if windows.empty:
                 raise AnalysisError(f"{run.path}: no level reached a steady-state window")
@@ -62,6 +65,7 @@ def analyse(
         configs[label] = summarise_config(label, pd.concat(per_run), run_info, gpus_for(gpus, label), scaling)
     summary = build_summary(configs, dict(slo) if slo else None)
     summary["lost_workers"] = lost_workers
+    summary["unaccounted"] = unaccounted
     write_outputs(summary, timelines, Path(out))
     return summary
 
@@ -113,8 +117,9 @@ def write_outputs(summary: dict, timelines: dict[str, list], out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     plots = write_plots(summary, timelines, out)
     blocks = build_report(summary, plots)
-    if summary["lost_workers"]:
-        blocks[2:2] = lost_worker_blocks(summary["lost_workers"])  # after the title and the overview
+    if summary["lost_workers"] or summary["unaccounted"]:  # after the title and the overview
+        blocks[2:2] = lost_worker_blocks(summary["lost_workers"], summary["unaccounted"])
+    blocks[2:2] = client_limit_blocks(summary["configs"])
     (out / REPORT_MD).write_text(to_markdown(blocks))
     (out / REPORT_HTML).write_text(to_html(blocks, TITLE))
     (out / SUMMARY_JSON).write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n")
@@ -123,14 +128,52 @@ def write_outputs(summary: dict, timelines: dict[str, list], out: Path) -> None:
 LOST_WORKERS_NOTE = (
     "These Locust workers stopped answering the master mid-run (run.json lost_workers). The requests they had in "
     "flight, and the rows they had not yet reported (a few seconds before their last heartbeat), are missing: the "
-    "levels around that time count fewer requests and tokens than the server served."
+    "levels around that time count fewer requests and tokens than the server served. The unaccounted count is the "
+    "server's own count of requests finished during the run (vllm:request_success_total) minus the rows, assuming "
+    "the run was the server's only client."
 )
 
 
-def lost_worker_blocks(lost_workers: list[dict]) -> list:
-    """The report's section on workers lost mid-run."""
-    items = [f"{lost['run']}: worker {lost['worker']}, last heartbeat {utc(lost['last_seen'])}" for lost in lost_workers]
-    return [Heading("Lost workers"), Paragraph(LOST_WORKERS_NOTE), Bullets(items)]
+CLIENT_LIMIT_NOTE = (
+    "At these levels a load generator (the master or a worker process) reached Locust's CPU warning limit: the "
+    "timings may include the client's own delay. The worker processes the level's output tokens/s needs are planned "
+    "as `python -m scenarios plan` does (CPU per streamed token from benchmarks/client.md, at most half a core each)."
+)
+
+
+def client_limit_blocks(configs: dict) -> list:
+    """The report's warning about levels where a load generator reached Locust's CPU limit, with the worker
+    processes that level needed; [] when none did."""
+    items = []
+    for label, config in configs.items():
+        for level in config["levels"]:
+            busiest = level.get("client_cpu_max_percent")
+            if busiest is not None and busiest >= CLIENT_CPU_LIMIT_PERCENT:
+                needed = worker_processes(level["output_tokens_per_s"])
+                items.append(f"{label}, {level['users']} users: a load generator at {busiest:.0f} % CPU; "
+                             f"{level['output_tokens_per_s']:,.0f} output tok/s need {needed} worker process"
+                             f"{'es' if needed > 1 else ''}")
+    return [Heading("Client CPU limit reached"), Paragraph(CLIENT_LIMIT_NOTE), Bullets(items)] if items else []
+
+
+def unaccounted_requests(run: Run) -> list[dict]:
+    """[{run, server_requests, rows, unaccounted_requests, lost_with}] when the server finished requests of this run
+    that have no row (run.json unaccounted_requests, from the server's own counter), else []."""
+    missing = run.meta.get("unaccounted_requests")
+    if not missing:
+        return []
+    return [{"run": str(run.path), "server_requests": run.meta["server_requests"], "rows": len(run.requests),
+             "unaccounted_requests": missing, "lost_with": [lost["worker"] for lost in run.meta["lost_workers"]]}]
+
+
+def lost_worker_blocks(lost_workers: list[dict], unaccounted: list[dict]) -> list:
+    """The report's section on workers lost mid-run and on requests the server served that have no row."""
+    items = [f"{lost['run']}: worker {lost['worker']}, last heartbeat {utc(lost['last_seen'])}, "
+             f"{lost.get('rows', '?')} rows received from it" for lost in lost_workers]
+    items += [f"{run['run']}: {run['unaccounted_requests']} requests unaccounted: the server finished "
+              f"{run['server_requests']}, requests.csv holds {run['rows']}; lost with worker(s) "
+              f"{', '.join(run['lost_with']) or '(none lost: rows missing)'}" for run in unaccounted]
+    return [Heading("Lost workers and unaccounted requests"), Paragraph(LOST_WORKERS_NOTE), Bullets(items)]
 
 
 def utc(timestamp: float | None) -> str:

@@ -127,6 +127,7 @@ class Recorder:
         self.quitting = False
         self.final = False  # a worker's report carries its last rows
         self.flushed: set[str] = set()  # workers whose last rows the master has
+        self.rows_by_worker: Counter = Counter()  # rows the master received from each worker
         self._runs = 0
         events = environment.events
         if isinstance(self.runner, WorkerRunner):
@@ -315,6 +316,7 @@ class Recorder:
         self.stopped = False
         self.totals.clear()
         self.level_results.clear()
+        self.rows_by_worker.clear()
         self.latencies_by_level.clear()
         self.meta = {key: None for key in schema.RUN_KEYS} | {
             "scenario": getattr(options, "scenario", "") or "",
@@ -342,6 +344,7 @@ class Recorder:
             self.itl[int(users)].update(histogram)
         self._write(delta["rows"])
         self.in_flight_reports[client_id] = (delta["time"], delta["in_flight"])
+        self.rows_by_worker[client_id] += len(delta["rows"])
         if delta.get("final"):
             self.flushed.add(client_id)
 
@@ -391,13 +394,35 @@ class Recorder:
                 last_seen = self.last_heartbeat.get(client.id)
                 log.warning("Worker %s lost (last heartbeat at %s): its unreported rows are missing", client.id,
                             time.strftime("%H:%M:%S", time.localtime(last_seen)) if last_seen else "never")
-                self.meta["lost_workers"].append({"worker": client.id, "last_seen": last_seen})
+                self.meta["lost_workers"].append({"worker": client.id, "last_seen": last_seen,
+                                                  "rows": self.rows_by_worker[client.id]})
                 self.folder.write_run(self.meta)
 
     @property
     def report_lag_s(self) -> float:
         """How late rows reach this process: a worker's come with its reports."""
         return REPORT_LAG_S if isinstance(self.runner, MasterRunner) else 0.0
+
+    def account_unreported(self, server_requests: int | None) -> None:
+        """Keep in run.json how many requests the server finished in this run and how many of them have no row
+        (``unaccounted_requests``: the lost workers' requests in flight and unreported rows). Counted from the
+        server's own counter, so it assumes the run is the server's only client; requests that never reached the
+        server (refused connections) make it a lower bound."""
+        if server_requests is None or not self.folder:
+            return
+        self.meta["server_requests"] = server_requests
+        rows = self.totals["requests"] + self.totals["aborted"]  # the server counts aborted streams as finished too
+        self.meta["unaccounted_requests"] = max(0, server_requests - rows)
+        self.folder.write_run(self.meta)
+
+    def _unaccounted_note(self) -> str:
+        """'; N more served by the server and lost with worker(s) ...' for the console's last line, or ''."""
+        unaccounted = self.meta.get("unaccounted_requests")
+        if not unaccounted:
+            return ""
+        if lost := ", ".join(lost["worker"] for lost in self.meta["lost_workers"]):
+            return f"; {unaccounted} more served by the server and lost with worker(s) {lost}"
+        return f"; {unaccounted} more served by the server (no worker lost: another client of the server?)"
 
     def output_tokens_per_s(self, window_s: float = LOG_INTERVAL_S) -> float:
         """Output tokens/s over the last ``window_s`` seconds that every worker has reported."""
@@ -411,6 +436,8 @@ class Recorder:
     def _on_test_stop(self, environment, **_kw) -> None:
         self.stopped = True
         if isinstance(self.runner, MasterRunner):
+            if self.folder:  # the last workers going missing stop the test in the same tick: name them too
+                self._note_lost_workers()
             self._collect_last_rows()
 
     def _collect_last_rows(self) -> None:
@@ -446,6 +473,6 @@ class Recorder:
         self.folder.close()
         self.last_folder = self.folder.path
         log.info("%s: %d requests, %d failed, %d with token counts off target; %d streams aborted when the run "
-                 "stopped (not failures)", self.folder.path, self.totals["requests"], self.totals["failures"],
-                 self.totals["mismatches"], self.totals["aborted"])
+                 "stopped (not failures)%s", self.folder.path, self.totals["requests"], self.totals["failures"],
+                 self.totals["mismatches"], self.totals["aborted"], self._unaccounted_note())
         self.folder = None

@@ -1,10 +1,12 @@
 """The server's own view and the load generators' health during a run: ``server_metrics.csv`` and ``client_health.csv``.
 
 The master (or the local runner) scrapes the target's Prometheus ``/metrics`` at test start (the baseline), every
-``--server-metrics-interval`` seconds and once more at test stop, and appends one row per scrape (columns and
-metric names in ``vllm_stress.schema``). Histograms are written as the observations since the previous scrape. A server
+``--server-metrics-interval`` seconds and at test stop until the server holds no request (at most
+SETTLE_TIMEOUT_S), and appends one row per scrape (columns and metric names in ``vllm_stress.schema``). Histograms are
+written as the observations since the previous scrape. A server
 without ``/metrics``, or with other metric names, gets one WARNING per problem; the run goes on and the file gets
-the columns the server has (or no rows).
+the columns the server has (or no rows). The last scrape's request count minus the run's rows is the run's
+``unaccounted_requests`` (``Recorder.account_unreported``).
 
 It also appends the CPU of every load-generating process to ``client_health.csv``: its own every
 ``CLIENT_HEALTH_INTERVAL_S``, each worker's with every worker report (the worker measures itself since its previous
@@ -33,6 +35,7 @@ from vllm_stress.metrics import histogram_quantile
 log = logging.getLogger(__name__)
 
 SCRAPE_TIMEOUT_S = 5.0
+SETTLE_TIMEOUT_S = 10.0  # at test stop, how long to wait for the server to finish (or abort) what it still holds
 CLIENT_HEALTH_INTERVAL_S = 5.0
 LAG_PROBE_S = 0.05  # how often each process checks how late its event loop runs
 CPU_REPORT_KEY = "vllm_stress_cpu"
@@ -213,6 +216,7 @@ class Telemetry:
         self.lag_meter = LoopLagMeter()
         self.own_name = "master" if hasattr(environment.runner, "clients") else "local"  # only a master has clients
         self.server_metrics: CsvAppender | None = None
+        self.baseline: dict = {}  # the first scrape's row by column
         self.client_health: CsvAppender | None = None
         self.greenlets: list[gevent.Greenlet] = []
         environment.events.test_start.add_listener(self._start)  # after the recorder's: the run folder is open
@@ -236,6 +240,7 @@ class Telemetry:
                                          verify=not options.insecure)
             self.server_metrics = CsvAppender(folder, schema.SERVER_METRICS_FILE, schema.SERVER_METRICS_COLUMNS)
             self._scrape()  # the baseline, before the first request
+            self.baseline = dict(self.scraper.latest)
             self.greenlets.append(gevent.spawn(self._repeat, options.server_metrics_interval, self._scrape))
 
     def _stop(self, environment, **_kw) -> None:
@@ -246,7 +251,8 @@ class Telemetry:
             self.client_health.close()
             self.client_health = None
         if self.server_metrics:
-            self._scrape()  # what the server finished since the last scrape
+            self._scrape_settled()  # what the server finished since the last scrape, aborts of the stop included
+            self.recorder.account_unreported(self._requests_served())
             self.server_metrics.close()
             self.server_metrics = None
 
@@ -259,6 +265,20 @@ class Telemetry:
     def _scrape(self) -> None:
         if row := self.scraper.scrape(self.recorder.level):
             self.server_metrics.write(row)
+
+    def _scrape_settled(self) -> None:
+        """Scrape until the server holds no request (at most SETTLE_TIMEOUT_S): the stop's aborts, and the requests
+        of a lost worker that the server still streams into the void, reach its counters a step or more later."""
+        deadline = time.monotonic() + SETTLE_TIMEOUT_S
+        self._scrape()
+        while time.monotonic() < deadline and (self.scraper.latest.get("running") or self.scraper.latest.get("waiting")):
+            gevent.sleep(0.2)
+            self._scrape()
+
+    def _requests_served(self) -> int | None:
+        """Requests the server finished during the run (every finish reason), or None when it has no such counter."""
+        first, last = self.baseline.get("request_success", ""), self.scraper.latest.get("request_success", "")
+        return None if first == "" or last == "" else int(last - first)
 
     def _record_cpu(self) -> None:
         self._write_cpu(self.own_name, self.cpu_meter.percent(), self.lag_meter.mean_ms())

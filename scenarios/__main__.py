@@ -1,6 +1,7 @@
 """python -m scenarios run --scenario NAME [--target URL] [--repeats N] [--out DIR] ...  |  python -m scenarios list
 |  python -m scenarios search --scenario NAME --slo ttft_p99=2000,... [--target URL] [--out DIR]
-|  python -m scenarios parallel --dataset FILE [--parallel 1,4,16] [--target URL] [--limit N] --out DIR"""
+|  python -m scenarios parallel --dataset FILE [--parallel 1,4,16] [--target URL] [--limit N] --out DIR
+|  python -m scenarios plan --users N --tokens-per-s-per-stream R [--cores-per-machine C] | plan --from-run DIR"""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import sys
 from pathlib import Path
 
 from analysis.load import AnalysisError
-from scenarios import parallel, search
+from scenarios import parallel, plan, search
 from scenarios.runner import (
     MAX_DEFAULT_WORKERS,
     SERVER_READY_TIMEOUT_S,
@@ -61,6 +62,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     slo.add_argument("--locust-arg", action="append", default=[], metavar="ARG", help="As for run")
     parallel.add_arguments(commands.add_parser("parallel", help="Run fixed question sets at parallelism 1, 4, 16 ... "
                                                "and report speedup, accuracy and changed answers"))
+    plan.add_arguments(commands.add_parser("plan", help="How many worker processes and machines a load needs (from "
+                                           "the client's CPU per token), or check that against a run"))
     return parser.parse_args(argv)
 
 
@@ -71,6 +74,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "list":
             for name in scenario_names():
                 print(f"{name}: {read_config(name)[1]}")
+            return 0
+        if args.command == "plan":
+            print(plan.run_from_args(args))
             return 0
         if args.command == "parallel":
             parallel.run_from_args(args)

@@ -70,3 +70,18 @@ def scrape(url: str) -> dict[str, float]:
 def server_completed(url: str) -> int:
     """Requests the server finished, whatever their finish reason (vLLM's request_success_total)."""
     return int(sum(v for k, v in scrape(url).items() if k.startswith("vllm:request_success_total{")))
+
+
+@pytest.fixture
+def network():
+    """A bridge in its own network namespace for hosts (``network.add_host(name)``); skips without namespaces.
+    Every process started in the hosts is stopped and every namespace deleted after the test, pass or fail."""
+    from tests.netns import Network, netns_unavailable
+
+    if reason := netns_unavailable():
+        pytest.skip(reason)
+    net = Network()
+    try:
+        yield net
+    finally:
+        net.close()

@@ -82,7 +82,9 @@ RUN_KEYS = [
     "ended",  # unix seconds, or null while running
     "complete",  # false when the run was interrupted (Ctrl-C, SIGTERM, lost master): analyse as partial
     "workers",  # worker ids seen during the run
-    "lost_workers",  # [{"worker", "last_seen"}] for workers that went missing mid-run
+    "lost_workers",  # [{"worker", "last_seen", "rows"}] for workers that went missing mid-run (rows received)
+    "server_requests",  # requests the server finished during the run (its request_success_total), or null
+    "unaccounted_requests",  # of those, how many have no row: lost with a worker (a lower bound), or null
 ]
 
 
@@ -139,6 +141,9 @@ CLIENT_CPU_LIMIT_PERCENT = 90  # locust.runners.CPU_WARNING_THRESHOLD
 # A load generator whose event loop runs its timers this late on average takes every timestamp about as late: its
 # latencies are not to be trusted (it waits for a core that something else holds, whatever its own CPU figure).
 CLIENT_LOOP_LAG_LIMIT_MS = 20.0
+# CPU a worker process spends per streamed token (one SSE event each), measured at 1,000 streams: the median of
+# benchmarks/client.md's runs. Worker sizing (scenarios/plan.py) is made from it.
+CLIENT_CPU_US_PER_TOKEN = 24.4
 
 
 def latency_bucket_ms(seconds: float) -> float:

@@ -50,6 +50,13 @@ def _add_options(parser, **_kw) -> None:
                         help="Arguments of the embedded simulator when the scenario runs without --target")
 
 
+def level_bound_s(options, hold_s: float | None) -> float:
+    """The longest a level can take: its ramp (reached or not), warm-up and hold at their bounds, and cooldown."""
+    warmup = max(options.warmup, options.max_step_time)  # the warm-up also waits for one request lifetime
+    return min(options.ramp_time, REACH_TIMEOUT_S) + warmup + (options.max_step_time if hold_s is None else hold_s) \
+        + options.cooldown
+
+
 class StepRampShape(LoadTestShape):
     """Ramp, warm up and hold each level of ``--levels`` in turn; stop after the last one."""
 
@@ -89,7 +96,9 @@ class StepRampShape(LoadTestShape):
                 previous = levels[self.index - 1] if self.index and not options.cooldown else 0
                 self.current = (target, max(abs(target - previous) / max(options.ramp_time, 0.001), 1.0))
                 recorder.level_started(target)
-                self.announce(recorder, name, f"ramping up over {options.ramp_time:g} s")
+                left = (len(levels) - self.index) * level_bound_s(options, hold_s)
+                self.announce(recorder, name, f"ramping up over {options.ramp_time:g} s (the ramp ends within "
+                                              f"{left / 60:.0f} min)")
             elif self.get_current_user_count() >= target or elapsed > REACH_TIMEOUT_S:
                 if elapsed > REACH_TIMEOUT_S:
                     log.warning("Level %d users not reached in %.0f s (%d running): holding anyway",

@@ -51,7 +51,7 @@ def _add_options(parser, **_kw) -> None:
 
 
 def level_bound_s(options, hold_s: float | None) -> float:
-    """The longest a level can take: its ramp (reached or not), warm-up and hold at their bounds, and cooldown."""
+    """The longest a level takes once its users are running: its ramp, warm-up and hold at their bounds, cooldown."""
     warmup = max(options.warmup, options.max_step_time)  # the warm-up also waits for one request lifetime
     return min(options.ramp_time, REACH_TIMEOUT_S) + warmup + (options.max_step_time if hold_s is None else hold_s) \
         + options.cooldown

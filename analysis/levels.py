@@ -40,7 +40,7 @@ import pandas as pd
 
 from analysis.load import AnalysisError, Run
 from vllm_stress import steady
-from vllm_stress.metrics import bucket_percentile, streamed_tokens
+from vllm_stress.metrics import bucket_percentile, percentile, streamed_tokens
 from vllm_stress.metrics import mean_in_flight as in_flight_mean
 from vllm_stress.schema import ABORTED, LEVELS_FILE, REQUESTS_FILE
 
@@ -333,12 +333,15 @@ def mean_in_flight(rows: pd.DataFrame, windows: pd.DataFrame) -> pd.Series:
 
 
 def latency_percentiles(measured: pd.DataFrame) -> pd.DataFrame:
-    """ttft/tpot/e2e (and the open loop's schedule lag) p50/p90/p99 per level, linear interpolation (numpy's
-    default, as ``vllm bench serve``)."""
+    """ttft/tpot/e2e (and the open loop's schedule lag) p50/p90/p99 per level (vllm_stress.metrics.percentile:
+    linear interpolation, as ``vllm bench serve``)."""
     columns = [*LATENCY_METRICS.values(), "schedule_lag_s"]
-    quantiles = measured.groupby("users")[columns].quantile([p / 100 for p in PERCENTILES]).unstack()
-    quantiles.columns = [percentile_field(name, q) for name, q in quantiles.columns]
-    return quantiles.reindex(columns=[percentile_field(c, p / 100) for c in columns for p in PERCENTILES])
+    fields = [percentile_field(c, p / 100) for c in columns for p in PERCENTILES]
+    result = {
+        users: [percentile(level[column].to_numpy(float), p) for column in columns for p in PERCENTILES]
+        for users, level in measured.groupby("users")
+    }
+    return pd.DataFrame.from_dict(result, orient="index", columns=fields).reindex(columns=fields)
 
 
 def percentile_field(column: str, quantile: float) -> str:

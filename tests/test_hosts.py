@@ -16,7 +16,7 @@ from tests.netns import netns_unavailable, readme_commands, substitute
 from tests.test_faults import analyse
 
 WORKER_HOSTS = ("worker1", "worker2")
-PROCESSES_PER_HOST = os.cpu_count()  # the README's workers run --processes -1
+PROCESSES_PER_HOST = os.cpu_count()  # the README worker command's --processes, set to this machine's cores
 RAMP = ["--step-time", "6", "--warmup", "1", "--ramp-time", "1", "--expect-workers-max-wait", "60"]
 
 
@@ -37,7 +37,8 @@ class Cluster:
         master_args, worker_args = readme_commands()
         out = out or self.out
         options = {"--config": "scenarios/configs/smoke.conf", "-H": url or self.url, "--results-dir": str(out),
-                   "--csv": str(out / "locust"), "--expect-workers": str(len(WORKER_HOSTS) * PROCESSES_PER_HOST)}
+                   "--csv": str(out / "locust"), "--expect-workers": str(len(WORKER_HOSTS) * PROCESSES_PER_HOST),
+                   "--master-bind-host": self.master_host.address}
         locust = [sys.executable, "-m", "locust"]
         master = self.master_host.start(locust + substitute(master_args, options, {}) + ["--levels", levels, *RAMP, *extra])
         master.wait_for(r"Waiting for workers to be ready", 60)  # it listens
@@ -46,7 +47,8 @@ class Cluster:
 
     def start_worker(self, host):
         _, worker_args = readme_commands()
-        return host.start([sys.executable, "-m", "locust", *substitute(worker_args, {}, {"MASTER": self.master_host.address})])
+        options = {"--master-host": self.master_host.address, "--processes": str(PROCESSES_PER_HOST)}
+        return host.start([sys.executable, "-m", "locust", *substitute(worker_args, options, {})])
 
     def server_completed(self) -> int:
         return int(self.server.python(f"from tests.conftest import server_completed; print(server_completed({self.url!r}))"))

@@ -40,7 +40,8 @@ def test_check_run_reads_tokens_and_worker_cpu_per_level(tmp_path):
     requests.append({**row, "users": 10, "end_time": 120, "chunks": 10**6})  # after the hold: not counted
     write_csv(tmp_path / schema.REQUESTS_FILE, schema.REQUEST_COLUMNS, [list(r.values()) for r in requests])
     write_csv(tmp_path / schema.CLIENT_HEALTH_FILE, schema.CLIENT_HEALTH_COLUMNS,
-              [[105, 10, "w1", 3.0], [108, 10, "w1", 5.0], [108, 10, "w2", 1.0], [108, 10, "master", 50.0]])
+              [[105, 10, "w1", 3.0, 1.0], [108, 10, "w1", 5.0, 1.0], [108, 10, "w2", 1.0, 1.0],
+               [108, 10, "master", 50.0, 1.0]])
     lines = check_run(tmp_path).splitlines()
     assert lines[1] == "10 | 2,000 | 2 | 5 %, 4 % | 25.0 | 1"  # (4 + 1) % of a core over 2,000 tok/s = 25 us
 
@@ -51,7 +52,7 @@ def test_report_says_how_many_workers_a_client_bound_level_needed(tmp_path):
                       for users, _, hold, end in levels])
     folder = write_run(tmp_path / "run", rows, levels)
     (_, _, _, end_10), (_, _, hold_100, end_100) = levels
-    health = [(end_10 - 5, 10, "w1", 40.0), (hold_100, 100, "w1", 40.0), (end_100 - 5, 100, "w1", 97.0)]
+    health = [(end_10 - 5, 10, "w1", 40.0, 1.0), (hold_100, 100, "w1", 40.0, 1.0), (end_100 - 5, 100, "w1", 97.0, 1.0)]
     pd.DataFrame(health, columns=schema.CLIENT_HEALTH_COLUMNS).to_csv(folder / schema.CLIENT_HEALTH_FILE,
                                                                        index=False)
     summary = analyse(folder, tmp_path / "report")

@@ -21,11 +21,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis import stats
-from analysis.levels import level_stats, level_windows
-from analysis.load import AnalysisError, load_run
+from analysis import stats, store, vllm_json
+from analysis.load import AnalysisError
 from analysis.plots import plot_against_users
 from analysis.render import Bullets, Heading, Image, Paragraph, Table, to_html, to_markdown
+from analysis.report import run_levels
 from analysis.summary import to_json_types
 from vllm_stress.steady import RATE_TOLERANCE
 
@@ -113,19 +113,8 @@ def parse_fail_on(text: str | None) -> list[Limit]:
     return limits
 
 
-def run_levels(path: str | Path) -> pd.DataFrame:
-    """One row per level of one run folder: its verdict columns and the METRICS fields."""
-    run = load_run(path)
-    windows, _ = level_windows(run)
-    if windows.empty:
-        raise AnalysisError(f"{run.path}: no level reached a steady-state window")
-    return level_stats(run, windows)
-
-
 def load_side(sources: list[str], db: str | None) -> pd.DataFrame:
     """The per-run level rows of a side's sources (column ``run`` numbers the runs, repeats of one config)."""
-    from analysis import store, vllm_json
-
     frames = []
     for source in sources:
         if source.startswith(STORE_PREFIX):
@@ -327,12 +316,10 @@ def sides_of(args: argparse.Namespace) -> tuple[list[str], list[str]]:
 
 
 def main(argv: list[str]) -> int:
-    from analysis.store import default_db
-
     args = parse_args(argv)
     try:
         baseline, candidate = sides_of(args)
-        result = compare(baseline, candidate, parse_fail_on(args.fail_on), args.db or default_db())
+        result = compare(baseline, candidate, parse_fail_on(args.fail_on), args.db or store.default_db())
         if args.out:
             write_report(result, Path(args.out))
     except AnalysisError as error:

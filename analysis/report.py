@@ -73,6 +73,15 @@ def analyse(
     return summary
 
 
+def run_levels(path: str | Path) -> pd.DataFrame:
+    """One row per level of one run folder (``level_stats``), for tools that compare or export single runs."""
+    run = load_run(path)
+    windows, _ = level_windows(run)
+    if windows.empty:
+        raise AnalysisError(f"{run.path}: no level reached a steady-state window")
+    return level_stats(run, windows)
+
+
 def group_runs(dirs: Sequence[str | Path], labels: str | Mapping[str, str] | None) -> dict[str, list[Run]]:
     """Load every dir and group the runs by label, in the order the labels first appear."""
     by_path = {} if labels is None or isinstance(labels, str) else {Path(d).resolve(): n for d, n in labels.items()}

@@ -31,6 +31,7 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.load import AnalysisError
+from analysis.report import run_levels
 from analysis.summary import to_json_types
 
 LATENCIES = {"ttft": "ttft", "tpot": "tpot", "itl": "itl", "e2el": "e2e"}  # vLLM metric -> our field stem
@@ -72,6 +73,8 @@ def level_row(path: Path, result: dict) -> dict:
     if "request_throughput" not in result:
         raise AnalysisError(f"{path}: not a vllm bench serve result (no request_throughput)")
     users = result.get("max_concurrency")
+    if isinstance(users, str) and users.isdigit():
+        users = int(users)  # a sweep's override may be text
     if not isinstance(users, int) or users < 1:
         raise AnalysisError(f"{path}: max_concurrency is {users!r}: only closed-loop results (vllm bench serve "
                             "--max-concurrency N) have a level to compare")
@@ -114,8 +117,8 @@ def level_result(level: dict, model: str | None, label: str) -> dict:
         "duration": window,
         "completed": round(level["requests_per_s"] * window),
         "failed": level["failures"],
-        "total_input_tokens": round((level["total_tokens_per_s"] - output) * window) if output == output else None,
-        "total_output_tokens": round(output * window) if output == output else None,
+        "total_input_tokens": round((level["total_tokens_per_s"] - output) * window) if pd.notna(output) else None,
+        "total_output_tokens": round(output * window) if pd.notna(output) else None,
         "request_goodput": level.get("goodput_requests_per_s"),
         **{key: level[field] for key, field in RATES.items()},
         "steady": level["steady"],
@@ -123,7 +126,7 @@ def level_result(level: dict, model: str | None, label: str) -> dict:
     }
     for metric, stem in LATENCIES.items():
         values = {q: level.get(f"{stem}_p{q}_s") for q in PERCENTILES}
-        if all(value is None or value != value for value in values.values()):
+        if all(pd.isna(value) for value in values.values()):
             continue
         result[f"median_{metric}_ms"] = values[50] * 1000
         result |= {f"p{q}_{metric}_ms": value * 1000 for q, value in values.items()}
@@ -132,17 +135,15 @@ def level_result(level: dict, model: str | None, label: str) -> dict:
 
 def export(summary: dict, out: str | Path) -> list[Path]:
     """Every level of every run of the summary's configs into ``out`` (see the module docstring)."""
-    from analysis.compare import run_levels
-
     written = []
     for label, config in summary["configs"].items():
         by_level: dict[int, list[dict]] = {}
-        for number_, run_dir in enumerate(config["run_dirs"]):
+        for index, run_dir in enumerate(config["run_dirs"]):
             for level in run_levels(run_dir).to_dict("records"):
-                result = level_result(level, config["model"], label) | {"run_number": number_}
+                result = level_result(level, config["model"], label) | {"run_number": index}
                 folder = Path(out) / slug(label) / f"max_concurrency={level['users']}"
                 folder.mkdir(parents=True, exist_ok=True)
-                written.append(folder / f"run={number_}.json")
+                written.append(folder / f"run={index}.json")
                 written[-1].write_text(json.dumps(result, indent=4, allow_nan=False) + "\n")
                 by_level.setdefault(level["users"], []).append(result)
         for users, results in by_level.items():

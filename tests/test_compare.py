@@ -3,11 +3,13 @@ results store. The synthetic runs have exact answers (analysis.synthetic); the l
 
 import json
 import math
+from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from analysis import compare, store, vllm_json
+from analysis.synthetic import closed_loop_rows, step_levels, write_run
 from tests.test_analysis_cli import run_cli, small_run
 
 fast = pytest.mark.fast
@@ -114,6 +116,31 @@ def test_reads_a_vllm_bench_serve_result(tmp_path, capsys):
     report = (tmp_path / "cmp" / "compare.md").read_text()
     assert "## 10 users (ungated)" in report and "vllm bench serve result" in report
     assert "Levels on one side only (not compared): baseline [5]" in report
+
+
+# Written by vllm bench serve (vllm/benchmarks/serve.py, run from .cache/real-vllm's vLLM) against the simulator
+# (--max-num-seqs 8): --backend openai-chat --dataset-name random --random-input-len 128 --random-output-len 32
+# --num-prompts 400 --max-concurrency 8 --ignore-eos --percentile-metrics ttft,tpot,itl,e2el --metric-percentiles 50,99
+# --save-result; its two per-request lists (latencies, queue_times) left out and tokenizer_id made relative.
+VLLM_FILE = Path(__file__).parent / "fixtures" / "vllm-bench-serve-c8.json"
+
+
+@fast
+def test_reads_what_vllm_bench_serve_wrote(tmp_path, capsys):
+    (level,) = vllm_json.read_results(VLLM_FILE)
+    row = level.iloc[0]
+    assert row["users"] == 8 and row["requests"] == 400 and row["failures"] == 0
+    assert row["output_tokens_per_s"] == pytest.approx(2703.64, abs=0.01)  # vLLM printed 2703.64
+    assert row["total_tokens_per_s"] == pytest.approx(7405.24, abs=0.01)
+    assert row["ttft_p50_s"] == pytest.approx(0.01654, abs=1e-5) and row["e2e_p99_s"] == pytest.approx(0.10607, abs=1e-5)
+    assert row["itl_p99_s"] == pytest.approx(0.00922, abs=1e-5)
+    base = write_run(tmp_path / "base", closed_loop_rows(8, 0.0, 60.0, 0.1, completion_tokens=32, prompt_tokens=128),
+                     step_levels([8], hold_s=50.0, t0=0.0))
+    code, out, _ = run_cli(capsys, "compare", base, VLLM_FILE, "--out", tmp_path / "cmp")
+    document = json.loads((tmp_path / "cmp" / "compare.json").read_text())
+    assert code == 0 and document["ungated"] == {"8": "candidate not steady (" + vllm_json.NO_VERDICT + ")"}
+    e2e = next(d for d in document["differences"] if d["metric"] == "e2e_p50")
+    assert e2e["baseline"] == pytest.approx(0.1) and e2e["candidate"] == pytest.approx(0.09357, abs=1e-5)
 
 
 @fast

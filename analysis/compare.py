@@ -139,10 +139,11 @@ def aggregate(per_run: pd.DataFrame) -> pd.DataFrame:
 
 
 def welch(base: pd.Series, cand: pd.Series, field: str) -> tuple[float | None, bool, str]:
-    """(CI half-width of the difference, significant, the test used) for one metric at one level."""
+    """(CI half-width of the difference, significant, the test used) for one metric at one level; the minimum effect
+    also where a side's runs give no spread (a metric only one of its runs has)."""
     n1, n2 = int(base["runs"]), int(cand["runs"])
     change = cand[field] - base[field]
-    if n1 < 2 or n2 < 2:
+    if n1 < 2 or n2 < 2 or pd.isna(base[f"{field}_std"]) or pd.isna(cand[f"{field}_std"]):
         relative = abs(change / base[field]) if base[field] else math.inf
         return None, bool(relative >= SINGLE_RUN_MIN_EFFECT), f"minimum effect {SINGLE_RUN_MIN_EFFECT:.0%}"
     v1, v2 = base[f"{field}_std"] ** 2 / n1, cand[f"{field}_std"] ** 2 / n2
@@ -309,7 +310,10 @@ def sides_of(args: argparse.Namespace) -> tuple[list[str], list[str]]:
     if args.sides:
         if len(args.sides) != 2:
             raise AnalysisError(f"expected BASELINE CANDIDATE, got {len(args.sides)} argument(s)")
-        return [[s for s in side.split(",") if s] for side in args.sides]
+        sides = [[s for s in side.split(",") if s] for side in args.sides]
+        if not all(sides):
+            raise AnalysisError("a side names no source")
+        return sides
     if not args.baseline or not args.candidate:
         raise AnalysisError("give BASELINE CANDIDATE (or --baseline ... --candidate ...)")
     return args.baseline, args.candidate

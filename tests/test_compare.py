@@ -200,6 +200,8 @@ def test_the_store_records_lists_and_compares(tmp_path, capsys, monkeypatch):
 @pytest.mark.parametrize(("args", "message"), [
     (["compare", "missing-a", "missing-b"], "missing-a: not a folder"),
     (["compare", "only-one"], "expected BASELINE CANDIDATE"),
+    (["compare", "a", ","], "a side names no source"),
+    (["compare", "a", "b", "--baseline", "c"], "not both"),
     (["compare", "a", "b", "--fail-on", "tok<5"], "--fail-on"),
     (["compare", "db:1", "db:2"], "no results store given"),
     (["history", "--db", "nowhere.db"], "no results store at nowhere.db"),

@@ -2,9 +2,10 @@
 change is outside the noise, and a regression gate for CI (``--fail-on``).
 
 A side is one or more sources, all repeats of one configuration: run folders, ``vllm bench serve --save-result``
-JSON files (``analysis.vllm_json``; the level is their ``max_concurrency``) or runs of the results store
-(``db:ID``, ``analysis.store``). The level figures are those of the analysis (``analysis.levels.level_stats``); a
-level's repeats are aggregated as in the report (``analysis.stats.aggregate_repeats``).
+JSON files or folders of them (``analysis.vllm_json``; the level is their ``max_concurrency``) or runs of the
+results store (``db:ID``, ``analysis.store``). The level figures are those of the analysis
+(``analysis.levels.level_stats``); a level's repeats are aggregated as in the report
+(``analysis.stats.aggregate_repeats``).
 
 How a difference is judged: ``METHOD`` (the report prints it).
 """
@@ -121,6 +122,8 @@ def load_side(sources: list[str], db: str | None) -> pd.DataFrame:
             found = [store.run_levels(db, source.removeprefix(STORE_PREFIX))]
         elif Path(source).is_file():
             found = vllm_json.read_results(source)
+        elif vllm_json.result_files(source):
+            found = [level for path in vllm_json.result_files(source) for level in vllm_json.read_results(path)]
         else:
             found = [run_levels(source)]
         frames += [frame.assign(run=len(frames) + index) for index, frame in enumerate(found)]
@@ -278,7 +281,8 @@ def write_report(result: dict, out: Path) -> None:
 
 
 EPILOG = """\
-sources: a run folder, a vllm bench serve --save-result JSON file, or db:ID (a run of the results store)
+sources: a run folder, a vllm bench serve --save-result JSON file (or a vllm bench sweep folder of them), or db:ID
+  (a run of the results store)
 examples:
   python -m analysis compare results/a/run-1 results/b/run-1
   python -m analysis compare --baseline results/a/run-* --candidate results/b/run-* --fail-on 'output_tok_s<-5%'

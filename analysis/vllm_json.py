@@ -11,7 +11,7 @@ The keys are those vLLM's ``vllm/benchmarks/serve.py`` writes: the traffic (``ma
 Reading: a result is one run at one level, the level being its ``max_concurrency`` (a closed loop; a result without
 one cannot be set beside a level). Its figures span the whole benchmark, ramp-up and drain included, and vLLM gives
 no steady-state verdict, so its levels never gate a comparison — unless the file carries our own ``steady`` key (an
-export of ours).
+export of ours). A folder that is not a run folder stands for its result files (``result_files``).
 
 Export: one file per run and level, ``DIR/<config>/max_concurrency=<users>/run=<i>.json``, and for each level a
 ``summary.json`` list of its runs (with ``run_number``), the layout ``vllm bench sweep`` writes and its ``plot``
@@ -33,6 +33,7 @@ import pandas as pd
 from analysis.load import AnalysisError
 from analysis.report import run_levels
 from analysis.summary import to_json_types
+from locustfiles.records import REQUESTS_FILE
 
 LATENCIES = {"ttft": "ttft", "tpot": "tpot", "itl": "itl", "e2el": "e2e"}  # vLLM metric -> our field stem
 PERCENTILES = (50, 90, 99)
@@ -51,6 +52,15 @@ def read_results(path: str | Path) -> list[pd.DataFrame]:
     except (OSError, UnicodeDecodeError) as exc:
         raise AnalysisError(f"{path}: not readable ({exc.__class__.__name__})") from None
     return [pd.DataFrame([level_row(path, result)]) for result in parse_results(path, text)]
+
+
+def result_files(folder: str | Path) -> list[Path]:
+    """The result files of a folder that is not a run folder (no requests.csv): the ``summary.json`` lists of a
+    ``vllm bench sweep`` experiment (or of our export), else every ``*.json`` under it; [] for a run folder."""
+    folder = Path(folder)
+    if not folder.is_dir() or (folder / REQUESTS_FILE).exists():
+        return []
+    return sorted(folder.rglob("summary.json")) or sorted(folder.rglob("*.json"))
 
 
 def parse_results(path: Path, text: str) -> list[dict]:

@@ -1,4 +1,6 @@
-"""``python -m analysis``: the command line of ``analysis.report.analyse``."""
+"""``python -m analysis``: the command line of ``analysis.report.analyse``; ``python -m analysis compare ...`` and
+``python -m analysis history ...`` are ``analysis.compare`` and ``analysis.store`` (a run folder named ``compare`` or
+``history`` is then given as ``./compare``)."""
 
 from __future__ import annotations
 
@@ -6,6 +8,7 @@ import argparse
 import re
 import sys
 
+from analysis import compare, store, vllm_json
 from analysis.load import AnalysisError
 from analysis.report import ANY_LABEL, analyse
 
@@ -23,6 +26,8 @@ examples:
   python -m analysis runs/q1 runs/q2 runs/q3 --label qwen --out report/ --slo ttft=2s,tpot=50ms
   python -m analysis --label qwen=runs/q1,runs/q2 --label kimi=runs/k1 --gpus 8 --gpus kimi=4 \\
       --scaling 10:200 --out compare/
+  python -m analysis compare BASELINE CANDIDATE [--fail-on 'output_tok_s<-5%'] [--out DIR]   (see compare --help)
+  python -m analysis history [--db PATH]                                                      (the results store)
 """
 DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ms|s)?\s*$")
 
@@ -61,6 +66,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         metavar="LOW:HIGH",
         help="levels of the scaling factor, e.g. 10:200 (default: smallest and largest level)",
     )
+    parser.add_argument("--db", metavar="PATH", help="append the runs to this results store (SQLite; default: "
+                        f"${store.DB_ENV}, none when unset)")
+    parser.add_argument("--export-vllm", metavar="DIR", help="also write each level of each run as a vllm bench "
+                        "serve --save-result JSON into DIR")
     return parser.parse_args(argv)
 
 
@@ -116,6 +125,11 @@ def parse_scaling(text: str | None) -> tuple[int, int] | None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["compare"]:
+        return compare.main(argv[1:])
+    if argv[:1] == ["history"]:
+        return store.main(argv[1:])
     args = parse_args(argv)
     try:
         dirs, labels = parse_labels(args.label, args.dirs)
@@ -126,12 +140,17 @@ def main(argv: list[str] | None = None) -> int:
             gpus=parse_gpus(args.gpus),
             slo=parse_slo(args.slo),
             scaling=parse_scaling(args.scaling),
+            db=args.db,
         )
+        if args.export_vllm:
+            vllm_json.export(summary, args.export_vllm)
     except AnalysisError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     runs = summary["runs"]
     print(f"wrote {args.out}/report.md, report.html, summary.json ({runs} run{'s' if runs > 1 else ''})")
+    if summary.get("store_ids"):
+        print(f"recorded in the results store as {', '.join(f'db:{i}' for i in summary['store_ids'])}")
     return 0
 
 

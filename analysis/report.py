@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from analysis import store
 from analysis.document import TITLE, build_report
 from analysis.levels import LATENCY_METRICS, classify, error_counts, level_stats, level_windows, timeline
 from analysis.load import AnalysisError, Run, load_run
@@ -35,20 +36,22 @@ def analyse(
     gpus: int | Mapping[str, int] | None = None,
     slo: Mapping[str, float] | None = None,
     scaling: tuple[int, int] | None = None,
+    db: str | Path | None = None,
 ) -> dict:
     """Analyse run folders and write the report into ``out``; returns the summary (the summary.json content).
 
     ``labels``: one label for every dir, or {dir: label}; dirs without one are labelled from run.json (model and
     scenario) or by folder name. Dirs sharing a label are repeats of one config. ``gpus``: GPU count for every
     config, or {label: count} ("*" for the rest). ``slo``: limits in seconds for "ttft", "tpot", "e2e" (goodput). ``scaling``: the two
-    levels of the scaling factor (default: smallest and largest). Raises AnalysisError on bad input.
+    levels of the scaling factor (default: smallest and largest). ``db``: a results store (``analysis.store``; default
+    $VLLM_STRESS_DB) to append the runs to, their ids in the returned ``store_ids``. Raises AnalysisError on bad input.
     """
     if not dirs:
         raise AnalysisError("no run folder given")
     unknown = sorted(set(slo or {}) - set(LATENCY_METRICS))
     if unknown:
         raise AnalysisError(f"--slo: unknown metric(s) {', '.join(unknown)} (use {', '.join(LATENCY_METRICS)})")
-    configs, timelines, lost_workers, unaccounted = {}, {}, [], []
+    configs, timelines, lost_workers, unaccounted, analysed = {}, {}, [], [], []
     for label, runs in group_runs(dirs, labels).items():
         per_run, run_info = [], []
         for index, run in enumerate(runs):
@@ -59,6 +62,7 @@ def analyse(
                 raise AnalysisError(f"{run.path}: no level reached a steady-state window")
             stats = level_stats(run, windows, dict(slo or {}))
             per_run.append(stats.assign(run=index))
+            analysed.append((label, run, stats))
             run_info.append(describe_run(run, partial))
             windows = windows.assign(steady=stats["steady"].to_numpy())
             timelines.setdefault(label, []).append((str(run.path), timeline(run.requests), windows))
@@ -67,7 +71,19 @@ def analyse(
     summary["lost_workers"] = lost_workers
     summary["unaccounted"] = unaccounted
     write_outputs(summary, timelines, Path(out))
+    db = db or store.default_db()
+    if db:
+        summary["store_ids"] = store.record(db, summary, analysed)
     return summary
+
+
+def run_levels(path: str | Path) -> pd.DataFrame:
+    """One row per level of one run folder (``level_stats``), for tools that compare or export single runs."""
+    run = load_run(path)
+    windows, _ = level_windows(run)
+    if windows.empty:
+        raise AnalysisError(f"{run.path}: no level reached a steady-state window")
+    return level_stats(run, windows)
 
 
 def group_runs(dirs: Sequence[str | Path], labels: str | Mapping[str, str] | None) -> dict[str, list[Run]]:

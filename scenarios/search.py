@@ -24,8 +24,9 @@ import shlex
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from analysis.levels import PERCENTILES, level_stats, level_windows
-from analysis.load import AnalysisError, load_run
+from analysis.levels import PERCENTILES
+from analysis.load import AnalysisError
+from analysis.report import run_levels
 from scenarios.runner import (
     ScenarioError,
     api_headers,
@@ -97,9 +98,7 @@ def parse_slos(text: str) -> list[Slo]:
 def judge(run_dir: Path, users: int, slos: list[Slo]) -> Probe:
     """Analyse one probe's run folder against the SLOs."""
     try:
-        run = load_run(run_dir)
-        windows, _ = level_windows(run)
-        stats = level_stats(run, windows).set_index("users")
+        stats = run_levels(run_dir).set_index("users")
     except AnalysisError as error:
         return Probe(users, False, False, f"not measurable: {error}")
     if users not in stats.index:

@@ -30,7 +30,7 @@ from locust.runners import MasterRunner, WorkerRunner
 
 from locustfiles import options as opts
 from locustfiles import webui
-from locustfiles.exchange import Exchange, StreamError, error_event, response_error
+from locustfiles.exchange import REQUEST_ID_HEADER, Exchange, StreamError, error_event, response_error
 from locustfiles.pacing import arrivals_for
 from locustfiles.prompts import Tokenizer, build_workload, load_dataset
 from locustfiles.recorder import Recorder
@@ -340,7 +340,8 @@ class LLMUser(FastHttpUser):
         run_request(self, self.send)
 
     def send(self, spec, exchange: Exchange) -> None:
-        with self.client.post(self.path, json=self.body(spec), headers=self.target.headers, stream=self.stream,
+        headers = self.target.headers | {REQUEST_ID_HEADER: exchange.request_id}
+        with self.client.post(self.path, json=self.body(spec), headers=headers, stream=self.stream,
                               catch_response=True, name=self.request_name) as resp:
             exchange.status = resp.status_code
             remaining = max(self.timeout - (time.perf_counter() - exchange.start), 0.001)

@@ -6,10 +6,22 @@ Pure Python with no Locust import, so it is unit-tested directly. The metric def
 
 from __future__ import annotations
 
+import itertools
 import json
+import os
+import secrets
 import time
 
 from locustfiles import records
+
+REQUEST_ID_HEADER = "X-Request-Id"  # vLLM takes it as the request id (and echoes it with --enable-request-id-headers)
+_ID_PREFIX = secrets.token_hex(4)  # tells load-generator hosts apart; forked workers differ by their pid
+_ids = itertools.count()
+
+
+def new_request_id() -> str:
+    """A request id unique across the run's processes, sent as ``X-Request-Id`` (vLLM adopts it as its own)."""
+    return f"{_ID_PREFIX}-{os.getpid()}-{next(_ids)}"
 
 
 class StreamError(Exception):
@@ -25,7 +37,7 @@ class Exchange:
 
     __slots__ = ("name", "users", "target_prompt_tokens", "max_tokens", "check_output", "start_wall", "start",
                  "first", "last", "end", "chunks", "gaps", "prompt_tokens", "completion_tokens", "finish_reason",
-                 "status", "error")
+                 "status", "error", "request_id")
 
     def __init__(self, name: str, users: int, target_prompt_tokens: int | None, max_tokens: int,
                  check_output: bool) -> None:
@@ -46,6 +58,7 @@ class Exchange:
         self.finish_reason = ""
         self.status = 0
         self.error = ""
+        self.request_id = new_request_id()
 
     def output(self, now: float) -> None:
         """An output-bearing chunk arrived at ``now`` (perf_counter seconds)."""
@@ -99,6 +112,7 @@ class Exchange:
             round(e2e, 6), self.chunks, _opt(self.prompt_tokens), _opt(self.completion_tokens),
             _opt(self.target_prompt_tokens), self.max_tokens, int(ok and self.count_mismatch()), int(ok),
             self.error, self.status, self.finish_reason, self.users, worker, self.name,
+            self.request_id,
         ]
 
 

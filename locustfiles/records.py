@@ -48,6 +48,7 @@ REQUEST_COLUMNS = [
     "users",  # target user count (the level) when the request started
     "worker",  # worker id (host_pid) that ran the request, "local" without workers
     "name",  # the request's name: chat, completions, generate, sdk-chat ...
+    "request_id",  # the X-Request-Id header the request carried (vLLM's request id; the simulator's --request-log key)
 ]
 
 # levels.csv: one row per concurrency level of a step ramp, written by the load shape on the master.

@@ -10,9 +10,13 @@ first and last output token were handed to the socket, and how many writes carri
 
 * TTFT error = client ``ttft_s`` - (server ``first`` - ``arrival``): connecting, sending the request, the kernel's
   delivery and the client's own delay in reading and timestamping the chunk;
+* first-token receive error = the client's first-token time as unix time (``start_time`` + ``ttft_s``) - server
+  ``first``: the same host's clock on both sides, so this is the delivery plus the client's lag in stamping it, without
+  the send side (the server's ``arrival`` is taken in user space, after its own event loop got round to the request);
 * ITL error = client mean gap ((``e2e_s`` - ``ttft_s``) / (chunks - 1)) - server ((``last`` - ``first``) / (writes - 1)).
 
-Prints the p50 / p99 of both and of their absolute values, and the load average before and after.
+Requests that started in the first ``--skip`` seconds (the ramp, when every user also opens its connection) are left
+out. Prints the p50 / p99 of both and of their absolute values, and the load average before and after.
 """
 
 from __future__ import annotations
@@ -37,19 +41,24 @@ def quantile(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=1000, method="inclusive")[round(q * 1000) - 1]
 
 
-def errors(rows: list[dict], records: dict[str, dict]) -> tuple[list[float], list[float]]:
-    """(TTFT errors, mean-ITL errors) in seconds of the successful requests the server logged."""
-    ttft, itl = [], []
+def errors(rows: list[dict], records: dict[str, dict], skip: float) -> tuple[list[float], list[float], list[float]]:
+    """(TTFT errors, first-token receive errors, mean-ITL errors) in seconds of the successful requests the server logged that started ``skip``
+    seconds or more after the first one."""
+    ttft, receive, itl = [], [], []
+    origin = min(float(row["start_time"]) for row in rows)
     for row in rows:
         record = records.get(row["request_id"])
+        if float(row["start_time"]) < origin + skip:
+            continue
         if row["ok"] != "1" or not row["ttft_s"] or record is None or record["first"] is None:
             continue
         ttft.append(float(row["ttft_s"]) - (record["first"] - record["arrival"]))
+        receive.append(float(row["start_time"]) + float(row["ttft_s"]) - record["first"])
         chunks = int(row["chunks"])
         if chunks > 1 and record["chunks"] > 1:
             client_itl = (float(row["e2e_s"]) - float(row["ttft_s"])) / (chunks - 1)
             itl.append(client_itl - (record["last"] - record["first"]) / (record["chunks"] - 1))
-    return ttft, itl
+    return ttft, receive, itl
 
 
 def describe(name: str, values: list[float]) -> str:
@@ -64,6 +73,8 @@ def main() -> None:
     parser.add_argument("--users", type=int, default=1000)
     parser.add_argument("--seconds", type=int, default=30)
     parser.add_argument("--output-tokens", type=int, default=50)
+    parser.add_argument("--skip", type=float, default=10.0,
+                        help="leave out requests started in the first SKIP s: ramp-up and new connections (%(default)s)")
     parser.add_argument("--step", type=float, default=0.05, help="simulated engine step floor, s (%(default)s)")
     args = parser.parse_args()
     print("load before:", os.getloadavg())
@@ -78,9 +89,10 @@ def main() -> None:
                    str(Path(tmp) / "run"), "--only-summary", "-L", "WARNING", *two_workers()]
             subprocess.run(cmd, cwd=REPO, check=True, timeout=args.seconds + 180)
         print("load after:", os.getloadavg())
-        ttft, itl = errors(read_rows(Path(tmp) / "run" / "requests.csv"), read_request_log(str(log)))
+        ttft, receive, itl = errors(read_rows(Path(tmp) / "run" / "requests.csv"), read_request_log(str(log)), args.skip)
     print(f"{args.users} streams, master + 2 workers, {args.output_tokens} tokens per request")
     print(describe("TTFT", ttft))
+    print(describe("first-token receive", receive))
     print(describe("mean ITL", itl))
 
 

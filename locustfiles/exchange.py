@@ -37,7 +37,7 @@ class Exchange:
 
     __slots__ = ("name", "users", "target_prompt_tokens", "max_tokens", "check_output", "start_wall", "start",
                  "first", "last", "end", "chunks", "gaps", "prompt_tokens", "completion_tokens", "finish_reason",
-                 "status", "error", "request_id")
+                 "status", "error", "request_id", "start_real")
 
     def __init__(self, name: str, users: int, target_prompt_tokens: int | None, max_tokens: int,
                  check_output: bool) -> None:
@@ -47,6 +47,7 @@ class Exchange:
         self.max_tokens = max_tokens
         self.check_output = check_output  # output length is forced (ignore_eos), so it must equal max_tokens
         self.start_wall = time.time()
+        self.start_real = self.start_wall  # time.time() read right before ``start``: converts kernel times
         self.start = time.perf_counter()
         self.first: float | None = None
         self.last: float | None = None
@@ -59,6 +60,11 @@ class Exchange:
         self.status = 0
         self.error = ""
         self.request_id = new_request_id()
+
+    def sent(self) -> None:
+        """The request is about to be sent: the send time, as late as the caller can take it."""
+        self.start_real = self.start_wall = time.time()
+        self.start = time.perf_counter()
 
     def output(self, now: float) -> None:
         """An output-bearing chunk arrived at ``now`` (perf_counter seconds)."""

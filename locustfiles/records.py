@@ -75,6 +75,7 @@ RUN_KEYS = [
     "complete",  # false when the run was interrupted (Ctrl-C, SIGTERM, lost master): analyse as partial
     "workers",  # worker ids seen during the run
     "lost_workers",  # [{"worker", "last_seen"}] for workers that went missing mid-run
+    "receive_clock",  # {worker id or "local": the clock its streaming users timed chunks with} (stream.py)
 ]
 
 

@@ -173,13 +173,21 @@ def read_body(response, parser: SSEParser, exchange: Exchange, kernel: bool) -> 
         del body[:]
     if kernel and sock is not None:
         sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        # Wait first, then read the plain socket: gevent's own recvmsg reads first and, the body's bytes being all
+        # taken, pays a failed syscall and an exception per chunk before it waits. gevent keeps the plain socket
+        # and its read watcher private (_sock, _wait, _read_event); no public API waits on a socket's own watcher.
+        raw, wait, readable = sock._sock, sock._wait, sock._read_event
     to_perf = exchange.start - exchange.start_real  # kernel (unix) time -> perf_counter time of this request
     try:
         while not response.message_complete:
             if sock is None or response._sock is None:
                 raise StreamError("StreamTruncated", "connection closed before the end of the body")
             if kernel:
-                data, ancillary, _flags, _address = sock.recvmsg(READ_SIZE, ANCILLARY_SIZE)
+                wait(readable)
+                try:
+                    data, ancillary, _flags, _address = raw.recvmsg(READ_SIZE, ANCILLARY_SIZE)
+                except BlockingIOError:  # woken without data
+                    continue
                 arrived = kernel_time(ancillary)
                 now = clock() if arrived is None else arrived + to_perf
             else:

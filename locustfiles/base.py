@@ -11,7 +11,6 @@ they show in the console, CSVs and web UI without inflating the request rate.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
@@ -30,16 +29,18 @@ from locust.runners import MasterRunner, WorkerRunner
 
 from locustfiles import options as opts
 from locustfiles import webui
-from locustfiles.exchange import Exchange, StreamError, error_event, response_error
+from locustfiles.exchange import REQUEST_ID_HEADER, Exchange, StreamError, error_event, response_error
 from locustfiles.pacing import arrivals_for
 from locustfiles.prompts import Tokenizer, build_workload, load_dataset
 from locustfiles.recorder import Recorder
+from locustfiles.stream import KERNEL_CLOCK, SSEParser, deadline_only, read_body, receive_clock, report_clocks
+from locustfiles.stream import clocks as receive_clocks
+from locustfiles.stream import receive_clocks as receive_worker_clocks
 from locustfiles.telemetry import Telemetry, report_worker_cpu
 from locustfiles.trace import TraceDone, arrivals_for_trace, read_trace
 
 log = logging.getLogger(__name__)
 
-SSE_LINE_STARTS = (b":", b"data:", b"event:", b"id:", b"retry:", b"\r")  # comments, the SSE fields, CRLF ends
 
 # Heartbeats a worker may miss before the master calls it missing (Locust's default, 3, drops a worker whose loop
 # is starved for 3 s, e.g. while it times 1,000 streams on a shared core; the master then stops the whole test).
@@ -195,6 +196,10 @@ def _add_options(parser, **_kw) -> None:
     opts.add_arguments(parser)
 
 
+events.report_to_master.add_listener(report_clocks)
+events.worker_report.add_listener(receive_worker_clocks)
+
+
 @events.init.add_listener
 def _on_init(environment, **_kw) -> None:
     environment.llm_target = Target(environment)
@@ -316,26 +321,6 @@ def start_user(user) -> None:
     user.workload = user.target.workloads.get(user.chat)
 
 
-@contextlib.contextmanager
-def deadline_only(stream):
-    """Read a streamed body without the socket's own per-read timeout.
-
-    The socket's timeout is ``--request-timeout`` (``network_timeout``), the same as the deadline around the whole
-    body read, so during the body it adds nothing but its cost: gevent arms and cancels a timer on every wait, a
-    tenth of the client's CPU per token at 1,000 streams. It is restored for the connection's next request.
-    """
-    sock = stream._sock  # geventhttpclient keeps it private; it goes back to the user's pool at the body's end
-    if sock is None:
-        yield
-        return
-    timeout = sock.gettimeout()
-    sock.settimeout(None)
-    try:
-        yield
-    finally:
-        sock.settimeout(timeout)
-
-
 class LLMUser(FastHttpUser):
     """A closed-loop client: sends one request, waits for its whole answer, sends the next.
 
@@ -349,6 +334,7 @@ class LLMUser(FastHttpUser):
     chat = False  # prompts are chat messages (the template's tokens count toward the input length)
     needs_model = True  # the API takes a model name (default: the first the server lists)
     output_marker = b"\0"  # bytes that only an output-bearing chunk in vLLM's layout has (see read_stream)
+    kernel_clock = False  # time chunks by the kernel's receive time (stream.py), set per process at start
 
     def __init__(self, environment) -> None:
         options = environment.parsed_options
@@ -361,13 +347,19 @@ class LLMUser(FastHttpUser):
 
     def on_start(self) -> None:
         start_user(self)
+        clock = receive_clock(self.host or "")
+        self.kernel_clock = clock == KERNEL_CLOCK
+        receive_clocks[self.target.recorder.worker_id] = clock
 
     @task
     def request(self) -> None:
         run_request(self, self.send)
 
     def send(self, spec, exchange: Exchange) -> None:
-        with self.client.post(self.path, json=self.body(spec), headers=self.target.headers, stream=self.stream,
+        headers = self.target.headers | {REQUEST_ID_HEADER: exchange.request_id, "Content-Type": "application/json"}
+        payload = json.dumps(self.body(spec)).encode()
+        exchange.sent()  # as late as a Locust user can take it: the session's own request building follows
+        with self.client.post(self.path, data=payload, headers=headers, stream=self.stream,
                               catch_response=True, name=self.request_name) as resp:
             exchange.status = resp.status_code
             remaining = max(self.timeout - (time.perf_counter() - exchange.start), 0.001)
@@ -399,50 +391,8 @@ class LLMUser(FastHttpUser):
             raise response_error(resp.status_code, resp.content or b"")
 
     def read_stream(self, stream, exchange: Exchange) -> None:
-        """Read an OpenAI-style SSE body to its end, timing each output-bearing chunk.
-
-        One ``readline`` per event. A chunk in vLLM's own byte layout that carries output and nothing else (no
-        finish reason, no usage, no error) is recognised by ``output_marker`` without parsing its JSON: that is
-        most of a stream, and the client's CPU per token is what limits how many streams one worker can time.
-        Every other event is parsed in full.
-        """
-        done = False
-        marker = self.output_marker
-        output = exchange.output
-        clock = time.perf_counter
-        while event := stream.readline(b"\n\n"):
-            now = clock()
-            if event.startswith(b"data: ") and event.find(b"\n") == len(event) - 2:
-                data = event[6:-2]  # the usual event: one data line
-                if marker in data and b'"finish_reason":null' in data and b'"usage"' not in data:
-                    output(now)
-                    continue
-                datas = [data]
-            else:  # several lines, comments, or no space after "data:"
-                lines = event.split(b"\n")
-                if bad := next((line for line in lines if line and not line.startswith(SSE_LINE_STARTS)), None):
-                    raise StreamError("MalformedSSE", f"not an SSE line: {bad[:80]!r}")
-                datas = [line[5:].strip() for line in lines if line.startswith(b"data:")]
-            for data in datas:
-                if data == b"[DONE]":
-                    done = True  # read on to the end of the body, so the connection is reused
-                else:
-                    self.read_chunk(json.loads(data), exchange, now)
-        exchange.check_stream_end(done)
-
-    def read_chunk(self, chunk: dict, exchange: Exchange, now: float) -> None:
-        if not isinstance(chunk, dict):
-            raise StreamError("MalformedJSON", f"an event that is not a JSON object: {chunk!r:.80}")
-        if "error" in chunk:
-            raise error_event(chunk)
-        if chunk.get("usage"):
-            exchange.usage(chunk["usage"])
-        if choices := chunk.get("choices"):
-            choice = choices[0]
-            if self.is_output(choice):
-                exchange.output(now)
-            if reason := choice.get("finish_reason"):
-                exchange.finish_reason = reason
+        """Read an OpenAI-style SSE body to its end, timing each output-bearing chunk (``stream.py``)."""
+        read_body(stream, SSEParser(exchange, self.output_marker, self.is_output), exchange, self.kernel_clock)
 
     def body(self, spec) -> dict:
         raise NotImplementedError

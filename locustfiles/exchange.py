@@ -6,10 +6,22 @@ Pure Python with no Locust import, so it is unit-tested directly. The metric def
 
 from __future__ import annotations
 
+import itertools
 import json
+import os
+import secrets
 import time
 
 from vllm_stress import metrics
+
+REQUEST_ID_HEADER = "X-Request-Id"  # vLLM takes it as the request id (and echoes it with --enable-request-id-headers)
+_ID_PREFIX = secrets.token_hex(4)  # tells load-generator hosts apart; forked workers differ by their pid
+_ids = itertools.count()
+
+
+def new_request_id() -> str:
+    """A request id unique across the run's processes, sent as ``X-Request-Id`` (vLLM adopts it as its own)."""
+    return f"{_ID_PREFIX}-{os.getpid()}-{next(_ids)}"
 
 
 class StreamError(Exception):
@@ -25,7 +37,7 @@ class Exchange:
 
     __slots__ = ("name", "users", "target_prompt_tokens", "max_tokens", "check_output", "start_wall", "start",
                  "first", "last", "end", "chunks", "gaps", "prompt_tokens", "completion_tokens", "finish_reason",
-                 "status", "error", "schedule_lag", "cached_tokens")
+                 "status", "error", "schedule_lag", "cached_tokens", "request_id", "start_real")
 
     def __init__(self, name: str, users: int, target_prompt_tokens: int | None, max_tokens: int,
                  check_output: bool) -> None:
@@ -35,6 +47,7 @@ class Exchange:
         self.max_tokens = max_tokens
         self.check_output = check_output  # output length is forced (ignore_eos), so it must equal max_tokens
         self.start_wall = time.time()
+        self.start_real = self.start_wall  # time.time() read right before ``start``: converts kernel times
         self.start = time.perf_counter()
         self.first: float | None = None
         self.last: float | None = None
@@ -48,6 +61,12 @@ class Exchange:
         self.error = ""
         self.schedule_lag: float | None = None  # open loop: scheduled arrival -> send
         self.cached_tokens: int | None = None
+        self.request_id = new_request_id()
+
+    def sent(self) -> None:
+        """The request is about to be sent: the send time, as late as the caller can take it."""
+        self.start_real = self.start_wall = time.time()
+        self.start = time.perf_counter()
 
     def output(self, now: float) -> None:
         """An output-bearing chunk arrived at ``now`` (perf_counter seconds)."""
@@ -121,7 +140,7 @@ class Exchange:
             round(e2e, 6), self.chunks, _opt(self.prompt_tokens), _opt(self.completion_tokens),
             _opt(self.target_prompt_tokens), self.max_tokens, int(ok and self.count_mismatch()), int(ok),
             self.error, self.status, self.finish_reason, self.users, worker, self.name, _opt(self.schedule_lag),
-            _opt(self.cached_tokens),
+            _opt(self.cached_tokens), self.request_id,
         ]
 
 

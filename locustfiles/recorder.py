@@ -28,6 +28,7 @@ from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 
 from locustfiles.exchange import Exchange
 from locustfiles.runfolder import RunFolder, RunFolderExists, default_path, write_final_locust_csvs
+from locustfiles.stream import clocks as receive_clocks
 from vllm_stress import schema, steady
 from vllm_stress.metrics import streamed_tokens
 
@@ -329,6 +330,7 @@ class Recorder:
             "complete": False,
             "workers": [],
             "lost_workers": [],
+            "receive_clock": receive_clocks,  # filled as users start (workers: with their reports)
         }
         self.folder.write_run(self.meta)
         self.set_level(self.runner.target_user_count)  # set just before test_start; the first users start after

@@ -65,6 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="share of benchmark questions answered right when run alone (answers.py; default 0.8)")
     parser.add_argument("--answer-flip-rate", type=float,
                         help="chance per other sequence in flight that an answer flips (default 0.0005)")
+    parser.add_argument("--request-log", metavar="PATH",
+                        help="append one JSON line of server-side timing per request that has an X-Request-Id header "
+                        "(simulator/requestlog.py)")
     parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                         help="override one profile field, e.g. --set mfu=0.4 --set t_fixed=0.01 (repeatable)")
     return parser
@@ -100,7 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         profile = profile_from_args(args)
         simulator = Simulator(profile, api_key=args.api_key, seed=args.seed, time_scale=args.time_scale,
-                              prompt_details=args.enable_prompt_tokens_details)
+                              prompt_details=args.enable_prompt_tokens_details,
+                              request_log=args.request_log)  # fmt: skip
     except ValueError as error:
         print(f"simulator: {error}", file=sys.stderr)
         return 2

@@ -36,11 +36,13 @@ from .parsing import (
 )
 from .profiles import Profile
 from .protocol import ChunkFormat, chat_response, completion_response, json_bytes, model_list
+from .requestlog import RequestLog
 from .streams import Generator, write_sse
 from .tokenizer import Tokenizer
 
 VLLM_VERSION = "0.33.0"
 AUTH_PREFIXES = ("/v1", "/v2", "/inference", "/cohere")
+TIMING_KEY = web.RequestKey("timing", object)  # a request's RequestTiming, with --request-log
 
 
 def _json(body: object, status: int = 200) -> web.Response:
@@ -51,7 +53,7 @@ class Simulator:
     """The state behind the routes: one engine, its driver and metrics, the tokenizer."""
 
     def __init__(self, profile: Profile, *, api_key: str | None = None, seed: int = 0, time_scale: float = 1.0,
-                 prompt_details: bool = False):
+                 prompt_details: bool = False, request_log: str | None = None):  # fmt: skip
         self.profile = profile
         self.prompt_details = prompt_details  # vllm serve --enable-prompt-tokens-details: usage says cached_tokens
         self.model = profile.served_model_name
@@ -70,6 +72,7 @@ class Simulator:
         self.driver = EngineDriver(self.engine, self.metrics, time_scale)
         self.generator = Generator(profile, self.driver, seed)
         self.answers = AnswerModel(profile)
+        self.request_log = RequestLog(request_log) if request_log else None
 
     def app(self) -> web.Application:
         app = web.Application(middlewares=[self._middleware], client_max_size=64 * 1024**2)
@@ -92,10 +95,14 @@ class Simulator:
 
     async def _stop_engine(self, _app: web.Application) -> None:
         await self.driver.stop()
+        if self.request_log:
+            self.request_log.close()
 
     @web.middleware
     async def _middleware(self, request: web.Request, handler) -> web.StreamResponse:
         started = time.perf_counter()
+        if self.request_log:
+            request[TIMING_KEY] = self.request_log.timing(request.headers)
         response = await self._respond(request, handler)
         resource = request.match_info.route.resource
         if resource is not None:
@@ -149,13 +156,16 @@ class Simulator:
                                       ignore_eos=generation.ignore_eos, interval=interval,
                                       streaming=generation.stream, reply=reply)  # fmt: skip
         prompt_tokens = sum(len(token_ids) for token_ids, _ in prompts)
+        timing = request.get(TIMING_KEY)
         try:
             if generation.stream:
                 fmt = ChunkFormat(chat, self.model, generation.continuous_usage, prompt_tokens, self.prompt_details)
-                return await write_sse(request, stream, fmt, generation.include_usage)
+                return await write_sse(request, stream, fmt, generation.include_usage, timing)
             await stream.wait_finished()
         finally:
             self.driver.abort(stream.seqs)
+            if timing:
+                self.request_log.write(timing)
         choices = [(stream.full_text(index), reason) for index, reason in enumerate(stream.reasons)]
         build = chat_response if chat else completion_response
         cached = stream.cached_tokens if self.prompt_details else None

@@ -22,6 +22,7 @@ from .engine import Sequence
 from .kvcache import prompt_block_hashes
 from .profiles import Profile
 from .protocol import DONE, ChunkFormat
+from .requestlog import RequestTiming
 from .sampling import plan_sequence, text_bytes
 
 
@@ -137,13 +138,16 @@ def _due_chunks(stream: RequestStream, fmt: ChunkFormat, index: int) -> list[byt
     return chunks
 
 
-async def write_sse(request: web.Request, stream: RequestStream, fmt: ChunkFormat, include_usage: bool):
+async def write_sse(request: web.Request, stream: RequestStream, fmt: ChunkFormat, include_usage: bool,
+                    timing: RequestTiming | None = None):  # fmt: skip
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream; charset=utf-8"})
     await response.prepare(request)
     while True:
         stream.ready.clear()  # before reading the state: a token published during the write below wakes us again
         finished = stream.finished
         chunks = [chunk for index in range(len(stream.seqs)) for chunk in _due_chunks(stream, fmt, index)]
+        if chunks and timing:
+            timing.output_write()  # the write below hands its bytes to the socket before it awaits anything
         if finished:
             if include_usage:
                 chunks.append(fmt.usage(stream.completion_tokens, stream.cached_tokens))

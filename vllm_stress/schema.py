@@ -52,6 +52,7 @@ REQUEST_COLUMNS = [
     "schedule_lag_s",  # open loop: from the request's scheduled arrival to its send (waiting for a free user)
     "cached_tokens",  # prompt tokens the server found in its prefix cache (usage.prompt_tokens_details; vLLM sends
     # it with --enable-prompt-tokens-details), empty when it did not say
+    "request_id",  # the X-Request-Id header the request carried (vLLM's request id; the simulator's --request-log key)
 ]
 
 # The error class of a request whose stream was cut because the run (or, with --cooldown, its level) stopped the
@@ -85,6 +86,7 @@ RUN_KEYS = [
     "lost_workers",  # [{"worker", "last_seen", "rows"}] for workers that went missing mid-run (rows received)
     "server_requests",  # requests the server finished during the run (its request_success_total), or null
     "unaccounted_requests",  # of those, how many have no row: lost with a worker (a lower bound), or null
+    "receive_clock",  # {worker id or "local": the clock its streaming users timed chunks with} (stream.py)
 ]
 
 

@@ -1,0 +1,215 @@
+"""Reading a streamed (SSE) response body: a pure event parser, and the socket layer that times the bytes.
+
+**Parser** (:class:`SSEParser`, no I/O, unit-tested on its own): body bytes in, :class:`Exchange` updates out. Events
+are split with bytes operations. A chunk in vLLM's own byte layout that carries output and nothing else (no finish
+reason, no usage, no error) is recognised by the user class's ``output_marker`` without parsing its JSON: that is
+most of a stream, and the client's CPU per token is what limits how many streams one worker can time. Every other
+event (the role chunk, the first and last content chunks of a layout the marker does not know, the usage chunk,
+errors, comments, multi-line events) is parsed in full.
+
+**Socket layer** (:func:`read_body`): reads whatever the socket holds in one call, lets geventhttpclient's llhttp
+parser remove the HTTP/1.1 chunked framing (C code, not the cost), and hands the body bytes to the parser with the
+time they arrived. On Linux over plain HTTP that time is the kernel's: the socket has ``SO_TIMESTAMPNS`` set and is
+read with ``recvmsg``, whose ``SCM_TIMESTAMPNS`` control message carries the arrival time of the newest TCP segment
+the read returned, however late the read itself ran (a worker busy with a burst of 1,000 chunks reads the last of
+them milliseconds late, but stamps it with its true arrival). That time is ``CLOCK_REALTIME``; it is converted to
+the ``perf_counter`` clock of the request's send time through the pair of clock readings taken at the send
+(:meth:`Exchange.sent`). Elsewhere (not Linux, or HTTPS: TLS records are decrypted in user space, so the kernel's
+time of a segment is not the time of the chunk it decrypts to) a read is stamped with ``perf_counter`` when it
+returns, as before. Body bytes that came in the same read as the response headers are stamped when the body
+reading starts. The clock each process used is in ``run.json`` (``receive_clock``).
+
+Chunks that arrive in one read share its timestamp: their inter-token gaps are 0, which is what they were on the
+wire (one segment, or segments the kernel already held together when the read ran). A client that reads late
+merges more chunks into one read, but with kernel stamps those chunks still carry the newest segment's arrival, so
+the merged gaps are at most the spread of the segments' arrival inside one read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import platform
+import socket
+import struct
+import sys
+import time
+
+from locustfiles.exchange import Exchange, StreamError, error_event
+
+SSE_LINE_STARTS = (b":", b"data:", b"event:", b"id:", b"retry:", b"\r")  # comments, the SSE fields, CRLF ends
+READ_SIZE = 64 * 1024  # one read takes whatever the socket holds, up to this
+# Linux's SO_TIMESTAMPNS (= SCM_TIMESTAMPNS) in asm-generic/socket.h; Python's socket module does not export it.
+# Other values on alpha, mips, parisc and sparc: no kernel clock there.
+SO_TIMESTAMPNS = 35
+TIMESPEC = struct.Struct("qq")  # struct timespec on 64-bit Linux: seconds, nanoseconds
+ANCILLARY_SIZE = socket.CMSG_SPACE(TIMESPEC.size) if hasattr(socket, "CMSG_SPACE") else 0
+KERNEL_CLOCK = "kernel (SO_TIMESTAMPNS)"
+USER_CLOCK = "user (perf_counter after each read)"
+KERNEL_PLATFORM = (sys.platform == "linux" and struct.calcsize("P") == 8 and
+                   not platform.machine().startswith(("alpha", "mips", "parisc", "sparc")))  # fmt: skip
+REPORT_KEY = "receive_clock"  # in worker reports, and the run.json key
+
+clocks: dict[str, str] = {}  # process (worker id, "local") -> the clock its streaming users time chunks with
+
+
+def receive_clock(url: str) -> str:
+    """The clock the streaming users of this process use against ``url`` (see the module docstring)."""
+    return KERNEL_CLOCK if KERNEL_PLATFORM and url.startswith("http://") else USER_CLOCK
+
+
+class SSEParser:
+    """Turns the bytes of an OpenAI-style SSE body into ``exchange`` updates, each event timed with the ``now`` of
+    the bytes that completed it."""
+
+    __slots__ = ("exchange", "marker", "is_output", "rest", "done", "now")
+
+    def __init__(self, exchange: Exchange, marker: bytes, is_output) -> None:
+        self.exchange = exchange
+        self.marker = marker  # bytes only an output-bearing chunk in vLLM's layout has
+        self.is_output = is_output  # choice dict -> bool, for the chunks parsed in full
+        self.rest = b""  # an incomplete event
+        self.done = False  # data: [DONE] seen
+        self.now = 0.0
+
+    def feed(self, data: bytes, now: float) -> None:
+        """Body bytes that arrived at ``now`` (perf_counter seconds)."""
+        self.now = now
+        events_ = (self.rest + data).split(b"\n\n")
+        self.rest = events_.pop()
+        marker = self.marker
+        output = self.exchange.output
+        for event in events_:
+            if event.startswith(b"data: ") and b"\n" not in event:  # the usual event: one data line
+                data = event[6:]
+                if marker in data and b'"finish_reason":null' in data and b'"usage"' not in data:
+                    output(now)
+                else:
+                    self.read_data(data)
+            elif event:
+                self.read_lines(event)
+
+    def finish(self) -> None:
+        """The body ended: an unterminated last event still counts; the stream must have ended with [DONE]."""
+        if self.rest.strip():
+            self.read_lines(self.rest)
+            self.rest = b""
+        if not self.done:
+            raise StreamError("StreamTruncated", "the stream ended without data: [DONE]")
+        if not self.exchange.chunks:
+            raise StreamError("NoOutput", "no chunk carried output")
+
+    def read_lines(self, event: bytes) -> None:
+        """Several lines, comments, or no space after "data:"."""
+        lines = event.split(b"\n")
+        if bad := next((line for line in lines if line and not line.startswith(SSE_LINE_STARTS)), None):
+            raise StreamError("MalformedSSE", f"not an SSE line: {bad[:80]!r}")
+        for line in lines:
+            if line.startswith(b"data:"):
+                self.read_data(line[5:].strip())
+
+    def read_data(self, data: bytes) -> None:
+        if data == b"[DONE]":
+            self.done = True  # read on to the end of the body, so the connection is reused
+            return
+        chunk = json.loads(data)
+        if not isinstance(chunk, dict):
+            raise StreamError("MalformedJSON", f"an event that is not a JSON object: {chunk!r:.80}")
+        if "error" in chunk:
+            raise error_event(chunk)
+        exchange = self.exchange
+        if chunk.get("usage"):
+            exchange.usage(chunk["usage"])
+        if choices := chunk.get("choices"):
+            choice = choices[0]
+            if self.is_output(choice):
+                exchange.output(self.now)
+            if reason := choice.get("finish_reason"):
+                exchange.finish_reason = reason
+
+
+@contextlib.contextmanager
+def deadline_only(stream):
+    """Read a streamed body without the socket's own per-read timeout.
+
+    The socket's timeout is ``--request-timeout`` (``network_timeout``), the same as the deadline around the whole
+    body read, so during the body it adds nothing but its cost: gevent arms and cancels a timer on every wait, a
+    tenth of the client's CPU per token at 1,000 streams. It is restored for the connection's next request.
+    """
+    sock = stream._sock  # geventhttpclient keeps it private; it goes back to the user's pool at the body's end
+    if sock is None:
+        yield
+        return
+    timeout = sock.gettimeout()
+    sock.settimeout(None)
+    try:
+        yield
+    finally:
+        sock.settimeout(timeout)
+
+
+def kernel_time(ancillary: list) -> float | None:
+    """The CLOCK_REALTIME seconds of an SCM_TIMESTAMPNS control message, if the read returned one."""
+    for level, kind, data in ancillary:
+        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(data) >= TIMESPEC.size:
+            seconds, nanoseconds = TIMESPEC.unpack_from(data)
+            return seconds + nanoseconds * 1e-9
+    return None
+
+
+def read_body(response, parser: SSEParser, exchange: Exchange, kernel: bool) -> None:
+    """Read a geventhttpclient response's streamed body to its end into ``parser``, timing each read (kernel
+    receive time when ``kernel``, else perf_counter when the read returned).
+
+    Uses geventhttpclient's private ``_sock`` and ``_body_buffer`` (no public API reads the raw socket of a
+    response) and its public ``feed`` (llhttp: de-chunks into ``_body_buffer``, releases the socket to the pool at
+    the message's end).
+    """
+    sock = response._sock
+    body = response._body_buffer
+    clock = time.perf_counter
+    if body:  # came with the headers
+        parser.feed(bytes(body), clock())
+        del body[:]
+    if kernel and sock is not None:
+        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        # Wait first, then read the plain socket: gevent's own recvmsg reads first and, the body's bytes being all
+        # taken, pays a failed syscall and an exception per chunk before it waits. gevent keeps the plain socket
+        # and its read watcher private (_sock, _wait, _read_event); no public API waits on a socket's own watcher.
+        raw, wait, readable = sock._sock, sock._wait, sock._read_event
+    to_perf = exchange.start - exchange.start_real  # kernel (unix) time -> perf_counter time of this request
+    try:
+        while not response.message_complete:
+            if sock is None or response._sock is None:
+                raise StreamError("StreamTruncated", "connection closed before the end of the body")
+            if kernel:
+                wait(readable)
+                try:
+                    data, ancillary, _flags, _address = raw.recvmsg(READ_SIZE, ANCILLARY_SIZE)
+                except BlockingIOError:  # woken without data
+                    continue
+                arrived = kernel_time(ancillary)
+                now = clock() if arrived is None else arrived + to_perf
+            else:
+                data = sock.recv(READ_SIZE)
+                now = clock()
+            if not data:
+                raise StreamError("StreamTruncated", "connection closed before the end of the body")
+            response.feed(data)
+            if body:
+                parser.feed(bytes(body), now)
+                del body[:]
+    except BaseException:
+        response.release()
+        raise
+    parser.finish()
+
+
+def report_clocks(client_id, data, **_kw) -> None:
+    """A worker's ``report_to_master`` listener: its clock goes to the master with every report."""
+    data[REPORT_KEY] = clocks
+
+
+def receive_clocks(client_id, data, **_kw) -> None:
+    """The master's ``worker_report`` listener."""
+    clocks.update(data.get(REPORT_KEY) or {})

@@ -1,0 +1,37 @@
+"""The simulator's per-request timing record (--request-log), joined with the client's rows by X-Request-Id."""
+
+from __future__ import annotations
+
+import json
+
+from locustfiles.stream import KERNEL_CLOCK, KERNEL_PLATFORM, USER_CLOCK
+from simulator.requestlog import read_request_log
+from tests.conftest import read_rows, run_locust, two_workers
+
+
+def test_every_request_is_logged_under_the_id_the_client_sent(simulator, tmp_path):
+    """Two workers: the ids differ across processes, and run.json says which clock each one timed chunks with."""
+    log = tmp_path / "requests.jsonl"
+    sim = simulator("--profile", "cpu-tiny", "--set", "t_fixed=0.005", "--request-log", str(log))
+    proc = run_locust("-f", "locustfiles/chat.py", "-H", sim.url, "--headless", "-u", "4", "-r", "4", "-t", "4s",
+                      "--input-tokens", "16", "--output-tokens", "6", "--results-dir", str(tmp_path / "run"),
+                      "--only-summary", *two_workers(), timeout=90)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    sim.stop()  # flushes the log
+    records = read_request_log(str(log))
+    rows = [row for row in read_rows(tmp_path / "run" / "requests.csv") if row["ok"] == "1"]
+    assert len(rows) >= 4
+    assert len({row["request_id"] for row in rows}) == len(rows)
+    for row in rows:
+        record = records[row["request_id"]]
+        # one write per engine step, fewer when the driver falls behind and hands several steps' tokens over at once
+        assert 1 <= record["chunks"] <= int(row["chunks"]) == 6
+        assert record["arrival"] <= record["first"] <= record["last"] <= record["end"]
+        # the server's TTFT is part of the client's: the client's also holds connecting, sending and reading
+        assert record["first"] - record["arrival"] < float(row["ttft_s"])
+        # with kernel receive times the client's first token comes after the server wrote it (same host clock)
+        if KERNEL_PLATFORM:
+            assert record["first"] < float(row["start_time"]) + float(row["ttft_s"]) < record["first"] + 0.05
+    clocks = json.loads((tmp_path / "run" / "run.json").read_text())["receive_clock"]
+    assert set(clocks) == {row["worker"] for row in rows} and len(clocks) == 2
+    assert set(clocks.values()) == {KERNEL_CLOCK if KERNEL_PLATFORM else USER_CLOCK}

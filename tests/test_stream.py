@@ -1,0 +1,113 @@
+"""The stream reader (locustfiles/stream.py): the SSE parser on vLLM's chunk shapes, and kernel receive times."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from pathlib import Path
+
+import pytest
+
+from locustfiles.exchange import Exchange, StreamError
+from locustfiles.stream import KERNEL_PLATFORM, SO_TIMESTAMPNS, SSEParser, kernel_time
+from simulator.protocol import DONE, ChunkFormat
+
+SHAPES = json.loads((Path(__file__).parent / "fixtures" / "vllm_shapes.json").read_text())
+CHAT_MARKER = b'"delta":{"content":"'  # locustfiles/chat.py
+COMPLETIONS_MARKER = b'"choices":[{"index":0,"text":"'  # locustfiles/completions.py
+FILLERS = {"delta": None, "finish_reason": None, "index": 0, "logprobs": None, "text": "x", "token_ids": [1],
+           "prompt_token_ids": None, "prompt_text": None, "stop_reason": None, "created": 1, "model": "m",
+           "system_fingerprint": None}  # fmt: skip
+
+
+def chunk_from_shape(shape: dict) -> dict:
+    """A JSON chunk with the captured keys (sorted, so vLLM's byte layout is not assumed) and plausible values."""
+    chunk = {key: FILLERS.get(key) for key in shape["keys"]} | {"object": shape["object"], "id": shape["id"] + "1"}
+    if "choice" in shape:
+        choice = {key: FILLERS.get(key) for key in shape["choice"]} | {"finish_reason": shape["finish_reason"]}
+        if "delta" in shape:
+            choice["delta"] = {"role": "assistant", "content": ""} if "role" in shape["delta"] else {"content": "x"}
+        chunk["choices"] = [choice]
+    if "usage" in shape:
+        chunk["usage"] = {"prompt_tokens": 7, "completion_tokens": 5, "total_tokens": 12}
+    return chunk
+
+
+def sse_body(kind: str) -> bytes:
+    events = [c if isinstance(c, str) else json.dumps(chunk_from_shape(c), sort_keys=True)
+              for c in SHAPES[kind]["chunks"]]  # fmt: skip
+    return b"".join(b"data: " + event.encode() + b"\n\n" for event in events)
+
+
+def chat_is_output(choice: dict) -> bool:
+    delta = choice.get("delta") or {}
+    return bool(delta.get("content")) or (delta.get("content") == "" and "role" not in delta)
+
+
+def parse(body: bytes, marker: bytes, is_output, pieces: list[int] = ()) -> Exchange:
+    """Feed ``body`` cut at ``pieces`` offsets, the n-th piece at time n."""
+    exchange = Exchange("t", 1, None, 5, check_output=False)
+    exchange.start = 0.0
+    parser = SSEParser(exchange, marker, is_output)
+    cuts = [0, *pieces, len(body)]
+    for n, (a, b) in enumerate(zip(cuts, cuts[1:], strict=False)):
+        parser.feed(body[a:b], float(n + 1))
+    parser.finish()
+    return exchange
+
+
+@pytest.mark.parametrize("kind, marker, is_output", [("chat_stream", CHAT_MARKER, chat_is_output),
+                                                     ("completions_stream", COMPLETIONS_MARKER,
+                                                      lambda choice: "text" in choice)])  # fmt: skip
+def test_captured_vllm_shapes_give_their_output_chunks_and_usage_however_the_bytes_are_cut(kind, marker, is_output):
+    body = sse_body(kind)
+    expected = sum(1 for c in SHAPES[kind]["chunks"] if isinstance(c, dict) and "choice" in c and
+                   ("role" not in c.get("delta", [])))  # fmt: skip
+    whole = parse(body, marker, is_output)
+    assert (whole.chunks, whole.completion_tokens, whole.prompt_tokens, whole.finish_reason) == (expected, 5, 7, "length")
+    assert whole.ttft == 1.0 and whole.gaps == [0.0] * (expected - 1)  # one read: one timestamp
+    for cut in range(1, len(body)):
+        split = parse(body, marker, is_output, [cut])
+        assert (split.chunks, split.completion_tokens, split.finish_reason) == (expected, 5, "length")
+        first_event_end = body.index(b"\n\n", body.index(b"\n\n") + 2 if kind == "chat_stream" else 0) + 2
+        assert split.ttft == (1.0 if cut >= first_event_end else 2.0)  # the time of the bytes that completed it
+
+
+def test_the_fast_path_counts_what_a_full_parse_counts_on_vllm_byte_layout():
+    """The simulator's chunks are byte-for-byte vLLM's layout (test_fidelity): most skip JSON, none is lost."""
+    fmt = ChunkFormat(True, "m", False, 7)
+    body = fmt.role(0) + b"".join(fmt.content(0, b"w ", None, n) for n in range(1, 5))
+    body += fmt.content(0, b"end", "length", 5) + fmt.usage(5) + DONE
+    fast = parse(body, CHAT_MARKER, chat_is_output, list(range(7, len(body), 97)))
+    full = parse(body, b"\0", chat_is_output, list(range(7, len(body), 97)))
+    assert (fast.chunks, fast.completion_tokens, fast.finish_reason) == (5, 5, "length")
+    assert (fast.chunks, fast.first, fast.gaps) == (full.chunks, full.first, full.gaps)
+
+
+@pytest.mark.parametrize("body, error", [(b'data: {"choices":[{"text":"a"}]}\n\n', "StreamTruncated"),
+                                         (b"data: [DONE]\n\n", "NoOutput"),
+                                         (b'oops\n\ndata: [DONE]\n\n', "MalformedSSE"),
+                                         (b'data: {"error":{"type":"Busy"}}\n\n', "StreamError Busy")])  # fmt: skip
+def test_broken_streams_fail_with_their_class(body, error):
+    with pytest.raises(StreamError) as caught:
+        parse(body, COMPLETIONS_MARKER, lambda choice: "text" in choice)
+    assert caught.value.name == error
+
+
+@pytest.mark.skipif(not KERNEL_PLATFORM, reason="SO_TIMESTAMPNS is Linux's")
+def test_a_late_read_still_gets_the_bytes_arrival_time():
+    with socket.create_server(("127.0.0.1", 0)) as server, \
+            socket.create_connection(server.getsockname()) as client:  # fmt: skip
+        accepted, _ = server.accept()
+        with accepted:
+            accepted.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+            before = time.time()
+            client.sendall(b"data: x\n\n")
+            sent = time.time()
+            time.sleep(0.2)
+            data, ancillary, _flags, _address = accepted.recvmsg(1024, 64)
+            read = time.time()
+    arrived = kernel_time(ancillary)
+    assert data == b"data: x\n\n"
+    assert arrived is not None and before <= arrived <= sent < read - 0.2

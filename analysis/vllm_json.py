@@ -29,11 +29,11 @@ import time
 from pathlib import Path
 
 import pandas as pd
-from locustfiles.records import REQUESTS_FILE
 
 from analysis.load import AnalysisError
 from analysis.report import run_levels
 from analysis.summary import to_json_types
+from vllm_stress.schema import REQUESTS_FILE
 
 LATENCIES = {"ttft": "ttft", "tpot": "tpot", "itl": "itl", "e2el": "e2e"}  # vLLM metric -> our field stem
 PERCENTILES = (50, 90, 99)

@@ -90,6 +90,7 @@ def request_rows(
             "name": "chat",
             "schedule_lag_s": np.nan,
             "cached_tokens": np.nan,
+            "request_id": "",
         }
     )
     return rows[REQUEST_COLUMNS]

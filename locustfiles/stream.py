@@ -94,10 +94,7 @@ class SSEParser:
         if self.rest.strip():
             self.read_lines(self.rest)
             self.rest = b""
-        if not self.done:
-            raise StreamError("StreamTruncated", "the stream ended without data: [DONE]")
-        if not self.exchange.chunks:
-            raise StreamError("NoOutput", "no chunk carried output")
+        self.exchange.check_stream_end(self.done)
 
     def read_lines(self, event: bytes) -> None:
         """Several lines, comments, or no space after "data:"."""

@@ -5,9 +5,10 @@ other profile field (step-time constants, hardware, model shape). When the socke
 flushed: ``vllm-stress simulator ready: http://HOST:PORT model=NAME profile=PROFILE`` (``--port 0`` picks a free port
 and the line shows it). SIGINT and SIGTERM stop the server cleanly.
 
-The default event loop is asyncio's: under uvloop 0.23 with about a thousand busy streams, new connections were
-seen waiting for seconds (keep-alive ones were served at once), which would stall scrapers and ramping load
-generators; ``--event-loop uvloop`` is there for measurements (benchmarks/simulator.md).
+The default event loop is asyncio's; ``--event-loop uvloop`` serves the same. Connections are accepted by the
+simulator's own reader on the listening socket (``accept_all``), which drains the accept queue at every wake-up:
+uvloop's server accepted one connection per loop iteration, so under a thousand busy streams new connections
+(scrapers, ramping clients) waited for seconds (benchmarks/simulator.md).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import argparse
 import asyncio
 import os
 import signal
+import socket
 import sys
 
 import uvloop
@@ -80,21 +82,48 @@ def profile_from_args(args: argparse.Namespace):
     return load_profile(args.profile, overrides)
 
 
+def accept_all(loop: asyncio.AbstractEventLoop, listener: socket.socket, factory, pending: set) -> None:
+    """Accept every connection waiting on ``listener`` and hand each to aiohttp's protocol ``factory``.
+
+    uvloop accepts one connection per event-loop iteration (libuv stops the listening watcher until the callback's
+    deferred accept ran): with a thousand busy streams an iteration takes ~12 ms, so a burst of new connections
+    waits in the accept queue at ~80 per second and a scraper behind it waits for seconds. asyncio's server accepts
+    up to its backlog per wake-up. This reader drains the queue on either loop.
+    """
+    while True:
+        try:
+            connection, _address = listener.accept()
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as error:  # e.g. out of file descriptors: the rest wait for the next wake-up
+            print(f"simulator: accept failed: {error}", file=sys.stderr, flush=True)
+            return
+        connection.setblocking(False)
+        task = loop.create_task(loop.connect_accepted_socket(factory, connection))
+        pending.add(task)
+        task.add_done_callback(pending.discard)
+
+
 async def serve(simulator: Simulator, host: str, port: int) -> None:
     runner = web.AppRunner(simulator.app(), handler_cancellation=True, access_log=None, shutdown_timeout=2.0)
     await runner.setup()
-    site = web.TCPSite(runner, host, port, backlog=4096)
-    await site.start()
-    stop = asyncio.Event()
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listener = socket.create_server((host, port), family=family, backlog=4096)
+    listener.setblocking(False)
     loop = asyncio.get_running_loop()
+    pending: set = set()
+    loop.add_reader(listener.fileno(), accept_all, loop, listener, runner.server, pending)
+    stop = asyncio.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
-    bound_port = runner.addresses[0][1]
+    bound_port = listener.getsockname()[1]
     print(f"{READY_PREFIX} http://{host}:{bound_port} model={simulator.model} profile={simulator.profile.name}",
           flush=True)  # fmt: skip
     try:
         await stop.wait()
     finally:
+        loop.remove_reader(listener.fileno())
+        listener.close()
         await runner.cleanup()
 
 

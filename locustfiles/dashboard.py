@@ -32,6 +32,7 @@ SAMPLE_S = 2.0
 LATENCY_WINDOW_S = 10.0
 SERIES_POINTS = 7200  # four hours at SAMPLE_S
 REPORT_FOLDER = "report"
+NO_RUN = Response("no run has been written yet\n", status=404, mimetype="text/plain")
 
 
 class Series:
@@ -103,9 +104,8 @@ def register(web_ui, target, routes: Blueprint) -> None:
     @routes.route("/llm/report")
     @web_ui.auth_required_if_enabled
     def _report() -> Response:
-        folder = run_folder(target)
-        if folder is None:
-            return Response("no run has been written yet\n", status=404, mimetype="text/plain")
+        if (folder := run_folder(target)) is None:
+            return NO_RUN
         from analysis.load import AnalysisError
         from analysis.report import REPORT_HTML, analyse
 
@@ -118,9 +118,8 @@ def register(web_ui, target, routes: Blueprint) -> None:
     @routes.route("/llm/run.zip")
     @web_ui.auth_required_if_enabled
     def _run_zip() -> Response:
-        folder = run_folder(target)
-        if folder is None:
-            return Response("no run has been written yet\n", status=404, mimetype="text/plain")
+        if (folder := run_folder(target)) is None:
+            return NO_RUN
         return Response(zipped(folder), mimetype="application/zip",
                         headers={"Content-Disposition": f"attachment; filename={folder.name}.zip"})
 

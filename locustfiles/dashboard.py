@@ -32,7 +32,6 @@ SAMPLE_S = 2.0
 LATENCY_WINDOW_S = 10.0
 SERIES_POINTS = 7200  # four hours at SAMPLE_S
 REPORT_FOLDER = "report"
-NO_RUN = Response("no run has been written yet\n", status=404, mimetype="text/plain")
 
 
 class Series:
@@ -105,7 +104,7 @@ def register(web_ui, target, routes: Blueprint) -> None:
     @web_ui.auth_required_if_enabled
     def _report() -> Response:
         if (folder := run_folder(target)) is None:
-            return NO_RUN
+            return no_run()
         from analysis.load import AnalysisError
         from analysis.report import REPORT_HTML, analyse
 
@@ -119,9 +118,13 @@ def register(web_ui, target, routes: Blueprint) -> None:
     @web_ui.auth_required_if_enabled
     def _run_zip() -> Response:
         if (folder := run_folder(target)) is None:
-            return NO_RUN
+            return no_run()
         return Response(zipped(folder), mimetype="application/zip",
                         headers={"Content-Disposition": f"attachment; filename={folder.name}.zip"})
+
+
+def no_run() -> Response:
+    return Response("no run has been written yet\n", status=404, mimetype="text/plain")
 
 
 def run_folder(target) -> Path | None:

@@ -115,7 +115,9 @@ def test_streaming_user(real_vllm, tmp_path, locustfile, name):
     rows = run_user(real_vllm, out, locustfile, "--csv", str(out / "locust"), *SHORT)
     check_rows(rows, name)
     for r in rows:
-        assert 0 < float(r["ttft_s"]) < float(r["e2e_s"]) and float(r["tpot_s"]) > 0, r
+        # a read's chunks share its timestamp (locustfiles/stream.py): the tiny CPU model can send a whole 16-token
+        # answer within one read, so TTFT may equal e2e and TPOT be 0, never more or less
+        assert 0 < float(r["ttft_s"]) <= float(r["e2e_s"]) and float(r["tpot_s"]) >= 0, r
         # one chunk per token (partial UTF-8 ones too), fewer when vLLM's frontend lags and merges two outputs
         assert 0 < int(r["chunks"]) <= 16, r
     assert delta(before, counters(real_vllm.url)) == {

@@ -42,18 +42,11 @@ REPORT_KEY = "vllm_stress"
 WATCH_INTERVAL_S = 1.0
 LOG_INTERVAL_S = 10.0
 REPORT_LAG_S = 3.0  # worker reports arrive up to WORKER_REPORT_INTERVAL late
-_COMPLETION = schema.REQUEST_COLUMNS.index("completion_tokens")
-_END = schema.REQUEST_COLUMNS.index("end_time")
-_OK = schema.REQUEST_COLUMNS.index("ok")
-_MISMATCH = schema.REQUEST_COLUMNS.index("count_mismatch")
-_USERS = schema.REQUEST_COLUMNS.index("users")
-_TTFT = schema.REQUEST_COLUMNS.index("ttft_s")
-_TPOT = schema.REQUEST_COLUMNS.index("tpot_s")
-_E2E = schema.REQUEST_COLUMNS.index("e2e_s")
-_START = schema.REQUEST_COLUMNS.index("start_time")
-_CHUNKS = schema.REQUEST_COLUMNS.index("chunks")
-_ERROR = schema.REQUEST_COLUMNS.index("error")
-_FINISH = schema.REQUEST_COLUMNS.index("finish_reason")
+# positions in a requests.csv row of the columns read here
+_COMPLETION, _END, _OK, _MISMATCH, _USERS, _TTFT, _TPOT, _E2E, _START, _CHUNKS, _ERROR, _FINISH = (
+    schema.REQUEST_COLUMNS.index(column) for column in (
+        "completion_tokens", "end_time", "ok", "count_mismatch", "users", "ttft_s", "tpot_s", "e2e_s", "start_time",
+        "chunks", "error", "finish_reason"))
 RECENT_ROWS = 20_000  # measured requests kept for the live latency charts
 LEVEL_ROWS_LIMIT = 500_000  # rows kept for the live steady-state check (a level's, a few hundred bytes each)
 

@@ -41,6 +41,7 @@ from locust.exception import StopUser
 
 from locustfiles import chat  # the module, not the class: Locust would run every User class in this file
 from locustfiles.base import send_request
+from locustfiles.conversation import Conversation, TurnSizer, assistant_message, think_time, user_message
 from locustfiles.prompts import RequestSpec, Tokenizer
 from locustfiles.sharegpt import is_sharegpt, read_conversations
 
@@ -51,60 +52,6 @@ _user_numbers = itertools.count(1)
 _sizing = gevent.lock.Semaphore()
 _sizers: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # workload -> TurnSizer (or None), per process
 _datasets: dict[str, list[list[str]] | None] = {}  # --dataset path -> conversations (human turns), per process
-
-
-class TurnSizer:
-    """Token counts of the pieces a turn adds to a conversation, from the server's ``/tokenize`` (chat template)."""
-
-    def __init__(self, tokenizer: Tokenizer) -> None:
-        self.tokenizer = tokenizer
-        self.empty = tokenizer.count_messages([user_message("")])
-        # the template between an answer's text and the next user message's text, generation prompt included
-        self.joint = self.count([user_message(""), assistant_message(""), user_message("")]) - self.empty
-
-    def count(self, messages: list[dict]) -> int:
-        return self.tokenizer.count_messages(messages)
-
-    def message(self, text: str) -> int:
-        """Tokens of a user message's text."""
-        return self.count([user_message(text)]) - self.empty
-
-    def answer(self, text: str) -> int:
-        """Tokens of an answer's text, read back inside a conversation."""
-        return self.count([user_message(""), assistant_message(text), user_message("")]) - self.empty - self.joint
-
-
-def user_message(text: str) -> dict:
-    return {"role": "user", "content": text}
-
-
-def assistant_message(text: str) -> dict:
-    return {"role": "assistant", "content": text}
-
-
-def think_time(rng: random.Random, mean: float, dist: str) -> float:
-    """Seconds to think before the next turn (``--think-dist``)."""
-    if mean <= 0 or dist == "constant":
-        return max(mean, 0.0)
-    if dist == "exponential":
-        return rng.expovariate(1 / mean)
-    return rng.uniform(0, 2 * mean)
-
-
-class Conversation:
-    """One session: its messages so far and what its next turn sends."""
-
-    def __init__(self, session_id: str, turns: int, texts: list[str] | None) -> None:
-        self.session_id = session_id
-        self.turns = turns
-        self.texts = texts  # the human turns of a dataset conversation, or None: random words
-        self.messages: list[dict] = []
-        self.turn = 0  # the turn in flight or last sent
-        self.next_target: int | None = None  # prompt tokens the next turn must have, from the history
-
-    @property
-    def over(self) -> bool:
-        return self.turn >= self.turns
 
 
 class ChatSessionUser(chat.ChatUser):

@@ -16,6 +16,7 @@ from locustfiles.conversation import think_time
 from locustfiles.prompts import load_dataset
 from locustfiles.sharegpt import read_conversations
 from tests.conftest import REPO, read_rows, run_locust, scrape
+from tests.faultserver import FaultServer
 
 SHAREGPT = REPO / "scenarios" / "data" / "sharegpt-sample.json"
 QUIET = ["--headless", "--only-summary", "-L", "WARNING"]
@@ -121,3 +122,25 @@ def test_non_streaming_sessions_from_sharegpt_carry_the_answers(simulator, tmp_p
     assert all(b - a > 16 for tokens in by_session.values() for a, b in zip(tokens, tokens[1:], strict=False))
     assert traffic["turns"][0]["requests"] >= 2 and traffic["sessions"]["sessions"] >= 2
     assert server["hits"] > 0  # later turns found their history in the cache
+
+
+def test_a_failed_turn_ends_its_session_and_every_request_names_its_session(tmp_path):
+    """Turns 1 and 2 answered, turn 3 fails (HTTP 503): the row says so, the conversation ends and a new one starts
+    at turn 1; the server saw each request's session in the sticky header."""
+    server = FaultServer().start()
+    try:
+        prefix = "/cycle/ok,ok,http503"
+        out = tmp_path / "run"
+        proc = run_locust("-f", "locustfiles/session.py", "-H", server.url + prefix, "-u", "1", "-r", "1", "-t", "4s",
+                          "--stop-timeout", "10", "--input-tokens", "20", "--output-tokens", "4", "--turn-tokens", "5",
+                          "--think-time", "0", "--results-dir", str(out), *QUIET)
+        assert proc.returncode in (0, 1), proc.stderr[-3000:]  # 1: Locust's exit code for a run with failures
+        rows = read_rows(out / "requests.csv")
+        assert len(rows) >= 6
+        assert [(r["turn"], r["error"]) for r in rows[:6]] == [("1", ""), ("2", ""), ("3", "HTTP 503")] * 2
+        assert all(r["count_mismatch"] == "0" for r in rows if r["ok"] == "1")  # the answers are in the history
+        assert [int(r["prompt_tokens"]) for r in rows[:2]] == [20, 20 + 4 + 5]
+        assert server.session_ids[prefix][:len(rows)] == [r["session_id"] for r in rows]
+        assert len({r["session_id"] for r in rows[:6]}) == 2
+    finally:
+        server.stop()

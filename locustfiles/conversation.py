@@ -3,30 +3,42 @@ user, locustfiles/session.py; no Locust import, so it is unit-tested directly)."
 
 from __future__ import annotations
 
+import logging
 import random
+
+import requests
 
 from locustfiles.prompts import Tokenizer
 
+log = logging.getLogger(__name__)
+
 
 class TurnSizer:
-    """Token counts of the pieces a turn adds to a conversation, from the server's ``/tokenize`` (chat template)."""
+    """Token counts of the pieces a turn adds to a conversation, from the server's ``/tokenize`` (chat template).
+    Measuring the constants raises when ``/tokenize`` fails; a later piece that cannot be measured is None."""
 
     def __init__(self, tokenizer: Tokenizer) -> None:
         self.tokenizer = tokenizer
         self.empty = tokenizer.count_messages([user_message("")])
         # the template between an answer's text and the next user message's text, generation prompt included
-        self.joint = self.count([user_message(""), assistant_message(""), user_message("")]) - self.empty
+        self.joint = tokenizer.count_messages([user_message(""), assistant_message(""), user_message("")]) - self.empty
 
-    def count(self, messages: list[dict]) -> int:
-        return self.tokenizer.count_messages(messages)
+    def count(self, messages: list[dict]) -> int | None:
+        try:
+            return self.tokenizer.count_messages(messages)
+        except (requests.RequestException, ValueError, KeyError) as e:
+            log.warning("/tokenize failed mid-run (%s): this session turn is not length-checked", e)
+            return None
 
-    def message(self, text: str) -> int:
+    def message(self, text: str) -> int | None:
         """Tokens of a user message's text."""
-        return self.count([user_message(text)]) - self.empty
+        count = self.count([user_message(text)])
+        return None if count is None else count - self.empty
 
-    def answer(self, text: str) -> int:
+    def answer(self, text: str) -> int | None:
         """Tokens of an answer's text, read back inside a conversation."""
-        return self.count([user_message(""), assistant_message(text), user_message("")]) - self.empty - self.joint
+        count = self.count([user_message(""), assistant_message(text), user_message("")])
+        return None if count is None else count - self.empty - self.joint
 
 
 def user_message(text: str) -> dict:

@@ -135,12 +135,9 @@ class ChatSessionUser(chat.ChatUser):
         """The prompt tokens of the next turn without its new message: this turn's (the server's usage), the
         answer read back, and the template between them (see the module docstring); None when unknown."""
         sizer = self.turn_sizer()
-        if sizer is None or exchange.prompt_tokens is None:
+        if sizer is None or exchange.prompt_tokens is None or (answer_tokens := sizer.answer(answer)) is None:
             return None
-        try:
-            return exchange.prompt_tokens + sizer.answer(answer) + sizer.joint
-        except (requests.RequestException, ValueError, KeyError):  # /tokenize failed mid-run: the turn is not checked
-            return None
+        return exchange.prompt_tokens + answer_tokens + sizer.joint
 
     def turn_sizer(self) -> TurnSizer | None:
         """The process's TurnSizer for this workload, measured once (None without /tokenize)."""

@@ -114,7 +114,11 @@ def traffic_blocks(config: dict) -> list[Block]:
                 ["Turn", "Requests", "Failures", "Prompt tokens", "TTFT p50", "TTFT p99", "Prefix hits (rows)"],
                 [[str(t["turn"]), str(t["requests"]), str(t["failures"]), tokens(t["prompt_tokens_mean"]),
                   seconds(t["ttft_p50_s"]), seconds(t["ttft_p99_s"]), percent(t["prefix_hit_rate"])]
-                 for t in traffic["turns"]])]
+                 for t in traffic["turns"]]),
+                Paragraph("Over the whole run, by the turn of the conversation: requests (failures included, streams "
+                          "cut by the run's stop left out), and of the successful ones on their token targets the mean "
+                          "prompt tokens, TTFT and the prefix-cache hit rate (cached / prompt tokens from the rows' "
+                          "usage): what the cache saves as the history grows.")]
         if sessions := traffic["sessions"]:
             completed = ", ".join(f"{turns} turns: {count}" for turns, count in sessions["turns_completed"].items())
             blocks.append(Paragraph(

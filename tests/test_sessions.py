@@ -15,7 +15,7 @@ from analysis.traffic import session_summary, turn_table, window_table
 from locustfiles.conversation import think_time
 from locustfiles.prompts import load_dataset
 from locustfiles.sharegpt import read_conversations
-from tests.conftest import REPO, read_rows, run_locust, scrape
+from tests.conftest import REPO, read_rows, run_locust, scrape, two_workers
 from tests.faultserver import FaultServer
 
 SHAREGPT = REPO / "scenarios" / "data" / "sharegpt-sample.json"
@@ -110,10 +110,12 @@ def test_prefix_caching_serves_the_history_and_turn_4_gets_faster(simulator, tmp
     assert cached["sessions"]["turns_completed"].get("4", 0) >= 4  # whole conversations, then new ones
 
 
-def test_non_streaming_sessions_from_sharegpt_carry_the_answers(simulator, tmp_path):
+def test_non_streaming_sessions_from_sharegpt_on_two_workers_carry_the_answers(simulator, tmp_path):
     rows, traffic, server = session_run(simulator, tmp_path, "sharegpt", "--no-stream", "--dataset", str(SHAREGPT),
-                                        "--session-seed", "3", users=2, seconds=10)
+                                        "--session-seed", "3", *two_workers(), users=4, seconds=10)
     ok = [r for r in rows if r["ok"] == "1"]
+    workers = {r["worker"] for r in rows}
+    assert len(workers) == 2 and all(r["session_id"].startswith(r["worker"] + "-") for r in rows)
     assert ok and all(r["count_mismatch"] == "0" and r["target_prompt_tokens"] for r in ok)
     by_session = {}
     for r in ok:

@@ -123,8 +123,8 @@ def traffic_blocks(config: dict) -> list[Block]:
             completed = ", ".join(f"{turns} turns: {count}" for turns, count in sessions["turns_completed"].items())
             blocks.append(Paragraph(
                 f"{sessions['sessions']} sessions, {sessions['turns_completed_mean']:.2f} turns completed on average "
-                f"({completed}); {sessions['ended_by_failure']} ended by a failed turn, {sessions['cut_at_stop']} cut "
-                f"by the run's stop; duration p50 {seconds(sessions['duration_p50_s'])}, p99 "
+                f"({completed}); {sessions['ended_by_failure']} ended by a failed turn, {sessions['cut_at_stop']} by a turn "
+                f"the run's stop cut (the ones it caught between turns count with the turns they completed); duration p50 {seconds(sessions['duration_p50_s'])}, p99 "
                 f"{seconds(sessions['duration_p99_s'])} (first send to last answer, think times included)."))
         if traffic["windows"]:
             blocks += [Heading(f"Per {traffic['window_s']:g} s window: {run}", 3), Table(

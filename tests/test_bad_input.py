@@ -82,6 +82,12 @@ def test_bad_options_are_refused_at_test_start(tmp_path, args, message):
     refused(proc, message)
 
 
+def test_sessions_refuse_a_schedule(fault_server, tmp_path):
+    proc = run_locust("-f", "locustfiles/session.py", "-H", fault_server.url, *SHORT, "--results-dir",
+                      str(tmp_path / "run"), "--arrival-rate", "5", timeout=60)
+    refused(proc, "--trace and --arrival-rate send requests on a schedule")
+
+
 @pytest.mark.parametrize(("content", "message"), [
     (b"\xff\xfe\x00 not text", "--dataset: 'utf-8' codec can't decode"),
     (b'{"prompt": "fine"}\n{"text": "no prompt key"}\n', ":2: not a prompt line (KeyError"),

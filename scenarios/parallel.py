@@ -28,12 +28,12 @@ from pathlib import Path
 import aiohttp
 import requests
 
-from analysis.grading import grade
 from analysis.parallel_report import summarise, write_report
 from scenarios.questions import MAX_TOKENS, DatasetError, Question, load_questions, prompt
 from scenarios.runner import ScenarioError, prepare_out, server
 from vllm_stress import served
 from vllm_stress.failures import failure_name
+from vllm_stress.grading import grade
 
 log = logging.getLogger("scenarios.parallel")
 

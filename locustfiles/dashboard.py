@@ -66,10 +66,10 @@ class Series:
         }
 
     def payload(self) -> dict:
-        recorder = self.target.recorder
-        return {"points": list(self.points), "levels": [finite_dict(level) for level in recorder.level_results],
-                "phase": recorder.phase_text, "phase_since": recorder.phase_since,
-                "phase_limit_s": recorder.phase_limit_s, "now": time.time(),
+        recorder, progress = self.target.recorder, self.target.progress
+        return {"points": list(self.points), "levels": [finite_dict(level) for level in progress.level_results],
+                "phase": progress.phase_text, "phase_since": progress.phase_since,
+                "phase_limit_s": progress.phase_limit_s, "now": time.time(),
                 "totals": dict(recorder.totals), "folder": str(recorder.folder.path) if recorder.folder else ""}
 
 

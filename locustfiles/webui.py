@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 
 from flask import Blueprint, Response, request
 
@@ -59,15 +58,6 @@ def _saturated(cpu_percent: float) -> str:
     return "yes" if cpu_percent > schema.CLIENT_CPU_LIMIT_PERCENT else "no"
 
 
-def phase(recorder) -> str:
-    """The load shape's phase with the time spent in it and the time left at most, or "" without a shape."""
-    if not recorder.phase_text:
-        return ""
-    elapsed = time.time() - recorder.phase_since
-    left = "" if recorder.phase_limit_s is None else f", at most {max(recorder.phase_limit_s - elapsed, 0):.0f} s left"
-    return f"{recorder.phase_text} — {elapsed:.0f} s in{left}"
-
-
 def table_rows(target) -> list[dict]:
     """The tab's rows (every key of COLUMNS in each)."""
     recorder, telemetry = target.recorder, target.telemetry
@@ -75,7 +65,7 @@ def table_rows(target) -> list[dict]:
     cpu_now = max(telemetry.latest_cpu.values(), default=0.0)
     kv_cache = server.get("kv_cache_usage", "")
     rows = [dict.fromkeys(COLUMNS, "") | {
-        "level": phase(recorder) or f"now: {recorder.level} users",
+        "level": target.progress.text() or f"now: {recorder.level} users",
         "requests": recorder.totals["requests"],
         "failures": recorder.totals["failures"],
         "aborted": recorder.totals["aborted"],

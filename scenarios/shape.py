@@ -14,7 +14,9 @@ Each level goes through three phases, each logged once when it begins:
   ``--max-step-time`` seconds (which bounds the warm-up too). Either way the level's verdict is logged at its end.
 
 With ``--cooldown`` the users are stopped for that long after a level, so the next one starts from an idle server.
-A shape runs only on the master (or the local runner).
+A shape runs only on the master (or the local runner). It tells the rest of the suite through the suite's own events
+(``locustfiles/hooks.py``: level started / held / ended, phase changed) and judges its holds on a ``LevelWindow``
+that those events' listeners never see.
 """
 
 import logging
@@ -22,6 +24,8 @@ import time
 
 from locust import LoadTestShape, events
 
+from locustfiles import hooks
+from locustfiles.levelwindow import LevelWindow
 from scenarios.levels import RAMP_DEFAULTS, RAMP_TIMES, check_times, parse_levels, step_seconds
 
 log = logging.getLogger(__name__)
@@ -62,6 +66,8 @@ class StepRampShape(LoadTestShape):
 
     def __init__(self) -> None:
         super().__init__()
+        self.window: LevelWindow | None = None  # made at the first tick: Locust sets self.runner after __init__
+        self.phase_text = ""
         self.start_level(0)
 
     def reset_time(self) -> None:
@@ -85,7 +91,8 @@ class StepRampShape(LoadTestShape):
             return None
         if self.index >= len(levels):
             return None
-        recorder = self.runner.environment.llm_target.recorder
+        environment = self.runner.environment
+        window = self.window = self.window or LevelWindow(self.runner)
         now = time.monotonic()
         elapsed = now - self.phase_start
         target = levels[self.index]
@@ -95,30 +102,33 @@ class StepRampShape(LoadTestShape):
             if self.current is None:
                 previous = levels[self.index - 1] if self.index and not options.cooldown else 0
                 self.current = (target, max(abs(target - previous) / max(options.ramp_time, 0.001), 1.0))
-                recorder.level_started(target)
+                window.start(target)
+                hooks.level_started.fire(environment=environment, users=target)
                 left = (len(levels) - self.index) * level_bound_s(options, hold_s)
-                self.announce(recorder, name, f"ramping up over {options.ramp_time:g} s (the ramp ends within "
+                self.announce(name, f"ramping up over {options.ramp_time:g} s (the ramp ends within "
                                               f"{left / 60:.0f} min)")
             elif self.get_current_user_count() >= target or elapsed > REACH_TIMEOUT_S:
                 if elapsed > REACH_TIMEOUT_S:
                     log.warning("Level %d users not reached in %.0f s (%d running): holding anyway",
                                 target, REACH_TIMEOUT_S, self.get_current_user_count())
                 self.begin("warmup", now)
-                self.announce(recorder, name, f"warming up: at least {options.warmup:g} s and {target} completed "
+                self.announce(name, f"warming up: at least {options.warmup:g} s and {target} completed "
                                               "requests (one request lifetime)", limit_s=options.max_step_time)
         elif self.phase == "warmup":
-            lifetime_done = recorder.level_completions() >= target or elapsed >= options.max_step_time
+            lifetime_done = window.completions() >= target or elapsed >= options.max_step_time
             if elapsed >= options.warmup and lifetime_done:
-                recorder.level_held()
+                window.hold()
+                hooks.level_held.fire(environment=environment)
                 self.begin("hold", now)
-                self.announce(recorder, name, f"holding {hold_s:g} s" if hold_s is not None else
+                self.announce(name, f"holding {hold_s:g} s" if hold_s is not None else
                               f"holding until steady (judged every {CHECK_INTERVAL_S:g} s, at most "
                               f"{options.max_step_time:g} s)", limit_s=options.max_step_time if hold_s is None else hold_s)
-        elif self.phase == "hold" and self.hold_over(recorder, hold_s, elapsed, options.max_step_time):
-            verdict = recorder.hold_verdict()
-            recorder.level_ended(verdict)
+        elif self.phase == "hold" and self.hold_over(hold_s, elapsed, options.max_step_time):
+            verdict = window.verdict()
+            hooks.level_ended.fire(environment=environment, users=target, verdict=verdict,
+                                   output_tokens_per_s=window.output_tokens_per_s())
             self.begin("cooldown", now)
-            self.announce(recorder, name, f"held {elapsed:.0f} s: " + ("steady" if verdict.steady else "not steady")
+            self.announce(name, f"held {elapsed:.0f} s: " + ("steady" if verdict.steady else "not steady")
                           + f" ({verdict.reason})")
         elif self.phase == "cooldown":
             if elapsed >= options.cooldown:
@@ -131,7 +141,7 @@ class StepRampShape(LoadTestShape):
     def begin(self, phase: str, now: float) -> None:
         self.phase, self.phase_start = phase, now
 
-    def hold_over(self, recorder, hold_s: float | None, elapsed: float, max_step_time: float) -> bool:
+    def hold_over(self, hold_s: float | None, elapsed: float, max_step_time: float) -> bool:
         """A fixed hold is over after its seconds; an auto hold once it is steady or after max_step_time."""
         if hold_s is not None:
             return elapsed >= hold_s
@@ -140,14 +150,14 @@ class StepRampShape(LoadTestShape):
         if time.monotonic() - self.last_check < CHECK_INTERVAL_S:
             return False
         self.last_check = time.monotonic()
-        return recorder.hold_verdict().steady
+        return self.window.verdict().steady
 
-    @staticmethod
-    def announce(recorder, name: str, phase: str, limit_s: float | None = None) -> None:
+    def announce(self, name: str, phase: str, limit_s: float | None = None) -> None:
         """One console line per phase change; the web UI's LLM tab shows the same text with the time in the phase
         and its bound (``limit_s``). (Locust ticks a shape once before the test starts and again after it resets the
         shape's clock: the same first line is logged once.)"""
         text = f"{name}: {phase}"
-        if text != recorder.phase_text:
-            recorder.phase_text, recorder.phase_since, recorder.phase_limit_s = text, time.time(), limit_s
+        if text != self.phase_text:
+            self.phase_text = text
+            hooks.phase_changed.fire(environment=self.runner.environment, text=text, limit_s=limit_s)
             log.info("%s", text)

@@ -202,7 +202,7 @@ def test_live_vllm_matches_the_fixture(vllm_shapes):
 
 
 def test_simulator_matches_live_vllm(vllm_shapes, simulator):
-    sim = simulator("--profile", "cpu-tiny")
+    sim = simulator("--profile", "cpu-tiny", "--enable-prompt-tokens-details")  # as deploy/real-vllm.sh starts vLLM
     found = simulator_differences(vllm_shapes, sim.url, sim.model)
     assert not found, "\n".join(found)
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from locustfiles import options
+from locustfiles.serverinfo import launch_option
 from scenarios.levels import RAMP_DEFAULTS, RAMP_TIMES, check_times, longest_run_s, parse_levels
 from vllm_stress import schema
 
@@ -191,6 +192,13 @@ def server(target: str | None, simulator_args: list[str], server_cmd: str = "", 
         yield sim.url
 
 
+def launch_args(target: str | None, server_args: list[str], server_cmd: str = "") -> list[str]:
+    """The Locust argument that records in run.json how ``server()`` started the server (none for a --target alone)."""
+    if server_cmd:
+        return [launch_option("server-cmd", shlex.split(server_cmd) + server_args)]
+    return [] if target else [launch_option("simulator", ["python", "-m", "simulator", *server_args])]
+
+
 def answers(url: str) -> bool:
     """Something accepts TCP connections at the URL's host and port."""
     parts = urlsplit(url)
@@ -288,7 +296,8 @@ def run_scenario(name: str, out: Path, target: str | None = None, repeats: int |
             for repeat in range(1, repeats + 1):
                 run_dir = cell_dir / f"run-{repeat}"
                 log.info("%s: run %d of %d against %s -> %s", name, repeat, repeats, url, run_dir)
-                code = run_locust(name, config, keys, url, run_dir, workers, list(locust_args or []))
+                code = run_locust(name, config, keys, url, run_dir, workers,
+                                  [*(locust_args or []), *launch_args(target, sim_args, server_cmd)])
                 if not has_rows(run_dir / schema.REQUESTS_FILE):
                     raise ScenarioError(f"run {repeat} measured no request (Locust exit code {code}; its log says why)")
                 run_dirs.append(str(run_dir))

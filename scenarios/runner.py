@@ -118,14 +118,17 @@ def free_port() -> int:
 
 
 def run_locust(name: str, config: Path, keys: dict[str, str], target: str, run_dir: Path, workers: int,
-               extra_args: list[str]) -> int:
-    """One run: a headless master and ``workers`` worker processes on this machine; returns the master's exit code."""
+               extra_args: list[str], web_port: int = 0) -> int:
+    """One run: a headless master (with ``web_port``: one serving Locust's web UI on 127.0.0.1:web_port, started at
+    once and quitting at the end) and ``workers`` worker processes on this machine; returns the master's exit code."""
     port = str(free_port())
     locustfile = f"{keys.get('locustfile', DEFAULT_LOCUSTFILE).split(',')[0]},{SHAPE}"
     common = [sys.executable, "-m", "locust", "-f", locustfile, "--config", str(config), "-H", target, *extra_args]
     # --repeats 1: this function is one of the runner's repeats (a config's `repeats` is refused by plain Locust)
     common += ["--repeats", "1"]
-    master_cmd = common + ["--master", "--headless", "--master-bind-host", "127.0.0.1", "--master-bind-port", port,
+    ui = ["--web-host", "127.0.0.1", "--web-port", str(web_port), "--autostart", "--autoquit", "0"] if web_port else [
+        "--headless"]
+    master_cmd = common + ["--master", *ui, "--master-bind-host", "127.0.0.1", "--master-bind-port", port,
                            "--expect-workers", str(workers), "--expect-workers-max-wait", str(WORKER_CONNECT_WAIT_S),
                            "--results-dir", str(run_dir), "--csv", str(run_dir / schema.LOCUST_CSV_PREFIX),
                            "--scenario", name]

@@ -280,7 +280,9 @@ def report_blocks(result: dict, plots: dict[str, Path]) -> list:
 
 
 def servers_differ(result: dict) -> bool:
-    return result["servers"]["baseline"] != result["servers"]["candidate"]
+    """Both sides name their servers (run.json's server_version and server_launch), and not the same ones."""
+    servers = result["servers"]
+    return bool(servers["baseline"] and servers["candidate"] and servers["baseline"] != servers["candidate"])
 
 
 def write_report(result: dict, out: Path) -> None:

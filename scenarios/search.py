@@ -181,13 +181,14 @@ def judge(run_dirs: list[Path], load: float, users: int, slos: list[Slo], space:
     missed = [slo for slo in slos if not slo.met(level)]
     probe = Probe(load, users, False, bool(level["steady"]), "", values, ci95, len(run_dirs), [s.name for s in missed])
     lag = level.get(LAG_FIELD)
+    reasons = [f"misses {', '.join(slo.describe() for slo in missed)}"] if missed else []
     if not space.whole and lag is not None and lag >= stats.SCHEDULE_LAG_LIMIT_S:
-        probe.reason = (f"the client could not keep up: arrivals waited {lag:.1f} s (p99) for a free user "
-                        f"(raise --pool-seconds above {space.pool_seconds:g})")
-    elif not probe.steady:
-        probe.reason = f"not steady: {level['steady_reason']}"
-    elif missed:
-        probe.reason = f"misses {', '.join(slo.describe() for slo in missed)}"
+        # the pool was full: the server is past its capacity (the SLOs say so) or the pool is too small for the rate
+        reasons.append(f"arrivals waited {lag:.1f} s (p99) for a free user" + (
+            "" if missed else f": the client could not keep up (raise --pool-seconds above {space.pool_seconds:g})"))
+    if not probe.steady:
+        reasons.append(f"not steady: {level['steady_reason']}")
+    probe.reason = "; ".join(reasons)
     probe.passed = not probe.reason
     return probe
 

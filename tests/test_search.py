@@ -2,11 +2,16 @@
 fewer probes. e2e p50 is the SLO: it grows with the users at every level (TTFT of this tiny profile comes in waves)."""
 
 import json
+import math
+import threading
+import time
 
 import pytest
+import requests
 
 from analysis.synthetic import closed_loop_rows, step_levels, write_run
 from scenarios.__main__ import main
+from scenarios.runner import free_port
 from scenarios.search import Space, binding, judge, next_load, parse_slos
 
 SIM = ["--simulator-arg=--max-num-seqs=32", "--workers", "1"]
@@ -31,6 +36,22 @@ def test_search_finds_what_a_dense_sweep_finds(tmp_path):
                  "--out", str(tmp_path / "search"), *SIM]) == 0
     again = json.loads((tmp_path / "search" / "search.json").read_text())
     assert again["answer_users"] == result["answer_users"] and len(again["probes"]) == len(result["probes"])
+
+
+def test_search_over_arrival_rate(tmp_path):
+    """The open loop: each probe sends at its rate with ceil(rate x 2 s) users, and a passing probe did send at its
+    rate. Above the server's capacity e2e grows without bound (or the pool runs dry), so a probe there fails."""
+    assert main(["search", "--scenario", "smoke", "--over", "rate", "--slo", f"e2e_p50={SLO_MS}", "--low", "32",
+                 "--high", "256", "--precision", "0.2", "--pool-seconds", "2", "--out", str(tmp_path / "rate"),
+                 "--locust-arg=--max-step-time=40", *SIM]) == 0
+    result = json.loads((tmp_path / "rate" / "search.json").read_text())
+    assert result["finished"] and result["over"] == "rate" and result["answer"] >= 32
+    assert result["next_failing"] is not None and result["next_failing"] - result["answer"] <= 0.2 * result["answer"]
+    for probe in result["probes"]:
+        assert probe["users"] == math.ceil(probe["load"] * 2)
+        if probe["passed"]:  # Poisson arrivals over a steady window of a few hundred requests
+            assert probe["values"]["requests_per_s"] == pytest.approx(probe["load"], rel=0.25), probe
+    assert "Arrival wait p99" in (tmp_path / "rate" / "search.md").read_text()
 
 
 @pytest.mark.fast
@@ -116,3 +137,27 @@ def test_bad_search_input_is_one_line_and_exit_2(tmp_path, capsys):
         code = main(["search", "--scenario", "smoke", "--slo", "e2e_p50=300", "--out", str(tmp_path / "s"), *args])
         err = capsys.readouterr().err
         assert code == 2 and message in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_search_is_watched_in_the_web_ui(tmp_path):
+    """With --web-port each probe's master serves Locust's web UI there while it runs, and the live dashboard's
+    series says which probe it is."""
+    port, notes = free_port(), []
+
+    def watch():
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and not notes:
+            try:
+                note = requests.get(f"http://127.0.0.1:{port}/llm/series.json", timeout=2).json().get("note")
+                notes.extend([note] if note else [])
+            except (requests.RequestException, ValueError):
+                pass
+            time.sleep(0.5)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    assert main(["search", "--scenario", "smoke", "--slo", "e2e_p50=10s", "--low", "2", "--high", "2",
+                 "--web-port", str(port), "--out", str(tmp_path / "search"), "--workers", "1"]) == 0
+    watcher.join(timeout=5)
+    assert notes and notes[0].startswith("SLO search probe 1 of at most 12: 2 users, run 1 of 1; no verdict yet")
+    assert json.loads((tmp_path / "search" / "search.json").read_text())["answer"] == 2

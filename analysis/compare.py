@@ -143,6 +143,8 @@ def side_servers(sources: list[str], db: str | None) -> list[str]:
             meta = read_meta(Path(source) / schema.RUN_FILE)
         else:
             continue
+        if not (meta.get("server_version") or meta.get("server_launch")):
+            continue  # a run that does not say (an older run.json, a server without /version started by hand)
         launch = meta.get("server_launch") or {}
         text = f"version {meta.get('server_version') or 'unknown'}"
         text += f", launched with `{' '.join(launch['command'])}`" if launch.get("command") else ", launched by hand"

@@ -217,6 +217,8 @@ def search(name: str, out: Path, slos: list[Slo], *, target: str | None = None, 
     space = check_space(over, low, high, precision, pool_seconds)
     if repeats < 1 or max_probes < 1:
         raise ScenarioError(f"--repeats and --max-probes must be at least 1, got {repeats} and {max_probes}")
+    if not 0 <= web_port <= 65535:
+        raise ScenarioError(f"--web-port must be a TCP port (1-65535), got {web_port}")
     config, keys = read_config(name)
     out = out.resolve()
     locust_args = ["--step-time=auto", *(locust_args or [])]

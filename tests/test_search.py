@@ -133,7 +133,7 @@ def test_rates_bracket_then_bisect_to_the_precision():
 def test_bad_search_input_is_one_line_and_exit_2(tmp_path, capsys):
     for args, message in ((["--over", "users", "--low", "1.5"], "whole users"),
                           (["--over", "rate", "--low", "0"], "0 < low <= high"),
-                          (["--repeats", "0"], "--repeats")):
+                          (["--repeats", "0"], "--repeats"), (["--web-port", "70000"], "--web-port")):
         code = main(["search", "--scenario", "smoke", "--slo", "e2e_p50=300", "--out", str(tmp_path / "s"), *args])
         err = capsys.readouterr().err
         assert code == 2 and message in err and len(err.strip().splitlines()) == 1

@@ -1,5 +1,7 @@
 """The SLO search against the simulator with --max-num-seqs 32: the same answer as a dense sweep read by hand, in
-fewer probes. e2e p50 is the SLO: it grows with the users at every level (TTFT of this tiny profile comes in waves)."""
+fewer probes; the same search over arrival rate (open loop); repeats judged on their mean with its CI (synthetic runs
+with exact answers); a search watched in the web UI. e2e p50 is the SLO: it grows with the load at every level (TTFT
+of this tiny profile comes in waves)."""
 
 import json
 import math

@@ -6,10 +6,15 @@ sides differ, so runs of two engine builds or two sets of flags are told apart."
 from __future__ import annotations
 
 import json
+import re
 
 from locustfiles import options as opts
 
 VERSION_TIMEOUT_S = 5.0
+# a flag or environment assignment whose value is a credential: --api-key K, --hf-token=T, HF_TOKEN=T (not
+# --api-key-file, whose value is a path)
+SECRET = re.compile(r"^(--?)?[\w.-]*(key|token|secret|password)$", re.IGNORECASE)
+HIDDEN = "***"
 
 
 def server_version(options, host: str) -> str | None:
@@ -43,5 +48,20 @@ def server_launch(options) -> dict | None:
 
 def launch_option(kind: str, command: list[str]) -> str:
     """The ``--server-launch`` value the scenario runner passes: what started the server (``simulator`` or
-    ``server-cmd``) and its command line with every flag."""
-    return "--server-launch=" + json.dumps({"kind": kind, "command": command})
+    ``server-cmd``) and its command line with every flag, credentials replaced by ``***``."""
+    return "--server-launch=" + json.dumps({"kind": kind, "command": redacted(command)})
+
+
+def redacted(command: list[str]) -> list[str]:
+    """The command line with the value of every credential flag or assignment (SECRET) hidden."""
+    shown, hide_next = [], False
+    for arg in command:
+        name, equals, _ = arg.partition("=")
+        if hide_next:
+            shown.append(HIDDEN)
+        elif equals and SECRET.match(name):
+            shown.append(f"{name}={HIDDEN}")
+        else:
+            shown.append(arg)
+        hide_next = not hide_next and not equals and arg.startswith("-") and bool(SECRET.match(arg))
+    return shown

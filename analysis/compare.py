@@ -23,11 +23,12 @@ from pathlib import Path
 import pandas as pd
 
 from analysis import stats, store, vllm_json
-from analysis.load import AnalysisError
+from analysis.load import AnalysisError, read_meta
 from analysis.plots import plot_against_users
 from analysis.render import Bullets, Heading, Image, Paragraph, Table, to_html, to_markdown
 from analysis.report import run_levels
 from analysis.summary import to_json_types
+from vllm_stress import schema
 from vllm_stress.steady import RATE_TOLERANCE
 
 # --fail-on name -> level field (analysis.levels.LEVEL_FIELDS): the headline metrics compared
@@ -131,6 +132,26 @@ def load_side(sources: list[str], db: str | None) -> pd.DataFrame:
     return pd.concat([frame.reindex(columns=columns) for frame in frames], ignore_index=True)
 
 
+def side_servers(sources: list[str], db: str | None) -> list[str]:
+    """The distinct servers of a side's runs, each as "version X, launched with ..." (run.json's server_version and
+    server_launch; a vllm bench serve result names none)."""
+    servers = []
+    for source in sources:
+        if source.startswith(STORE_PREFIX):
+            meta = store.run_meta(db, source.removeprefix(STORE_PREFIX))
+        elif (Path(source) / schema.RUN_FILE).is_file():
+            meta = read_meta(Path(source) / schema.RUN_FILE)
+        else:
+            continue
+        if not (meta.get("server_version") or meta.get("server_launch")):
+            continue  # a run that does not say (an older run.json, a server without /version started by hand)
+        launch = meta.get("server_launch") or {}
+        text = f"version {meta.get('server_version') or 'unknown'}"
+        text += f", launched with `{' '.join(launch['command'])}`" if launch.get("command") else ", launched by hand"
+        servers += [text] if text not in servers else []
+    return servers
+
+
 def aggregate(per_run: pd.DataFrame) -> pd.DataFrame:
     """Per level: the mean, and with repeats the standard deviation and CI, of every metric (as in the report)."""
     numeric = per_run.astype({field: float for field in METRICS.values()})
@@ -192,6 +213,7 @@ def compare(baseline_sources: list[str], candidate_sources: list[str], limits: l
         "ungated": {int(u): ungated_reason(baseline.loc[u], candidate.loc[u]) for u in sorted(common)
                     if not (baseline.loc[u, "steady"] and candidate.loc[u, "steady"])},
         "regressions": [d for d in diffs if d.regression],
+        "servers": {"baseline": side_servers(baseline_sources, db), "candidate": side_servers(candidate_sources, db)},
     }
 
 
@@ -227,6 +249,9 @@ def report_blocks(result: dict, plots: dict[str, Path]) -> list:
     regressions = result["regressions"]
     sides = [f"{side}: {', '.join(result[side]['sources'])}" for side in ("baseline", "candidate")]
     blocks = [Heading(TITLE, 1), Bullets(sides)]
+    if servers_differ(result):
+        blocks.append(Paragraph("The servers differ: " + "; ".join(
+            f"{side} {' / '.join(result['servers'][side]) or 'unknown'}" for side in ("baseline", "candidate")) + "."))
     if regressions:
         blocks += [Heading("Regressions"), Bullets([verdict_line(d) for d in regressions])]
     else:
@@ -256,6 +281,12 @@ def report_blocks(result: dict, plots: dict[str, Path]) -> list:
     return blocks
 
 
+def servers_differ(result: dict) -> bool:
+    """Both sides name their servers (run.json's server_version and server_launch), and not the same ones."""
+    servers = result["servers"]
+    return bool(servers["baseline"] and servers["candidate"] and servers["baseline"] != servers["candidate"])
+
+
 def write_report(result: dict, out: Path) -> None:
     """compare.md, compare.html, compare.json and the curves of both sides into ``out``."""
     if out.exists() and not out.is_dir():
@@ -273,7 +304,7 @@ def write_report(result: dict, out: Path) -> None:
     blocks = report_blocks(result, plots)
     (out / COMPARE_MD).write_text(to_markdown(blocks))
     (out / COMPARE_HTML).write_text(to_html(blocks, TITLE))
-    document = {key: result[key] for key in ("fail_on", "ungated")} | {
+    document = {key: result[key] for key in ("fail_on", "ungated", "servers")} | {
         side: {"sources": result[side]["sources"]} for side in ("baseline", "candidate")} | {
         "differences": [asdict(d) | {"regression": d.regression} for d in result["differences"]],
         "regressions": len(result["regressions"])}
@@ -333,6 +364,9 @@ def main(argv: list[str]) -> int:
     except AnalysisError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    if servers_differ(result):
+        for side in ("baseline", "candidate"):
+            print(f"{side} server: {' / '.join(result['servers'][side]) or 'unknown'}")
     for diff in result["regressions"]:
         print(f"regression: {verdict_line(diff)}")
     compared = len({d.users for d in result["differences"]})

@@ -267,9 +267,9 @@ def method_blocks(summary: dict) -> list[Block]:
         "stopped during the level's ramp or warm-up) gets a window from its rows and is never steady.",
         f"Steady state: a window is steady when it holds at least {steady_rule.MIN_LIFETIMES:.0f} request lifetimes "
         f"(window / e2e p50), each half has at least {steady_rule.MIN_PER_HALF} measured requests, and its two halves "
-        f"agree: completions within {steady_rule.RATE_TOLERANCE:.0%} (or {steady_rule.NOISE_Z:.0f} standard "
-        f"deviations of a Poisson count), output tok/s and requests in flight within "
-        f"{steady_rule.RATE_TOLERANCE:.0%}, and e2e p50 and TTFT p50 moving by at most "
+        f"agree: completions, output tok/s and requests in flight within {steady_rule.RATE_TOLERANCE:.0%} (or, "
+        f"when more, {steady_rule.NOISE_Z:.0f} standard deviations of the halves' Poisson completion count), and "
+        "e2e p50 and TTFT p50 moving by at most "
         f"{steady_rule.LATENCY_TOLERANCE:.0%} of the e2e p50. Levels that are not steady are shown with the first "
         "check they failed and are never the peak, the saturation point, the knee or a recommendation.",
         "Attribution: a request belongs to the level in its users column (the level it started in) and counts where "

@@ -106,6 +106,15 @@ def run_levels(db: str | None, run_id: str) -> pd.DataFrame:
     return pd.DataFrame([json.loads(fields) for (fields,) in rows])
 
 
+def run_meta(db: str | None, run_id: str) -> dict:
+    """The run.json of one stored run ({} when the store or the run is missing: run_levels says why)."""
+    if not db or not Path(db).is_file():
+        return {}
+    with closing(connect(db)) as connection:
+        row = connection.execute("SELECT meta FROM runs WHERE id = ?", (run_id,)).fetchone()
+    return json.loads(row[0] or "{}") if row else {}
+
+
 HISTORY_COLUMNS = ("id", "recorded", "label", "model", "scenario", "target", "levels", "steady", "peak", "dir")
 
 

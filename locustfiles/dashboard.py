@@ -70,7 +70,8 @@ class Series:
         return {"points": list(self.points), "levels": [finite_dict(level) for level in progress.level_results],
                 "phase": progress.phase_text, "phase_since": progress.phase_since,
                 "phase_limit_s": progress.phase_limit_s, "now": time.time(),
-                "totals": dict(recorder.totals), "folder": str(recorder.folder.path) if recorder.folder else ""}
+                "totals": dict(recorder.totals), "folder": str(recorder.folder.path) if recorder.folder else "",
+                "note": self.target.environment.parsed_options.run_note}
 
 
 def finite(value) -> float | None:
@@ -213,6 +214,7 @@ async function refresh() {
     const left = data.phase_limit_s === null ? "" : `, at most ${Math.max(data.phase_limit_s - (data.now - data.phase_since), 0).toFixed(0)} s left`;
     document.getElementById("progress").textContent = data.phase ? `${data.phase} — ${(data.now - data.phase_since).toFixed(0)} s in${left}` :
       (data.folder ? `running: ${data.totals.requests || 0} requests` : "no run yet");
+    if (data.note) document.getElementById("progress").textContent = `${data.note} · ${document.getElementById("progress").textContent}`;
     if (pts.length) {
       const xs = pts.map(p => p.time);
       draw("tok", xs, [{name: "output tok/s", values: pts.map(p => p.output_tok_s)}], holds(pts));

@@ -17,7 +17,7 @@ from collections import Counter, defaultdict, deque
 import gevent
 from locust.runners import STATE_MISSING
 
-from locustfiles import hooks, rows
+from locustfiles import hooks, rows, serverinfo
 from locustfiles.recorder import FLUSH_MESSAGE, LEVEL_MESSAGE, LEVEL_REQUEST, REPORT_KEY, ROWS_MESSAGE, Recorder
 from locustfiles.runfolder import RunFolder, RunFolderExists, default_path, write_final_locust_csvs
 from locustfiles.stream import clocks as receive_clocks
@@ -160,6 +160,8 @@ class LocalRecorder(Recorder):
             "workers": [],
             "lost_workers": [],
             "receive_clock": receive_clocks,  # filled as users start (workers: with their reports)
+            "server_version": serverinfo.server_version(options, environment.host),
+            "server_launch": serverinfo.server_launch(options),
         }
         self.folder.write_run(self.meta)
         self.set_level(self.runner.target_user_count)  # set just before test_start; the first users start after

@@ -23,6 +23,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from locustfiles import options
+from locustfiles.serverinfo import launch_option
 from scenarios.levels import RAMP_DEFAULTS, RAMP_TIMES, check_times, longest_run_s, parse_levels
 from vllm_stress import schema
 
@@ -117,14 +118,17 @@ def free_port() -> int:
 
 
 def run_locust(name: str, config: Path, keys: dict[str, str], target: str, run_dir: Path, workers: int,
-               extra_args: list[str]) -> int:
-    """One run: a headless master and ``workers`` worker processes on this machine; returns the master's exit code."""
+               extra_args: list[str], web_port: int = 0) -> int:
+    """One run: a headless master (with ``web_port``: one serving Locust's web UI on 127.0.0.1:web_port, started at
+    once and quitting at the end) and ``workers`` worker processes on this machine; returns the master's exit code."""
     port = str(free_port())
     locustfile = f"{keys.get('locustfile', DEFAULT_LOCUSTFILE).split(',')[0]},{SHAPE}"
     common = [sys.executable, "-m", "locust", "-f", locustfile, "--config", str(config), "-H", target, *extra_args]
     # --repeats 1: this function is one of the runner's repeats (a config's `repeats` is refused by plain Locust)
     common += ["--repeats", "1"]
-    master_cmd = common + ["--master", "--headless", "--master-bind-host", "127.0.0.1", "--master-bind-port", port,
+    ui = ["--web-host", "127.0.0.1", "--web-port", str(web_port), "--autostart", "--autoquit", "0"] if web_port else [
+        "--headless"]
+    master_cmd = common + ["--master", *ui, "--master-bind-host", "127.0.0.1", "--master-bind-port", port,
                            "--expect-workers", str(workers), "--expect-workers-max-wait", str(WORKER_CONNECT_WAIT_S),
                            "--results-dir", str(run_dir), "--csv", str(run_dir / schema.LOCUST_CSV_PREFIX),
                            "--scenario", name]
@@ -189,6 +193,13 @@ def server(target: str | None, simulator_args: list[str], server_cmd: str = "", 
     with start_simulator(*simulator_args) as sim:
         log.info("simulator %s serving %s at %s", " ".join(simulator_args), sim.model, sim.url)
         yield sim.url
+
+
+def launch_args(target: str | None, server_args: list[str], server_cmd: str = "") -> list[str]:
+    """The Locust argument that records in run.json how ``server()`` started the server (none for a --target alone)."""
+    if server_cmd:
+        return [launch_option("server-cmd", shlex.split(server_cmd) + server_args)]
+    return [] if target else [launch_option("simulator", ["python", "-m", "simulator", *server_args])]
 
 
 def answers(url: str) -> bool:
@@ -288,7 +299,8 @@ def run_scenario(name: str, out: Path, target: str | None = None, repeats: int |
             for repeat in range(1, repeats + 1):
                 run_dir = cell_dir / f"run-{repeat}"
                 log.info("%s: run %d of %d against %s -> %s", name, repeat, repeats, url, run_dir)
-                code = run_locust(name, config, keys, url, run_dir, workers, list(locust_args or []))
+                code = run_locust(name, config, keys, url, run_dir, workers,
+                                  [*(locust_args or []), *launch_args(target, sim_args, server_cmd)])
                 if not has_rows(run_dir / schema.REQUESTS_FILE):
                     raise ScenarioError(f"run {repeat} measured no request (Locust exit code {code}; its log says why)")
                 run_dirs.append(str(run_dir))

@@ -242,3 +242,30 @@ def test_simulator_runs_differing_only_in_max_num_seqs(tmp_path, capsys):
     regressions = {(d["users"], d["metric"]) for d in
                    json.loads((tmp_path / "cmp" / "compare.json").read_text())["differences"] if d["regression"]}
     assert (8, "output_tok_s") in regressions and (4, "output_tok_s") not in regressions
+    assert "baseline server: version 0.33.0, launched with `python -m simulator --profile cpu-tiny --max-num-seqs=8`" \
+        in out and "--max-num-seqs=4`" in out  # run.json tells the two servers apart
+
+
+@fast
+def test_the_servers_of_two_sides_are_shown_when_they_differ(tmp_path, capsys, monkeypatch):
+    """run.json's server_version and server_launch reach the store, and compare names both servers when they
+    differ (and nothing when they are the same or a side does not say)."""
+    monkeypatch.delenv(store.DB_ENV, raising=False)
+    base, cand = baseline_and_candidate(tmp_path, candidate_loops=(5, 10))
+    launch = {"kind": "server-cmd", "command": ["deploy/vllm-serve.sh", "--max-num-seqs", "256"]}
+    for folder, version in ((base, "0.10.2"), (cand, "0.11.0")):
+        meta = json.loads((folder / "run.json").read_text())
+        (folder / "run.json").write_text(json.dumps(meta | {"server_version": version, "server_launch": launch}))
+    code, out, _ = run_cli(capsys, "compare", base, cand, "--out", tmp_path / "cmp")
+    assert code == 0 and "baseline server: version 0.10.2, launched with `deploy/vllm-serve.sh --max-num-seqs 256`" \
+        in out and "candidate server: version 0.11.0" in out
+    assert "The servers differ: baseline version 0.10.2" in (tmp_path / "cmp" / "compare.md").read_text()
+    db = tmp_path / "results.db"
+    run_cli(capsys, cand, "--out", tmp_path / "r", "--db", db)
+    with store.connect(db) as connection:
+        (version, meta), = connection.execute("SELECT server_version, meta FROM runs")
+    assert version == "0.11.0" and json.loads(meta)["server_launch"] == launch
+    code, out, _ = run_cli(capsys, "compare", cand, "db:1", "--db", db)
+    assert code == 0 and "server:" not in out  # the same server on both sides
+    code, out, _ = run_cli(capsys, "compare", base, small_run(tmp_path / "plain"))
+    assert code == 0 and "server:" not in out  # a side that does not say is not a difference

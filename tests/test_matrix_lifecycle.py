@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -90,6 +91,9 @@ def test_matrix_stops_each_cells_container_before_the_next(tmp_path, docker, sce
         ok = [row for row in rows if not row["error"]]
         # what this cell's own server finished is what this cell's runs measured
         assert ok and len(ok) <= stopped["served"] <= len(rows), (len(ok), stopped["served"], len(rows))
+        meta = json.loads((out / runner.cell_name(cell) / "run-1" / schema.RUN_FILE).read_text())
+        assert meta["server_launch"] == {"kind": "server-cmd", "command": [
+            *shlex.split(serve_cmd(port, key_file)), *runner.cell_args(cell)]}  # run.json tells the cells apart
     assert not runner.answers(f"http://127.0.0.1:{port}")
 
 
@@ -123,6 +127,16 @@ def test_readiness_sends_the_bearer_key(tmp_path, simulator, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "wrong")
     with pytest.raises(ScenarioError, match="refuses the API key"):
         runner.wait_for_models(sim.url, sim.proc, 30, runner.api_headers([]))
+
+
+@pytest.mark.fast
+def test_credentials_in_a_launch_command_are_not_recorded():
+    command = ["vllm", "serve", "m", "--api-key", KEY, "--api-key-file", "/run/key", "--hf-token=hf_x", "HF_TOKEN=y",
+               "--max-num-seqs", "8", "--tokenizer", "t"]
+    launch = json.loads(runner.launch_args(None, [], shlex.join(command))[0].split("=", 1)[1])
+    assert launch == {"kind": "server-cmd", "command": [
+        "vllm", "serve", "m", "--api-key", "***", "--api-key-file", "/run/key", "--hf-token=***", "HF_TOKEN=***",
+        "--max-num-seqs", "8", "--tokenizer", "t"]}
 
 
 def test_server_ready_timeout():

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import argparse
 import csv
 import json
 import os
@@ -244,7 +245,6 @@ def test_what_held_requests_back_is_measured_not_guessed(real_vllm, tmp_path):
             assert level["bound"].startswith("client-bound (a load generator's event loop"), level
 
 
-
 def cache_counters(url: str) -> dict[str, float]:
     """vLLM's prefix cache counters: prompt tokens looked up and found."""
     metrics = scrape(url)
@@ -275,3 +275,35 @@ def test_shared_prefix_rows_record_cached_tokens(real_vllm, tmp_path):
     check_rows(rows, "chat", prompt=512)
     cached = [int(r["cached_tokens"]) for r in rows]
     assert sum(c > 0 for c in cached) >= len(cached) - 2 and max(cached) >= 256, cached  # all but the first ones
+
+
+def test_a_vllm_bench_serve_result_beside_a_locust_run_of_the_same_shape(real_vllm, tmp_path, capsys):
+    """vLLM's own client (``vllm bench serve --save-result``, 4 in flight, 48 chat requests of 128 prompt tokens
+    with the template and 32 output tokens) and the smoke scenario at 4 users against the same server, set side by
+    side by ``compare``: one level (4) on both sides, the vLLM side ungated (it has no steady-state verdict)."""
+    from analysis.compare import main as compare
+    from benchmarks.crosscheck_vllm_bench import HOME, chat_overhead, run_vllm_bench
+
+    shape = argparse.Namespace(model=real_vllm.model, tokenizer=str(HOME / "model"), input_tokens=128,
+                               output_tokens=32, requests=48, concurrency=4)
+    bench = run_vllm_bench(shape, real_vllm.url, tmp_path, chat_overhead(real_vllm.url, real_vllm.model))
+    assert bench["requests"] == 48 and bench["failed"] == 0
+    cmd = [sys.executable, "-m", "scenarios", "run", "--scenario", "smoke", "--target", real_vllm.url, "--out",
+           str(tmp_path / "locust"), "--workers", "1", "--locust-arg=--levels=4", "--locust-arg=--step-time=auto",
+           "--locust-arg=--max-step-time=120"]
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=400)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    meta = json.loads((tmp_path / "locust" / "run-1" / "run.json").read_text())
+    assert meta["server_version"] and meta["server_launch"] is None  # its /version; started by the fixture
+    code = compare([str(tmp_path / "locust" / "run-1"), str(tmp_path / "vllm_bench.json"), "--out",
+                    str(tmp_path / "compare")])
+    assert code == 0, capsys.readouterr()
+    document = json.loads((tmp_path / "compare" / "compare.json").read_text())
+    assert set(document["ungated"]) == {"4"}
+    change = {d["metric"]: d for d in document["differences"] if d["users"] == 4}
+    assert {"output_tok_s", "ttft_p50", "tpot_p50", "e2e_p50"} <= set(change)
+    # the vLLM side is what vllm bench serve measured. The two sides are not asserted to agree: the clients share
+    # the machine's cores with a CPU vLLM (and other load), so the server's own speed differs between the two runs.
+    assert change["output_tok_s"]["candidate"] == pytest.approx(bench["figures"]["output_tok_s"])
+    assert change["ttft_p50"]["candidate"] == pytest.approx(bench["figures"]["ttft_ms"] / 1000)
+    assert change["output_tok_s"]["baseline"] > 0 and change["ttft_p50"]["baseline"] > 0

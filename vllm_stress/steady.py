@@ -12,12 +12,14 @@ at this level) that ended in it:
 3. the two halves agree — the load has stopped changing:
 
    * completions: the counts differ by at most ``RATE_TOLERANCE`` of their mean, or by what counting noise allows
-     (``NOISE_Z`` standard deviations of a Poisson count, sqrt(n1 + n2)), whichever is larger;
-   * output tok/s streamed in each half (``vllm_stress.metrics.streamed_tokens``): within ``RATE_TOLERANCE``;
+     (``NOISE_Z`` standard deviations of a Poisson count, sqrt(n1 + n2)), whichever is larger — the **rate
+     tolerance** of the window;
+   * output tok/s streamed in each half (``vllm_stress.metrics.streamed_tokens``): within the rate tolerance (an
+     open loop's Poisson arrivals make the tokens of a half as noisy as its completions);
    * e2e p50 and TTFT p50: they move by at most ``LATENCY_TOLERANCE`` of the window's e2e p50 (a closed loop's
      throughput is users / e2e, so a shift is measured against the request's lifetime: a TTFT that grows from 20 to
      30 ms inside 10 s requests changes nothing, one that grows by seconds does);
-   * requests in flight (time-averaged): within ``RATE_TOLERANCE`` (a ramp that had not finished, a client queue).
+   * requests in flight (time-averaged): within the rate tolerance (a ramp that had not finished, a client queue).
 
 Comparing halves is a two-sample trend test that explains itself in one line ("e2e p50 rose 2.1 s → 9.8 s across
 the window"); GuideLLM's over-saturation detection fits slopes of concurrency and TTFT instead, which needs more
@@ -95,18 +97,19 @@ def halves_disagree(a: float, b: float, requests: Requests, ended: np.ndarray, e
     n1, n2 = int(first_half.sum()), int(second_half.sum())
     if min(n1, n2) < MIN_PER_HALF:
         return f"only {min(n1, n2)} measured requests ended in one half of the window (at least {MIN_PER_HALF})"
-    if abs(n2 - n1) > max(RATE_TOLERANCE * (n1 + n2) / 2, NOISE_Z * math.sqrt(n1 + n2)):
+    tolerance = max(RATE_TOLERANCE, NOISE_Z * math.sqrt(n1 + n2) / ((n1 + n2) / 2))
+    if abs(n2 - n1) > tolerance * (n1 + n2) / 2:
         return f"completions {moved(n1, n2)} {n1} → {n2} between the window's halves"
     tokens = [streamed_tokens(requests.first, requests.end, requests.tokens, lo, hi) / (hi - lo)
               for lo, hi in ((a, mid), (mid, b))]
-    if abs(tokens[1] - tokens[0]) > RATE_TOLERANCE * max(tokens):
+    if abs(tokens[1] - tokens[0]) > tolerance * max(tokens):
         return f"output tok/s {moved(*tokens)} {tokens[0]:,.0f} → {tokens[1]:,.0f} across the window"
     for name, values in (("e2e", requests.e2e), ("TTFT", requests.ttft)):
         m1, m2 = median(values[first_half]), median(values[second_half])
         if abs(m2 - m1) > LATENCY_TOLERANCE * e2e_p50:
             return f"{name} p50 {moved(m1, m2)} {seconds(m1)} → {seconds(m2)} across the window"
     flight = [mean_in_flight(requests.start, requests.end, lo, hi) for lo, hi in ((a, mid), (mid, b))]
-    if abs(flight[1] - flight[0]) > RATE_TOLERANCE * max(flight):
+    if abs(flight[1] - flight[0]) > tolerance * max(flight):
         return f"requests in flight {moved(*flight)} {flight[0]:.0f} → {flight[1]:.0f} across the window"
     return ""
 

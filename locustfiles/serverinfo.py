@@ -1,0 +1,67 @@
+"""What the server under test is, for ``run.json``: its version (vLLM's ``GET /version``, read at test start) and,
+when the scenario runner launched it, the launch (``--server-launch``: the command and its flags, or the
+simulator's arguments). The results store keeps both and ``python -m analysis compare`` shows them when the two
+sides differ, so runs of two engine builds or two sets of flags are told apart."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from locustfiles import options as opts
+
+VERSION_TIMEOUT_S = 5.0
+# a flag or environment assignment whose value is a credential: --api-key K, --hf-token=T, HF_TOKEN=T (not
+# --api-key-file, whose value is a path)
+SECRET = re.compile(r"^(--?)?[\w.-]*(key|token|secret|password)$", re.IGNORECASE)
+HIDDEN = "***"
+
+
+def server_version(options, host: str) -> str | None:
+    """``{"version": "0.11.0"}`` from ``GET /version`` as a string, or None when the server has no such route."""
+    import requests
+
+    try:
+        key = opts.api_key(options)
+    except OSError:
+        key = ""
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    try:
+        resp = requests.get(host.rstrip("/") + "/version", headers=headers, timeout=VERSION_TIMEOUT_S,
+                            verify=not options.insecure)
+        resp.raise_for_status()
+        return str(resp.json()["version"])
+    except (requests.RequestException, ValueError, KeyError, TypeError):
+        return None
+
+
+def server_launch(options) -> dict | None:
+    """The launch the scenario runner recorded in ``--server-launch`` (JSON), or None (a server started by hand)."""
+    text = getattr(options, "server_launch", "")
+    if not text:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return {"command": text}
+
+
+def launch_option(kind: str, command: list[str]) -> str:
+    """The ``--server-launch`` value the scenario runner passes: what started the server (``simulator`` or
+    ``server-cmd``) and its command line with every flag, credentials replaced by ``***``."""
+    return "--server-launch=" + json.dumps({"kind": kind, "command": redacted(command)})
+
+
+def redacted(command: list[str]) -> list[str]:
+    """The command line with the value of every credential flag or assignment (SECRET) hidden."""
+    shown, hide_next = [], False
+    for arg in command:
+        name, equals, _ = arg.partition("=")
+        if hide_next:
+            shown.append(HIDDEN)
+        elif equals and SECRET.match(name):
+            shown.append(f"{name}={HIDDEN}")
+        else:
+            shown.append(arg)
+        hide_next = not hide_next and not equals and arg.startswith("-") and bool(SECRET.match(arg))
+    return shown

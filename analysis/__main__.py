@@ -11,6 +11,7 @@ import sys
 from analysis import compare, store, vllm_json
 from analysis.load import AnalysisError
 from analysis.report import ANY_LABEL, analyse
+from analysis.traffic import DEFAULT_WINDOW_S
 
 DESCRIPTION = """\
 Analyse vllm-stress run folders (requests.csv, levels.csv, itl_histogram.csv, run.json, locust_*.csv) and write
@@ -66,6 +67,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         metavar="LOW:HIGH",
         help="levels of the scaling factor, e.g. 10:200 (default: smallest and largest level)",
     )
+    parser.add_argument("--window", type=float, default=DEFAULT_WINDOW_S, metavar="SECONDS",
+                        help="window of the per-window tables of open-loop runs and trace replays "
+                        f"(default {DEFAULT_WINDOW_S:g})")
     parser.add_argument("--db", metavar="PATH", help="append the runs to this results store (SQLite; default: "
                         f"${store.DB_ENV}, none when unset)")
     parser.add_argument("--export-vllm", metavar="DIR", help="also write each level of each run as a vllm bench "
@@ -132,6 +136,8 @@ def main(argv: list[str] | None = None) -> int:
         return store.main(argv[1:])
     args = parse_args(argv)
     try:
+        if not args.window > 0:
+            raise AnalysisError(f"--window must be more than 0 seconds, got {args.window:g}")
         dirs, labels = parse_labels(args.label, args.dirs)
         summary = analyse(
             dirs,
@@ -141,6 +147,7 @@ def main(argv: list[str] | None = None) -> int:
             slo=parse_slo(args.slo),
             scaling=parse_scaling(args.scaling),
             db=args.db,
+            window_s=args.window,
         )
         if args.export_vllm:
             vllm_json.export(summary, args.export_vllm)

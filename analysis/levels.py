@@ -206,14 +206,19 @@ def level_stats(run: Run, windows: pd.DataFrame, slo: dict[str, float] | None = 
     stats["client_cpu_max_percent"] = client_health_max(run.tables.get("client_health"), windows, "cpu_percent")
     stats["client_loop_lag_max_ms"] = client_health_max(run.tables.get("client_health"), windows, "loop_lag_ms")
     stats = stats.join(latency_percentiles(measured)).join(itl_percentiles(run.tables.get("itl")))
-    told = measured[measured["cached_tokens"].notna()]
-    stats["prefix_hit_rate"] = (told.groupby("users")["cached_tokens"].sum()
-                                / told.groupby("users")["prompt_tokens"].sum()).reindex(stats.index)
+    stats["prefix_hit_rate"] = prefix_hit_rates(measured, "users").reindex(stats.index)
     stats["server_prefix_hit_rate"] = server_prefix_hit_rate(run.tables.get("server"), windows)
     if slo:
         stats = stats.join(goodput(measured, slo, window_s, stats["requests"]))
     stats["partial"] = by_users["partial"]
     return stats.reset_index()
+
+
+def prefix_hit_rates(measured: pd.DataFrame, by: str) -> pd.Series:
+    """Per value of column ``by``: cached prompt tokens / prompt tokens of the measured rows whose server said how
+    many it had cached (token-weighted; NaN where none said)."""
+    told = measured[measured["cached_tokens"].notna()].groupby(by)
+    return told["cached_tokens"].sum() / told["prompt_tokens"].sum()
 
 
 def steady_verdicts(rows: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:

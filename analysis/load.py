@@ -22,13 +22,15 @@ from vllm_stress.schema import (
     LEVEL_COLUMNS,
     LEVELS_FILE,
     LOCUST_CSV_PREFIX,
+    OPTIONAL_REQUEST_COLUMNS,
     REQUEST_COLUMNS,
     REQUESTS_FILE,
     RUN_FILE,
     SERVER_METRICS_FILE,
 )
 
-# The request columns the analysis reads (a subset of REQUEST_COLUMNS; all of REQUEST_COLUMNS must be present).
+# The request columns the analysis reads (a subset of REQUEST_COLUMNS; all of REQUEST_COLUMNS but
+# OPTIONAL_REQUEST_COLUMNS must be present; those are read too when there).
 READ_REQUEST_COLUMNS = [
     "start_time",
     "end_time",
@@ -113,9 +115,10 @@ def read_requests(path: Path) -> pd.DataFrame:
     """requests.csv with the columns the analysis uses; users as int, ok as bool."""
     if not path.is_file():
         raise AnalysisError(f"{path}: file missing")
-    check_header(path, REQUEST_COLUMNS)
+    check_header(path, [column for column in REQUEST_COLUMNS if column not in OPTIONAL_REQUEST_COLUMNS])
     try:
-        rows = pd.read_csv(path, usecols=READ_REQUEST_COLUMNS, dtype=dict.fromkeys(TEXT_REQUEST_COLUMNS, "string"))
+        rows = pd.read_csv(path, usecols=lambda column: column in READ_REQUEST_COLUMNS + OPTIONAL_REQUEST_COLUMNS,
+                           dtype=dict.fromkeys([*TEXT_REQUEST_COLUMNS, "session_id"], "string"))
     except (pd.errors.ParserError, UnicodeDecodeError) as exc:
         raise AnalysisError(f"{path}: not a readable CSV ({unreadable(exc)})") from None
     if not rows.empty and pd.isna(rows["users"].iloc[-1]):
@@ -129,6 +132,9 @@ def read_requests(path: Path) -> pd.DataFrame:
     backwards = rows["end_time"] < rows["start_time"]
     if backwards.any():
         raise AnalysisError(f"{path}: a request ends before it starts (line {line_of(backwards)})")
+    for column in OPTIONAL_REQUEST_COLUMNS:  # a run folder from before they existed
+        if column not in rows:
+            rows[column] = pd.Series(pd.NA, index=rows.index, dtype="string") if column == "session_id" else float("nan")
     rows["users"] = rows["users"].astype("int64")
     rows["ok"] = rows["ok"].astype(bool)
     rows["count_mismatch"] = rows["count_mismatch"].fillna(0).astype(bool)

@@ -19,6 +19,7 @@ from analysis.load import AnalysisError, Run, load_run
 from analysis.plots import write_plots
 from analysis.render import Bullets, Heading, Paragraph, to_html, to_markdown
 from analysis.summary import build_summary, summarise_config
+from analysis.traffic import DEFAULT_WINDOW_S, traffic_blocks, traffic_tables
 from scenarios.plan import worker_processes
 from vllm_stress.schema import CLIENT_CPU_LIMIT_PERCENT
 
@@ -37,6 +38,7 @@ def analyse(
     slo: Mapping[str, float] | None = None,
     scaling: tuple[int, int] | None = None,
     db: str | Path | None = None,
+    window_s: float = DEFAULT_WINDOW_S,
 ) -> dict:
     """Analyse run folders and write the report into ``out``; returns the summary (the summary.json content).
 
@@ -44,7 +46,8 @@ def analyse(
     scenario) or by folder name. Dirs sharing a label are repeats of one config. ``gpus``: GPU count for every
     config, or {label: count} ("*" for the rest). ``slo``: limits in seconds for "ttft", "tpot", "e2e" (goodput). ``scaling``: the two
     levels of the scaling factor (default: smallest and largest). ``db``: a results store (``analysis.store``; default
-    $VLLM_STRESS_DB) to append the runs to, their ids in the returned ``store_ids``. Raises AnalysisError on bad input.
+    $VLLM_STRESS_DB) to append the runs to, their ids in the returned ``store_ids``. ``window_s``: the window of the
+    per-window tables of open-loop runs and trace replays (``analysis.traffic``). Raises AnalysisError on bad input.
     """
     if not dirs:
         raise AnalysisError("no run folder given")
@@ -67,6 +70,7 @@ def analyse(
             windows = windows.assign(steady=stats["steady"].to_numpy())
             timelines.setdefault(label, []).append((str(run.path), timeline(run.requests), windows))
         configs[label] = summarise_config(label, pd.concat(per_run), run_info, gpus_for(gpus, label), scaling)
+        configs[label]["traffic"] = [tables for run in runs if (tables := traffic_tables(run, window_s))]
     summary = build_summary(configs, dict(slo) if slo else None)
     summary["lost_workers"] = lost_workers
     summary["unaccounted"] = unaccounted
@@ -133,6 +137,8 @@ def write_outputs(summary: dict, timelines: dict[str, list], out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     plots = write_plots(summary, timelines, out)
     blocks = build_report(summary, plots)
+    plots_at = next((i for i, block in enumerate(blocks) if block == Heading("Plots")), len(blocks))
+    blocks[plots_at:plots_at] = [block for config in summary["configs"].values() for block in traffic_blocks(config)]
     if summary["lost_workers"] or summary["unaccounted"]:  # after the title and the overview
         blocks[2:2] = lost_worker_blocks(summary["lost_workers"], summary["unaccounted"])
     blocks[2:2] = client_limit_blocks(summary["configs"])

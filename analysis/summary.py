@@ -11,7 +11,9 @@ Per config (a label grouping repeat runs of one server/model/scenario)::
      "peak": {"users", "output_tokens_per_s", "total_tokens_per_s", "requests_per_s", "e2e_p99_s", "*_per_gpu"},
      "saturation_users", "knee_users", "scaling": {"from", "to", "factor"}, "recommendations",
      (peak to recommendations come from steady levels only: None when no level was steady)
-     "errors": {error class: failed requests}, "aborted": streams cut because the run stopped its users, "locust_failures": {error: occurrences}, "locust_exceptions"}
+     "errors": {error class: failed requests}, "aborted": streams cut because the run stopped its users, "locust_failures": {error: occurrences}, "locust_exceptions",
+     "traffic": [per run with sessions or an open loop: {"run", "turns", "sessions", "window_s", "windows"}]
+     (analysis.traffic: per-turn, per-session and per-window tables)}
 
 The whole summary is ``{"runs", "configs": {label: config}, "slo"}``; with a single config that config's keys are
 also at the top level (the contract other tools read).

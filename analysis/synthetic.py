@@ -91,6 +91,8 @@ def request_rows(
             "schedule_lag_s": np.nan,
             "cached_tokens": np.nan,
             "request_id": "",
+            "session_id": "",
+            "turn": np.nan,
         }
     )
     return rows[REQUEST_COLUMNS]

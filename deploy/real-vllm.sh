@@ -95,7 +95,7 @@ start() {
   HF_HUB_OFFLINE=1 VLLM_HOST_IP=127.0.0.1 VLLM_CPU_KVCACHE_SPACE=1 VLLM_CACHE_ROOT=$cache \
     setsid "$venv/bin/python" -m vllm.entrypoints.launchers.api_server.entry --model "$model_dir" \
     --served-model-name "$name" --host 127.0.0.1 --port "$port" --dtype bfloat16 --max-model-len 4096 \
-    --enforce-eager >"$server_log" 2>&1 </dev/null &
+    --enforce-eager --enable-prompt-tokens-details >"$server_log" 2>&1 </dev/null &
   pid=$!
   printf 'PID=%s\nURL=%s\nMODEL=%s\nLOG=%s\nCACHE=%s\n' "$pid" "$url" "$name" "$server_log" "$cache" >"$state"
   deadline=$((SECONDS + ${REAL_VLLM_START_TIMEOUT:-180}))

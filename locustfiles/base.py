@@ -48,9 +48,17 @@ def run_request(user, send) -> None:
         raise StopUser() from None
     line = getattr(user.target.arrivals, "last", None)  # the trace line just taken (the same greenlet, no yield)
     spec = user.workload.trace_request(line) if line else user.workload.next_request()
+    send_request(user, spec, send, lag)
+
+
+def send_request(user, spec, send, lag: float | None = None, session: tuple[str, int] | None = None) -> Exchange:
+    """Send ``spec`` with ``send(spec, exchange)`` and record it, whatever happens; ``session`` is the (session id,
+    turn) of a multi-turn conversation's request (locustfiles/session.py). Returns the recorded exchange."""
     exchange = Exchange(user.request_name, user.target.recorder.level, spec.target_prompt_tokens, spec.max_tokens,
                         check_output=user.ignore_eos)
     exchange.schedule_lag = lag
+    if session:
+        exchange.session_id, exchange.turn = session
     user.target.recorder.started(exchange)
     try:
         send(spec, exchange)
@@ -60,6 +68,7 @@ def run_request(user, send) -> None:
         user.target.recorder.record(exchange)
     if exchange.error and not exchange.status:  # no answer at all (refused, reset, timed out): the server may be down
         gevent.sleep(NO_RESPONSE_PAUSE_S)
+    return exchange
 
 
 def sampling(user, spec) -> dict:
@@ -106,6 +115,7 @@ class LLMUser(FastHttpUser):
     needs_model = True  # the API takes a model name (default: the first the server lists)
     output_marker = b"\0"  # bytes that only an output-bearing chunk in vLLM's layout has (see read_stream)
     kernel_clock = False  # time chunks by the kernel's receive time (stream.py), set per process at start
+    sticky_headers: dict = {}  # headers of every request of the user (a session's id, locustfiles/session.py)
 
     def __init__(self, environment) -> None:
         options = environment.parsed_options
@@ -127,7 +137,8 @@ class LLMUser(FastHttpUser):
         run_request(self, self.send)
 
     def send(self, spec, exchange: Exchange) -> None:
-        headers = self.target.headers | {REQUEST_ID_HEADER: exchange.request_id, "Content-Type": "application/json"}
+        headers = self.target.headers | self.sticky_headers | {REQUEST_ID_HEADER: exchange.request_id,
+                                                               "Content-Type": "application/json"}
         payload = json.dumps(self.body(spec)).encode()
         exchange.sent()  # as late as a Locust user can take it: the session's own request building follows
         with self.client.post(self.path, data=payload, headers=headers, stream=self.stream,

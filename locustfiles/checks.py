@@ -27,6 +27,11 @@ def validate(options) -> None:
                          f"got {options.prefix_tokens}")
     if options.prefix_groups < 1:
         raise StopTarget(f"--prefix-groups must be at least 1, got {options.prefix_groups}")
+    for flag, value in (("--turns", options.turns), ("--turn-tokens", options.turn_tokens)):
+        if value < 1:
+            raise StopTarget(f"{flag} must be at least 1, got {value}")
+    if not options.think_time >= 0:
+        raise StopTarget(f"--think-time must not be negative, got {options.think_time:g}")
     if options.token_spread < 0:
         raise StopTarget(f"--token-spread must not be negative, got {options.token_spread:g}")
     if options.dataset:

@@ -30,7 +30,8 @@ class Exchange:
 
     __slots__ = ("name", "users", "target_prompt_tokens", "max_tokens", "check_output", "start_wall", "start",
                  "first", "last", "end", "chunks", "gaps", "prompt_tokens", "completion_tokens", "finish_reason",
-                 "status", "error", "schedule_lag", "cached_tokens", "request_id", "start_real")
+                 "status", "error", "schedule_lag", "cached_tokens", "request_id", "start_real",
+                 "session_id", "turn")
 
     def __init__(self, name: str, users: int, target_prompt_tokens: int | None, max_tokens: int,
                  check_output: bool) -> None:
@@ -55,6 +56,8 @@ class Exchange:
         self.schedule_lag: float | None = None  # open loop: scheduled arrival -> send
         self.cached_tokens: int | None = None
         self.request_id = new_request_id()
+        self.session_id = ""  # multi-turn sessions (locustfiles/session.py)
+        self.turn: int | None = None
 
     def sent(self) -> None:
         """The request is about to be sent: the send time, as late as the caller can take it."""
@@ -133,7 +136,7 @@ class Exchange:
             round(e2e, 6), self.chunks, _opt(self.prompt_tokens), _opt(self.completion_tokens),
             _opt(self.target_prompt_tokens), self.max_tokens, int(ok and self.count_mismatch()), int(ok),
             self.error, self.status, self.finish_reason, self.users, worker, self.name, _opt(self.schedule_lag),
-            _opt(self.cached_tokens), self.request_id,
+            _opt(self.cached_tokens), self.request_id, self.session_id, _opt(self.turn),
         ]
 
 

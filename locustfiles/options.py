@@ -14,6 +14,11 @@ DEFAULT_OUTPUT_TOKENS = 512
 DEFAULT_REQUEST_TIMEOUT_S = 600.0
 DEFAULT_SERVER_METRICS_INTERVAL_S = 1.0
 TOKEN_DISTRIBUTIONS = ("fixed", "uniform", "normal")
+DEFAULT_TURNS = 4
+DEFAULT_TURN_TOKENS = 128
+DEFAULT_THINK_TIME_S = 1.0
+THINK_DISTRIBUTIONS = ("constant", "exponential", "uniform")
+DEFAULT_SESSION_HEADER = "X-Session-Id"
 
 
 def add_arguments(parser) -> None:
@@ -59,6 +64,20 @@ def add_arguments(parser) -> None:
     parser.add_argument("--trace-start", type=float, default=0.0, help="With --trace: seconds of the trace to skip")
     parser.add_argument("--trace-duration", type=float, default=0.0,
                         help="With --trace: seconds of the trace to replay (0: to its end)")
+    parser.add_argument("--turns", type=int, default=DEFAULT_TURNS,
+                        help="Session user: turns of one conversation (a ShareGPT conversation: at most its human turns)")
+    parser.add_argument("--turn-tokens", type=int, default=DEFAULT_TURN_TOKENS,
+                        help="Session user: new user-message tokens of each turn after the first (the first is "
+                        "--input-tokens, template included)")
+    parser.add_argument("--think-time", type=float, default=DEFAULT_THINK_TIME_S,
+                        help="Session user: mean seconds between an answer and the next turn")
+    parser.add_argument("--think-dist", choices=THINK_DISTRIBUTIONS, default="exponential",
+                        help="Session user: think time distribution (uniform: between 0 and twice the mean)")
+    parser.add_argument("--session-header", default=DEFAULT_SESSION_HEADER,
+                        help="Session user: header carrying the session id, for routers that pin sessions ('' : none)")
+    parser.add_argument("--session-seed", type=int, default=None,
+                        help="Session user: seed of the think times and prompt words (default: a new one per run, so "
+                        "that a rerun does not find the previous run's conversations in the prefix cache)")
     parser.add_argument("--results-dir", default="", help="Folder for requests.csv and the run files "
                         "(default: results/run-<time>); the master refuses a folder that already holds a run")
     parser.add_argument("--server-launch", default="", include_in_web_ui=False,

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 
 import requests
 
+from locustfiles.sharegpt import is_sharegpt, read_conversations
+
 log = logging.getLogger(__name__)
 
 # Common English words; most tokenizers keep each (with its leading space) as one token.
@@ -66,11 +68,16 @@ class Tokenizer:
         self.calls = 0
 
     def count(self, text: str) -> int:
-        self.calls += 1
         if self.chat:
-            body = {"messages": [{"role": "user", "content": text}], "add_generation_prompt": True}
-        else:
-            body = {"prompt": text}
+            return self.count_messages([{"role": "user", "content": text}])
+        return self.post({"prompt": text})
+
+    def count_messages(self, messages: list[dict]) -> int:
+        """Tokens of a chat request with these messages, chat template and generation prompt included."""
+        return self.post({"messages": messages, "add_generation_prompt": True})
+
+    def post(self, body: dict) -> int:
+        self.calls += 1
         if self.model:
             body["model"] = self.model
         resp = requests.post(self.url, json=body, headers=self.headers, timeout=30, verify=self.verify)
@@ -123,12 +130,13 @@ class Workload:
             return max(1, round(self.rng.gauss(target, target * self.spread)))
         return target
 
-    def prompt(self, tokens: int) -> str:
+    def prompt(self, tokens: int, rng: random.Random | None = None) -> str:
         """Words making ``tokens`` prompt tokens with the overhead (as close as the overhead allows): one of the
-        shared prefixes, if any, then random words."""
-        prefix = self.rng.choice(self.prefixes) if self.prefixes else ""
+        shared prefixes, if any, then random words (drawn from ``rng``, default the workload's)."""
+        rng = rng or self.rng
+        prefix = rng.choice(self.prefixes) if self.prefixes else ""
         random_words = max(1, tokens - self.overhead - len(prefix.split()))
-        return " ".join(filter(None, (prefix, *self.rng.choices(self.words, k=random_words))))
+        return " ".join(filter(None, (prefix, *rng.choices(self.words, k=random_words))))
 
     def trace_request(self, line) -> RequestSpec:
         """The request of a trace line (locustfiles.trace): its lengths; with Mooncake hash ids, its prompt made of
@@ -148,7 +156,10 @@ class Workload:
 
 
 def load_dataset(path: str) -> list[RequestSpec]:
-    """Read a JSONL file of ``{"prompt": str}`` or ``{"messages": [...]}`` lines (optional ``max_tokens``)."""
+    """Read a JSONL file of ``{"prompt": str}`` or ``{"messages": [...]}`` lines (optional ``max_tokens``), or a
+    ShareGPT file (locustfiles/sharegpt.py: each conversation's first human turn)."""
+    if is_sharegpt(path):
+        return [RequestSpec(turns[0], None, 0) for turns in read_conversations(path)]
     specs = []
     with open(path, encoding="utf-8") as f:
         for number, line in enumerate(f, 1):

@@ -61,6 +61,10 @@ class Target:
         StopTarget with a one-line reason."""
         options = self.environment.parsed_options
         validate(options)
+        if (options.trace or options.arrival_rate) and any(getattr(cls, "closed_loop_only", False)
+                                                           for cls in self.environment.user_classes):
+            raise StopTarget("--trace and --arrival-rate send requests on a schedule; a session's turns follow its "
+                             "answers and think times: run the session user as a closed loop")
         try:
             key = opts.api_key(options)
         except OSError as e:

@@ -12,7 +12,7 @@ closed after a few chunks); ``no-done`` (the body ends cleanly without ``data: [
 ``slow-headers`` (the headers come after ``SLOW_HEADERS_S``).
 
 Every chat request is counted when it arrives, before its fault: ``received`` lists the fault each one got, per
-prefix, in arrival order. Tokens are words: ``/tokenize`` and ``usage`` agree (a prompt of n words is n + 3 tokens).
+prefix, in arrival order, and ``session_ids`` its ``X-Session-Id`` header (the session user's). Tokens are words: ``/tokenize`` and ``usage`` agree (a prompt of n words is n + 3 tokens).
 """
 
 from __future__ import annotations
@@ -57,6 +57,7 @@ class FaultServer:
     def __init__(self, ssl_context=None) -> None:
         self.ssl_context = ssl_context
         self.received: dict[str, list[str]] = defaultdict(list)  # prefix -> fault of each chat request
+        self.session_ids: dict[str, list[str]] = defaultdict(list)  # prefix -> X-Session-Id of each chat request
         self.url = ""
         self._cycles: dict[str, int] = defaultdict(int)
         self._loop = asyncio.new_event_loop()
@@ -118,6 +119,7 @@ class FaultServer:
             return web.json_response({"count": count_tokens(text), "max_model_len": MAX_MODEL_LEN})
         fault = self._fault(prefix)
         self.received[prefix].append(fault)
+        self.session_ids[prefix].append(request.headers.get("X-Session-Id", ""))
         if body.get("model") != MODEL:
             return web.json_response(error_body(404, f"The model `{body.get('model')}` does not exist."), status=404)
         return await self._chat(request, body, fault)
@@ -135,7 +137,7 @@ class FaultServer:
         await response.write(chunk({"role": "assistant", "content": ""}, prompt_token_ids=None))
         if fault == "stall":
             await asyncio.Event().wait()
-        prompt = count_tokens(body["messages"][0]["content"])
+        prompt = count_tokens(" ".join(message["content"] for message in body["messages"]))
         tokens = int(body["max_tokens"])
         for index in range(tokens):
             if index == 2 and fault in ("cut", "malformed-json", "malformed-sse", "stream-error"):

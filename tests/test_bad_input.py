@@ -73,6 +73,8 @@ def test_bad_ramp_is_refused_by_the_shape(tmp_path, args, message):
     (["--request-timeout", "0"], "--request-timeout must be more than 0 seconds, got 0"),
     (["--api-key-file", "/nonexistent/key"], "--api-key-file: [Errno 2] No such file or directory"),
     (["--dataset", "/nonexistent/prompts.jsonl"], "--dataset: [Errno 2] No such file or directory"),
+    (["--turns", "0"], "--turns must be at least 1, got 0"),
+    (["--think-time", "-1"], "--think-time must not be negative, got -1"),
 ])
 def test_bad_options_are_refused_at_test_start(tmp_path, args, message):
     proc = run_locust("-f", "locustfiles/chat.py", "-H", NOWHERE, *SHORT, "--results-dir", str(tmp_path / "run"),
@@ -80,10 +82,17 @@ def test_bad_options_are_refused_at_test_start(tmp_path, args, message):
     refused(proc, message)
 
 
+def test_sessions_refuse_a_schedule(fault_server, tmp_path):
+    proc = run_locust("-f", "locustfiles/session.py", "-H", fault_server.url, *SHORT, "--results-dir",
+                      str(tmp_path / "run"), "--arrival-rate", "5", timeout=60)
+    refused(proc, "--trace and --arrival-rate send requests on a schedule")
+
+
 @pytest.mark.parametrize(("content", "message"), [
     (b"\xff\xfe\x00 not text", "--dataset: 'utf-8' codec can't decode"),
     (b'{"prompt": "fine"}\n{"text": "no prompt key"}\n', ":2: not a prompt line (KeyError"),
     (b"\n\n", ": no prompts in the file"),
+    (b'[{"conversations": [{"from": "gpt", "value": "no human turn"}]}]', ": no conversation with a human turn"),
 ])
 def test_unreadable_dataset_is_refused(tmp_path, content, message):
     dataset = tmp_path / "prompts.jsonl"

@@ -3,7 +3,8 @@
 A *shape* is what a client can depend on without reading the generated text: the SSE chunk sequence of a
 stream (key sets, role/content/final/usage chunks, ``[DONE]``), the key sets of non-streamed answers, of
 ``/tokenize`` and ``/v1/models``, the error bodies, and the metric families of ``/metrics`` (name, type, labels).
-``tests/fixtures/vllm_shapes.json`` holds the shapes of vLLM 0.32.0 (CPU build); the realvllm tier checks it
+``tests/fixtures/vllm_shapes.json`` holds the shapes of vLLM 0.32.0 (CPU build, started by deploy/real-vllm.sh: with
+``--enable-prompt-tokens-details``, so streamed usage has ``prompt_tokens_details``); the realvllm tier checks it
 against the live server and rewrites it with ``VLLM_SHAPES_UPDATE=1``::
 
     VLLM_SHAPES_UPDATE=1 .venv/bin/python -m pytest tests/test_realvllm.py -m realvllm -k fixture
@@ -194,6 +195,6 @@ def test_differences_name_what_changed():
 
 
 def test_simulator_matches_the_captured_vllm_shapes(simulator):
-    sim = simulator("--profile", "cpu-tiny")
+    sim = simulator("--profile", "cpu-tiny", "--enable-prompt-tokens-details")  # as deploy/real-vllm.sh starts vLLM
     found = simulator_differences(json.loads(FIXTURE.read_text()), sim.url, sim.model)
     assert not found, "\n".join(found)

@@ -203,7 +203,7 @@ def test_live_vllm_matches_the_fixture(vllm_shapes):
 
 
 def test_simulator_matches_live_vllm(vllm_shapes, simulator):
-    sim = simulator("--profile", "cpu-tiny")
+    sim = simulator("--profile", "cpu-tiny", "--enable-prompt-tokens-details")  # as deploy/real-vllm.sh starts vLLM
     found = simulator_differences(vllm_shapes, sim.url, sim.model)
     assert not found, "\n".join(found)
 
@@ -244,6 +244,37 @@ def test_what_held_requests_back_is_measured_not_guessed(real_vllm, tmp_path):
         if level["client_loop_lag_max_ms"] >= CLIENT_LOOP_LAG_LIMIT_MS:
             assert level["bound"].startswith("client-bound (a load generator's event loop"), level
 
+
+def cache_counters(url: str) -> dict[str, float]:
+    """vLLM's prefix cache counters: prompt tokens looked up and found."""
+    metrics = scrape(url)
+    return {name: sum(v for k, v in metrics.items() if k.startswith(f"vllm:prefix_cache_{name}_total{{"))
+            for name in ("queries", "hits")}
+
+
+def test_sessions_carry_the_history_and_vllm_caches_it(real_vllm, tmp_path):
+    """Three-turn sessions: each later turn's prompt is the server's count of the previous one plus the answer read
+    back and the new message (count_mismatch 0 on every turn), and vLLM reports the history it found in its prefix
+    cache (cached_tokens, with --enable-prompt-tokens-details, as deploy/real-vllm.sh starts it)."""
+    before = cache_counters(real_vllm.url)
+    rows = run_user(real_vllm, tmp_path / "run", "session", "--input-tokens", "512", "--output-tokens", "16",
+                    "--turns", "3", "--turn-tokens", "128", "--think-time", "0.1", "-t", "20s", *SHORT[4:])
+    ok = [r for r in rows if r["ok"] == "1"]
+    assert {r["turn"] for r in ok} == {"1", "2", "3"} and all(r["name"] == "chat-session" for r in ok)
+    assert all(r["count_mismatch"] == "0" and r["cached_tokens"] != "" for r in ok), ok
+    later = [r for r in ok if r["turn"] != "1"]
+    assert all(int(r["cached_tokens"]) >= 512 - 128 for r in later), later  # the first turn's whole blocks at least
+    after = cache_counters(real_vllm.url)
+    rows_hits = sum(int(r["cached_tokens"]) for r in ok)
+    assert rows_hits == pytest.approx(after["hits"] - before["hits"], rel=0.05)  # the server's own hits
+
+
+def test_shared_prefix_rows_record_cached_tokens(real_vllm, tmp_path):
+    rows = run_user(real_vllm, tmp_path / "run", "chat", "--input-tokens", "512", "--output-tokens", "16",
+                    "--prefix-tokens", "384", "--prefix-groups", "1", "-t", "10s", *SHORT[4:])
+    check_rows(rows, "chat", prompt=512)
+    cached = [int(r["cached_tokens"]) for r in rows]
+    assert sum(c > 0 for c in cached) >= len(cached) - 2 and max(cached) >= 256, cached  # all but the first ones
 
 
 def test_a_vllm_bench_serve_result_beside_a_locust_run_of_the_same_shape(real_vllm, tmp_path, capsys):

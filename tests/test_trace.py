@@ -34,7 +34,9 @@ def replay(simulator, tmp_path, name, users, speedup, duration):
     assert main_report(out) == 0
     rows = read_rows(out / "requests.csv")
     summary = json.loads((out / "report" / "summary.json").read_text())
-    return rows, summary["levels"][0]
+    windows = summary["traffic"][0]["windows"]  # analysis/traffic.py: per 10 s of the replay
+    assert sum(w["requests"] for w in windows) == len(rows) - sum(r["error"] == "Aborted" for r in rows)
+    return rows, summary["levels"][0] | {"windows": windows}
 
 
 def main_report(out):
@@ -51,8 +53,10 @@ def test_every_line_is_one_row_on_schedule(simulator, tmp_path, speedup):
     assert sorted(int(r["target_prompt_tokens"]) for r in rows) == sorted(line.input_tokens for line in lines)
     assert all(r["count_mismatch"] == "0" for r in rows if r["ok"] == "1")  # exact lengths, as traced
     assert level["schedule_lag_p99_s"] < 0.5 and "keep up" not in level["bound"]
+    assert not any(w["behind"] for w in level["windows"])
 
 
 def test_a_replay_the_client_cannot_carry_is_flagged(simulator, tmp_path):
     rows, level = replay(simulator, tmp_path, "too-fast", users=2, speedup=8, duration=40)
     assert level["schedule_lag_p99_s"] > 1.0 and "did not keep up with the schedule" in level["bound"]
+    assert level["windows"][-1]["behind"]  # the window where the backlog built up is flagged

@@ -53,7 +53,11 @@ REQUEST_COLUMNS = [
     "cached_tokens",  # prompt tokens the server found in its prefix cache (usage.prompt_tokens_details; vLLM sends
     # it with --enable-prompt-tokens-details), empty when it did not say
     "request_id",  # the X-Request-Id header the request carried (vLLM's request id; the simulator's --request-log key)
+    "session_id",  # multi-turn sessions (locustfiles/session.py): the conversation the request belongs to, else empty
+    "turn",  # its turn in the conversation, 1 to --turns; empty outside sessions
 ]
+# Columns a run folder written before they existed lacks: the analysis reads them as empty.
+OPTIONAL_REQUEST_COLUMNS = ["session_id", "turn"]
 
 # The error class of a request whose stream was cut because the run (or, with --cooldown, its level) stopped the
 # users: the client ended it, not the server or the network. Such a row is kept (its tokens were streamed) but it is

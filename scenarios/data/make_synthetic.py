@@ -1,7 +1,7 @@
 """Write the bundled synthetic question sets: ``synthetic-mc.jsonl`` (MMLU shape) and ``synthetic-math.jsonl``
 (GSM8K shape), 200 questions each, and two small request traces in the published formats, ``mooncake-sample.jsonl``
-(Mooncake) and ``azure-sample.csv`` (Azure LLM inference trace): 240 Poisson arrivals over a minute each, the same
-every time (fixed seeds).
+(Mooncake) and ``azure-sample.csv`` (Azure LLM inference trace): 240 Poisson arrivals over a minute each, and
+``sharegpt-sample.json``, 40 chat conversations in the ShareGPT format; the same every time (fixed seeds).
 
     python scenarios/data/make_synthetic.py
 
@@ -11,7 +11,7 @@ equals it. The math set has negative, decimal and four-digit answers, so the gra
 thousands separators. In the Mooncake trace each request's prompt is one of eight families' first blocks (a shared
 system prompt or document) and blocks of its own, so a replay exercises the prefix cache. For demos and tests only:
 these are not a benchmark, nor real traffic (the real traces: the Mooncake repository's FAST'25 traces and Azure's
-AzurePublicDataset, both on GitHub).
+AzurePublicDataset, both on GitHub; ShareGPT: ``anon8231489123/ShareGPT_Vicuna_unfiltered`` on Hugging Face).
 """
 
 from __future__ import annotations
@@ -117,6 +117,32 @@ def azure_csv(rng: random.Random) -> str:
     return out.getvalue()
 
 
+SHAREGPT_CONVERSATIONS = 40
+SHAREGPT_SEED = 20240603
+_CHAT_SUBJECTS = ("a garden", "the river", "an old castle", "a market town", "the winter sky", "a forest road",
+                  "an island village", "a city bridge", "the morning light", "a music hall")
+_CHAT_ASKS = ("Tell me about {}.", "Write a short story about {}.", "What would you see in {}?",
+              "Describe {} in a few lines.", "Give me three facts about {}.")
+_CHAT_FOLLOW_UPS = ("Make it shorter.", "Now say it as a poem.", "Add more about the people there.",
+                    "What happens at night?", "Explain that again for a child.", "Why is that?",
+                    "Can you give an example?", "And in the summer?")
+
+
+def sharegpt_items(rng: random.Random) -> list[dict]:
+    """ShareGPT's shape (the Hugging Face ShareGPT_Vicuna_unfiltered JSON): {"id", "conversations": [{"from":
+    "human" | "gpt", "value"}]}, each of 2 to 6 exchanges; the gpt turns are filler (the suite never sends them)."""
+    items = []
+    for index in range(SHAREGPT_CONVERSATIONS):
+        turns = [rng.choice(_CHAT_ASKS).format(rng.choice(_CHAT_SUBJECTS))]
+        turns += rng.sample(_CHAT_FOLLOW_UPS, rng.randint(1, 5))
+        conversation = []
+        for turn in turns:
+            conversation += [{"from": "human", "value": turn},
+                             {"from": "gpt", "value": f"Here is an answer of {rng.randint(20, 200)} words."}]
+        items.append({"id": f"synthetic-{index}", "conversations": conversation})
+    return items
+
+
 def write(path: Path, lines: list[dict]) -> None:
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
 
@@ -128,6 +154,7 @@ def main(folder: Path = HERE) -> None:
     traces = random.Random(TRACE_SEED)
     write(folder / "mooncake-sample.jsonl", mooncake_lines(traces))
     (folder / "azure-sample.csv").write_text(azure_csv(traces))
+    (folder / "sharegpt-sample.json").write_text(json.dumps(sharegpt_items(random.Random(SHAREGPT_SEED)), indent=1))
 
 
 if __name__ == "__main__":

@@ -38,8 +38,12 @@ def test_one_streaming_user(simulator, tmp_path, locustfile, name):
     assert "Traceback" not in proc.stderr
     rows = check_rows(read_rows(out / "requests.csv"), name)
     for r in rows:
-        assert 0 < float(r["ttft_s"]) < float(r["e2e_s"]) and float(r["tpot_s"]) > 0
+        assert 0 < float(r["ttft_s"]) <= float(r["e2e_s"]) and float(r["tpot_s"]) >= 0
         assert int(r["chunks"]) == 16 and r["finish_reason"] == "length" and r["users"] == "1"
+    # chunks that arrive in one read share its timestamp: a client stalled longer than a whole 16-token answer (a
+    # loaded machine) reads it at once (TTFT = e2e, TPOT 0); most answers are read as they stream
+    spread = [r for r in rows if float(r["ttft_s"]) < float(r["e2e_s"]) and float(r["tpot_s"]) > 0]
+    assert len(spread) >= len(rows) / 2, rows
     stats = locust_stats(out / "locust")
     assert int(stats[("POST", name)]["Request Count"]) == len(rows)
     assert int(stats[("TTFT", name)]["Request Count"]) == len(rows) == int(stats[("TPOT", name)]["Request Count"])

@@ -234,8 +234,9 @@ def prepare_target(environment) -> None:
     except StopTarget as e:
         log.error("%s", e)
         environment.process_exit_code = 2
-        if not isinstance(environment.runner, WorkerRunner):  # a worker's users stop; its master quits
-            gevent.spawn(environment.runner.quit)
+        if not isinstance(environment.runner, WorkerRunner):  # a worker's users stop; its master quits ...
+            headless = environment.parsed_options is None or environment.parsed_options.headless
+            gevent.spawn(environment.runner.quit if headless else environment.runner.stop)  # ... or keeps its web UI
     finally:
         llm_target.prepared.set()
 

@@ -30,7 +30,7 @@ from locustfiles.exchange import Exchange
 from locustfiles.runfolder import RunFolder, RunFolderExists, default_path, write_final_locust_csvs
 from locustfiles.stream import clocks as receive_clocks
 from vllm_stress import schema, steady
-from vllm_stress.metrics import streamed_tokens
+from vllm_stress.metrics import percentile, streamed_tokens
 
 log = logging.getLogger(__name__)
 
@@ -43,10 +43,10 @@ WATCH_INTERVAL_S = 1.0
 LOG_INTERVAL_S = 10.0
 REPORT_LAG_S = 3.0  # worker reports arrive up to WORKER_REPORT_INTERVAL late
 # positions in a requests.csv row of the columns read here
-_COMPLETION, _END, _OK, _MISMATCH, _USERS, _TTFT, _TPOT, _E2E, _START, _CHUNKS, _ERROR, _FINISH = (
+_COMPLETION, _END, _OK, _MISMATCH, _USERS, _TTFT, _TPOT, _E2E, _START, _CHUNKS, _ERROR, _FINISH, _LAG = (
     schema.REQUEST_COLUMNS.index(column) for column in (
         "completion_tokens", "end_time", "ok", "count_mismatch", "users", "ttft_s", "tpot_s", "e2e_s", "start_time",
-        "chunks", "error", "finish_reason"))
+        "chunks", "error", "finish_reason", "schedule_lag_s"))
 RECENT_ROWS = 20_000  # measured requests kept for the live latency charts
 LEVEL_ROWS_LIMIT = 500_000  # rows kept for the live steady-state check (a level's, a few hundred bytes each)
 
@@ -223,10 +223,11 @@ class Recorder:
 
     def level_ended(self, verdict: steady.Verdict | None = None) -> None:
         """The open level's hold is over; with the load shape's ``verdict`` its point joins ``level_results`` (the
-        live throughput-vs-users curve)."""
+        live throughput-vs-users curve) with its schedule lag (for its bound: locustfiles/bound.py)."""
         if verdict is not None and self.open_level:
-            self.level_results.append({"users": self.open_level[0], "steady": verdict.steady,
-                                       "reason": verdict.reason, "output_tokens_per_s": self.hold_output_tokens_per_s()})
+            self.level_results.append({"users": self.open_level[0], "steady": verdict.steady, "reason": verdict.reason,
+                                       "output_tokens_per_s": self.hold_output_tokens_per_s(),
+                                       "schedule_lag_p99_s": self.hold_schedule_lag_p99_s()})
         self._close_level(time.time())
         self.set_level(self.level, measuring=False)
 
@@ -248,6 +249,14 @@ class Recorder:
             return np.nan
         start, end, sample = hold
         return streamed_tokens(sample.first, sample.end, sample.tokens, start, end) / (end - start)
+
+    def hold_schedule_lag_p99_s(self) -> float:
+        """The p99 schedule lag of the open level's measured requests that ended in its hold so far (NaN in a closed
+        loop), as the report's schedule_lag_p99_s (vllm_stress.metrics.percentile)."""
+        hold_start = self.open_level[2] if self.open_level else None
+        lags = [row[_LAG] for row in self.level_rows if hold_start is not None and row[_END] >= hold_start
+                and row[_USERS] == self.level and row_measured(row) and row[_LAG] != ""]
+        return percentile(np.array(lags, dtype=float), 99)
 
     def hold_sample(self) -> tuple[float, float, steady.Requests] | None:
         """The open level's hold so far — its start, the time up to which every worker has reported (now in a local
@@ -458,8 +467,15 @@ class Recorder:
     def _on_quit(self, exit_code=0, **_kw) -> None:
         if prefix := self.environment.parsed_options.csv_prefix:
             write_final_locust_csvs(self.environment, prefix)
+        self.close_run()
+
+    def close_run(self, complete: bool | None = None) -> None:
+        """Write the run's last files and close its folder (at quit; a web-UI run's at its end, ``complete``, as the
+        process goes on). Nothing when no folder is open."""
         if not self.folder:
             return
+        if complete is not None:
+            self.meta["complete"] = complete
         now = time.time()
         self._close_level(now)
         self.folder.write_itl(self.itl)

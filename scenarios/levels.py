@@ -27,6 +27,17 @@ def parse_levels(text: str) -> list[int]:
     return levels
 
 
+def parse_run_of(text: str) -> tuple[int, int] | None:
+    """``--run-of "2/5"`` (set by ``python -m scenarios run --repeats 5`` on each run's master) -> ``(2, 5)``; None
+    when empty; a clear ValueError for anything else."""
+    if not str(text).strip():
+        return None
+    run, _, runs = str(text).partition("/")
+    if not (run.strip().isdigit() and runs.strip().isdigit() and 1 <= int(run) <= int(runs)):
+        raise ValueError(f"--run-of must be K/N with 1 <= K <= N, got {text!r}")
+    return int(run), int(runs)
+
+
 def step_seconds(value: object) -> float | None:
     """--step-time as seconds, or None for ``auto``."""
     return None if str(value).strip() == AUTO else float(value)

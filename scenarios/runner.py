@@ -117,8 +117,9 @@ def free_port() -> int:
 
 
 def run_locust(name: str, config: Path, keys: dict[str, str], target: str, run_dir: Path, workers: int,
-               extra_args: list[str]) -> int:
-    """One run: a headless master and ``workers`` worker processes on this machine; returns the master's exit code."""
+               extra_args: list[str], run_of: str = "") -> int:
+    """One run: a headless master and ``workers`` worker processes on this machine; returns the master's exit code.
+    ``run_of`` ("K/N"): which of the runner's repeats it is, for the progress lines."""
     port = str(free_port())
     locustfile = f"{keys.get('locustfile', DEFAULT_LOCUSTFILE).split(',')[0]},{SHAPE}"
     common = [sys.executable, "-m", "locust", "-f", locustfile, "--config", str(config), "-H", target, *extra_args]
@@ -127,7 +128,7 @@ def run_locust(name: str, config: Path, keys: dict[str, str], target: str, run_d
     master_cmd = common + ["--master", "--headless", "--master-bind-host", "127.0.0.1", "--master-bind-port", port,
                            "--expect-workers", str(workers), "--expect-workers-max-wait", str(WORKER_CONNECT_WAIT_S),
                            "--results-dir", str(run_dir), "--csv", str(run_dir / schema.LOCUST_CSV_PREFIX),
-                           "--scenario", name]
+                           "--scenario", name] + (["--run-of", run_of] if run_of else [])
     worker_cmd = common + ["--worker", "--master-host", "127.0.0.1", "--master-port", port]
     # own sessions: a Ctrl-C reaches only this process, which stops the master first (it collects the workers' last
     # rows and marks the run incomplete), then the workers
@@ -286,7 +287,8 @@ def run_scenario(name: str, out: Path, target: str | None = None, repeats: int |
             for repeat in range(1, repeats + 1):
                 run_dir = cell_dir / f"run-{repeat}"
                 log.info("%s: run %d of %d against %s -> %s", name, repeat, repeats, url, run_dir)
-                code = run_locust(name, config, keys, url, run_dir, workers, list(locust_args or []))
+                code = run_locust(name, config, keys, url, run_dir, workers, list(locust_args or []),
+                                  run_of=f"{repeat}/{repeats}" if repeats > 1 else "")
                 if not has_rows(run_dir / schema.REQUESTS_FILE):
                     raise ScenarioError(f"run {repeat} measured no request (Locust exit code {code}; its log says why)")
                 run_dirs.append(str(run_dir))

@@ -22,7 +22,7 @@ import time
 
 from locust import LoadTestShape, events
 
-from scenarios.levels import RAMP_DEFAULTS, RAMP_TIMES, check_times, parse_levels, step_seconds
+from scenarios.levels import RAMP_DEFAULTS, RAMP_TIMES, check_times, parse_levels, parse_run_of, step_seconds
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +46,9 @@ def _add_options(parser, **_kw) -> None:
     parser.add_argument("--scenario", default="", include_in_web_ui=False, help="Scenario name, kept in run.json")
     # read by `python -m scenarios run` from the scenario's config file; declared so Locust accepts those keys
     parser.add_argument("--repeats", type=int, default=1, include_in_web_ui=False, help="Runs of the scenario")
+    parser.add_argument("--run-of", default="", include_in_web_ui=False,
+                        help="K/N: this run is the K-th of N repeats (set by `python -m scenarios run`; shown in the "
+                        "progress lines)")
     parser.add_argument("--simulator", default="", include_in_web_ui=False,
                         help="Arguments of the embedded simulator when the scenario runs without --target")
 
@@ -77,8 +80,7 @@ class StepRampShape(LoadTestShape):
     def tick(self):
         options = self.runner.environment.parsed_options
         try:  # checked at every tick: the first comes before test_start, and the web UI may change the options
-            levels = parse_levels(options.levels)
-            check_times({flag: getattr(options, flag.replace("-", "_")) for flag in RAMP_TIMES})
+            levels, run_of = self.check_options(options)
         except ValueError as e:
             log.error("%s", e)
             self.runner.environment.process_exit_code = 2
@@ -90,6 +92,8 @@ class StepRampShape(LoadTestShape):
         elapsed = now - self.phase_start
         target = levels[self.index]
         name = f"Level {self.index + 1}/{len(levels)} ({target} users)"
+        if run_of:
+            name = f"Run {run_of[0]} of {run_of[1]} · {name}"
         hold_s = step_seconds(options.step_time)
         if self.phase == "ramp":
             if self.current is None:
@@ -127,6 +131,13 @@ class StepRampShape(LoadTestShape):
             if options.cooldown:
                 return 0, max(target, 1)
         return self.current
+
+    @staticmethod
+    def check_options(options) -> tuple[list[int], tuple[int, int] | None]:
+        """The ramp's levels and --run-of, or a one-line ValueError for a bad ramp option (the web UI's form is
+        checked with it before a run starts: locustfiles/formcheck.py)."""
+        check_times({flag: getattr(options, flag.replace("-", "_")) for flag in RAMP_TIMES})
+        return parse_levels(options.levels), parse_run_of(options.run_of)
 
     def begin(self, phase: str, now: float) -> None:
         self.phase, self.phase_start = phase, now

@@ -168,51 +168,91 @@ def assert_ttft_p50_agrees(stats: dict, run, out) -> None:
         assert abs(other - report_ms) <= 1.0 + 0.15 * report_ms, (live_ms, locust_ms, report_ms)
 
 
-def test_browser_shows_the_llm_tab(master, simulator):
-    """A step ramp (2, then 4 users) started from the UI: the LLM tab fills in; Locust's own tabs still work."""
+def test_browser_drives_a_ramp_from_the_form(master, simulator):
+    """A 3-level ramp typed into the start form (a bad value first: the form says why, nothing starts): the LLM tab
+    and the dashboard follow it — charts with points, a curve point per level with its verdict, a progress line that
+    moves — and when it ends the report is built by itself, linked from both, with the level bounds the live curve
+    showed; Locust's own tabs still work."""
     if not os.path.exists(CHROMIUM):
         pytest.skip(f"{CHROMIUM} is missing (Debian: apt-get install -y chromium)")
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
-    master = master(*RAMP)
+    master = master("-f", "locustfiles/chat.py,scenarios/shape.py")  # the ramp comes from the form
     sim = simulator("--profile", "cpu-tiny")
     ARTIFACTS.mkdir(exist_ok=True)
     with sync_api.sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
-            page = browser.new_page(viewport={"width": 1600, "height": 600})
+            page = browser.new_page(viewport={"width": 1600, "height": 700})
             page.goto(master.url)
             page.locator("input[name=host]").fill(sim.url)  # the shape sets the users: no user count asked
+            page.get_by_text("Custom parameters").click()
+            for name, value in FORM.items():
+                page.locator(f"input[name={name}]").fill(value)
+            page.locator("input[name=levels]").fill("2,x")
+            page.get_by_role("button", name="Start").click()
+            sync_api.expect(page.get_by_text("--levels must be comma-separated whole numbers, got '2,x'")).to_be_visible()
+            page.locator("input[name=levels]").fill(FORM["levels"])
             page.get_by_role("button", name="Start").click()
             page.get_by_role("tab", name="LLM").click()
             rows = page.get_by_role("row")
-            # the first row says where the ramp is: "Level 2/2 (4 users): holding 4 s — 2 s in, at most 2 s left"
-            now, first, second = rows.filter(has_text="Level 2/2 (4 users): "), rows.nth(2), rows.nth(3)
-            until(lambda: shows_measurements(now, "output_tok_s") and shows_measurements(first, "ttft_p50_ms")
-                  and shows_measurements(second, "ttft_p50_ms"), "tok/s and TTFT of 2 levels on the LLM tab", master)
-            assert cells(first)[0] == "2 users" and cells(second)[0] == "4 users"
-            page.screenshot(path=str(ARTIFACTS / "webui-llm-tab.png"), full_page=True)
+            now = rows.filter(has_text="Level 1/3 (2 users): ")
+            until(lambda: shows_measurements(now, "output_tok_s"), "the first level's tok/s on the LLM tab", master)
+            page.screenshot(path=str(ARTIFACTS / "webui-llm-tab-during.png"), full_page=True)
+            dashboard = browser.new_page(viewport={"width": 1400, "height": 1100})
+            watch_dashboard(dashboard, master, sync_api)
+            page.reload()  # Locust's page stops polling when a run stops: a reload shows the end
+            page.get_by_role("tab", name="LLM").click()
+            until(lambda: "ended: report ready" in "".join(cells(rows.nth(1))[:1]), "the tab saying the report is "
+                  "ready", master)
+            assert [cells(rows.nth(i))[0] for i in (2, 3, 4)] == ["2 users", "4 users", "6 users"]
+            page.screenshot(path=str(ARTIFACTS / "webui-llm-tab-after.png"), full_page=True)
             page.get_by_role("tab", name="Statistics").click()
             sync_api.expect(rows.filter(has_text="TTFT").first).to_be_visible()
-            check_dashboard(browser.new_page(viewport={"width": 1400, "height": 1000}), master, sync_api)
+            page.get_by_role("tab", name="Download Data").click()
+            link = page.get_by_role("link", name="Report of the last run that ended").get_attribute("href")
+            report = browser.new_page()
+            report.goto(f"{master.url}/{link.removeprefix('./')}")
+            check_report(report, master, sync_api)
         finally:
             browser.close()
 
 
-def check_dashboard(page, master: Master, sync_api) -> None:
-    """The live dashboard draws the series, the curve gets the first level's point, the progress line names the
-    level and its phase, and the report link opens the report of the run so far."""
+FORM = {"levels": "2,4,6", "stepTime": "4", "warmup": "0", "rampTime": "1", "inputTokens": "64",
+        "outputTokens": "16"}  # input names of Locust's form (its options in camelCase)
+RAMP_DEADLINE_S = 150.0  # three levels of a few seconds each on a loaded machine, then the report
+
+
+def watch_dashboard(page, master: Master, sync_api) -> None:
+    """The live dashboard draws the series, its progress line moves from level to level, the curve gets a point per
+    level with its verdict, and when the run ends it links the report built by itself."""
     page.goto(master.url + "/llm/dashboard")
     until(lambda: page.locator("#tok polyline").count() and len(page.locator("#tok polyline").get_attribute("points")
                                                                 .split()) >= 3, "tok/s points on the dashboard", master)
-    until(lambda: page.locator("#curve circle").count() >= 1, "the first level's point on the curve", master)
-    sync_api.expect(page.locator("#progress")).to_contain_text("Level")
+    sync_api.expect(page.locator("#progress")).to_contain_text("Level 1/3", timeout=RAMP_DEADLINE_S * 1000)
+    sync_api.expect(page.locator("#progress")).to_contain_text("Level 2/3", timeout=RAMP_DEADLINE_S * 1000)
+    page.screenshot(path=str(ARTIFACTS / "webui-llm-dashboard-during.png"), full_page=True)
+    until(lambda: page.locator("#run-report").count(), "the report's link on the dashboard", master, RAMP_DEADLINE_S)
+    until(lambda: "pending" not in page.locator("#levels").inner_text(), "every level's bound", master)
+    assert page.locator("#curve circle").count() == 3
+    verdicts = page.locator("#curve text.verdict").all_text_contents()
+    assert [text.split(":")[0] for text in verdicts] == ["2", "4", "6"], verdicts
+    sync_api.expect(page.locator("#progress")).to_contain_text("run ended")
     page.screenshot(path=str(ARTIFACTS / "webui-llm-dashboard.png"), full_page=True)
+    summary = requests.get(master.url + "/llm/summary.json", timeout=10).json()
+    report_bounds = {level["users"]: level["bound"] for level in summary["levels"]}
+    live = requests.get(master.url + "/llm/series.json", timeout=10).json()["levels"]
+    assert {level["users"]: level["bound"] for level in live} == report_bounds  # same rule, same files
     with page.expect_popup() as popup:
-        page.get_by_role("link", name="Report of the run so far").click()
-    report = popup.value
+        page.locator("#run-report").click()
+    check_report(popup.value, master, sync_api, "webui-llm-report.png")
+
+
+def check_report(report, master: Master, sync_api, screenshot: str = "") -> None:
     report.wait_for_load_state()
     sync_api.expect(report.locator("h1")).to_contain_text("vLLM stress test report")
-    report.screenshot(path=str(ARTIFACTS / "webui-llm-report.png"), full_page=True)
+    sync_api.expect(report.locator("body")).to_contain_text("6")
+    if screenshot:
+        report.screenshot(path=str(ARTIFACTS / screenshot), full_page=True)
 
 
 def cells(row) -> list[str]:

@@ -372,7 +372,8 @@ class Recorder:
             self.folder.write_rows(rows)
 
     def _watch(self) -> None:
-        """Follow the target user count; every LOG_INTERVAL_S log output tokens/s and save the ITL histogram."""
+        """Follow the target user count; every LOG_INTERVAL_S save the ITL histogram and, without a load shape, log
+        output tokens/s."""
         last_log = time.time()
         while True:
             gevent.sleep(WATCH_INTERVAL_S)
@@ -381,7 +382,8 @@ class Recorder:
                 self.set_level(target)
             if time.time() - last_log >= LOG_INTERVAL_S and self.folder and not self.stopped:
                 last_log = time.time()
-                self._log_progress()
+                if not self.phase_text:  # a load shape logs its phases instead: one line per phase change
+                    self._log_progress()
                 self.folder.write_itl(self.itl)
             if isinstance(self.runner, MasterRunner) and self.folder and not self.stopped:
                 self._note_lost_workers()

@@ -65,6 +65,7 @@ class StepRampShape(LoadTestShape):
 
     def __init__(self) -> None:
         super().__init__()
+        self.announced: tuple[str, str] | None = None  # the (level, phase) logged last
         self.start_level(0)
 
     def reset_time(self) -> None:
@@ -73,6 +74,9 @@ class StepRampShape(LoadTestShape):
 
     def start_level(self, index: int) -> None:
         self.index = index
+        self.level_started = time.time()
+        if index == 0:
+            self.ramp_started = self.level_started
         self.current = None  # the (users, spawn rate) asked for; Locust acts when it changes
         self.phase = "ramp"
         self.phase_start = self.last_check = time.monotonic()
@@ -100,16 +104,16 @@ class StepRampShape(LoadTestShape):
                 previous = levels[self.index - 1] if self.index and not options.cooldown else 0
                 self.current = (target, max(abs(target - previous) / max(options.ramp_time, 0.001), 1.0))
                 recorder.level_started(target)
-                left = (len(levels) - self.index) * level_bound_s(options, hold_s)
-                self.announce(recorder, name, f"ramping up over {options.ramp_time:g} s (the ramp ends within "
-                                              f"{left / 60:.0f} min)")
+                self.announce(recorder, name, f"ramping up over {options.ramp_time:g} s",
+                              eta=self.eta(len(levels), level_bound_s(options, hold_s)))
             elif self.get_current_user_count() >= target or elapsed > REACH_TIMEOUT_S:
                 if elapsed > REACH_TIMEOUT_S:
                     log.warning("Level %d users not reached in %.0f s (%d running): holding anyway",
                                 target, REACH_TIMEOUT_S, self.get_current_user_count())
                 self.begin("warmup", now)
                 self.announce(recorder, name, f"warming up: at least {options.warmup:g} s and {target} completed "
-                                              "requests (one request lifetime)", limit_s=options.max_step_time)
+                                              "requests (one request lifetime)", limit_s=options.max_step_time,
+                              eta=self.eta(len(levels), level_bound_s(options, hold_s)))
         elif self.phase == "warmup":
             lifetime_done = recorder.level_completions() >= target or elapsed >= options.max_step_time
             if elapsed >= options.warmup and lifetime_done:
@@ -117,7 +121,8 @@ class StepRampShape(LoadTestShape):
                 self.begin("hold", now)
                 self.announce(recorder, name, f"holding {hold_s:g} s" if hold_s is not None else
                               f"holding until steady (judged every {CHECK_INTERVAL_S:g} s, at most "
-                              f"{options.max_step_time:g} s)", limit_s=options.max_step_time if hold_s is None else hold_s)
+                              f"{options.max_step_time:g} s)", limit_s=options.max_step_time if hold_s is None else hold_s,
+                              eta=self.eta(len(levels), level_bound_s(options, hold_s)))
         elif self.phase == "hold" and self.hold_over(recorder, hold_s, elapsed, options.max_step_time):
             verdict = recorder.hold_verdict()
             recorder.level_ended(verdict)
@@ -153,12 +158,30 @@ class StepRampShape(LoadTestShape):
         self.last_check = time.monotonic()
         return recorder.hold_verdict().steady
 
-    @staticmethod
-    def announce(recorder, name: str, phase: str, limit_s: float | None = None) -> None:
-        """One console line per phase change; the web UI's LLM tab shows the same text with the time in the phase
-        and its bound (``limit_s``). (Locust ticks a shape once before the test starts and again after it resets the
-        shape's clock: the same first line is logged once.)"""
-        text = f"{name}: {phase}"
-        if text != recorder.phase_text:
-            recorder.phase_text, recorder.phase_since, recorder.phase_limit_s = text, time.time(), limit_s
-            log.info("%s", text)
+    def eta(self, levels: int, level_s: float) -> str:
+        """When the ramp should end: at the pace of its levels done so far (from the second level on), and at the
+        latest, with this level and the rest each at their bounds (``level_s``)."""
+        now = time.time()
+        latest = now + (levels - self.index) * level_s
+        text = f"the ramp ends by {clock(latest)} at the latest"
+        if self.index:
+            pace = (self.level_started - self.ramp_started) / self.index  # seconds per level done
+            text = f"ETA {clock(min(self.level_started + (levels - self.index) * pace, latest))}, " + text.removeprefix(
+                "the ramp ")
+        return text
+
+    def announce(self, recorder, name: str, phase: str, limit_s: float | None = None, eta: str = "") -> None:
+        """One console line per phase change, with the ramp's ETA (``eta``); the web UI's LLM tab and dashboard show
+        the same text with the time in the phase and its bound (``limit_s``). (Locust ticks a shape once before the
+        test starts and again after it resets the shape's clock: the same first line is logged once.)"""
+        if (name, phase) == self.announced:
+            return
+        self.announced = (name, phase)
+        text = f"{name}: {phase}" + (f" ({eta})" if eta else "")
+        recorder.phase_text, recorder.phase_since, recorder.phase_limit_s = text, time.time(), limit_s
+        log.info("%s", text)
+
+
+def clock(unix_s: float) -> str:
+    """A local wall-clock time, HH:MM:SS."""
+    return time.strftime("%H:%M:%S", time.localtime(unix_s))

@@ -6,9 +6,11 @@ import csv
 import io
 import json
 import os
+import secrets
 import subprocess
 import sys
 import time
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -32,9 +34,11 @@ DEADLINE_S = 20.0
 class Master:
     """``locust --master`` with its web UI and one worker, as processes on 127.0.0.1."""
 
-    def __init__(self, folder: Path, *args: str) -> None:
+    def __init__(self, folder: Path, *args: str, password: str = "") -> None:
         self.folder = folder
         self.args = args
+        self.session = requests.Session()  # logged in as admin when the web UI has a ``password``
+        self.password = password
         self.results = folder / "run"
         master_port, web_port = free_port(), free_port()
         self.url = f"http://127.0.0.1:{web_port}"
@@ -55,13 +59,18 @@ class Master:
         return "\n".join(f"--- {name}\n" + (self.folder / f"{name}.log").read_text()[-3000:] for name in self.processes)
 
     def stats(self) -> dict:
-        return requests.get(self.url + "/stats/requests", timeout=5).json()
+        return self.session.get(self.url + "/stats/requests", timeout=5).json()
+
+    def log_in(self) -> None:
+        self.session.post(self.url + "/login_submit", data={"username": "admin", "password": self.password}, timeout=5)
 
     def wait_for_worker(self) -> None:
         until(lambda: self._worker_count() == 1, "the worker connected", self)
 
     def _worker_count(self) -> int:
         try:
+            if self.password:
+                self.log_in()
             return self.stats().get("worker_count", 0)
         except requests.ConnectionError:
             return 0
@@ -94,8 +103,8 @@ def master(tmp_path):
     """Start the master and its worker with the given locust arguments; both are stopped after the test."""
     started = []
 
-    def start(*args: str) -> Master:
-        started.append(Master(tmp_path, *args))
+    def start(*args: str, password: str = "") -> Master:
+        started.append(Master(tmp_path, *args, password=password))
         started[-1].wait_for_worker()
         return started[-1]
 
@@ -253,6 +262,41 @@ def check_report(report, master: Master, sync_api, screenshot: str = "") -> None
     sync_api.expect(report.locator("body")).to_contain_text("6")
     if screenshot:
         report.screenshot(path=str(ARTIFACTS / screenshot), full_page=True)
+
+
+def test_web_login_guards_the_report_and_the_run(master, simulator, monkeypatch):
+    """With --web-login every route of the suite asks for the login; logged in, a ramp started over HTTP ends with
+    its report built by itself, its summary.json, and the run folder with the report in one zip; a bad form value is
+    refused with its one-line error."""
+    monkeypatch.setenv("LOCUST_TEST_PASSWORD", password := secrets.token_hex(8))
+    master = master("-f", RAMP[1] + ",tests/fixtures/web_login.py", *RAMP[2:], "--web-login", password=password)
+    sim = simulator("--profile", "cpu-tiny")
+    anonymous = requests.Session()
+    for route in ROUTES:
+        answer = anonymous.get(master.url + route, allow_redirects=False, timeout=10)
+        assert answer.status_code == 302 and "/login" in answer.headers["Location"], route
+    assert anonymous.post(master.url + "/swarm", data={"host": sim.url}, allow_redirects=False,
+                          timeout=10).status_code == 302
+    user = master.session
+    assert user.get(master.url + "/llm/run-report", timeout=10).status_code == 404  # no run has ended yet
+    refused = user.post(master.url + "/swarm", data={"host": sim.url, "warmup": "soon"}, timeout=10).json()
+    assert not refused["success"] and refused["message"] == "argument --warmup: invalid float value: 'soon'"
+    assert user.post(master.url + "/swarm", data={"host": sim.url}, timeout=10).json()["success"]
+    until(lambda: (series := user.get(master.url + "/llm/series.json", timeout=10).json())["report"]
+          and series["report"]["state"] == "ready", "the report built when the ramp ended", master, RAMP_DEADLINE_S)
+    report = user.get(master.url + "/llm/run-report", timeout=10)
+    assert report.status_code == 200 and "vLLM stress test report" in report.text
+    summary = user.get(master.url + "/llm/summary.json", timeout=10).json()
+    assert [level["users"] for level in summary["levels"]] == [2, 4]
+    run = json.loads((master.results / schema.RUN_FILE).read_text())
+    assert run["complete"] is True and run["ended"] > run["started"]  # closed at the run's end, not at quit
+    archive = zipfile.ZipFile(io.BytesIO(user.get(master.url + "/llm/run.zip", timeout=10).content))
+    assert {"run/requests.csv", "run/levels.csv", "run/report/report.html", "run/report/summary.json"} <= \
+        set(archive.namelist())
+
+
+ROUTES = ["/llm/dashboard", "/llm/series.json", "/llm/report", "/llm/run-report", "/llm/summary.json", "/llm/run.zip",
+          CSV_ROUTE]
 
 
 def cells(row) -> list[str]:

@@ -29,7 +29,9 @@ import numpy as np
 from flask import Blueprint, Response, jsonify
 
 from locustfiles import bound
+from locustfiles.runfolder import write_final_locust_csvs
 from locustfiles.runreport import Build
+from vllm_stress import schema
 from vllm_stress.metrics import percentile
 
 log = logging.getLogger(__name__)
@@ -98,8 +100,9 @@ class Series:
         return self.build
 
     def on_test_stop(self, environment, **_kw) -> None:
-        """A web-UI run is over (this listener comes after the recorder's and the telemetry's): close its folder and
-        build its report while Locust goes on. A headless run closes its folder at quit."""
+        """A web-UI run is over (this listener comes after the recorder's and the telemetry's): give its folder the
+        files a headless run's gets at quit (Locust's statistics too), close it and build its report while Locust goes
+        on. A headless run closes its folder at quit."""
         options = environment.parsed_options
         if options is not None and options.headless:
             return
@@ -107,6 +110,8 @@ class Series:
         folder = recorder.folder
         if folder is None:
             return
+        if not options.csv_prefix:  # Locust's own statistics, in the run folder as the scenario runner's --csv puts them
+            write_final_locust_csvs(environment, str(Path(folder.path) / schema.LOCUST_CSV_PREFIX))
         recorder.close_run(complete=True)
         self.build_report(Path(folder.path), final=True)
 

@@ -43,7 +43,7 @@ def _add_options(parser, **_kw) -> None:
                         help="Seconds with no users after each level")
     parser.add_argument("--ramp-time", type=float, default=float(RAMP_DEFAULTS["ramp-time"]),
                         help="Seconds over which a level's new users start")
-    parser.add_argument("--scenario", default="", include_in_web_ui=False, help="Scenario name, kept in run.json")
+    parser.add_argument("--scenario", default="", help="Scenario name, kept in run.json (it labels the report)")
     # read by `python -m scenarios run` from the scenario's config file; declared so Locust accepts those keys
     parser.add_argument("--repeats", type=int, default=1, include_in_web_ui=False, help="Runs of the scenario")
     parser.add_argument("--run-of", default="", include_in_web_ui=False,

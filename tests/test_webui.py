@@ -227,7 +227,7 @@ def test_browser_drives_a_ramp_from_the_form(master, simulator):
 
 
 FORM = {"levels": "2,4,6", "stepTime": "4", "warmup": "0", "rampTime": "1", "inputTokens": "64",
-        "outputTokens": "16"}  # input names of Locust's form (its options in camelCase)
+        "outputTokens": "16", "scenario": "form-ramp"}  # input names of Locust's form (its options in camelCase)
 RAMP_DEADLINE_S = 150.0  # three levels of a few seconds each on a loaded machine, then the report
 
 
@@ -248,6 +248,7 @@ def watch_dashboard(page, master: Master, sync_api) -> None:
     sync_api.expect(page.locator("#progress")).to_contain_text("run ended")
     page.screenshot(path=str(ARTIFACTS / "webui-llm-dashboard.png"), full_page=True)
     summary = requests.get(master.url + "/llm/summary.json", timeout=10).json()
+    assert summary["scenario"] == "form-ramp" and summary["input_tokens"] == 64  # the form's options, in run.json
     report_bounds = {level["users"]: level["bound"] for level in summary["levels"]}
     live = requests.get(master.url + "/llm/series.json", timeout=10).json()["levels"]
     assert {level["users"]: level["bound"] for level in live} == report_bounds  # same rule, same files
@@ -291,8 +292,8 @@ def test_web_login_guards_the_report_and_the_run(master, simulator, monkeypatch)
     run = json.loads((master.results / schema.RUN_FILE).read_text())
     assert run["complete"] is True and run["ended"] > run["started"]  # closed at the run's end, not at quit
     archive = zipfile.ZipFile(io.BytesIO(user.get(master.url + "/llm/run.zip", timeout=10).content))
-    assert {"run/requests.csv", "run/levels.csv", "run/report/report.html", "run/report/summary.json"} <= \
-        set(archive.namelist())
+    assert {"run/requests.csv", "run/levels.csv", "run/locust_stats.csv", "run/report/report.html",
+            "run/report/summary.json"} <= set(archive.namelist())
 
 
 ROUTES = ["/llm/dashboard", "/llm/series.json", "/llm/report", "/llm/run-report", "/llm/summary.json", "/llm/run.zip",

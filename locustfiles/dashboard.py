@@ -92,11 +92,13 @@ class Series:
                 "report": self.final.status() if self.final else None}
 
     def build_report(self, folder: Path, final: bool) -> Build:
-        """A build of ``folder``'s report; one that is still building for it is joined rather than doubled."""
-        if not (self.build and self.build.folder == folder and self.build.state == "building"):
-            self.build = Build(folder, final)
+        """A build of ``folder``'s report. A build of the run so far that is still at work on it is joined rather than
+        doubled; the final build waits for it to be over, then reads the whole run."""
+        busy = self.build if self.build and self.build.folder == folder and self.build.state == "building" else None
         if final:
-            self.final = self.build
+            self.build = self.final = Build(folder, final, after=busy)
+        elif busy is None:
+            self.build = Build(folder, final)
         return self.build
 
     def on_test_stop(self, environment, **_kw) -> None:

@@ -481,6 +481,7 @@ class Recorder:
         now = time.time()
         self._close_level(now)
         self.folder.write_itl(self.itl)
+        self.itl.clear()  # a web-UI process's next run starts its own histogram
         self.meta["ended"] = now
         self.folder.write_run(self.meta)
         self.folder.close()

@@ -25,19 +25,21 @@ BUILD_TIMEOUT_S = 300.0
 
 
 class Build:
-    """One build of a run folder's report: ``state`` is "building", "ready" or "failed", ``message`` says why it
-    failed (the analysis' one-line error)."""
+    """One build of a run folder's report, started once the build ``after`` is over: ``state`` is "building",
+    "ready" or "failed", ``message`` says why it failed (the analysis' one-line error)."""
 
-    def __init__(self, folder: Path, final: bool) -> None:
+    def __init__(self, folder: Path, final: bool, after: Build | None = None) -> None:
         self.folder, self.final = folder, final
         self.state, self.message = "building", ""
-        self.greenlet = gevent.spawn(self._run)
+        self.greenlet = gevent.spawn(self._run, after)
 
     @property
     def out(self) -> Path:
         return self.folder / REPORT_FOLDER
 
-    def _run(self) -> None:
+    def _run(self, after: Build | None) -> None:
+        if after is not None:  # a build into the same folder is still writing it
+            after.wait()
         command = [sys.executable, "-m", "analysis", str(self.folder), "--out", str(self.out)]
         env = os.environ if self.final else {**os.environ, "VLLM_STRESS_DB": ""}
         process = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

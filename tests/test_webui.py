@@ -283,6 +283,10 @@ def test_web_login_guards_the_report_and_the_run(master, simulator, monkeypatch)
     refused = user.post(master.url + "/swarm", data={"host": sim.url, "warmup": "soon"}, timeout=10).json()
     assert not refused["success"] and refused["message"] == "argument --warmup: invalid float value: 'soon'"
     assert user.post(master.url + "/swarm", data={"host": sim.url}, timeout=10).json()["success"]
+    until(lambda: user.get(master.url + "/llm/series.json", timeout=10).json()["levels"], "the first level held",
+          master, RAMP_DEADLINE_S)
+    so_far = user.get(master.url + "/llm/report", timeout=60)  # built now, the run going on meanwhile
+    assert so_far.status_code == 200 and "vLLM stress test report" in so_far.text
     until(lambda: (series := user.get(master.url + "/llm/series.json", timeout=10).json())["report"]
           and series["report"]["state"] == "ready", "the report built when the ramp ended", master, RAMP_DEADLINE_S)
     report = user.get(master.url + "/llm/run-report", timeout=10)

@@ -177,7 +177,7 @@ class StepRampShape(LoadTestShape):
         if (name, phase) == self.announced:
             return
         self.announced = (name, phase)
-        text = f"{name}: {phase}" + (f" ({eta})" if eta else "")
+        text = f"{name}: {phase}" + (f"; {eta}" if eta else "")
         recorder.phase_text, recorder.phase_since, recorder.phase_limit_s = text, time.time(), limit_s
         log.info("%s", text)
 

@@ -27,9 +27,9 @@ def test_repeated_runs_print_one_line_per_phase_with_run_k_of_n(tmp_path, capfd)
     clock = r"\d\d:\d\d:\d\d"
     for line in phase_lines:  # every line but a level's verdict says when the ramp ends
         if " held " not in line:
-            assert re.search(rf"ends by {clock} at the latest\)$", line), line
+            assert re.search(rf"; (the ramp|ETA {clock},) ends by {clock} at the latest$", line), line
     second_levels = [line for line in phase_lines if "Level 2/2" in line and " held " not in line]
-    assert all(re.search(rf"\(ETA {clock}, ends by", line) for line in second_levels), second_levels
+    assert all(re.search(rf"; ETA {clock}, ends by", line) for line in second_levels), second_levels
     ours = [line for line in lines if re.search(r"INFO/(locustfiles|scenarios\.shape|shape)", line)]
     periodic = [line for line in ours if "| output" in line]
     assert not periodic, periodic  # no progress line every few seconds besides the phases

@@ -14,10 +14,10 @@ import json
 from pathlib import Path
 
 from analysis.document import percent, ratio, seconds, tokens
-from analysis.grading import accuracy_by_level, agreement
 from analysis.plots import new_figure
 from analysis.render import Block, Bullets, Heading, Image, Paragraph, Table, to_html, to_markdown
 from analysis.report import REPORT_HTML, REPORT_MD, SUMMARY_JSON
+from vllm_stress.grading import accuracy_by_level, agreement
 
 TITLE = "Parallel queries: wall-clock speedup and answers that don't change"
 SPEEDUP_PNG = "speedup.png"
@@ -174,7 +174,7 @@ def method_blocks(summary: dict) -> list[Block]:
         "Wall clock: first request sent to last answer of the level. Avg time/question: mean end-to-end latency of "
         "its successful requests. Speedup: the first level's wall clock over this level's. Output tok/s: completion "
         "tokens over the wall clock.",
-        "Grading (analysis/grading.py): the letter of a multiple-choice answer ('The answer is (B)', 'Answer: d', "
+        "Grading (vllm_stress/grading.py): the letter of a multiple-choice answer ('The answer is (B)', 'Answer: d', "
         "'**C**'; not a capital inside a sentence such as 'A good choice'), the final number of a math answer "
         "('#### 1,234', '$18.50', '72%'); failures and answers without one count as wrong ('No answer').",
         "Datasets: " + "; ".join(f"{name}: {d['path']}" for name, d in summary["datasets"].items()) + ".",

@@ -67,7 +67,7 @@ model() {
     return
   fi
   rm -rf "$model_dir"
-  "$venv/bin/python" "$here/tiny_model.py" "$model_dir"
+  PYTHONPATH="$repo" "$venv/bin/python" "$here/tiny_model.py" "$model_dir"
   echo "$stamp" >"$model_dir/.built"
 }
 

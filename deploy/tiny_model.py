@@ -10,15 +10,12 @@ from __future__ import annotations
 
 import random
 import sys
-from pathlib import Path
 
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository root, for `locustfiles.*`
-
-from locustfiles.prompts import WORDS  # noqa: E402 (needs only `requests`, which the vLLM venv has)
+from locustfiles.prompts import WORDS  # real-vllm.sh puts the repository on PYTHONPATH (needs only `requests`)
 
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 VOCAB_SIZE = 1024  # an upper bound: the merges of this small text run out at about 800

@@ -79,15 +79,15 @@ class Series:
     def settle_bounds(self) -> None:
         """Give each held level its bound once the samples that overlap its hold are in (locustfiles/bound.py)."""
         folder = run_folder(self.target)
-        for level in self.target.recorder.level_results:
+        for level in self.target.progress.level_results:
             if "bound" not in level and folder and (verdict := bound.hold_bound(folder, level)) is not None:
                 level["bound"] = verdict
 
     def payload(self) -> dict:
-        recorder = self.target.recorder
-        return {"points": list(self.points), "levels": [finite_dict(level) for level in recorder.level_results],
-                "phase": recorder.phase_text, "phase_since": recorder.phase_since,
-                "phase_limit_s": recorder.phase_limit_s, "now": time.time(), "running": recorder.folder is not None,
+        recorder, progress = self.target.recorder, self.target.progress
+        return {"points": list(self.points), "levels": [finite_dict(level) for level in progress.level_results],
+                "phase": progress.phase_text, "phase_since": progress.phase_since,
+                "phase_limit_s": progress.phase_limit_s, "now": time.time(), "running": recorder.folder is not None,
                 "totals": dict(recorder.totals), "folder": str(run_folder(self.target) or ""),
                 "report": self.final.status() if self.final else None}
 

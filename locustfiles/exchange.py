@@ -13,6 +13,7 @@ import secrets
 import time
 
 from vllm_stress import metrics
+from vllm_stress.failures import StreamError
 
 REQUEST_ID_HEADER = "X-Request-Id"  # vLLM takes it as the request id (and echoes it with --enable-request-id-headers)
 _ID_PREFIX = secrets.token_hex(4)  # tells load-generator hosts apart; forked workers differ by their pid
@@ -22,14 +23,6 @@ _ids = itertools.count()
 def new_request_id() -> str:
     """A request id unique across the run's processes, sent as ``X-Request-Id`` (vLLM adopts it as its own)."""
     return f"{_ID_PREFIX}-{os.getpid()}-{next(_ids)}"
-
-
-class StreamError(Exception):
-    """A failure inside a response whose HTTP status was fine; its ``name`` becomes the row's error class."""
-
-    def __init__(self, name: str, detail: str = "") -> None:
-        super().__init__(f"{name}: {detail}" if detail else name)
-        self.name = name
 
 
 class Exchange:

@@ -13,7 +13,7 @@ import json
 import time
 
 from locustfiles.base import LLMUser
-from locustfiles.exchange import StreamError
+from vllm_stress.failures import StreamError
 
 
 class GenerateUser(LLMUser):

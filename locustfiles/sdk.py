@@ -15,8 +15,9 @@ import openai
 from locust import User, task
 
 from locustfiles import options as opts
-from locustfiles.base import failure_name, log_token_stats, read_options, run_request, sampling, start_user
-from locustfiles.exchange import StreamError, is_output_delta
+from locustfiles.base import log_token_stats, read_options, run_request, sampling, start_user
+from locustfiles.exchange import is_output_delta
+from vllm_stress.failures import StreamError, failure_name
 
 logging.getLogger("httpx2").setLevel(logging.WARNING)  # the SDK's HTTP client logs every request at INFO
 

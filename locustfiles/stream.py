@@ -36,7 +36,8 @@ import struct
 import sys
 import time
 
-from locustfiles.exchange import Exchange, StreamError, error_event
+from locustfiles.exchange import Exchange, error_event
+from vllm_stress.failures import StreamError
 
 SSE_LINE_STARTS = (b":", b"data:", b"event:", b"id:", b"retry:", b"\r")  # comments, the SSE fields, CRLF ends
 READ_SIZE = 64 * 1024  # one read takes whatever the socket holds, up to this

@@ -214,7 +214,7 @@ class Telemetry:
         self.latest_cpu: dict[str, float] = {}  # by process: its last figure
         self.cpu_meter = CpuMeter()
         self.lag_meter = LoopLagMeter()
-        self.own_name = "master" if hasattr(environment.runner, "clients") else "local"  # only a master has clients
+        self.own_name = recorder.worker_id  # "master" or "local"
         self.server_metrics: CsvAppender | None = None
         self.baseline: dict = {}  # the first scrape's row by column
         self.client_health: CsvAppender | None = None

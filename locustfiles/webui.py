@@ -15,7 +15,6 @@ seen at it.
 from __future__ import annotations
 
 import json
-import time
 
 from flask import Blueprint, Response, jsonify, request
 
@@ -59,22 +58,13 @@ def _saturated(cpu_percent: float) -> str:
     return "yes" if cpu_percent > schema.CLIENT_CPU_LIMIT_PERCENT else "no"
 
 
-def phase(recorder) -> str:
-    """The load shape's phase with the time spent in it and the time left at most, or "" without a shape."""
-    if not recorder.phase_text:
-        return ""
-    elapsed = time.time() - recorder.phase_since
-    left = "" if recorder.phase_limit_s is None else f", at most {max(recorder.phase_limit_s - elapsed, 0):.0f} s left"
-    return f"{recorder.phase_text} — {elapsed:.0f} s in{left}"
-
-
-def run_state(recorder, final) -> str:
+def run_state(target, final) -> str:
     """The first row's first cell: where the ramp is, or, once a web-UI run has ended, its report's state (``final``:
     its dashboard.Build), or the current level."""
-    if recorder.folder is None and final is not None:
+    if target.recorder.folder is None and final is not None:
         state = {"ready": "ready (Download Data tab, or the dashboard)", "building": "being built"}
         return f"{final.folder.name} ended: report {state.get(final.state, 'failed: ' + final.message)}"
-    return phase(recorder) or f"now: {recorder.level} users"
+    return target.progress.text() or f"now: {target.recorder.level} users"
 
 
 def table_rows(target, final=None) -> list[dict]:
@@ -84,7 +74,7 @@ def table_rows(target, final=None) -> list[dict]:
     cpu_now = max(telemetry.latest_cpu.values(), default=0.0)
     kv_cache = server.get("kv_cache_usage", "")
     rows = [dict.fromkeys(COLUMNS, "") | {
-        "level": run_state(recorder, final),
+        "level": run_state(target, final),
         "requests": recorder.totals["requests"],
         "failures": recorder.totals["failures"],
         "aborted": recorder.totals["aborted"],

@@ -28,10 +28,12 @@ from pathlib import Path
 import aiohttp
 import requests
 
-from analysis.grading import grade
 from analysis.parallel_report import summarise, write_report
 from scenarios.questions import MAX_TOKENS, DatasetError, Question, load_questions, prompt
 from scenarios.runner import ScenarioError, prepare_out, server
+from vllm_stress import served
+from vllm_stress.failures import failure_name
+from vllm_stress.grading import grade
 
 log = logging.getLogger("scenarios.parallel")
 
@@ -127,8 +129,8 @@ def load_datasets(paths: list[Path], limit: int | None) -> dict[str, list[Questi
 
 def served_model(url: str, headers: dict) -> str:
     try:
-        return requests.get(url.rstrip("/") + "/v1/models", headers=headers, timeout=30).json()["data"][0]["id"]
-    except (requests.RequestException, ValueError, KeyError, IndexError) as error:
+        return next(iter(served.models(url, headers, timeout=30)))
+    except (requests.RequestException, ValueError, StopIteration) as error:
         raise ScenarioError(f"{url}/v1/models did not name a model ({type(error).__name__}: {error})") from None
 
 
@@ -180,7 +182,7 @@ async def ask(session: aiohttp.ClientSession, endpoint: str, model: str, questio
             else:
                 error = f"HTTP {response.status}: {payload[:200].decode(errors='replace')}"
     except (aiohttp.ClientError, TimeoutError, ValueError) as failure:
-        error = type(failure).__name__
+        error = failure_name(failure)
     e2e = time.perf_counter() - started
     choice = (reply.get("choices") or [{}])[0]
     text = (choice.get("message") or {}).get("content") or ""

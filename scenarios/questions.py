@@ -8,7 +8,7 @@ Two line shapes are read (the common MMLU and GSM8K ones; a file may not mix the
 
 A line may carry an ``"id"``; otherwise the question id is its line number (1-based).
 
-Prompts ask for the letter or for the final number in the forms the graders (``analysis/grading.py``) read first and
+Prompts ask for the letter or for the final number in the forms the graders (``vllm_stress/grading.py``) read first and
 the simulator's answer model (``simulator/answers.py``) recognises: four choices on lines of their own, ``A) ...``,
 and for math a last line ``#### <number>``.
 """
@@ -19,7 +19,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from analysis.grading import LETTERS, format_number, parse_number
+from vllm_stress.grading import LETTERS, format_number, parse_number
 
 # Output budget per kind: a letter needs a few tokens; a math answer needs its step-by-step reasoning.
 MAX_TOKENS = {"mc": 32, "math": 1024}

@@ -238,17 +238,19 @@ def wait_for_models(url: str, proc: subprocess.Popen, timeout: float, headers: d
     """Wait until the server at ``url`` lists a model (what a real vLLM does once it is ready)."""
     import requests
 
+    from vllm_stress import served
+
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise ScenarioError(f"the server command exited with code {proc.returncode} before it was ready")
         try:
-            resp = requests.get(url.rstrip("/") + "/v1/models", headers=headers, timeout=5)
-            if resp.status_code == 401:
-                raise ScenarioError(f"{url} refuses {'the' if headers else 'a request without an'} API key (HTTP "
-                                    "401): give the server's key as OPENAI_API_KEY or --locust-arg=--api-key-file=FILE")
-            if resp.json().get("data"):
+            if served.models(url, headers, timeout=5):
                 return
+        except requests.HTTPError as e:
+            if e.response.status_code == 401:
+                raise ScenarioError(f"{url} refuses {'the' if headers else 'a request without an'} API key (HTTP "
+                                    "401): give the server's key as OPENAI_API_KEY or --locust-arg=--api-key-file=FILE") from None
         except (requests.RequestException, ValueError):
             pass
         time.sleep(2)

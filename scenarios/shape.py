@@ -14,7 +14,9 @@ Each level goes through three phases, each logged once when it begins:
   ``--max-step-time`` seconds (which bounds the warm-up too). Either way the level's verdict is logged at its end.
 
 With ``--cooldown`` the users are stopped for that long after a level, so the next one starts from an idle server.
-A shape runs only on the master (or the local runner).
+A shape runs only on the master (or the local runner). It tells the rest of the suite through the suite's own events
+(``locustfiles/hooks.py``: level started / held / ended, phase changed) and judges its holds on a ``LevelWindow``
+that those events' listeners never see.
 """
 
 import logging
@@ -22,6 +24,8 @@ import time
 
 from locust import LoadTestShape, events
 
+from locustfiles import hooks
+from locustfiles.levelwindow import LevelWindow
 from scenarios.levels import RAMP_DEFAULTS, RAMP_TIMES, check_times, parse_levels, parse_run_of, step_seconds
 
 log = logging.getLogger(__name__)
@@ -65,6 +69,7 @@ class StepRampShape(LoadTestShape):
 
     def __init__(self) -> None:
         super().__init__()
+        self.window: LevelWindow | None = None  # made at the first tick: Locust sets self.runner after __init__
         self.announced: tuple[str, str] | None = None  # the (level, phase) logged last
         self.start_level(0)
 
@@ -91,7 +96,8 @@ class StepRampShape(LoadTestShape):
             return None
         if self.index >= len(levels):
             return None
-        recorder = self.runner.environment.llm_target.recorder
+        environment = self.runner.environment
+        window = self.window = self.window or LevelWindow(self.runner)
         now = time.monotonic()
         elapsed = now - self.phase_start
         target = levels[self.index]
@@ -99,35 +105,38 @@ class StepRampShape(LoadTestShape):
         if run_of:
             name = f"Run {run_of[0]} of {run_of[1]} · {name}"
         hold_s = step_seconds(options.step_time)
+        eta = self.eta(len(levels), level_bound_s(options, hold_s))
         if self.phase == "ramp":
             if self.current is None:
                 previous = levels[self.index - 1] if self.index and not options.cooldown else 0
                 self.current = (target, max(abs(target - previous) / max(options.ramp_time, 0.001), 1.0))
-                recorder.level_started(target)
-                self.announce(recorder, name, f"ramping up over {options.ramp_time:g} s",
-                              eta=self.eta(len(levels), level_bound_s(options, hold_s)))
+                window.start(target)
+                hooks.level_started.fire(environment=environment, users=target)
+                self.announce(name, f"ramping up over {options.ramp_time:g} s", eta=eta)
             elif self.get_current_user_count() >= target or elapsed > REACH_TIMEOUT_S:
                 if elapsed > REACH_TIMEOUT_S:
                     log.warning("Level %d users not reached in %.0f s (%d running): holding anyway",
                                 target, REACH_TIMEOUT_S, self.get_current_user_count())
                 self.begin("warmup", now)
-                self.announce(recorder, name, f"warming up: at least {options.warmup:g} s and {target} completed "
-                                              "requests (one request lifetime)", limit_s=options.max_step_time,
-                              eta=self.eta(len(levels), level_bound_s(options, hold_s)))
+                self.announce(name, f"warming up: at least {options.warmup:g} s and {target} completed "
+                                    "requests (one request lifetime)", limit_s=options.max_step_time, eta=eta)
         elif self.phase == "warmup":
-            lifetime_done = recorder.level_completions() >= target or elapsed >= options.max_step_time
+            lifetime_done = window.completions() >= target or elapsed >= options.max_step_time
             if elapsed >= options.warmup and lifetime_done:
-                recorder.level_held()
+                window.hold()
+                hooks.level_held.fire(environment=environment)
                 self.begin("hold", now)
-                self.announce(recorder, name, f"holding {hold_s:g} s" if hold_s is not None else
+                self.announce(name, f"holding {hold_s:g} s" if hold_s is not None else
                               f"holding until steady (judged every {CHECK_INTERVAL_S:g} s, at most "
                               f"{options.max_step_time:g} s)", limit_s=options.max_step_time if hold_s is None else hold_s,
-                              eta=self.eta(len(levels), level_bound_s(options, hold_s)))
-        elif self.phase == "hold" and self.hold_over(recorder, hold_s, elapsed, options.max_step_time):
-            verdict = recorder.hold_verdict()
-            recorder.level_ended(verdict)
+                              eta=eta)
+        elif self.phase == "hold" and self.hold_over(hold_s, elapsed, options.max_step_time):
+            verdict = window.verdict()
+            hooks.level_ended.fire(environment=environment, users=target, verdict=verdict,
+                                   output_tokens_per_s=window.output_tokens_per_s(),
+                                   schedule_lag_p99_s=window.schedule_lag_p99_s())
             self.begin("cooldown", now)
-            self.announce(recorder, name, f"held {elapsed:.0f} s: " + ("steady" if verdict.steady else "not steady")
+            self.announce(name, f"held {elapsed:.0f} s: " + ("steady" if verdict.steady else "not steady")
                           + f" ({verdict.reason})")
         elif self.phase == "cooldown":
             if elapsed >= options.cooldown:
@@ -137,17 +146,10 @@ class StepRampShape(LoadTestShape):
                 return 0, max(target, 1)
         return self.current
 
-    @staticmethod
-    def check_options(options) -> tuple[list[int], tuple[int, int] | None]:
-        """The ramp's levels and --run-of, or a one-line ValueError for a bad ramp option (the web UI's form is
-        checked with it before a run starts: locustfiles/formcheck.py)."""
-        check_times({flag: getattr(options, flag.replace("-", "_")) for flag in RAMP_TIMES})
-        return parse_levels(options.levels), parse_run_of(options.run_of)
-
     def begin(self, phase: str, now: float) -> None:
         self.phase, self.phase_start = phase, now
 
-    def hold_over(self, recorder, hold_s: float | None, elapsed: float, max_step_time: float) -> bool:
+    def hold_over(self, hold_s: float | None, elapsed: float, max_step_time: float) -> bool:
         """A fixed hold is over after its seconds; an auto hold once it is steady or after max_step_time."""
         if hold_s is not None:
             return elapsed >= hold_s
@@ -156,7 +158,14 @@ class StepRampShape(LoadTestShape):
         if time.monotonic() - self.last_check < CHECK_INTERVAL_S:
             return False
         self.last_check = time.monotonic()
-        return recorder.hold_verdict().steady
+        return self.window.verdict().steady
+
+    @staticmethod
+    def check_options(options) -> tuple[list[int], tuple[int, int] | None]:
+        """The ramp's levels and --run-of, or a one-line ValueError for a bad ramp option (the web UI's form is
+        checked with it before a run starts: locustfiles/formcheck.py)."""
+        check_times({flag: getattr(options, flag.replace("-", "_")) for flag in RAMP_TIMES})
+        return parse_levels(options.levels), parse_run_of(options.run_of)
 
     def eta(self, levels: int, level_s: float) -> str:
         """When the ramp should end: at the pace of its levels done so far (from the second level on), and at the
@@ -170,7 +179,7 @@ class StepRampShape(LoadTestShape):
                 "the ramp ")
         return text
 
-    def announce(self, recorder, name: str, phase: str, limit_s: float | None = None, eta: str = "") -> None:
+    def announce(self, name: str, phase: str, limit_s: float | None = None, eta: str = "") -> None:
         """One console line per phase change, with the ramp's ETA (``eta``); the web UI's LLM tab and dashboard show
         the same text with the time in the phase and its bound (``limit_s``). (Locust ticks a shape once before the
         test starts and again after it resets the shape's clock: the same first line is logged once.)"""
@@ -178,7 +187,7 @@ class StepRampShape(LoadTestShape):
             return
         self.announced = (name, phase)
         text = f"{name}: {phase}" + (f"; {eta}" if eta else "")
-        recorder.phase_text, recorder.phase_since, recorder.phase_limit_s = text, time.time(), limit_s
+        hooks.phase_changed.fire(environment=self.runner.environment, text=text, limit_s=limit_s)
         log.info("%s", text)
 
 

@@ -11,12 +11,12 @@ import sys
 import pytest
 import requests
 
-from analysis.grading import grade
 from scenarios.data import make_synthetic
 from scenarios.questions import DatasetError, load_questions, prompt
 from simulator.answers import AnswerModel
 from simulator.profiles import load_profile
 from tests.conftest import REPO
+from vllm_stress.grading import grade
 
 DATA = REPO / "scenarios" / "data"
 MC, MATH = DATA / "synthetic-mc.jsonl", DATA / "synthetic-math.jsonl"

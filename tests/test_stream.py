@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from locustfiles.exchange import Exchange, StreamError
+from locustfiles.exchange import Exchange
 from locustfiles.stream import KERNEL_PLATFORM, SO_TIMESTAMPNS, SSEParser, kernel_time
 from simulator.protocol import DONE, ChunkFormat
+from vllm_stress.failures import StreamError
 
 SHAPES = json.loads((Path(__file__).parent / "fixtures" / "vllm_shapes.json").read_text())
 CHAT_MARKER = b'"delta":{"content":"'  # locustfiles/chat.py

@@ -1,0 +1,41 @@
+"""How a request failed, named once for every client of the suite: the Locust users (geventhttpclient), the SDK user
+(its own mapping of the openai exceptions comes first) and the parallel-query runner (aiohttp).
+
+A failure's name is the row's ``error`` column and the Locust failure's message, so it must be stable and readable:
+``HTTP 503``, ``Timeout``, ``ConnectionRefused``, ``StreamTruncated``, ``MalformedJSON``, ``NoOutput``, ...
+"""
+
+from __future__ import annotations
+
+import errno
+import http.client
+import ssl
+
+import gevent
+
+
+class StreamError(Exception):
+    """A failure inside a response whose HTTP status was fine; its ``name`` becomes the row's error class."""
+
+    def __init__(self, name: str, detail: str = "") -> None:
+        super().__init__(f"{name}: {detail}" if detail else name)
+        self.name = name
+
+
+def failure_name(exc: BaseException) -> str:
+    """A stable, readable failure class for an exception raised while sending or reading a request."""
+    if getattr(exc, "original", None) is not None:  # geventhttpclient's RetriesExceeded wraps the real error
+        return failure_name(exc.original)
+    if isinstance(exc, StreamError):
+        return exc.name
+    if isinstance(exc, (gevent.Timeout, TimeoutError)):  # socket.timeout is TimeoutError
+        return "Timeout"
+    if isinstance(exc, ConnectionRefusedError) or (isinstance(exc, OSError) and exc.errno == errno.ECONNREFUSED):
+        return "ConnectionRefused"  # the second form: aiohttp's ClientConnectorError carries the errno
+    if isinstance(exc, ssl.SSLError):  # e.g. an untrusted certificate (see --insecure)
+        return "TLSError"
+    if isinstance(exc, (http.client.HTTPException, ConnectionError, OSError)):
+        return "StreamTruncated"  # geventhttpclient's HTTPParseError is an HTTPException: a cut or garbled response
+    if isinstance(exc, ValueError):
+        return "MalformedJSON"
+    return type(exc).__name__

@@ -3,7 +3,7 @@ same one-line error the command line gives, in the form's answer (Locust shows i
 stops at once (or an HTTP 500 for a number that does not parse).
 
 Locust's ``/swarm`` copies each form field onto ``parsed_options`` with the type of its current value; this does the
-same on a copy, then runs the suite's checks (``locustfiles.base.validate``) and the load shape's
+same on a copy, then runs the suite's checks (``locustfiles.checks.validate``) and the load shape's
 (``check_options``, e.g. ``scenarios.shape.StepRampShape``). What needs the server (its models, max_model_len) is
 checked when the run starts, as on the command line.
 """
@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import argparse
 
+from locustfiles.checks import StopTarget, validate
+
 LOCUST_FIELDS = {"user_count", "spawn_rate", "host", "user_classes", "run_time", "profile", "shape_class"}
 
 
 def form_error(environment, form) -> str:
     """The one-line error for ``form`` (the /swarm request's fields), or "" when the run can start."""
-    from locustfiles.base import StopTarget, validate  # here: base registers the web UI that imports this module
-
     if environment.parsed_options is None:
         return ""
     options = argparse.Namespace(**vars(environment.parsed_options))

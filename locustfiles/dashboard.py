@@ -28,7 +28,6 @@ import gevent
 import numpy as np
 from flask import Blueprint, Response, jsonify
 
-from locustfiles import bound
 from locustfiles.runfolder import write_final_locust_csvs
 from locustfiles.runreport import Build
 from vllm_stress import schema
@@ -79,8 +78,13 @@ class Series:
     def settle_bounds(self) -> None:
         """Give each held level its bound once the samples that overlap its hold are in (locustfiles/bound.py)."""
         folder = run_folder(self.target)
-        for level in self.target.progress.level_results:
-            if "bound" not in level and folder and (verdict := bound.hold_bound(folder, level)) is not None:
+        pending = [level for level in self.target.progress.level_results if "bound" not in level]
+        if not (pending and folder):
+            return
+        from locustfiles import bound  # here: it reads the files with the analysis (pandas), which no worker needs
+
+        for level in pending:
+            if (verdict := bound.hold_bound(folder, level)) is not None:
                 level["bound"] = verdict
 
     def payload(self) -> dict:

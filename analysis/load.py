@@ -10,6 +10,7 @@ as the planned ``server_metrics.csv``, plugs in by adding an entry there and a p
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -97,18 +98,27 @@ def load_run(path: str | Path) -> Run:
     if not folder.is_dir():
         raise AnalysisError(f"{folder}: not a folder")
     requests = read_requests(folder / REQUESTS_FILE)
-    tables = {}
-    for name, (file_name, columns) in OPTIONAL_TABLES.items():
-        if (folder / file_name).is_file():
-            tables[name] = read_table(folder / file_name, columns, NUMERIC_TABLE_COLUMNS.get(name, []))
+    tables = read_tables(folder)
     if "levels" in tables:
         check_levels(folder / LEVELS_FILE, tables)
+    return Run(folder, requests, tables, read_meta(folder / RUN_FILE))
+
+
+def read_tables(folder: Path, names: Iterable[str] = OPTIONAL_TABLES) -> dict[str, pd.DataFrame]:
+    """The optional tables ``names`` (of OPTIONAL_TABLES) that the run folder has, their newer columns NaN when an
+    older run lacks them; AnalysisError for an unreadable one. (The live dashboard reads the server's and the
+    clients' tables of a running run this way too.)"""
+    tables = {}
+    for name in names:
+        file_name, columns = OPTIONAL_TABLES[name]
+        if (folder / file_name).is_file():
+            tables[name] = read_table(folder / file_name, columns, NUMERIC_TABLE_COLUMNS.get(name, []))
     for name, optional in (("server", SERVER_OPTIONAL_COLUMNS), ("client_health", CLIENT_HEALTH_OPTIONAL_COLUMNS)):
         if name in tables:
             table = tables[name]
             for column in optional:
                 table[column] = pd.to_numeric(table[column], errors="coerce") if column in table else float("nan")
-    return Run(folder, requests, tables, read_meta(folder / RUN_FILE))
+    return tables
 
 
 def read_requests(path: Path) -> pd.DataFrame:

@@ -1,5 +1,5 @@
-"""The live LLM dashboard of Locust's web UI: charts over time, the throughput-vs-users curve as the ramp builds it,
-where the ramp is, and the report one click away.
+"""The live LLM dashboard of Locust's web UI: charts over time, the throughput-vs-users curve as the ramp builds it
+with each level's saturation verdict, where the ramp is, and the report one click away.
 
 Locust's extended tabs render tables only, so the charts live on their own page of Locust's web server
 (``/llm/dashboard``, behind the same ``--web-login``), linked from the "Download Data" tab. The master (or local
@@ -7,8 +7,12 @@ runner) samples every ``SAMPLE_S`` seconds what it already knows — output tok/
 that ended in the last ``LATENCY_WINDOW_S`` seconds, the server's gauges from its last scrape, the ramp's phase — into
 a bounded series; the page polls ``/llm/series.json`` and draws it with inline SVG (no script from anywhere else).
 The definitions are the report's: tok/s by ``vllm_stress.metrics.streamed_tokens`` on the master's rows, latency
-percentiles by ``vllm_stress.metrics.percentile``, steady by ``vllm_stress.steady``. ``/llm/report`` builds the
-report of the run so far with the analysis and serves its HTML; ``/llm/run.zip`` is the run folder in one file.
+percentiles by ``vllm_stress.metrics.percentile``, steady by ``vllm_stress.steady``, each level's bound by
+``analysis.stats.level_bound`` (``locustfiles/bound.py``).
+
+When a web-UI run ends (``test_stop``), its folder gets its last files and the master builds its report
+(``locustfiles/runreport.py``, its own process): ``/llm/run-report``, ``/llm/summary.json`` and ``/llm/run.zip`` (the
+run folder, report included) serve it. ``/llm/report`` builds the report of the run so far.
 """
 
 from __future__ import annotations
@@ -24,6 +28,9 @@ import gevent
 import numpy as np
 from flask import Blueprint, Response, jsonify
 
+from locustfiles.runfolder import write_final_locust_csvs
+from locustfiles.runreport import Build
+from vllm_stress import schema
 from vllm_stress.metrics import percentile
 
 log = logging.getLogger(__name__)
@@ -31,15 +38,17 @@ log = logging.getLogger(__name__)
 SAMPLE_S = 2.0
 LATENCY_WINDOW_S = 10.0
 SERIES_POINTS = 7200  # four hours at SAMPLE_S
-REPORT_FOLDER = "report"
 
 
 class Series:
-    """The sampled time series of a master or local runner (see the module docstring)."""
+    """The sampled time series of a master or local runner, its levels' bounds, and its reports (see the module
+    docstring)."""
 
     def __init__(self, target) -> None:
         self.target = target
         self.points: deque = deque(maxlen=SERIES_POINTS)
+        self.final: Build | None = None  # the report of the run that ended last
+        self.build: Build | None = None  # the newest build, final or of a run so far
         self.greenlet = gevent.spawn(self._sample_forever)
 
     def _sample_forever(self) -> None:
@@ -47,6 +56,7 @@ class Series:
             gevent.sleep(SAMPLE_S)
             if self.target.recorder.folder is not None:
                 self.points.append(self.sample())
+            self.settle_bounds()
 
     def sample(self) -> dict:
         recorder, telemetry = self.target.recorder, self.target.telemetry
@@ -65,13 +75,51 @@ class Series:
             **{key: finite(server.get(key)) for key in ("running", "waiting", "kv_cache_usage")},
         }
 
+    def settle_bounds(self) -> None:
+        """Give each held level its bound once the samples that overlap its hold are in (locustfiles/bound.py)."""
+        folder = run_folder(self.target)
+        pending = [level for level in self.target.progress.level_results if "bound" not in level]
+        if not (pending and folder):
+            return
+        from locustfiles import bound  # here: it reads the files with the analysis (pandas), which no worker needs
+
+        for level in pending:
+            if (verdict := bound.hold_bound(folder, level)) is not None:
+                level["bound"] = verdict
+
     def payload(self) -> dict:
         recorder, progress = self.target.recorder, self.target.progress
         return {"points": list(self.points), "levels": [finite_dict(level) for level in progress.level_results],
                 "phase": progress.phase_text, "phase_since": progress.phase_since,
-                "phase_limit_s": progress.phase_limit_s, "now": time.time(),
-                "totals": dict(recorder.totals), "folder": str(recorder.folder.path) if recorder.folder else "",
-                "note": self.target.environment.parsed_options.run_note}
+                "phase_limit_s": progress.phase_limit_s, "now": time.time(), "running": recorder.folder is not None,
+                "totals": dict(recorder.totals), "folder": str(run_folder(self.target) or ""),
+                "report": self.final.status() if self.final else None}
+
+    def build_report(self, folder: Path, final: bool) -> Build:
+        """A build of ``folder``'s report. A build of the run so far that is still at work on it is joined rather than
+        doubled; the final build waits for it to be over, then reads the whole run."""
+        busy = self.build if self.build and self.build.folder == folder and self.build.state == "building" else None
+        if final:
+            self.build = self.final = Build(folder, final, after=busy)
+        elif busy is None:
+            self.build = Build(folder, final)
+        return self.build
+
+    def on_test_stop(self, environment, **_kw) -> None:
+        """A web-UI run is over (this listener comes after the recorder's and the telemetry's): give its folder the
+        files a headless run's gets at quit (Locust's statistics too), close it and build its report while Locust goes
+        on. A headless run closes its folder at quit."""
+        options = environment.parsed_options
+        if options is not None and options.headless:
+            return
+        recorder = self.target.recorder
+        folder = recorder.folder
+        if folder is None:
+            return
+        if not options.csv_prefix:  # Locust's own statistics, in the run folder as the scenario runner's --csv puts them
+            write_final_locust_csvs(environment, str(Path(folder.path) / schema.LOCUST_CSV_PREFIX))
+        recorder.close_run(complete=True)
+        self.build_report(Path(folder.path), final=True)
 
 
 def finite(value) -> float | None:
@@ -87,9 +135,11 @@ def finite_dict(level: dict) -> dict:
     return {key: finite(value) if isinstance(value, float) else value for key, value in level.items()}
 
 
-def register(web_ui, target, routes: Blueprint) -> None:
-    """Add the dashboard's routes to ``routes`` (the suite's blueprint, behind Locust's login when it has one)."""
+def register(web_ui, target, routes: Blueprint) -> Series:
+    """Add the dashboard's routes to ``routes`` (the suite's blueprint, behind Locust's login when it has one); returns
+    its Series (the tab shows its final report's state)."""
     series = Series(target)
+    web_ui.environment.events.test_stop.add_listener(series.on_test_stop)
 
     @routes.route("/llm/dashboard")
     @web_ui.auth_required_if_enabled
@@ -106,14 +156,20 @@ def register(web_ui, target, routes: Blueprint) -> None:
     def _report() -> Response:
         if (folder := run_folder(target)) is None:
             return no_run()
-        from analysis.load import AnalysisError
-        from analysis.report import REPORT_HTML, analyse
+        final = series.final
+        build = final if final and final.folder == folder else series.build_report(folder, final=False)
+        build.wait()
+        return built(build, "html")
 
-        try:
-            analyse([folder], folder / REPORT_FOLDER)
-        except AnalysisError as error:
-            return Response(f"no report yet: {error}\n", status=409, mimetype="text/plain")
-        return Response((folder / REPORT_FOLDER / REPORT_HTML).read_bytes(), mimetype="text/html")
+    @routes.route("/llm/run-report")
+    @web_ui.auth_required_if_enabled
+    def _run_report() -> Response:
+        return built(series.final, "html")
+
+    @routes.route("/llm/summary.json")
+    @web_ui.auth_required_if_enabled
+    def _summary() -> Response:
+        return built(series.final, "summary")
 
     @routes.route("/llm/run.zip")
     @web_ui.auth_required_if_enabled
@@ -122,6 +178,25 @@ def register(web_ui, target, routes: Blueprint) -> None:
             return no_run()
         return Response(zipped(folder), mimetype="application/zip",
                         headers={"Content-Disposition": f"attachment; filename={folder.name}.zip"})
+
+    return series
+
+
+def built(build: Build | None, kind: str) -> Response:
+    """``build``'s report.html ("html") or summary.json ("summary"), or a one-line plain-text answer saying why not
+    yet."""
+    if build is None:
+        return Response("no run has ended yet: its report is built when it ends (see ./report for the run so far)\n",
+                        status=404, mimetype="text/plain")
+    if build.state == "building":
+        return Response(f"the report of {build.folder.name} is being built: try again in a few seconds\n",
+                        status=503, mimetype="text/plain", headers={"Retry-After": "5"})
+    if build.state == "failed":
+        return Response(f"no report of {build.folder.name}: {build.message}\n", status=409, mimetype="text/plain")
+    from analysis.report import REPORT_HTML, SUMMARY_JSON  # here: the analysis loads matplotlib
+
+    name, mimetype = (REPORT_HTML, "text/html") if kind == "html" else (SUMMARY_JSON, "application/json")
+    return Response((build.out / name).read_bytes(), mimetype=mimetype)
 
 
 def no_run() -> Response:
@@ -155,14 +230,18 @@ h1{font-size:20px;color:#1b5e20;margin:0 0 4px}
 .card h2{font-size:14px;margin:0 0 4px;font-weight:500}
 svg{width:100%;height:230px}
 .legend span{margin-right:12px;font-size:12px}
+#final{margin-right:18px}
+#levels{border-collapse:collapse;font-size:12px;width:100%}#levels td,#levels th{border-bottom:1px solid #eee;padding:2px 6px;text-align:left}
 </style></head><body>
 <h1>vllm-stress — live LLM dashboard</h1>
 <div id="progress">waiting for the first sample…</div>
-<div id="links"><a href="./report" target="_blank">Report of the run so far</a><a href="./run.zip">Run folder (zip)</a>
-<a href="./series.json">series.json</a></div>
+<div id="links"><a href="./report" target="_blank">Report of the run so far</a>
+<span id="final">The report of a run is built when it ends.</span>
+<a href="./run.zip">Run folder (zip)</a><a href="./series.json">series.json</a></div>
 <div class="grid">
 <div class="card"><h2>Output tok/s (shaded: holds)</h2><svg id="tok"></svg></div>
-<div class="card"><h2>Throughput vs users, level by level (red: not steady)</h2><svg id="curve"></svg></div>
+<div class="card"><h2>Throughput vs users, level by level (green: steady, red: not steady; the bound as the
+report says it)</h2><svg id="curve"></svg><table id="levels"></table></div>
 <div class="card"><h2>TTFT p50 / p99 (ms, last 10 s)</h2><svg id="ttft"></svg></div>
 <div class="card"><h2>TPOT p50 / p99 (ms, last 10 s)</h2><svg id="tpot"></svg></div>
 <div class="card"><h2>Server: running / waiting requests, KV cache %</h2><svg id="server"></svg></div>
@@ -198,23 +277,38 @@ function holds(points) {
   if (start !== null) spans.push([start, points[points.length - 1].time]);
   return spans;
 }
+function kind(level) {
+  if (level.bound === undefined) return "bound: pending";
+  return level.bound ? level.bound.split(/[ (:]/)[0] : "not bound";
+}
 function curve(levels) {
   const svg = document.getElementById("curve"), W = svg.clientWidth || 600, H = 230, L = 48, B = 20;
-  if (!levels.length) { svg.innerHTML = '<text x="10" y="30" font-size="12">no level held yet</text>'; return; }
+  const table = document.getElementById("levels");
+  if (!levels.length) { svg.innerHTML = '<text x="10" y="30" font-size="12">no level held yet</text>'; table.innerHTML = ""; return; }
   const us = levels.map(l => l.users), ys = levels.map(l => l.output_tokens_per_s || 0);
-  const x0 = Math.min(...us), x1 = Math.max(...us, x0 + 1), Y = scale(ys, 12, H - B);
-  const X = u => L + (u - x0) / (x1 - x0) * (W - L - 30);
+  const x0 = Math.min(...us), x1 = Math.max(...us, x0 + 1), Y = scale(ys, 24, H - B);
+  const X = u => L + (u - x0) / (x1 - x0) * (W - L - 130);
   let out = `<polyline class="series" fill="none" stroke="#2e7d32" stroke-width="1.6" points="${levels.map((l, i) => `${X(l.users).toFixed(1)},${Y(ys[i]).toFixed(1)}`).join(" ")}"/>`;
-  levels.forEach((l, i) => { out += `<circle class="level" cx="${X(l.users)}" cy="${Y(ys[i])}" r="5" fill="${l.steady ? "#2e7d32" : "#c62828"}"><title>${l.users} users: ${Math.round(ys[i])} tok/s, ${l.steady ? "steady" : "not steady"} (${l.reason})</title></circle><text x="${X(l.users) + 6}" y="${Y(ys[i]) - 6}" font-size="11">${l.users}</text>`; });
+  levels.forEach((l, i) => { out += `<circle class="level" cx="${X(l.users)}" cy="${Y(ys[i])}" r="5" fill="${l.steady ? "#2e7d32" : "#c62828"}"><title>${l.users} users: ${Math.round(ys[i])} tok/s, ${l.steady ? "steady" : "not steady"} (${l.reason}); ${l.bound === undefined ? "bound: pending" : l.bound || "no bound found"}</title></circle><text class="verdict" x="${X(l.users) + 7}" y="${Y(ys[i]) - 6}" font-size="11">${l.users}: ${kind(l)}</text>`; });
   svg.innerHTML = out;
+  const esc = t => String(t).replace(/&/g, "&amp;").replace(/</g, "&lt;");
+  table.innerHTML = "<tr><th>Users</th><th>Output tok/s</th><th>Steady</th><th>Bound</th></tr>" + levels.map(l =>
+    `<tr class="level-row"><td>${l.users}</td><td>${Math.round(l.output_tokens_per_s || 0)}</td><td>${l.steady ? "steady" : "not steady"} (${esc(l.reason)})</td><td>${l.bound === undefined ? "pending (read once the hold's samples are in)" : esc(l.bound || "none found: neither the server nor a load generator was at a limit")}</td></tr>`).join("");
+}
+function finalReport(report) {
+  const el = document.getElementById("final");
+  if (!report) { el.textContent = "The report of a run is built when it ends."; return; }
+  if (report.state === "ready") el.innerHTML = `<a id="run-report" href="./run-report" target="_blank">Report of ${report.run}</a><a href="./summary.json">summary.json</a>`;
+  else el.textContent = report.state === "building" ? `Building the report of ${report.run}…` : `No report of ${report.run}: ${report.message}`;
 }
 async function refresh() {
   try {
     const data = await (await fetch("./series.json")).json(), pts = data.points;
     const left = data.phase_limit_s === null ? "" : `, at most ${Math.max(data.phase_limit_s - (data.now - data.phase_since), 0).toFixed(0)} s left`;
-    document.getElementById("progress").textContent = data.phase ? `${data.phase} — ${(data.now - data.phase_since).toFixed(0)} s in${left}` :
+    const ended = data.report ? `run ended: ${data.totals.requests || 0} requests; its report ${data.report.state === "ready" ? "is ready (link below)" : data.report.state === "building" ? "is being built" : "failed"}` : "";
+    document.getElementById("progress").textContent = !data.running && ended ? ended : data.phase ? `${data.phase} — ${(data.now - data.phase_since).toFixed(0)} s in${left}` :
       (data.folder ? `running: ${data.totals.requests || 0} requests` : "no run yet");
-    if (data.note) document.getElementById("progress").textContent = `${data.note} · ${document.getElementById("progress").textContent}`;
+    finalReport(data.report);
     if (pts.length) {
       const xs = pts.map(p => p.time);
       draw("tok", xs, [{name: "output tok/s", values: pts.map(p => p.output_tok_s)}], holds(pts));

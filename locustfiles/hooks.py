@@ -21,7 +21,8 @@ level_held = EventHook()
 
 level_ended = EventHook()
 """The open level's hold is over. Arguments: ``environment``, ``users``, ``verdict`` (a ``vllm_stress.steady.Verdict``
-on the hold, None when it was not judged) and ``output_tokens_per_s`` (streamed during the hold, NaN if unknown)."""
+on the hold, None when it was not judged), ``output_tokens_per_s`` (streamed during the hold, NaN if unknown) and
+``schedule_lag_p99_s`` (open loop: of the hold's requests, NaN otherwise; an input of the level's bound)."""
 
 phase_changed = EventHook()
 """The load shape entered a phase. Arguments: ``environment``, ``text`` (e.g. "Level 2/6 (50 users): warming up ..."),

@@ -16,7 +16,7 @@ from locust.runners import STATE_MISSING
 
 from locustfiles import hooks, rows
 from vllm_stress import steady
-from vllm_stress.metrics import streamed_tokens
+from vllm_stress.metrics import percentile, streamed_tokens
 
 ROWS_LIMIT = 500_000  # rows kept (a level's, a few hundred bytes each)
 
@@ -60,6 +60,15 @@ class LevelWindow:
             return np.nan
         start, end, requests = sample
         return streamed_tokens(requests.first, requests.end, requests.tokens, start, end) / (end - start)
+
+    def schedule_lag_p99_s(self) -> float:
+        """The p99 schedule lag of the open level's measured requests that ended in its hold so far (NaN in a closed
+        loop), as the report's schedule_lag_p99_s (vllm_stress.metrics.percentile): an input of its bound."""
+        if self.hold_start is None:
+            return np.nan
+        lags = [row[rows.SCHEDULE_LAG] for row in self.rows if row[rows.END] >= self.hold_start
+                and row[rows.USERS] == self.users and rows.measured(row) and row[rows.SCHEDULE_LAG] != ""]
+        return percentile(np.array(lags, dtype=float), 99)
 
     def sample(self) -> tuple[float, float, steady.Requests] | None:
         """The hold so far — its start, the time up to which every process has reported, and the requests: the rows

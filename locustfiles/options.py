@@ -82,8 +82,6 @@ def add_arguments(parser) -> None:
                         "(default: results/run-<time>); the master refuses a folder that already holds a run")
     parser.add_argument("--server-launch", default="", include_in_web_ui=False,
                         help="Set by python -m scenarios: how it started the server (JSON), kept in run.json")
-    parser.add_argument("--run-note", default="", include_in_web_ui=False,
-                        help="A line the live dashboard shows above the run (python -m scenarios search: the probe)")
     parser.add_argument("--overwrite", action="store_true", default=False, include_in_web_ui=False,
                         help="Allow --results-dir to hold an earlier run (its files are replaced)")
 

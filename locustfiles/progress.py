@@ -14,7 +14,8 @@ class RampProgress:
         self.phase_text = ""  # what the load shape is doing ...
         self.phase_since = 0.0  # ... since when (unix seconds)
         self.phase_limit_s: float | None = None  # ... and for how long at most
-        self.level_results: list[dict] = []  # per level held: users, steady, reason, output tok/s (live estimates)
+        self.level_results: list[dict] = []  # per level held: users, steady, reason, output tok/s, schedule lag (live
+        # estimates) and, once the dashboard has read it (locustfiles/bound.py), its bound
         environment.events.test_start.add_listener(self._on_test_start)
         hooks.phase_changed.add_listener(self._on_phase)
         hooks.level_ended.add_listener(self._on_level_ended)
@@ -34,7 +35,9 @@ class RampProgress:
         if environment is self.environment:
             self.phase_text, self.phase_since, self.phase_limit_s = text, time.time(), limit_s
 
-    def _on_level_ended(self, environment, users: int, verdict, output_tokens_per_s: float, **_kw) -> None:
+    def _on_level_ended(self, environment, users: int, verdict, output_tokens_per_s: float,
+                        schedule_lag_p99_s: float = float("nan"), **_kw) -> None:
         if environment is self.environment and verdict is not None:
             self.level_results.append({"users": users, "steady": verdict.steady, "reason": verdict.reason,
-                                       "output_tokens_per_s": output_tokens_per_s})
+                                       "output_tokens_per_s": output_tokens_per_s,
+                                       "schedule_lag_p99_s": schedule_lag_p99_s})

@@ -187,7 +187,7 @@ class LocalRecorder(Recorder):
 
     def _watch(self) -> None:
         """Every second: follow the target user count (a run without a shape), report what the requests in flight
-        streamed so far; every LOG_INTERVAL_S log output tokens/s and save the ITL histogram."""
+        streamed so far; every LOG_INTERVAL_S save the ITL histogram and, without a load shape, log output tokens/s."""
         last_log = time.time()
         while True:
             gevent.sleep(WATCH_INTERVAL_S)
@@ -197,7 +197,8 @@ class LocalRecorder(Recorder):
             self._each_second()
             if time.time() - last_log >= LOG_INTERVAL_S and self.folder and not self.stopped:
                 last_log = time.time()
-                self._log_progress()
+                if self.environment.shape_class is None:  # a load shape logs its phases instead, one line each
+                    self._log_progress()
                 self.folder.write_itl(self.itl)
 
     def _each_second(self) -> None:
@@ -248,11 +249,19 @@ class LocalRecorder(Recorder):
     def _on_quit(self, exit_code=0, **_kw) -> None:
         if prefix := self.environment.parsed_options.csv_prefix:
             write_final_locust_csvs(self.environment, prefix)
+        self.close_run()
+
+    def close_run(self, complete: bool | None = None) -> None:
+        """Write the run's last files and close its folder (at quit; a web-UI run's at its end, ``complete``, as the
+        process goes on). Nothing when no folder is open."""
         if not self.folder:
             return
+        if complete is not None:
+            self.meta["complete"] = complete
         now = time.time()
         self._close_level(now)
         self.folder.write_itl(self.itl)
+        self.itl.clear()  # a web-UI process's next run starts its own histogram
         self.meta["ended"] = now
         self.folder.write_run(self.meta)
         self.folder.close()

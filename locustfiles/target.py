@@ -1,7 +1,8 @@
 """The server under test as one process sees it, made ready at test start: the options checked (one-line errors),
 the model resolved and checked against what the server serves, the prompts sized with the server's ``/tokenize``
 (processes that run users), and the open-loop arrival clock. ``StopTarget`` carries the one-line reason a run cannot
-start; the master or local runner then quits with exit code 2, a worker's users stop quietly.
+start; the master or local runner then quits with exit code 2 (a web UI's stops the run and stays up), a worker's
+users stop quietly.
 """
 
 from __future__ import annotations
@@ -130,7 +131,8 @@ def prepare_target(environment) -> None:
     except StopTarget as e:
         log.error("%s", e)
         environment.process_exit_code = 2
-        if not llm_target.is_worker:  # a worker's users stop; its master quits
-            gevent.spawn(environment.runner.quit)
+        if not llm_target.is_worker:  # a worker's users stop; its master quits ...
+            headless = environment.parsed_options is None or environment.parsed_options.headless
+            gevent.spawn(environment.runner.quit if headless else environment.runner.stop)  # ... or keeps its web UI
     finally:
         llm_target.prepared.set()

@@ -3,10 +3,11 @@
 Built on Locust's extension points (docs/locust.md §7): the tab and its table are declared in
 ``template_args`` (``extended_tabs``, ``extended_tables``), its rows travel as ``extended_stats`` in the
 ``/stats/requests`` JSON (added by an ``after_request`` hook: Locust's own keys stay as they are), and "Download
-Data" gets a link to the run's ``requests.csv`` (``extended_csv_files``). Only the master or a local runner has a
-web UI; every worker's rows reach the master, so the tab covers all workers.
+Data" gets links to the run's ``requests.csv``, the live dashboard and the report (``extended_csv_files``). A
+``before_request`` hook checks the start form's values (``locustfiles/formcheck.py``). Only the master or a local
+runner has a web UI; every worker's rows reach the master, so the tab covers all workers.
 
-The first row is now: the current level, live output tok/s, the requests so far, the last scrape's server gauges
+The first row is now: where the ramp is (or, once a web-UI run has ended, whether its report is ready), live output tok/s, the requests so far, the last scrape's server gauges
 and the highest client CPU. Then one row per level (the level a request started in): its requests, failures and
 the latencies of its measured requests (bucketed, vllm_stress.metrics.bucket_percentile), and the highest client CPU
 seen at it.
@@ -15,11 +16,11 @@ seen at it.
 from __future__ import annotations
 
 import json
-import os
 
-from flask import Blueprint, Response, request
+from flask import Blueprint, Response, jsonify, request
 
 from locustfiles import dashboard
+from locustfiles.formcheck import form_error
 from vllm_stress import schema
 from vllm_stress.metrics import bucket_percentile
 
@@ -58,14 +59,23 @@ def _saturated(cpu_percent: float) -> str:
     return "yes" if cpu_percent > schema.CLIENT_CPU_LIMIT_PERCENT else "no"
 
 
-def table_rows(target) -> list[dict]:
-    """The tab's rows (every key of COLUMNS in each)."""
+def run_state(target, final) -> str:
+    """The first row's first cell: where the ramp is, or, once a web-UI run has ended, its report's state (``final``:
+    its dashboard.Build), or the current level."""
+    if target.recorder.folder is None and final is not None:
+        state = {"ready": "ready (Download Data tab, or the dashboard)", "building": "being built"}
+        return f"{final.folder.name} ended: report {state.get(final.state, 'failed: ' + final.message)}"
+    return target.progress.text() or f"now: {target.recorder.level} users"
+
+
+def table_rows(target, final=None) -> list[dict]:
+    """The tab's rows (every key of COLUMNS in each); ``final``: the report build of the run that ended last."""
     recorder, telemetry = target.recorder, target.telemetry
     server = telemetry.scraper.latest if telemetry.scraper else {}
     cpu_now = max(telemetry.latest_cpu.values(), default=0.0)
     kv_cache = server.get("kv_cache_usage", "")
     rows = [dict.fromkeys(COLUMNS, "") | {
-        "level": target.progress.text() or f"now: {recorder.level} users",
+        "level": run_state(target, final),
         "requests": recorder.totals["requests"],
         "failures": recorder.totals["failures"],
         "aborted": recorder.totals["aborted"],
@@ -94,6 +104,15 @@ def table_rows(target) -> list[dict]:
     return rows
 
 
+def authenticated(web_ui) -> bool:
+    """The request may use the web UI (always without --web-login)."""
+    if not web_ui.web_login:
+        return True
+    from flask_login import current_user
+
+    return bool(current_user.is_authenticated)
+
+
 def register(web_ui, target) -> None:
     """Add the LLM tab, its data and the requests.csv download to ``web_ui``."""
     web_ui.template_args["extended_tabs"] = [{"title": "LLM", "key": TAB}]
@@ -103,29 +122,39 @@ def register(web_ui, target) -> None:
     web_ui.template_args["extended_csv_files"] = [
         {"href": "." + CSV_ROUTE, "title": f"Download {schema.REQUESTS_FILE} (one row per request)"},
         {"href": "./llm/dashboard", "title": "Open the live LLM dashboard: charts, the ramp's progress, the report"},
+        {"href": "./llm/run-report", "title": "Report of the last run that ended (built when it ends)"},
+        {"href": "./llm/summary.json", "title": "Its summary.json"},
+        {"href": "./llm/run.zip", "title": "Its run folder, report included (zip)"},
+        {"href": "./llm/report", "title": "Report of the run so far (built now)"},
     ]
+    options = web_ui.environment.parsed_options
+    routes = Blueprint("vllm_stress", __name__, url_prefix=getattr(options, "web_base_path", None) or None)
+    series = dashboard.register(web_ui, target, routes)
+
+    @web_ui.app.before_request
+    def _check_start_form():
+        if request.method == "POST" and request.path.endswith("/swarm") and authenticated(web_ui):
+            if error := form_error(web_ui.environment, request.form):
+                return jsonify({"success": False, "message": error, "host": web_ui.environment.host})
+        return None
 
     @web_ui.app.after_request
     def _add_llm_table(response: Response) -> Response:
         if request.path.endswith("/stats/requests") and response.status_code == 200 and response.is_json:
             report = response.get_json()
-            report["extended_stats"] = [{"key": TAB, "data": table_rows(target)}]
+            report["extended_stats"] = [{"key": TAB, "data": table_rows(target, series.final)}]
             response.set_data(json.dumps(report))
         return response
-
-    options = web_ui.environment.parsed_options
-    routes = Blueprint("vllm_stress", __name__, url_prefix=getattr(options, "web_base_path", None) or None)
 
     @routes.route(CSV_ROUTE)
     @web_ui.auth_required_if_enabled
     def _requests_csv() -> Response:
-        folder = target.recorder.folder
+        folder = dashboard.run_folder(target)  # the current run's, or the last one's
         if folder is None:
-            return Response("no run is being written\n", status=404, mimetype="text/plain")
-        with open(os.path.join(folder.path, schema.REQUESTS_FILE), "rb") as f:  # a snapshot: rows keep coming
+            return dashboard.no_run()
+        with open(folder / schema.REQUESTS_FILE, "rb") as f:  # a snapshot: rows keep coming
             data = f.read()
         return Response(data, mimetype="text/csv",
                         headers={"Content-Disposition": f"attachment; filename={schema.REQUESTS_FILE}"})
 
-    dashboard.register(web_ui, target, routes)
     web_ui.app.register_blueprint(routes)

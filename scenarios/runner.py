@@ -118,9 +118,10 @@ def free_port() -> int:
 
 
 def run_locust(name: str, config: Path, keys: dict[str, str], target: str, run_dir: Path, workers: int,
-               extra_args: list[str], web_port: int = 0) -> int:
+               extra_args: list[str], web_port: int = 0, label: str = "") -> int:
     """One run: a headless master (with ``web_port``: one serving Locust's web UI on 127.0.0.1:web_port, started at
-    once and quitting at the end) and ``workers`` worker processes on this machine; returns the master's exit code."""
+    once and quitting at the end) and ``workers`` worker processes on this machine; returns the master's exit code.
+    ``label`` goes before the run's progress lines ("Run 2 of 5", a search's probe)."""
     port = str(free_port())
     locustfile = f"{keys.get('locustfile', DEFAULT_LOCUSTFILE).split(',')[0]},{SHAPE}"
     common = [sys.executable, "-m", "locust", "-f", locustfile, "--config", str(config), "-H", target, *extra_args]
@@ -131,7 +132,7 @@ def run_locust(name: str, config: Path, keys: dict[str, str], target: str, run_d
     master_cmd = common + ["--master", *ui, "--master-bind-host", "127.0.0.1", "--master-bind-port", port,
                            "--expect-workers", str(workers), "--expect-workers-max-wait", str(WORKER_CONNECT_WAIT_S),
                            "--results-dir", str(run_dir), "--csv", str(run_dir / schema.LOCUST_CSV_PREFIX),
-                           "--scenario", name]
+                           "--scenario", name] + ([f"--run-label={label}"] if label else [])
     worker_cmd = common + ["--worker", "--master-host", "127.0.0.1", "--master-port", port]
     # own sessions: a Ctrl-C reaches only this process, which stops the master first (it collects the workers' last
     # rows and marks the run incomplete), then the workers
@@ -300,7 +301,8 @@ def run_scenario(name: str, out: Path, target: str | None = None, repeats: int |
                 run_dir = cell_dir / f"run-{repeat}"
                 log.info("%s: run %d of %d against %s -> %s", name, repeat, repeats, url, run_dir)
                 code = run_locust(name, config, keys, url, run_dir, workers,
-                                  [*(locust_args or []), *launch_args(target, sim_args, server_cmd)])
+                                  [*(locust_args or []), *launch_args(target, sim_args, server_cmd)],
+                                  label=f"Run {repeat} of {repeats}" if repeats > 1 else "")
                 if not has_rows(run_dir / schema.REQUESTS_FILE):
                     raise ScenarioError(f"run {repeat} measured no request (Locust exit code {code}; its log says why)")
                 run_dirs.append(str(run_dir))

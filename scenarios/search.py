@@ -238,8 +238,8 @@ def search(name: str, out: Path, slos: list[Slo], *, target: str | None = None, 
                 log.info("%s against %s -> %s", note, url, run_dir)
                 run_locust(name, config, keys | {"levels": str(space.users_for(load))}, url, run_dir,
                            workers or default_workers(),
-                           [*locust_args, *space.locust_args(load), "--overwrite", *launch, f"--run-note={note}"],
-                           web_port=web_port)
+                           [*locust_args, *space.locust_args(load), "--overwrite", *launch],
+                           web_port=web_port, label=note)
             probes[load] = judge(run_dirs, load, space.users_for(load), slos, space)
             log.info("probe at %s: %s", space.label(load), "passes" if probes[load].passed else probes[load].reason)
             write_result(out, name, slos, probes, space, repeats)
@@ -267,7 +267,7 @@ def check_space(over: str, low: float | None, high: float | None, precision: flo
 def progress_note(probes: dict[float, Probe], space: Space, load: float, number: int, max_probes: int, run: int,
                   repeats: int) -> str:
     """'SLO search probe 3 of at most 12: 48 users, run 1 of 1; so far 32 users passes, 64 users fails (...)': the
-    line each probe's web UI dashboard shows (--run-note) and the log prints."""
+    line before each probe's progress lines (--run-label: its console, LLM tab and dashboard) and the log prints."""
     note = f"SLO search probe {number} of at most {max_probes}: {space.label(load)}, run {run} of {repeats}"
     best, above = bracket(probes)
     verdicts = [f"{space.label(best.load)} passes"] if best else []

@@ -47,9 +47,12 @@ def _add_options(parser, **_kw) -> None:
                         help="Seconds with no users after each level")
     parser.add_argument("--ramp-time", type=float, default=float(RAMP_DEFAULTS["ramp-time"]),
                         help="Seconds over which a level's new users start")
-    parser.add_argument("--scenario", default="", include_in_web_ui=False, help="Scenario name, kept in run.json")
+    parser.add_argument("--scenario", default="", help="Scenario name, kept in run.json (it labels the report)")
     # read by `python -m scenarios run` from the scenario's config file; declared so Locust accepts those keys
     parser.add_argument("--repeats", type=int, default=1, include_in_web_ui=False, help="Runs of the scenario")
+    parser.add_argument("--run-label", default="", include_in_web_ui=False,
+                        help="Text before every progress line: `python -m scenarios run --repeats N` sets 'Run K of N', "
+                        "`python -m scenarios search` the probe")
     parser.add_argument("--simulator", default="", include_in_web_ui=False,
                         help="Arguments of the embedded simulator when the scenario runs without --target")
 
@@ -67,7 +70,7 @@ class StepRampShape(LoadTestShape):
     def __init__(self) -> None:
         super().__init__()
         self.window: LevelWindow | None = None  # made at the first tick: Locust sets self.runner after __init__
-        self.phase_text = ""
+        self.announced: tuple[str, str] | None = None  # the (level, phase) logged last
         self.start_level(0)
 
     def reset_time(self) -> None:
@@ -76,6 +79,9 @@ class StepRampShape(LoadTestShape):
 
     def start_level(self, index: int) -> None:
         self.index = index
+        self.level_started = time.time()
+        if index == 0:
+            self.ramp_started = self.level_started
         self.current = None  # the (users, spawn rate) asked for; Locust acts when it changes
         self.phase = "ramp"
         self.phase_start = self.last_check = time.monotonic()
@@ -83,8 +89,7 @@ class StepRampShape(LoadTestShape):
     def tick(self):
         options = self.runner.environment.parsed_options
         try:  # checked at every tick: the first comes before test_start, and the web UI may change the options
-            levels = parse_levels(options.levels)
-            check_times({flag: getattr(options, flag.replace("-", "_")) for flag in RAMP_TIMES})
+            levels = self.check_options(options)
         except ValueError as e:
             log.error("%s", e)
             self.runner.environment.process_exit_code = 2
@@ -97,23 +102,24 @@ class StepRampShape(LoadTestShape):
         elapsed = now - self.phase_start
         target = levels[self.index]
         name = f"Level {self.index + 1}/{len(levels)} ({target} users)"
+        if options.run_label:
+            name = f"{options.run_label} · {name}"
         hold_s = step_seconds(options.step_time)
+        eta = self.eta(len(levels), level_bound_s(options, hold_s))
         if self.phase == "ramp":
             if self.current is None:
                 previous = levels[self.index - 1] if self.index and not options.cooldown else 0
                 self.current = (target, max(abs(target - previous) / max(options.ramp_time, 0.001), 1.0))
                 window.start(target)
                 hooks.level_started.fire(environment=environment, users=target)
-                left = (len(levels) - self.index) * level_bound_s(options, hold_s)
-                self.announce(name, f"ramping up over {options.ramp_time:g} s (the ramp ends within "
-                                              f"{left / 60:.0f} min)")
+                self.announce(name, f"ramping up over {options.ramp_time:g} s", eta=eta)
             elif self.get_current_user_count() >= target or elapsed > REACH_TIMEOUT_S:
                 if elapsed > REACH_TIMEOUT_S:
                     log.warning("Level %d users not reached in %.0f s (%d running): holding anyway",
                                 target, REACH_TIMEOUT_S, self.get_current_user_count())
                 self.begin("warmup", now)
                 self.announce(name, f"warming up: at least {options.warmup:g} s and {target} completed "
-                                              "requests (one request lifetime)", limit_s=options.max_step_time)
+                                    "requests (one request lifetime)", limit_s=options.max_step_time, eta=eta)
         elif self.phase == "warmup":
             lifetime_done = window.completions() >= target or elapsed >= options.max_step_time
             if elapsed >= options.warmup and lifetime_done:
@@ -122,11 +128,13 @@ class StepRampShape(LoadTestShape):
                 self.begin("hold", now)
                 self.announce(name, f"holding {hold_s:g} s" if hold_s is not None else
                               f"holding until steady (judged every {CHECK_INTERVAL_S:g} s, at most "
-                              f"{options.max_step_time:g} s)", limit_s=options.max_step_time if hold_s is None else hold_s)
+                              f"{options.max_step_time:g} s)", limit_s=options.max_step_time if hold_s is None else hold_s,
+                              eta=eta)
         elif self.phase == "hold" and self.hold_over(hold_s, elapsed, options.max_step_time):
             verdict = window.verdict()
             hooks.level_ended.fire(environment=environment, users=target, verdict=verdict,
-                                   output_tokens_per_s=window.output_tokens_per_s())
+                                   output_tokens_per_s=window.output_tokens_per_s(),
+                                   schedule_lag_p99_s=window.schedule_lag_p99_s())
             self.begin("cooldown", now)
             self.announce(name, f"held {elapsed:.0f} s: " + ("steady" if verdict.steady else "not steady")
                           + f" ({verdict.reason})")
@@ -152,12 +160,37 @@ class StepRampShape(LoadTestShape):
         self.last_check = time.monotonic()
         return self.window.verdict().steady
 
-    def announce(self, name: str, phase: str, limit_s: float | None = None) -> None:
-        """One console line per phase change; the web UI's LLM tab shows the same text with the time in the phase
-        and its bound (``limit_s``). (Locust ticks a shape once before the test starts and again after it resets the
-        shape's clock: the same first line is logged once.)"""
-        text = f"{name}: {phase}"
-        if text != self.phase_text:
-            self.phase_text = text
-            hooks.phase_changed.fire(environment=self.runner.environment, text=text, limit_s=limit_s)
-            log.info("%s", text)
+    @staticmethod
+    def check_options(options) -> list[int]:
+        """The ramp's levels, or a one-line ValueError for a bad ramp option (the web UI's form is
+        checked with it before a run starts: locustfiles/formcheck.py)."""
+        check_times({flag: getattr(options, flag.replace("-", "_")) for flag in RAMP_TIMES})
+        return parse_levels(options.levels)
+
+    def eta(self, levels: int, level_s: float) -> str:
+        """When the ramp should end: at the pace of its levels done so far (from the second level on), and at the
+        latest, with this level and the rest each at their bounds (``level_s``)."""
+        now = time.time()
+        latest = now + (levels - self.index) * level_s
+        text = f"the ramp ends by {clock(latest)} at the latest"
+        if self.index:
+            pace = (self.level_started - self.ramp_started) / self.index  # seconds per level done
+            text = f"ETA {clock(min(self.level_started + (levels - self.index) * pace, latest))}, " + text.removeprefix(
+                "the ramp ")
+        return text
+
+    def announce(self, name: str, phase: str, limit_s: float | None = None, eta: str = "") -> None:
+        """One console line per phase change, with the ramp's ETA (``eta``); the web UI's LLM tab and dashboard show
+        the same text with the time in the phase and its bound (``limit_s``). (Locust ticks a shape once before the
+        test starts and again after it resets the shape's clock: the same first line is logged once.)"""
+        if (name, phase) == self.announced:
+            return
+        self.announced = (name, phase)
+        text = f"{name}: {phase}" + (f"; {eta}" if eta else "")
+        hooks.phase_changed.fire(environment=self.runner.environment, text=text, limit_s=limit_s)
+        log.info("%s", text)
+
+
+def clock(unix_s: float) -> str:
+    """A local wall-clock time, HH:MM:SS."""
+    return time.strftime("%H:%M:%S", time.localtime(unix_s))

@@ -6,9 +6,11 @@ import csv
 import io
 import json
 import os
+import secrets
 import subprocess
 import sys
 import time
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -32,9 +34,11 @@ DEADLINE_S = 20.0
 class Master:
     """``locust --master`` with its web UI and one worker, as processes on 127.0.0.1."""
 
-    def __init__(self, folder: Path, *args: str) -> None:
+    def __init__(self, folder: Path, *args: str, password: str = "") -> None:
         self.folder = folder
         self.args = args
+        self.session = requests.Session()  # logged in as admin when the web UI has a ``password``
+        self.password = password
         self.results = folder / "run"
         master_port, web_port = free_port(), free_port()
         self.url = f"http://127.0.0.1:{web_port}"
@@ -55,13 +59,18 @@ class Master:
         return "\n".join(f"--- {name}\n" + (self.folder / f"{name}.log").read_text()[-3000:] for name in self.processes)
 
     def stats(self) -> dict:
-        return requests.get(self.url + "/stats/requests", timeout=5).json()
+        return self.session.get(self.url + "/stats/requests", timeout=5).json()
+
+    def log_in(self) -> None:
+        self.session.post(self.url + "/login_submit", data={"username": "admin", "password": self.password}, timeout=5)
 
     def wait_for_worker(self) -> None:
         until(lambda: self._worker_count() == 1, "the worker connected", self)
 
     def _worker_count(self) -> int:
         try:
+            if self.password:
+                self.log_in()
             return self.stats().get("worker_count", 0)
         except requests.ConnectionError:
             return 0
@@ -94,8 +103,8 @@ def master(tmp_path):
     """Start the master and its worker with the given locust arguments; both are stopped after the test."""
     started = []
 
-    def start(*args: str) -> Master:
-        started.append(Master(tmp_path, *args))
+    def start(*args: str, password: str = "") -> Master:
+        started.append(Master(tmp_path, *args, password=password))
         started[-1].wait_for_worker()
         return started[-1]
 
@@ -168,51 +177,131 @@ def assert_ttft_p50_agrees(stats: dict, run, out) -> None:
         assert abs(other - report_ms) <= 1.0 + 0.15 * report_ms, (live_ms, locust_ms, report_ms)
 
 
-def test_browser_shows_the_llm_tab(master, simulator):
-    """A step ramp (2, then 4 users) started from the UI: the LLM tab fills in; Locust's own tabs still work."""
+def test_browser_drives_a_ramp_from_the_form(master, simulator):
+    """A 3-level ramp typed into the start form (a bad value first: the form says why, nothing starts): the LLM tab
+    and the dashboard follow it — charts with points, a curve point per level with its verdict, a progress line that
+    moves — and when it ends the report is built by itself, linked from both, with the level bounds the live curve
+    showed; Locust's own tabs still work."""
     if not os.path.exists(CHROMIUM):
         pytest.skip(f"{CHROMIUM} is missing (Debian: apt-get install -y chromium)")
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
-    master = master(*RAMP)
+    master = master("-f", "locustfiles/chat.py,scenarios/shape.py")  # the ramp comes from the form
     sim = simulator("--profile", "cpu-tiny")
     ARTIFACTS.mkdir(exist_ok=True)
     with sync_api.sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
-            page = browser.new_page(viewport={"width": 1600, "height": 600})
+            page = browser.new_page(viewport={"width": 1600, "height": 700})
             page.goto(master.url)
             page.locator("input[name=host]").fill(sim.url)  # the shape sets the users: no user count asked
+            page.get_by_text("Custom parameters").click()
+            for name, value in FORM.items():
+                page.locator(f"input[name={name}]").fill(value)
+            page.locator("input[name=levels]").fill("2,x")
+            page.get_by_role("button", name="Start").click()
+            sync_api.expect(page.get_by_text("--levels must be comma-separated whole numbers, got '2,x'")).to_be_visible()
+            page.locator("input[name=levels]").fill(FORM["levels"])
             page.get_by_role("button", name="Start").click()
             page.get_by_role("tab", name="LLM").click()
             rows = page.get_by_role("row")
-            # the first row says where the ramp is: "Level 2/2 (4 users): holding 4 s — 2 s in, at most 2 s left"
-            now, first, second = rows.filter(has_text="Level 2/2 (4 users): "), rows.nth(2), rows.nth(3)
-            until(lambda: shows_measurements(now, "output_tok_s") and shows_measurements(first, "ttft_p50_ms")
-                  and shows_measurements(second, "ttft_p50_ms"), "tok/s and TTFT of 2 levels on the LLM tab", master)
-            assert cells(first)[0] == "2 users" and cells(second)[0] == "4 users"
-            page.screenshot(path=str(ARTIFACTS / "webui-llm-tab.png"), full_page=True)
+            now = rows.filter(has_text="Level 1/3 (2 users): ")
+            until(lambda: shows_measurements(now, "output_tok_s"), "the first level's tok/s on the LLM tab", master)
+            page.screenshot(path=str(ARTIFACTS / "webui-llm-tab-during.png"), full_page=True)
+            dashboard = browser.new_page(viewport={"width": 1400, "height": 1100})
+            watch_dashboard(dashboard, master, sync_api)
+            page.reload()  # Locust's page stops polling when a run stops: a reload shows the end
+            page.get_by_role("tab", name="LLM").click()
+            until(lambda: "ended: report ready" in "".join(cells(rows.nth(1))[:1]), "the tab saying the report is "
+                  "ready", master)
+            assert [cells(rows.nth(i))[0] for i in (2, 3, 4)] == ["2 users", "4 users", "6 users"]
+            page.screenshot(path=str(ARTIFACTS / "webui-llm-tab-after.png"), full_page=True)
             page.get_by_role("tab", name="Statistics").click()
             sync_api.expect(rows.filter(has_text="TTFT").first).to_be_visible()
-            check_dashboard(browser.new_page(viewport={"width": 1400, "height": 1000}), master, sync_api)
+            page.get_by_role("tab", name="Download Data").click()
+            link = page.get_by_role("link", name="Report of the last run that ended").get_attribute("href")
+            report = browser.new_page()
+            report.goto(f"{master.url}/{link.removeprefix('./')}")
+            check_report(report, master, sync_api)
         finally:
             browser.close()
 
 
-def check_dashboard(page, master: Master, sync_api) -> None:
-    """The live dashboard draws the series, the curve gets the first level's point, the progress line names the
-    level and its phase, and the report link opens the report of the run so far."""
+FORM = {"levels": "2,4,6", "stepTime": "4", "warmup": "0", "rampTime": "1", "inputTokens": "64",
+        "outputTokens": "16", "scenario": "form-ramp"}  # input names of Locust's form (its options in camelCase)
+RAMP_DEADLINE_S = 150.0  # three levels of a few seconds each on a loaded machine, then the report
+
+
+def watch_dashboard(page, master: Master, sync_api) -> None:
+    """The live dashboard draws the series, its progress line moves from level to level, the curve gets a point per
+    level with its verdict, and when the run ends it links the report built by itself."""
     page.goto(master.url + "/llm/dashboard")
     until(lambda: page.locator("#tok polyline").count() and len(page.locator("#tok polyline").get_attribute("points")
                                                                 .split()) >= 3, "tok/s points on the dashboard", master)
-    until(lambda: page.locator("#curve circle").count() >= 1, "the first level's point on the curve", master)
-    sync_api.expect(page.locator("#progress")).to_contain_text("Level")
+    sync_api.expect(page.locator("#progress")).to_contain_text("Level 1/3", timeout=RAMP_DEADLINE_S * 1000)
+    sync_api.expect(page.locator("#progress")).to_contain_text("Level 2/3", timeout=RAMP_DEADLINE_S * 1000)
+    page.screenshot(path=str(ARTIFACTS / "webui-llm-dashboard-during.png"), full_page=True)
+    until(lambda: page.locator("#run-report").count(), "the report's link on the dashboard", master, RAMP_DEADLINE_S)
+    until(lambda: "pending" not in page.locator("#levels").inner_text(), "every level's bound", master)
+    assert page.locator("#curve circle").count() == 3
+    verdicts = page.locator("#curve text.verdict").all_text_contents()
+    assert [text.split(":")[0] for text in verdicts] == ["2", "4", "6"], verdicts
+    sync_api.expect(page.locator("#progress")).to_contain_text("run ended")
     page.screenshot(path=str(ARTIFACTS / "webui-llm-dashboard.png"), full_page=True)
+    summary = requests.get(master.url + "/llm/summary.json", timeout=10).json()
+    assert summary["scenario"] == "form-ramp" and summary["input_tokens"] == 64  # the form's options, in run.json
+    report_bounds = {level["users"]: level["bound"] for level in summary["levels"]}
+    live = requests.get(master.url + "/llm/series.json", timeout=10).json()["levels"]
+    assert {level["users"]: level["bound"] for level in live} == report_bounds  # same rule, same files
     with page.expect_popup() as popup:
-        page.get_by_role("link", name="Report of the run so far").click()
-    report = popup.value
+        page.locator("#run-report").click()
+    check_report(popup.value, master, sync_api, "webui-llm-report.png")
+
+
+def check_report(report, master: Master, sync_api, screenshot: str = "") -> None:
     report.wait_for_load_state()
     sync_api.expect(report.locator("h1")).to_contain_text("vLLM stress test report")
-    report.screenshot(path=str(ARTIFACTS / "webui-llm-report.png"), full_page=True)
+    sync_api.expect(report.locator("body")).to_contain_text("6")
+    if screenshot:
+        report.screenshot(path=str(ARTIFACTS / screenshot), full_page=True)
+
+
+def test_web_login_guards_the_report_and_the_run(master, simulator, monkeypatch):
+    """With --web-login every route of the suite asks for the login; logged in, a ramp started over HTTP ends with
+    its report built by itself, its summary.json, and the run folder with the report in one zip; a bad form value is
+    refused with its one-line error."""
+    monkeypatch.setenv("LOCUST_TEST_PASSWORD", password := secrets.token_hex(8))
+    master = master("-f", RAMP[1] + ",tests/fixtures/web_login.py", *RAMP[2:], "--web-login", password=password)
+    sim = simulator("--profile", "cpu-tiny")
+    anonymous = requests.Session()
+    for route in ROUTES:
+        answer = anonymous.get(master.url + route, allow_redirects=False, timeout=10)
+        assert answer.status_code == 302 and "/login" in answer.headers["Location"], route
+    assert anonymous.post(master.url + "/swarm", data={"host": sim.url}, allow_redirects=False,
+                          timeout=10).status_code == 302
+    user = master.session
+    assert user.get(master.url + "/llm/run-report", timeout=10).status_code == 404  # no run has ended yet
+    refused = user.post(master.url + "/swarm", data={"host": sim.url, "warmup": "soon"}, timeout=10).json()
+    assert not refused["success"] and refused["message"] == "argument --warmup: invalid float value: 'soon'"
+    assert user.post(master.url + "/swarm", data={"host": sim.url}, timeout=10).json()["success"]
+    until(lambda: user.get(master.url + "/llm/series.json", timeout=10).json()["levels"], "the first level held",
+          master, RAMP_DEADLINE_S)
+    so_far = user.get(master.url + "/llm/report", timeout=60)  # built now, the run going on meanwhile
+    assert so_far.status_code == 200 and "vLLM stress test report" in so_far.text
+    until(lambda: (series := user.get(master.url + "/llm/series.json", timeout=10).json())["report"]
+          and series["report"]["state"] == "ready", "the report built when the ramp ended", master, RAMP_DEADLINE_S)
+    report = user.get(master.url + "/llm/run-report", timeout=10)
+    assert report.status_code == 200 and "vLLM stress test report" in report.text
+    summary = user.get(master.url + "/llm/summary.json", timeout=10).json()
+    assert [level["users"] for level in summary["levels"]] == [2, 4]
+    run = json.loads((master.results / schema.RUN_FILE).read_text())
+    assert run["complete"] is True and run["ended"] > run["started"]  # closed at the run's end, not at quit
+    archive = zipfile.ZipFile(io.BytesIO(user.get(master.url + "/llm/run.zip", timeout=10).content))
+    assert {"run/requests.csv", "run/levels.csv", "run/locust_stats.csv", "run/report/report.html",
+            "run/report/summary.json"} <= set(archive.namelist())
+
+
+ROUTES = ["/llm/dashboard", "/llm/series.json", "/llm/report", "/llm/run-report", "/llm/summary.json", "/llm/run.zip",
+          CSV_ROUTE]
 
 
 def cells(row) -> list[str]:

@@ -1,0 +1,32 @@
+"""Where a headless ramp is, on its console: one line per phase change with the ramp's ETA, "Run k of n" when the
+scenario runner repeats, and nothing else added to Locust's own output."""
+
+from __future__ import annotations
+
+import re
+
+from scenarios.__main__ import main
+
+PHASES = ("ramping up", "warming up", "holding", "held")
+
+
+def test_repeated_runs_print_one_line_per_phase_with_run_k_of_n(tmp_path, capfd):
+    code = main(["run", "--scenario", "smoke", "--out", str(tmp_path / "smoke"), "--repeats", "2", "--workers", "1",
+                 "--locust-arg=--step-time=2", "--locust-arg=--warmup=0"])
+    assert code == 0
+    output = capfd.readouterr()
+    lines = (output.out + output.err).splitlines()
+    phase_lines = [line.split("INFO/shape: ", 1)[1] for line in lines if "INFO/shape: " in line]
+    expected = [(run, level, users, phase) for run in (1, 2) for level, users in ((1, 2), (2, 4)) for phase in PHASES]
+    got = [re.match(r"Run (\d) of 2 · Level (\d)/2 \((\d) users\): (ramping up|warming up|holding|held)", line)
+           for line in phase_lines]
+    assert [(int(m[1]), int(m[2]), int(m[3]), m[4]) for m in got if m] == expected, phase_lines
+    clock = r"\d\d:\d\d:\d\d"
+    for line in phase_lines:  # every line but a level's verdict says when the ramp ends
+        if " held " not in line:
+            assert re.search(rf"; (the ramp|ETA {clock},) ends by {clock} at the latest$", line), line
+    second_levels = [line for line in phase_lines if "Level 2/2" in line and " held " not in line]
+    assert all(re.search(rf"; ETA {clock}, ends by", line) for line in second_levels), second_levels
+    ours = [line for line in lines if re.search(r"INFO/(locustfiles|scenarios\.shape|shape)", line)]
+    periodic = [line for line in ours if "| output" in line]
+    assert not periodic, periodic  # no progress line every few seconds besides the phases

@@ -29,8 +29,9 @@ REPO = Path(__file__).resolve().parent.parent
 STEP_S = 0.05  # engine step of the simulated server: each stream gets 1/STEP_S tokens per second
 
 
-def pinned(core: int, cmd: list[str]) -> list[str]:
-    return ["taskset", "-c", str(core), *cmd] if shutil.which("taskset") and (os.cpu_count() or 1) > 1 else cmd
+def pinned(cores: int | str, cmd: list[str]) -> list[str]:
+    """``cmd`` under ``taskset -c cores`` (a core, or a list such as ``1`` or ``0-2,5``) where that can pin."""
+    return ["taskset", "-c", str(cores), *cmd] if shutil.which("taskset") and (os.cpu_count() or 1) > 1 else cmd
 
 
 def children_cpu() -> float:

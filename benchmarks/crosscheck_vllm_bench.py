@@ -8,12 +8,16 @@ concurrency and request count, then ``locust -f locustfiles/chat.py`` with as ma
 benchmark took. Both send chat requests of the same prompt length (the benchmark's random prompt plus the chat
 template) and output length. Per round it compares median TTFT, median TPOT and output tok/s (tokens over the
 time from the first request sent to the last one finished). Without ``--url`` it starts the real vLLM with
-deploy/real-vllm.sh and stops it at the end. Raw results go to ``--out``.
+deploy/real-vllm.sh (pinned to its cores) and stops it at the end. Both clients run pinned to ``--client-cpus``
+(``taskset -c``; default: the cores deploy/real-vllm.sh left to the load generator, none with ``--url``), apart
+from the server's: the CPU vLLM's engine threads run on every core they may use, and a client beside them stalls
+them. Raw results go to ``--out``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import json
 import os
@@ -25,6 +29,10 @@ from pathlib import Path
 import requests
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from benchmarks.client_streams import pinned  # noqa: E402
+
 SCRIPT = REPO / "deploy" / "real-vllm.sh"
 HOME = Path(os.environ.get("REAL_VLLM_HOME", REPO / ".cache" / "real-vllm"))
 VLLM_PYTHON = Path(os.environ.get("REAL_VLLM_VENV", HOME / "venv")) / "bin" / "python"
@@ -49,7 +57,14 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--requests", type=int, default=100, help="requests per vLLM benchmark run")
     parser.add_argument("--rounds", type=int, default=6, help="benchmark + locust pairs, alternating")
     parser.add_argument("--out", default="results/crosscheck", help="folder for the raw results")
+    parser.add_argument("--client-cpus", default=None,
+                        help="taskset core list for both clients (default: deploy/real-vllm.sh's CLIENT_CPUS)")
     return parser.parse_args()
+
+
+def client_side(args, cmd: list[str]) -> list[str]:
+    """``cmd`` pinned to the clients' cores, when there are any."""
+    return pinned(args.client_cpus, cmd) if args.client_cpus else cmd
 
 
 def chat_overhead(url: str, model: str) -> int:
@@ -70,7 +85,7 @@ def run_vllm_bench(args, url: str, out: Path, overhead: int) -> dict:
            "--metric-percentiles", "50,99", "--disable-tqdm", "--save-result", "--save-detailed",
            "--result-dir", str(out), "--result-filename", "vllm_bench.json"]
     env = os.environ | {"HF_HUB_OFFLINE": "1"}
-    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=1800)
+    proc = subprocess.run(client_side(args, cmd), cwd=REPO, env=env, capture_output=True, text=True, timeout=1800)
     if proc.returncode != 0:
         sys.exit(f"vllm bench failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
     result = json.loads((out / "vllm_bench.json").read_text())
@@ -89,7 +104,7 @@ def run_locust(args, url: str, out: Path, seconds: float) -> dict:
            "-u", str(args.concurrency), "-r", "100", "-t", f"{max(1, round(seconds))}s", "--stop-timeout", "120",
            "--input-tokens", str(args.input_tokens), "--output-tokens", str(args.output_tokens),
            "--headless", "--only-summary", "-L", "WARNING", "--results-dir", str(out), "--overwrite"]
-    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=seconds + 300)
+    proc = subprocess.run(client_side(args, cmd), cwd=REPO, capture_output=True, text=True, timeout=seconds + 300)
     if proc.returncode != 0:
         sys.exit(f"locust failed:\n{proc.stderr[-3000:]}")
     with open(out / "requests.csv", newline="") as f:
@@ -143,19 +158,29 @@ def pooled(runs: list[dict]) -> dict:
     return totals | {"prompt_tokens": prompt, "figures": figures(runs)}
 
 
+@contextlib.contextmanager
+def real_vllm(args, folder: Path):
+    """The URL of ``--url``, or of a real vLLM started with deploy/real-vllm.sh (state file in ``folder``) and
+    stopped at the end; ``args.client_cpus`` defaults to the cores the script left to the load generator."""
+    if args.url:
+        yield args.url.rstrip("/")
+        return
+    state = folder.resolve() / "server.env"
+    env = os.environ | {"REAL_VLLM_STATE": str(state)}
+    subprocess.run(["bash", SCRIPT, "start"], env=env, check=True, stdout=subprocess.DEVNULL)
+    try:
+        values = dict(line.split("=", 1) for line in state.read_text().splitlines())
+        if args.client_cpus is None:
+            args.client_cpus = values.get("CLIENT_CPUS", "")
+        yield values["URL"]
+    finally:
+        subprocess.run(["bash", SCRIPT, "stop"], env=env, check=True)
+
+
 def main() -> None:
     args = parse_args()
-    if args.url:
-        rounds = crosscheck(args, args.url.rstrip("/"))
-    else:
-        state = Path(args.out).resolve() / "server.env"
-        env = os.environ | {"REAL_VLLM_STATE": str(state)}
-        subprocess.run(["bash", SCRIPT, "start"], env=env, check=True, stdout=subprocess.DEVNULL)
-        try:
-            values = dict(line.split("=", 1) for line in state.read_text().splitlines())
-            rounds = crosscheck(args, values["URL"])
-        finally:
-            subprocess.run(["bash", SCRIPT, "stop"], env=env, check=True)
+    with real_vllm(args, Path(args.out)) as url:
+        rounds = crosscheck(args, url)
     every = ("all", pooled([bench for _, bench, _ in rounds]), pooled([ours for _, _, ours in rounds]))
     print("\nAll rounds (medians over every request, tokens over the summed durations):\n" + table([*rounds, every]))
 

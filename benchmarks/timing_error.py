@@ -9,7 +9,12 @@ first and last output token were handed to the socket, and how many writes carri
 (``simulator/requestlog.py``). For every successful request:
 
 * TTFT error = client ``ttft_s`` - (server ``first`` - ``arrival``): connecting, sending the request, the kernel's
-  delivery and the client's own delay in reading and timestamping the chunk;
+  delivery and the client's own delay in reading and timestamping the chunk. The simulator's ``arrival`` is its
+  kernel's receive time of the request (``arrival_clock`` "kernel", asyncio loop on Linux): the time a request then
+  waits in the server's socket while its event loop writes other streams is the server's, as it is in the
+  client's TTFT;
+* send error = server ``arrival`` - the client's send time (``start_time``): the client's path from its send
+  timestamp to the request's bytes reaching the server's kernel (same host clock);
 * first-token receive error = the client's first-token time as unix time (``start_time`` + ``ttft_s``) - server
   ``first``: the same host's clock on both sides, so this is the delivery plus the client's lag in stamping it, without
   the send side (the server's ``arrival`` is taken in user space, after its own event loop got round to the request);
@@ -41,10 +46,10 @@ def quantile(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=1000, method="inclusive")[round(q * 1000) - 1]
 
 
-def errors(rows: list[dict], records: dict[str, dict], skip: float) -> tuple[list[float], list[float], list[float]]:
-    """(TTFT errors, first-token receive errors, mean-ITL errors) in seconds of the successful requests the server logged that started ``skip``
+def errors(rows: list[dict], records: dict[str, dict], skip: float) -> tuple[list[float], ...]:
+    """(TTFT errors, send errors, first-token receive errors, mean-ITL errors) in seconds of the successful requests the server logged that started ``skip``
     seconds or more after the first one."""
-    ttft, receive, itl = [], [], []
+    ttft, send, receive, itl = [], [], [], []
     origin = min(float(row["start_time"]) for row in rows)
     for row in rows:
         record = records.get(row["request_id"])
@@ -53,12 +58,13 @@ def errors(rows: list[dict], records: dict[str, dict], skip: float) -> tuple[lis
         if row["ok"] != "1" or not row["ttft_s"] or record is None or record["first"] is None:
             continue
         ttft.append(float(row["ttft_s"]) - (record["first"] - record["arrival"]))
+        send.append(record["arrival"] - float(row["start_time"]))
         receive.append(float(row["start_time"]) + float(row["ttft_s"]) - record["first"])
         chunks = int(row["chunks"])
         if chunks > 1 and record["chunks"] > 1:
             client_itl = (float(row["e2e_s"]) - float(row["ttft_s"])) / (chunks - 1)
             itl.append(client_itl - (record["last"] - record["first"]) / (record["chunks"] - 1))
-    return ttft, receive, itl
+    return ttft, send, receive, itl
 
 
 def describe(name: str, values: list[float]) -> str:
@@ -89,9 +95,13 @@ def main() -> None:
                    str(Path(tmp) / "run"), "--only-summary", "-L", "WARNING", *two_workers()]
             subprocess.run(cmd, cwd=REPO, check=True, timeout=args.seconds + 180)
         print("load after:", os.getloadavg())
-        ttft, receive, itl = errors(read_rows(Path(tmp) / "run" / "requests.csv"), read_request_log(str(log)), args.skip)
-    print(f"{args.users} streams, master + 2 workers, {args.output_tokens} tokens per request")
+        records = read_request_log(str(log))
+        ttft, send, receive, itl = errors(read_rows(Path(tmp) / "run" / "requests.csv"), records, args.skip)
+    clocks = sorted({record.get("arrival_clock", "user") for record in records.values()})
+    print(f"{args.users} streams, master + 2 workers, {args.output_tokens} tokens per request; server arrival clock:",
+          ", ".join(clocks))
     print(describe("TTFT", ttft))
+    print(describe("send", send))
     print(describe("first-token receive", receive))
     print(describe("mean ITL", itl))
 

@@ -25,7 +25,12 @@ Usage: $0 install|model|start|stop|status
   status   print the state file; exit 1 when no server is running
 
 Environment: REAL_VLLM_HOME (default .cache/real-vllm), REAL_VLLM_VENV, REAL_VLLM_STATE,
-REAL_VLLM_MODEL_NAME, REAL_VLLM_PYTHON (python3.11), REAL_VLLM_START_TIMEOUT (seconds, default 180).
+REAL_VLLM_MODEL_NAME, REAL_VLLM_PYTHON (python3.11), REAL_VLLM_START_TIMEOUT (seconds, default 180),
+REAL_VLLM_CPUS and REAL_VLLM_CLIENT_CPUS (taskset core lists; default: the server on every core but
+the last, the load generator on the last; REAL_VLLM_CPUS=all: no pinning). The server is started
+under taskset -c \$REAL_VLLM_CPUS; the state file's CLIENT_CPUS is where to pin the load generator
+(taskset -c \$CLIENT_CPUS locust ...). The CPU vLLM runs its engine on OpenMP threads over every core
+it may use, so a load generator on the same cores stalls its engine steps.
 The CPU torch wheel comes from pip's find-links/index settings (e.g. PIP_FIND_LINKS or
 PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu).
 EOF
@@ -77,6 +82,18 @@ state_value() { sed -n "s/^$1=//p" "$state"; }
 
 lists_model() { curl -sf --max-time 5 "$1/v1/models" | grep -q "\"id\":\"$name\""; }
 
+# "SERVER_CPUS CLIENT_CPUS" as taskset core lists ("-" for none: no pinning)
+cpu_split() {
+  local last=$(($(nproc --all) - 1))
+  if [[ ${REAL_VLLM_CPUS:-} == all ]] || ((last == 0)); then
+    echo "- -"
+  elif [[ -n ${REAL_VLLM_CPUS:-} ]]; then
+    echo "$REAL_VLLM_CPUS ${REAL_VLLM_CLIENT_CPUS:--}"
+  else
+    echo "0-$((last - 1)) ${REAL_VLLM_CLIENT_CPUS:-$last}"
+  fi
+}
+
 start() {
   if running && lists_model "$(state_value URL)"; then
     log "already running"
@@ -85,7 +102,9 @@ start() {
   fi
   [[ ! -f $state ]] || stop # a dead or unready server from an earlier start
   model
-  local port url pid cache server_log deadline
+  local port url pid cache server_log deadline server_cpus client_cpus pin=()
+  read -r server_cpus client_cpus <<<"$(cpu_split)"
+  [[ $server_cpus == - ]] || pin=(taskset -c "$server_cpus")
   port=$("$venv/bin/python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   url=http://127.0.0.1:$port
   cache=$(mktemp -d)
@@ -93,11 +112,12 @@ start() {
   mkdir -p "$(dirname "$state")"
   # setsid: the server gets its own process group, so stop can also reach its engine processes
   HF_HUB_OFFLINE=1 VLLM_HOST_IP=127.0.0.1 VLLM_CPU_KVCACHE_SPACE=1 VLLM_CACHE_ROOT=$cache \
-    setsid "$venv/bin/python" -m vllm.entrypoints.launchers.api_server.entry --model "$model_dir" \
+    setsid "${pin[@]}" "$venv/bin/python" -m vllm.entrypoints.launchers.api_server.entry --model "$model_dir" \
     --served-model-name "$name" --host 127.0.0.1 --port "$port" --dtype bfloat16 --max-model-len 4096 \
     --enforce-eager --enable-prompt-tokens-details >"$server_log" 2>&1 </dev/null &
   pid=$!
-  printf 'PID=%s\nURL=%s\nMODEL=%s\nLOG=%s\nCACHE=%s\n' "$pid" "$url" "$name" "$server_log" "$cache" >"$state"
+  printf 'PID=%s\nURL=%s\nMODEL=%s\nLOG=%s\nCACHE=%s\nSERVER_CPUS=%s\nCLIENT_CPUS=%s\n' "$pid" "$url" "$name" \
+    "$server_log" "$cache" "${server_cpus#-}" "${client_cpus#-}" >"$state"
   deadline=$((SECONDS + ${REAL_VLLM_START_TIMEOUT:-180}))
   until lists_model "$url"; do
     if ! kill -0 "$pid" 2>/dev/null || ((SECONDS > deadline)); then

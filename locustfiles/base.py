@@ -20,7 +20,15 @@ from locust.exception import StopUser
 
 from locustfiles import plugin  # noqa: F401 (the suite's options and event listeners, for every user class)
 from locustfiles.exchange import REQUEST_ID_HEADER, Exchange, error_event, response_error
-from locustfiles.stream import KERNEL_CLOCK, SSEParser, deadline_only, read_body, receive_clock
+from locustfiles.stream import (
+    KERNEL_CLOCK,
+    SSEParser,
+    deadline_only,
+    read_body,
+    receive_clock,
+    use_send_time,
+    use_timed_sockets,
+)
 from locustfiles.stream import clocks as receive_clocks
 from locustfiles.trace import TraceDone
 from vllm_stress.failures import StreamError, failure_name
@@ -114,7 +122,6 @@ class LLMUser(FastHttpUser):
     chat = False  # prompts are chat messages (the template's tokens count toward the input length)
     needs_model = True  # the API takes a model name (default: the first the server lists)
     output_marker = b"\0"  # bytes that only an output-bearing chunk in vLLM's layout has (see read_stream)
-    kernel_clock = False  # time chunks by the kernel's receive time (stream.py), set per process at start
     sticky_headers: dict = {}  # headers of every request of the user (a session's id, locustfiles/session.py)
 
     def __init__(self, environment) -> None:
@@ -125,12 +132,12 @@ class LLMUser(FastHttpUser):
         self.concurrency = 1
         super().__init__(environment)
         read_options(self, environment)
+        if receive_clock(self.host or "") == KERNEL_CLOCK:
+            use_timed_sockets(self.client)  # chunks timed by the kernel's receive time (stream.py)
 
     def on_start(self) -> None:
         start_user(self)
-        clock = receive_clock(self.host or "")
-        self.kernel_clock = clock == KERNEL_CLOCK
-        receive_clocks[self.target.recorder.worker_id] = clock
+        receive_clocks[self.target.recorder.worker_id] = receive_clock(self.host or "")
 
     @task
     def request(self) -> None:
@@ -144,6 +151,8 @@ class LLMUser(FastHttpUser):
         with self.client.post(self.path, data=payload, headers=headers, stream=self.stream,
                               catch_response=True, name=self.request_name) as resp:
             exchange.status = resp.status_code
+            if self.stream:
+                use_send_time(resp.stream, exchange)
             remaining = max(self.timeout - (time.perf_counter() - exchange.start), 0.001)
             try:
                 with gevent.Timeout(remaining, StreamError("Timeout")):
@@ -174,7 +183,7 @@ class LLMUser(FastHttpUser):
 
     def read_stream(self, stream, exchange: Exchange) -> None:
         """Read an OpenAI-style SSE body to its end, timing each output-bearing chunk (``stream.py``)."""
-        read_body(stream, SSEParser(exchange, self.output_marker, self.is_output), exchange, self.kernel_clock)
+        read_body(stream, SSEParser(exchange, self.output_marker, self.is_output), exchange)
 
     def body(self, spec) -> dict:
         raise NotImplementedError

@@ -64,6 +64,12 @@ class Exchange:
         self.start_real = self.start_wall = time.time()
         self.start = time.perf_counter()
 
+    def left(self, unix_time: float) -> None:
+        """The kernel's time the request's last bytes left (stream.py), when it is this request's: the send time."""
+        if unix_time > self.start_real:
+            self.start += unix_time - self.start_real
+            self.start_real = self.start_wall = unix_time
+
     def output(self, now: float) -> None:
         """An output-bearing chunk arrived at ``now`` (perf_counter seconds)."""
         if self.first is None:

@@ -12,7 +12,9 @@ import os
 DEFAULT_INPUT_TOKENS = 2048
 DEFAULT_OUTPUT_TOKENS = 512
 DEFAULT_REQUEST_TIMEOUT_S = 600.0
-DEFAULT_SERVER_METRICS_INTERVAL_S = 1.0
+# Prometheus' usual scrape interval is 5-15 s. One scrape takes ~7 ms of a CPU vLLM's API-server CPU, and scraping
+# every 1 s raised its TTFT visibly where every 5 s barely did (benchmarks/crosscheck.md, scrape cost).
+DEFAULT_SERVER_METRICS_INTERVAL_S = 5.0
 TOKEN_DISTRIBUTIONS = ("fixed", "uniform", "normal")
 DEFAULT_TURNS = 4
 DEFAULT_TURN_TOKENS = 128

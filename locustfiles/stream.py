@@ -16,8 +16,17 @@ them milliseconds late, but stamps it with its true arrival). That time is ``CLO
 the ``perf_counter`` clock of the request's send time through the pair of clock readings taken at the send
 (:meth:`Exchange.sent`). Elsewhere (not Linux, or HTTPS: TLS records are decrypted in user space, so the kernel's
 time of a segment is not the time of the chunk it decrypts to) a read is stamped with ``perf_counter`` when it
-returns, as before. Body bytes that came in the same read as the response headers are stamped when the body
-reading starts. The clock each process used is in ``run.json`` (``receive_clock``).
+returns, as before. The clock each process used is in ``run.json`` (``receive_clock``).
+
+One clock per response: vLLM often writes the first chunks right behind the headers, in the same segment, and
+geventhttpclient reads them while it parses the headers. So the connections themselves are :class:`TimedSocket`
+objects (:func:`use_timed_sockets`): every read, the header read included, keeps the kernel's arrival time of its
+bytes, and the body bytes that came with the headers carry the header read's time. (Stamping only the body reads
+would put a user-space time on those first chunks and kernel times on the rest: a later chunk before an earlier
+one, TTFT above e2e.) The send time is the kernel's too: the connections ask for send timestamps (``SO_TIMESTAMPING``), and
+the time the request's last bytes left replaces the one taken in user space before the request was built
+(:meth:`Exchange.left`), so a worker descheduled between the two does not lengthen the TTFT it measures.
+``VLLM_STRESS_KERNEL_CLOCK=0`` turns the kernel clock off.
 
 Chunks that arrive in one read share its timestamp: their inter-token gaps are 0, which is what they were on the
 wire (one segment, or segments the kernel already held together when the read ran). A client that reads late
@@ -30,30 +39,29 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import platform
 import socket
-import struct
-import sys
 import time
+
+import gevent.socket
+from geventhttpclient.client import HTTPClientPool
 
 from locustfiles.exchange import Exchange, error_event
 from vllm_stress.failures import StreamError
+from vllm_stress.kernelclock import (
+    BOTH_ANCILLARY_SIZE,
+    KERNEL_PLATFORM,
+    MSG_ERRQUEUE,
+    SEND_TIMESTAMPS,
+    SO_TIMESTAMPING,
+    SO_TIMESTAMPNS,
+    kernel_time,
+)
 
 SSE_LINE_STARTS = (b":", b"data:", b"event:", b"id:", b"retry:", b"\r")  # comments, the SSE fields, CRLF ends
 READ_SIZE = 64 * 1024  # one read takes whatever the socket holds, up to this
-# Linux's SO_TIMESTAMPNS (= SCM_TIMESTAMPNS) in asm-generic/socket.h; Python's socket module does not export it.
-# Other values on alpha, mips, parisc and sparc: no kernel clock there.
-SO_TIMESTAMPNS = 35
-TIMESPEC = struct.Struct("qq")  # struct timespec on 64-bit Linux: seconds, nanoseconds
-ANCILLARY_SIZE = socket.CMSG_SPACE(TIMESPEC.size) if hasattr(socket, "CMSG_SPACE") else 0
 KERNEL_CLOCK = "kernel (SO_TIMESTAMPNS)"
 USER_CLOCK = "user (perf_counter after each read)"
-KERNEL_PLATFORM = (sys.platform == "linux" and struct.calcsize("P") == 8 and
-                   not platform.machine().startswith(("alpha", "mips", "parisc", "sparc")))  # fmt: skip
-# Opt-in for now: a response whose first chunks come with its headers is stamped in user space for those and by the
-# kernel after, which can put a later chunk before an earlier one (TTFT above e2e against a real vLLM). Until the
-# header read is timestamped too, the default is the user-space clock; VLLM_STRESS_KERNEL_CLOCK=1 turns it on.
-KERNEL_ENABLED = KERNEL_PLATFORM and os.environ.get("VLLM_STRESS_KERNEL_CLOCK") == "1"
+KERNEL_ENABLED = KERNEL_PLATFORM and os.environ.get("VLLM_STRESS_KERNEL_CLOCK", "1") != "0"  # =0: user clock
 REPORT_KEY = "receive_clock"  # in worker reports, and the run.json key
 
 clocks: dict[str, str] = {}  # process (worker id, "local") -> the clock its streaming users time chunks with
@@ -151,53 +159,101 @@ def deadline_only(stream):
         sock.settimeout(timeout)
 
 
-def kernel_time(ancillary: list) -> float | None:
-    """The CLOCK_REALTIME seconds of an SCM_TIMESTAMPNS control message, if the read returned one."""
-    for level, kind, data in ancillary:
-        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(data) >= TIMESPEC.size:
-            seconds, nanoseconds = TIMESPEC.unpack_from(data)
-            return seconds + nanoseconds * 1e-9
-    return None
+class TimedSocket(gevent.socket.socket):
+    """A gevent TCP socket whose every read keeps the kernel's arrival time of the bytes it returned (``arrived``,
+    CLOCK_REALTIME seconds; None when the read carried no timestamp, e.g. at the end of the stream), and that keeps
+    the kernel's time the last bytes it sent left (``left``; see :meth:`read_send_times`)."""
+
+    __slots__ = ("arrived", "left")
+
+    def __init__(self, family=-1, type=-1, proto=-1, fileno=None) -> None:  # noqa: A002 (socket.socket's names)
+        super().__init__(family, type, proto, fileno)
+        self.arrived: float | None = None
+        self.left: float | None = None
+        self.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        self.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPING, SEND_TIMESTAMPS)
+
+    def recv(self, size: int, flags: int = 0) -> bytes:
+        # Wait first, then read the plain socket: gevent's own recvmsg reads first and, the body's bytes being all
+        # taken, pays a failed syscall and an exception per chunk before it waits. The plain socket and the read
+        # watcher are gevent's (_sock, _wait, _read_event: a subclass's, no public API waits on its own watcher).
+        while True:
+            self._wait(self._read_event)
+            try:
+                data, ancillary, _flags, _address = self._sock.recvmsg(size, BOTH_ANCILLARY_SIZE, flags)
+            except BlockingIOError:  # woken without data: by a send timestamp on the error queue
+                self.read_send_times()
+                continue
+            self.arrived = kernel_time(ancillary)
+            return data
+
+    def read_send_times(self) -> None:
+        """Take the send timestamps off the error queue (while one waits there, the socket polls as readable):
+        the newest, the time the last bytes sent so far left, becomes ``left``."""
+        while True:
+            try:
+                _data, ancillary, _flags, _address = self._sock.recvmsg(0, BOTH_ANCILLARY_SIZE, MSG_ERRQUEUE)
+            except (BlockingIOError, OSError):
+                return
+            self.left = kernel_time(ancillary, SO_TIMESTAMPING) or self.left
 
 
-def read_body(response, parser: SSEParser, exchange: Exchange, kernel: bool) -> None:
-    """Read a geventhttpclient response's streamed body to its end into ``parser``, timing each read (kernel
-    receive time when ``kernel``, else perf_counter when the read returned).
+class TimedClientPool(HTTPClientPool):
+    """geventhttpclient's per-host client factory, whose plain-HTTP connections are :class:`TimedSocket` objects."""
+
+    def get_client(self, url):
+        client = super().get_client(url)
+        if not client.ssl:  # TLS is decrypted in user space: the kernel's time is not the chunk's
+            # HTTPClient builds its ConnectionPool inline (no argument picks the class or the socket type), so the
+            # pool's socket factory, the documented place to change the socket, is set on the instance.
+            client._connection_pool._create_tcp_socket = TimedSocket
+        return client
+
+
+def use_timed_sockets(session) -> None:
+    """Make a Locust ``FastHttpSession``'s connections :class:`TimedSocket` objects (its geventhttpclient
+    ``UserAgent`` is ``session.client``; its ``clientpool`` is rebuilt with the same arguments)."""
+    agent = session.client
+    agent.clientpool = TimedClientPool(**agent.clientpool.client_args)
+
+
+def use_send_time(response, exchange: Exchange) -> None:
+    """On a :class:`TimedSocket` connection, the request's send time becomes the kernel's time its last bytes left
+    (call it once the response headers are in, before the request's deadline is counted from the send time).
+    ``response`` may be a failed one, without a socket."""
+    sock = getattr(response, "_sock", None)  # private: no public API hands out a response's socket
+    if isinstance(sock, TimedSocket):
+        sock.read_send_times()
+        if sock.left is not None:
+            exchange.left(sock.left)
+
+
+def read_body(response, parser: SSEParser, exchange: Exchange) -> None:
+    """Read a geventhttpclient response's streamed body to its end into ``parser``, timing each read: with the
+    kernel's arrival time when the connection is a :class:`TimedSocket`, else perf_counter when the read returned.
 
     Uses geventhttpclient's private ``_sock`` and ``_body_buffer`` (no public API reads the raw socket of a
-    response) and its public ``feed`` (llhttp: de-chunks into ``_body_buffer``, releases the socket to the pool at
-    the message's end).
+    response or takes the body bytes without reading more) and its public ``feed`` (llhttp: de-chunks into
+    ``_body_buffer``, releases the socket to the pool at the message's end).
     """
-    sock = response._sock
-    body = response._body_buffer
+    sock = response._sock  # private: no public API hands out a response's socket
+    body = response._body_buffer  # private: the public read() would read the socket for more than the parser has
     clock = time.perf_counter
-    if body:  # came with the headers
-        parser.feed(bytes(body), clock())
-        del body[:]
-    if kernel and sock is not None:
-        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
-        # Wait first, then read the plain socket: gevent's own recvmsg reads first and, the body's bytes being all
-        # taken, pays a failed syscall and an exception per chunk before it waits. gevent keeps the plain socket
-        # and its read watcher private (_sock, _wait, _read_event); no public API waits on a socket's own watcher.
-        raw, wait, readable = sock._sock, sock._wait, sock._read_event
+    timed = isinstance(sock, TimedSocket)
     to_perf = exchange.start - exchange.start_real  # kernel (unix) time -> perf_counter time of this request
+    if body:  # came with the headers: the header read's time
+        arrived = sock.arrived if timed else None
+        parser.feed(bytes(body), clock() if arrived is None else arrived + to_perf)
+        del body[:]
     try:
         while not response.message_complete:
-            if sock is None or response._sock is None:
+            if sock is None or response._sock is None:  # released: closed, or returned early to the pool
                 raise StreamError("StreamTruncated", "connection closed before the end of the body")
-            if kernel:
-                wait(readable)
-                try:
-                    data, ancillary, _flags, _address = raw.recvmsg(READ_SIZE, ANCILLARY_SIZE)
-                except BlockingIOError:  # woken without data
-                    continue
-                arrived = kernel_time(ancillary)
-                now = clock() if arrived is None else arrived + to_perf
-            else:
-                data = sock.recv(READ_SIZE)
-                now = clock()
+            data = sock.recv(READ_SIZE)
             if not data:
                 raise StreamError("StreamTruncated", "connection closed before the end of the body")
+            arrived = sock.arrived if timed else None
+            now = clock() if arrived is None else arrived + to_perf
             response.feed(data)
             if body:
                 parser.feed(bytes(body), now)

@@ -82,13 +82,15 @@ def profile_from_args(args: argparse.Namespace):
     return load_profile(args.profile, overrides)
 
 
-def accept_all(loop: asyncio.AbstractEventLoop, listener: socket.socket, factory, pending: set) -> None:
+def accept_all(loop: asyncio.AbstractEventLoop, listener: socket.socket, factory, pending: set,
+               accepted=None) -> None:
     """Accept every connection waiting on ``listener`` and hand each to aiohttp's protocol ``factory``.
 
     uvloop accepts one connection per event-loop iteration (libuv stops the listening watcher until the callback's
     deferred accept ran): with a thousand busy streams an iteration takes ~12 ms, so a burst of new connections
     waits in the accept queue at ~80 per second and a scraper behind it waits for seconds. asyncio's server accepts
-    up to its backlog per wake-up. This reader drains the queue on either loop.
+    up to its backlog per wake-up. This reader drains the queue on either loop. ``accepted`` may wrap each
+    connection (the request log's arrival stamps).
     """
     while True:
         try:
@@ -98,6 +100,8 @@ def accept_all(loop: asyncio.AbstractEventLoop, listener: socket.socket, factory
         except OSError as error:  # e.g. out of file descriptors: the rest wait for the next wake-up
             print(f"simulator: accept failed: {error}", file=sys.stderr, flush=True)
             return
+        if accepted:
+            connection = accepted(connection)
         connection.setblocking(False)
         task = loop.create_task(loop.connect_accepted_socket(factory, connection))
         pending.add(task)
@@ -112,7 +116,11 @@ async def serve(simulator: Simulator, host: str, port: int) -> None:
     listener.setblocking(False)
     loop = asyncio.get_running_loop()
     pending: set = set()
-    loop.add_reader(listener.fileno(), accept_all, loop, listener, runner.server, pending)
+    accepted = None
+    if simulator.request_log:
+        simulator.request_log.listening(listener)
+        accepted = simulator.request_log.accepted
+    loop.add_reader(listener.fileno(), accept_all, loop, listener, runner.server, pending, accepted)
     stop = asyncio.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)

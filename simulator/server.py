@@ -102,7 +102,7 @@ class Simulator:
     async def _middleware(self, request: web.Request, handler) -> web.StreamResponse:
         started = time.perf_counter()
         if self.request_log:
-            request[TIMING_KEY] = self.request_log.timing(request.headers)
+            request[TIMING_KEY] = self.request_log.timing(request.headers, request.transport)
         response = await self._respond(request, handler)
         resource = request.match_info.route.resource
         if resource is not None:

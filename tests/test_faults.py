@@ -110,7 +110,7 @@ def matrix_run(fault_server, tmp_path_factory):
     (--stop-timeout), so every request the server received is a finished row."""
     prefix = "/cycle/" + ",".join(FAULTS)
     out = tmp_path_factory.mktemp("matrix") / "run"
-    proc = run_locust("-f", "locustfiles/chat.py", "-H", fault_server.url + prefix, "-u", "1", "-r", "1", "-t", "4s",
+    proc = run_locust("-f", "locustfiles/chat.py", "-H", fault_server.url + prefix, "-u", "1", "-r", "1", "-t", "6s",
                       "--stop-timeout", "5", "--request-timeout", str(TIMEOUT_S), "--results-dir", str(out),
                       "--csv", str(out / "locust"), *SHORT, timeout=60)
     return proc, out, read_rows(out / "requests.csv"), fault_server.received[prefix]

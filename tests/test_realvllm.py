@@ -48,15 +48,21 @@ class Server:
 @pytest.fixture(scope="module")
 def real_vllm(tmp_path_factory):
     """One real vLLM for the tier (this module), stopped when the tier ends rather than idling through the rest of
-    the suite. It has its own state file, so a server the user started is left alone."""
+    the suite. It has its own state file, so a server the user started is left alone. The server is pinned to its
+    cores (deploy/real-vllm.sh) and this process, with the Locust processes it starts, to the others."""
     state = tmp_path_factory.mktemp("real-vllm") / "server.env"
     env = os.environ | {"REAL_VLLM_STATE": str(state)}
     started = subprocess.run(["bash", SCRIPT, "start"], env=env, capture_output=True, text=True, timeout=540)
+    own_cpus = os.sched_getaffinity(0)
     try:
         assert started.returncode == 0, started.stderr[-3000:]
         values = dict(line.split("=", 1) for line in state.read_text().splitlines())
+        if values.get("CLIENT_CPUS"):  # the Locust processes started from here inherit it
+            subprocess.run(["taskset", "-pc", values["CLIENT_CPUS"], str(os.getpid())], check=True,
+                           capture_output=True)  # fmt: skip
         yield Server(values["URL"], values["MODEL"])
     finally:
+        os.sched_setaffinity(0, own_cpus)
         subprocess.run(["bash", SCRIPT, "stop"], env=env, capture_output=True, timeout=60)
 
 

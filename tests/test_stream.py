@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
 from locustfiles.exchange import Exchange
-from locustfiles.stream import KERNEL_PLATFORM, SO_TIMESTAMPNS, SSEParser, kernel_time
+from locustfiles.stream import SSEParser, TimedClientPool, read_body, use_send_time
 from simulator.protocol import DONE, ChunkFormat
 from vllm_stress.failures import StreamError
+from vllm_stress.kernelclock import KERNEL_PLATFORM, SO_TIMESTAMPNS, kernel_time
 
 SHAPES = json.loads((Path(__file__).parent / "fixtures" / "vllm_shapes.json").read_text())
 CHAT_MARKER = b'"delta":{"content":"'  # locustfiles/chat.py
@@ -112,3 +114,48 @@ def test_a_late_read_still_gets_the_bytes_arrival_time():
     arrived = kernel_time(ancillary)
     assert data == b"data: x\n\n"
     assert arrived is not None and before <= arrived <= sent < read - 0.2
+
+
+def http_chunk(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+def serve_first_chunk_with_headers(server: socket.socket, gap_s: float) -> None:
+    """One streamed response whose headers and first chunk leave in one segment, the second chunk ``gap_s`` later."""
+    connection, _ = server.accept()
+    with connection:
+        connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        while b"\r\n\r\n" not in connection.recv(4096):
+            pass
+        event = b'data: {"choices":[{"index":0,"delta":{"content":"x"},"finish_reason":null}]}\n\n'
+        headers = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+        connection.sendall(headers + http_chunk(event))
+        time.sleep(gap_s)
+        connection.sendall(http_chunk(event) + http_chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
+        connection.recv(1)  # until the client closes
+
+
+@pytest.mark.skipif(not KERNEL_PLATFORM, reason="SO_TIMESTAMPNS is Linux's")
+def test_chunks_read_with_the_headers_get_the_kernel_time_of_that_read():
+    """The first chunk comes in the headers' segment and is parsed late: it must still carry its arrival time,
+    on the same clock as the chunk after it (else the first chunk is timed after the second, TTFT above e2e)."""
+    gap_s = 0.05
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        serving = threading.Thread(target=serve_first_chunk_with_headers, args=(server, gap_s), daemon=True)
+        serving.start()
+        pool = TimedClientPool(network_timeout=30, connection_timeout=30)
+        client = pool.get_client(f"http://127.0.0.1:{server.getsockname()[1]}/")
+        exchange = Exchange("t", 1, None, 2, check_output=False)
+        exchange.sent()
+        user_send_time = exchange.start_real
+        response = client.request("GET", "/v1/chat/completions")
+        headers_read = time.perf_counter()
+        time.sleep(0.3)  # a busy worker: both chunks wait in the kernel
+        use_send_time(response, exchange)
+        read_body(response, SSEParser(exchange, CHAT_MARKER, chat_is_output), exchange)
+        pool.close()
+        serving.join(10)
+    assert exchange.chunks == 2
+    assert user_send_time < exchange.start_real < user_send_time + 0.1  # the kernel's time the request left
+    assert exchange.start < exchange.first <= headers_read  # the header read's arrival, not when parsing ran
+    assert exchange.last - exchange.first >= gap_s * 0.9  # both on the kernel's clock: the server's gap

@@ -1,6 +1,6 @@
 """Client CPU per streamed token, side by side: our chat user and vLLM's own benchmark client on one simulator.
 
-    .venv/bin/python benchmarks/client_vs_vllm.py [--streams 200] [--output-tokens 100] [--rounds 2]
+    .venv/bin/python -m benchmarks.client_vs_vllm [--streams 200] [--output-tokens 100] [--rounds 2]
 
 The simulator (``--served-model-name tiny-qwen2``, engine steps of at least 50 ms: one token per chunk, about 10-20
 tokens/s per stream) runs on core 0; each client in turn runs alone on core 1 (``taskset``), at the same concurrency:
@@ -28,13 +28,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+from benchmarks.client_streams import pinned
+from benchmarks.crosscheck_vllm_bench import BENCH, HOME, VLLM_PYTHON
+from simulator.process import start_simulator
+from tests.conftest import read_rows
 
-from benchmarks.client_streams import pinned  # noqa: E402
-from benchmarks.crosscheck_vllm_bench import BENCH, HOME, VLLM_PYTHON  # noqa: E402
-from simulator.process import start_simulator  # noqa: E402
-from tests.conftest import read_rows  # noqa: E402
+REPO = Path(__file__).resolve().parent.parent
 
 MODEL = "tiny-qwen2"
 

@@ -1,6 +1,6 @@
 """Cross-check our chat user against vLLM's own benchmark client on the same real vLLM server.
 
-    .venv/bin/python benchmarks/crosscheck_vllm_bench.py [--url URL] [--concurrency 4] [--rounds 6] [--requests 100]
+    .venv/bin/python -m benchmarks.crosscheck_vllm_bench [--url URL] [--concurrency 4] [--rounds 6] [--requests 100]
 
 Each round runs ``vllm.benchmarks.serve`` (the code behind ``vllm bench serve``; its console script does not work
 in the CPU build, so it is driven from Python in the vLLM venv) with the random dataset, ``--ignore-eos``, a fixed
@@ -28,10 +28,9 @@ from pathlib import Path
 
 import requests
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+from benchmarks.client_streams import pinned
 
-from benchmarks.client_streams import pinned  # noqa: E402
+REPO = Path(__file__).resolve().parent.parent
 
 SCRIPT = REPO / "deploy" / "real-vllm.sh"
 HOME = Path(os.environ.get("REAL_VLLM_HOME", REPO / ".cache" / "real-vllm"))
@@ -40,6 +39,7 @@ BENCH = """
 import sys
 from vllm.benchmarks.serve import add_cli_args, main
 from vllm.utils.argparse_utils import FlexibleArgumentParser
+
 parser = FlexibleArgumentParser()
 add_cli_args(parser)
 main(parser.parse_args(sys.argv[1:]))

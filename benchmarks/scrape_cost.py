@@ -1,7 +1,7 @@
 """What scraping ``/metrics`` costs a CPU vLLM: its CPU per scrape, and the TTFT and TPOT the chat user measures
 while scraping every 1 s, every 5 s, or not at all.
 
-    .venv/bin/python benchmarks/scrape_cost.py [--url URL] [--intervals 0,5,1] [--rounds 3] [--seconds 30] [--users 1]
+    .venv/bin/python -m benchmarks.scrape_cost [--url URL] [--intervals 0,5,1] [--rounds 3] [--seconds 30] [--users 1]
 
 Without ``--url`` it starts the real vLLM of the test tier (``deploy/real-vllm.sh``, pinned to its cores) and stops
 it at the end; the clients run pinned to the other cores (``--client-cpus``, default the script's CLIENT_CPUS).
@@ -28,13 +28,12 @@ from pathlib import Path
 import numpy as np
 import requests
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+from benchmarks.client_streams import pinned
+from benchmarks.crosscheck_vllm_bench import real_vllm
+from tests.conftest import read_rows
+from vllm_stress.metrics import percentile
 
-from benchmarks.client_streams import pinned  # noqa: E402
-from benchmarks.crosscheck_vllm_bench import real_vllm  # noqa: E402
-from tests.conftest import read_rows  # noqa: E402
-from vllm_stress.metrics import percentile  # noqa: E402
+REPO = Path(__file__).resolve().parent.parent
 
 
 def parse_args() -> argparse.Namespace:

@@ -1,6 +1,6 @@
 """Client timing error: each request's TTFT and mean ITL as the client measured them, minus the simulator's own.
 
-    .venv/bin/python benchmarks/timing_error.py [--users 1000] [--seconds 30] [--output-tokens 50]
+    .venv/bin/python -m benchmarks.timing_error [--users 1000] [--seconds 30] [--output-tokens 50]
 
 One simulator (``--request-log``, engine steps of at least 50 ms, no jitter: every step emits one chunk to every
 stream at once, as vLLM does) and Locust's chat user on a master with two forked workers, all sharing the machine
@@ -28,22 +28,19 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+import numpy as np
+
+from simulator.process import start_simulator
+from simulator.requestlog import read_request_log
+from tests.conftest import read_rows, two_workers
+from vllm_stress.metrics import percentile
+
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from simulator.process import start_simulator  # noqa: E402
-from simulator.requestlog import read_request_log  # noqa: E402
-from tests.conftest import read_rows, two_workers  # noqa: E402
-
-
-def quantile(values: list[float], q: float) -> float:
-    return statistics.quantiles(values, n=1000, method="inclusive")[round(q * 1000) - 1]
 
 
 def errors(rows: list[dict], records: dict[str, dict], skip: float) -> tuple[list[float], ...]:
@@ -69,9 +66,9 @@ def errors(rows: list[dict], records: dict[str, dict], skip: float) -> tuple[lis
 
 def describe(name: str, values: list[float]) -> str:
     absolute = [abs(v) for v in values]
-    return (f"{name} error over {len(values):,} requests: p50 {quantile(values, 0.5) * 1e3:.2f} ms, "
-            f"p99 {quantile(values, 0.99) * 1e3:.2f} ms; |error| p50 {quantile(absolute, 0.5) * 1e3:.2f} ms, "
-            f"p99 {quantile(absolute, 0.99) * 1e3:.2f} ms")
+    return (f"{name} error over {len(values):,} requests: p50 {percentile(np.array(values), 50) * 1e3:.2f} ms, "
+            f"p99 {percentile(np.array(values), 99) * 1e3:.2f} ms; |error| p50 {percentile(np.array(absolute), 50) * 1e3:.2f} ms, "
+            f"p99 {percentile(np.array(absolute), 99) * 1e3:.2f} ms")
 
 
 def main() -> None:

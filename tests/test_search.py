@@ -143,14 +143,14 @@ def test_bad_search_input_is_one_line_and_exit_2(tmp_path, capsys):
 
 def test_a_search_is_watched_in_the_web_ui(tmp_path):
     """With --web-port each probe's master serves Locust's web UI there while it runs, and the live dashboard's
-    series says which probe it is."""
+    progress line says which probe it is (--run-label before every phase)."""
     port, notes = free_port(), []
 
     def watch():
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline and not notes:
             try:
-                note = requests.get(f"http://127.0.0.1:{port}/llm/series.json", timeout=2).json().get("note")
+                note = requests.get(f"http://127.0.0.1:{port}/llm/series.json", timeout=2).json().get("phase")
                 notes.extend([note] if note else [])
             except (requests.RequestException, ValueError):
                 pass
@@ -161,5 +161,6 @@ def test_a_search_is_watched_in_the_web_ui(tmp_path):
     assert main(["search", "--scenario", "smoke", "--slo", "e2e_p50=10s", "--low", "2", "--high", "2",
                  "--web-port", str(port), "--out", str(tmp_path / "search"), "--workers", "1"]) == 0
     watcher.join(timeout=5)
-    assert notes and notes[0].startswith("SLO search probe 1 of at most 12: 2 users, run 1 of 1; no verdict yet")
+    assert notes and notes[0].startswith("SLO search probe 1 of at most 12: 2 users, run 1 of 1; no verdict yet · "
+                                         "Level 1/1 (2 users): ")
     assert json.loads((tmp_path / "search" / "search.json").read_text())["answer"] == 2

@@ -45,12 +45,6 @@ COLUMNS = {  # row key -> column title
 }
 
 
-def percentile(histogram: dict[float, int], q: float) -> float | None:
-    """A percentile in seconds of a {bucket ms: count} histogram (vllm_stress.metrics.bucket_percentile)."""
-    bucket_ms = bucket_percentile(histogram, q)
-    return None if bucket_ms is None else bucket_ms / 1000.0
-
-
 def _scaled(value: float | None, factor: float, digits: int):
     return "" if value is None else round(value * factor, digits)
 
@@ -93,11 +87,11 @@ def table_rows(target, final=None) -> list[dict]:
             "requests": level.requests,
             "failures": level.failures,
             "aborted": level.aborted,
-            "ttft_p50_ms": _scaled(percentile(level.ttft_ms, 0.5), 1000, 1),
-            "ttft_p99_ms": _scaled(percentile(level.ttft_ms, 0.99), 1000, 1),
-            "tpot_p50_ms": _scaled(percentile(level.tpot_ms, 0.5), 1000, 2),
-            "e2e_p50_s": _scaled(percentile(level.e2e_ms, 0.5), 1, 3),
-            "e2e_p99_s": _scaled(percentile(level.e2e_ms, 0.99), 1, 3),
+            "ttft_p50_ms": _scaled(bucket_percentile(level.ttft_ms, 0.5), 1, 1),
+            "ttft_p99_ms": _scaled(bucket_percentile(level.ttft_ms, 0.99), 1, 1),
+            "tpot_p50_ms": _scaled(bucket_percentile(level.tpot_ms, 0.5), 1, 2),
+            "e2e_p50_s": _scaled(bucket_percentile(level.e2e_ms, 0.5), 0.001, 3),
+            "e2e_p99_s": _scaled(bucket_percentile(level.e2e_ms, 0.99), 0.001, 3),
             "client_cpu_pct": "" if cpu is None else round(cpu, 1),
             "client_saturated": "" if cpu is None else _saturated(cpu),
         })

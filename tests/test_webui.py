@@ -16,10 +16,11 @@ from pathlib import Path
 import pytest
 import requests
 
-from locustfiles.webui import COLUMNS, CSV_ROUTE, TAB, percentile
+from locustfiles.webui import COLUMNS, CSV_ROUTE, TAB
 from scenarios.runner import free_port
 from tests.conftest import REPO, read_rows
 from vllm_stress import schema
+from vllm_stress.metrics import bucket_percentile
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -319,5 +320,5 @@ def shows_measurements(row, key: str) -> bool:
 @pytest.mark.fast
 def test_live_percentiles_come_from_bounded_histograms():
     histogram = {1.0: 50, 2.0: 45, 30.0: 5}  # bucket ms -> count
-    assert percentile(histogram, 0.5) == 0.001 and percentile(histogram, 0.95) == 0.002
-    assert percentile(histogram, 0.99) == 0.03 and percentile({}, 0.5) is None
+    assert bucket_percentile(histogram, 0.5) == 1 and bucket_percentile(histogram, 0.95) == 2  # ms buckets
+    assert bucket_percentile(histogram, 0.99) == 30 and bucket_percentile({}, 0.5) is None

@@ -81,7 +81,7 @@ def test_a_worker_host_cut_off_mid_level_is_accounted_and_the_run_completes(netw
     cluster = Cluster(network, tmp_path / "run")
     master = cluster.start("--step-time", "14", levels="4,8,12")
     master.wait_for(r"Level 1/3", 60)
-    master.wait_for(r"level 4 users \| output", 30)  # the first progress line: every worker is streaming
+    master.wait_for(r"Level 1/3 \(4 users\): holding", 90)  # every user runs and the first requests completed
     cut_host = cluster.worker_hosts[1]
     cut_host.cut()
     cut = time.monotonic()
@@ -120,7 +120,7 @@ def test_a_worker_host_cut_off_mid_level_is_accounted_and_the_run_completes(netw
 def test_master_cut_off_from_every_worker_nothing_hangs(network, tmp_path):
     cluster = Cluster(network, tmp_path / "run")
     master = cluster.start("--step-time", "30", levels="4,8")
-    master.wait_for(r"level 4 users \| output", 60)
+    master.wait_for(r"Level 1/\d \(4 users\): holding", 90)
     cluster.master_host.cut()
     cut = time.monotonic()
     for worker in cluster.workers:  # every worker quits by itself once the master is silent for 15 s
@@ -137,7 +137,7 @@ def test_master_cut_off_from_every_worker_nothing_hangs(network, tmp_path):
 def test_server_cut_off_mid_level_fails_as_timeouts(network, tmp_path):
     cluster = Cluster(network, tmp_path / "run")
     master = cluster.start("--step-time", "12", "--request-timeout", "4", levels="4")
-    master.wait_for(r"level 4 users \| output", 60)
+    master.wait_for(r"Level 1/\d \(4 users\): holding", 90)
     cluster.server.cut()
     cut = time.monotonic()
     assert wait_or_dump(master, 180) == 1  # Locust's exit code for a run with failures

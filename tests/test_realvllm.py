@@ -291,7 +291,8 @@ def test_a_vllm_bench_serve_result_beside_a_locust_run_of_the_same_shape(real_vl
     from benchmarks.crosscheck_vllm_bench import HOME, chat_overhead, run_vllm_bench
 
     shape = argparse.Namespace(model=real_vllm.model, tokenizer=str(HOME / "model"), input_tokens=128,
-                               output_tokens=32, requests=48, concurrency=4)
+                               output_tokens=32, requests=48, concurrency=4,
+                               client_cpus="")  # this process is pinned already (the fixture); vllm bench inherits it
     bench = run_vllm_bench(shape, real_vllm.url, tmp_path, chat_overhead(real_vllm.url, real_vllm.model))
     assert bench["requests"] == 48 and bench["failed"] == 0
     cmd = [sys.executable, "-m", "scenarios", "run", "--scenario", "smoke", "--target", real_vllm.url, "--out",

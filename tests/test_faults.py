@@ -50,7 +50,8 @@ def procs():
     def start(args: list[str], log: Path) -> subprocess.Popen:
         with open(log, "w") as out:
             proc = subprocess.Popen([sys.executable, "-m", "locust", *args], cwd=REPO, stdout=out,
-                                    stderr=subprocess.STDOUT, env=os.environ | {"PYTHONUNBUFFERED": "1"})
+                                    stderr=subprocess.STDOUT, env=os.environ | {"PYTHONUNBUFFERED": "1"},
+                                    preexec_fn=hear_ctrl_c)
         started.append(proc)
         return proc
 
@@ -59,6 +60,12 @@ def procs():
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def hear_ctrl_c() -> None:
+    """In the child: SIGINT back to its default. A test runner started in the background by a non-interactive shell
+    ignores SIGINT and its children inherit that, so Locust would never see the Ctrl-C these tests send."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def row_count(path: Path) -> int:

@@ -7,7 +7,7 @@ in ``server_metrics.csv``), its load generators' CPU and event-loop lag (``analy
 master writes these files as the run goes (``locustfiles/telemetry.py``, ``locustfiles/runfolder.py``), so a level's
 verdict is read from them once its hold is in ``levels.csv`` and the samples that overlap it have arrived
 (``SETTLE_S`` later); the schedule lag comes from the rows the master kept of the hold
-(``Recorder.hold_schedule_lag_p99_s``).
+(``LevelWindow.schedule_lag_p99_s``, with ``hooks.level_ended``).
 
 Where it can differ from the report's: a load generator's CPU sample that overlaps the hold but reaches the master
 more than ``SETTLE_S`` after it (a worker silent for a while) is missing here; the schedule lag counts the hold's
@@ -33,7 +33,7 @@ SETTLE_S = 8.0  # a worker's CPU sample comes with its next report (3 s), the ma
 
 
 def hold_bound(folder: Path, level: dict, now: float | None = None) -> str | None:
-    """The bound of the held ``level`` (a ``Recorder.level_results`` entry) from the run ``folder``'s files: the
+    """The bound of the held ``level`` (a ``RampProgress.level_results`` entry) from the run ``folder``'s files: the
     report's label ("" when nothing says), "unknown (...)" when a file cannot be read, or None until its hold is in
     ``levels.csv`` and SETTLE_S old."""
     try:

@@ -160,7 +160,8 @@ class LocalRecorder(Recorder):
             "workers": [],
             "lost_workers": [],
             "receive_clock": receive_clocks,  # filled as users start (workers: with their reports)
-            "server_version": serverinfo.server_version(options, environment.host),
+            "server_version": serverinfo.server_version(environment.host, environment.llm_target.headers,
+                                                        verify=not options.insecure),
             "server_launch": serverinfo.server_launch(options),
         }
         self.folder.write_run(self.meta)

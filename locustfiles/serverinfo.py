@@ -8,8 +8,6 @@ from __future__ import annotations
 import json
 import re
 
-from locustfiles import options as opts
-
 VERSION_TIMEOUT_S = 5.0
 # a flag or environment assignment whose value is a credential: --api-key K, --hf-token=T, HF_TOKEN=T (not
 # --api-key-file, whose value is a path)
@@ -17,18 +15,13 @@ SECRET = re.compile(r"^(--?)?[\w.-]*(key|token|secret|password)$", re.IGNORECASE
 HIDDEN = "***"
 
 
-def server_version(options, host: str) -> str | None:
-    """``{"version": "0.11.0"}`` from ``GET /version`` as a string, or None when the server has no such route."""
+def server_version(host: str, headers: dict, verify: bool) -> str | None:
+    """``{"version": "0.11.0"}`` from ``GET /version`` as a string (with the target's ``headers``: its key), or None
+    when the server has no such route."""
     import requests
 
     try:
-        key = opts.api_key(options)
-    except OSError:
-        key = ""
-    headers = {"Authorization": f"Bearer {key}"} if key else {}
-    try:
-        resp = requests.get(host.rstrip("/") + "/version", headers=headers, timeout=VERSION_TIMEOUT_S,
-                            verify=not options.insecure)
+        resp = requests.get(host.rstrip("/") + "/version", headers=headers, timeout=VERSION_TIMEOUT_S, verify=verify)
         resp.raise_for_status()
         return str(resp.json()["version"])
     except (requests.RequestException, ValueError, KeyError, TypeError):

@@ -82,9 +82,9 @@ class EngineDriver:
             pending.update(result.outputs)
             if ahead > 0 or loop.time() - published_at >= HOLD_S:
                 self._publish(pending)
-                published_at = loop.time()
                 if ahead <= 0:
                     await asyncio.sleep(1e-4)
+                published_at = loop.time()  # after the hand-off's writes: the next run of steps gets HOLD_S of its own
 
     @staticmethod
     def _publish(pending: set[Sequence]) -> None:

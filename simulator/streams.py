@@ -4,10 +4,16 @@ vLLM's frontend (``vllm/v1/engine/output_processor.py``) receives each step's ou
 them in a per-request queue the HTTP handler drains; with ``stream_interval`` k it only passes on an update when the
 request finished, for its first token, or when k new tokens accumulated. Here the driver calls ``on_token`` of a
 request's ``RequestStream`` when a step's duration has passed; it records how many tokens are published (the
-engine has already computed the next step by the time a handler runs, so handlers never read the live sequence)
-and wakes the handler (at most once per request per step) only when a chunk is due. The handler turns everything
-pending into one write: one SSE chunk per engine output (per k tokens with ``stream_interval`` k), the chat role
-chunk right before the first content chunk.
+engine has already computed the next step by the time a handler runs, so handlers never read the live sequence).
+One SSE chunk goes out per engine output (per k tokens with ``stream_interval`` k), the chat role chunk right before
+the first content chunk.
+
+The handler writes the response's first chunks (with its headers) and its end (usage chunk, ``[DONE]``). In
+between, ``on_token`` writes the due chunks itself, straight to the connection as one HTTP/1.1 chunk
+(``DirectWrites``): no wake-up of the handler and no pass through aiohttp's writer per token, which were a third of
+the simulator's time at 1,000 streams (benchmarks/simulator.md). Back-pressure stays: when the connection's write
+buffer holds more than ``WRITE_BUFFER_LIMIT`` (a slow client) or is closing, ``on_token`` wakes the handler
+instead, which writes through aiohttp and waits for the buffer to drain.
 """
 
 from __future__ import annotations
@@ -25,11 +31,14 @@ from .protocol import DONE, ChunkFormat
 from .requestlog import RequestTiming
 from .sampling import plan_sequence, text_bytes
 
+WRITE_BUFFER_LIMIT = 0x10000  # bytes waiting in a connection's buffer above which its writes wait for it to drain
+
 
 class RequestStream:
     """The sequences of one HTTP request (``n`` choices per prompt) and what has been sent of each."""
 
-    __slots__ = ("seqs", "offsets", "replies", "published", "reasons", "sent", "interval", "streaming", "ready")
+    __slots__ = ("seqs", "offsets", "replies", "published", "reasons", "sent", "interval", "streaming", "ready",
+                 "direct")  # fmt: skip
 
     def __init__(self, interval: int, streaming: bool) -> None:
         self.seqs: list[Sequence] = []
@@ -41,6 +50,7 @@ class RequestStream:
         self.interval = interval
         self.streaming = streaming
         self.ready = asyncio.Event()
+        self.direct: DirectWrites | None = None  # set by write_sse once the response's headers are out
 
     def add(self, seq: Sequence, offset: int, reply: Reply | None = None) -> None:
         self.seqs.append(seq)
@@ -58,7 +68,7 @@ class RequestStream:
             self.ready.set()
         elif self.streaming:
             sent = self.sent[index]
-            if sent == 0 or seq.num_output - sent >= self.interval:
+            if (sent == 0 or seq.num_output - sent >= self.interval) and not (self.direct and self.direct.write(index)):
                 self.ready.set()
 
     @property
@@ -138,10 +148,42 @@ def _due_chunks(stream: RequestStream, fmt: ChunkFormat, index: int) -> list[byt
     return chunks
 
 
+class DirectWrites:
+    """Writes a streaming response's due chunks from ``on_token``, synchronously, as one HTTP/1.1 chunk.
+
+    Only once the response's headers are out (aiohttp's ``StreamWriter`` then frames every later write as a chunk
+    too, so both writers interleave on the one transport in order); the bytes count into the writer's
+    ``output_size``, so ``body_length`` and ``http_response_size_bytes`` stay whole."""
+
+    __slots__ = ("stream", "fmt", "writer", "transport", "timing")
+
+    def __init__(self, stream: RequestStream, fmt: ChunkFormat, request: web.Request, timing: RequestTiming | None):
+        self.stream = stream
+        self.fmt = fmt
+        self.writer = request.writer  # aiohttp's StreamWriter of this request
+        self.transport = request.transport  # the connection's; it outlives the request
+        self.timing = timing
+
+    def write(self, index: int) -> bool:
+        """Write choice ``index``'s due chunks now; False when the handler must do it (back-pressure, closing)."""
+        transport = self.transport
+        if transport is None or transport.is_closing() or transport.get_write_buffer_size() > WRITE_BUFFER_LIMIT:
+            return False
+        body = b"".join(_due_chunks(self.stream, self.fmt, index))
+        if body:
+            if self.timing:
+                self.timing.output_write()
+            frame = b"%x\r\n%b\r\n" % (len(body), body)
+            self.writer.output_size += len(frame)
+            transport.write(frame)
+        return True
+
+
 async def write_sse(request: web.Request, stream: RequestStream, fmt: ChunkFormat, include_usage: bool,
                     timing: RequestTiming | None = None):  # fmt: skip
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream; charset=utf-8"})
     await response.prepare(request)
+    writer = request.writer
     while True:
         stream.ready.clear()  # before reading the state: a token published during the write below wakes us again
         finished = stream.finished
@@ -154,6 +196,11 @@ async def write_sse(request: web.Request, stream: RequestStream, fmt: ChunkForma
             chunks.append(DONE)
         if chunks:
             await response.write(b"".join(chunks))
+            transport = writer.transport
+            if transport is not None and transport.get_write_buffer_size() > WRITE_BUFFER_LIMIT:
+                await writer.drain()
         if finished:
             return response
+        if stream.direct is None and chunks:
+            stream.direct = DirectWrites(stream, fmt, request, timing)
         await stream.ready.wait()

@@ -2,8 +2,10 @@
 aborts on client disconnect, process start/stop. Every load is bounded in requests and time."""
 
 import asyncio
+import http.client
 import json
 import signal
+import socket
 import time
 
 import aiohttp
@@ -77,6 +79,32 @@ def test_client_disconnect_aborts_request():
             assert time.monotonic() < deadline, "abort not counted"
             time.sleep(0.05)
         assert metric_samples(sim.url)["vllm:num_requests_running", NO_LABELS] == 0
+
+
+def test_a_client_that_stops_reading_still_gets_every_chunk_in_order():
+    """A reader that stalls while the server generates: the writes pile up in the connection's buffers (7.5 MB, more
+    than the kernel's largest send buffer here, 4 MB: past the simulator's write-buffer limit its per-token writes
+    leave it to the handler, which waits for the buffer to drain); once it reads, the HTTP chunked framing and every
+    SSE event of all choices are whole and in order."""
+    with start_simulator("--profile", "cpu-tiny", "--time-scale", "100") as sim:
+        host, port = sim.url.removeprefix("http://").split(":")
+        connection = http.client.HTTPConnection(host, int(port), timeout=60)
+        connection.sock = socket.socket()
+        connection.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # a small window: the server must wait
+        connection.sock.connect((host, int(port)))
+        body = {"prompt": "Hi", "max_tokens": 3000, "n": 8, "ignore_eos": True, "stream": True,
+                "stream_options": {"include_usage": True}}  # fmt: skip
+        connection.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
+        response = connection.getresponse()  # the headers come with the first chunk
+        time.sleep(1.0)
+        events = [event.removeprefix("data: ") for event in response.read().decode().split("\n\n") if event]
+        connection.close()
+        assert events.pop() == "[DONE]"
+        chunks = [json.loads(event) for event in events]
+        assert chunks.pop()["usage"]["completion_tokens"] == 24000
+        for index in range(8):
+            choice = [chunk["choices"][0] for chunk in chunks if chunk["choices"][0]["index"] == index]
+            assert len(choice) == 3000 and [c["finish_reason"] for c in choice[-2:]] == [None, "length"]
 
 
 def test_sigterm_stops_cleanly_and_start_errors_are_reported():

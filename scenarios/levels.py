@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 AUTO = "auto"  # --step-time auto: hold each level until it is steady (vllm_stress.steady), at most --max-step-time
 RAMP_DEFAULTS = {  # option -> default, as Locust's config files and command lines spell them
     "levels": "10,50,100,200,500,750,1000",
@@ -56,3 +58,21 @@ def longest_run_s(keys: dict[str, str]) -> float:
     per_level = float(value["ramp-time"]) + float(value["cooldown"]) + max(float(value["warmup"]), bound)
     per_level += bound if hold is None else hold
     return len(parse_levels(value["levels"])) * (per_level + 30) + 120
+
+
+def ramp_eta(now: float, index: int, levels: int, ramp_started: float, level_started: float, level_s: float) -> str:
+    """When a ramp at level ``index`` (0-based, started at ``level_started``) should end: at the pace of the levels
+    done so far (from the second level on; this level ends no earlier than ``now``), and at the latest, with this
+    level and the rest each at their bound (``level_s``)."""
+    latest = now + (levels - index) * level_s
+    text = f"the ramp ends by {clock(latest)} at the latest"
+    if index:
+        pace = (level_started - ramp_started) / index  # seconds per level done
+        expected = min(max(level_started + pace, now) + (levels - index - 1) * pace, latest)
+        text = f"ETA {clock(expected)}, " + text.removeprefix("the ramp ")
+    return text
+
+
+def clock(unix_s: float) -> str:
+    """A local wall-clock time, HH:MM:SS."""
+    return time.strftime("%H:%M:%S", time.localtime(unix_s))

@@ -26,7 +26,7 @@ from locust import LoadTestShape, events
 
 from locustfiles import hooks
 from locustfiles.levelwindow import LevelWindow
-from scenarios.levels import RAMP_DEFAULTS, RAMP_TIMES, check_times, parse_levels, step_seconds
+from scenarios.levels import RAMP_DEFAULTS, RAMP_TIMES, check_times, parse_levels, ramp_eta, step_seconds
 
 log = logging.getLogger(__name__)
 
@@ -168,16 +168,7 @@ class StepRampShape(LoadTestShape):
         return parse_levels(options.levels)
 
     def eta(self, levels: int, level_s: float) -> str:
-        """When the ramp should end: at the pace of its levels done so far (from the second level on), and at the
-        latest, with this level and the rest each at their bounds (``level_s``)."""
-        now = time.time()
-        latest = now + (levels - self.index) * level_s
-        text = f"the ramp ends by {clock(latest)} at the latest"
-        if self.index:
-            pace = (self.level_started - self.ramp_started) / self.index  # seconds per level done
-            text = f"ETA {clock(min(self.level_started + (levels - self.index) * pace, latest))}, " + text.removeprefix(
-                "the ramp ")
-        return text
+        return ramp_eta(time.time(), self.index, levels, self.ramp_started, self.level_started, level_s)
 
     def announce(self, name: str, phase: str, limit_s: float | None = None, eta: str = "") -> None:
         """One console line per phase change, with the ramp's ETA (``eta``); the web UI's LLM tab and dashboard show
@@ -190,7 +181,3 @@ class StepRampShape(LoadTestShape):
         hooks.phase_changed.fire(environment=self.runner.environment, text=text, limit_s=limit_s)
         log.info("%s", text)
 
-
-def clock(unix_s: float) -> str:
-    """A local wall-clock time, HH:MM:SS."""
-    return time.strftime("%H:%M:%S", time.localtime(unix_s))

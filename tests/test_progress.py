@@ -4,8 +4,12 @@ scenario runner repeats, and nothing else added to Locust's own output."""
 from __future__ import annotations
 
 import re
+import time
+
+import pytest
 
 from scenarios.__main__ import main
+from scenarios.levels import clock, ramp_eta
 
 PHASES = ("ramping up", "warming up", "holding", "held")
 
@@ -27,6 +31,21 @@ def test_repeated_runs_print_one_line_per_phase_with_run_k_of_n(tmp_path, capfd)
             assert re.search(rf"; (the ramp|ETA {clock},) ends by {clock} at the latest$", line), line
     second_levels = [line for line in phase_lines if "Level 2/2" in line and " held " not in line]
     assert all(re.search(rf"; ETA {clock}, ends by", line) for line in second_levels), second_levels
+    for line in lines:  # an ETA is never in the past: not before its own line's time (to the second it was cut to)
+        if eta := re.search(rf"(\d\d:\d\d:\d\d),\d+\].*; ETA ({clock}),", line):
+            assert seconds_of_day(eta[2]) >= seconds_of_day(eta[1]) - 1, line
     ours = [line for line in lines if re.search(r"INFO/(locustfiles|scenarios\.shape|shape)", line)]
     periodic = [line for line in ours if "| output" in line]
     assert not periodic, periodic  # no progress line every few seconds besides the phases
+
+
+@pytest.mark.fast
+def test_eta_counts_a_level_that_runs_past_the_pace_from_now():
+    now = time.time()  # level 1 took 10 s, level 2 has run for 50 s: it ends now, and level 3 10 s later
+    text = ramp_eta(now, index=1, levels=3, ramp_started=now - 60, level_started=now - 50, level_s=600)
+    assert text == f"ETA {clock(now + 10)}, ends by {clock(now + 2 * 600)} at the latest"
+
+
+def seconds_of_day(hh_mm_ss: str) -> int:
+    hours, minutes, seconds = map(int, hh_mm_ss.split(":"))
+    return hours * 3600 + minutes * 60 + seconds

@@ -5,9 +5,12 @@ core 1: ``--streams`` closed-loop keep-alive streams of ``/v1/completions`` (sho
 ``ignore_eos``), each sending its next request as soon as the previous one ends. Tokens are counted from the SSE
 bytes (one ``"text":`` per chunk, one token per chunk) inside a measuring window after a warm-up. The simulated GPU
 is made fast (``--time-scale``) so the figure is the HTTP front end's, and the server's CPU use over the window is
-reported to show which side was the limit.
+reported to show which side was the limit, with its CPU per token. ``tokens_per_read`` is how many tokens each of the
+client's reads carried: 1 when every token went out in its own write, more when the simulated GPU outran the front
+end and the driver handed several steps' tokens over at once (``simulator/driver.py``); with ``--time-scale 1`` the
+GPU model sets the pace and the front end writes token by token.
 
-    .venv/bin/python benchmarks/simulator_streams.py --streams 1000 --seconds 20
+    .venv/bin/python -m benchmarks.simulator_streams --streams 1000 --seconds 20 [--time-scale 1]
 """
 
 from __future__ import annotations
@@ -54,7 +57,7 @@ class StreamConnection(asyncio.Protocol):
     Raw asyncio protocol rather than an HTTP client library: the client must be much cheaper per token than the
     server for the figure to be the server's. Markers are counted over the last 7 bytes of the previous read plus
     the new one, so one split across reads is counted once (each server write holds whole SSE events, so
-    chunked-encoding framing never falls inside one).
+    chunked-encoding framing never falls inside one). ``counts`` = [tokens, reads].
     """
 
     def __init__(self, request: bytes, counts: list[int], stop_at: float, closed: asyncio.Future) -> None:
@@ -72,6 +75,7 @@ class StreamConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         window = self.carry + data
         self.counts[0] += window.count(MARKER)
+        self.counts[1] += 1
         if DONE in window:
             self.carry = b""
             if time.monotonic() < self.stop_at:
@@ -97,18 +101,19 @@ async def client(url: str, streams: int, max_tokens: int, warmup: float, seconds
     host, port = url.removeprefix("http://").split(":")
     loop = asyncio.get_running_loop()
     request = streamed_request(host, int(port), max_tokens)
-    counts = [0]
+    counts = [0, 0]
     stop_at = time.monotonic() + warmup + seconds
     closed = [loop.create_future() for _ in range(streams)]
     for future in closed:
         await loop.create_connection(lambda f=future: StreamConnection(request, counts, stop_at, f), host, int(port))
     await asyncio.sleep(warmup)
-    first, window_start, cpu_start = counts[0], time.monotonic(), time.process_time()
+    (first, first_reads), window_start, cpu_start = counts, time.monotonic(), time.process_time()
     await asyncio.sleep(seconds)
-    tokens, window = counts[0] - first, time.monotonic() - window_start
+    tokens, reads, window = counts[0] - first, counts[1] - first_reads, time.monotonic() - window_start
     client_cpu = (time.process_time() - cpu_start) / window
     await asyncio.wait_for(asyncio.gather(*closed), timeout=60)
-    return {"tokens": tokens, "window_s": window, "tokens_per_s": tokens / window, "client_cpu_share": client_cpu}
+    return {"tokens": tokens, "window_s": window, "tokens_per_s": tokens / window, "client_cpu_share": client_cpu,
+            "tokens_per_read": tokens / max(reads, 1)}  # fmt: skip
 
 
 def run_client(args: argparse.Namespace) -> None:
@@ -152,6 +157,7 @@ def main() -> None:
     result = json.loads(output.strip().splitlines()[-1])
     result["server_cpu_share"] = (cpu_after - cpu_before) / elapsed
     result["server_generated_tokens_per_s"] = (tokens_after - tokens_before) / elapsed
+    result["server_cpu_us_per_token"] = 1e6 * result["server_cpu_share"] / result["server_generated_tokens_per_s"]
     result["server_pinned"] = pinned
     result["streams"] = args.streams
     result["event_loop"] = args.event_loop

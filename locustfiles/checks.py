@@ -34,6 +34,8 @@ def validate(options) -> None:
         raise StopTarget(f"--think-time must not be negative, got {options.think_time:g}")
     if options.token_spread < 0:
         raise StopTarget(f"--token-spread must not be negative, got {options.token_spread:g}")
+    if options.num_prompts < 0:
+        raise StopTarget(f"--num-prompts must be at least 0 (0: the whole --dataset), got {options.num_prompts}")
     if options.dataset:
         try:
             load_dataset(options.dataset)

@@ -12,13 +12,15 @@ import os
 DEFAULT_INPUT_TOKENS = 2048
 DEFAULT_OUTPUT_TOKENS = 512
 DEFAULT_REQUEST_TIMEOUT_S = 600.0
-# Prometheus' usual scrape interval is 5-15 s. One scrape takes ~7 ms of a CPU vLLM's API-server CPU, and scraping
-# every 1 s raised its TTFT visibly where every 5 s barely did (benchmarks/crosscheck.md, scrape cost).
+# Prometheus' usual scrape interval is 5-15 s. One scrape takes ~8 ms of a CPU vLLM's API-server CPU: every 1 s
+# raised its TTFT visibly when the server shared its cores with the client, not when pinned apart
+# (benchmarks/crosscheck.md, scrape cost).
 DEFAULT_SERVER_METRICS_INTERVAL_S = 5.0
 TOKEN_DISTRIBUTIONS = ("fixed", "uniform", "normal")
 DEFAULT_TURNS = 4
 DEFAULT_TURN_TOKENS = 128
 DEFAULT_THINK_TIME_S = 1.0
+DEFAULT_NUM_PROMPTS = 1000  # as vllm bench serve's --num-prompts: what a worker sizes with /tokenize at its start
 THINK_DISTRIBUTIONS = ("constant", "exponential", "uniform")
 DEFAULT_SESSION_HEADER = "X-Session-Id"
 
@@ -39,7 +41,11 @@ def add_arguments(parser) -> None:
                         "on purpose; 0: every prompt random)")
     parser.add_argument("--prefix-groups", type=int, default=1,
                         help="Different shared prefixes, each request draws one (with --prefix-tokens)")
-    parser.add_argument("--dataset", default="", help="JSONL file of prompts ({\"prompt\": ...} or {\"messages\": ...})")
+    parser.add_argument("--dataset", default="", help="JSONL file of prompts ({\"prompt\": ...} or {\"messages\": ...}), "
+                        "or a ShareGPT JSON/JSONL file")
+    parser.add_argument("--num-prompts", type=int, default=DEFAULT_NUM_PROMPTS,
+                        help="With --dataset: prompts drawn from the file (seeded: the same on every worker), each "
+                        "sized with the server's /tokenize when a worker starts (0: all of them)")
     # not in the web UI: Locust puts a form field's value in the page, even a masked (is_secret) one
     parser.add_argument("--api-key", default="", include_in_web_ui=False, env_var="OPENAI_API_KEY",
                         help="Bearer token for the server (or OPENAI_API_KEY); never written to any output")

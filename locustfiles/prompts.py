@@ -45,6 +45,7 @@ WORDS = list(dict.fromkeys(WORDS))  # unique, order kept
 MOONCAKE_BLOCK_TOKENS = 512  # tokens of one hash id of a Mooncake trace (locustfiles/trace.py)
 CHAT_OVERHEAD_GUESS = 10  # a typical chat template around one user message, when /tokenize is missing
 MAX_SIZING_CALLS = 200
+DATASET_SAMPLE_SEED = 0  # vllm bench serve samples its datasets with --seed, 0 by default
 
 
 @dataclass
@@ -155,9 +156,22 @@ class Workload:
         return RequestSpec(self.prompt(tokens), max(tokens, self.overhead + 1), max_tokens)
 
 
-def load_dataset(path: str) -> list[RequestSpec]:
+def load_dataset(path: str, num_prompts: int = 0) -> list[RequestSpec]:
     """Read a JSONL file of ``{"prompt": str}`` or ``{"messages": [...]}`` lines (optional ``max_tokens``), or a
-    ShareGPT file (locustfiles/sharegpt.py: each conversation's first human turn)."""
+    ShareGPT file (locustfiles/sharegpt.py: each conversation's first human turn); with ``num_prompts`` (> 0) a
+    seeded sample of that many (the same in every process), in file order."""
+    return sample_dataset(read_dataset(path), num_prompts)
+
+
+def sample_dataset(items: list, num_prompts: int) -> list:
+    """A seeded sample of ``num_prompts`` of a dataset's items, in file order (all of them for 0 or more): the same
+    items in every process, so every worker sizes and sends the same prompts."""
+    if not 0 < num_prompts < len(items):
+        return items
+    return [items[index] for index in sorted(random.Random(DATASET_SAMPLE_SEED).sample(range(len(items)), num_prompts))]
+
+
+def read_dataset(path: str) -> list[RequestSpec]:
     if is_sharegpt(path):
         return [RequestSpec(turns[0], None, 0) for turns in read_conversations(path)]
     specs = []
@@ -183,7 +197,7 @@ def size_dataset(tokenizer: Tokenizer, specs: list[RequestSpec]) -> list[Request
 
 def build_workload(tokenizer: Tokenizer, options, seed: int | None = None) -> Workload:
     """Measure the target's tokenizer and return the worker's workload; falls back to estimates without /tokenize."""
-    dataset = load_dataset(options.dataset) if options.dataset else None
+    dataset = load_dataset(options.dataset, options.num_prompts) if options.dataset else None
     common = dict(input_tokens=options.input_tokens, output_tokens=options.output_tokens, dist=options.token_dist,
                   spread=options.token_spread, seed=seed, prefix_tokens=getattr(options, "prefix_tokens", 0),
                   prefix_groups=getattr(options, "prefix_groups", 1))

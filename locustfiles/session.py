@@ -42,7 +42,7 @@ from locust.exception import StopUser
 from locustfiles import chat  # the module, not the class: Locust would run every User class in this file
 from locustfiles.base import send_request
 from locustfiles.conversation import Conversation, TurnSizer, assistant_message, think_time, user_message
-from locustfiles.prompts import RequestSpec, Tokenizer
+from locustfiles.prompts import RequestSpec, Tokenizer, sample_dataset
 from locustfiles.sharegpt import is_sharegpt, read_conversations
 
 NEVER_IN_JSON = b"\0"  # an output marker no event has: every SSE event is parsed, so the answer text is collected
@@ -100,7 +100,7 @@ class ChatSessionUser(chat.ChatUser):
     def new_conversation(self) -> Conversation:
         options = self.environment.parsed_options
         session_id = f"{self.target.recorder.worker_id}-{self.number}-{next(self.conversations)}"
-        conversations = dataset_conversations(options.dataset) if options.dataset else None
+        conversations = dataset_conversations(options.dataset, options.num_prompts) if options.dataset else None
         texts = self.rng.choice(conversations) if conversations else None
         self.sticky_headers = {options.session_header: session_id} if options.session_header else {}
         return Conversation(session_id, min(options.turns, len(texts)) if texts else options.turns, texts)
@@ -172,8 +172,9 @@ class ChatSessionUser(chat.ChatUser):
 ChatSessionUser.tasks = [ChatSessionUser.turn]  # not the inherited one-request task of LLMUser
 
 
-def dataset_conversations(path: str) -> list[list[str]] | None:
-    """The human turns of the ShareGPT conversations in ``path`` (None: not ShareGPT), read once per process."""
+def dataset_conversations(path: str, num_prompts: int) -> list[list[str]] | None:
+    """The human turns of the ShareGPT conversations in ``path`` (None: not ShareGPT), read once per process; the
+    ``--num-prompts`` sample of them, the conversations whose first turns the chat user would send."""
     if path not in _datasets:
-        _datasets[path] = read_conversations(path) if is_sharegpt(path) else None
+        _datasets[path] = sample_dataset(read_conversations(path), num_prompts) if is_sharegpt(path) else None
     return _datasets[path]

@@ -58,3 +58,13 @@ def test_dataset_lines(tmp_path):
     path.write_text('{"prompt": "ok"}\nnot json\n')
     with pytest.raises(ValueError, match=r"d.jsonl:2"):
         load_dataset(str(path))
+
+
+def test_num_prompts_draws_the_same_sample_in_every_process(tmp_path):
+    path = tmp_path / "d.jsonl"
+    path.write_text("".join(f'{{"prompt": "prompt {n}"}}\n' for n in range(500)))
+    sample = [spec.text for spec in load_dataset(str(path), num_prompts=20)]
+    assert len(set(sample)) == 20 and sample == sorted(sample, key=lambda text: int(text.split()[1]))  # file order
+    assert sample == [spec.text for spec in load_dataset(str(path), num_prompts=20)]  # seeded, not per process
+    assert sample != [f"prompt {n}" for n in range(20)]  # drawn from the whole file
+    assert len(load_dataset(str(path), num_prompts=0)) == len(load_dataset(str(path), num_prompts=501)) == 500

@@ -42,6 +42,7 @@ def parsed(*args: str):
     (["--prefix-groups", "0"], "--prefix-groups must be at least 1, got 0"),
     (["--token-spread", "-0.5"], "--token-spread must not be negative, got -0.5"),
     (["--dataset", "/nonexistent.jsonl"], "--dataset: [Errno 2] No such file or directory"),
+    (["--num-prompts", "-1"], "--num-prompts must be at least 0 (0: the whole --dataset), got -1"),
     (["--trace", "x.jsonl", "--arrival-rate", "3"], "--trace and --arrival-rate both set when to send: give one"),
     (["--trace", "x.jsonl", "--speedup", "0"], "--speedup must be more than 0, got 0"),
 ])  # fmt: skip

@@ -22,7 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from simulator.process import start_simulator
+from vllm_stress.simulator.process import start_simulator
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import psutil
 
-from simulator.process import start_simulator
+from vllm_stress.simulator.process import start_simulator
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -66,7 +66,7 @@ install() {
 model() {
   install
   local stamp
-  stamp=$(cat "$here/tiny_model.py" "$repo/locustfiles/prompts.py" | sha256sum | cut -c1-16)
+  stamp=$(cat "$here/tiny_model.py" "$repo/vllm_stress/client/prompts.py" | sha256sum | cut -c1-16)
   if [[ -f $model_dir/.built && $(<"$model_dir/.built") == "$stamp" ]]; then
     log "model up to date in $model_dir"
     return

@@ -1,7 +1,7 @@
 """Build a tiny random-weight Qwen2 chat model for a CPU vLLM: python deploy/tiny_model.py OUTPUT_DIR
 
 Runs in the vLLM venv (it has ``tokenizers``, ``transformers`` and ``torch``). The byte-level BPE tokenizer is
-trained on text made of the words of ``locustfiles/prompts.py`` (WORDS), so each word, with or without a leading
+trained on text made of the words of ``vllm_stress/client/prompts.py`` (WORDS), so each word, with or without a leading
 space, is one token and an N-word prompt is N tokens. Chat uses the ChatML template. The weights are random:
 send ``ignore_eos`` (or ``min_tokens``) to get a fixed output length.
 """
@@ -15,7 +15,7 @@ import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 
-from locustfiles.prompts import WORDS  # real-vllm.sh puts the repository on PYTHONPATH (needs only `requests`)
+from vllm_stress.client.prompts import WORDS  # real-vllm.sh puts the repository on PYTHONPATH (needs only `requests`)
 
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 VOCAB_SIZE = 1024  # an upper bound: the merges of this small text run out at about 800

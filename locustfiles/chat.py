@@ -1,22 +1,8 @@
-"""Locustfile: chat completions (``/v1/chat/completions``), streamed by default — the suite's main user.
+"""Locustfile: streamed chat completions (``/v1/chat/completions``), the suite's main user (``vllm_stress.users.chat``).
 
-    locust -f locustfiles/chat.py -H http://127.0.0.1:8000 --headless -u 10 -t 1m --results-dir results/chat
+    locust -f locustfiles/chat.py -H http://127.0.0.1:8000
 """
 
+from vllm_stress.users.chat import ChatUser
 
-
-from locustfiles.base import LLMUser, sampling
-from locustfiles.exchange import is_output_delta
-
-
-class ChatUser(LLMUser):
-    path = "/v1/chat/completions"
-    request_name = "chat"
-    chat = True
-    output_marker = b'"delta":{"content":"'  # vLLM's role chunk starts with "role", so it never matches
-
-    def body(self, spec) -> dict:
-        return sampling(self, spec) | {"messages": [{"role": "user", "content": spec.text}]}
-
-    def is_output(self, choice: dict) -> bool:
-        return is_output_delta(choice.get("delta") or {})
+__all__ = ["ChatUser"]

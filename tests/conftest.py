@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parent.parent
 @pytest.fixture
 def simulator():
     """Start simulators with the given arguments; all are stopped after the test."""
-    from simulator.process import start_simulator
+    from vllm_stress.simulator.process import start_simulator
 
     started = []
 
@@ -42,7 +42,7 @@ def two_workers() -> list[str]:
 
     With --processes the workers dial --master-port, so it must be set with --master-bind-port.
     """
-    from scenarios.runner import free_port
+    from vllm_stress.scenarios.runner import free_port
 
     port = str(free_port())
     return ["--processes", "2", "--master-bind-host", "127.0.0.1", "--master-bind-port", port, "--master-port", port,

@@ -57,7 +57,7 @@ def run(argv: list[str]) -> int:
     model, flags = argv[serve + 1], argv[serve + 2:]
     sim_flags = [arg for key, val in zip(flags[::2], flags[1::2], strict=True) if key in SIMULATOR_FLAGS
                  for arg in (key, val)]
-    container = subprocess.Popen([sys.executable, "-m", "simulator", "--host", host, "--port", port, "--profile",
+    container = subprocess.Popen([sys.executable, "-m", "vllm_stress.simulator", "--host", host, "--port", port, "--profile",
                                   "cpu-tiny", "--served-model-name", model, *sim_flags],
                                  cwd=REPO, env=env, start_new_session=True)
     pid_file.write_text(str(container.pid))

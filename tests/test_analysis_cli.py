@@ -6,8 +6,8 @@ import re
 import pandas as pd
 import pytest
 
-from analysis.__main__ import main
-from analysis.synthetic import closed_loop_rows, step_levels, write_run
+from vllm_stress.analysis.cli import main
+from vllm_stress.analysis.synthetic import closed_loop_rows, step_levels, write_run
 
 pytestmark = pytest.mark.fast  # no load runs: the developers' loop (make test-fast)
 

@@ -4,10 +4,22 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.levels import goodput, latency_percentiles, level_stats, level_windows, timeline, tokens_in_windows
-from analysis.load import load_run
-from analysis.synthetic import closed_loop_rows, request_rows, write_run
-from vllm_stress.schema import CLIENT_HEALTH_COLUMNS, CLIENT_HEALTH_FILE, SERVER_METRICS_COLUMNS, SERVER_METRICS_FILE
+from vllm_stress.analysis.levels import (
+    goodput,
+    latency_percentiles,
+    level_stats,
+    level_windows,
+    timeline,
+    tokens_in_windows,
+)
+from vllm_stress.analysis.load import load_run
+from vllm_stress.analysis.synthetic import closed_loop_rows, request_rows, write_run
+from vllm_stress.core.schema import (
+    CLIENT_HEALTH_COLUMNS,
+    CLIENT_HEALTH_FILE,
+    SERVER_METRICS_COLUMNS,
+    SERVER_METRICS_FILE,
+)
 
 pytestmark = pytest.mark.fast  # no load runs: the developers' loop (make test-fast)
 

@@ -7,11 +7,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.__main__ import main, parse_slo
-from analysis.levels import level_stats, level_windows
-from analysis.load import load_run
-from analysis.synthetic import closed_loop_rows, request_rows, step_levels, write_run
-from vllm_stress.schema import ABORTED, SERVER_METRICS_COLUMNS, SERVER_METRICS_FILE
+from vllm_stress.analysis.cli import main, parse_slo
+from vllm_stress.analysis.levels import level_stats, level_windows
+from vllm_stress.analysis.load import load_run
+from vllm_stress.analysis.synthetic import closed_loop_rows, request_rows, step_levels, write_run
+from vllm_stress.core.schema import ABORTED, SERVER_METRICS_COLUMNS, SERVER_METRICS_FILE
 
 pytestmark = pytest.mark.fast  # no load runs: the developers' loop (make test-fast)
 

@@ -5,9 +5,9 @@ import math
 import pandas as pd
 import pytest
 
-from analysis import stats
-from analysis.report import analyse
-from analysis.synthetic import closed_loop_rows, step_levels, write_run
+from vllm_stress.analysis import stats
+from vllm_stress.analysis.report import analyse
+from vllm_stress.analysis.synthetic import closed_loop_rows, step_levels, write_run
 
 pytestmark = pytest.mark.fast  # no load runs: the developers' loop (make test-fast)
 

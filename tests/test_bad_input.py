@@ -8,11 +8,11 @@ import sys
 
 import pytest
 
-from analysis.__main__ import main as analysis_main
-from scenarios.levels import parse_levels
 from tests.conftest import REPO, run_locust
 from tests.faultserver import MAX_MODEL_LEN, MODEL, FaultServer
-from vllm_stress import schema
+from vllm_stress.analysis.cli import main as analysis_main
+from vllm_stress.core import schema
+from vllm_stress.scenarios.levels import parse_levels
 
 NOWHERE = "http://127.0.0.1:1"  # nothing listens: these runs must stop before contacting a server
 SHORT = ["--headless", "--only-summary", "-u", "1", "-t", "5s"]

@@ -1,5 +1,5 @@
 """python -m analysis compare / history / --export-vllm: differences, the regression gate, vLLM's result JSON and the
-results store. The synthetic runs have exact answers (analysis.synthetic); the last test runs the simulator."""
+results store. The synthetic runs have exact answers (vllm_stress.analysis.synthetic); the last test runs the simulator."""
 
 import json
 import math
@@ -8,9 +8,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis import compare, store, vllm_json
-from analysis.synthetic import closed_loop_rows, step_levels, write_run
 from tests.test_analysis_cli import run_cli, small_run
+from vllm_stress.analysis import compare, store, vllm_json
+from vllm_stress.analysis.synthetic import closed_loop_rows, step_levels, write_run
 
 fast = pytest.mark.fast
 GATE = "output_tok_s<-5%,e2e_p50>+10%"
@@ -226,7 +226,7 @@ def test_a_json_that_is_not_a_closed_loop_vllm_result_is_refused(tmp_path, capsy
 def test_simulator_runs_differing_only_in_max_num_seqs(tmp_path, capsys):
     """Smoke runs at 4 and 8 users: --max-num-seqs 4 against 8 halves nothing at 4 users and caps 8 users at the
     throughput of 4; two repeats of one configuration flag nothing."""
-    from scenarios.__main__ import main as scenarios_main
+    from vllm_stress.scenarios.cli import main as scenarios_main
 
     for name, seqs, repeats in (("seq8", 8, 2), ("seq4", 4, 1)):
         assert scenarios_main(["run", "--scenario", "smoke", "--out", str(tmp_path / name), "--workers", "1",

@@ -24,7 +24,7 @@ REFERENCED_PATHS = {
     "locustfiles/chat.py",
     "scenarios/shape.py",
     "scenarios/configs/smoke.conf",
-    "simulator/__main__.py",
+    "vllm_stress/simulator/cli.py",
 }
 
 # The MI325X concurrency-tuning guide's profiles, minus the V0-only --num-scheduler-steps.
@@ -228,7 +228,7 @@ def test_compose_reaches_a_vllm_on_the_docker_host():
 
 
 def test_one_run_per_start_where_plain_locust_runs_a_scenario():
-    """Plain Locust refuses `repeats` > 1 (locustfiles/base.py): the web-UI master says --repeats 1 (each Start is
+    """Plain Locust refuses `repeats` > 1 (vllm_stress/users/base.py): the web-UI master says --repeats 1 (each Start is
     a run); the headless compose master does not, so a scenario with repeats is refused there, not cut to one run."""
     (master,) = by_kind("Deployment")["locust-master"]["spec"]["template"]["spec"]["containers"]
     assert master["command"][master["command"].index("--repeats") + 1] == "1" and "--headless" not in master["command"]

@@ -4,9 +4,9 @@ import csv
 
 import pytest
 
-from locustfiles.exchange import Exchange, error_event, response_error
-from locustfiles.runfolder import RunFolder, RunFolderExists
-from vllm_stress import schema
+from vllm_stress.client.exchange import Exchange, error_event, response_error
+from vllm_stress.core import schema
+from vllm_stress.master.runfolder import RunFolder, RunFolderExists
 
 pytestmark = pytest.mark.fast  # no load runs: the developers' loop (make test-fast)
 

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from scenarios.runner import free_port
-from simulator.process import start_simulator
 from tests.conftest import REPO, read_rows, run_locust, server_completed
 from tests.faultserver import FAULTS, SLOW_HEADERS_S, FaultServer, wait_until
+from vllm_stress.scenarios.runner import free_port
+from vllm_stress.simulator.process import start_simulator
 
 SHORT = ["--input-tokens", "16", "--output-tokens", "8", "--headless", "--only-summary"]
 SLOW_SIM = ["--profile", "cpu-tiny", "--set", "t_fixed=0.02"]  # ~0.2 s per request: few rows, little CPU
@@ -102,7 +102,7 @@ def run_json(folder: Path) -> dict:
 
 def analyse(folder: Path, out: Path) -> dict:
     """``python -m analysis FOLDER --out OUT`` (in this process) and its summary.json."""
-    from analysis.__main__ import main
+    from vllm_stress.analysis.cli import main
 
     assert main([str(folder), "--out", str(out)]) == 0
     return json.loads((out / "summary.json").read_text())

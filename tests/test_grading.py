@@ -1,10 +1,10 @@
-"""The graders on tricky answers, accuracy per level and the agreement matrix (vllm_stress/grading.py)."""
+"""The graders on tricky answers, accuracy per level and the agreement matrix (vllm_stress/core/grading.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from vllm_stress.grading import accuracy_by_level, agreement, extract_choice, extract_number, grade
+from vllm_stress.core.grading import accuracy_by_level, agreement, extract_choice, extract_number, grade
 
 pytestmark = pytest.mark.fast  # no load runs: the developers' loop (make test-fast)
 

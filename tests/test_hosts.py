@@ -10,10 +10,10 @@ from collections import Counter
 
 import pytest
 
-from simulator.process import READY_LINE
 from tests.conftest import read_rows
 from tests.netns import netns_unavailable, readme_commands, substitute
 from tests.test_faults import analyse
+from vllm_stress.simulator.process import READY_LINE
 
 WORKER_HOSTS = ("worker1", "worker2")
 PROCESSES_PER_HOST = os.cpu_count()  # the README worker command's --processes, set to this machine's cores
@@ -27,7 +27,7 @@ class Cluster:
         self.server, self.master_host = network.add_host("server"), network.add_host("master")
         self.worker_hosts = [network.add_host(name) for name in WORKER_HOSTS]
         self.out = out
-        simulator = self.server.start([sys.executable, "-m", "simulator", "--host", self.server.address, "--port", "0",
+        simulator = self.server.start([sys.executable, "-m", "vllm_stress.simulator", "--host", self.server.address, "--port", "0",
                                        "--profile", "cpu-tiny"])
         self.url = simulator.wait_for(READY_LINE.pattern, 60)["url"]
 

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from locustfiles import options
-from scenarios import runner
-from scenarios.runner import ScenarioError, free_port
 from tests.conftest import REPO, read_rows, run_locust
 from tests.test_bad_input import NOWHERE, refused
-from vllm_stress import schema
+from vllm_stress.client import options
+from vllm_stress.core import schema
+from vllm_stress.scenarios import runner
+from vllm_stress.scenarios.runner import ScenarioError, free_port
 
 KEY = "key-4d2b9e71"
 CELLS = ({"max-num-seqs": "4", "max-num-batched-tokens": "256"}, {"max-num-seqs": "8", "max-num-batched-tokens": "512"})

@@ -49,7 +49,7 @@ def test_arrivals_waiting_for_a_free_user_are_reported(simulator, tmp_path):
     """Two users cannot carry 40 arrivals/s of ~0.25 s requests: arrivals wait for a free user, longer and longer.
     The wait is not in TTFT or e2e (they start at the send, as in vllm bench serve): it is each row's
     schedule_lag_s and the report's arrival wait per level."""
-    from analysis.__main__ import main
+    from vllm_stress.analysis.cli import main
 
     sim = simulator("--profile", "cpu-tiny", "--set", "t_fixed=0.02")
     out = tmp_path / "run"

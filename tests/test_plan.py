@@ -4,11 +4,11 @@ import csv
 
 import pandas as pd
 
-from analysis.synthetic import closed_loop_rows, step_levels, write_run
-from scenarios.__main__ import main
-from scenarios.plan import check_run, worker_processes
 from tests.test_faults import analyse
-from vllm_stress import schema
+from vllm_stress.analysis.synthetic import closed_loop_rows, step_levels, write_run
+from vllm_stress.core import schema
+from vllm_stress.scenarios.cli import main
+from vllm_stress.scenarios.plan import check_run, worker_processes
 
 
 def test_plan_sizes_1000_streams_at_20_and_50_tokens_per_s(capsys):

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from locustfiles.prompts import Workload
-from scenarios.__main__ import main
+from vllm_stress.client.prompts import Workload
+from vllm_stress.scenarios.cli import main
 
 WORDS = [f"w{i}" for i in range(50)]
 

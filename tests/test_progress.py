@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from scenarios.__main__ import main
-from scenarios.levels import clock, ramp_eta
+from vllm_stress.scenarios.cli import main
+from vllm_stress.scenarios.levels import clock, ramp_eta
 
 PHASES = ("ramping up", "warming up", "holding", "held")
 

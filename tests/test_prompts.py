@@ -4,7 +4,7 @@ import statistics
 
 import pytest
 
-from locustfiles.prompts import WORDS, Workload, load_dataset, single_token_words
+from vllm_stress.client.prompts import WORDS, Workload, load_dataset, single_token_words
 
 pytestmark = pytest.mark.fast  # no load runs: the developers' loop (make test-fast)
 

@@ -7,8 +7,8 @@ import threading
 import aiohttp
 from aiohttp import web
 
-from scenarios.__main__ import main
 from tests.conftest import read_rows
+from vllm_stress.scenarios.cli import main
 
 
 def test_ramp_saturates_at_max_num_seqs(tmp_path):

@@ -18,10 +18,10 @@ import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from locustfiles.prompts import WORDS
 from tests.conftest import REPO, read_rows, run_locust, scrape, server_completed
 from tests.test_fidelity import FIXTURE, capture_shapes, differences, dump_shapes, simulator_differences
-from vllm_stress.schema import CLIENT_LOOP_LAG_LIMIT_MS
+from vllm_stress.client.prompts import WORDS
+from vllm_stress.core.schema import CLIENT_LOOP_LAG_LIMIT_MS
 
 pytestmark = [pytest.mark.realvllm, pytest.mark.timeout(600)]
 
@@ -122,7 +122,7 @@ def test_streaming_user(real_vllm, tmp_path, locustfile, name):
     rows = run_user(real_vllm, out, locustfile, "--csv", str(out / "locust"), *SHORT)
     check_rows(rows, name)
     for r in rows:
-        # a read's chunks share its timestamp (locustfiles/stream.py): the tiny CPU model can send a whole 16-token
+        # a read's chunks share its timestamp (vllm_stress/client/stream.py): the tiny CPU model can send a whole 16-token
         # answer within one read, so TTFT may equal e2e and TPOT be 0, never more or less
         assert 0 < float(r["ttft_s"]) <= float(r["e2e_s"]) and float(r["tpot_s"]) >= 0, r
         # one chunk per token (partial UTF-8 ones too), fewer when vLLM's frontend lags and merges two outputs
@@ -287,8 +287,8 @@ def test_a_vllm_bench_serve_result_beside_a_locust_run_of_the_same_shape(real_vl
     """vLLM's own client (``vllm bench serve --save-result``, 4 in flight, 48 chat requests of 128 prompt tokens
     with the template and 32 output tokens) and the smoke scenario at 4 users against the same server, set side by
     side by ``compare``: one level (4) on both sides, the vLLM side ungated (it has no steady-state verdict)."""
-    from analysis.compare import main as compare
     from benchmarks.crosscheck_vllm_bench import HOME, chat_overhead, run_vllm_bench
+    from vllm_stress.analysis.compare import main as compare
 
     shape = argparse.Namespace(model=real_vllm.model, tokenizer=str(HOME / "model"), input_tokens=128,
                                output_tokens=32, requests=48, concurrency=4,

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 
-from locustfiles.stream import KERNEL_CLOCK, KERNEL_ENABLED, USER_CLOCK
-from simulator.requestlog import read_request_log
 from tests.conftest import read_rows, run_locust, two_workers
-from vllm_stress.kernelclock import KERNEL_PLATFORM
+from vllm_stress.client.stream import KERNEL_CLOCK, KERNEL_ENABLED, USER_CLOCK
+from vllm_stress.core.kernelclock import KERNEL_PLATFORM
+from vllm_stress.simulator.requestlog import read_request_log
 
 
 def test_every_request_is_logged_under_the_id_the_client_sent(simulator, tmp_path):

@@ -11,10 +11,10 @@ import time
 import pytest
 import requests
 
-from analysis.synthetic import closed_loop_rows, step_levels, write_run
-from scenarios.__main__ import main
-from scenarios.runner import free_port
-from scenarios.search import Space, binding, judge, next_load, parse_slos
+from vllm_stress.analysis.synthetic import closed_loop_rows, step_levels, write_run
+from vllm_stress.scenarios.cli import main
+from vllm_stress.scenarios.runner import free_port
+from vllm_stress.scenarios.search import Space, binding, judge, next_load, parse_slos
 
 SIM = ["--simulator-arg=--max-num-seqs=32", "--workers", "1"]
 SLO_MS = 340
@@ -79,7 +79,7 @@ def test_slo_units_are_vllms():
 
 
 def synthetic_probe(folder, e2e_s: float, users: int = 5, lag_s: float | None = None):
-    """A steady closed-loop level of ``users`` users with one e2e (analysis.synthetic), as a probe's run folder."""
+    """A steady closed-loop level of ``users`` users with one e2e (vllm_stress.analysis.synthetic), as a probe's run folder."""
     (level,) = step_levels([users], hold_s=50.0)
     rows = closed_loop_rows(users, level[1], level[3], e2e_s, completion_tokens=100)
     if lag_s is not None:

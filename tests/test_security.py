@@ -13,10 +13,10 @@ import psutil
 import pytest
 import requests
 
-from scenarios.runner import free_port
-from simulator.__main__ import build_parser
 from tests.conftest import REPO, read_rows, run_locust
 from tests.faultserver import FaultServer, wait_until
+from vllm_stress.scenarios.runner import free_port
+from vllm_stress.simulator.cli import build_parser
 
 KEY = "sk-vllm-stress-canary-5e1f0c2b9d7a"
 SHORT = ["--input-tokens", "16", "--output-tokens", "8", "--headless", "--only-summary"]

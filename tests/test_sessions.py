@@ -9,14 +9,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.__main__ import main as analyse
-from analysis.levels import classify
-from analysis.traffic import session_summary, turn_table, window_table
-from locustfiles.conversation import think_time
-from locustfiles.prompts import load_dataset
-from locustfiles.sharegpt import read_conversations
 from tests.conftest import REPO, read_rows, run_locust, scrape, two_workers
 from tests.faultserver import FaultServer
+from vllm_stress.analysis.cli import main as analyse
+from vllm_stress.analysis.levels import classify
+from vllm_stress.analysis.traffic import session_summary, turn_table, window_table
+from vllm_stress.client.conversation import think_time
+from vllm_stress.client.prompts import load_dataset
+from vllm_stress.client.sharegpt import read_conversations
 
 SHAREGPT = REPO / "scenarios" / "data" / "sharegpt-sample.json"
 QUIET = ["--headless", "--only-summary", "-L", "WARNING"]

@@ -5,11 +5,11 @@ import random
 
 import pytest
 
-from simulator.engine import Engine, Sequence
-from simulator.kvcache import num_gpu_blocks, prompt_block_hashes
-from simulator.profiles import load_profile, parse_assignments, profile_names
-from simulator.steptime import StepTimeModel
-from simulator.virtual import closed_loop
+from vllm_stress.simulator.engine import Engine, Sequence
+from vllm_stress.simulator.kvcache import num_gpu_blocks, prompt_block_hashes
+from vllm_stress.simulator.profiles import load_profile, parse_assignments, profile_names
+from vllm_stress.simulator.steptime import StepTimeModel
+from vllm_stress.simulator.virtual import closed_loop
 
 pytestmark = pytest.mark.fast  # no load runs: the developers' loop (make test-fast)
 

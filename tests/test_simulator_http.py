@@ -9,8 +9,8 @@ import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from simulator.metrics import REQUEST_LATENCY_BUCKETS, TTFT_BUCKETS
-from simulator.process import start_simulator
+from vllm_stress.simulator.metrics import REQUEST_LATENCY_BUCKETS, TTFT_BUCKETS
+from vllm_stress.simulator.process import start_simulator
 
 CHAT = "/v1/chat/completions"
 COMPLETIONS = "/v1/completions"

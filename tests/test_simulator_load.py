@@ -11,8 +11,8 @@ import time
 import aiohttp
 import pytest
 
-from simulator.process import SimulatorStartError, start_simulator
 from tests.test_simulator_http import metric_samples
+from vllm_stress.simulator.process import SimulatorStartError, start_simulator
 
 NO_LABELS = frozenset()
 

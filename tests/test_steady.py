@@ -1,4 +1,4 @@
-"""The steady-state rule (vllm_stress.steady) on arrays with known answers, and a ramp whose top level is too short
+"""The steady-state rule (vllm_stress.core.steady) on arrays with known answers, and a ramp whose top level is too short
 to be steady with a fixed hold and steady with --step-time auto."""
 
 import json
@@ -6,11 +6,11 @@ import json
 import numpy as np
 import pytest
 
-from analysis.synthetic import closed_loop_rows
-from scenarios.__main__ import main
 from tests.conftest import read_rows
-from vllm_stress import steady
-from vllm_stress.metrics import mean_in_flight, percentile, streamed_tokens
+from vllm_stress.analysis.synthetic import closed_loop_rows
+from vllm_stress.core import steady
+from vllm_stress.core.metrics import mean_in_flight, percentile, streamed_tokens
+from vllm_stress.scenarios.cli import main
 
 T0 = 1_700_000_000.0
 

@@ -1,4 +1,4 @@
-"""The stream reader (locustfiles/stream.py): the SSE parser on vLLM's chunk shapes, and kernel receive times."""
+"""The stream reader (vllm_stress/client/stream.py): the SSE parser on vLLM's chunk shapes, and kernel receive times."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from locustfiles.exchange import Exchange
-from locustfiles.stream import SSEParser, TimedClientPool, read_body, use_send_time
-from simulator.protocol import DONE, ChunkFormat
-from vllm_stress.failures import StreamError
-from vllm_stress.kernelclock import KERNEL_PLATFORM, SO_TIMESTAMPNS, kernel_time
+from vllm_stress.client.exchange import Exchange
+from vllm_stress.client.stream import SSEParser, TimedClientPool, read_body, use_send_time
+from vllm_stress.core.failures import StreamError
+from vllm_stress.core.kernelclock import KERNEL_PLATFORM, SO_TIMESTAMPNS, kernel_time
+from vllm_stress.simulator.protocol import DONE, ChunkFormat
 
 SHAPES = json.loads((Path(__file__).parent / "fixtures" / "vllm_shapes.json").read_text())
 CHAT_MARKER = b'"delta":{"content":"'  # locustfiles/chat.py

@@ -1,5 +1,5 @@
-"""Unit tests of what a run checks before it starts (``locustfiles/checks.py``) and of how failures are named
-(``vllm_stress/failures.py``, for the Locust users and the parallel-query runner's aiohttp errors; the SDK user's own
+"""Unit tests of what a run checks before it starts (``vllm_stress/client/checks.py``) and of how failures are named
+(``vllm_stress/core/failures.py``, for the Locust users and the parallel-query runner's aiohttp errors; the SDK user's own
 mapping of the openai errors in front of it is run in tests/test_faults.py). Nothing here imports Locust, whose
 import monkey-patches the test process."""
 
@@ -13,9 +13,9 @@ import gevent
 import pytest
 from geventhttpclient.response import HTTPParseError
 
-from locustfiles import options as opts
-from locustfiles.checks import StopTarget, check_model, validate
-from vllm_stress.failures import StreamError, failure_name
+from vllm_stress.client import options as opts
+from vllm_stress.client.checks import StopTarget, check_model, validate
+from vllm_stress.core.failures import StreamError, failure_name
 
 pytestmark = pytest.mark.fast
 

@@ -11,10 +11,10 @@ import threading
 
 import pytest
 
-from locustfiles.telemetry import ServerScraper, parse_metrics
 from tests.conftest import read_rows, run_locust, server_completed
-from vllm_stress import schema
-from vllm_stress.metrics import histogram_quantile
+from vllm_stress.core import schema
+from vllm_stress.core.metrics import histogram_quantile
+from vllm_stress.master.telemetry import ServerScraper, parse_metrics
 
 HISTOGRAM_COLUMNS = 2 + len(schema.SERVER_QUANTILES)
 
@@ -127,14 +127,14 @@ def server():
 ])
 def test_a_server_without_vllm_metrics_gives_no_rows_and_one_warning(server, caplog, status, body, problem):
     scraper = ServerScraper(server(status, body).url)
-    with caplog.at_level(logging.WARNING, logger="locustfiles.telemetry"):
+    with caplog.at_level(logging.WARNING, logger="vllm_stress.master.telemetry"):
         assert [scraper.scrape(users=1) for _ in range(3)] == [None, None, None]
     assert len(caplog.records) == 1 and problem in caplog.records[0].getMessage()
 
 
 def test_a_server_with_some_metrics_fills_their_columns(server, caplog):
     scraper = ServerScraper(server(200, exposition()).url)
-    with caplog.at_level(logging.WARNING, logger="locustfiles.telemetry"):
+    with caplog.at_level(logging.WARNING, logger="vllm_stress.master.telemetry"):
         rows = [scraper.scrape(users=5) for _ in range(2)]
     assert [column(r, "running") for r in rows] == [6, 6]
     assert column(rows[1], "ttft_count") == 0 and column(rows[1], "ttft_p50_s") == ""  # nothing new

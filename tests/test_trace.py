@@ -5,9 +5,9 @@ import json
 
 import pytest
 
-from analysis.__main__ import main as analyse
-from locustfiles.trace import read_trace, select
 from tests.conftest import REPO, read_rows, run_locust, two_workers
+from vllm_stress.analysis.cli import main as analyse
+from vllm_stress.client.trace import read_trace, select
 
 MOONCAKE = REPO / "scenarios" / "data" / "mooncake-sample.jsonl"
 AZURE = REPO / "scenarios" / "data" / "azure-sample.csv"
@@ -34,7 +34,7 @@ def replay(simulator, tmp_path, name, users, speedup, duration):
     assert main_report(out) == 0
     rows = read_rows(out / "requests.csv")
     summary = json.loads((out / "report" / "summary.json").read_text())
-    windows = summary["traffic"][0]["windows"]  # analysis/traffic.py: per 10 s of the replay
+    windows = summary["traffic"][0]["windows"]  # vllm_stress/analysis/traffic.py: per 10 s of the replay
     assert sum(w["requests"] for w in windows) == len(rows) - sum(r["error"] == "Aborted" for r in rows)
     return rows, summary["levels"][0] | {"windows": windows}
 

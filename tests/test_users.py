@@ -6,8 +6,8 @@ import csv
 
 import pytest
 
-from simulator.requestlog import read_request_log
 from tests.conftest import read_rows, run_locust, server_completed, two_workers
+from vllm_stress.simulator.requestlog import read_request_log
 
 SHORT = ["--input-tokens", "64", "--output-tokens", "16", "--headless", "--only-summary", "-L", "WARNING"]
 
@@ -95,7 +95,7 @@ def test_ttft_matches_the_server_within_5ms(simulator, tmp_path):
     its --request-log) within 5 ms, request by request; the engine's TTFT metric (from the request's submission to
     the engine, after the front end has read and tokenized it) is part of it. One output token: the write that
     carries it is the answer's only one, so a client that reads late cannot find a later chunk in the same read (a
-    read is stamped with its newest segment's arrival, locustfiles/stream.py)."""
+    read is stamped with its newest segment's arrival, vllm_stress/client/stream.py)."""
     from tests.conftest import scrape
 
     log = tmp_path / "requests.jsonl"

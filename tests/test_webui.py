@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 import requests
 
-from locustfiles.webui import COLUMNS, CSV_ROUTE, TAB
-from scenarios.runner import free_port
 from tests.conftest import REPO, read_rows
-from vllm_stress import schema
-from vllm_stress.metrics import bucket_percentile
+from vllm_stress.core import schema
+from vllm_stress.core.metrics import bucket_percentile
+from vllm_stress.scenarios.runner import free_port
+from vllm_stress.webui.llmtab import COLUMNS, CSV_ROUTE, TAB
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -167,8 +167,8 @@ def test_llm_table_in_stats_of_a_distributed_run(master, simulator):
 def assert_ttft_p50_agrees(stats: dict, run, out) -> None:
     """The LLM tab (0.1 ms buckets), Locust's own table (whole milliseconds below 100 ms, its median over what it
     counted so far) and the report (linear interpolation over the requests of the derived window) give the same TTFT
-    p50 within their rounding and the few requests their populations differ by (docs in vllm_stress/metrics.py)."""
-    from analysis.__main__ import main as analyse
+    p50 within their rounding and the few requests their populations differ by (docs in vllm_stress/core/metrics.py)."""
+    from vllm_stress.analysis.cli import main as analyse
 
     live_ms = llm_table(stats)[1]["ttft_p50_ms"]
     locust_ms = next(e["median_response_time"] for e in stats["stats"] if e["method"] == "TTFT")

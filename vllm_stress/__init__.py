@@ -1,2 +1,3 @@
-"""The neutral core of vllm-stress: metric definitions and rules that the load generator (``locustfiles``,
-``scenarios``) and the analysis share. It imports neither Locust nor pandas, so every side can use it."""
+"""vllm-stress: Locust-based stress tests for vLLM servers. Subpackages by role, lowest first: ``core``;
+``client``, ``master``, ``webui``, ``users`` (the Locust side); ``simulator``; ``analysis``; ``scenarios``; and ``cli``,
+the command-line front end."""

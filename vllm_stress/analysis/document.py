@@ -1,0 +1,324 @@
+"""The report's content: the blocks (see ``render``) made from a summary and its plots."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from vllm_stress.analysis import levels as level_defs
+from vllm_stress.analysis import stats
+from vllm_stress.analysis.render import Block, Bullets, Heading, Image, Paragraph, Table
+from vllm_stress.core import steady as steady_rule
+
+TITLE = "vLLM stress test report"
+
+
+def tokens(value: float | None) -> str:
+    """Tokens/s (or any large count) with thousands separators."""
+    return "-" if value is None else f"{value:,.0f}"
+
+
+def seconds(value: float | None) -> str:
+    """Seconds with two decimals (milliseconds below 1 s)."""
+    if value is None:
+        return "-"
+    return f"{value:.2f} s" if value >= 1 else f"{value * 1000:.1f} ms"
+
+
+def ratio(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}x"
+
+
+def percent(value: float | None) -> str:
+    return "-" if value is None else f"{value * 100:.1f} %"
+
+
+def mean_count(value: float | None) -> str:
+    """A mean number of requests."""
+    return "-" if value is None else f"{value:.1f}"
+
+
+def cpu(value: float | None) -> str:
+    """CPU percent of a process (100 = one core)."""
+    return "-" if value is None else f"{value:.0f} %"
+
+
+def with_ci(level: dict, field: str, fmt) -> str:
+    """'mean ± CI half-width' when the level has repeats, else just the value."""
+    ci95 = level.get(f"{field}_ci95")
+    text = fmt(level[field])
+    return text if ci95 is None else f"{text} ± {fmt(ci95)}"
+
+
+def build_report(summary: dict, plots: dict[str, Path]) -> list[Block]:
+    """Every block of the report, in order."""
+    configs = summary["configs"]
+    blocks: list[Block] = [Heading(TITLE, 1), Paragraph(overview(summary))]
+    partial = [f"{c['label']}: {', '.join(c['partial_runs'])}" for c in configs.values() if c["partial"]]
+    if partial:
+        blocks += [Heading("Partial runs"), Paragraph(PARTIAL_NOTE), Bullets(partial)]
+    blocks += [Heading("Peak, saturation and scaling"), comparison_table(configs)]
+    blocks += [Heading("Concurrency recommendations"), recommendation_table(configs), Paragraph(RECOMMENDATION_NOTE)]
+    for label, config in configs.items():
+        blocks += [Heading(f"Per level: {label}"), Paragraph(config_caption(config)), level_table(config)]
+        blocks += error_blocks(config)
+    blocks += [Heading("Plots")] + [Image(title, path) for title, path in plots.items()]
+    blocks += method_blocks(summary)
+    return blocks
+
+
+def overview(summary: dict) -> str:
+    """One sentence per config answering the four questions, and what could not be measured."""
+    sentences = []
+    for label, c in summary["configs"].items():
+        runs = f"{label} ({c['runs']} run{'s' if c['runs'] > 1 else ''})"
+        if c["peak"] is None:
+            sentences.append(f"{runs}: no level reached a steady state, so nothing is said about its capacity.")
+        else:
+            sentences.append(f"{runs}: peak {peak_throughput(c)} at {c['peak']['users']} users with p99 e2e "
+                             f"{seconds(c['peak']['e2e_p99_s'])}; saturates at {c['saturation_users']} users; "
+                             f"recommended concurrency {c['recommendations']['balanced']} (balanced).")
+        sentences += unsteady_sentences(c)
+    return " ".join(sentences)
+
+
+def peak_throughput(config: dict) -> str:
+    peak = config["peak"]
+    if config["throughput_field"] == "requests_per_s":
+        return f"{peak['requests_per_s']:.2f} requests/s (no token counts: the server sent no usage)"
+    return f"{tokens(peak['output_tokens_per_s'])} output tok/s ({tokens(peak['total_tokens_per_s'])} total tok/s)"
+
+
+def unsteady_sentences(config: dict) -> list[str]:
+    """What was not measurable, and the hold it needs."""
+    levels = [level for level in config["levels"] if not level["steady"]]
+    if not levels:
+        return []
+    names = ", ".join(f"{level['users']} users ({level['steady_reason']})" for level in levels)
+    sentences = [f"Not steady, so left out of the peak, saturation and recommendations: {names}."]
+    needs = [level for level in levels if level.get("hold_needed_s")]
+    if needs:
+        top = max(needs, key=lambda level: level["users"])
+        e2e = top["hold_needed_s"] / steady_rule.MIN_LIFETIMES
+        sentences.append(f"At {top['users']} users a steady window needs a hold of at least "
+                         f"{top['hold_needed_s']:.0f} s after a warm-up of at least {e2e:.0f} s (--step-time auto "
+                         f"holds each level until it is steady).")
+    return sentences
+
+
+def comparison_table(configs: dict[str, dict]) -> Table:
+    """The MI325X tuning guide's cross-model table (docs/sources.md §1.1): one column per config."""
+    rows = {
+        "Peak output tok/s": lambda c: tokens(peak_value(c, "output_tokens_per_s")),
+        "Peak total tok/s": lambda c: tokens(peak_value(c, "total_tokens_per_s")),
+        "Peak at (users)": lambda c: "-" if c["peak"] is None else str(c["peak"]["users"]),
+        "Peak total tok/s per GPU": lambda c: per_gpu(c, "total_tokens_per_s_per_gpu"),
+        "Peak output tok/s per GPU": lambda c: per_gpu(c, "output_tokens_per_s_per_gpu"),
+        "Saturation point (users)": lambda c: "-" if c["saturation_users"] is None else f"~{c['saturation_users']}",
+        "Why it saturates there": saturation_reason,
+        "Knee (users)": lambda c: "-" if c["knee_users"] is None else str(c["knee_users"]),
+        "Scaling": lambda c: f"{ratio(c['scaling']['factor'])} ({c['scaling']['from']}→{c['scaling']['to']})",
+        "p99 e2e @ peak": lambda c: seconds(peak_value(c, "e2e_p99_s")),
+        "Levels not steady": lambda c: ", ".join(map(str, c["unsteady_levels"])) or "none",
+        "Lowest success rate": lambda c: percent(min_or_none(level["success_rate"] for level in c["levels"])),
+    }
+    return Table(["Metric", *configs], [[name, *(cell(c) for c in configs.values())] for name, cell in rows.items()])
+
+
+def peak_value(config: dict, key: str) -> float | None:
+    return None if config["peak"] is None else config["peak"].get(key)
+
+
+def saturation_reason(config: dict) -> str:
+    """Why throughput stops growing: the first bound (vllm_stress.analysis.stats.bound) at or above the saturation level."""
+    if config["saturation_users"] is None:
+        return "-"
+    above = [level for level in config["levels"] if level["users"] >= config["saturation_users"]]
+    if all(level.get(f) is None for level in above for f in ("server_in_system_mean", "client_cpu_max_percent")):
+        return "- (no server_metrics.csv or client_health.csv)"
+    level = next((level for level in above if level.get("bound")), None)
+    if level is None:
+        return "no queueing and nothing held back: the server's compute or bandwidth"
+    return f"{level['bound']} from {level['users']} users"
+
+
+def per_gpu(config: dict, key: str) -> str:
+    if config["peak"] is None:
+        return "-"
+    if not config["gpus"]:
+        return "- (no --gpus)"
+    return f"{tokens(config['peak'][key])} ({config['gpus']} GPUs)"
+
+
+def min_or_none(values) -> float | None:
+    present = [v for v in values if v is not None]
+    return min(present) if present else None
+
+
+def recommendation_table(configs: dict[str, dict]) -> Table:
+    rows = []
+    for label, config in configs.items():
+        by_users = {level["users"]: level for level in config["levels"]}
+        for use_case, users in (config["recommendations"] or {}).items():
+            level = by_users[users]
+            rows.append([
+                label,
+                use_case.replace("_", " "),
+                str(users),
+                tokens(level["output_tokens_per_s"]),
+                tokens(level["total_tokens_per_s"]),
+                seconds(level["e2e_p99_s"]),
+            ])  # fmt: skip
+    return Table(["Config", "Use case", "Users", "Output tok/s", "Total tok/s", "p99 e2e"], rows)
+
+
+def config_caption(config: dict) -> str:
+    facts = [
+        f"model {config['model']}" if config["model"] else "",
+        f"scenario {config['scenario']}" if config["scenario"] else "",
+    ]
+    facts += [f"windows: {', '.join(config['windows'])}", f"runs: {', '.join(config['run_dirs'])}"]
+    if config["runs"] > 1:
+        facts.append("values are means over the runs ± 95 % CI half-width (Student t)")
+    return "; ".join(fact for fact in facts if fact) + "."
+
+
+def level_table(config: dict) -> Table:
+    open_loop = any(level.get("schedule_lag_p50_s") is not None for level in config["levels"])
+    headers = ["Users", "Steady", "Requests", "Success", "Output tok/s", "Total tok/s", "Req/s", "In flight"]
+    headers += ["Server held", "Client CPU", "Client lag"]
+    headers += ["TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99", "ITL p50", "ITL p99", "e2e p50", "e2e p90", "e2e p99"]
+    headers += ["Arrival wait p50", "Arrival wait p99"] if open_loop else []
+    has_goodput = "goodput_ratio" in config["levels"][0]
+    headers += ["Goodput"] if has_goodput else []
+    caching = any(level.get(key) is not None for level in config["levels"]
+                  for key in ("prefix_hit_rate", "server_prefix_hit_rate"))
+    headers += ["Prefix hits (rows / server)"] if caching else []
+    rows = []
+    for level in config["levels"]:
+        row = [str(level["users"]), "yes" if level["steady"] else f"no: {level['steady_reason']}"]
+        row += [tokens(level["requests"]), percent(level["success_rate"])]
+        row += [with_ci(level, "output_tokens_per_s", tokens), with_ci(level, "total_tokens_per_s", tokens)]
+        row += [f"{level['requests_per_s']:.2f}", f"{level['concurrency_mean']:.1f}"]
+        row += [mean_count(level.get("server_in_system_mean")), cpu(level.get("client_cpu_max_percent"))]
+        row += [seconds(level.get("client_loop_lag_max_ms") and level["client_loop_lag_max_ms"] / 1000)]
+        for field in ("ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "itl_p50_s", "itl_p99_s"):
+            row.append(seconds(level[field]))
+        row += [seconds(level["e2e_p50_s"]), seconds(level["e2e_p90_s"]), with_ci(level, "e2e_p99_s", seconds)]
+        row += [seconds(level["schedule_lag_p50_s"]), seconds(level["schedule_lag_p99_s"])] if open_loop else []
+        row += [percent(level["goodput_ratio"])] if has_goodput else []
+        row += [f"{percent(level.get('prefix_hit_rate'))} / {percent(level.get('server_prefix_hit_rate'))}"] \
+            if caching else []
+        flags = level_flags(level)
+        if flags:
+            row[0] = f"{row[0]} ({flags})"
+        rows.append(row)
+    return Table(headers, rows)
+
+
+def level_flags(level: dict) -> str:
+    """'partial', 'underloaded: N in flight', the bound, aborted and off-target counts and/or 'unstable: fields'
+    for a level, or ''."""
+    flags = ["partial"] if level["partial"] else []
+    if level["underloaded"]:
+        flags.append(f"underloaded: {level['concurrency_mean']:.0f} in flight")
+    if level.get("bound"):
+        flags.append(level["bound"])
+    if level.get("aborted"):
+        flags.append(f"{level['aborted']:.0f} aborted at the stop")
+    if level.get("off_target"):
+        flags.append(f"{level['off_target']:.0f} off their token targets")
+    if level.get("unstable"):
+        flags.append("unstable: " + ", ".join(level["unstable"]))
+    return "; ".join(flags)
+
+
+def error_blocks(config: dict) -> list[Block]:
+    """Failures by class over whole runs (requests.csv), as Locust counted them, and task exceptions."""
+    items = [f"{name}: {count} (requests.csv)" for name, count in config["errors"].items()]
+    items += [f"{name}: {count} (locust_failures.csv)" for name, count in config["locust_failures"].items()]
+    if config["locust_exceptions"]:
+        items.append(f"unhandled exceptions in Locust tasks: {config['locust_exceptions']} (locust_exceptions.csv)")
+    if config["aborted"]:
+        items.append(f"not failures: {config['aborted']} streams aborted because the run stopped its users "
+                     "(requests.csv error Aborted; their tokens count in tok/s)")
+    if not items:
+        return []
+    return [Paragraph("Failures over the whole runs (all levels, ramps included):"), Bullets(items)]
+
+
+PARTIAL_NOTE = (
+    "These runs stopped early (run.json complete=false, or the rows end before the last level's hold_end). They are "
+    "analysed as far as they go: the last window is cut at the last request's end, levels never reached are absent, "
+    "and the affected levels are marked partial."
+)
+RECOMMENDATION_NOTE = (
+    "Low latency = the smallest level measured. Balanced = among levels whose p99 e2e is at most "
+    f"{stats.LATENCY_BUDGET}x the smallest level's, the smallest one within {stats.SATURATION_TOLERANCE:.0%} of their "
+    "best output tok/s. High throughput = the saturation point."
+)
+
+
+def method_blocks(summary: dict) -> list[Block]:
+    """How every number was obtained."""
+    definitions = [
+        "Window: with levels.csv, [hold_start, hold_end) of each level (ramp-up and the drain after hold_end "
+        "excluded); without it, from the level's first request start plus a warm-up margin (its median e2e, at most "
+        "half the level) to its last request start (the drain after it excluded). A level the run never held (it "
+        "stopped during the level's ramp or warm-up) gets a window from its rows and is never steady.",
+        f"Steady state: a window is steady when it holds at least {steady_rule.MIN_LIFETIMES:.0f} request lifetimes "
+        f"(window / e2e p50), each half has at least {steady_rule.MIN_PER_HALF} measured requests, and its two halves "
+        f"agree: completions, output tok/s and requests in flight within {steady_rule.RATE_TOLERANCE:.0%} (or, "
+        f"when more, {steady_rule.NOISE_Z:.0f} standard deviations of the halves' Poisson completion count), and "
+        "e2e p50 and TTFT p50 moving by at most "
+        f"{steady_rule.LATENCY_TOLERANCE:.0%} of the e2e p50. Levels that are not steady are shown with the first "
+        "check they failed and are never the peak, the saturation point, the knee or a recommendation.",
+        "Attribution: a request belongs to the level in its users column (the level it started in) and counts where "
+        "it ended. Aborted requests (the run stopped its users mid-stream) are neither successes nor failures; "
+        "failures are every other error; successful requests whose usage is off their token targets, or that the "
+        "server aborted, are counted but not timed; the rest (measured requests) give req/s, goodput and every "
+        "latency percentile. Rows merged from several workers are treated as one population with one window.",
+        "Throughput (tok/s): what the server produced during the window, from every request whatever its level or "
+        "outcome, / window length. Each request's output tokens are spread evenly from its first token (its start "
+        "when it has no TTFT) to its end and the part inside the window counts; its prompt tokens count when its "
+        "first token came. Failed or aborted streams count the output they received (chunks when the server sent no "
+        "usage). This stays right when requests last as long as the window or longer (long outputs, queueing at high "
+        "concurrency), where counting the requests that ended in the window would be lumpy or empty. The timeline "
+        "plots spread output tokens per second the same way.",
+        "Percentiles: linear interpolation between samples (numpy's default, as vllm bench serve); ITL from "
+        "itl_histogram.csv buckets (smallest bucket reaching the quantile), filled by the load generators from the "
+        "level's successful streams that ended during its hold.",
+        f"Peak: the steady level with the highest mean output tok/s (requests/s when no level has token counts). "
+        f"Saturation point: the smallest steady level within {stats.SATURATION_TOLERANCE:.0%} of the peak.",
+        f"Knee: Kneedle — users and output tok/s scaled to [0, 1], the level where throughput exceeds the diagonal "
+        f"most; none when that excess is below {stats.KNEE_MIN_EXCESS} or with fewer than three levels.",
+        "Scaling: output tok/s at the second level divided by output tok/s at the first (total tok/s gives the same "
+        "ratio when prompt and output lengths are fixed).",
+        f"Underloaded: a level whose requests in flight (time-averaged over its window) stay under "
+        f"{stats.UNDERLOADED_RATIO:.0%} of its users — the server never saw the target concurrency (think time, a "
+        "client connection cap, a gateway limit or a client that cannot keep up), so its numbers describe a lower load.",
+        "Why a level is bound (the flag after its users, and 'Why it saturates there'): 'server-bound: waiting "
+        "requests' when requests queue inside the server's engine (server_waiting_mean ≥ 1 and ≥ "
+        f"{stats.QUEUED_SHARE:.0%} of server_in_system_mean: max_num_seqs or the KV cache); "
+        f"'client-bound' when a load generator reached {stats.CLIENT_CPU_LIMIT_PERCENT} % CPU (Locust's warning limit) "
+        f"or its event loop ran its timers {stats.CLIENT_LOOP_LAG_LIMIT_MS:.0f} ms late on average ('Client lag': it "
+        "waited for a core that something else held, such as a server on the same host, and its timestamps are late "
+        "by as much) and the server did not queue; 'client/gateway-bound' when vLLM's HTTP layer held under "
+        f"{stats.UNDERLOADED_RATIO:.0%} of the users (requests were held back before they reached it); "
+        "'frontend-bound' when the HTTP layer held the users but the engine did not (the rest of each request's time "
+        "was in vLLM's frontend: HTTP, chat template, tokenization, detokenization, streaming), or when vLLM's API "
+        f"server process used {stats.FRONTEND_CPU_LIMIT_PERCENT} % of a core (requests then wait in its event loop "
+        "before its HTTP layer times them; short of that, time before vLLM's HTTP layer cannot be told apart from a "
+        "gateway by vLLM's metrics). What a layer held "
+        "comes from Little's law on the server's own histograms: the sum of the latencies it recorded in the window "
+        "divided by the time its scrapes cover.",
+        "Repeats: several runs of one label; per level the mean, sample standard deviation and 95 % CI half-width "
+        f"t(0.975, n-1)·sd/√n. A level is flagged unstable when, for output tok/s, total tok/s or p99 e2e, the "
+        f"coefficient of variation or the CI half-width exceeds {stats.UNSTABLE_LIMIT:.0%} of the mean.",
+    ]
+    if summary["slo"]:
+        limits = ", ".join(f"{name} ≤ {seconds(limit)}" for name, limit in summary["slo"].items())
+        definitions.append(
+            f"Goodput: share of requests that succeeded with {limits} (TPOT counts as met when undefined)."
+        )
+    glossary = [f"{name}: {text}" for name, text in level_defs.LEVEL_FIELDS.items()]
+    return [Heading("Method"), Bullets(definitions), Heading("Fields", 3), Bullets(glossary)]

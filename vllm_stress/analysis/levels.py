@@ -1,0 +1,427 @@
+"""Per-level steady-state windows and the statistics of one run in each window.
+
+Window of a level:
+
+* with ``levels.csv``: ``[hold_start, hold_end)`` — the ramp (``ramp_start`` .. ``hold_start``) and everything
+  after ``hold_end`` (the next level's ramp, the final drain) are left out;
+* without it (a plain Locust run): per ``users`` value, from the level's first request start plus a warm-up margin
+  (the level's median e2e, at most half the level) to the level's *last request start* — after that no request of
+  the level is sent any more, so what follows is the drain, not steady state (a header-only levels.csv counts as
+  none);
+* a level that was never held — the run stopped during its ramp or warm-up (levels.csv gives it no hold), or was
+  killed before levels.csv got its row — gets a window derived from its rows, as above, is marked partial and is
+  never steady.
+
+Whether a window *is* a steady state is decided by ``vllm_stress.core.steady`` (``steady``, ``steady_reason``); only
+steady levels can be the peak, the saturation point, the knee or a recommendation (``vllm_stress.analysis.stats``).
+
+Populations. A request belongs to the level in its ``users`` column (the level it started in) and counts where it
+*ended*. Of a level's requests that ended in the window:
+
+* **aborted** ones (``vllm_stress.core.schema.ABORTED``: the run stopped its users mid-stream) are neither successes nor failures;
+* **failures** are every other error (what the server or the network did wrong);
+* **off target** ones succeeded but the server's ``usage`` differs from what the request was built and forced to
+  have (``count_mismatch``), or the server aborted them (``finish_reason`` abort): they are counted, not timed;
+* **measured** ones are the rest of the successes: every latency percentile (TTFT, TPOT, e2e, and ITL, whose
+  histogram the load generators fill only from successful streams that ended during a hold) and req/s use exactly
+  these.
+
+Token throughput is what the server produced *during* the window, whoever asked for it, by the rule of
+``vllm_stress.core.metrics.streamed_tokens``; prompt tokens count when their request's first token came (the prefill was
+done). Output tokens are the server's ``usage`` counts, or the chunks received for a stream that ended without usage
+(failed, aborted). A level none of whose successful requests carried usage has no tok/s (NaN) rather than 0.
+Rows from several workers are already merged into one file; nothing here depends on their order.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from vllm_stress.analysis.load import AnalysisError, Run
+from vllm_stress.core import steady
+from vllm_stress.core.metrics import bucket_percentile, percentile, streamed_tokens
+from vllm_stress.core.metrics import mean_in_flight as in_flight_mean
+from vllm_stress.core.schema import ABORTED, LEVELS_FILE, REQUESTS_FILE
+
+PERCENTILES = (50, 90, 99)
+LEVEL_CLOCK_SLACK_S = 1.0  # worker rows of a new level may start slightly before the master wrote the last hold_end
+LATENCY_METRICS = {"ttft": "ttft_s", "tpot": "tpot_s", "e2e": "e2e_s"}  # SLO / percentile name -> request column
+
+# Every per-level field, defined once; the report's glossary prints this.
+LEVEL_FIELDS = {
+    "users": "target concurrency (Locust users) of the level",
+    "window_s": "length of the steady-state window, seconds",
+    "steady": "the window is a steady state (vllm_stress.core.steady: enough request lifetimes, halves that agree); only "
+    "steady levels can be the peak, the saturation point, the knee or a recommendation",
+    "steady_reason": "why the level is steady or not, in one line",
+    "lifetimes": "window_s / the e2e p50 of the level's measured requests: how many request lifetimes it holds",
+    "hold_needed_s": "the shortest hold that can be steady at this e2e p50 (after a warm-up of one lifetime)",
+    "requests": "requests of the level that ended in the window, successes and failures (aborted ones apart)",
+    "failures": "of those, the failed ones (what the server or the network did wrong)",
+    "aborted": "requests of the level ended in the window because the run stopped its users mid-stream: neither "
+    "successes nor failures",
+    "off_target": "successful requests whose usage differs from their token targets (count_mismatch) or that the "
+    "server aborted (finish_reason abort): counted, but left out of every latency percentile",
+    "success_rate": "1 - failures / requests",
+    "requests_per_s": "measured requests (successful, on target) ended in the window / window_s",
+    "output_tokens_per_s": "output tokens streamed during the window by any request (vllm_stress.core.metrics."
+    "streamed_tokens) / window_s; empty when none of the level's successful requests carried usage",
+    "total_tokens_per_s": "(output tokens as above + prompt tokens of the requests whose first token came in the "
+    "window) / window_s",
+    "rows_without_usage": "successful requests ended in the window without usage",
+    "concurrency_mean": "requests actually in flight, averaged over the window (any level's requests)",
+    "server_e2e_mean_s": "the server's own mean e2e latency (arrival in its engine to finish, server_metrics.csv) of "
+    "the requests it finished in the window",
+    "server_in_system_mean": "requests the server's engine held (running + waiting), by Little's law from its own "
+    "e2e histogram alone: the sum of the e2e of the requests it finished in the window / the time the scrapes cover",
+    "server_waiting_mean": "requests waiting in the engine's queue, the same way from its queue-time histogram",
+    "server_http_held_mean": "requests vLLM's HTTP layer held (its http_request_duration_highr_seconds histogram, the "
+    "same way): the engine's time plus the frontend's (HTTP, chat template, tokenization, detokenization, streaming)",
+    "server_frontend_cpu_percent": "CPU of vLLM's API server process during the window (its "
+    "process_cpu_seconds_total; 100 = one core): near 100 its event loop is the limit, and requests wait in it "
+    "before its HTTP layer times them",
+    "client_cpu_max_percent": "CPU of the busiest load-generating process (client_health.csv, 100 = one core): the "
+    "highest of the samples whose span (since the process's previous sample) overlaps the window",
+    "client_loop_lag_max_ms": "how late the most starved load generator's event loop ran its timers, on average over "
+    "a sample (client_health.csv): the highest of the samples overlapping the window; its timestamps are late by "
+    "about as much",
+    "ttft_p50_s": "time to first token percentiles (p50/p90/p99) of the measured requests ended in the window",
+    "tpot_p50_s": "time per output token after the first, same requests",
+    "itl_p50_s": "inter-chunk latency of the level's successful streams that ended during its hold "
+    "(itl_histogram.csv buckets)",
+    "e2e_p50_s": "end-to-end latency, same requests",
+    "schedule_lag_p50_s": "open loop: how long the level's requests waited for a free user after their scheduled "
+    "arrival (p50/p99; TTFT and e2e start at the send, as in vllm bench serve, so this wait is not in them)",
+    "prefix_hit_rate": "prompt tokens the server found in its prefix cache / prompt tokens, over the measured "
+    "requests whose usage said (cached_tokens; vLLM with --enable-prompt-tokens-details)",
+    "server_prefix_hit_rate": "the same from the server's counters: vllm:prefix_cache_hits / queries during the window",
+    "goodput_requests_per_s": "measured requests meeting every SLO / window_s (TPOT counts as met when undefined)",
+    "goodput_ratio": "requests meeting every SLO / requests",
+    "partial": "the window was cut short because the run stopped early",
+}
+
+
+def level_windows(run: Run) -> tuple[pd.DataFrame, bool]:
+    """The window of each level (users, start, end, partial, held) and whether the run is partial."""
+    rows = run.requests
+    last_end = rows["end_time"].max()
+    if "levels" not in run.tables:
+        never_held = not run.tables.get("not_held", pd.DataFrame()).empty  # a plain run has no hold to miss
+        windows = derived_windows(rows).assign(partial=never_held, held=not never_held)
+        return windows, run.interrupted or never_held
+    levels = run.tables["levels"].sort_values("hold_start")
+    windows = pd.DataFrame(
+        {"users": levels["users"].astype("int64"), "start": levels["hold_start"], "end": levels["hold_end"]}
+    )
+    unlisted = unlisted_level_windows(run, windows)
+    partial = run.interrupted or not unlisted.empty or windows["end"].isna().any() or stopped_early(rows, windows)
+    if partial:
+        windows["end"] = windows["end"].fillna(last_end).clip(upper=last_end)
+    windows["partial"] = partial & (windows["end"] < levels["hold_end"].fillna(np.inf))
+    windows = pd.concat([windows.assign(held=True), unlisted.assign(partial=True, held=False)], ignore_index=True)
+    return windows[windows["end"] > windows["start"]].reset_index(drop=True), bool(partial)
+
+
+def unlisted_level_windows(run: Run, windows: pd.DataFrame) -> pd.DataFrame:
+    """Derived windows for the levels that were never held: levels.csv says the run stopped during their ramp or
+    warm-up, or has no row for them because the run was killed during them (a level's row is written when it ends).
+    The requests of an unlisted level all start after the last listed level's hold_end; any other is an error."""
+    rows = run.requests
+    unlisted = rows[~rows["users"].isin(windows["users"])]
+    if unlisted.empty:
+        return pd.DataFrame(columns=["users", "start", "end"])
+    not_held = run.tables.get("not_held", pd.DataFrame(columns=["users"]))["users"]
+    first_start = unlisted.groupby("users")["start_time"].min()
+    late = first_start >= windows["end"].max() - LEVEL_CLOCK_SLACK_S
+    unknown = first_start[~late & ~first_start.index.isin(not_held)].index.tolist()
+    if unknown:
+        raise AnalysisError(f"{run.path / REQUESTS_FILE}: unknown level(s) users={unknown} not in {LEVELS_FILE}")
+    return derived_windows(unlisted)
+
+
+def derived_windows(rows: pd.DataFrame) -> pd.DataFrame:
+    """Windows from the rows alone: first start + warm-up margin .. last start of each level."""
+    by_level = rows.groupby("users")
+    first_start = by_level["start_time"].min()
+    last_start = by_level["start_time"].max()
+    end = last_start.where(last_start > first_start, by_level["end_time"].max())
+    margin = np.minimum(by_level["e2e_s"].median(), (end - first_start) / 2)
+    windows = pd.DataFrame({"start": first_start + margin, "end": end}).reset_index()
+    return windows[windows["end"] > windows["start"]].reset_index(drop=True)
+
+
+def stopped_early(rows: pd.DataFrame, windows: pd.DataFrame) -> bool:
+    """The rows end before the last level's hold_end by more than one median e2e of that level.
+
+    In a closed loop a level keeps completing requests until its end, so a silence longer than one typical request
+    means the run stopped.
+    """
+    last = windows.iloc[-1]
+    level_rows = rows[rows["users"] == last["users"]]
+    slack = level_rows["e2e_s"].median() if not level_rows.empty else 0.0
+    return bool(rows["end_time"].max() < last["end"] - slack)
+
+
+def classify(rows: pd.DataFrame) -> pd.DataFrame:
+    """The rows with the boolean columns of the populations in the module docstring: aborted, failed, off_target,
+    measured."""
+    aborted = ~rows["ok"] & (rows["error"] == ABORTED).fillna(False)
+    off_target = rows["ok"] & (rows["count_mismatch"] | (rows["finish_reason"] == "abort").fillna(False))
+    return rows.assign(aborted=aborted, failed=~rows["ok"] & ~aborted, off_target=off_target,
+                       measured=rows["ok"] & ~off_target)
+
+
+def level_stats(run: Run, windows: pd.DataFrame, slo: dict[str, float] | None = None) -> pd.DataFrame:
+    """One row per level with every field of LEVEL_FIELDS (percentiles p50/p90/p99)."""
+    rows = classify(run.requests)
+    by_users = windows.set_index("users")
+    window_s = by_users["end"] - by_users["start"]
+    in_window = rows["end_time"].between(
+        rows["users"].map(by_users["start"]), rows["users"].map(by_users["end"]), inclusive="left"
+    )
+    ended = rows[in_window]
+    counted = ended[~ended["aborted"]]
+    measured = ended[ended["measured"]]
+    stats = pd.DataFrame(index=by_users.index)
+    stats["window_s"] = window_s
+    stats = stats.join(steady_verdicts(rows, windows))
+    def per_level(flags: pd.Series) -> pd.Series:
+        return flags.groupby(ended["users"]).sum().reindex(stats.index, fill_value=0)
+
+    stats["requests"] = counted.groupby("users").size().reindex(stats.index, fill_value=0)
+    stats["failures"] = per_level(ended["failed"])
+    stats["aborted"] = per_level(ended["aborted"])
+    stats["off_target"] = per_level(ended["off_target"])
+    stats["success_rate"] = 1 - stats["failures"] / stats["requests"].where(stats["requests"] > 0)
+    stats["requests_per_s"] = measured.groupby("users").size().reindex(stats.index, fill_value=0) / window_s
+    stats["rows_without_usage"] = per_level(ended["ok"] & ended["completion_tokens"].isna())
+    output_tokens, prompt_tokens = tokens_in_windows(rows, windows)
+    successes = per_level(ended["ok"])
+    counted_tokens = ~((successes > 0) & (stats["rows_without_usage"] == successes))
+    stats["output_tokens_per_s"] = (output_tokens.to_numpy() / window_s).where(counted_tokens)
+    stats["total_tokens_per_s"] = ((output_tokens + prompt_tokens).to_numpy() / window_s).where(counted_tokens)
+    stats["concurrency_mean"] = mean_in_flight(rows, windows).to_numpy()
+    stats = stats.join(server_load(run.tables.get("server"), windows))
+    stats["client_cpu_max_percent"] = client_health_max(run.tables.get("client_health"), windows, "cpu_percent")
+    stats["client_loop_lag_max_ms"] = client_health_max(run.tables.get("client_health"), windows, "loop_lag_ms")
+    stats = stats.join(latency_percentiles(measured)).join(itl_percentiles(run.tables.get("itl")))
+    stats["prefix_hit_rate"] = prefix_hit_rates(measured, "users").reindex(stats.index)
+    stats["server_prefix_hit_rate"] = server_prefix_hit_rate(run.tables.get("server"), windows)
+    if slo:
+        stats = stats.join(goodput(measured, slo, window_s, stats["requests"]))
+    stats["partial"] = by_users["partial"]
+    return stats.reset_index()
+
+
+def prefix_hit_rates(measured: pd.DataFrame, by: str) -> pd.Series:
+    """Per value of column ``by``: cached prompt tokens / prompt tokens of the measured rows whose server said how
+    many it had cached (token-weighted; NaN where none said)."""
+    told = measured[measured["cached_tokens"].notna()].groupby(by)
+    return told["cached_tokens"].sum() / told["prompt_tokens"].sum()
+
+
+def steady_verdicts(rows: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
+    """steady, steady_reason, lifetimes and hold_needed_s of each window (vllm_stress.core.steady)."""
+    first, end, output, _ = token_times(rows)
+    e2e, ttft = rows["e2e_s"].to_numpy(float), rows["ttft_s"].to_numpy(float)
+    verdicts = []
+    for window in windows.itertuples():
+        if not window.held:
+            verdicts.append(steady.Verdict(False, NEVER_HELD, np.nan, np.nan))
+            continue
+        measured = (rows["measured"] & (rows["users"] == window.users)).to_numpy()
+        sample = steady.Requests(rows["start_time"].to_numpy(), end, first, output, measured, e2e, ttft)
+        verdicts.append(steady.judge(window.start, window.end, sample))
+    return pd.DataFrame(
+        {
+            "steady": [v.steady for v in verdicts],
+            "steady_reason": [v.reason for v in verdicts],
+            "lifetimes": [v.lifetimes for v in verdicts],
+            "hold_needed_s": [v.hold_needed_s for v in verdicts],
+        },
+        index=windows["users"],
+    )
+
+
+NEVER_HELD = "the run stopped during this level's ramp or warm-up: it was never held"
+
+
+def tokens_in_windows(rows: pd.DataFrame, windows: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
+    """Output and prompt tokens the server produced inside each window (see the module docstring)."""
+    first, end, output, prompt = token_times(rows)
+    outputs, prompts = [], []
+    for w_start, w_end in zip(windows["start"], windows["end"], strict=True):
+        outputs.append(streamed_tokens(first, end, output, w_start, w_end))
+        prompts.append(prompt[(first >= w_start) & (first < w_end)].sum())
+    return pd.Series(outputs, index=windows["users"]), pd.Series(prompts, index=windows["users"])
+
+
+def token_times(rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per row: first token time (the start without a TTFT), end time, output tokens (usage, else the chunks
+    received, so failed and aborted streams count what they streamed) and prompt tokens (of rows that got a first
+    token or succeeded: usage, else the length the prompt was built to have, which /tokenize sized exactly — a stream
+    cut after its first token had its prompt prefilled but never got its usage)."""
+    first = (rows["start_time"] + rows["ttft_s"].fillna(0.0)).to_numpy()
+    end = rows["end_time"].to_numpy()
+    output = rows["completion_tokens"].fillna(rows["chunks"]).fillna(0).to_numpy(dtype=float)
+    prompt = rows["prompt_tokens"].fillna(rows["target_prompt_tokens"])
+    prompt = prompt.where(rows["ttft_s"].notna() | rows["ok"], 0).fillna(0).to_numpy(dtype=float)
+    return first, end, output, prompt
+
+
+SERVER_LOAD_COLUMNS = ["server_e2e_mean_s", "server_in_system_mean", "server_waiting_mean", "server_http_held_mean",
+                       "server_frontend_cpu_percent"]
+
+
+def server_load(server: pd.DataFrame | None, windows: pd.DataFrame) -> pd.DataFrame:
+    """What the server held in each window, by Little's law from its own histograms alone (see LEVEL_FIELDS; NaN
+    without server_metrics.csv). Each scrape row holds the observations since the previous scrape, so the time the
+    window's rows cover is the sum of their scrape intervals. These are time integrals: gauges sampled once per
+    scrape are too noisy to decide anything with few scrapes and short requests."""
+    if server is None or server.empty:
+        return pd.DataFrame(np.nan, index=windows["users"], columns=SERVER_LOAD_COLUMNS)
+    server = server.sort_values("time")
+    interval = server["time"].diff()
+    loads = []
+    for w_start, w_end in zip(windows["start"], windows["end"], strict=True):
+        inside = server[(server["time"] > w_start) & (server["time"] <= w_end) & interval.notna()
+                        & server["e2e_count"].notna()]
+        span = interval[inside.index].sum()
+        count = inside["e2e_count"].sum()
+        if span <= 0 or count <= 0:
+            loads.append([np.nan] * len(SERVER_LOAD_COLUMNS))
+            continue
+        http = inside["http_sum_s"].sum() / span if inside["http_count"].notna().any() else np.nan
+        frontend_cpu = server["frontend_cpu_s"].diff()[inside.index].sum(min_count=1) / span * 100
+        loads.append([inside["e2e_sum_s"].sum() / count, inside["e2e_sum_s"].sum() / span,
+                      inside["queue_sum_s"].sum(min_count=1) / span, http, frontend_cpu])
+    return pd.DataFrame(loads, index=windows["users"], columns=SERVER_LOAD_COLUMNS)
+
+
+def server_prefix_hit_rate(server: pd.DataFrame | None, windows: pd.DataFrame) -> np.ndarray:
+    """vllm:prefix_cache_hits / queries gained during each window (cumulative counters: the last scrape in the
+    window minus the last one before it); NaN without them."""
+    if server is None or server.empty or server["prefix_cache_queries"].isna().all():
+        return np.full(len(windows), np.nan)
+    server = server.sort_values("time")
+    rates = []
+    for w_start, w_end in zip(windows["start"], windows["end"], strict=True):
+        before, upto = server[server["time"] <= w_start], server[server["time"] <= w_end]
+        if before.empty or len(upto) == len(before):
+            rates.append(np.nan)
+            continue
+        queries = upto["prefix_cache_queries"].iloc[-1] - before["prefix_cache_queries"].iloc[-1]
+        hits = upto["prefix_cache_hits"].iloc[-1] - before["prefix_cache_hits"].iloc[-1]
+        rates.append(hits / queries if queries > 0 else np.nan)
+    return np.array(rates, dtype=float)
+
+
+def client_health_max(health: pd.DataFrame | None, windows: pd.DataFrame, column: str) -> np.ndarray:
+    """The highest ``column`` of client_health.csv in each window (NaN without the file). A process's sample covers
+    the time since its previous sample, so the samples whose span overlaps the window count."""
+    if health is None or health.empty:
+        return np.full(len(windows), np.nan)
+    health = health.sort_values("time")
+    since = health.groupby("worker")["time"].shift().fillna(-np.inf)
+    return np.array([
+        health.loc[(health["time"] > w_start) & (since < w_end), column].max()
+        for w_start, w_end in zip(windows["start"], windows["end"], strict=True)
+    ], dtype=float)
+
+
+def mean_in_flight(rows: pd.DataFrame, windows: pd.DataFrame) -> pd.Series:
+    """Time-averaged number of requests in flight in each window (vllm_stress.core.metrics.mean_in_flight)."""
+    start, end = rows["start_time"].to_numpy(), rows["end_time"].to_numpy()
+    means = [in_flight_mean(start, end, a, b) for a, b in zip(windows["start"], windows["end"], strict=True)]
+    return pd.Series(means, index=windows["users"])
+
+
+def latency_percentiles(measured: pd.DataFrame) -> pd.DataFrame:
+    """ttft/tpot/e2e (and the open loop's schedule lag) p50/p90/p99 per level (vllm_stress.core.metrics.percentile:
+    linear interpolation, as ``vllm bench serve``)."""
+    columns = [*LATENCY_METRICS.values(), "schedule_lag_s"]
+    fields = [percentile_field(c, p / 100) for c in columns for p in PERCENTILES]
+    result = {
+        users: [percentile(level[column].to_numpy(float), p) for column in columns for p in PERCENTILES]
+        for users, level in measured.groupby("users")
+    }
+    return pd.DataFrame.from_dict(result, orient="index", columns=fields).reindex(columns=fields)
+
+
+def percentile_field(column: str, quantile: float) -> str:
+    """'e2e_s', 0.99 -> 'e2e_p99_s'."""
+    return f"{column.removesuffix('_s')}_p{round(quantile * 100)}_s"
+
+
+def itl_percentiles(histogram: pd.DataFrame | None) -> pd.DataFrame:
+    """ITL p50/p90/p99 per level from (users, itl_ms, count) rows (vllm_stress.core.metrics.bucket_percentile)."""
+    columns = [percentile_field("itl_s", p / 100) for p in PERCENTILES]
+    if histogram is None or histogram.empty:
+        return pd.DataFrame(columns=columns, dtype=float)
+    result = {}
+    for users, level in histogram.groupby(histogram["users"].astype("int64")):
+        counts = level.groupby("itl_ms")["count"].sum().to_dict()
+        result[users] = [bucket_percentile(counts, p / 100) / 1000 for p in PERCENTILES]
+    return pd.DataFrame.from_dict(result, orient="index", columns=columns)
+
+
+def goodput(measured: pd.DataFrame, slo: dict[str, float], window_s: pd.Series, requests: pd.Series) -> pd.DataFrame:
+    """Requests meeting every SLO (DistServe / ``vllm bench serve --goodput`` definition) per level."""
+    met = pd.Series(True, index=measured.index)
+    for name, limit in slo.items():
+        column = measured[LATENCY_METRICS[name]]
+        met &= (column.fillna(0.0) if name == "tpot" else column) <= limit
+    good = met.groupby(measured["users"]).sum().reindex(window_s.index, fill_value=0)
+    return pd.DataFrame(
+        {"goodput_requests_per_s": good / window_s, "goodput_ratio": good / requests.where(requests > 0)}
+    )
+
+
+def timeline(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per second since the first start: requests in flight, failures ended, and output tokens streamed in that
+    second (spread from first token to end as in the windows, see the module docstring)."""
+    origin = np.floor(rows["start_time"].min())
+    start_s = (rows["start_time"] - origin).astype("int64").to_numpy()
+    end_s = (rows["end_time"] - origin).astype("int64").to_numpy()
+    length = end_s.max() + 1
+    in_flight = np.cumsum(np.bincount(start_s, minlength=length) - np.bincount(end_s, minlength=length))
+    return pd.DataFrame(
+        {
+            "second": np.arange(length),
+            "unix_time": origin + np.arange(length),
+            "in_flight": in_flight,
+            "failed": np.bincount(end_s[classify(rows)["failed"].to_numpy()], minlength=length),
+            "output_tokens": tokens_per_second(rows, origin, length),
+        }
+    )
+
+
+def tokens_per_second(rows: pd.DataFrame, origin: float, length: int) -> np.ndarray:
+    """Output tokens streamed in each second [k, k + 1) after ``origin``, k < length, without a loop over rows.
+
+    A row streams at rate r = tokens / (end - first) over [first, end), so the tokens streamed before time t are
+    r * (ramp(t - first) - ramp(t - end)) with ramp(x) = max(x, 0); summed over rows at whole seconds k that is
+    k * R(k) - S(k) per edge, R and S being cumulative sums of r and r * edge over the edges before k.
+    """
+    first, end, output, _ = token_times(rows)
+    first, end = first - origin, end - origin
+    spread = end > first
+    rate = output[spread] / (end[spread] - first[spread])
+    seconds = np.arange(length + 1)
+
+    def ramp_sum(edges: np.ndarray) -> np.ndarray:
+        after = np.floor(edges).astype("int64") + 1  # the first whole second after each edge
+        rates = np.cumsum(np.bincount(after, rate, minlength=length + 1)[: length + 1])
+        weighted = np.cumsum(np.bincount(after, rate * edges, minlength=length + 1)[: length + 1])
+        return seconds * rates - weighted
+
+    streamed = np.diff(ramp_sum(first[spread]) - ramp_sum(end[spread]))
+    at_once = np.bincount(np.floor(end[~spread]).astype("int64"), output[~spread], minlength=length)[:length]
+    return streamed + at_once
+
+
+def error_counts(rows: pd.DataFrame) -> dict[str, int]:
+    """Failed requests of the whole run by error class (empty class shown as "unknown"); aborted ones apart."""
+    failed = rows.loc[classify(rows)["failed"], "error"].fillna("unknown")
+    return {str(name): int(count) for name, count in failed.value_counts().items()}

@@ -1,0 +1,232 @@
+"""Statistics over levels: repeat aggregation with Student-t confidence intervals, peak, saturation, knee, scaling
+and the concurrency recommendations. Pure functions of small per-level tables (one row per level).
+
+Definitions (the report quotes them). Only steady levels (``vllm_stress.core.steady``) are candidates for the peak, the
+saturation point, the knee and the recommendations: a level whose window was still a transient says nothing about
+the deployment's capacity.
+
+* **peak**: the level with the highest mean output tok/s (requests/s when no level has token counts).
+* **saturation point**: the smallest level whose mean output tok/s is within ``SATURATION_TOLERANCE`` (5 %) of the
+  peak — more users after it buy at most 5 % more throughput.
+* **knee** (Kneedle, Satopää et al. 2011): concurrency and throughput are both scaled to [0, 1]; the knee is the
+  level where the scaled throughput exceeds the diagonal by the most. No knee is reported when that excess is below
+  ``KNEE_MIN_EXCESS`` (a straight or convex curve has none) or there are fewer than three levels.
+* **unstable level** (repeats): for output tok/s, total tok/s or p99 e2e, the coefficient of variation exceeds 10 %
+  or the 95 % CI half-width exceeds 10 % of the mean.
+* **underloaded level**: requests in flight averaged under ``UNDERLOADED_RATIO`` (90 %) of the level's users.
+* **recommendations**: low latency = the smallest level; balanced = among levels whose p99 e2e stays within
+  ``LATENCY_BUDGET`` x the smallest level's, the smallest one within 5 % of their best throughput; high
+  throughput = the saturation point.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from vllm_stress.core.schema import CLIENT_CPU_LIMIT_PERCENT, CLIENT_LOOP_LAG_LIMIT_MS
+
+SATURATION_TOLERANCE = 0.05
+KNEE_MIN_EXCESS = 0.1
+UNSTABLE_LIMIT = 0.10
+UNDERLOADED_RATIO = 0.9
+QUEUED_SHARE = 0.1
+FRONTEND_CPU_LIMIT_PERCENT = 90
+SCHEDULE_LAG_LIMIT_S = 1.0  # open loop / trace replay: p99 of arrivals' wait for a free user before it is flagged
+LATENCY_BUDGET = 1.5
+TRUST_FIELDS = ("output_tokens_per_s", "total_tokens_per_s", "e2e_p99_s")
+PEAK_FIELD = "output_tokens_per_s"
+NOT_AVERAGED = ("users", "run", "partial", "steady", "steady_reason")
+
+# Student t 0.975 quantiles for 1..30 degrees of freedom; above 30 the Cornish-Fisher expansion is exact to 1e-4.
+T_975 = (
+    12.7062, 4.3027, 3.1824, 2.7764, 2.5706, 2.4469, 2.3646, 2.3060, 2.2622, 2.2281,
+    2.2010, 2.1788, 2.1604, 2.1448, 2.1314, 2.1199, 2.1098, 2.1009, 2.0930, 2.0860,
+    2.0796, 2.0739, 2.0687, 2.0639, 2.0595, 2.0555, 2.0518, 2.0484, 2.0452, 2.0423,
+)  # fmt: skip
+Z_975 = 1.959964
+
+
+def t_975(df: int) -> float:
+    """The two-sided 95 % Student t quantile for ``df`` degrees of freedom (NaN for df < 1)."""
+    if df < 1:
+        return math.nan
+    if df <= len(T_975):
+        return T_975[df - 1]
+    z = Z_975
+    return (
+        z
+        + (z**3 + z) / (4 * df)
+        + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
+        + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * df**3)
+    )
+
+
+def aggregate_repeats(per_run: pd.DataFrame) -> pd.DataFrame:
+    """Per level: the mean of every field over the runs that reached it, ``runs``, ``partial`` (any run), and with
+    more than one run ``<field>_std`` (sample standard deviation), ``<field>_ci95`` (CI half-width) and
+    ``unstable`` (the TRUST_FIELDS whose spread is too wide)."""
+    fields = [c for c in per_run.columns if c not in NOT_AVERAGED]
+    by_level = per_run.groupby("users")
+    result = by_level[fields].mean()
+    result["runs"] = by_level.size()
+    result["partial"] = by_level["partial"].any()
+    result["steady"] = by_level["steady"].all()
+    result["steady_reason"] = by_level.apply(repeat_reason, include_groups=False)
+    if per_run["run"].nunique() > 1:
+        std = by_level[fields].std(ddof=1)
+        samples = by_level[fields].count()  # per field: the runs where it has a value
+        ci95 = std * (samples - 1).map(t_975) / np.sqrt(samples)
+        result = result.join(std.add_suffix("_std")).join(ci95.add_suffix("_ci95"))
+        result["unstable"] = unstable_fields(result)
+    return result.reset_index()
+
+
+def repeat_reason(runs: pd.DataFrame) -> str:
+    """A level's steady_reason over its runs: the first unsteady run's (with how many runs were unsteady), else the
+    first run's."""
+    unsteady = runs.loc[~runs["steady"], "steady_reason"]
+    if unsteady.empty:
+        return str(runs["steady_reason"].iloc[0])
+    return unsteady.iloc[0] if len(runs) == 1 else f"{len(unsteady)} of {len(runs)} runs unsteady: {unsteady.iloc[0]}"
+
+
+def unstable_fields(levels: pd.DataFrame) -> pd.Series:
+    """Per level, the TRUST_FIELDS whose CV or relative CI half-width exceeds UNSTABLE_LIMIT."""
+    too_wide = pd.DataFrame(
+        {
+            name: (levels[f"{name}_std"] > UNSTABLE_LIMIT * levels[name].abs())
+            | (levels[f"{name}_ci95"] > UNSTABLE_LIMIT * levels[name].abs())
+            for name in TRUST_FIELDS
+            if name in levels
+        }
+    )
+    return too_wide.apply(lambda flags: [name for name, wide in flags.items() if wide], axis=1)
+
+
+def underloaded(levels: pd.DataFrame) -> pd.Series:
+    """Levels whose requests in flight averaged under UNDERLOADED_RATIO x users: the server never saw the target
+    concurrency (think time, a client connection cap, a gateway limit or a client that cannot keep up). An open loop
+    or a trace replay (its rows have a schedule lag) sets its own load: its users are only a pool."""
+    closed = levels["schedule_lag_p50_s"].isna() if "schedule_lag_p50_s" in levels else True
+    return (levels["concurrency_mean"] < UNDERLOADED_RATIO * levels["users"]) & closed
+
+
+def bound(levels: pd.DataFrame) -> pd.Series:
+    """Why each level's throughput is what it is (see level_bound), "" where nothing says."""
+    return levels.apply(level_bound, axis=1).astype(str) if not levels.empty else pd.Series("", index=levels.index)
+
+
+def level_bound(level: pd.Series) -> str:
+    """Why a level's throughput is what it is, from the server's own histograms (server_metrics.csv, see
+    server_in_system_mean, server_waiting_mean and server_http_held_mean in vllm_stress.analysis.levels.LEVEL_FIELDS) and the
+    load generators' CPU (client_health.csv):
+
+    * "server-bound: waiting requests": requests queued inside the engine: at least one waiting on average, and at
+      least QUEUED_SHARE of the requests it held (a request waits that share of its time there): max_num_seqs or
+      the KV cache is the limit (a prefill token budget alone delays arrivals by a step or two, a few per cent).
+      A note is added when a load generator was at its CPU limit too: its timings are inflated;
+    * "client-bound": a load generator at or above Locust's CPU warning limit, or whose event loop ran its timers
+      CLIENT_LOOP_LAG_LIMIT_MS late on average (it waits for a core something else holds: its timestamps are late by
+      as much), or, in an open loop or a trace replay, arrivals that waited SCHEDULE_LAG_LIMIT_S (p99) for a free
+      user (the schedule was not kept: more users, or workers, are needed), while the server did not queue;
+    * "client/gateway-bound": vLLM's HTTP layer held under UNDERLOADED_RATIO of the level's users: requests were
+      held back before they reached the server (a client connection cap, a gateway limit, a starved worker);
+    * "frontend-bound": the HTTP layer held the users but the engine held under UNDERLOADED_RATIO of them (the rest
+      of each request's time was in vLLM's frontend: HTTP, chat template, tokenization, detokenization, streaming),
+      or vLLM's API server process used FRONTEND_CPU_LIMIT_PERCENT of a core (requests then wait in its event loop
+      before its HTTP layer even times them) — with small models on slow CPUs a real limit of its own;
+    * without the HTTP layer's histogram the last two cannot be told apart and the label says so;
+    * "" otherwise, or when neither file says.
+    """
+    users = level["users"]
+    held = level.get("server_in_system_mean", np.nan)
+    http = level.get("server_http_held_mean", np.nan)
+    cpu = level.get("client_cpu_max_percent", np.nan)
+    lag = level.get("client_loop_lag_max_ms", np.nan)
+    frontend_cpu = level.get("server_frontend_cpu_percent", np.nan)
+    schedule_lag = level.get("schedule_lag_p99_s", np.nan)
+    cpu_note = "; ".join(filter(None, (
+        f"a load generator at {cpu:.0f} % CPU" if cpu >= CLIENT_CPU_LIMIT_PERCENT else "",
+        f"a load generator's event loop {lag:.0f} ms late" if lag >= CLIENT_LOOP_LAG_LIMIT_MS else "",
+        f"arrivals waited {schedule_lag:.1f} s (p99) for a free user: it did not keep up with the schedule"
+        if schedule_lag >= SCHEDULE_LAG_LIMIT_S else "")))
+    waiting = level.get("server_waiting_mean", np.nan)
+    if waiting >= 1.0 and waiting >= QUEUED_SHARE * held:
+        return "server-bound: waiting requests" + (f" ({cpu_note}: client timings inflated)" if cpu_note else "")
+    few = UNDERLOADED_RATIO * users if np.isnan(schedule_lag) else 0  # open loop: the users are only a pool
+    if (http < few or held < few) and frontend_cpu >= FRONTEND_CPU_LIMIT_PERCENT:
+        kind, note = "frontend-bound", f"vLLM's API server process at {frontend_cpu:.0f} % CPU"
+    elif http < few:
+        kind, note = "client/gateway-bound", f"vLLM's HTTP layer held {http:.0f} of {users:.0f}"
+    elif held < few and not np.isnan(http):
+        kind, note = "frontend-bound", f"vLLM's HTTP layer held {http:.0f} of {users:.0f}, its engine {held:.0f}"
+    elif held < few:
+        kind = "client/gateway- or frontend-bound"
+        note = f"the server's engine held {held:.0f} of {users:.0f}; no HTTP-layer metrics to tell which"
+    else:
+        kind, note = "", ""
+    if cpu_note:
+        return f"client-bound ({'; '.join(filter(None, (cpu_note, note)))})"
+    return f"{kind} ({note})" if kind else ""
+
+
+def steady_levels(levels: pd.DataFrame) -> pd.DataFrame:
+    """The levels that can be the peak, the saturation point, the knee or a recommendation."""
+    return levels[levels["steady"].astype(bool)]
+
+
+def throughput_field(levels: pd.DataFrame) -> str:
+    """What the peak is measured in: output tok/s, or requests/s when no level has token counts (no usage)."""
+    return PEAK_FIELD if levels[PEAK_FIELD].notna().any() else "requests_per_s"
+
+
+def peak_level(levels: pd.DataFrame, field: str = PEAK_FIELD) -> pd.Series:
+    """The row of the level with the highest mean ``field`` (the smallest such level on ties)."""
+    return levels.loc[levels[field].idxmax()]
+
+
+def saturation_users(levels: pd.DataFrame, field: str = PEAK_FIELD) -> int:
+    """The smallest level whose ``field`` is within SATURATION_TOLERANCE of the best level's."""
+    reached = levels[field] >= (1 - SATURATION_TOLERANCE) * levels[field].max()
+    return int(levels.loc[reached, "users"].min())
+
+
+def knee_users(levels: pd.DataFrame, field: str = PEAK_FIELD) -> int | None:
+    """The Kneedle knee of ``field`` against users, or None (see the module docstring)."""
+    curve = levels.sort_values("users")
+    if len(curve) < 3:
+        return None
+    x = scaled(curve["users"].to_numpy(float))
+    y = scaled(curve[field].to_numpy(float))
+    excess = y - x
+    if not np.nanmax(excess) >= KNEE_MIN_EXCESS:
+        return None
+    return int(curve["users"].iloc[int(np.nanargmax(excess))])
+
+
+def scaled(values: np.ndarray) -> np.ndarray:
+    """Min-max scaling to [0, 1] (all zeros for a constant series)."""
+    span = np.nanmax(values) - np.nanmin(values)
+    return (values - np.nanmin(values)) / span if span > 0 else np.zeros_like(values)
+
+
+def scaling_factor(levels: pd.DataFrame, low: int, high: int, field: str = PEAK_FIELD) -> float:
+    """``field`` at level ``high`` divided by ``field`` at level ``low`` (the MI325X tuning guide's "Scaling (10->200)", docs/sources.md §1.1); NaN when
+    the low level has no throughput."""
+    by_users = levels.set_index("users")[field]
+    return float(by_users[high] / by_users[low]) if by_users[low] else math.nan
+
+
+def recommendations(levels: pd.DataFrame, field: str = PEAK_FIELD) -> dict[str, int]:
+    """Low latency / balanced / high throughput concurrency (see the module docstring)."""
+    ordered = levels.sort_values("users")
+    base_p99 = ordered["e2e_p99_s"].iloc[0]
+    within_budget = ordered[~(ordered["e2e_p99_s"] > LATENCY_BUDGET * base_p99)]
+    return {
+        "low_latency": int(ordered["users"].iloc[0]),
+        "balanced": saturation_users(within_budget, field),
+        "high_throughput": saturation_users(ordered, field),
+    }

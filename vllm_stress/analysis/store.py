@@ -1,0 +1,159 @@
+"""The results store: one local SQLite file (the standard library's sqlite3) to which every analysed run can be
+appended — ``python -m analysis DIR ... --db PATH``, or any ``analyse()`` call (the scenario runner's too) while
+``VLLM_STRESS_DB`` names the file. Nothing is stored without one of them.
+
+Per run (table ``runs``): when it was recorded, its folder, the config label it was analysed under, target, model,
+scenario, whether it completed, the server version when run.json has one, the suite's git commit (when the suite
+runs from a git checkout), the whole run.json as ``meta`` (the options the run was made with) and the config's
+verdicts (peak, saturation point, knee, recommendations). Per run and level (table ``levels``): the steady-state
+verdict and reason, why the level is bound (``vllm_stress.analysis.stats.bound``), the headline metrics as columns and every
+level field (``vllm_stress.analysis.levels.LEVEL_FIELDS``) as JSON in ``fields``.
+
+``python -m analysis history`` lists the runs; ``python -m analysis compare db:ID db:ID`` compares them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+from contextlib import closing
+from pathlib import Path
+
+import pandas as pd
+
+from vllm_stress.analysis import stats
+from vllm_stress.analysis.load import AnalysisError, Run
+from vllm_stress.analysis.summary import to_json_types
+
+DB_ENV = "VLLM_STRESS_DB"
+SUITE = Path(__file__).resolve().parents[2]
+HEADLINE = ("output_tokens_per_s", "total_tokens_per_s", "requests_per_s", "ttft_p50_s", "ttft_p99_s", "tpot_p50_s",
+            "tpot_p99_s", "e2e_p50_s", "e2e_p99_s")
+VERDICT_KEYS = ("peak", "saturation_users", "knee_users", "recommendations")
+SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS runs (
+    id INTEGER PRIMARY KEY, recorded REAL, dir TEXT, label TEXT, target TEXT, model TEXT, scenario TEXT,
+    complete INTEGER, server_version TEXT, suite_commit TEXT, meta TEXT, verdicts TEXT);
+CREATE TABLE IF NOT EXISTS levels (
+    run_id INTEGER REFERENCES runs(id), users INTEGER, steady INTEGER, steady_reason TEXT, bound TEXT,
+    {", ".join(f"{field} REAL" for field in HEADLINE)}, fields TEXT, PRIMARY KEY (run_id, users));
+"""
+
+
+def default_db() -> str | None:
+    """The store named by VLLM_STRESS_DB, or None."""
+    return os.environ.get(DB_ENV) or None
+
+
+def connect(db: str | Path) -> sqlite3.Connection:
+    """The store, its tables created if new."""
+    try:
+        connection = sqlite3.connect(db)
+        connection.executescript(SCHEMA)
+    except sqlite3.Error as exc:
+        raise AnalysisError(f"{db}: not a usable results store ({exc})") from None
+    return connection
+
+
+def suite_commit() -> str | None:
+    """The suite's git commit, or None outside a git checkout."""
+    try:
+        found = subprocess.run(["git", "-C", str(SUITE), "rev-parse", "HEAD"], capture_output=True, text=True,
+                               timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return found.stdout.strip() or None if found.returncode == 0 else None
+
+
+def record(db: str | Path, summary: dict, analysed: list[tuple[str, Run, pd.DataFrame]]) -> list[int]:
+    """Append the analysed runs — (config label, run, its per-level rows from ``level_stats``) — with their config's
+    verdicts; returns their ids."""
+    commit, ids = suite_commit(), []
+    with closing(connect(db)) as connection, connection:
+        for label, run, levels in analysed:
+            config = summary["configs"][label]
+            meta = run.meta
+            cursor = connection.execute(
+                "INSERT INTO runs (recorded, dir, label, target, model, scenario, complete, server_version, "
+                "suite_commit, meta, verdicts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (time.time(), str(run.path.resolve()), label, meta.get("target"), meta.get("model"),
+                 meta.get("scenario"), meta.get("complete") is not False, meta.get("server_version"), commit,
+                 json.dumps(meta), json.dumps({key: config.get(key) for key in VERDICT_KEYS})))
+            ids.append(cursor.lastrowid)
+            rows = to_json_types(levels.assign(bound=stats.bound(levels)).to_dict("records"))
+            connection.executemany(
+                f"INSERT INTO levels VALUES (?, ?, ?, ?, ?, {', '.join('?' * len(HEADLINE))}, ?)",
+                [(cursor.lastrowid, row["users"], row["steady"], row["steady_reason"], row["bound"],
+                  *(row.get(field) for field in HEADLINE), json.dumps(row)) for row in rows])
+    return ids
+
+
+def run_levels(db: str | None, run_id: str) -> pd.DataFrame:
+    """The level rows of one stored run, as ``level_stats`` made them."""
+    if not db:
+        raise AnalysisError(f"db:{run_id}: no results store given (--db PATH or {DB_ENV})")
+    if not Path(db).is_file():
+        raise AnalysisError(f"{db}: no such results store")
+    with closing(connect(db)) as connection:
+        rows = connection.execute("SELECT fields FROM levels WHERE run_id = ? ORDER BY users", (run_id,)).fetchall()
+    if not rows:
+        raise AnalysisError(f"db:{run_id}: no such run in {db}")
+    return pd.DataFrame([json.loads(fields) for (fields,) in rows])
+
+
+def run_meta(db: str | None, run_id: str) -> dict:
+    """The run.json of one stored run ({} when the store or the run is missing: run_levels says why)."""
+    if not db or not Path(db).is_file():
+        return {}
+    with closing(connect(db)) as connection:
+        row = connection.execute("SELECT meta FROM runs WHERE id = ?", (run_id,)).fetchone()
+    return json.loads(row[0] or "{}") if row else {}
+
+
+HISTORY_COLUMNS = ("id", "recorded", "label", "model", "scenario", "target", "levels", "steady", "peak", "dir")
+
+
+def history(db: str | Path, model: str = "", scenario: str = "", label: str = "", limit: int = 50) -> list[dict]:
+    """The newest ``limit`` runs, filtered by substrings of model, scenario and label."""
+    query = ("SELECT runs.id, runs.recorded, label, model, scenario, target, COUNT(levels.users), "
+             "SUM(levels.steady), verdicts, dir FROM runs LEFT JOIN levels ON levels.run_id = runs.id "
+             "WHERE IFNULL(model, '') LIKE ? AND IFNULL(scenario, '') LIKE ? AND label LIKE ? "
+             "GROUP BY runs.id ORDER BY runs.id DESC LIMIT ?")
+    with closing(connect(db)) as connection:
+        rows = connection.execute(query, (f"%{model}%", f"%{scenario}%", f"%{label}%", limit)).fetchall()
+    runs = [dict(zip(HISTORY_COLUMNS, row, strict=True)) for row in rows]
+    for run in runs:
+        peak = json.loads(run["peak"] or "{}").get("peak")
+        run["peak"] = f"{peak['output_tokens_per_s']:,.0f} tok/s at {peak['users']}" if peak else "-"
+        run["recorded"] = time.strftime("%Y-%m-%d %H:%M", time.gmtime(run["recorded"]))
+        run["id"] = f"db:{run['id']}"
+    return runs
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m analysis history", description="List the runs of the results "
+                                     "store, newest first (ids as db:ID, for python -m analysis compare).")
+    parser.add_argument("--db", metavar="PATH", help=f"the store (default: ${DB_ENV})")
+    parser.add_argument("--model", default="", help="only runs whose model contains this")
+    parser.add_argument("--scenario", default="", help="only runs whose scenario contains this")
+    parser.add_argument("--label", default="", help="only runs whose config label contains this")
+    parser.add_argument("--limit", type=int, default=50, help="at most this many runs (default: %(default)s)")
+    args = parser.parse_args(argv)
+    db = args.db or default_db()
+    if not db or not Path(db).is_file():
+        print(f"error: no results store {'at ' + db if db else f'given (--db PATH or {DB_ENV})'}", file=sys.stderr)
+        return 2
+    try:
+        runs = history(db, args.model, args.scenario, args.label, args.limit)
+    except AnalysisError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print("\t".join(HISTORY_COLUMNS))
+    for run in runs:
+        print("\t".join("-" if run[key] is None else str(run[key]) for key in HISTORY_COLUMNS))
+    return 0

@@ -1,0 +1,69 @@
+"""The checks a run makes before it starts, as pure functions of the options (no Locust import, unit-tested):
+option values no run can use, and the model against what the server serves. Each refusal is one ``StopTarget`` line.
+"""
+
+from __future__ import annotations
+
+from vllm_stress.client.prompts import load_dataset
+from vllm_stress.client.trace import read_trace
+
+
+class StopTarget(Exception):
+    pass
+
+
+def validate(options) -> None:
+    """Refuse option values that no run can use, with a one-line StopTarget."""
+    if getattr(options, "repeats", 1) > 1:  # a scenario's `repeats` (scenarios/shape.py): only the runner repeats
+        raise StopTarget(f"repeats = {options.repeats}: plain Locust runs once; use `python -m scenarios run`, or pass "
+                         "--repeats 1 and run it that many times into separate --results-dir folders")
+    for flag, value in (("--input-tokens", options.input_tokens), ("--output-tokens", options.output_tokens)):
+        if value < 1:
+            raise StopTarget(f"{flag} must be at least 1, got {value}")
+    if not options.request_timeout > 0:
+        raise StopTarget(f"--request-timeout must be more than 0 seconds, got {options.request_timeout:g}")
+    if not 0 <= options.prefix_tokens < options.input_tokens:
+        raise StopTarget(f"--prefix-tokens must be at least 0 and less than --input-tokens ({options.input_tokens}), "
+                         f"got {options.prefix_tokens}")
+    if options.prefix_groups < 1:
+        raise StopTarget(f"--prefix-groups must be at least 1, got {options.prefix_groups}")
+    for flag, value in (("--turns", options.turns), ("--turn-tokens", options.turn_tokens)):
+        if value < 1:
+            raise StopTarget(f"{flag} must be at least 1, got {value}")
+    if not options.think_time >= 0:
+        raise StopTarget(f"--think-time must not be negative, got {options.think_time:g}")
+    if options.token_spread < 0:
+        raise StopTarget(f"--token-spread must not be negative, got {options.token_spread:g}")
+    if options.num_prompts < 0:
+        raise StopTarget(f"--num-prompts must be at least 0 (0: the whole --dataset), got {options.num_prompts}")
+    if options.dataset:
+        try:
+            load_dataset(options.dataset)
+        except (OSError, ValueError) as e:
+            raise StopTarget(f"--dataset: {e}") from None
+    if options.trace:
+        if options.arrival_rate:
+            raise StopTarget("--trace and --arrival-rate both set when to send: give one")
+        if not options.speedup > 0:
+            raise StopTarget(f"--speedup must be more than 0, got {options.speedup:g}")
+        try:
+            read_trace(options.trace)
+        except (OSError, ValueError) as e:
+            raise StopTarget(f"--trace: {e}") from None
+
+
+def check_model(options, model: str, served: dict[str, int | None], host: str) -> None:
+    """The server must serve ``model``, and the target lengths must fit its max_model_len (when it lists them)."""
+    if served and model not in served:
+        raise StopTarget(f"model {model!r} is not served by {host} (it serves: {', '.join(served)})")
+    max_model_len = served.get(model)
+    if not max_model_len:
+        return
+    if options.dataset:  # prompt lengths are the dataset's
+        if options.output_tokens >= max_model_len:
+            raise StopTarget(f"--output-tokens {options.output_tokens} leaves no room for a prompt in "
+                             f"{model}'s max_model_len of {max_model_len}")
+    elif options.input_tokens + options.output_tokens > max_model_len:
+        raise StopTarget(f"--input-tokens {options.input_tokens} + --output-tokens {options.output_tokens} = "
+                         f"{options.input_tokens + options.output_tokens} tokens exceeds {model}'s max_model_len of "
+                         f"{max_model_len} at {host}")

@@ -1,0 +1,178 @@
+"""One request's measurement: the timing of its output chunks, the server's usage counts, how it ended.
+
+Pure Python with no Locust import, so it is unit-tested directly. The metric definitions are those of
+``vllm_stress.core.schema`` and ``vllm_stress.core.metrics`` (the same as ``vllm bench serve``); this module only collects the timestamps they need.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import secrets
+import time
+
+from vllm_stress.core import metrics
+from vllm_stress.core.failures import StreamError
+
+REQUEST_ID_HEADER = "X-Request-Id"  # vLLM takes it as the request id (and echoes it with --enable-request-id-headers)
+_ID_PREFIX = secrets.token_hex(4)  # tells load-generator hosts apart; forked workers differ by their pid
+_ids = itertools.count()
+
+
+def new_request_id() -> str:
+    """A request id unique across the run's processes, sent as ``X-Request-Id`` (vLLM adopts it as its own)."""
+    return f"{_ID_PREFIX}-{os.getpid()}-{next(_ids)}"
+
+
+class Exchange:
+    """Collects what one request measured; ``row()`` turns it into a ``requests.csv`` row."""
+
+    __slots__ = ("name", "users", "target_prompt_tokens", "max_tokens", "check_output", "start_wall", "start",
+                 "first", "last", "end", "chunks", "gaps", "prompt_tokens", "completion_tokens", "finish_reason",
+                 "status", "error", "schedule_lag", "cached_tokens", "request_id", "start_real",
+                 "session_id", "turn")
+
+    def __init__(self, name: str, users: int, target_prompt_tokens: int | None, max_tokens: int,
+                 check_output: bool) -> None:
+        self.name = name
+        self.users = users
+        self.target_prompt_tokens = target_prompt_tokens
+        self.max_tokens = max_tokens
+        self.check_output = check_output  # output length is forced (ignore_eos), so it must equal max_tokens
+        self.start_wall = time.time()
+        self.start_real = self.start_wall  # time.time() read right before ``start``: converts kernel times
+        self.start = time.perf_counter()
+        self.first: float | None = None
+        self.last: float | None = None
+        self.end: float | None = None
+        self.chunks = 0
+        self.gaps: list[float] = []
+        self.prompt_tokens: int | None = None
+        self.completion_tokens: int | None = None
+        self.finish_reason = ""
+        self.status = 0
+        self.error = ""
+        self.schedule_lag: float | None = None  # open loop: scheduled arrival -> send
+        self.cached_tokens: int | None = None
+        self.request_id = new_request_id()
+        self.session_id = ""  # multi-turn sessions (locustfiles/session.py)
+        self.turn: int | None = None
+
+    def sent(self) -> None:
+        """The request is about to be sent: the send time, as late as the caller can take it."""
+        self.start_real = self.start_wall = time.time()
+        self.start = time.perf_counter()
+
+    def left(self, unix_time: float) -> None:
+        """The kernel's time the request's last bytes left (stream.py), when it is this request's: the send time."""
+        if unix_time > self.start_real:
+            self.start += unix_time - self.start_real
+            self.start_real = self.start_wall = unix_time
+
+    def output(self, now: float) -> None:
+        """An output-bearing chunk arrived at ``now`` (perf_counter seconds)."""
+        if self.first is None:
+            self.first = now
+        else:
+            self.gaps.append(now - self.last)
+        self.last = now
+        self.chunks += 1
+
+    def check_stream_end(self, done: bool) -> None:
+        """The rule for a complete stream, for every streaming user: it ended with ``data: [DONE]`` (``done``) and
+        at least one chunk carried output."""
+        if not done:
+            raise StreamError("StreamTruncated", "the stream ended without data: [DONE]")
+        if not self.chunks:
+            raise StreamError("NoOutput", "no chunk carried output")
+
+    def usage(self, usage: dict) -> None:
+        self.prompt_tokens = usage.get("prompt_tokens")
+        self.completion_tokens = usage.get("completion_tokens")
+        self.cached_tokens = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
+
+    def fail(self, name: str) -> None:
+        """Mark the request failed with error class ``name`` (the first failure wins)."""
+        if not self.error:
+            self.error = name
+        self.finish()
+
+    def finish(self) -> None:
+        """The request is over: e2e ends at the last output chunk, else now."""
+        if self.end is None:
+            self.end = self.last if (self.last is not None and not self.error) else time.perf_counter()
+
+    def progress(self) -> list:
+        """[start, first output chunk (the start before it), chunks so far] in unix seconds, while in flight."""
+        first = self.start_wall if self.first is None else self.start_wall + (self.first - self.start)
+        return [self.start_wall, first, self.chunks]
+
+    @property
+    def e2e(self) -> float:
+        return (self.end if self.end is not None else time.perf_counter()) - self.start
+
+    @property
+    def ttft(self) -> float | None:
+        return None if self.first is None else self.first - self.start
+
+    @property
+    def tpot(self) -> float | None:
+        return metrics.tpot(self.e2e, self.ttft, self.completion_tokens)
+
+    @property
+    def measured(self) -> bool:
+        """Successful, on its token targets and not aborted by the server: the population of every latency
+        percentile (``vllm_stress.analysis.levels.classify`` applies the same rule to the rows of requests.csv)."""
+        return not self.error and not self.count_mismatch() and self.finish_reason != "abort"
+
+    def count_mismatch(self) -> bool:
+        prompt_off = None not in (self.prompt_tokens, self.target_prompt_tokens) and \
+            self.prompt_tokens != self.target_prompt_tokens
+        output_off = self.check_output and self.completion_tokens is not None and \
+            self.completion_tokens != self.max_tokens
+        return bool(prompt_off or output_off)
+
+    def row(self, worker: str) -> list:
+        """The ``requests.csv`` row, in ``vllm_stress.core.schema.REQUEST_COLUMNS`` order."""
+        e2e = self.e2e
+        ok = not self.error
+        return [
+            round(self.start_wall, 6), round(self.start_wall + e2e, 6), _opt(self.ttft), _opt(self.tpot),
+            round(e2e, 6), self.chunks, _opt(self.prompt_tokens), _opt(self.completion_tokens),
+            _opt(self.target_prompt_tokens), self.max_tokens, int(ok and self.count_mismatch()), int(ok),
+            self.error, self.status, self.finish_reason, self.users, worker, self.name, _opt(self.schedule_lag),
+            _opt(self.cached_tokens), self.request_id, self.session_id, _opt(self.turn),
+        ]
+
+
+def is_output_delta(delta: dict) -> bool:
+    """Whether a chat chunk's ``delta`` carries output — vLLM's benchmark rule (vllm/benchmarks/lib/endpoint_request_func.py):
+    text, reasoning or tool calls, or an empty content that is not the role-only first chunk."""
+    if delta.get("content") or delta.get("reasoning") or delta.get("reasoning_content") or delta.get("tool_calls"):
+        return True
+    return delta.get("content") == "" and "role" not in delta
+
+
+def _opt(value):
+    if value is None:
+        return ""
+    return round(value, 6) if isinstance(value, float) else value
+
+
+def error_event(obj: dict) -> StreamError:
+    """The failure for an in-stream ``{"error": {...}}`` event (vLLM sends these after a 200)."""
+    err = obj.get("error")
+    kind = (err.get("type") or "error") if isinstance(err, dict) else "error"
+    return StreamError(f"StreamError {kind}", json.dumps(err)[:200])
+
+
+def response_error(status: int, body: bytes) -> StreamError:
+    """The failure for a non-200 response, with vLLM's error message when the body has one."""
+    detail = body[:300].decode("utf-8", "replace")
+    try:
+        err = json.loads(body).get("error")
+        detail = err.get("message", detail) if isinstance(err, dict) else str(err)
+    except (ValueError, AttributeError):
+        pass
+    return StreamError(f"HTTP {status}", detail)

@@ -1,0 +1,228 @@
+"""Requests of exact token lengths for the target server.
+
+Prompts are sized with the server's own ``/tokenize`` (chat template included for chat), the way vLLM's
+benchmark aligns prompts to the server tokenizer, but cheaper: the prompt is built from words that the server's
+tokenizer keeps as one token each, so a prompt of ``n`` such words is ``overhead + n`` tokens, where ``overhead``
+is what the template (or the special tokens) add. Which words are single tokens, and the overhead, are measured
+once per worker before the load starts; one full-length prompt is then checked end to end. Every request draws
+its words at random, so no two prompts share a prefix and prefix caching cannot flatter the numbers — unless
+``--prefix-tokens P`` asks for it: then every prompt starts with one of ``--prefix-groups K`` fixed prefixes of P
+tokens (the same on every worker: drawn from a generator seeded by the group, over the same measured words) followed
+by a random suffix, so the server's prefix cache is tested on purpose, with the prompt still exactly sized. Each
+response's ``usage`` is still compared with the target (see ``vllm_stress.core.schema.REQUEST_COLUMNS``: ``count_mismatch``).
+
+Against a server without ``/tokenize`` the lengths are estimates (one token per word plus a typical template
+overhead) and the suite says so once, loudly.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+from dataclasses import dataclass
+
+import requests
+
+from vllm_stress.client.sharegpt import is_sharegpt, read_conversations
+
+log = logging.getLogger(__name__)
+
+# Common English words; most tokenizers keep each (with its leading space) as one token.
+WORDS = """
+the of and to in is was for on that with as by at from his her they this be are have had not but which one
+were all their there been has when who will more would out so can said what about time up into some them
+other than then now only its over also new after first two may any these like could our man made down way
+well year back even must through long where much good still should own just those people great old same
+world day house work life under never home while last might city found water since place three against
+around again small often four left high both part name light country late hand state order high end point
+city sea line music plan mind night open green river story paper house road group table field power door
+town heart book story word fire earth cloud rain hill stone tree bird song sound voice color morning garden
+window market summer winter spring autumn island valley forest ocean bridge street corner village castle
+""".split()
+WORDS = list(dict.fromkeys(WORDS))  # unique, order kept
+
+MOONCAKE_BLOCK_TOKENS = 512  # tokens of one hash id of a Mooncake trace (vllm_stress/client/trace.py)
+CHAT_OVERHEAD_GUESS = 10  # a typical chat template around one user message, when /tokenize is missing
+MAX_SIZING_CALLS = 200
+DATASET_SAMPLE_SEED = 0  # vllm bench serve samples its datasets with --seed, 0 by default
+
+
+@dataclass
+class RequestSpec:
+    """One request to send: its content and what it is built to be."""
+
+    text: str  # the user message (chat) or the prompt (completions, generate)
+    target_prompt_tokens: int | None  # None when the length is unknown (dataset without /tokenize)
+    max_tokens: int
+
+
+class Tokenizer:
+    """Counts tokens the way the target server does, through its ``/tokenize`` endpoint."""
+
+    def __init__(self, base_url: str, model: str, headers: dict, chat: bool, verify: bool = True) -> None:
+        self.url = base_url.rstrip("/") + "/tokenize"
+        self.model = model
+        self.headers = headers
+        self.chat = chat
+        self.verify = verify
+        self.calls = 0
+
+    def count(self, text: str) -> int:
+        if self.chat:
+            return self.count_messages([{"role": "user", "content": text}])
+        return self.post({"prompt": text})
+
+    def count_messages(self, messages: list[dict]) -> int:
+        """Tokens of a chat request with these messages, chat template and generation prompt included."""
+        return self.post({"messages": messages, "add_generation_prompt": True})
+
+    def post(self, body: dict) -> int:
+        self.calls += 1
+        if self.model:
+            body["model"] = self.model
+        resp = requests.post(self.url, json=body, headers=self.headers, timeout=30, verify=self.verify)
+        resp.raise_for_status()
+        return int(resp.json()["count"])
+
+
+def block_words(hash_id: int, words: list[str]) -> list[str]:
+    """The words of one Mooncake trace block: the same on every worker for the same id."""
+    return random.Random(f"block-{hash_id}").choices(words, k=MOONCAKE_BLOCK_TOKENS)
+
+
+def single_token_words(tokenizer: Tokenizer, words: list[str], overhead: int) -> list[str]:
+    """The words that the tokenizer keeps as one token each (bisecting groups that are not)."""
+    if tokenizer.calls >= MAX_SIZING_CALLS:
+        return []
+    if tokenizer.count(" ".join(words)) - overhead == len(words):
+        return words
+    if len(words) == 1:
+        return []
+    half = len(words) // 2
+    return single_token_words(tokenizer, words[:half], overhead) + single_token_words(tokenizer, words[half:], overhead)
+
+
+class Workload:
+    """Draws the requests of one worker: prompt words and output lengths around the targets."""
+
+    def __init__(self, input_tokens: int, output_tokens: int, dist: str = "fixed", spread: float = 0.0,
+                 words: list[str] | None = None, overhead: int = 0, exact: bool = True,
+                 dataset: list[RequestSpec] | None = None, seed: int | None = None, prefix_tokens: int = 0,
+                 prefix_groups: int = 1) -> None:
+        self.input_tokens = input_tokens
+        self.output_tokens = output_tokens
+        self.dist = dist
+        self.spread = spread
+        self.words = words or WORDS
+        self.overhead = overhead
+        self.exact = exact
+        self.dataset = dataset
+        self.rng = random.Random(seed)
+        self.prefixes = [" ".join(random.Random(f"prefix-{group}").choices(self.words, k=prefix_tokens))
+                         for group in range(prefix_groups)] if prefix_tokens else []
+
+    def length(self, target: int) -> int:
+        """A length drawn around ``target`` by the configured distribution (at least 1)."""
+        if self.dist == "uniform" and self.spread:
+            low, high = round(target * (1 - self.spread)), round(target * (1 + self.spread))
+            return max(1, self.rng.randint(low, high))
+        if self.dist == "normal" and self.spread:
+            return max(1, round(self.rng.gauss(target, target * self.spread)))
+        return target
+
+    def prompt(self, tokens: int, rng: random.Random | None = None) -> str:
+        """Words making ``tokens`` prompt tokens with the overhead (as close as the overhead allows): one of the
+        shared prefixes, if any, then random words (drawn from ``rng``, default the workload's)."""
+        rng = rng or self.rng
+        prefix = rng.choice(self.prefixes) if self.prefixes else ""
+        random_words = max(1, tokens - self.overhead - len(prefix.split()))
+        return " ".join(filter(None, (prefix, *rng.choices(self.words, k=random_words))))
+
+    def trace_request(self, line) -> RequestSpec:
+        """The request of a trace line (vllm_stress.client.trace): its lengths; with Mooncake hash ids, its prompt made of
+        those blocks' words, so that equal leading ids give equal prefixes."""
+        count = max(1, line.input_tokens - self.overhead)
+        words = [word for hash_id in line.hash_ids for word in block_words(hash_id, self.words)][:count]
+        words += self.rng.choices(self.words, k=count - len(words))
+        return RequestSpec(" ".join(words), max(line.input_tokens, self.overhead + 1), max(1, line.output_tokens))
+
+    def next_request(self) -> RequestSpec:
+        max_tokens = self.length(self.output_tokens)
+        if self.dataset:
+            spec = self.rng.choice(self.dataset)
+            return RequestSpec(spec.text, spec.target_prompt_tokens, spec.max_tokens or max_tokens)
+        tokens = self.length(self.input_tokens)
+        return RequestSpec(self.prompt(tokens), max(tokens, self.overhead + 1), max_tokens)
+
+
+def load_dataset(path: str, num_prompts: int = 0) -> list[RequestSpec]:
+    """Read a JSONL file of ``{"prompt": str}`` or ``{"messages": [...]}`` lines (optional ``max_tokens``), or a
+    ShareGPT file (vllm_stress/client/sharegpt.py: each conversation's first human turn); with ``num_prompts`` (> 0) a
+    seeded sample of that many (the same in every process), in file order."""
+    return sample_dataset(read_dataset(path), num_prompts)
+
+
+def sample_dataset(items: list, num_prompts: int) -> list:
+    """A seeded sample of ``num_prompts`` of a dataset's items, in file order (all of them for 0 or more): the same
+    items in every process, so every worker sizes and sends the same prompts."""
+    if not 0 < num_prompts < len(items):
+        return items
+    return [items[index] for index in sorted(random.Random(DATASET_SAMPLE_SEED).sample(range(len(items)), num_prompts))]
+
+
+def read_dataset(path: str) -> list[RequestSpec]:
+    if is_sharegpt(path):
+        return [RequestSpec(turns[0], None, 0) for turns in read_conversations(path)]
+    specs = []
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                item = json.loads(line)
+                text = item["prompt"] if "prompt" in item else "\n".join(m["content"] for m in item["messages"])
+            except (ValueError, KeyError, TypeError) as e:
+                raise ValueError(f"{path}:{number}: not a prompt line ({type(e).__name__}: {e})") from None
+            specs.append(RequestSpec(text, None, int(item.get("max_tokens") or 0)))
+    if not specs:
+        raise ValueError(f"{path}: no prompts in the file")
+    return specs
+
+
+def size_dataset(tokenizer: Tokenizer, specs: list[RequestSpec]) -> list[RequestSpec]:
+    """The dataset with each prompt's token count measured by the server."""
+    return [RequestSpec(s.text, tokenizer.count(s.text), s.max_tokens) for s in specs]
+
+
+def build_workload(tokenizer: Tokenizer, options, seed: int | None = None) -> Workload:
+    """Measure the target's tokenizer and return the worker's workload; falls back to estimates without /tokenize."""
+    dataset = load_dataset(options.dataset, options.num_prompts) if options.dataset else None
+    common = dict(input_tokens=options.input_tokens, output_tokens=options.output_tokens, dist=options.token_dist,
+                  spread=options.token_spread, seed=seed, prefix_tokens=getattr(options, "prefix_tokens", 0),
+                  prefix_groups=getattr(options, "prefix_groups", 1))
+    try:
+        overhead = tokenizer.count("")
+        if dataset:
+            return Workload(dataset=size_dataset(tokenizer, dataset), overhead=overhead, **common)
+        words = single_token_words(tokenizer, WORDS, overhead)
+        if len(words) < 20:
+            raise ValueError(f"only {len(words)} single-token words found")
+        workload = Workload(words=words, overhead=overhead, **common)
+        check_length(tokenizer, workload)
+        return workload
+    except (requests.RequestException, ValueError, KeyError) as e:
+        log.warning("=" * 100)
+        log.warning("PROMPT LENGTHS ARE ESTIMATES: sizing with %s failed (%s).", tokenizer.url, e)
+        log.warning("Token counts are still checked against each response's usage.")
+        log.warning("=" * 100)
+        overhead = CHAT_OVERHEAD_GUESS if tokenizer.chat else 1
+        return Workload(dataset=dataset, overhead=overhead, exact=False, **common)
+
+
+def check_length(tokenizer: Tokenizer, workload: Workload) -> None:
+    """Check one full-length prompt end to end; warn when the server counts it differently."""
+    counted = tokenizer.count(workload.prompt(workload.input_tokens))
+    if counted != workload.input_tokens:
+        log.warning("A %d-token prompt measured %d tokens on the server: lengths will be off by about %d",
+                    workload.input_tokens, counted, counted - workload.input_tokens)

@@ -1,0 +1,101 @@
+"""Every request's row, from the process that ran it to the run folder.
+
+Each process that runs users keeps its requests in flight (``started``) and turns each finished one into a
+``requests.csv`` row and its inter-token gaps into ITL histogram counts (``record``). A worker (``WorkerRecorder``)
+ships them as a delta with Locust's regular worker report (``report_to_master``), and, when the run stops, at once
+with a message of its own; the master or the local runner (``vllm_stress/master/runrecorder.py``) writes them.
+
+The level (target user count) a request started in is stamped on its row. The master tells the workers with a custom
+message whenever it changes, and whether a level's hold is on: the inter-token gaps go into ``itl_histogram.csv`` only
+for the measured streams (``Exchange.measured``) that end during a hold, the population of the analysis' other
+latencies. A plain run without a load shape has no phases and keeps every measured stream's gaps.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter, defaultdict
+
+import gevent
+
+from vllm_stress.client.exchange import Exchange
+from vllm_stress.core import schema
+
+LEVEL_MESSAGE = "vllm_stress_level"  # master -> workers: [users, measuring]
+LEVEL_REQUEST = "vllm_stress_level_request"  # worker -> master: send me the current level
+FLUSH_MESSAGE = "vllm_stress_flush"  # master -> workers: stop and send your last rows now
+ROWS_MESSAGE = "vllm_stress_rows"  # worker -> master: a delta sent outside the regular reports
+REPORT_KEY = "vllm_stress"  # the delta's key in a worker report
+
+
+class Recorder:
+    """The requests of one process: those in flight, and the rows and ITL counts of those that ended."""
+
+    def __init__(self, environment, worker_id: str) -> None:
+        self.environment = environment
+        self.runner = environment.runner
+        self.worker_id = worker_id
+        self.level = 0
+        self.measuring = True  # a hold is on (or there are no phases): inter-token gaps are kept
+        self.in_flight: set[Exchange] = set()  # this process's requests being sent or read
+        self.itl: dict[int, Counter] = defaultdict(Counter)
+
+    def started(self, exchange: Exchange) -> None:
+        """A request is being sent: it is in flight until ``record``."""
+        self.in_flight.add(exchange)
+
+    def in_flight_now(self) -> list[list]:
+        """[start, first token or start, chunks received] (unix seconds) of this process's requests in flight."""
+        return [exchange.progress() for exchange in self.in_flight]
+
+    def record(self, exchange: Exchange) -> None:
+        """Account for one finished request (successful or not)."""
+        self.in_flight.discard(exchange)
+        if self.measuring and exchange.measured:
+            histogram = self.itl[exchange.users]
+            for gap in exchange.gaps:
+                histogram[schema.latency_bucket_ms(gap)] += 1
+        self.keep([exchange.row(self.worker_id)])
+
+    def keep(self, rows: list[list]) -> None:
+        raise NotImplementedError
+
+
+class WorkerRecorder(Recorder):
+    """A worker's rows, shipped to the master with each worker report."""
+
+    def __init__(self, environment) -> None:
+        super().__init__(environment, environment.runner.client_id)
+        self.pending_rows: list[list] = []
+        environment.events.report_to_master.add_listener(self._ship)
+        environment.events.quitting.add_listener(self._flush)  # quitting by itself (SIGTERM, Ctrl-C, master gone)
+        self.runner.register_message(LEVEL_MESSAGE, self._on_level_message)
+        self.runner.register_message(FLUSH_MESSAGE, self._flush)
+        # ask for the current level now that the handler is there: Locust fires init only after the worker has
+        # connected, so a message the master sent at once on connect would arrive before it (and be dropped).
+        # Sent from a greenlet: a send that yields inside init lets the spawn message in before init is done.
+        gevent.spawn(self.runner.send_message, LEVEL_REQUEST)
+
+    def keep(self, rows: list[list]) -> None:
+        self.pending_rows += rows
+
+    def delta(self, final: bool) -> dict:
+        """The rows and ITL counts since the last delta, and what the requests in flight streamed so far."""
+        delta = {"rows": self.pending_rows, "itl": {u: dict(h) for u, h in self.itl.items()}, "final": final,
+                 "time": time.time(), "in_flight": self.in_flight_now()}
+        self.pending_rows = []
+        self.itl = defaultdict(Counter)
+        return delta
+
+    def _ship(self, client_id, data, **_kw) -> None:
+        data[REPORT_KEY] = self.delta(final=False)
+
+    def _on_level_message(self, environment, msg, **_kw) -> None:
+        users, measuring = msg.data
+        self.level, self.measuring = int(users), bool(measuring)
+
+    def _flush(self, *_args, **_kw) -> None:
+        """Stop the users (the rows of requests in flight say Aborted) and send every row now, marked final: Locust
+        sends a final report only when the master asks a worker to quit, and gives it 0.5 s."""
+        self.runner.stop()
+        self.runner.send_message(ROWS_MESSAGE, self.delta(final=True))

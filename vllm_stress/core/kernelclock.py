@@ -1,0 +1,40 @@
+"""Linux's timestamps of TCP bytes: when they arrived (``SO_TIMESTAMPNS``) and when they left (``SO_TIMESTAMPING``).
+
+With ``SO_TIMESTAMPNS`` set, each ``recvmsg`` on a TCP socket returns an ``SCM_TIMESTAMPNS`` control message: the
+``CLOCK_REALTIME`` time the kernel received the newest segment whose bytes the read returned, however late the read
+itself ran. The load generator times response chunks with it (``vllm_stress/client/stream.py``), the simulator the arrival
+of requests (``vllm_stress/simulator/requestlog.py``). With ``SO_TIMESTAMPING`` set to :data:`SEND_TIMESTAMPS`, the kernel queues
+the time the last byte of each send left for the device (loopback included) on the socket's error queue, read with
+``recvmsg(..., MSG_ERRQUEUE)`` (Linux's Documentation/networking/timestamping.rst): the load generator's send time.
+"""
+
+from __future__ import annotations
+
+import platform
+import socket
+import struct
+import sys
+
+# Linux's SO_TIMESTAMPNS (= SCM_TIMESTAMPNS) in asm-generic/socket.h; Python's socket module does not export it.
+# Other values on alpha, mips, parisc and sparc: no kernel clock there.
+SO_TIMESTAMPNS = 35
+SO_TIMESTAMPING = 37  # = SCM_TIMESTAMPING; its control message holds three timespecs, the software one first
+SEND_TIMESTAMPS = (1 << 1) | (1 << 4) | (1 << 11)  # SOF_TIMESTAMPING_TX_SOFTWARE | _SOFTWARE | _OPT_TSONLY
+MSG_ERRQUEUE = 0x2000
+TIMESPEC = struct.Struct("qq")  # struct timespec on 64-bit Linux: seconds, nanoseconds
+ANCILLARY_SIZE = socket.CMSG_SPACE(TIMESPEC.size) if hasattr(socket, "CMSG_SPACE") else 0
+# a read of a socket with both options: SCM_TIMESTAMPNS, and an SCM_TIMESTAMPING (or, on the error queue, the
+# sock_extended_err that comes with it)
+BOTH_ANCILLARY_SIZE = socket.CMSG_SPACE(3 * TIMESPEC.size) * 2 + ANCILLARY_SIZE if ANCILLARY_SIZE else 0
+KERNEL_PLATFORM = (sys.platform == "linux" and struct.calcsize("P") == 8 and
+                   not platform.machine().startswith(("alpha", "mips", "parisc", "sparc")))  # fmt: skip
+
+
+def kernel_time(ancillary: list, option: int = SO_TIMESTAMPNS) -> float | None:
+    """The CLOCK_REALTIME seconds of an SCM_TIMESTAMPNS control message (or, with ``option`` SO_TIMESTAMPING, the
+    software time of an SCM_TIMESTAMPING one), if the read returned one."""
+    for level, kind, data in ancillary:
+        if level == socket.SOL_SOCKET and kind == option and len(data) >= TIMESPEC.size:
+            seconds, nanoseconds = TIMESPEC.unpack_from(data)
+            return seconds + nanoseconds * 1e-9
+    return None

@@ -1,0 +1,89 @@
+"""Metrics over a time window, defined once for the live view, the load shape and the analysis.
+
+All functions take numpy arrays with one entry per request (unix seconds) and a window ``[a, b)``.
+
+* **Tokens streamed in a window**: each request's output tokens are spread evenly from its first token (its start
+  when it had none) to its end — a stream emits at a steady pace in between — and the part inside the window counts.
+  A request whose tokens all came at one instant (no streaming) counts when that instant is inside. This stays right
+  when requests last longer than the window (long outputs, queueing), where counting the requests that *ended* in the
+  window would be lumpy or empty.
+* **Requests in flight**: the time-average over the window of the number of requests between their start and end.
+* **Sample percentiles**: linear interpolation between the order statistics (numpy's default, as
+  ``vllm bench serve`` in vllm/benchmarks/serve.py computes its percentiles). The report's TTFT, TPOT and e2e.
+* **Client histogram percentiles** (the live view's latencies, the report's ITL): the load generators count
+  latencies in buckets (``latency_bucket_ms`` in vllm_stress/core/schema.py: 0.1 ms below 100 ms), and a percentile is
+  the smallest bucket whose cumulative count reaches q x total (nearest rank): off the sample percentile by at most
+  one bucket.
+* **Server histogram quantiles** (vLLM's ``/metrics``): linear interpolation inside the bucket, as PromQL's
+  ``histogram_quantile`` does, since vLLM's buckets are wide.
+* **TPOT** (time per output token): ``(e2e - ttft) / (completion_tokens - 1)``, defined for more than one token, as
+  ``vllm bench serve`` does.
+
+Locust's own statistics table rounds response times above 100 ms to two significant digits before it counts them
+(its percentiles are nearest rank over those rounded values), so its TTFT p50 can differ from the report's by that
+rounding.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+
+def streamed_tokens(first: np.ndarray, end: np.ndarray, tokens: np.ndarray, a: float, b: float) -> float:
+    """Output tokens streamed during ``[a, b)`` (see the module docstring)."""
+    span = end - first
+    overlap = np.clip(np.minimum(end, b) - np.maximum(first, a), 0, None)
+    at_once = (span <= 0) & (end >= a) & (end < b)
+    share = np.where(span > 0, overlap / np.where(span > 0, span, 1), at_once)
+    return float((tokens * share).sum())
+
+
+def mean_in_flight(start: np.ndarray, end: np.ndarray, a: float, b: float) -> float:
+    """Requests in flight during ``[a, b)``, time-averaged."""
+    if b <= a:
+        return float("nan")
+    return float(np.clip(np.minimum(end, b) - np.maximum(start, a), 0, None).sum() / (b - a))
+
+
+def percentile(values: np.ndarray, q: float) -> float:
+    """The ``q``-th percentile (0..100) of the values that are not NaN, linear interpolation; NaN when none."""
+    present = values[~np.isnan(values)]
+    return float(np.percentile(present, q)) if present.size else float("nan")
+
+
+def bucket_percentile(histogram: dict[float, int], q: float) -> float | None:
+    """The ``q`` (0..1) percentile of a {bucket: count} histogram, nearest rank; None when it is empty."""
+    total = sum(histogram.values())
+    if not total:
+        return None
+    rank = max(math.ceil(q * total), 1)
+    for bucket in sorted(histogram):
+        rank -= histogram[bucket]
+        if rank <= 0:
+            return bucket
+    return bucket
+
+
+def histogram_quantile(q: float, cumulative: dict[float, float]) -> float | None:
+    """The q-quantile of cumulative bucket counts {upper bound: count}, interpolated linearly inside its bucket as
+    PromQL's ``histogram_quantile`` does (the +Inf bucket answers its lower bound); None without observations."""
+    total = cumulative.get(math.inf, 0.0)
+    if total <= 0:
+        return None
+    rank = q * total
+    lower, below = 0.0, 0.0
+    for upper in sorted(bound for bound in cumulative if bound != math.inf):
+        count = cumulative[upper]
+        if count >= rank:
+            return lower + (upper - lower) * (rank - below) / (count - below)
+        lower, below = upper, count
+    return lower  # in the +Inf bucket
+
+
+def tpot(e2e_s: float, ttft_s: float | None, completion_tokens: float | None) -> float | None:
+    """Time per output token after the first, or None when it is undefined."""
+    if ttft_s is None or not completion_tokens or completion_tokens <= 1 or math.isnan(ttft_s):
+        return None
+    return (e2e_s - ttft_s) / (completion_tokens - 1)

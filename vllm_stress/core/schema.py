@@ -1,0 +1,166 @@
+"""The data a run writes: one row per request, the level timeline and the ITL histogram.
+
+This module is the single definition of the client-side metrics and of the CSV files and run.json keys that carry
+them from the load generator to the analysis: both import it, neither imports the other. It imports nothing from
+Locust (importing Locust monkey-patches the process), so the analysis and the tests can use it freely.
+
+Metric definitions, the same as ``vllm bench serve`` (vllm/benchmarks/serve.py), all in seconds, measured with
+``time.perf_counter()`` on the client and converted to wall-clock (unix) time only for ``start_time``/``end_time``:
+
+* **e2e** (end-to-end latency): from just before the request is sent to the last output-bearing chunk (streaming)
+  or to the end of the response body (non-streaming). The usage chunk and ``data: [DONE]`` do not extend it.
+* **TTFT** (time to first token): from the send to the first chunk that carries output. In chat streams the
+  role-only chunk does not count. Non-streaming responses have no TTFT (empty).
+* **ITL** (inter-token latency): the gaps between consecutive output-bearing chunks of one stream (per chunk,
+  not per token, as in vLLM). Kept as a histogram per level (``itl_histogram.csv``), not per row.
+* **TPOT** (time per output token): ``(e2e - ttft) / (completion_tokens - 1)`` for completion_tokens > 1
+  (``vllm_stress.core.metrics.tpot``).
+* **tok/s**: output tokens (``completion_tokens`` from the server's ``usage``) streamed during a time window, divided
+  by the window; each request's tokens are spread evenly from its first token to its end, so requests longer than
+  the window count for their part in it. Total tok/s adds the ``prompt_tokens`` of requests whose first token came
+  in the window. Computed by the analysis (``vllm_stress/analysis/levels.py``), never per request.
+"""
+
+from __future__ import annotations
+
+REQUESTS_FILE = "requests.csv"
+LEVELS_FILE = "levels.csv"
+ITL_FILE = "itl_histogram.csv"
+RUN_FILE = "run.json"
+LOCUST_CSV_PREFIX = "locust"  # Locust's own --csv files in a run folder: locust_stats.csv, locust_failures.csv ...
+
+# requests.csv: one row per request started, written by the master (or the local runner) as rows arrive.
+REQUEST_COLUMNS = [
+    "start_time",  # unix seconds when the request was sent
+    "end_time",  # unix seconds when it ended (last output chunk, end of body, or the failure)
+    "ttft_s",  # time to first token; empty when there was no output or no streaming
+    "tpot_s",  # time per output token after the first; empty when completion_tokens <= 1
+    "e2e_s",  # end-to-end latency
+    "chunks",  # output-bearing SSE chunks received (chunks != tokens with stream_interval > 1)
+    "prompt_tokens",  # from the server's usage (empty when the server sent none)
+    "completion_tokens",  # from the server's usage (empty when the server sent none)
+    "target_prompt_tokens",  # what the request was built to have
+    "target_completion_tokens",  # what the request asked for (max_tokens)
+    "count_mismatch",  # 1 when a usage count differs from its target (output only checked under ignore_eos)
+    "ok",  # 1 success, 0 failure
+    "error",  # failure class, e.g. "HTTP 503", "StreamTruncated", "Timeout"; empty on success
+    "status",  # HTTP status code (0 when no response arrived)
+    "finish_reason",  # from the last choice: length, stop, abort ...
+    "users",  # target user count (the level) when the request started
+    "worker",  # worker id (host_pid) that ran the request, "local" without workers
+    "name",  # the request's name: chat, completions, generate, sdk-chat ...
+    "schedule_lag_s",  # open loop: from the request's scheduled arrival to its send (waiting for a free user)
+    "cached_tokens",  # prompt tokens the server found in its prefix cache (usage.prompt_tokens_details; vLLM sends
+    # it with --enable-prompt-tokens-details), empty when it did not say
+    "request_id",  # the X-Request-Id header the request carried (vLLM's request id; the simulator's --request-log key)
+    "session_id",  # multi-turn sessions (locustfiles/session.py): the conversation the request belongs to, else empty
+    "turn",  # its turn in the conversation, 1 to --turns; empty outside sessions
+]
+# Columns a run folder written before they existed lacks: the analysis reads them as empty.
+OPTIONAL_REQUEST_COLUMNS = ["session_id", "turn"]
+
+# The error class of a request whose stream was cut because the run (or, with --cooldown, its level) stopped the
+# users: the client ended it, not the server or the network. Such a row is kept (its tokens were streamed) but it is
+# neither a success nor a failure: it is counted apart as aborted, everywhere.
+ABORTED = "Aborted"
+
+# levels.csv: one row per concurrency level of a step ramp, written by the load shape on the master.
+LEVEL_COLUMNS = [
+    "users",  # target user count of the level
+    "ramp_start",  # unix seconds when the shape asked for this level
+    "hold_start",  # unix seconds when every user was running (the steady-state window starts here)
+    "hold_end",  # unix seconds when the hold ended (the next level's ramp_start)
+]
+
+# itl_histogram.csv: inter-token gaps per level, summed over all workers.
+ITL_COLUMNS = ["users", "itl_ms", "count"]
+
+# run.json: what the run was, written by the master at test start and rewritten at the end.
+RUN_KEYS = [
+    "scenario",  # scenario name, or "" for a plain locust run
+    "target",  # base URL of the server under test
+    "model",  # model name sent in the requests
+    "user_class",  # Locust user class name
+    "input_tokens",  # target prompt tokens
+    "output_tokens",  # target completion tokens
+    "started",  # unix seconds
+    "ended",  # unix seconds, or null while running
+    "complete",  # false when the run was interrupted (Ctrl-C, SIGTERM, lost master): analyse as partial
+    "workers",  # worker ids seen during the run
+    "lost_workers",  # [{"worker", "last_seen", "rows"}] for workers that went missing mid-run (rows received)
+    "server_requests",  # requests the server finished during the run (its request_success_total), or null
+    "unaccounted_requests",  # of those, how many have no row: lost with a worker (a lower bound), or null
+    "receive_clock",  # {worker id or "local": the clock its streaming users timed chunks with} (stream.py)
+    "server_version",  # the server's GET /version at test start ("0.11.0"), or null when it has none
+    "server_launch",  # {"kind": "simulator" | "server-cmd", "command": [...]} when the scenario runner started the
+    # server (its command line with every flag), or null
+]
+
+
+# server_metrics.csv: one row per scrape of the server's Prometheus /metrics (vLLM V1 names, summed over engines),
+# written by the master (or the local runner) every --server-metrics-interval seconds. Empty when the server does not
+# expose the metric. Histograms are the observations since the previous scrape: their count, sum and the p50/p99
+# interpolated in the delta buckets the way PromQL's histogram_quantile does (server clock: no network, queue included).
+SERVER_METRICS_FILE = "server_metrics.csv"
+SERVER_GAUGES = {  # column -> scraped sample: the value at the scrape
+    "running": "vllm:num_requests_running",
+    "waiting": "vllm:num_requests_waiting",
+    "kv_cache_usage": "vllm:kv_cache_usage_perc",  # 0..1
+}
+SERVER_COUNTERS = {  # column -> scraped sample: cumulative since the server started
+    "preemptions": "vllm:num_preemptions_total",
+    "prompt_tokens": "vllm:prompt_tokens_total",
+    "generation_tokens": "vllm:generation_tokens_total",
+    "request_success": "vllm:request_success_total",  # every finish reason, aborts included
+    "prefix_cache_queries": "vllm:prefix_cache_queries_total",  # prompt tokens looked up in the prefix cache
+    "prefix_cache_hits": "vllm:prefix_cache_hits_total",  # of which found there
+    "frontend_cpu_s": "process_cpu_seconds_total",  # CPU of vLLM's API server process (HTTP, templating, detokenizing)
+}
+SERVER_HISTOGRAMS = {  # column prefix -> histogram: {prefix}_count, {prefix}_sum_s, {prefix}_p50_s, {prefix}_p99_s
+    "ttft": "vllm:time_to_first_token_seconds",
+    "e2e": "vllm:e2e_request_latency_seconds",
+    "queue": "vllm:request_queue_time_seconds",
+    # vLLM's HTTP layer (prometheus_fastapi_instrumentator): from the request reaching its handler to the last byte
+    # of the response written, so it holds the frontend's own time (templating, tokenization, detokenization, SSE)
+    "http": "http_request_duration_highr_seconds",
+}
+SERVER_QUANTILES = {"p50": 0.5, "p99": 0.99}
+SERVER_METRICS_COLUMNS = [
+    "time",  # unix seconds of the scrape
+    "users",  # the level (target user count) at the scrape
+    *SERVER_GAUGES,
+    *SERVER_COUNTERS,
+    *(f"{prefix}_{part}" for prefix in SERVER_HISTOGRAMS
+      for part in ("count", "sum_s", *(f"{quantile}_s" for quantile in SERVER_QUANTILES))),
+]
+
+# client_health.csv: the CPU of every load-generating process, so a saturated client is not taken for a saturated
+# server. Written by the master (or the local runner): its own CPU every few seconds, and each worker's with every
+# worker report (3 s). A row's figure is averaged since that process's previous row; above CLIENT_CPU_LIMIT_PERCENT
+# Locust warns that the response times may be wrong.
+CLIENT_HEALTH_FILE = "client_health.csv"
+CLIENT_HEALTH_COLUMNS = [
+    "time",  # unix seconds
+    "users",  # the level at that time
+    "worker",  # worker id as in requests.csv, "master", or "local" without workers
+    "cpu_percent",  # CPU of that process (100 = one core)
+    "loop_lag_ms",  # how late its event loop ran its timers since its previous row, on average (waiting for a core)
+]
+CLIENT_CPU_LIMIT_PERCENT = 90  # locust.runners.CPU_WARNING_THRESHOLD
+# A load generator whose event loop runs its timers this late on average takes every timestamp about as late: its
+# latencies are not to be trusted (it waits for a core that something else holds, whatever its own CPU figure).
+CLIENT_LOOP_LAG_LIMIT_MS = 20.0
+# CPU a worker process spends per streamed token (one SSE event each), measured at 1,000 streams: the median of
+# benchmarks/client.md's runs. Worker sizing (vllm_stress/scenarios/plan.py) is made from it.
+CLIENT_CPU_US_PER_TOKEN = 24.4
+
+
+def latency_bucket_ms(seconds: float) -> float:
+    """The histogram key of a latency (an inter-token gap, a live TTFT ...): 0.1 ms resolution below 100 ms, 1 ms
+    below 1 s, 10 ms above, so a histogram stays small however many requests it counts."""
+    ms = seconds * 1000.0
+    if ms < 100.0:
+        return round(ms, 1)
+    if ms < 1000.0:
+        return float(round(ms))
+    return float(round(ms, -1))

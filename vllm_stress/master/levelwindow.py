@@ -1,0 +1,110 @@
+"""The open level's requests as the master (or local runner) knows them live, for the load shape to judge whether
+its hold is steady (``vllm_stress.core.steady``) — the same rule the analysis applies to ``requests.csv`` afterwards.
+
+A row comes when its request ends, so a level's long requests would be invisible until they end; every load
+generator therefore also reports what its requests still in flight have streamed so far (``hooks.in_flight_reported``,
+with each worker report, or every second in a local run): with it the window knows every request's tokens up to the
+newest report of every process.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from locust.runners import STATE_MISSING
+
+from vllm_stress.core import steady
+from vllm_stress.core.metrics import percentile, streamed_tokens
+from vllm_stress.master import hooks, rows
+
+ROWS_LIMIT = 500_000  # rows kept (a level's, a few hundred bytes each)
+
+
+class LevelWindow:
+    """The rows of the requests that ended since the open level's ramp began, and the latest in-flight reports."""
+
+    def __init__(self, runner) -> None:
+        self.runner = runner
+        self.users = 0
+        self.hold_start: float | None = None
+        self.rows: list[list] = []
+        self.reports: dict[str, tuple[float, list]] = {}  # source -> (report time, its requests in flight)
+        hooks.rows_received.add_listener(self._on_rows)
+        hooks.in_flight_reported.add_listener(self._on_in_flight)
+
+    def start(self, users: int) -> None:
+        """A level's ramp begins: keep only rows from now on."""
+        now = time.time()
+        self.users, self.hold_start = users, None
+        self.rows = [row for row in self.rows if row[rows.END] >= now]
+
+    def hold(self) -> None:
+        self.hold_start = time.time()
+
+    def completions(self) -> int:
+        """Requests of the open level that ended since its ramp began (aborted ones apart)."""
+        return sum(1 for row in self.rows if row[rows.USERS] == self.users and not rows.aborted(row))
+
+    def verdict(self) -> steady.Verdict:
+        """The steady-state verdict on the hold so far."""
+        sample = self.sample()
+        if sample is None:
+            return steady.Verdict(False, "the level is not held", np.nan, np.nan)
+        return steady.judge(*sample)
+
+    def output_tokens_per_s(self) -> float:
+        """Output tokens/s streamed during the hold so far (vllm_stress.core.metrics.streamed_tokens)."""
+        sample = self.sample()
+        if sample is None or sample[1] <= sample[0]:
+            return np.nan
+        start, end, requests = sample
+        return streamed_tokens(requests.first, requests.end, requests.tokens, start, end) / (end - start)
+
+    def schedule_lag_p99_s(self) -> float:
+        """The p99 schedule lag of the open level's measured requests that ended in its hold so far (NaN in a closed
+        loop), as the report's schedule_lag_p99_s (vllm_stress.core.metrics.percentile): an input of its bound."""
+        if self.hold_start is None:
+            return np.nan
+        lags = [row[rows.SCHEDULE_LAG] for row in self.rows if row[rows.END] >= self.hold_start
+                and row[rows.USERS] == self.users and rows.measured(row) and row[rows.SCHEDULE_LAG] != ""]
+        return percentile(np.array(lags, dtype=float), 99)
+
+    def sample(self) -> tuple[float, float, steady.Requests] | None:
+        """The hold so far — its start, the time up to which every process has reported, and the requests: the rows
+        of those that ended and what those still in flight streamed so far — or None when no level is held."""
+        if self.hold_start is None:
+            return None
+        end, partial = self.in_flight()
+        kept = self.rows
+        starts, ends, e2e = (np.array([row[i] for row in kept], dtype=float) for i in (rows.START, rows.END, rows.E2E))
+        ttft = np.array([np.nan if row[rows.TTFT] == "" else row[rows.TTFT] for row in kept], dtype=float)
+        tokens = np.array([row[rows.CHUNKS] if row[rows.COMPLETION] == "" else row[rows.COMPLETION] for row in kept],
+                          dtype=float)
+        measured = np.array([row[rows.USERS] == self.users and rows.measured(row) for row in kept], dtype=bool)
+        running = np.array(partial, dtype=float).reshape(-1, 4)  # start, first, chunks, report time
+        return self.hold_start, end, steady.Requests(
+            start=np.concatenate([starts, running[:, 0]]), end=np.concatenate([ends, running[:, 3]]),
+            first=np.concatenate([starts + np.nan_to_num(ttft), running[:, 1]]),
+            tokens=np.concatenate([tokens, running[:, 2]]),
+            measured=np.concatenate([measured, np.zeros(len(running), dtype=bool)]),
+            e2e=np.concatenate([e2e, running[:, 3] - running[:, 0]]),
+            ttft=np.concatenate([ttft, np.full(len(running), np.nan)]))
+
+    def in_flight(self) -> tuple[float, list[list]]:
+        """The time up to which every request is known (the oldest newest report of the live processes), and
+        [start, first, chunks, report time] of those still in flight then."""
+        missing = {client.id for client in getattr(self.runner, "clients", {}).values() if client.state == STATE_MISSING}
+        live = {source: report for source, report in self.reports.items() if source not in missing}
+        if not live:
+            return time.time(), []
+        end = min(report_time for report_time, _ in live.values())
+        return end, [[*progress, report_time] for report_time, entries in live.values() for progress in entries]
+
+    def _on_rows(self, environment, rows: list[list], **_kw) -> None:
+        if environment is self.runner.environment and len(self.rows) < ROWS_LIMIT:
+            self.rows += rows
+
+    def _on_in_flight(self, environment, source: str, report_time: float, entries: list, **_kw) -> None:
+        if environment is self.runner.environment:
+            self.reports[source] = (report_time, entries)

@@ -1,0 +1,19 @@
+"""Reading ``requests.csv`` rows (``vllm_stress.core.schema.REQUEST_COLUMNS`` order) while they are still Python lists on
+the master or the local runner: the column positions used live, and the populations of ``Exchange``."""
+
+from vllm_stress.core import schema
+
+COMPLETION, END, OK, MISMATCH, USERS, TTFT, TPOT, E2E, START, CHUNKS, ERROR, FINISH, SCHEDULE_LAG = (
+    schema.REQUEST_COLUMNS.index(column) for column in (
+        "completion_tokens", "end_time", "ok", "count_mismatch", "users", "ttft_s", "tpot_s", "e2e_s", "start_time",
+        "chunks", "error", "finish_reason", "schedule_lag_s"))
+
+
+def measured(row: list) -> bool:
+    """Exchange.measured, read back from a row."""
+    return bool(row[OK]) and not row[MISMATCH] and row[FINISH] != "abort"
+
+
+def aborted(row: list) -> bool:
+    """The run or a cooldown stopped the stream (not a failure)."""
+    return not row[OK] and row[ERROR] == schema.ABORTED

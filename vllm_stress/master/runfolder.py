@@ -1,0 +1,90 @@
+"""The run folder: ``requests.csv``, ``levels.csv``, ``itl_histogram.csv`` and ``run.json`` (see ``vllm_stress.core.schema``).
+
+Only the master (or the local runner) writes it. Rows and levels are appended and flushed as they arrive, so a
+run that is killed leaves everything it measured up to the last worker report.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import time
+
+from vllm_stress.core import schema
+
+
+class RunFolderExists(Exception):
+    pass
+
+
+def default_path() -> str:
+    return os.path.join("results", time.strftime("run-%Y%m%d-%H%M%S"))
+
+
+class RunFolder:
+    def __init__(self, path: str, overwrite: bool = False) -> None:
+        requests_path = os.path.join(path, schema.REQUESTS_FILE)
+        if os.path.exists(requests_path) and not overwrite:
+            raise RunFolderExists(f"{path} already holds a run ({schema.REQUESTS_FILE}); "
+                                  "choose another --results-dir or pass --overwrite")
+        os.makedirs(path, exist_ok=True)
+        self.path = path
+        self.rows_written = 0
+        self._requests_file = open(requests_path, "w", newline="", encoding="utf-8")  # noqa: SIM115 (kept open)
+        self._requests = csv.writer(self._requests_file)
+        self._requests.writerow(schema.REQUEST_COLUMNS)
+        self._levels_file = open(os.path.join(path, schema.LEVELS_FILE), "w", newline="", encoding="utf-8")  # noqa: SIM115
+        self._levels = csv.writer(self._levels_file)
+        self._levels.writerow(schema.LEVEL_COLUMNS)
+        self._levels_file.flush()
+
+    def write_rows(self, rows: list[list]) -> None:
+        if rows:
+            self._requests.writerows(rows)
+            self._requests_file.flush()
+            self.rows_written += len(rows)
+
+    def write_level(self, users: int, ramp_start: float, hold_start: float, hold_end: float) -> None:
+        self._levels.writerow([users, round(ramp_start, 3), round(hold_start, 3), round(hold_end, 3)])
+        self._levels_file.flush()
+
+    def write_itl(self, histogram: dict[int, dict[float, int]]) -> None:
+        """Rewrite the ITL histogram (level -> {bucket ms: count}) through a temporary file."""
+        tmp = os.path.join(self.path, schema.ITL_FILE + ".tmp")
+        with open(tmp, "w", newline="", encoding="utf-8") as f:
+            writer = csv.writer(f)
+            writer.writerow(schema.ITL_COLUMNS)
+            for users in sorted(histogram):
+                writer.writerows([users, ms, n] for ms, n in sorted(histogram[users].items()))
+        os.replace(tmp, os.path.join(self.path, schema.ITL_FILE))
+
+    def write_run(self, meta: dict) -> None:
+        unknown = set(meta) - set(schema.RUN_KEYS)
+        assert not unknown, f"run.json keys not in schema.RUN_KEYS: {unknown}"
+        tmp = os.path.join(self.path, schema.RUN_FILE + ".tmp")
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(meta, f, indent=2)
+        os.replace(tmp, os.path.join(self.path, schema.RUN_FILE))
+
+    def close(self) -> None:
+        self._requests_file.close()
+        self._levels_file.close()
+
+
+def write_final_locust_csvs(environment, prefix: str) -> None:
+    """Write Locust's ``--csv`` snapshot once more with the final numbers.
+
+    Locust rewrites ``PREFIX_stats.csv`` (and the failures and exceptions files) only every second, so up to a
+    second of requests is missing from them at exit. The files are replaced (not rewritten in place): Locust's own
+    writer still holds the old files open and flushes into them when it closes, which then touches nothing.
+    """
+    from locust.stats import PERCENTILES_TO_REPORT, StatsCSV
+
+    snapshot = StatsCSV(environment, PERCENTILES_TO_REPORT)
+    for suffix, write in (("stats", snapshot.requests_csv), ("failures", snapshot.failures_csv),
+                          ("exceptions", snapshot.exceptions_csv)):
+        path = f"{prefix}_{suffix}.csv"
+        with open(path + ".tmp", "w", newline="", encoding="utf-8") as f:
+            write(csv.writer(f))
+        os.replace(path + ".tmp", path)

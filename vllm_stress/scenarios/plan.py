@@ -1,0 +1,92 @@
+"""How many Locust worker processes and machines a load needs, from the client's measured CPU per streamed token.
+
+    python -m scenarios plan --users 1000 --tokens-per-s-per-stream 50 [--cores-per-machine 8]
+    python -m scenarios plan --from-run results/my-run/run-1
+
+A worker process is one gevent loop on one core: it spends ``CLIENT_CPU_US_PER_TOKEN`` of CPU per streamed token
+(``benchmarks/client.md``: one SSE event per token, vLLM's default, the client's worst case). Token timestamps stay
+accurate while the loop is mostly idle, so each process is planned at ``TIMING_CPU_PERCENT`` of a core at most
+(Locust itself warns at 90 %, and TTFT tails inflate well before that). Machines run ``--processes -1``: one worker
+process per core. ``--from-run`` checks the figure against a run: per level, the streamed tokens/s, the workers'
+measured CPU (``client_health.csv``) and the CPU per token it implies.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import os
+from collections import defaultdict
+from pathlib import Path
+
+from vllm_stress.core import schema
+
+TIMING_CPU_PERCENT = 50.0  # a worker process's CPU budget for accurate timing
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--users", type=int, default=0, help="Concurrent streams")
+    parser.add_argument("--tokens-per-s-per-stream", type=float, default=0.0,
+                        help="Output tokens per second of one stream (the server's decode speed at that load)")
+    parser.add_argument("--cores-per-machine", type=int, default=os.cpu_count() or 1,
+                        help="Cores of each worker machine (default: this machine's, %(default)s)")
+    parser.add_argument("--from-run", default="", metavar="DIR",
+                        help="A run folder: compare its workers' measured CPU with the plan's per level")
+
+
+def worker_processes(tokens_per_s: float) -> int:
+    """Worker processes that keep each under TIMING_CPU_PERCENT while streaming ``tokens_per_s`` in total."""
+    cores = tokens_per_s * schema.CLIENT_CPU_US_PER_TOKEN / 1e6
+    return max(1, math.ceil(cores * 100 / TIMING_CPU_PERCENT - 1e-9))
+
+
+def plan(users: int, tokens_per_s_per_stream: float, cores_per_machine: int) -> str:
+    tokens_per_s = users * tokens_per_s_per_stream
+    cores = tokens_per_s * schema.CLIENT_CPU_US_PER_TOKEN / 1e6
+    processes = worker_processes(tokens_per_s)
+    machines = math.ceil(processes / cores_per_machine)
+    return "\n".join([
+        f"{users:,} streams x {tokens_per_s_per_stream:g} tokens/s = {tokens_per_s:,.0f} tokens/s to time",
+        f"client CPU: {schema.CLIENT_CPU_US_PER_TOKEN} us per token (benchmarks/client.md) = {cores:.2f} cores",
+        f"worker processes: {processes} (each at most {TIMING_CPU_PERCENT:.0f} % of a core for accurate timing: "
+        f"{100 * cores / processes:.0f} % each)",
+        f"worker machines: {machines} with {cores_per_machine} cores each (--processes -1), "
+        f"--expect-workers {machines * cores_per_machine}",
+    ])
+
+
+def check_run(folder: Path) -> str:
+    """Per level of a run: tokens/s streamed in its hold, the workers' CPU, the CPU per token, the plan for it."""
+    with open(folder / schema.LEVELS_FILE, newline="") as f:
+        holds = {int(row["users"]): (float(row["hold_start"]), float(row["hold_end"])) for row in csv.DictReader(f)}
+    tokens, cpu = defaultdict(float), defaultdict(lambda: defaultdict(list))
+    with open(folder / schema.REQUESTS_FILE, newline="") as f:
+        for row in csv.DictReader(f):
+            users = int(row["users"])
+            if users in holds and holds[users][0] <= float(row["end_time"]) <= holds[users][1]:
+                tokens[users] += int(row["chunks"] or 0)
+    with open(folder / schema.CLIENT_HEALTH_FILE, newline="") as f:
+        for row in csv.DictReader(f):  # a row covers the process's previous few seconds: skip the hold's first
+            users = int(row["users"])
+            if row["worker"] not in ("master", "local") and users in holds and \
+                    holds[users][0] + 3 < float(row["time"]) <= holds[users][1]:
+                cpu[users][row["worker"]].append(float(row["cpu_percent"]))
+    lines = ["users | tokens/s | workers | worker CPU (sum, busiest) | us per token | planned processes"]
+    for users, (start, end) in sorted(holds.items()):
+        per_worker = {worker: sum(values) / len(values) for worker, values in cpu[users].items()}
+        if not per_worker or not tokens[users]:
+            continue
+        tokens_per_s = tokens[users] / (end - start)
+        total = sum(per_worker.values())
+        lines.append(f"{users} | {tokens_per_s:,.0f} | {len(per_worker)} | {total:.0f} %, {max(per_worker.values()):.0f} %"
+                     f" | {total / 100 / tokens_per_s * 1e6:.1f} | {worker_processes(tokens_per_s)}")
+    return "\n".join(lines)
+
+
+def run_from_args(args: argparse.Namespace) -> str:
+    if args.from_run:
+        return check_run(Path(args.from_run))
+    if args.users <= 0 or args.tokens_per_s_per_stream <= 0 or args.cores_per_machine <= 0:
+        raise ValueError("plan needs --users N and --tokens-per-s-per-stream R (both positive), or --from-run DIR")
+    return plan(args.users, args.tokens_per_s_per_stream, args.cores_per_machine)

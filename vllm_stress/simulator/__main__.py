@@ -1,0 +1,7 @@
+"""``python -m vllm_stress.simulator``."""
+
+import sys
+
+from vllm_stress.simulator.cli import main
+
+sys.exit(main())

@@ -1,0 +1,152 @@
+"""``python -m simulator``: serve a simulated vLLM OpenAI-compatible server on 127.0.0.1.
+
+Engine flags carry ``vllm serve``'s names and override the profile's values; ``--set FIELD=VALUE`` overrides any
+other profile field (step-time constants, hardware, model shape). When the socket listens, one line is printed and
+flushed: ``vllm-stress simulator ready: http://HOST:PORT model=NAME profile=PROFILE`` (``--port 0`` picks a free port
+and the line shows it). SIGINT and SIGTERM stop the server cleanly.
+
+The default event loop is asyncio's; ``--event-loop uvloop`` serves the same. Connections are accepted by the
+simulator's own reader on the listening socket (``accept_all``), which drains the accept queue at every wake-up:
+uvloop's server accepted one connection per loop iteration, so under a thousand busy streams new connections
+(scrapers, ramping clients) waited for seconds (benchmarks/simulator.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import socket
+import sys
+
+import uvloop
+from aiohttp import web
+
+from .profiles import DEFAULT_PROFILE, FIELD_TYPES, load_profile, parse_assignments, profile_names
+from .server import Simulator
+
+READY_PREFIX = "vllm-stress simulator ready:"
+VLLM_FLAGS = ("served_model_name", "max_model_len", "max_num_seqs", "max_num_batched_tokens",
+              "gpu_memory_utilization", "block_size", "num_gpu_blocks_override", "enable_prefix_caching",
+              "stream_interval")  # fmt: skip
+ANSWER_FLAGS = ("answer_accuracy", "answer_flip_rate")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m simulator",
+        description="Simulated vLLM server: vLLM's HTTP API and metrics over a V1-scheduler engine model.",
+        epilog=f"profiles: {', '.join(profile_names())}. --set fields: {', '.join(FIELD_TYPES)}.",
+    )
+    parser.add_argument("--profile", default=DEFAULT_PROFILE, help="profile name or path to a .toml (%(default)s)")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (%(default)s)")
+    parser.add_argument("--port", type=int, default=8000, help="port; 0 picks a free one (%(default)s)")
+    parser.add_argument("--served-model-name", help="model name clients must use (default: the profile's)")
+    parser.add_argument("--max-model-len", type=int, help="context length: prompt + output tokens")
+    parser.add_argument("--max-num-seqs", type=int, help="most sequences running at once")
+    parser.add_argument("--max-num-batched-tokens", type=int, help="token budget of one engine step")
+    parser.add_argument("--gpu-memory-utilization", type=float, help="share of device memory for weights + KV cache")
+    parser.add_argument("--block-size", type=int, help="tokens per KV block")
+    parser.add_argument("--num-gpu-blocks-override", type=int, help="KV block count instead of the memory model")
+    parser.add_argument("--enable-prompt-tokens-details", action="store_true",
+                        help="Usage says how many prompt tokens came from the prefix cache (prompt_tokens_details), "
+                        "as vllm serve does with this flag")
+    parser.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction,
+                        help="automatic prefix caching (default: the profile's; on, as in vLLM V1)")
+    parser.add_argument("--stream-interval", type=int, help="tokens per streamed chunk (minimum)")
+    parser.add_argument("--api-key", default=os.environ.get("VLLM_API_KEY"),
+                        help="require 'Authorization: Bearer KEY' on /v1 paths (default: $VLLM_API_KEY, as vLLM; the "
+                        "variable keeps the key out of process listings)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of step jitter and unseeded requests (%(default)s)")
+    parser.add_argument("--time-scale", type=float, default=1.0,
+                        help="simulated seconds per wall-clock second; >1 = faster simulated GPU (%(default)s)")
+    parser.add_argument("--event-loop", choices=("asyncio", "uvloop"), default="asyncio",
+                        help="event loop implementation (%(default)s)")
+    parser.add_argument("--answer-accuracy", type=float,
+                        help="share of benchmark questions answered right when run alone (answers.py; default 0.8)")
+    parser.add_argument("--answer-flip-rate", type=float,
+                        help="chance per other sequence in flight that an answer flips (default 0.0005)")
+    parser.add_argument("--request-log", metavar="PATH",
+                        help="append one JSON line of server-side timing per request that has an X-Request-Id header "
+                        "(vllm_stress/simulator/requestlog.py)")
+    parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                        help="override one profile field, e.g. --set mfu=0.4 --set t_fixed=0.01 (repeatable)")
+    return parser
+
+
+def profile_from_args(args: argparse.Namespace):
+    overrides = parse_assignments(args.set)
+    overrides.update({flag: getattr(args, flag) for flag in VLLM_FLAGS + ANSWER_FLAGS
+                      if getattr(args, flag) is not None})
+    return load_profile(args.profile, overrides)
+
+
+def accept_all(loop: asyncio.AbstractEventLoop, listener: socket.socket, factory, pending: set,
+               accepted=None) -> None:
+    """Accept every connection waiting on ``listener`` and hand each to aiohttp's protocol ``factory``.
+
+    uvloop accepts one connection per event-loop iteration (libuv stops the listening watcher until the callback's
+    deferred accept ran): with a thousand busy streams an iteration takes ~12 ms, so a burst of new connections
+    waits in the accept queue at ~80 per second and a scraper behind it waits for seconds. asyncio's server accepts
+    up to its backlog per wake-up. This reader drains the queue on either loop. ``accepted`` may wrap each
+    connection (the request log's arrival stamps).
+    """
+    while True:
+        try:
+            connection, _address = listener.accept()
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as error:  # e.g. out of file descriptors: the rest wait for the next wake-up
+            print(f"simulator: accept failed: {error}", file=sys.stderr, flush=True)
+            return
+        if accepted:
+            connection = accepted(connection)
+        connection.setblocking(False)
+        task = loop.create_task(loop.connect_accepted_socket(factory, connection))
+        pending.add(task)
+        task.add_done_callback(pending.discard)
+
+
+async def serve(simulator: Simulator, host: str, port: int) -> None:
+    runner = web.AppRunner(simulator.app(), handler_cancellation=True, access_log=None, shutdown_timeout=2.0)
+    await runner.setup()
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listener = socket.create_server((host, port), family=family, backlog=4096)
+    listener.setblocking(False)
+    loop = asyncio.get_running_loop()
+    pending: set = set()
+    accepted = None
+    if simulator.request_log:
+        simulator.request_log.listening(listener)
+        accepted = simulator.request_log.accepted
+    loop.add_reader(listener.fileno(), accept_all, loop, listener, runner.server, pending, accepted)
+    stop = asyncio.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    bound_port = listener.getsockname()[1]
+    print(f"{READY_PREFIX} http://{host}:{bound_port} model={simulator.model} profile={simulator.profile.name}",
+          flush=True)  # fmt: skip
+    try:
+        await stop.wait()
+    finally:
+        loop.remove_reader(listener.fileno())
+        listener.close()
+        await runner.cleanup()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        profile = profile_from_args(args)
+        simulator = Simulator(profile, api_key=args.api_key, seed=args.seed, time_scale=args.time_scale,
+                              prompt_details=args.enable_prompt_tokens_details,
+                              request_log=args.request_log)  # fmt: skip
+    except ValueError as error:
+        print(f"simulator: {error}", file=sys.stderr)
+        return 2
+    loop_factory = uvloop.new_event_loop if args.event_loop == "uvloop" else asyncio.new_event_loop
+    with asyncio.Runner(loop_factory=loop_factory) as runner:
+        runner.run(serve(simulator, args.host, args.port))
+    return 0
+

@@ -1,0 +1,110 @@
+"""The simulator's own per-request timing record, for checking a client's latencies against the server's.
+
+With ``--request-log PATH``, every generation request that carries an ``X-Request-Id`` header (the header vLLM takes
+as its request id and echoes with ``--enable-request-id-headers``) adds one JSON line to ``PATH``:
+
+``{"id": ..., "arrival": ..., "arrival_clock": "kernel" | "user", "first": ..., "last": ..., "end": ..., "chunks": ...}``
+
+* ``arrival``: when the request's bytes reached the server: on Linux under the asyncio loop, the kernel's receive
+  time of the newest segment of the read that completed the request's headers (``SO_TIMESTAMPNS``,
+  :class:`ArrivalSocket`), so the time a request waits in the socket while the event loop is busy writing other
+  streams counts as the server's, as it does for the client that sent it; elsewhere (uvloop reads in C) when the
+  request reached its handler (headers parsed, before the body is read). ``arrival_clock`` says which;
+* ``first``: right before the write that carries the first output token's bytes hands them to the socket;
+* ``last``: the same for the last output token (the write that carries the finish reason);
+* ``end``: when the handler returned;
+* ``chunks``: writes that carried output tokens (the server-side count of a client's ITL gaps + 1 when each write
+  holds one token).
+
+Times are unix seconds (``time.time()``) of the simulator's clock. A client compares durations (its TTFT with
+``first - arrival``), so the two clocks need not agree. Requests without the header are not logged.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+
+from vllm_stress.core.kernelclock import ANCILLARY_SIZE, KERNEL_PLATFORM, SO_TIMESTAMPNS, kernel_time
+
+REQUEST_ID_HEADER = "X-Request-Id"
+
+
+class ArrivalSocket(socket.socket):
+    """An accepted connection whose reads keep the kernel's receive time of their newest segment (``arrived``,
+    unix seconds). asyncio's transport reads it with ``recv``; uvloop reads the descriptor itself and never calls it."""
+
+    arrived: float | None = None
+
+    def recv(self, size: int, flags: int = 0) -> bytes:
+        data, ancillary, _flags, _address = self.recvmsg(size, ANCILLARY_SIZE, flags)
+        self.arrived = kernel_time(ancillary) or self.arrived
+        return data
+
+
+class RequestTiming:
+    """The server-side timestamps of one request (see the module docstring)."""
+
+    __slots__ = ("request_id", "arrival", "arrival_clock", "first", "last", "chunks")
+
+    def __init__(self, request_id: str, arrived: float | None = None) -> None:
+        self.request_id = request_id
+        self.arrival = time.time() if arrived is None else arrived
+        self.arrival_clock = "user" if arrived is None else "kernel"
+        self.first: float | None = None
+        self.last: float | None = None
+        self.chunks = 0
+
+    def output_write(self) -> None:
+        """A write carrying output tokens is about to hand its bytes to the socket."""
+        now = time.time()
+        if self.first is None:
+            self.first = now
+        self.last = now
+        self.chunks += 1
+
+
+class RequestLog:
+    """One JSON line per logged request, buffered; ``close()`` flushes it."""
+
+    def __init__(self, path: str) -> None:
+        self._file = open(path, "a", encoding="utf-8", buffering=1 << 16)  # noqa: SIM115 (closed by close())
+        self.connections: dict[int, ArrivalSocket] = {}  # by file descriptor (a reused one is overwritten)
+
+    def listening(self, listener: socket.socket) -> None:
+        """Have the kernel stamp the arrival of every segment of the connections ``listener`` accepts."""
+        if KERNEL_PLATFORM:
+            listener.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+
+    def accepted(self, connection: socket.socket) -> socket.socket:
+        """The accepted ``connection`` as an :class:`ArrivalSocket` (where the kernel stamps arrivals)."""
+        if not KERNEL_PLATFORM:
+            return connection
+        timed = ArrivalSocket(connection.family, connection.type, connection.proto, fileno=connection.detach())
+        timed.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        self.connections[timed.fileno()] = timed
+        return timed
+
+    def timing(self, headers, transport) -> RequestTiming | None:
+        """The record of a request with an ``X-Request-Id`` that came in on ``transport`` (aiohttp's)."""
+        request_id = headers.get(REQUEST_ID_HEADER)
+        if not request_id:
+            return None
+        sock = transport.get_extra_info("socket") if transport else None
+        connection = self.connections.get(sock.fileno()) if sock else None
+        return RequestTiming(request_id, connection.arrived if connection else None)
+
+    def write(self, timing: RequestTiming) -> None:
+        record = {"id": timing.request_id, "arrival": timing.arrival, "arrival_clock": timing.arrival_clock,
+                  "first": timing.first, "last": timing.last, "end": time.time(), "chunks": timing.chunks}  # fmt: skip
+        self._file.write(json.dumps(record) + "\n")
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def read_request_log(path: str) -> dict[str, dict]:
+    """The records of a request log, by request id."""
+    with open(path, encoding="utf-8") as f:
+        return {record["id"]: record for record in map(json.loads, f)}

@@ -1,0 +1,198 @@
+"""The request flow that every user class shares (one request per task, timed per chunk, recorded whatever happens),
+and ``LLMUser``, the base of the HTTP users.
+
+Locust pitfalls this flow avoids (docs/locust.md §1-2): the streamed body is read as it arrives (``stream.py``;
+``iter_content``/``iter_lines`` wait for 1 KiB and delay TTFT); every exception is caught inside the
+``catch_response`` block (else Locust drops the request from its stats); the built-in response time is replaced by the
+end-to-end latency (it is only time-to-headers for streams); the body is drained to its end so the connection is
+reused; TTFT and TPOT are logged into their own stats entries with ``StatsEntry.log`` so that they show in the
+console, CSVs and web UI without inflating the request rate.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import gevent
+from locust import FastHttpUser, task
+from locust.exception import StopUser
+
+from vllm_stress.client.exchange import REQUEST_ID_HEADER, Exchange, error_event, response_error
+from vllm_stress.client.stream import (
+    KERNEL_CLOCK,
+    SSEParser,
+    deadline_only,
+    read_body,
+    receive_clock,
+    use_send_time,
+    use_timed_sockets,
+)
+from vllm_stress.client.stream import clocks as receive_clocks
+from vllm_stress.client.trace import TraceDone
+from vllm_stress.core.failures import StreamError, failure_name
+from vllm_stress.users import plugin  # noqa: F401 (the suite's options and event listeners, for every user class)
+
+# A user whose request got no response at all waits this long before its next one, so that a server that is down is
+# not hammered in a tight loop (and requests.csv does not fill with thousands of refusals a second).
+NO_RESPONSE_PAUSE_S = 0.5
+
+
+def log_token_stats(environment, exchange: Exchange) -> None:
+    """TTFT and TPOT into their own Locust stats entries (milliseconds), outside the request totals."""
+    if exchange.ttft is not None:
+        environment.stats.get(exchange.name, "TTFT").log(exchange.ttft * 1000, 0)
+    if exchange.tpot is not None:
+        environment.stats.get(exchange.name, "TPOT").log(exchange.tpot * 1000, 0)
+
+
+def run_request(user, send) -> None:
+    """Send the user's next request with ``send(spec, exchange)`` and record it, whatever happens."""
+    if user.workload is None:  # the target could not be prepared (logged at test start): stop, quietly (Locust
+        raise StopUser()  # logs a traceback for a StopUser from on_start, not from a task)
+    try:
+        lag = user.target.arrivals.wait() if user.target.arrivals else None
+    except TraceDone:
+        raise StopUser() from None
+    line = getattr(user.target.arrivals, "last", None)  # the trace line just taken (the same greenlet, no yield)
+    spec = user.workload.trace_request(line) if line else user.workload.next_request()
+    send_request(user, spec, send, lag)
+
+
+def send_request(user, spec, send, lag: float | None = None, session: tuple[str, int] | None = None) -> Exchange:
+    """Send ``spec`` with ``send(spec, exchange)`` and record it, whatever happens; ``session`` is the (session id,
+    turn) of a multi-turn conversation's request (locustfiles/session.py). Returns the recorded exchange."""
+    exchange = Exchange(user.request_name, user.target.recorder.level, spec.target_prompt_tokens, spec.max_tokens,
+                        check_output=user.ignore_eos)
+    exchange.schedule_lag = lag
+    if session:
+        exchange.session_id, exchange.turn = session
+    user.target.recorder.started(exchange)
+    try:
+        send(spec, exchange)
+    finally:  # also when the user is stopped mid-request: the row says so
+        if exchange.end is None:
+            exchange.fail("Aborted")
+        user.target.recorder.record(exchange)
+    if exchange.error and not exchange.status:  # no answer at all (refused, reset, timed out): the server may be down
+        gevent.sleep(NO_RESPONSE_PAUSE_S)
+    return exchange
+
+
+def sampling(user, spec) -> dict:
+    """The request fields that force the output length, shared by the OpenAI-style APIs."""
+    fields = {"max_tokens": spec.max_tokens, "stream": user.stream}
+    if user.target.model:
+        fields["model"] = user.target.model
+    if user.ignore_eos:
+        fields |= {"ignore_eos": True, "min_tokens": spec.max_tokens}
+    if user.temperature is not None:
+        fields["temperature"] = user.temperature
+    if user.stream:
+        fields["stream_options"] = {"include_usage": True}
+    return fields
+
+
+def read_options(user, environment) -> None:
+    """Copy the per-request options onto a user."""
+    options = environment.parsed_options
+    user.target = environment.llm_target
+    user.stream = not options.no_stream
+    user.ignore_eos = not options.no_ignore_eos
+    user.timeout = options.request_timeout
+    user.temperature = options.temperature
+
+
+def start_user(user) -> None:
+    """on_start of every user class: take the prepared workload (None when the target could not be prepared)."""
+    user.target.prepared.wait()
+    user.workload = user.target.workloads.get(user.chat)
+
+
+class LLMUser(FastHttpUser):
+    """A closed-loop client: sends one request, waits for its whole answer, sends the next.
+
+    Subclasses say where (``path``), what (``body``) and what counts as output in a streamed choice
+    (``is_output``), and how a non-streamed response carries its result (``read_json``).
+    """
+
+    abstract = True
+    path = ""
+    request_name = ""  # the name of its entries in Locust's stats and of its rows
+    chat = False  # prompts are chat messages (the template's tokens count toward the input length)
+    needs_model = True  # the API takes a model name (default: the first the server lists)
+    output_marker = b"\0"  # bytes that only an output-bearing chunk in vLLM's layout has (see read_stream)
+    sticky_headers: dict = {}  # headers of every request of the user (a session's id, locustfiles/session.py)
+
+    def __init__(self, environment) -> None:
+        options = environment.parsed_options
+        self.network_timeout = options.request_timeout  # per socket read: a silent server fails as Timeout
+        self.connection_timeout = min(options.request_timeout, 30.0)
+        self.insecure = options.insecure
+        self.concurrency = 1
+        super().__init__(environment)
+        read_options(self, environment)
+        if receive_clock(self.host or "") == KERNEL_CLOCK:
+            use_timed_sockets(self.client)  # chunks timed by the kernel's receive time (stream.py)
+
+    def on_start(self) -> None:
+        start_user(self)
+        receive_clocks[self.target.recorder.worker_id] = receive_clock(self.host or "")
+
+    @task
+    def request(self) -> None:
+        run_request(self, self.send)
+
+    def send(self, spec, exchange: Exchange) -> None:
+        headers = self.target.headers | self.sticky_headers | {REQUEST_ID_HEADER: exchange.request_id,
+                                                               "Content-Type": "application/json"}
+        payload = json.dumps(self.body(spec)).encode()
+        exchange.sent()  # as late as a Locust user can take it: the session's own request building follows
+        with self.client.post(self.path, data=payload, headers=headers, stream=self.stream,
+                              catch_response=True, name=self.request_name) as resp:
+            exchange.status = resp.status_code
+            if self.stream:
+                use_send_time(resp.stream, exchange)
+            remaining = max(self.timeout - (time.perf_counter() - exchange.start), 0.001)
+            try:
+                with gevent.Timeout(remaining, StreamError("Timeout")):
+                    self.check_status(resp)
+                    if self.stream:
+                        with deadline_only(resp.stream):
+                            self.read_stream(resp.stream, exchange)
+                    else:
+                        self.read_json(json.loads(resp.content), exchange)
+            except Exception as e:  # must not escape the block: Locust would drop the request from its stats
+                exchange.fail(failure_name(e))
+            exchange.finish()
+            resp.request_meta["response_time"] = exchange.e2e * 1000
+            resp.request_meta["response_length"] = exchange.completion_tokens or 0
+            if exchange.error:
+                resp.failure(exchange.error)
+            else:
+                resp.success()
+        if not exchange.error:
+            log_token_stats(self.environment, exchange)
+
+    @staticmethod
+    def check_status(resp) -> None:
+        if resp.status_code == 0:  # no response: Locust's FastHttpSession keeps the exception
+            raise resp.error
+        if resp.status_code != 200:
+            raise response_error(resp.status_code, resp.content or b"")
+
+    def read_stream(self, stream, exchange: Exchange) -> None:
+        """Read an OpenAI-style SSE body to its end, timing each output-bearing chunk (``stream.py``)."""
+        read_body(stream, SSEParser(exchange, self.output_marker, self.is_output), exchange)
+
+    def body(self, spec) -> dict:
+        raise NotImplementedError
+
+    def is_output(self, choice: dict) -> bool:
+        raise NotImplementedError
+
+    def read_json(self, response: dict, exchange: Exchange) -> None:
+        if "error" in response:
+            raise error_event(response)
+        exchange.usage(response.get("usage") or {})
+        exchange.finish_reason = (response.get("choices") or [{}])[0].get("finish_reason") or ""

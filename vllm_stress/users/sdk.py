@@ -1,0 +1,133 @@
+"""Locustfile: chat completions through the official ``openai`` SDK, for users who want its exact behaviour.
+
+The SDK (httpx under gevent) costs more client CPU per token than ``ChatUser``'s raw SSE reader: see
+benchmarks/client.md for the measured figures before using it for high-concurrency runs.
+
+    locust -f locustfiles/sdk.py -H http://127.0.0.1:8000 --headless -u 10 -t 1m
+"""
+
+import logging
+import time
+
+import gevent
+import httpx2
+import openai
+from locust import User, task
+
+from vllm_stress.client import options as opts
+from vllm_stress.client.exchange import is_output_delta
+from vllm_stress.core.failures import StreamError, failure_name
+from vllm_stress.users.base import log_token_stats, read_options, run_request, sampling, start_user
+
+logging.getLogger("httpx2").setLevel(logging.WARNING)  # the SDK's HTTP client logs every request at INFO
+
+
+def sdk_failure_name(exc: BaseException) -> str:
+    if isinstance(exc, openai.APIStatusError):
+        return f"HTTP {exc.status_code}"
+    if isinstance(exc, openai.APITimeoutError):
+        return "Timeout"
+    if isinstance(exc, openai.APIConnectionError):
+        return failure_name(exc.__cause__) if exc.__cause__ else "ConnectionError"
+    return failure_name(exc)
+
+
+DONE = b"data: [DONE]"
+
+
+class DoneWatch(httpx2.BaseTransport):
+    """An HTTP transport that notes whether a response body carried ``data: [DONE]``.
+
+    The SDK consumes ``[DONE]`` itself and ends its iteration there, and ends it just the same when the stream stops
+    without one, so the SDK user learns from the bytes, as the chat user does, whether its stream was complete.
+    One user sends one request at a time, so one flag per user's transport is enough.
+    """
+
+    def __init__(self, verify: bool) -> None:
+        self.inner = httpx2.HTTPTransport(verify=verify)
+        self.done = False
+
+    def handle_request(self, request):
+        self.done = False
+        response = self.inner.handle_request(request)
+        return httpx2.Response(response.status_code, headers=response.headers, stream=self.watched(response.stream),
+                               request=request, extensions=response.extensions)
+
+    def watched(self, stream):
+        watch = self
+
+        class Watched(httpx2.SyncByteStream):
+            def __iter__(self):
+                tail = b""
+                for chunk in stream:
+                    watch.done = watch.done or DONE in tail + chunk
+                    tail = chunk[-len(DONE):]
+                    yield chunk
+
+            def close(self):
+                stream.close()
+
+        return Watched()
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+class SdkChatUser(User):
+    abstract = False
+    request_name = "sdk-chat"
+    chat = True
+    needs_model = True
+
+    def __init__(self, environment) -> None:
+        super().__init__(environment)
+        read_options(self, environment)
+        options = environment.parsed_options
+        self.transport = DoneWatch(verify=not options.insecure)
+        self.client = openai.OpenAI(base_url=self.host.rstrip("/") + "/v1", api_key=opts.api_key(options) or "EMPTY",
+                                    timeout=self.timeout, max_retries=0,
+                                    http_client=openai.DefaultHttpxClient(transport=self.transport))
+
+    def on_start(self) -> None:
+        start_user(self)
+
+    @task
+    def request(self) -> None:
+        run_request(self, self.send)
+
+    def send(self, spec, exchange) -> None:
+        fields = sampling(self, spec)
+        extra = {key: fields.pop(key) for key in ("ignore_eos", "min_tokens") if key in fields}
+        try:
+            with gevent.Timeout(self.timeout, StreamError("Timeout")):
+                response = self.client.chat.completions.create(
+                    messages=[{"role": "user", "content": spec.text}], extra_body=extra, **fields)
+                exchange.status = 200
+                if self.stream:
+                    self.read_stream(response, exchange)
+                else:
+                    exchange.usage(response.usage.model_dump() if response.usage else {})
+                    exchange.finish_reason = response.choices[0].finish_reason or ""
+        except Exception as e:  # every failure becomes a row and a Locust failure, never an escaped exception
+            exchange.status = getattr(e, "status_code", exchange.status)
+            exchange.fail(sdk_failure_name(e))
+        exchange.finish()
+        self.environment.events.request.fire(
+            request_type="POST", name=self.request_name, response_time=exchange.e2e * 1000,
+            response_length=exchange.completion_tokens or 0, response=None, context={},
+            exception=StreamError(exchange.error) if exchange.error else None)
+        if not exchange.error:
+            log_token_stats(self.environment, exchange)
+
+    def read_stream(self, response, exchange) -> None:
+        for chunk in response:
+            now = time.perf_counter()
+            if chunk.usage:
+                exchange.usage(chunk.usage.model_dump())
+            if chunk.choices:
+                choice = chunk.choices[0]
+                if is_output_delta(choice.delta.model_dump(exclude_none=True)):
+                    exchange.output(now)
+                if choice.finish_reason:
+                    exchange.finish_reason = choice.finish_reason
+        exchange.check_stream_end(self.transport.done)

@@ -1,0 +1,138 @@
+"""The server under test as one process sees it, made ready at test start: the options checked (one-line errors),
+the model resolved and checked against what the server serves, the prompts sized with the server's ``/tokenize``
+(processes that run users), and the open-loop arrival clock. ``StopTarget`` carries the one-line reason a run cannot
+start; the master or local runner then quits with exit code 2 (a web UI's stops the run and stays up), a worker's
+users stop quietly.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import time
+
+import gevent
+import gevent.event
+import requests
+from locust.runners import LocalRunner, MasterRunner, WorkerRunner
+
+from vllm_stress.client import options as opts
+from vllm_stress.client.checks import StopTarget, check_model, validate
+from vllm_stress.client.pacing import arrivals_for
+from vllm_stress.client.prompts import Tokenizer, build_workload
+from vllm_stress.client.recorder import WorkerRecorder
+from vllm_stress.client.trace import arrivals_for_trace, read_trace
+from vllm_stress.core import served
+from vllm_stress.master.runrecorder import LocalRecorder, MasterRecorder
+from vllm_stress.master.telemetry import Telemetry, report_worker_cpu
+from vllm_stress.webui.progress import RampProgress
+
+log = logging.getLogger(__name__)
+
+RECORDERS = {LocalRunner: LocalRecorder, MasterRunner: MasterRecorder, WorkerRunner: WorkerRecorder}
+
+
+class Target:
+    """The server under test as this process sees it: model, headers, its recorder (by the process's role), on the
+    processes that run users the workload and arrival clock, on the master or local runner its telemetry and the
+    ramp's progress."""
+
+    def __init__(self, environment) -> None:
+        self.environment = environment
+        runner = environment.runner
+        self.runs_users = not isinstance(runner, MasterRunner)
+        self.is_worker = isinstance(runner, WorkerRunner)
+        self.recorder = RECORDERS[type(runner)](environment)
+        self.telemetry = self.progress = None
+        if self.is_worker:
+            report_worker_cpu(environment)  # the master writes it into client_health.csv
+        else:
+            self.telemetry = Telemetry(environment, self.recorder)
+            self.progress = RampProgress(environment)
+        self.model = ""
+        self.headers: dict = {}
+        self.workloads: dict[bool, object] = {}  # chat template or not -> Workload
+        self.prepared = gevent.event.Event()  # set when prepare() is over (successful or not): users wait for it
+        self.arrivals = None  # open-loop arrival clock (--arrival-rate), None for a closed loop
+
+    def prepare(self) -> None:
+        """Check the options, resolve the model and headers (at test start, when workers have the master's options);
+        the master or local runner also checks that the server serves the model and fits the lengths. Raises
+        StopTarget with a one-line reason."""
+        options = self.environment.parsed_options
+        validate(options)
+        if (options.trace or options.arrival_rate) and any(getattr(cls, "closed_loop_only", False)
+                                                           for cls in self.environment.user_classes):
+            raise StopTarget("--trace and --arrival-rate send requests on a schedule; a session's turns follow its "
+                             "answers and think times: run the session user as a closed loop")
+        try:
+            key = opts.api_key(options)
+        except OSError as e:
+            raise StopTarget(f"--api-key-file: {e}") from None
+        self.headers = {"Accept-Encoding": "identity"} | ({"Authorization": f"Bearer {key}"} if key else {})
+        needs_model = any(getattr(cls, "needs_model", True) for cls in self.environment.user_classes)
+        models = self.served_models(required=not options.model) if needs_model else {}
+        self.model = options.model or (next(iter(models)) if needs_model else "")
+        if not self.is_worker:
+            check_model(options, self.model, models, self.environment.host)
+        self.workloads.clear()
+        if self.runs_users:
+            for chat in {getattr(cls, "chat", False) for cls in self.environment.user_classes}:
+                self.workloads[chat] = self.build_workload(chat)
+            if options.trace:  # once the prompts are ready: no backlog
+                worker_index = getattr(self.environment.runner, "worker_index", 0)
+                self.arrivals = arrivals_for_trace(options, read_trace(options.trace), worker_index)
+            else:
+                self.arrivals = arrivals_for(options, seed=os.getpid())
+
+    def served_models(self, required: bool) -> dict[str, int | None]:
+        """{model: max_model_len or None} from ``/v1/models``. A server that cannot be reached is refused; one that
+        does not list models only when the list is ``required`` (no --model given)."""
+        host = self.environment.host
+        verify = not self.environment.parsed_options.insecure
+        try:
+            models = served.models(host, self.headers, timeout=30, verify=verify)
+        except (requests.HTTPError, ValueError) as e:
+            if required:
+                raise StopTarget(f"cannot list models at {host.rstrip('/')}/v1/models: {e}") from None
+            return {}
+        except requests.RequestException as e:
+            raise StopTarget(f"cannot reach the server: GET {host.rstrip('/')}/v1/models: {connection_problem(e)}") \
+                from None
+        if not models and required:
+            raise StopTarget(f"cannot list models at {host.rstrip('/')}/v1/models: no model listed")
+        return models
+
+    def build_workload(self, chat: bool):
+        """The prompts for chat (template counted) or plain prompts, sized once per process and run."""
+        options = self.environment.parsed_options
+        tokenizer = Tokenizer(self.environment.host, self.model, self.headers, chat, verify=not options.insecure)
+        workload = build_workload(tokenizer, options, seed=os.getpid() ^ int(time.time()))
+        log.info("Prompts sized for %s with %d /tokenize calls", self.model, tokenizer.calls)
+        return workload
+
+
+def connection_problem(exc: Exception) -> str:
+    """The root cause of a failed connection in a few words, from a requests exception."""
+    text = str(exc)
+    if tls := re.search(r"\[SSL: \w+\] ([^(]+)", text):
+        return f"TLS error: {tls[1].strip()} (a self-signed test server needs --insecure)"
+    if errno := re.search(r"\[Errno -?\d+\] ([^'\")]+)", text):
+        return errno[1].strip()
+    return f"{type(exc).__name__}: {text}"
+
+
+def prepare_target(environment) -> None:
+    llm_target = environment.llm_target
+    llm_target.prepared.clear()
+    try:
+        llm_target.prepare()
+    except StopTarget as e:
+        log.error("%s", e)
+        environment.process_exit_code = 2
+        if not llm_target.is_worker:  # a worker's users stop; its master quits ...
+            headless = environment.parsed_options is None or environment.parsed_options.headless
+            gevent.spawn(environment.runner.quit if headless else environment.runner.stop)  # ... or keeps its web UI
+    finally:
+        llm_target.prepared.set()

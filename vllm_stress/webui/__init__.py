@@ -1,0 +1,1 @@
+"""Locust's web UI, extended: the LLM tab, the live dashboard, the start form's checks."""

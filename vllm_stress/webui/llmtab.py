@@ -1,0 +1,154 @@
+"""The "LLM" tab of Locust's web UI: live output tok/s, latencies per level, the server's gauges, the clients' CPU.
+
+Built on Locust's extension points (docs/locust.md §7): the tab and its table are declared in
+``template_args`` (``extended_tabs``, ``extended_tables``), its rows travel as ``extended_stats`` in the
+``/stats/requests`` JSON (added by an ``after_request`` hook: Locust's own keys stay as they are), and "Download
+Data" gets links to the run's ``requests.csv``, the live dashboard and the report (``extended_csv_files``). A
+``before_request`` hook checks the start form's values (``vllm_stress/webui/formcheck.py``). Only the master or a local
+runner has a web UI; every worker's rows reach the master, so the tab covers all workers.
+
+The first row is now: where the ramp is (or, once a web-UI run has ended, whether its report is ready), live output tok/s, the requests so far, the last scrape's server gauges
+and the highest client CPU. Then one row per level (the level a request started in): its requests, failures and
+the latencies of its measured requests (bucketed, vllm_stress.core.metrics.bucket_percentile), and the highest client CPU
+seen at it.
+"""
+
+from __future__ import annotations
+
+import json
+
+from flask import Blueprint, Response, jsonify, request
+
+from vllm_stress.core import schema
+from vllm_stress.core.metrics import bucket_percentile
+from vllm_stress.webui import dashboard
+from vllm_stress.webui.formcheck import form_error
+
+TAB = "llm"
+CSV_ROUTE = "/llm/requests.csv"
+COLUMNS = {  # row key -> column title
+    "level": "Level",
+    "requests": "Requests",
+    "failures": "Failures",
+    "aborted": "Aborted at stop",
+    "output_tok_s": "Output tok/s",
+    "ttft_p50_ms": "TTFT p50 (ms)",
+    "ttft_p99_ms": "TTFT p99 (ms)",
+    "tpot_p50_ms": "TPOT p50 (ms)",
+    "e2e_p50_s": "E2E p50 (s)",
+    "e2e_p99_s": "E2E p99 (s)",
+    "running": "Server running",
+    "waiting": "Server waiting",
+    "kv_cache_pct": "Server KV cache %",
+    "client_cpu_pct": "Max client CPU %",
+    "client_saturated": f"Client CPU > {schema.CLIENT_CPU_LIMIT_PERCENT}%",
+}
+
+
+def _scaled(value: float | None, factor: float, digits: int):
+    return "" if value is None else round(value * factor, digits)
+
+
+def _saturated(cpu_percent: float) -> str:
+    return "yes" if cpu_percent > schema.CLIENT_CPU_LIMIT_PERCENT else "no"
+
+
+def run_state(target, final) -> str:
+    """The first row's first cell: where the ramp is, or, once a web-UI run has ended, its report's state (``final``:
+    its dashboard.Build), or the current level."""
+    if target.recorder.folder is None and final is not None:
+        state = {"ready": "ready (Download Data tab, or the dashboard)", "building": "being built"}
+        return f"{final.folder.name} ended: report {state.get(final.state, 'failed: ' + final.message)}"
+    return target.progress.text() or f"now: {target.recorder.level} users"
+
+
+def table_rows(target, final=None) -> list[dict]:
+    """The tab's rows (every key of COLUMNS in each); ``final``: the report build of the run that ended last."""
+    recorder, telemetry = target.recorder, target.telemetry
+    server = telemetry.scraper.latest if telemetry.scraper else {}
+    cpu_now = max(telemetry.latest_cpu.values(), default=0.0)
+    kv_cache = server.get("kv_cache_usage", "")
+    rows = [dict.fromkeys(COLUMNS, "") | {
+        "level": run_state(target, final),
+        "requests": recorder.totals["requests"],
+        "failures": recorder.totals["failures"],
+        "aborted": recorder.totals["aborted"],
+        "output_tok_s": round(recorder.output_tokens_per_s(), 1),
+        "running": server.get("running", ""),
+        "waiting": server.get("waiting", ""),
+        "kv_cache_pct": "" if kv_cache == "" else round(kv_cache * 100, 1),
+        "client_cpu_pct": round(cpu_now, 1),
+        "client_saturated": _saturated(cpu_now),
+    }]
+    for users, level in sorted(recorder.latencies_by_level.items()):
+        cpu = telemetry.max_cpu_by_level.get(users)
+        rows.append(dict.fromkeys(COLUMNS, "") | {
+            "level": f"{users} users",
+            "requests": level.requests,
+            "failures": level.failures,
+            "aborted": level.aborted,
+            "ttft_p50_ms": _scaled(bucket_percentile(level.ttft_ms, 0.5), 1, 1),
+            "ttft_p99_ms": _scaled(bucket_percentile(level.ttft_ms, 0.99), 1, 1),
+            "tpot_p50_ms": _scaled(bucket_percentile(level.tpot_ms, 0.5), 1, 2),
+            "e2e_p50_s": _scaled(bucket_percentile(level.e2e_ms, 0.5), 0.001, 3),
+            "e2e_p99_s": _scaled(bucket_percentile(level.e2e_ms, 0.99), 0.001, 3),
+            "client_cpu_pct": "" if cpu is None else round(cpu, 1),
+            "client_saturated": "" if cpu is None else _saturated(cpu),
+        })
+    return rows
+
+
+def authenticated(web_ui) -> bool:
+    """The request may use the web UI (always without --web-login)."""
+    if not web_ui.web_login:
+        return True
+    from flask_login import current_user
+
+    return bool(current_user.is_authenticated)
+
+
+def register(web_ui, target) -> None:
+    """Add the LLM tab, its data and the requests.csv download to ``web_ui``."""
+    web_ui.template_args["extended_tabs"] = [{"title": "LLM", "key": TAB}]
+    web_ui.template_args["extended_tables"] = [
+        {"key": TAB, "structure": [{"key": key, "title": title} for key, title in COLUMNS.items()]}
+    ]
+    web_ui.template_args["extended_csv_files"] = [
+        {"href": "." + CSV_ROUTE, "title": f"Download {schema.REQUESTS_FILE} (one row per request)"},
+        {"href": "./llm/dashboard", "title": "Open the live LLM dashboard: charts, the ramp's progress, the report"},
+        {"href": "./llm/run-report", "title": "Report of the last run that ended (built when it ends)"},
+        {"href": "./llm/summary.json", "title": "Its summary.json"},
+        {"href": "./llm/run.zip", "title": "Its run folder, report included (zip)"},
+        {"href": "./llm/report", "title": "Report of the run so far (built now)"},
+    ]
+    options = web_ui.environment.parsed_options
+    routes = Blueprint("vllm_stress", __name__, url_prefix=getattr(options, "web_base_path", None) or None)
+    series = dashboard.register(web_ui, target, routes)
+
+    @web_ui.app.before_request
+    def _check_start_form():
+        if request.method == "POST" and request.path.endswith("/swarm") and authenticated(web_ui):
+            if error := form_error(web_ui.environment, request.form):
+                return jsonify({"success": False, "message": error, "host": web_ui.environment.host})
+        return None
+
+    @web_ui.app.after_request
+    def _add_llm_table(response: Response) -> Response:
+        if request.path.endswith("/stats/requests") and response.status_code == 200 and response.is_json:
+            report = response.get_json()
+            report["extended_stats"] = [{"key": TAB, "data": table_rows(target, series.final)}]
+            response.set_data(json.dumps(report))
+        return response
+
+    @routes.route(CSV_ROUTE)
+    @web_ui.auth_required_if_enabled
+    def _requests_csv() -> Response:
+        folder = dashboard.run_folder(target)  # the current run's, or the last one's
+        if folder is None:
+            return dashboard.no_run()
+        with open(folder / schema.REQUESTS_FILE, "rb") as f:  # a snapshot: rows keep coming
+            data = f.read()
+        return Response(data, mimetype="text/csv",
+                        headers={"Content-Disposition": f"attachment; filename={schema.REQUESTS_FILE}"})
+
+    web_ui.app.register_blueprint(routes)

@@ -41,9 +41,34 @@ def children_cpu() -> float:
 
 def run(url: str, locustfile: str, users: int, seconds: int, out: Path) -> tuple[float, int, list[dict]]:
     """One Locust run; returns (its CPU seconds, output chunks received, rows)."""
-    cmd = pinned(1, [sys.executable, "-m", "locust", "-f", f"locustfiles/{locustfile}.py", "-H", url, "--headless",
-                     "-u", str(users), "-r", str(max(users // 5, 1)), "-t", f"{seconds}s", "--input-tokens", "32",
-                     "--output-tokens", "3000", "--results-dir", str(out), "--only-summary", "-L", "WARNING"])
+    cmd = pinned(
+        1,
+        [
+            sys.executable,
+            "-m",
+            "locust",
+            "-f",
+            f"locustfiles/{locustfile}.py",
+            "-H",
+            url,
+            "--headless",
+            "-u",
+            str(users),
+            "-r",
+            str(max(users // 5, 1)),
+            "-t",
+            f"{seconds}s",
+            "--input-tokens",
+            "32",
+            "--output-tokens",
+            "3000",
+            "--results-dir",
+            str(out),
+            "--only-summary",
+            "-L",
+            "WARNING",
+        ],
+    )
     before = children_cpu()
     subprocess.run(cmd, cwd=REPO, check=True, timeout=seconds + 120)
     cpu = children_cpu() - before
@@ -58,8 +83,18 @@ def main() -> None:
     parser.add_argument("--locustfile", default="chat")
     parser.add_argument("--seconds", type=int, default=20)
     args = parser.parse_args()
-    sim_args = ["--profile", "cpu-tiny", "--max-num-seqs", "2048", "--max-model-len", "4096",
-                "--set", f"t_fixed={STEP_S}", "--set", "jitter=0"]
+    sim_args = [
+        "--profile",
+        "cpu-tiny",
+        "--max-num-seqs",
+        "2048",
+        "--max-model-len",
+        "4096",
+        "--set",
+        f"t_fixed={STEP_S}",
+        "--set",
+        "jitter=0",
+    ]
     with tempfile.TemporaryDirectory() as tmp, start_simulator(*sim_args) as sim:
         if (os.cpu_count() or 1) > 1:
             os.sched_setaffinity(sim.proc.pid, {0})
@@ -67,8 +102,10 @@ def main() -> None:
         long = run(sim.url, args.locustfile, args.users, 2 * args.seconds, Path(tmp) / "long")
     cpu, tokens = long[0] - short[0], long[1] - short[1]
     rate = tokens / args.seconds
-    print(f"{args.locustfile}: {args.users} streams, {rate:,.0f} tokens/s received, "
-          f"{cpu / tokens * 1e6:.1f} us client CPU per token ({cpu:.1f} s CPU for {tokens:,} tokens)")
+    print(
+        f"{args.locustfile}: {args.users} streams, {rate:,.0f} tokens/s received, "
+        f"{cpu / tokens * 1e6:.1f} us client CPU per token ({cpu:.1f} s CPU for {tokens:,} tokens)"
+    )
 
 
 if __name__ == "__main__":

@@ -40,25 +40,75 @@ START_TIMEOUT_S = 300.0  # vLLM's client imports torch and builds its dataset be
 
 
 def ours(url: str, args) -> list[str]:
-    return pinned(1, [sys.executable, "-m", "locust", "-f", "locustfiles/chat.py", "-H", url, "--headless",
-                      "-u", str(args.streams), "-r", str(max(args.streams // 5, 1)), "-t", "1h",
-                      "--input-tokens", "32", "--output-tokens", str(args.output_tokens), "--only-summary",
-                      "-L", "WARNING", "--server-metrics-interval", "0"])  # fmt: skip
+    return pinned(
+        1,
+        [
+            sys.executable,
+            "-m",
+            "locust",
+            "-f",
+            "locustfiles/chat.py",
+            "-H",
+            url,
+            "--headless",
+            "-u",
+            str(args.streams),
+            "-r",
+            str(max(args.streams // 5, 1)),
+            "-t",
+            "1h",
+            "--input-tokens",
+            "32",
+            "--output-tokens",
+            str(args.output_tokens),
+            "--only-summary",
+            "-L",
+            "WARNING",
+            "--server-metrics-interval",
+            "0",
+        ],
+    )
 
 
 def theirs(url: str, args) -> list[str]:
-    return pinned(1, [str(VLLM_PYTHON), "-c", BENCH, "--backend", "openai-chat", "--endpoint", "/v1/chat/completions",
-                      "--base-url", url, "--model", MODEL, "--tokenizer", str(HOME / "model"), "--dataset-name",
-                      "random", "--random-input-len", "16", "--random-output-len", str(args.output_tokens),
-                      "--num-prompts", str(2 * args.streams), "--max-concurrency", str(args.streams), "--ignore-eos",
-                      "--disable-tqdm"])  # fmt: skip
+    return pinned(
+        1,
+        [
+            str(VLLM_PYTHON),
+            "-c",
+            BENCH,
+            "--backend",
+            "openai-chat",
+            "--endpoint",
+            "/v1/chat/completions",
+            "--base-url",
+            url,
+            "--model",
+            MODEL,
+            "--tokenizer",
+            str(HOME / "model"),
+            "--dataset-name",
+            "random",
+            "--random-input-len",
+            "16",
+            "--random-output-len",
+            str(args.output_tokens),
+            "--num-prompts",
+            str(2 * args.streams),
+            "--max-concurrency",
+            str(args.streams),
+            "--ignore-eos",
+            "--disable-tqdm",
+        ],
+    )
 
 
 def window_cpu_per_token(url: str, cmd: list[str], args) -> float:
     """Run ``cmd`` until the window is measured; its CPU seconds per token the server generated in the window."""
     with open(os.devnull, "w") as devnull:
-        proc = subprocess.Popen(cmd, cwd=REPO, stdout=devnull, stderr=subprocess.STDOUT,
-                                env=os.environ | {"HF_HUB_OFFLINE": "1"})  # fmt: skip
+        proc = subprocess.Popen(
+            cmd, cwd=REPO, stdout=devnull, stderr=subprocess.STDOUT, env=os.environ | {"HF_HUB_OFFLINE": "1"}
+        )
     try:
         idle, deadline = generated_tokens(url), time.monotonic() + START_TIMEOUT_S
         while generated_tokens(url) == idle:
@@ -89,8 +139,20 @@ def main() -> None:
     args = parser.parse_args()
     if not VLLM_PYTHON.exists():
         sys.exit(f"no vLLM client at {VLLM_PYTHON}: run deploy/real-vllm.sh install first")
-    sim_args = ["--profile", "cpu-tiny", "--served-model-name", MODEL, "--max-num-seqs", "2048",
-                "--max-model-len", "4096", "--set", "t_fixed=0.05", "--set", "jitter=0"]  # fmt: skip
+    sim_args = [
+        "--profile",
+        "cpu-tiny",
+        "--served-model-name",
+        MODEL,
+        "--max-num-seqs",
+        "2048",
+        "--max-model-len",
+        "4096",
+        "--set",
+        "t_fixed=0.05",
+        "--set",
+        "jitter=0",
+    ]
     print("load before:", os.getloadavg(), flush=True)
     with start_simulator(*sim_args) as sim:
         if (os.cpu_count() or 1) > 1:
@@ -98,8 +160,11 @@ def main() -> None:
         for _ in range(args.rounds):
             vllm = window_cpu_per_token(sim.url, theirs(sim.url, args), args)
             mine = window_cpu_per_token(sim.url, ours(sim.url, args), args)
-            print(f"{args.streams} streams: ours {mine * 1e6:.1f} us CPU per token, vllm.benchmarks.serve "
-                  f"{vllm * 1e6:.1f} us, ratio {mine / vllm:.2f}; load {os.getloadavg()}", flush=True)
+            print(
+                f"{args.streams} streams: ours {mine * 1e6:.1f} us CPU per token, vllm.benchmarks.serve "
+                f"{vllm * 1e6:.1f} us, ratio {mine / vllm:.2f}; load {os.getloadavg()}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

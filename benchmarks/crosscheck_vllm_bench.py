@@ -57,8 +57,11 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--requests", type=int, default=100, help="requests per vLLM benchmark run")
     parser.add_argument("--rounds", type=int, default=6, help="benchmark + locust pairs, alternating")
     parser.add_argument("--out", default="results/crosscheck", help="folder for the raw results")
-    parser.add_argument("--client-cpus", default=None,
-                        help="taskset core list for both clients (default: deploy/real-vllm.sh's CLIENT_CPUS)")
+    parser.add_argument(
+        "--client-cpus",
+        default=None,
+        help="taskset core list for both clients (default: deploy/real-vllm.sh's CLIENT_CPUS)",
+    )
     return parser.parse_args()
 
 
@@ -77,52 +80,130 @@ def chat_overhead(url: str, model: str) -> int:
 
 def run_vllm_bench(args, url: str, out: Path, overhead: int) -> dict:
     """vLLM's client on the chat endpoint; its own figures and its per-request samples."""
-    cmd = [str(VLLM_PYTHON), "-c", BENCH, "--backend", "openai-chat", "--endpoint", "/v1/chat/completions",
-           "--base-url", url, "--model", args.model, "--tokenizer", args.tokenizer, "--dataset-name", "random",
-           "--random-input-len", str(args.input_tokens - overhead), "--random-output-len", str(args.output_tokens),
-           "--num-prompts", str(args.requests), "--max-concurrency", str(args.concurrency), "--ignore-eos",
-           "--num-warmups", str(args.concurrency), "--percentile-metrics", "ttft,tpot,itl,e2el",
-           "--metric-percentiles", "50,99", "--disable-tqdm", "--save-result", "--save-detailed",
-           "--result-dir", str(out), "--result-filename", "vllm_bench.json"]
+    cmd = [
+        str(VLLM_PYTHON),
+        "-c",
+        BENCH,
+        "--backend",
+        "openai-chat",
+        "--endpoint",
+        "/v1/chat/completions",
+        "--base-url",
+        url,
+        "--model",
+        args.model,
+        "--tokenizer",
+        args.tokenizer,
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        str(args.input_tokens - overhead),
+        "--random-output-len",
+        str(args.output_tokens),
+        "--num-prompts",
+        str(args.requests),
+        "--max-concurrency",
+        str(args.concurrency),
+        "--ignore-eos",
+        "--num-warmups",
+        str(args.concurrency),
+        "--percentile-metrics",
+        "ttft,tpot,itl,e2el",
+        "--metric-percentiles",
+        "50,99",
+        "--disable-tqdm",
+        "--save-result",
+        "--save-detailed",
+        "--result-dir",
+        str(out),
+        "--result-filename",
+        "vllm_bench.json",
+    ]
     env = os.environ | {"HF_HUB_OFFLINE": "1"}
     proc = subprocess.run(client_side(args, cmd), cwd=REPO, env=env, capture_output=True, text=True, timeout=1800)
     if proc.returncode != 0:
         sys.exit(f"vllm bench failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
     result = json.loads((out / "vllm_bench.json").read_text())
-    done = [(t, e, n) for t, e, n, err in zip(result["ttfts"], result["latencies"], result["output_lens"],
-                                              result["errors"], strict=True) if not err]
-    return {"requests": result["completed"], "failed": result["failed"], "duration_s": result["duration"],
-            "prompt_tokens": result["total_input_tokens"] / result["completed"], "tokens": result["total_output_tokens"],
-            "ttfts": [t for t, _, _ in done], "tpots": [(e - t) / (n - 1) for t, e, n in done if n > 1],
-            "figures": {"ttft_ms": result["median_ttft_ms"], "tpot_ms": result["median_tpot_ms"],
-                        "output_tok_s": result["output_throughput"]}}
+    done = [
+        (t, e, n)
+        for t, e, n, err in zip(
+            result["ttfts"], result["latencies"], result["output_lens"], result["errors"], strict=True
+        )
+        if not err
+    ]
+    return {
+        "requests": result["completed"],
+        "failed": result["failed"],
+        "duration_s": result["duration"],
+        "prompt_tokens": result["total_input_tokens"] / result["completed"],
+        "tokens": result["total_output_tokens"],
+        "ttfts": [t for t, _, _ in done],
+        "tpots": [(e - t) / (n - 1) for t, e, n in done if n > 1],
+        "figures": {
+            "ttft_ms": result["median_ttft_ms"],
+            "tpot_ms": result["median_tpot_ms"],
+            "output_tok_s": result["output_throughput"],
+        },
+    }
 
 
 def run_locust(args, url: str, out: Path, seconds: float) -> dict:
     """Our chat user, as many users as the benchmark's concurrency, for the benchmark's duration."""
-    cmd = [sys.executable, "-m", "locust", "-f", "locustfiles/chat.py", "-H", url, "--model", args.model,
-           "-u", str(args.concurrency), "-r", "100", "-t", f"{max(1, round(seconds))}s", "--stop-timeout", "120",
-           "--input-tokens", str(args.input_tokens), "--output-tokens", str(args.output_tokens),
-           "--headless", "--only-summary", "-L", "WARNING", "--results-dir", str(out), "--overwrite"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "locust",
+        "-f",
+        "locustfiles/chat.py",
+        "-H",
+        url,
+        "--model",
+        args.model,
+        "-u",
+        str(args.concurrency),
+        "-r",
+        "100",
+        "-t",
+        f"{max(1, round(seconds))}s",
+        "--stop-timeout",
+        "120",
+        "--input-tokens",
+        str(args.input_tokens),
+        "--output-tokens",
+        str(args.output_tokens),
+        "--headless",
+        "--only-summary",
+        "-L",
+        "WARNING",
+        "--results-dir",
+        str(out),
+        "--overwrite",
+    ]
     proc = subprocess.run(client_side(args, cmd), cwd=REPO, capture_output=True, text=True, timeout=seconds + 300)
     if proc.returncode != 0:
         sys.exit(f"locust failed:\n{proc.stderr[-3000:]}")
     with open(out / "requests.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     done = [r for r in rows if r["ok"] == "1"]
-    run = {"requests": len(done), "failed": len(rows) - len(done),
-           "duration_s": max(float(r["end_time"]) for r in done) - min(float(r["start_time"]) for r in done),
-           "prompt_tokens": statistics.mean(int(r["prompt_tokens"]) for r in done),
-           "tokens": sum(int(r["completion_tokens"]) for r in done),
-           "ttfts": [float(r["ttft_s"]) for r in done], "tpots": [float(r["tpot_s"]) for r in done if r["tpot_s"]]}
+    run = {
+        "requests": len(done),
+        "failed": len(rows) - len(done),
+        "duration_s": max(float(r["end_time"]) for r in done) - min(float(r["start_time"]) for r in done),
+        "prompt_tokens": statistics.mean(int(r["prompt_tokens"]) for r in done),
+        "tokens": sum(int(r["completion_tokens"]) for r in done),
+        "ttfts": [float(r["ttft_s"]) for r in done],
+        "tpots": [float(r["tpot_s"]) for r in done if r["tpot_s"]],
+    }
     return run | {"figures": figures([run])}
 
 
 def figures(runs: list[dict]) -> dict:
     """Median TTFT and TPOT over every request of the runs, and output tokens over their summed durations."""
-    return {"ttft_ms": 1000 * statistics.median(t for run in runs for t in run["ttfts"]),
-            "tpot_ms": 1000 * statistics.median(t for run in runs for t in run["tpots"]),
-            "output_tok_s": sum(run["tokens"] for run in runs) / sum(run["duration_s"] for run in runs)}
+    return {
+        "ttft_ms": 1000 * statistics.median(t for run in runs for t in run["ttfts"]),
+        "tpot_ms": 1000 * statistics.median(t for run in runs for t in run["tpots"]),
+        "output_tok_s": sum(run["tokens"] for run in runs) / sum(run["duration_s"] for run in runs),
+    }
 
 
 def table(rows: list[tuple[str, dict, dict]]) -> str:
@@ -132,8 +213,10 @@ def table(rows: list[tuple[str, dict, dict]]) -> str:
         for key in ("ttft_ms", "tpot_ms", "output_tok_s"):
             theirs, mine = bench["figures"][key], ours["figures"][key]
             lines.append(f"| {label} | {key} | {theirs:.2f} | {mine:.2f} | {(mine - theirs) / theirs:+.1%} |")
-        lines += [f"| {label} | {key} | {bench[key]:.4g} | {ours[key]:.4g} | |"
-                  for key in ("requests", "failed", "prompt_tokens", "duration_s")]
+        lines += [
+            f"| {label} | {key} | {bench[key]:.4g} | {ours[key]:.4g} | |"
+            for key in ("requests", "failed", "prompt_tokens", "duration_s")
+        ]
     return "\n".join(lines)
 
 

@@ -71,11 +71,38 @@ def cpu_per_scrape(url: str, scrapes: int) -> tuple[float, float]:
 
 
 def run_chat(args, url: str, interval: float, out: Path) -> list[dict]:
-    cmd = [sys.executable, "-m", "locust", "-f", "locustfiles/chat.py", "-H", url, "--model", args.model,
-           "-u", str(args.users), "-r", "100", "-t", f"{round(args.seconds)}s", "--stop-timeout", "60",
-           "--input-tokens", str(args.input_tokens), "--output-tokens", str(args.output_tokens),
-           "--server-metrics-interval", str(interval), "--headless", "--only-summary", "-L", "WARNING",
-           "--results-dir", str(out), "--overwrite"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "locust",
+        "-f",
+        "locustfiles/chat.py",
+        "-H",
+        url,
+        "--model",
+        args.model,
+        "-u",
+        str(args.users),
+        "-r",
+        "100",
+        "-t",
+        f"{round(args.seconds)}s",
+        "--stop-timeout",
+        "60",
+        "--input-tokens",
+        str(args.input_tokens),
+        "--output-tokens",
+        str(args.output_tokens),
+        "--server-metrics-interval",
+        str(interval),
+        "--headless",
+        "--only-summary",
+        "-L",
+        "WARNING",
+        "--results-dir",
+        str(out),
+        "--overwrite",
+    ]
     cmd = pinned(args.client_cpus, cmd) if args.client_cpus else cmd
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=args.seconds + 300)
     if proc.returncode != 0:
@@ -98,14 +125,19 @@ def measure(args, url: str) -> None:
             for interval in intervals:
                 got = run_chat(args, url, interval, Path(tmp) / f"{number}-{interval}")
                 rows[interval] += got
-                print(f"round {number + 1} interval {interval:g} s: {len(got)} requests, TTFT p50 "
-                      f"{percentile(column_ms(got, 'ttft_s'), 50):.1f} ms, load {os.getloadavg()[0]:.2f}", flush=True)
+                print(
+                    f"round {number + 1} interval {interval:g} s: {len(got)} requests, TTFT p50 "
+                    f"{percentile(column_ms(got, 'ttft_s'), 50):.1f} ms, load {os.getloadavg()[0]:.2f}",
+                    flush=True,
+                )
     print("\n| scrape interval | requests | TTFT p50 / p90 / p99 (ms) | TPOT p50 / p90 (ms) |\n|---|---|---|---|")
     for interval, done in rows.items():
         ttft, tpot = column_ms(done, "ttft_s"), column_ms(done, "tpot_s")
         label = f"{interval:g} s" if interval else "off"
-        print(f"| {label} | {len(done)} | {percentile(ttft, 50):.1f} / {percentile(ttft, 90):.1f} / "
-              f"{percentile(ttft, 99):.1f} | {percentile(tpot, 50):.2f} / {percentile(tpot, 90):.2f} |")
+        print(
+            f"| {label} | {len(done)} | {percentile(ttft, 50):.1f} / {percentile(ttft, 90):.1f} / "
+            f"{percentile(ttft, 99):.1f} | {percentile(tpot, 50):.2f} / {percentile(tpot, 90):.2f} |"
+        )
     print(f"\nload average after: {os.getloadavg()[0]:.2f}")
 
 

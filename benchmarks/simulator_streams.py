@@ -43,7 +43,9 @@ def generated_tokens(url: str) -> float:
     """The server's own count, ``vllm:generation_tokens_total``, to cross-check the client's."""
     with urllib.request.urlopen(f"{url}/metrics", timeout=30) as response:
         text = response.read().decode()
-    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith("vllm:generation_tokens_total{"))
+    return sum(
+        float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith("vllm:generation_tokens_total{")
+    )
 
 
 def cpu_seconds(pid: int) -> float:
@@ -92,8 +94,10 @@ class StreamConnection(asyncio.Protocol):
 
 def streamed_request(host: str, port: int, max_tokens: int) -> bytes:
     body = json.dumps({"prompt": "Hello there", "max_tokens": max_tokens, "ignore_eos": True, "stream": True})
-    head = (f"POST /v1/completions HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\n\r\n")  # fmt: skip
+    head = (
+        f"POST /v1/completions HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    )
     return (head + body).encode()
 
 
@@ -112,8 +116,13 @@ async def client(url: str, streams: int, max_tokens: int, warmup: float, seconds
     tokens, reads, window = counts[0] - first, counts[1] - first_reads, time.monotonic() - window_start
     client_cpu = (time.process_time() - cpu_start) / window
     await asyncio.wait_for(asyncio.gather(*closed), timeout=60)
-    return {"tokens": tokens, "window_s": window, "tokens_per_s": tokens / window, "client_cpu_share": client_cpu,
-            "tokens_per_read": tokens / max(reads, 1)}  # fmt: skip
+    return {
+        "tokens": tokens,
+        "window_s": window,
+        "tokens_per_s": tokens / window,
+        "client_cpu_share": client_cpu,
+        "tokens_per_read": tokens / max(reads, 1),
+    }
 
 
 def run_client(args: argparse.Namespace) -> None:
@@ -140,13 +149,35 @@ def main() -> None:
     if args.client:
         run_client(args)
         return
-    server_args = ("--profile", "cpu-tiny", "--max-num-seqs", "1024", "--time-scale", args.time_scale,
-                   "--event-loop", args.event_loop)  # fmt: skip
+    server_args = (
+        "--profile",
+        "cpu-tiny",
+        "--max-num-seqs",
+        "1024",
+        "--time-scale",
+        args.time_scale,
+        "--event-loop",
+        args.event_loop,
+    )
     with start_simulator(*server_args) as sim:
         pinned = pin(sim.proc.pid, args.server_core)
-        command = [sys.executable, __file__, "--client", "--url", sim.url, "--streams", str(args.streams),
-                   "--max-tokens", str(args.max_tokens), "--seconds", str(args.seconds), "--warmup", str(args.warmup),
-                   "--client-core", str(args.client_core)]  # fmt: skip
+        command = [
+            sys.executable,
+            __file__,
+            "--client",
+            "--url",
+            sim.url,
+            "--streams",
+            str(args.streams),
+            "--max-tokens",
+            str(args.max_tokens),
+            "--seconds",
+            str(args.seconds),
+            "--warmup",
+            str(args.warmup),
+            "--client-core",
+            str(args.client_core),
+        ]
         client_proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
         time.sleep(args.warmup)
         cpu_before, tokens_before, started = cpu_seconds(sim.proc.pid), generated_tokens(sim.url), time.monotonic()

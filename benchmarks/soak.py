@@ -47,18 +47,58 @@ def main() -> int:
     run_s = args.minutes * 60 + RAMP_S
     sim = start_simulator("--profile", "cpu-tiny", "--set", "t_fixed=0.1", "--max-num-seqs", str(args.users))
     port = str(free_port())
-    common = [sys.executable, "-m", "locust", "-f", "locustfiles/chat.py", "-H", sim.url, "--input-tokens", "32",
-              "--output-tokens", str(args.output_tokens), "--headless", "--only-summary"]
+    common = [
+        sys.executable,
+        "-m",
+        "locust",
+        "-f",
+        "locustfiles/chat.py",
+        "-H",
+        sim.url,
+        "--input-tokens",
+        "32",
+        "--output-tokens",
+        str(args.output_tokens),
+        "--headless",
+        "--only-summary",
+    ]
     logs = open(out / "locust.log", "w")  # noqa: SIM115 (open for the children's lifetime)
     master = subprocess.Popen(
-        [*common, "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", port, "--expect-workers", "1",
-         "-u", str(args.users), "-r", str(args.users / RAMP_S), "-t", f"{run_s:.0f}s", "--stop-timeout", "0",
-         "--results-dir", str(out / "run"), "--overwrite", "--csv", str(out / "run" / "locust")],
-        cwd=REPO, stdout=logs, stderr=subprocess.STDOUT)
-    worker = subprocess.Popen([*common, "--worker", "--master-port", port], cwd=REPO, stdout=logs,
-                              stderr=subprocess.STDOUT)
-    procs = {"master": psutil.Process(master.pid), "worker": psutil.Process(worker.pid),
-             "simulator": psutil.Process(sim.proc.pid)}
+        [
+            *common,
+            "--master",
+            "--master-bind-host",
+            "127.0.0.1",
+            "--master-bind-port",
+            port,
+            "--expect-workers",
+            "1",
+            "-u",
+            str(args.users),
+            "-r",
+            str(args.users / RAMP_S),
+            "-t",
+            f"{run_s:.0f}s",
+            "--stop-timeout",
+            "0",
+            "--results-dir",
+            str(out / "run"),
+            "--overwrite",
+            "--csv",
+            str(out / "run" / "locust"),
+        ],
+        cwd=REPO,
+        stdout=logs,
+        stderr=subprocess.STDOUT,
+    )
+    worker = subprocess.Popen(
+        [*common, "--worker", "--master-port", port], cwd=REPO, stdout=logs, stderr=subprocess.STDOUT
+    )
+    procs = {
+        "master": psutil.Process(master.pid),
+        "worker": psutil.Process(worker.pid),
+        "simulator": psutil.Process(sim.proc.pid),
+    }
     for proc in procs.values():
         proc.cpu_percent()
     samples = []

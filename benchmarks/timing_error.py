@@ -66,9 +66,11 @@ def errors(rows: list[dict], records: dict[str, dict], skip: float) -> tuple[lis
 
 def describe(name: str, values: list[float]) -> str:
     absolute = [abs(v) for v in values]
-    return (f"{name} error over {len(values):,} requests: p50 {percentile(np.array(values), 50) * 1e3:.2f} ms, "
-            f"p99 {percentile(np.array(values), 99) * 1e3:.2f} ms; |error| p50 {percentile(np.array(absolute), 50) * 1e3:.2f} ms, "
-            f"p99 {percentile(np.array(absolute), 99) * 1e3:.2f} ms")
+    return (
+        f"{name} error over {len(values):,} requests: p50 {percentile(np.array(values), 50) * 1e3:.2f} ms, "
+        f"p99 {percentile(np.array(values), 99) * 1e3:.2f} ms; |error| p50 {percentile(np.array(absolute), 50) * 1e3:.2f} ms, "
+        f"p99 {percentile(np.array(absolute), 99) * 1e3:.2f} ms"
+    )
 
 
 def main() -> None:
@@ -76,27 +78,67 @@ def main() -> None:
     parser.add_argument("--users", type=int, default=1000)
     parser.add_argument("--seconds", type=int, default=30)
     parser.add_argument("--output-tokens", type=int, default=50)
-    parser.add_argument("--skip", type=float, default=10.0,
-                        help="leave out requests started in the first SKIP s: ramp-up and new connections (%(default)s)")
+    parser.add_argument(
+        "--skip",
+        type=float,
+        default=10.0,
+        help="leave out requests started in the first SKIP s: ramp-up and new connections (%(default)s)",
+    )
     parser.add_argument("--step", type=float, default=0.05, help="simulated engine step floor, s (%(default)s)")
     args = parser.parse_args()
     print("load before:", os.getloadavg())
     with tempfile.TemporaryDirectory() as tmp:
         log = Path(tmp) / "server.jsonl"
-        sim_args = ["--profile", "cpu-tiny", "--max-num-seqs", "2048", "--max-model-len", "4096",
-                    "--set", f"t_fixed={args.step}", "--set", "jitter=0", "--request-log", str(log)]
+        sim_args = [
+            "--profile",
+            "cpu-tiny",
+            "--max-num-seqs",
+            "2048",
+            "--max-model-len",
+            "4096",
+            "--set",
+            f"t_fixed={args.step}",
+            "--set",
+            "jitter=0",
+            "--request-log",
+            str(log),
+        ]
         with start_simulator(*sim_args) as sim:
-            cmd = [sys.executable, "-m", "locust", "-f", "locustfiles/chat.py", "-H", sim.url, "--headless",
-                   "-u", str(args.users), "-r", str(max(args.users // 5, 1)), "-t", f"{args.seconds}s",
-                   "--input-tokens", "32", "--output-tokens", str(args.output_tokens), "--results-dir",
-                   str(Path(tmp) / "run"), "--only-summary", "-L", "WARNING", *two_workers()]
+            cmd = [
+                sys.executable,
+                "-m",
+                "locust",
+                "-f",
+                "locustfiles/chat.py",
+                "-H",
+                sim.url,
+                "--headless",
+                "-u",
+                str(args.users),
+                "-r",
+                str(max(args.users // 5, 1)),
+                "-t",
+                f"{args.seconds}s",
+                "--input-tokens",
+                "32",
+                "--output-tokens",
+                str(args.output_tokens),
+                "--results-dir",
+                str(Path(tmp) / "run"),
+                "--only-summary",
+                "-L",
+                "WARNING",
+                *two_workers(),
+            ]
             subprocess.run(cmd, cwd=REPO, check=True, timeout=args.seconds + 180)
         print("load after:", os.getloadavg())
         records = read_request_log(str(log))
         ttft, send, receive, itl = errors(read_rows(Path(tmp) / "run" / "requests.csv"), records, args.skip)
     clocks = sorted({record.get("arrival_clock", "user") for record in records.values()})
-    print(f"{args.users} streams, master + 2 workers, {args.output_tokens} tokens per request; server arrival clock:",
-          ", ".join(clocks))
+    print(
+        f"{args.users} streams, master + 2 workers, {args.output_tokens} tokens per request; server arrival clock:",
+        ", ".join(clocks),
+    )
     print(describe("TTFT", ttft))
     print(describe("send", send))
     print(describe("first-token receive", receive))

@@ -35,11 +35,13 @@ def build_tokenizer(words: list[str]) -> PreTrainedTokenizerFast:
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=VOCAB_SIZE, special_tokens=SPECIAL,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=VOCAB_SIZE, special_tokens=SPECIAL, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
     tokenizer.train_from_iterator(training_text(words), trainer)
-    fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token="<|im_end|>", pad_token="<|endoftext|>",
-                                   model_max_length=4096)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer, eos_token="<|im_end|>", pad_token="<|endoftext|>", model_max_length=4096
+    )
     fast.chat_template = CHATML
     for word in words:
         assert len(fast.encode(word)) == 1 and len(fast.encode(" " + word)) == 1, f"{word!r} is not one token"
@@ -48,10 +50,19 @@ def build_tokenizer(words: list[str]) -> PreTrainedTokenizerFast:
 
 def build_model(tokenizer: PreTrainedTokenizerFast) -> Qwen2ForCausalLM:
     config = Qwen2Config(
-        vocab_size=len(tokenizer), hidden_size=256, intermediate_size=512, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, head_dim=64, max_position_embeddings=8192,
-        tie_word_embeddings=True, torch_dtype="bfloat16", eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.convert_tokens_to_ids("<|endoftext|>"),
+        vocab_size=len(tokenizer),
+        hidden_size=256,
+        intermediate_size=512,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=64,
+        max_position_embeddings=8192,
+        tie_word_embeddings=True,
+        torch_dtype="bfloat16",
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.convert_tokens_to_ids("<|endoftext|>"),
     )
     torch.manual_seed(0)
     return Qwen2ForCausalLM(config).to(torch.bfloat16)

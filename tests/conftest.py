@@ -45,8 +45,18 @@ def two_workers() -> list[str]:
     from vllm_stress.scenarios.runner import free_port
 
     port = str(free_port())
-    return ["--processes", "2", "--master-bind-host", "127.0.0.1", "--master-bind-port", port, "--master-port", port,
-            "--expect-workers-max-wait", "30"]
+    return [
+        "--processes",
+        "2",
+        "--master-bind-host",
+        "127.0.0.1",
+        "--master-bind-port",
+        port,
+        "--master-port",
+        port,
+        "--expect-workers-max-wait",
+        "30",
+    ]
 
 
 def read_rows(path: Path) -> list[dict]:

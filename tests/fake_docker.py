@@ -44,8 +44,10 @@ def run(argv: list[str]) -> int:
     name = value(argv, "--name")
     pid_file = STATE / f"{name}.pid"
     if pid_file.exists() and alive(int(pid_file.read_text())):
-        print(f"docker: Error response from daemon: Conflict. The container name \"/{name}\" is already in use",
-              file=sys.stderr)
+        print(
+            f'docker: Error response from daemon: Conflict. The container name "/{name}" is already in use',
+            file=sys.stderr,
+        )
         return 125
     host, port, _ = value(argv, "-p").rsplit(":", 2)
     env = {"PATH": os.environ["PATH"]}
@@ -54,12 +56,29 @@ def run(argv: list[str]) -> int:
             key, sep, val = argv[i + 1].partition("=")
             env[key] = val if sep else os.environ.get(key, "")
     serve = argv.index("serve")
-    model, flags = argv[serve + 1], argv[serve + 2:]
-    sim_flags = [arg for key, val in zip(flags[::2], flags[1::2], strict=True) if key in SIMULATOR_FLAGS
-                 for arg in (key, val)]
-    container = subprocess.Popen([sys.executable, "-m", "vllm_stress.simulator", "--host", host, "--port", port, "--profile",
-                                  "cpu-tiny", "--served-model-name", model, *sim_flags],
-                                 cwd=REPO, env=env, start_new_session=True)
+    model, flags = argv[serve + 1], argv[serve + 2 :]
+    sim_flags = [
+        arg for key, val in zip(flags[::2], flags[1::2], strict=True) if key in SIMULATOR_FLAGS for arg in (key, val)
+    ]
+    container = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "vllm_stress.simulator",
+            "--host",
+            host,
+            "--port",
+            port,
+            "--profile",
+            "cpu-tiny",
+            "--served-model-name",
+            model,
+            *sim_flags,
+        ],
+        cwd=REPO,
+        env=env,
+        start_new_session=True,
+    )
     pid_file.write_text(str(container.pid))
     record(command="run", name=name, argv=argv, key_in_env=bool(env.get("VLLM_API_KEY")))
     return container.wait()
@@ -74,8 +93,9 @@ def stop(name: str) -> int:
     run_argv = [c for c in calls if c["command"] == "run" and c["name"] == name][-1]["argv"]
     port = value(run_argv, "-p").rsplit(":", 2)[1]
     metrics = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
-    served = sum(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
-                 if line.startswith("vllm:request_success_total"))
+    served = sum(
+        float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines() if line.startswith("vllm:request_success_total")
+    )
     record(command="stop", name=name, served=served)
     os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + 30

@@ -30,16 +30,38 @@ MAX_MODEL_LEN = 4096
 TEMPLATE_TOKENS = 3  # what the "chat template" adds to a prompt's words
 TOKEN_DELAY_S = 0.002
 SLOW_HEADERS_S = 0.5
-ERROR_TYPES = {400: "BadRequestError", 401: "Unauthorized", 404: "NotFoundError", 429: "TooManyRequests",
-               500: "InternalServerError", 503: "Service Unavailable"}
-FAULTS = ("ok", *(f"http{code}" for code in ERROR_TYPES), "cut", "no-done", "malformed-json", "malformed-sse",
-          "stream-error", "hang", "stall", "slow-headers")
+ERROR_TYPES = {
+    400: "BadRequestError",
+    401: "Unauthorized",
+    404: "NotFoundError",
+    429: "TooManyRequests",
+    500: "InternalServerError",
+    503: "Service Unavailable",
+}
+FAULTS = (
+    "ok",
+    *(f"http{code}" for code in ERROR_TYPES),
+    "cut",
+    "no-done",
+    "malformed-json",
+    "malformed-sse",
+    "stream-error",
+    "hang",
+    "stall",
+    "slow-headers",
+)
 
 
 def chunk(delta: dict, finish_reason=None, **extra) -> bytes:
     """One chat SSE event in vLLM's key order (so the users' no-parse fast path sees what it sees from vLLM)."""
-    body = {"id": "chatcmpl-fault", "object": "chat.completion.chunk", "created": 1, "model": MODEL,
-            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}], **extra}
+    body = {
+        "id": "chatcmpl-fault",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": MODEL,
+        "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}],
+        **extra,
+    }
     return b"data: " + json.dumps(body, separators=(",", ":")).encode() + b"\n\n"
 
 
@@ -111,8 +133,12 @@ class FaultServer:
         else:
             return web.json_response({"detail": "Not Found"}, status=404)
         if endpoint == "/v1/models":
-            return web.json_response({"object": "list", "data": [
-                {"id": MODEL, "object": "model", "owned_by": "vllm", "max_model_len": MAX_MODEL_LEN}]})
+            return web.json_response(
+                {
+                    "object": "list",
+                    "data": [{"id": MODEL, "object": "model", "owned_by": "vllm", "max_model_len": MAX_MODEL_LEN}],
+                }
+            )
         body = await request.json()
         if endpoint == "/tokenize":
             text = body.get("prompt") or " ".join(m["content"] for m in body.get("messages", []))
@@ -147,8 +173,9 @@ class FaultServer:
             last = index == tokens - 1
             await response.write(chunk({"content": f" w{index}"}, "length" if last else None))
         usage = {"prompt_tokens": prompt, "total_tokens": prompt + tokens, "completion_tokens": tokens}
-        await response.write(b"data: " + json.dumps({"id": "chatcmpl-fault", "choices": [], "usage": usage}).encode()
-                             + b"\n\n")
+        await response.write(
+            b"data: " + json.dumps({"id": "chatcmpl-fault", "choices": [], "usage": usage}).encode() + b"\n\n"
+        )
         if fault != "no-done":
             await response.write(b"data: [DONE]\n\n")
         await response.write_eof()

@@ -105,22 +105,46 @@ class Host:
 
     def command(self, cmd: list[str]) -> list[str]:
         """``cmd`` as run inside this host, under its own hostname."""
-        return ["ip", "netns", "exec", self.netns, "unshare", "--uts", "sh", "-c", 'hostname "$0" && exec "$@"',
-                self.name, *cmd]
+        return [
+            "ip",
+            "netns",
+            "exec",
+            self.netns,
+            "unshare",
+            "--uts",
+            "sh",
+            "-c",
+            'hostname "$0" && exec "$@"',
+            self.name,
+            *cmd,
+        ]
 
     def start(self, cmd: list[str], env: dict | None = None) -> Process:
         """Start ``cmd`` in this host (from the repository root, in its own process group)."""
         environment = os.environ | {"PYTHONUNBUFFERED": "1"} | (env or {})
-        popen = subprocess.Popen(self.command(cmd), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                 text=True, env=environment, start_new_session=True)
+        popen = subprocess.Popen(
+            self.command(cmd),
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=environment,
+            start_new_session=True,
+        )
         process = Process(popen)
         self.processes.append(process)
         return process
 
     def python(self, code: str, timeout: float = 30) -> str:
         """Run Python ``code`` in this host; its stdout."""
-        done = subprocess.run(self.command([sys.executable, "-c", code]), cwd=REPO, capture_output=True, text=True,
-                              timeout=timeout, check=True)
+        done = subprocess.run(
+            self.command([sys.executable, "-c", code]),
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=True,
+        )
         return done.stdout
 
     def cut(self) -> None:
@@ -167,8 +191,11 @@ def readme_commands(section: str = "## Distributed across machines") -> tuple[li
     """The master's and a worker's command of the README's distributed section, as argument lists (after `locust`)."""
     text = (REPO / "README.md").read_text()
     block = text.split(section, 1)[1].split("```bash", 1)[1].split("```", 1)[0]
-    commands = [shlex.split(command.split("#")[0]) for command in block.replace("\\\n", " ").splitlines()
-                if command.strip().startswith("locust ")]
+    commands = [
+        shlex.split(command.split("#")[0])
+        for command in block.replace("\\\n", " ").splitlines()
+        if command.strip().startswith("locust ")
+    ]
     master, worker = (command[1:] for command in commands)
     return master, worker
 

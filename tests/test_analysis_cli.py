@@ -12,9 +12,19 @@ from vllm_stress.analysis.synthetic import closed_loop_rows, step_levels, write_
 pytestmark = pytest.mark.fast  # no load runs: the developers' loop (make test-fast)
 
 CONTRACT_LEVEL_KEYS = {
-    "users", "requests", "failures", "success_rate", "output_tokens_per_s", "total_tokens_per_s", "requests_per_s",
-    "ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "e2e_p50_s", "e2e_p99_s",
-}  # fmt: skip
+    "users",
+    "requests",
+    "failures",
+    "success_rate",
+    "output_tokens_per_s",
+    "total_tokens_per_s",
+    "requests_per_s",
+    "ttft_p50_s",
+    "ttft_p99_s",
+    "tpot_p50_s",
+    "e2e_p50_s",
+    "e2e_p99_s",
+}
 LEVELS = step_levels([5, 10], hold_s=50.0)
 
 
@@ -71,9 +81,20 @@ def test_labels_group_repeats_and_compare_configs(tmp_path, capsys):
     a1, a2 = small_run(tmp_path / "a1"), small_run(tmp_path / "a2", loops=(5, 9))
     b1 = small_run(tmp_path / "b1", model="other", loops=(2, 2))
     code, _, err = run_cli(
-        capsys, "--label", f"A={a1},{a2}", "--label", f"B={b1}", "--gpus", "8", "--gpus", "B=4",
-        "--scaling", "5:10", "--out", tmp_path / "out",
-    )  # fmt: skip
+        capsys,
+        "--label",
+        f"A={a1},{a2}",
+        "--label",
+        f"B={b1}",
+        "--gpus",
+        "8",
+        "--gpus",
+        "B=4",
+        "--scaling",
+        "5:10",
+        "--out",
+        tmp_path / "out",
+    )
     assert code == 0, err
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert list(summary["configs"]) == ["A", "B"] and "levels" not in summary
@@ -122,7 +143,8 @@ def test_run_where_every_request_failed_still_reports(tmp_path, capsys):
     assert [level["success_rate"] for level in summary["levels"]] == [0.0, 0.0]
     assert summary["peak"] is None and summary["scaling"]["factor"] is None  # nothing measured: nothing steady
     assert [level["steady_reason"] for level in summary["levels"]] == [
-        "no measured request of the level ended in the window"] * 2
+        "no measured request of the level ended in the window"
+    ] * 2
     assert summary["errors"] == {"Timeout": 156} and summary["locust_exceptions"] == 2  # (5 + 8) users x 60 s / 5 s
     report = (tmp_path / "out" / "report.md").read_text()
     assert "- Timeout: 156 (locust_failures.csv)" in report and "unhandled exceptions in Locust tasks: 2" in report

@@ -164,8 +164,16 @@ def test_tokens_are_spread_from_first_token_to_end():
             (15.0, nan, 19.0, True, 100, 50, 1, 100),  # non-streaming: spread over the whole request
             (16.0, 2.0, 18.0, True, 10, 1, 1, 10),  # one chunk at the end: all at that instant
         ],
-        columns=["start_time", "ttft_s", "end_time", "ok", "prompt_tokens", "completion_tokens", "chunks",
-                 "target_prompt_tokens"],
+        columns=[
+            "start_time",
+            "ttft_s",
+            "end_time",
+            "ok",
+            "prompt_tokens",
+            "completion_tokens",
+            "chunks",
+            "target_prompt_tokens",
+        ],
     )
     windows = pd.DataFrame({"users": [1, 2], "start": [10.0, 20.0], "end": [20.0, 30.0]})
     output, prompt = tokens_in_windows(rows, windows)
@@ -238,10 +246,18 @@ def test_server_held_and_waiting_by_littles_law_and_client_cpu(tmp_path):
     folder = write_run(tmp_path / "run", level_20_rows(), LEVELS[1:])
     scrapes = np.arange(T0 + 1110, T0 + 1231, 10.0)  # 50 requests finish every 10 s
     server = pd.DataFrame({column: 0.0 for column in SERVER_METRICS_COLUMNS}, index=range(len(scrapes)))
-    server = server.assign(time=scrapes, users=20, e2e_count=50, e2e_sum_s=50 * 1.0, queue_sum_s=50 * 0.5,
-                           frontend_cpu_s=0.5 * np.arange(len(scrapes)))  # vLLM's API server: 0.5 s of CPU per 10 s
+    server = server.assign(
+        time=scrapes,
+        users=20,
+        e2e_count=50,
+        e2e_sum_s=50 * 1.0,
+        queue_sum_s=50 * 0.5,
+        frontend_cpu_s=0.5 * np.arange(len(scrapes)),
+    )  # vLLM's API server: 0.5 s of CPU per 10 s
     server.to_csv(folder / SERVER_METRICS_FILE, index=False)
-    health = [(T0 + t, 20, worker, cpu, 1.0) for t in (1100, 1115, 1130, 1230) for worker, cpu in (("w1", 40), ("w2", 60))]
+    health = [
+        (T0 + t, 20, worker, cpu, 1.0) for t in (1100, 1115, 1130, 1230) for worker, cpu in (("w1", 40), ("w2", 60))
+    ]
     health[5] = (T0 + 1130, 20, "w2", 93.0, 35.0)  # covers (1115, 1130]: inside the hold
     health[7] = (T0 + 1230, 20, "w2", 99.0, 2.0)  # covers (1130, 1230]: overlaps the hold's end
     pd.DataFrame(health, columns=CLIENT_HEALTH_COLUMNS).to_csv(folder / CLIENT_HEALTH_FILE, index=False)

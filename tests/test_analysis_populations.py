@@ -21,8 +21,10 @@ LEVELS = step_levels([10, 20], hold_s=100.0, ramp_s=10.0, t0=T0)  # holds [T0+10
 
 def two_levels(level_20_e2e=2.0, **level_20) -> pd.DataFrame:
     """Closed loops of 2 s requests: 10 users through the first level, 20 through the second."""
-    return pd.concat([closed_loop_rows(10, T0, T0 + 110, 2.0),
-                      closed_loop_rows(20, T0 + 110, T0 + 220, level_20_e2e, **level_20)], ignore_index=True)
+    return pd.concat(
+        [closed_loop_rows(10, T0, T0 + 110, 2.0), closed_loop_rows(20, T0 + 110, T0 + 220, level_20_e2e, **level_20)],
+        ignore_index=True,
+    )
 
 
 def aborted_rows(users: int, end: float, count: int) -> pd.DataFrame:
@@ -45,8 +47,9 @@ def test_streams_aborted_by_an_interrupted_run_are_not_failures(tmp_path):
     """Ctrl-C at T0+150 during level 20's hold: 20 streams were cut, the run is partial; none of them failed."""
     rows = pd.concat([two_levels(), aborted_rows(20, T0 + 149.5, 20)], ignore_index=True)
     rows = rows[rows["end_time"] <= T0 + 150]
-    folder = write_run(tmp_path / "run", rows, LEVELS[:1] + [(20, T0 + 110, T0 + 120, T0 + 150)],
-                       meta={"complete": False})
+    folder = write_run(
+        tmp_path / "run", rows, LEVELS[:1] + [(20, T0 + 110, T0 + 120, T0 + 150)], meta={"complete": False}
+    )
     summary = analysed(folder)
     level = by_users(summary)[20]
     assert level["failures"] == 0 and level["aborted"] == 20 and level["success_rate"] == 1.0
@@ -61,8 +64,9 @@ def test_a_level_interrupted_during_its_ramp_is_never_the_peak(tmp_path):
     are shown as never held and the peak stays at 10."""
     rows = two_levels()
     rows = rows[rows["end_time"] < T0 + 118]
-    folder = write_run(tmp_path / "run", rows, LEVELS[:1] + [(20, T0 + 110, T0 + 118, T0 + 118)],
-                       meta={"complete": False})
+    folder = write_run(
+        tmp_path / "run", rows, LEVELS[:1] + [(20, T0 + 110, T0 + 118, T0 + 118)], meta={"complete": False}
+    )
     summary = analysed(folder)
     level = by_users(summary)[20]
     assert not level["steady"] and level["partial"]
@@ -91,7 +95,9 @@ def test_a_run_without_usage_reports_no_token_throughput(tmp_path):
     assert all(level["output_tokens_per_s"] is None for level in summary["levels"])
     assert summary["throughput_field"] == "requests_per_s" and summary["peak"]["users"] == 20
     assert summary["peak"]["requests_per_s"] == pytest.approx(10.0)  # 20 users / 2 s
-    assert "requests/s (no token counts: the server sent no usage)" in (tmp_path / "run" / "out" / "report.md").read_text()
+    assert (
+        "requests/s (no token counts: the server sent no usage)" in (tmp_path / "run" / "out" / "report.md").read_text()
+    )
 
 
 def test_bare_slo_numbers_are_milliseconds_as_in_vllm():
@@ -104,8 +110,9 @@ def test_server_held_comes_from_the_servers_histograms_alone(tmp_path):
     folder = write_run(tmp_path / "run", two_levels(), LEVELS)
     scrapes = np.arange(T0 + 120, T0 + 231, 10.0)
     server = pd.DataFrame({column: np.nan for column in SERVER_METRICS_COLUMNS}, index=range(len(scrapes)))
-    server = server.assign(time=scrapes, users=20, e2e_count=100, e2e_sum_s=80.0, queue_sum_s=20.0, http_count=100,
-                           http_sum_s=190.0)
+    server = server.assign(
+        time=scrapes, users=20, e2e_count=100, e2e_sum_s=80.0, queue_sum_s=20.0, http_count=100, http_sum_s=190.0
+    )
     server.to_csv(folder / SERVER_METRICS_FILE, index=False)
     level = by_users(analysed(folder))[20]
     assert level["server_in_system_mean"] == pytest.approx(8.0) and level["server_waiting_mean"] == pytest.approx(2.0)

@@ -74,8 +74,16 @@ def test_confidence_interval_counts_only_the_runs_with_a_value():
 
 
 def test_single_run_has_no_spread_fields():
-    per_run = pd.DataFrame({"users": [10], "run": [0], "output_tokens_per_s": [5.0], "partial": [True],
-                            "steady": [True], "steady_reason": ["agree"]})
+    per_run = pd.DataFrame(
+        {
+            "users": [10],
+            "run": [0],
+            "output_tokens_per_s": [5.0],
+            "partial": [True],
+            "steady": [True],
+            "steady_reason": ["agree"],
+        }
+    )
     levels = stats.aggregate_repeats(per_run)
     assert "output_tokens_per_s_std" not in levels and "unstable" not in levels
     assert levels["partial"].tolist() == [True]
@@ -88,13 +96,15 @@ def test_underloaded_below_ninety_percent_of_users_in_flight():
 
 def test_bound_names_the_limit_of_each_level():
     nan = float("nan")
-    levels = pd.DataFrame({
-        "users": [8, 16, 16, 16, 16, 16, 200, 16, 16],
-        "server_in_system_mean": [7.8, 15.7, 4.0, 15.6, 6.0, nan, 199.6, 4.0, 3.5],
-        "server_waiting_mean": [0.2, 7.7, 0.0, 0.3, 0.0, nan, 4.0, 0.0, 0.0],  # 200: 2 % queued, a prefill budget
-        "server_http_held_mean": [nan, nan, nan, nan, nan, nan, nan, 4.2, 15.8],
-        "client_cpu_max_percent": [40.0, 95.0, 30.0, 97.0, 99.0, nan, 20.0, 10.0, 10.0],
-    })
+    levels = pd.DataFrame(
+        {
+            "users": [8, 16, 16, 16, 16, 16, 200, 16, 16],
+            "server_in_system_mean": [7.8, 15.7, 4.0, 15.6, 6.0, nan, 199.6, 4.0, 3.5],
+            "server_waiting_mean": [0.2, 7.7, 0.0, 0.3, 0.0, nan, 4.0, 0.0, 0.0],  # 200: 2 % queued, a prefill budget
+            "server_http_held_mean": [nan, nan, nan, nan, nan, nan, nan, 4.2, 15.8],
+            "client_cpu_max_percent": [40.0, 95.0, 30.0, 97.0, 99.0, nan, 20.0, 10.0, 10.0],
+        }
+    )
     assert stats.bound(levels).tolist() == [
         "",
         "server-bound: waiting requests (a load generator at 95 % CPU: client timings inflated)",
@@ -110,15 +120,17 @@ def test_bound_names_the_limit_of_each_level():
 
 
 def test_a_starved_load_generator_and_a_saturated_frontend_are_named():
-    levels = pd.DataFrame({
-        "users": [16, 16, 16],
-        "server_in_system_mean": [4.0, 4.0, 15.5],
-        "server_waiting_mean": [0.0, 0.0, 0.0],
-        "server_http_held_mean": [4.2, 4.2, 15.8],
-        "server_frontend_cpu_percent": [30.0, 97.0, 30.0],
-        "client_cpu_max_percent": [5.0, 5.0, 5.0],
-        "client_loop_lag_max_ms": [45.0, 2.0, 2.0],
-    })
+    levels = pd.DataFrame(
+        {
+            "users": [16, 16, 16],
+            "server_in_system_mean": [4.0, 4.0, 15.5],
+            "server_waiting_mean": [0.0, 0.0, 0.0],
+            "server_http_held_mean": [4.2, 4.2, 15.8],
+            "server_frontend_cpu_percent": [30.0, 97.0, 30.0],
+            "client_cpu_max_percent": [5.0, 5.0, 5.0],
+            "client_loop_lag_max_ms": [45.0, 2.0, 2.0],
+        }
+    )
     assert stats.bound(levels).tolist() == [
         "client-bound (a load generator's event loop 45 ms late; vLLM's HTTP layer held 4 of 16)",
         "frontend-bound (vLLM's API server process at 97 % CPU)",

@@ -18,15 +18,41 @@ GATE = "output_tok_s<-5%,e2e_p50>+10%"
 # A vllm bench serve --save-result file in vLLM's own layout (vllm/benchmarks/serve.py, default percentile metrics
 # ttft,tpot,itl and --metric-percentiles 99; no e2el keys), at --max-concurrency 10.
 VLLM_RESULT = {
-    "date": "20251120-101500", "endpoint_type": "openai-chat", "backend": "openai-chat", "label": None,
-    "model_id": "m", "tokenizer_id": "m", "num_prompts": 200, "request_rate": "inf", "burstiness": 1.0,
-    "max_concurrency": 10, "duration": 101.2, "completed": 198, "failed": 2, "total_input_tokens": 405504,
-    "total_output_tokens": 19800, "request_throughput": 1.9565, "request_goodput": None,
-    "output_throughput": 195.65, "total_token_throughput": 4202.6, "max_output_tokens_per_s": 230.0,
-    "max_concurrent_requests": 10, "rtfx": 0.0, "mean_ttft_ms": 480.1, "median_ttft_ms": 470.0,
-    "std_ttft_ms": 40.2, "p99_ttft_ms": 610.5, "mean_tpot_ms": 45.0, "median_tpot_ms": 44.9, "std_tpot_ms": 1.1,
-    "p99_tpot_ms": 48.0, "mean_itl_ms": 45.0, "median_itl_ms": 44.8, "std_itl_ms": 3.0, "p99_itl_ms": 60.1,
-}  # fmt: skip
+    "date": "20251120-101500",
+    "endpoint_type": "openai-chat",
+    "backend": "openai-chat",
+    "label": None,
+    "model_id": "m",
+    "tokenizer_id": "m",
+    "num_prompts": 200,
+    "request_rate": "inf",
+    "burstiness": 1.0,
+    "max_concurrency": 10,
+    "duration": 101.2,
+    "completed": 198,
+    "failed": 2,
+    "total_input_tokens": 405504,
+    "total_output_tokens": 19800,
+    "request_throughput": 1.9565,
+    "request_goodput": None,
+    "output_throughput": 195.65,
+    "total_token_throughput": 4202.6,
+    "max_output_tokens_per_s": 230.0,
+    "max_concurrent_requests": 10,
+    "rtfx": 0.0,
+    "mean_ttft_ms": 480.1,
+    "median_ttft_ms": 470.0,
+    "std_ttft_ms": 40.2,
+    "p99_ttft_ms": 610.5,
+    "mean_tpot_ms": 45.0,
+    "median_tpot_ms": 44.9,
+    "std_tpot_ms": 1.1,
+    "p99_tpot_ms": 48.0,
+    "mean_itl_ms": 45.0,
+    "median_itl_ms": 44.8,
+    "std_itl_ms": 3.0,
+    "p99_itl_ms": 60.1,
+}
 
 
 def baseline_and_candidate(tmp_path, candidate_loops=(5, 8)):
@@ -38,7 +64,9 @@ def baseline_and_candidate(tmp_path, candidate_loops=(5, 8)):
 def test_fail_on_parses_limits_and_refuses_others():
     limits = compare.parse_fail_on("output_tok_s<-5%, ttft_p99>+10%")
     assert [(limit.metric, limit.direction, limit.change) for limit in limits] == [
-        ("output_tok_s", "<", -0.05), ("ttft_p99", ">", 0.10)]
+        ("output_tok_s", "<", -0.05),
+        ("ttft_p99", ">", 0.10),
+    ]
     assert limits[0].crossed(-0.06) and not limits[0].crossed(-0.04)
     for bad in ("output<-5%", "ttft_p99>10ms", "ttft_p99=+10%"):
         with pytest.raises(compare.AnalysisError, match="--fail-on"):
@@ -92,8 +120,11 @@ def test_repeats_are_tested_with_welch(tmp_path, capsys):
     sides = [",".join(str(p) for p in base), ",".join(str(p) for p in cand)]
     code, out, _ = run_cli(capsys, "compare", *sides, "--fail-on", "output_tok_s<-5%", "--out", tmp_path / "cmp")
     assert code == 0
-    diff = next(d for d in json.loads((tmp_path / "cmp" / "compare.json").read_text())["differences"]
-                if d["users"] == 10 and d["metric"] == "output_tok_s")
+    diff = next(
+        d
+        for d in json.loads((tmp_path / "cmp" / "compare.json").read_text())["differences"]
+        if d["users"] == 10 and d["metric"] == "output_tok_s"
+    )
     # means 190 and 150 tok/s, each side's standard deviation sqrt(200): se = sqrt(200), df = 2, t(2) = 4.3027
     assert diff["change"] == pytest.approx(-40) and diff["ci95"] == pytest.approx(4.3027 * math.sqrt(200), rel=1e-4)
     assert diff["test"] == "Welch t" and diff["crossed"] == ["output_tok_s<-5%"] and not diff["significant"]
@@ -135,8 +166,11 @@ def test_reads_what_vllm_bench_serve_wrote(tmp_path, capsys):
     assert row["ttft_p50_s"] == pytest.approx(0.01654, abs=1e-5)
     assert row["e2e_p99_s"] == pytest.approx(0.10607, abs=1e-5)
     assert row["itl_p99_s"] == pytest.approx(0.00922, abs=1e-5)
-    base = write_run(tmp_path / "base", closed_loop_rows(8, 0.0, 60.0, 0.1, completion_tokens=32, prompt_tokens=128),
-                     step_levels([8], hold_s=50.0, t0=0.0))
+    base = write_run(
+        tmp_path / "base",
+        closed_loop_rows(8, 0.0, 60.0, 0.1, completion_tokens=32, prompt_tokens=128),
+        step_levels([8], hold_s=50.0, t0=0.0),
+    )
     code, out, _ = run_cli(capsys, "compare", base, VLLM_FILE, "--out", tmp_path / "cmp")
     document = json.loads((tmp_path / "cmp" / "compare.json").read_text())
     assert code == 0 and document["ungated"] == {"8": "candidate not steady (" + vllm_json.NO_VERDICT + ")"}
@@ -161,9 +195,19 @@ def test_export_writes_vllm_results_that_compare_equal_to_the_run(tmp_path, caps
     files = sorted((tmp_path / "vllm").rglob("run=0.json"))
     assert [f.parent.name for f in files] == ["max_concurrency=10", "max_concurrency=5"]
     result = json.loads(files[0].read_text())
-    assert set(VLLM_RESULT) - set(result) <= {"max_output_tokens_per_s", "max_concurrent_requests", "rtfx",
-                                               "mean_ttft_ms", "std_ttft_ms", "mean_tpot_ms", "std_tpot_ms",
-                                               "mean_itl_ms", "std_itl_ms", "median_itl_ms", "p99_itl_ms"}
+    assert set(VLLM_RESULT) - set(result) <= {
+        "max_output_tokens_per_s",
+        "max_concurrent_requests",
+        "rtfx",
+        "mean_ttft_ms",
+        "std_ttft_ms",
+        "mean_tpot_ms",
+        "std_tpot_ms",
+        "mean_itl_ms",
+        "std_itl_ms",
+        "median_itl_ms",
+        "p99_itl_ms",
+    }
     # left out: what the analysis does not measure, and ITL (this run has no itl_histogram.csv)
     assert result["max_concurrency"] == 10 and result["output_throughput"] == pytest.approx(200)
     assert result["p99_e2el_ms"] == pytest.approx(5000) and result["steady"] is True
@@ -192,21 +236,24 @@ def test_the_store_records_lists_and_compares(tmp_path, capsys, monkeypatch):
     code, out, _ = run_cli(capsys, "compare", "db:1", "db:2", "--fail-on", GATE)
     assert code == 1 and "regression: 10 users: output_tok_s 200 -> 160" in out
     with store.connect(db) as connection:
-        (meta, commit, verdicts), = connection.execute("SELECT meta, suite_commit, verdicts FROM runs WHERE id = 1")
+        ((meta, commit, verdicts),) = connection.execute("SELECT meta, suite_commit, verdicts FROM runs WHERE id = 1")
     assert json.loads(meta)["model"] == "m" and json.loads(verdicts)["peak"]["users"] == 10
     assert commit is None or len(commit) == 40
 
 
 @fast
-@pytest.mark.parametrize(("args", "message"), [
-    (["compare", "missing-a", "missing-b"], "missing-a: not a folder"),
-    (["compare", "only-one"], "expected BASELINE CANDIDATE"),
-    (["compare", "a", ","], "a side names no source"),
-    (["compare", "a", "b", "--baseline", "c"], "not both"),
-    (["compare", "a", "b", "--fail-on", "tok<5"], "--fail-on"),
-    (["compare", "db:1", "db:2"], "no results store given"),
-    (["history", "--db", "nowhere.db"], "no results store at nowhere.db"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["compare", "missing-a", "missing-b"], "missing-a: not a folder"),
+        (["compare", "only-one"], "expected BASELINE CANDIDATE"),
+        (["compare", "a", ","], "a side names no source"),
+        (["compare", "a", "b", "--baseline", "c"], "not both"),
+        (["compare", "a", "b", "--fail-on", "tok<5"], "--fail-on"),
+        (["compare", "db:1", "db:2"], "no results store given"),
+        (["history", "--db", "nowhere.db"], "no results store at nowhere.db"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, monkeypatch, args, message):
     monkeypatch.delenv(store.DB_ENV, raising=False)
     monkeypatch.chdir(tmp_path)
@@ -229,21 +276,43 @@ def test_simulator_runs_differing_only_in_max_num_seqs(tmp_path, capsys):
     from vllm_stress.scenarios.cli import main as scenarios_main
 
     for name, seqs, repeats in (("seq8", 8, 2), ("seq4", 4, 1)):
-        assert scenarios_main(["run", "--scenario", "smoke", "--out", str(tmp_path / name), "--workers", "1",
-                               "--repeats", str(repeats), f"--simulator-arg=--max-num-seqs={seqs}",
-                               "--locust-arg=--levels=4,8"]) == 0
+        assert (
+            scenarios_main(
+                [
+                    "run",
+                    "--scenario",
+                    "smoke",
+                    "--out",
+                    str(tmp_path / name),
+                    "--workers",
+                    "1",
+                    "--repeats",
+                    str(repeats),
+                    f"--simulator-arg=--max-num-seqs={seqs}",
+                    "--locust-arg=--levels=4,8",
+                ]
+            )
+            == 0
+        )
     capsys.readouterr()
     repeats = [str(tmp_path / "seq8" / f"run-{i}") for i in (1, 2)]
     code, out, _ = run_cli(capsys, "compare", *repeats, "--fail-on", GATE)
     assert code == 0 and "compared 2 level(s): 0 regression(s)" in out
-    code, out, _ = run_cli(capsys, "compare", ",".join(repeats), tmp_path / "seq4" / "run-1", "--fail-on", GATE,
-                           "--out", tmp_path / "cmp")
+    code, out, _ = run_cli(
+        capsys, "compare", ",".join(repeats), tmp_path / "seq4" / "run-1", "--fail-on", GATE, "--out", tmp_path / "cmp"
+    )
     assert code == 1
-    regressions = {(d["users"], d["metric"]) for d in
-                   json.loads((tmp_path / "cmp" / "compare.json").read_text())["differences"] if d["regression"]}
+    regressions = {
+        (d["users"], d["metric"])
+        for d in json.loads((tmp_path / "cmp" / "compare.json").read_text())["differences"]
+        if d["regression"]
+    }
     assert (8, "output_tok_s") in regressions and (4, "output_tok_s") not in regressions
-    assert "baseline server: version 0.33.0, launched with `python -m simulator --profile cpu-tiny --max-num-seqs=8`" \
-        in out and "--max-num-seqs=4`" in out  # run.json tells the two servers apart
+    assert (
+        "baseline server: version 0.33.0, launched with `python -m simulator --profile cpu-tiny --max-num-seqs=8`"
+        in out
+        and "--max-num-seqs=4`" in out
+    )  # run.json tells the two servers apart
 
 
 @fast
@@ -257,13 +326,16 @@ def test_the_servers_of_two_sides_are_shown_when_they_differ(tmp_path, capsys, m
         meta = json.loads((folder / "run.json").read_text())
         (folder / "run.json").write_text(json.dumps(meta | {"server_version": version, "server_launch": launch}))
     code, out, _ = run_cli(capsys, "compare", base, cand, "--out", tmp_path / "cmp")
-    assert code == 0 and "baseline server: version 0.10.2, launched with `deploy/vllm-serve.sh --max-num-seqs 256`" \
-        in out and "candidate server: version 0.11.0" in out
+    assert (
+        code == 0
+        and "baseline server: version 0.10.2, launched with `deploy/vllm-serve.sh --max-num-seqs 256`" in out
+        and "candidate server: version 0.11.0" in out
+    )
     assert "The servers differ: baseline version 0.10.2" in (tmp_path / "cmp" / "compare.md").read_text()
     db = tmp_path / "results.db"
     run_cli(capsys, cand, "--out", tmp_path / "r", "--db", db)
     with store.connect(db) as connection:
-        (version, meta), = connection.execute("SELECT server_version, meta FROM runs")
+        ((version, meta),) = connection.execute("SELECT server_version, meta FROM runs")
     assert version == "0.11.0" and json.loads(meta)["server_launch"] == launch
     code, out, _ = run_cli(capsys, "compare", cand, "db:1", "--db", db)
     assert code == 0 and "server:" not in out  # the same server on both sides

@@ -29,19 +29,44 @@ REFERENCED_PATHS = {
 
 # The MI325X concurrency-tuning guide's profiles, minus the V0-only --num-scheduler-steps.
 GUIDE_PROFILES = {
-    "high-throughput": {"--tensor-parallel-size": "8", "--max-num-seqs": "2048",
-                        "--max-num-batched-tokens": "65536", "--gpu-memory-utilization": "0.95"},
-    "low-latency": {"--tensor-parallel-size": "4", "--max-num-seqs": "512",
-                    "--max-num-batched-tokens": "8192", "--gpu-memory-utilization": "0.90"},
+    "high-throughput": {
+        "--tensor-parallel-size": "8",
+        "--max-num-seqs": "2048",
+        "--max-num-batched-tokens": "65536",
+        "--gpu-memory-utilization": "0.95",
+    },
+    "low-latency": {
+        "--tensor-parallel-size": "4",
+        "--max-num-seqs": "512",
+        "--max-num-batched-tokens": "8192",
+        "--gpu-memory-utilization": "0.90",
+    },
 }
 # Flags this suite may pass to `vllm serve`; all exist in V1 vLLM (`vllm serve --help`).
-KNOWN_VLLM_FLAGS = {"--tensor-parallel-size", "--max-num-seqs", "--max-num-batched-tokens",
-                    "--gpu-memory-utilization", "--host", "--port"}
+KNOWN_VLLM_FLAGS = {
+    "--tensor-parallel-size",
+    "--max-num-seqs",
+    "--max-num-batched-tokens",
+    "--gpu-memory-utilization",
+    "--host",
+    "--port",
+}
 IMAGES = {"rocm": "vllm/vllm-openai-rocm", "cuda": "vllm/vllm-openai"}
 # Device access per platform, as in vLLM's docker documentation (ROCm: its ROCm docker examples)
-DEVICE_OPTIONS = {"cuda": ["--gpus", "all"],
-                  "rocm": ["--device", "/dev/kfd", "--device", "/dev/dri", "--group-add", "video",
-                           "--cap-add=SYS_PTRACE", "--security-opt", "seccomp=unconfined"]}
+DEVICE_OPTIONS = {
+    "cuda": ["--gpus", "all"],
+    "rocm": [
+        "--device",
+        "/dev/kfd",
+        "--device",
+        "/dev/dri",
+        "--group-add",
+        "video",
+        "--cap-add=SYS_PTRACE",
+        "--security-opt",
+        "seccomp=unconfined",
+    ],
+}
 SECRET_KEY_REF = {"name": "vllm-api-key", "key": "OPENAI_API_KEY"}
 MASTER_LABELS = {"app.kubernetes.io/name": "vllm-stress", "app.kubernetes.io/component": "master"}
 WORKER_LABELS = {"app.kubernetes.io/name": "vllm-stress", "app.kubernetes.io/component": "worker"}
@@ -77,14 +102,23 @@ def compose_default(text: str) -> str:
 
 
 # Variables vllm-serve.sh reads; the caller's own values must not leak into the tests.
-SERVE_ENV = {"VLLM_PORT", "VLLM_SERVE_PORT", "VLLM_IMAGE_TAG", "VLLM_API_KEY", "VLLM_API_KEY_FILE", "HF_TOKEN",
-             "HF_HOME", "VLLM_CACHE_ROOT"}
+SERVE_ENV = {
+    "VLLM_PORT",
+    "VLLM_SERVE_PORT",
+    "VLLM_IMAGE_TAG",
+    "VLLM_API_KEY",
+    "VLLM_API_KEY_FILE",
+    "HF_TOKEN",
+    "HF_HOME",
+    "VLLM_CACHE_ROOT",
+}
 
 
 def serve(*args: str, env: dict | None = None, script: Path = SERVE) -> subprocess.CompletedProcess:
     clean = {k: v for k, v in os.environ.items() if k not in SERVE_ENV}
-    return subprocess.run(["bash", str(script), *args], capture_output=True, text=True, timeout=30,
-                          env={**clean, **(env or {})})
+    return subprocess.run(
+        ["bash", str(script), *args], capture_output=True, text=True, timeout=30, env={**clean, **(env or {})}
+    )
 
 
 def dry_run(*args: str, **kw) -> list[str]:
@@ -95,7 +129,7 @@ def dry_run(*args: str, **kw) -> list[str]:
 
 def vllm_flags(argv: list[str]) -> dict[str, str]:
     """The `--flag value` pairs after `serve MODEL`."""
-    rest = argv[argv.index("serve") + 2:]
+    rest = argv[argv.index("serve") + 2 :]
     return dict(zip(rest[::2], rest[1::2], strict=True))
 
 
@@ -117,8 +151,13 @@ def test_kustomization_applies_every_manifest_but_the_secret():
     manifests = {p.name for p in K8S.glob("*.yaml")} - {"kustomization.yaml"}
     assert set(kustomization()["resources"]) == manifests
     assert {(o["apiVersion"], o["kind"]) for o in k8s_objects()} == {
-        ("v1", "Namespace"), ("v1", "ConfigMap"), ("apps/v1", "Deployment"), ("v1", "Service"),
-        ("networking.k8s.io/v1", "NetworkPolicy"), ("v1", "PersistentVolumeClaim")}
+        ("v1", "Namespace"),
+        ("v1", "ConfigMap"),
+        ("apps/v1", "Deployment"),
+        ("v1", "Service"),
+        ("networking.k8s.io/v1", "NetworkPolicy"),
+        ("v1", "PersistentVolumeClaim"),
+    }
 
 
 def test_api_key_reaches_pods_only_through_the_secret():
@@ -134,8 +173,13 @@ def test_api_key_reaches_pods_only_through_the_secret():
 def test_no_file_in_deploy_holds_a_key():
     literal = re.compile(r"(sk-[A-Za-z0-9_-]{16,}|API_KEY\s*[:=]\s*['\"]?(?!REPLACE_ME)[A-Za-z0-9_-]{8,})")
     # The files git would commit: a local deploy/secrets/ is ignored, as it should be.
-    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "deploy"],
-                            cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "deploy"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     assert "deploy/vllm-serve.sh" in listed
     assert not [p for p in listed if literal.search((REPO / p).read_text(errors="replace"))]
 
@@ -148,7 +192,9 @@ def test_web_ui_is_cluster_internal():
     master = by_kind("Deployment")["locust-master"]["spec"]["template"]
     assert master["metadata"]["labels"] == MASTER_LABELS
     assert {p["name"]: p["containerPort"] for p in master["spec"]["containers"][0]["ports"]} == {
-        "master": 5557, "web": 8089}
+        "master": 5557,
+        "web": 8089,
+    }
     assert not by_kind("Ingress")
 
 
@@ -316,37 +362,85 @@ def test_profile_files_are_key_value_and_known_to_vllm():
 @pytest.mark.parametrize("platform", sorted(IMAGES))
 @pytest.mark.parametrize("profile", sorted(GUIDE_PROFILES))
 def test_dry_run_renders_the_guide_profile(platform, profile):
-    argv = dry_run("--platform", platform, "--profile", profile, "--model", "org/model", "--image-tag", "v9",
-                   env={"HOME": "/home/you"})
+    argv = dry_run(
+        "--platform",
+        platform,
+        "--profile",
+        profile,
+        "--model",
+        "org/model",
+        "--image-tag",
+        "v9",
+        env={"HOME": "/home/you"},
+    )
     entrypoint = argv.index("--entrypoint")
-    assert argv[entrypoint + 1:][:4] == ["vllm", f"{IMAGES[platform]}:v9", "serve", "org/model"]
+    assert argv[entrypoint + 1 :][:4] == ["vllm", f"{IMAGES[platform]}:v9", "serve", "org/model"]
     assert vllm_flags(argv) == GUIDE_PROFILES[profile]
     assert not any("num-scheduler-steps" in a for a in argv)
     env = [argv[i + 1] for i, a in enumerate(argv) if a == "--env"]
     options = [a for a in argv[:entrypoint] if a != "--env" and a not in env]
-    assert options == ["docker", "run", "--rm", "--name", "vllm-serve-8000", *DEVICE_OPTIONS[platform], "--ipc=host",
-                       "-p", "127.0.0.1:8000:8000", "-v", "/home/you/.cache/huggingface:/root/.cache/huggingface",
-                       "-v", "/home/you/.cache/vllm:/root/.cache/vllm"]
+    assert options == [
+        "docker",
+        "run",
+        "--rm",
+        "--name",
+        "vllm-serve-8000",
+        *DEVICE_OPTIONS[platform],
+        "--ipc=host",
+        "-p",
+        "127.0.0.1:8000:8000",
+        "-v",
+        "/home/you/.cache/huggingface:/root/.cache/huggingface",
+        "-v",
+        "/home/you/.cache/vllm:/root/.cache/vllm",
+    ]
     assert env == (["VLLM_ROCM_USE_AITER=1", "NCCL_MIN_NCHANNELS=112"] if platform == "rocm" else [])
 
 
 def test_port_comes_from_vllm_serve_port_not_vllms_own_variable():
     """vLLM reads VLLM_PORT as its internal distributed port (Kubernetes sets it to tcp://... for a Service named
     vllm): the script must neither use it nor be broken by it."""
-    argv = dry_run("--platform", "cuda", "--profile", "low-latency", "--model", "m",
-                   env={"VLLM_PORT": "tcp://10.0.0.1:8000", "VLLM_SERVE_PORT": "9000"})
+    argv = dry_run(
+        "--platform",
+        "cuda",
+        "--profile",
+        "low-latency",
+        "--model",
+        "m",
+        env={"VLLM_PORT": "tcp://10.0.0.1:8000", "VLLM_SERVE_PORT": "9000"},
+    )
     assert argv[argv.index("-p") + 1] == "127.0.0.1:9000:8000" and argv[argv.index("--name") + 1] == "vllm-serve-9000"
 
 
 def test_bare_metal_runs_vllm_serve_with_parameters():
-    argv = dry_run("--platform", "rocm", "--profile", "low-latency", "--model", "/models/m", "--tp", "2",
-                   "--port", "9000", "--env", "VLLM_ROCM_USE_AITER=0", "--bare", "--", "--max-num-seqs", "256")
+    argv = dry_run(
+        "--platform",
+        "rocm",
+        "--profile",
+        "low-latency",
+        "--model",
+        "/models/m",
+        "--tp",
+        "2",
+        "--port",
+        "9000",
+        "--env",
+        "VLLM_ROCM_USE_AITER=0",
+        "--bare",
+        "--",
+        "--max-num-seqs",
+        "256",
+    )
     assert argv[0] == "env" and "docker" not in argv
-    assert {"VLLM_ROCM_USE_AITER=0", "NCCL_MIN_NCHANNELS=112"} == set(argv[1:argv.index("vllm")])
-    flags = argv[argv.index("serve") + 2:]
+    assert {"VLLM_ROCM_USE_AITER=0", "NCCL_MIN_NCHANNELS=112"} == set(argv[1 : argv.index("vllm")])
+    flags = argv[argv.index("serve") + 2 :]
     assert flags[-2:] == ["--max-num-seqs", "256"]  # appended last, so it wins over the profile's 512
-    assert vllm_flags(argv[:-2]) == {**GUIDE_PROFILES["low-latency"], "--tensor-parallel-size": "2",
-                                     "--host": "127.0.0.1", "--port": "9000"}
+    assert vllm_flags(argv[:-2]) == {
+        **GUIDE_PROFILES["low-latency"],
+        "--tensor-parallel-size": "2",
+        "--host": "127.0.0.1",
+        "--port": "9000",
+    }
     assert set(flags[::2]) <= KNOWN_VLLM_FLAGS
 
 
@@ -405,14 +499,16 @@ def run_as_user(command: str, home: Path) -> subprocess.CompletedProcess:
     (home / ".config" / "vllm").mkdir(parents=True, exist_ok=True)
     (home / ".config" / "vllm" / "api-key").write_text("k-0123456789abcdef\n")
     clean = {k: v for k, v in os.environ.items() if k not in SERVE_ENV}
-    return subprocess.run(["bash", "-c", command], cwd=REPO, capture_output=True, text=True, timeout=30,
-                          env={**clean, "HOME": str(home)})
+    return subprocess.run(
+        ["bash", "-c", command], cwd=REPO, capture_output=True, text=True, timeout=30, env={**clean, "HOME": str(home)}
+    )
 
 
 @pytest.mark.parametrize("platform", sorted(IMAGES))
 def test_walkthrough_dry_run_prints_what_the_readme_shows(platform, tmp_path):
-    (command,) = [c for c in readme_commands("deploy/vllm-serve.sh ") if f"--platform {platform} " in c and
-                  "--dry-run" in c]
+    (command,) = [
+        c for c in readme_commands("deploy/vllm-serve.sh ") if f"--platform {platform} " in c and "--dry-run" in c
+    ]
     proc = run_as_user(command, tmp_path)
     assert proc.returncode == 0 and not proc.stderr, proc.stderr
     printed = proc.stdout.replace(str(tmp_path), HOME).strip()

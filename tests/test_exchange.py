@@ -33,15 +33,22 @@ def test_metrics_follow_the_vllm_definitions():
 
 
 def test_row_has_every_column_in_order():
-    row = dict(zip(schema.REQUEST_COLUMNS, streamed([0.01], completion_tokens=2, prompt_tokens=100,
-                                                     max_tokens=2).row("w1"), strict=True))
+    row = dict(
+        zip(
+            schema.REQUEST_COLUMNS,
+            streamed([0.01], completion_tokens=2, prompt_tokens=100, max_tokens=2).row("w1"),
+            strict=True,
+        )
+    )
     assert row["ok"] == 1 and row["error"] == "" and row["worker"] == "w1" and row["users"] == 10
     assert row["count_mismatch"] == 0
     assert row["end_time"] == pytest.approx(row["start_time"] + row["e2e_s"], abs=1e-5)
 
 
-@pytest.mark.parametrize(("prompt", "completion", "check", "mismatch"), [
-    (100, 4, True, 0), (101, 4, True, 1), (100, 3, True, 1), (100, 3, False, 0), (None, 4, True, 0)])
+@pytest.mark.parametrize(
+    ("prompt", "completion", "check", "mismatch"),
+    [(100, 4, True, 0), (101, 4, True, 1), (100, 3, True, 1), (100, 3, False, 0), (None, 4, True, 0)],
+)
 def test_count_mismatch_flags_usage_off_target(prompt, completion, check, mismatch):
     ex = streamed([0.01, 0.01, 0.01], completion_tokens=completion, prompt_tokens=prompt, check=check)
     assert ex.row("w")[schema.REQUEST_COLUMNS.index("count_mismatch")] == mismatch
@@ -60,8 +67,10 @@ def test_error_names_are_stable_and_readable():
     err = response_error(404, body)
     assert err.name == "HTTP 404" and "does not exist" in str(err)
     assert response_error(502, b"<html>bad gateway</html>").name == "HTTP 502"
-    assert error_event({"error": {"message": "engine died", "type": "InternalServerError"}}).name == \
-        "StreamError InternalServerError"
+    assert (
+        error_event({"error": {"message": "engine died", "type": "InternalServerError"}}).name
+        == "StreamError InternalServerError"
+    )
 
 
 def test_latency_buckets():

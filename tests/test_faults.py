@@ -28,11 +28,22 @@ SHORT = ["--input-tokens", "16", "--output-tokens", "8", "--headless", "--only-s
 SLOW_SIM = ["--profile", "cpu-tiny", "--set", "t_fixed=0.02"]  # ~0.2 s per request: few rows, little CPU
 TIMEOUT_S = 1.0
 EXPECTED = {  # fault -> the rows' error column ("" = success)
-    "ok": "", "http400": "HTTP 400", "http401": "HTTP 401", "http404": "HTTP 404", "http429": "HTTP 429",
-    "http500": "HTTP 500", "http503": "HTTP 503", "cut": "StreamTruncated", "no-done": "StreamTruncated",
-    "malformed-json": "MalformedJSON", "malformed-sse": "MalformedSSE",
-    "stream-error": "StreamError InternalServerError", "hang": "Timeout", "stall": "Timeout", "slow-headers": "",
-}  # fmt: skip
+    "ok": "",
+    "http400": "HTTP 400",
+    "http401": "HTTP 401",
+    "http404": "HTTP 404",
+    "http429": "HTTP 429",
+    "http500": "HTTP 500",
+    "http503": "HTTP 503",
+    "cut": "StreamTruncated",
+    "no-done": "StreamTruncated",
+    "malformed-json": "MalformedJSON",
+    "malformed-sse": "MalformedSSE",
+    "stream-error": "StreamError InternalServerError",
+    "hang": "Timeout",
+    "stall": "Timeout",
+    "slow-headers": "",
+}
 
 
 @pytest.fixture(scope="module")
@@ -49,9 +60,14 @@ def procs():
 
     def start(args: list[str], log: Path) -> subprocess.Popen:
         with open(log, "w") as out:
-            proc = subprocess.Popen([sys.executable, "-m", "locust", *args], cwd=REPO, stdout=out,
-                                    stderr=subprocess.STDOUT, env=os.environ | {"PYTHONUNBUFFERED": "1"},
-                                    preexec_fn=hear_ctrl_c)
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "locust", *args],
+                cwd=REPO,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=os.environ | {"PYTHONUNBUFFERED": "1"},
+                preexec_fn=hear_ctrl_c,
+            )
         started.append(proc)
         return proc
 
@@ -83,8 +99,10 @@ def locust_counts(prefix: Path) -> tuple[dict, dict[str, int]]:
     with open(f"{prefix}_stats.csv", newline="") as f:
         stats = next(r for r in csv.DictReader(f) if (r["Type"], r["Name"]) == ("POST", "chat"))
     with open(f"{prefix}_failures.csv", newline="") as f:
-        failures = {r["Error"].removeprefix("CatchResponseError('").removesuffix("')"): int(r["Occurrences"])
-                    for r in csv.DictReader(f)}
+        failures = {
+            r["Error"].removeprefix("CatchResponseError('").removesuffix("')"): int(r["Occurrences"])
+            for r in csv.DictReader(f)
+        }
     return stats, failures
 
 
@@ -117,9 +135,28 @@ def matrix_run(fault_server, tmp_path_factory):
     (--stop-timeout), so every request the server received is a finished row."""
     prefix = "/cycle/" + ",".join(FAULTS)
     out = tmp_path_factory.mktemp("matrix") / "run"
-    proc = run_locust("-f", "locustfiles/chat.py", "-H", fault_server.url + prefix, "-u", "1", "-r", "1", "-t", "6s",
-                      "--stop-timeout", "5", "--request-timeout", str(TIMEOUT_S), "--results-dir", str(out),
-                      "--csv", str(out / "locust"), *SHORT, timeout=60)
+    proc = run_locust(
+        "-f",
+        "locustfiles/chat.py",
+        "-H",
+        fault_server.url + prefix,
+        "-u",
+        "1",
+        "-r",
+        "1",
+        "-t",
+        "6s",
+        "--stop-timeout",
+        "5",
+        "--request-timeout",
+        str(TIMEOUT_S),
+        "--results-dir",
+        str(out),
+        "--csv",
+        str(out / "locust"),
+        *SHORT,
+        timeout=60,
+    )
     return proc, out, read_rows(out / "requests.csv"), fault_server.received[prefix]
 
 
@@ -144,8 +181,24 @@ def test_fault_matrix(matrix_run, fault):
 def test_sdk_user_follows_the_same_stream_rules(fault_server, tmp_path, fault):
     """The SDK consumes [DONE] itself and ends its iteration the same way without it: the SDK user still knows."""
     out = tmp_path / fault
-    proc = run_locust("-f", "locustfiles/sdk.py", "-H", f"{fault_server.url}/fault/{fault}", "-u", "1", "-r", "1",
-                      "-t", "2s", "--stop-timeout", "5", "--results-dir", str(out), *SHORT, timeout=60)
+    proc = run_locust(
+        "-f",
+        "locustfiles/sdk.py",
+        "-H",
+        f"{fault_server.url}/fault/{fault}",
+        "-u",
+        "1",
+        "-r",
+        "1",
+        "-t",
+        "2s",
+        "--stop-timeout",
+        "5",
+        "--results-dir",
+        str(out),
+        *SHORT,
+        timeout=60,
+    )
     assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
     rows = read_rows(out / "requests.csv")
     assert rows and {r["error"] for r in rows} == {EXPECTED[fault]}
@@ -154,20 +207,46 @@ def test_sdk_user_follows_the_same_stream_rules(fault_server, tmp_path, fault):
 def test_server_not_running_at_start(tmp_path):
     port = free_port()
     out = tmp_path / "run"
-    proc = run_locust("-f", "locustfiles/chat.py", "-H", f"http://127.0.0.1:{port}", "-u", "1", "-t", "5s",
-                      "--results-dir", str(out), *SHORT, timeout=30)
+    proc = run_locust(
+        "-f",
+        "locustfiles/chat.py",
+        "-H",
+        f"http://127.0.0.1:{port}",
+        "-u",
+        "1",
+        "-t",
+        "5s",
+        "--results-dir",
+        str(out),
+        *SHORT,
+        timeout=30,
+    )
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
     errors = [line for line in proc.stderr.splitlines() if "/ERROR/" in line]
     assert len(errors) == 1 and errors[0].endswith(
-        f"cannot reach the server: GET http://127.0.0.1:{port}/v1/models: Connection refused")
+        f"cannot reach the server: GET http://127.0.0.1:{port}/v1/models: Connection refused"
+    )
     assert row_count(out / "requests.csv") == 0
 
 
 def test_wrong_model_is_refused_before_any_request(fault_server, tmp_path):
-    proc = run_locust("-f", "locustfiles/chat.py", "-H", fault_server.url + "/fault/ok-wrong-model", "-u", "1",
-                      "-t", "5s", "--model", "no-such-model", "--results-dir", str(tmp_path / "run"), *SHORT,
-                      timeout=30)
+    proc = run_locust(
+        "-f",
+        "locustfiles/chat.py",
+        "-H",
+        fault_server.url + "/fault/ok-wrong-model",
+        "-u",
+        "1",
+        "-t",
+        "5s",
+        "--model",
+        "no-such-model",
+        "--results-dir",
+        str(tmp_path / "run"),
+        *SHORT,
+        timeout=30,
+    )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "model 'no-such-model' is not served by" in proc.stderr and "(it serves: fault-model)" in proc.stderr
     assert fault_server.chat_requests("/fault/ok-wrong-model") == 0
@@ -177,9 +256,30 @@ def test_server_killed_and_restarted_on_the_same_port(procs, tmp_path):
     port = free_port()
     first, second = start_simulator(*SLOW_SIM, "--port", str(port)), None
     out = tmp_path / "run"
-    locust = procs(["-f", "locustfiles/chat.py", "-H", first.url, "-u", "4", "-r", "4", "-t", "8s",
-                    "--stop-timeout", "5", "--request-timeout", "5", "--results-dir", str(out),
-                    "--csv", str(out / "locust"), *SHORT], tmp_path / "locust.log")
+    locust = procs(
+        [
+            "-f",
+            "locustfiles/chat.py",
+            "-H",
+            first.url,
+            "-u",
+            "4",
+            "-r",
+            "4",
+            "-t",
+            "8s",
+            "--stop-timeout",
+            "5",
+            "--request-timeout",
+            "5",
+            "--results-dir",
+            str(out),
+            "--csv",
+            str(out / "locust"),
+            *SHORT,
+        ],
+        tmp_path / "locust.log",
+    )
     try:
         assert wait_until(lambda: row_count(out / "requests.csv") >= 8, timeout=15)
         killed = time.time()
@@ -226,8 +326,26 @@ def check_partial_run(out: Path, url: str, tmp_path: Path) -> list[dict]:
 def test_interrupted_local_run_keeps_every_row(simulator, procs, tmp_path, signum):
     sim = simulator(*SLOW_SIM)
     out = tmp_path / "run"
-    locust = procs(["-f", "locustfiles/chat.py", "-H", sim.url, "-u", "4", "-r", "4", "-t", "60s",
-                    "--results-dir", str(out), "--csv", str(out / "locust"), *SHORT], tmp_path / "locust.log")
+    locust = procs(
+        [
+            "-f",
+            "locustfiles/chat.py",
+            "-H",
+            sim.url,
+            "-u",
+            "4",
+            "-r",
+            "4",
+            "-t",
+            "60s",
+            "--results-dir",
+            str(out),
+            "--csv",
+            str(out / "locust"),
+            *SHORT,
+        ],
+        tmp_path / "locust.log",
+    )
     assert wait_until(lambda: row_count(out / "requests.csv") >= 12, timeout=15)
     locust.send_signal(signum)
     assert locust.wait(timeout=15) in (0, 1)
@@ -240,9 +358,29 @@ def test_interrupted_master_keeps_the_workers_rows(simulator, procs, tmp_path):
     out = tmp_path / "run"
     port = str(free_port())
     common = ["-f", "locustfiles/chat.py", "-H", sim.url, *SHORT]
-    master = procs([*common, "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", port,
-                    "--expect-workers", "2", "-u", "6", "-r", "6", "-t", "60s", "--results-dir", str(out),
-                    "--csv", str(out / "locust")], tmp_path / "master.log")
+    master = procs(
+        [
+            *common,
+            "--master",
+            "--master-bind-host",
+            "127.0.0.1",
+            "--master-bind-port",
+            port,
+            "--expect-workers",
+            "2",
+            "-u",
+            "6",
+            "-r",
+            "6",
+            "-t",
+            "60s",
+            "--results-dir",
+            str(out),
+            "--csv",
+            str(out / "locust"),
+        ],
+        tmp_path / "master.log",
+    )
     workers = [procs([*common, "--worker", "--master-port", port], tmp_path / f"worker{i}.log") for i in range(2)]
     assert wait_until(lambda: len({r["worker"] for r in rows_so_far(out / "requests.csv")}) == 2, timeout=20)
     master.send_signal(signal.SIGTERM)
@@ -259,9 +397,24 @@ def start_master_and_workers(procs, tmp_path: Path, locustfile: str, url: str, w
     out = tmp_path / "run"
     port = str(free_port())
     common = ["-f", locustfile, "-H", url, *SHORT]
-    master = procs([*common, "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", port,
-                    "--expect-workers", str(workers), "--results-dir", str(out), "--csv", str(out / "locust"),
-                    *args], tmp_path / "master.log")
+    master = procs(
+        [
+            *common,
+            "--master",
+            "--master-bind-host",
+            "127.0.0.1",
+            "--master-bind-port",
+            port,
+            "--expect-workers",
+            str(workers),
+            "--results-dir",
+            str(out),
+            "--csv",
+            str(out / "locust"),
+            *args,
+        ],
+        tmp_path / "master.log",
+    )
 
     def worker(name: str) -> subprocess.Popen:
         return procs([*common, "--worker", "--master-port", port], tmp_path / f"{name}.log")
@@ -271,8 +424,9 @@ def start_master_and_workers(procs, tmp_path: Path, locustfile: str, url: str, w
 
 def test_worker_killed_mid_run_is_named_and_the_master_goes_on(simulator, procs, tmp_path):
     sim = simulator(*SLOW_SIM)
-    out, master, (first, _), _ = start_master_and_workers(procs, tmp_path, "locustfiles/chat.py", sim.url, 2,
-                                                          "-u", "6", "-r", "6", "-t", "60s")
+    out, master, (first, _), _ = start_master_and_workers(
+        procs, tmp_path, "locustfiles/chat.py", sim.url, 2, "-u", "6", "-r", "6", "-t", "60s"
+    )
     assert wait_until(lambda: len({r["worker"] for r in rows_so_far(out / "requests.csv")}) == 2, timeout=20)
     first.kill()
     killed = time.time()
@@ -294,9 +448,21 @@ def test_worker_killed_mid_run_is_named_and_the_master_goes_on(simulator, procs,
 
 def test_late_worker_rows_carry_the_level(simulator, procs, tmp_path):
     sim = simulator(*SLOW_SIM)
-    out, master, _, worker = start_master_and_workers(procs, tmp_path, "locustfiles/chat.py,scenarios/shape.py",
-                                                      sim.url, 1, "--levels", "2,4", "--step-time", "2",
-                                                      "--warmup", "0", "--ramp-time", "0.5")
+    out, master, _, worker = start_master_and_workers(
+        procs,
+        tmp_path,
+        "locustfiles/chat.py,scenarios/shape.py",
+        sim.url,
+        1,
+        "--levels",
+        "2,4",
+        "--step-time",
+        "2",
+        "--warmup",
+        "0",
+        "--ramp-time",
+        "0.5",
+    )
     assert wait_until(lambda: row_count(out / "requests.csv") >= 1, timeout=20)
     joined = time.time()
     late = worker("late")  # joins during level 2 (Locust gives it users at once)
@@ -316,8 +482,9 @@ def test_late_worker_rows_carry_the_level(simulator, procs, tmp_path):
 
 def test_workers_quit_by_themselves_when_the_master_dies(simulator, procs, tmp_path):
     sim = simulator(*SLOW_SIM)
-    out, master, workers, _ = start_master_and_workers(procs, tmp_path, "locustfiles/chat.py", sim.url, 2,
-                                                       "-u", "4", "-r", "4", "-t", "60s")
+    out, master, workers, _ = start_master_and_workers(
+        procs, tmp_path, "locustfiles/chat.py", sim.url, 2, "-u", "4", "-r", "4", "-t", "60s"
+    )
     assert wait_until(lambda: row_count(out / "requests.csv") >= 4, timeout=20)
     master.kill()
     killed = time.time()

@@ -70,8 +70,13 @@ def json_shape(url: str, path: str, body: dict) -> dict:
     resp.raise_for_status()
     answer = resp.json()
     choice = answer["choices"][0]
-    shape = {"keys": sorted(answer), "object": answer["object"], "choice": sorted(choice),
-             "usage": sorted(answer["usage"]), "id": id_prefix(answer["id"])}
+    shape = {
+        "keys": sorted(answer),
+        "object": answer["object"],
+        "choice": sorted(choice),
+        "usage": sorted(answer["usage"]),
+        "id": id_prefix(answer["id"]),
+    }
     if "message" in choice:
         shape["message"] = sorted(choice["message"])
     return shape
@@ -81,16 +86,24 @@ def error_shape(url: str, path: str, body: dict) -> dict:
     resp = requests.post(url + path, json=body, timeout=60)
     answer = resp.json()
     error = answer.get("error", {})
-    return {"status": resp.status_code, "keys": sorted(answer), "error": sorted(error),
-            **{key: error.get(key) for key in ("type", "param", "code")}}
+    return {
+        "status": resp.status_code,
+        "keys": sorted(answer),
+        "error": sorted(error),
+        **{key: error.get(key) for key in ("type", "param", "code")},
+    }
 
 
 def tokenize_shape(url: str, chat: dict, completion: dict) -> dict:
     """/tokenize's keys, and whether its count is the prompt_tokens of the same prompt's usage (chat and not)."""
     shape = {}
-    for name, path, body, field in (("chat", "/v1/chat/completions", chat, "messages"),
-                                    ("prompt", "/v1/completions", completion, "prompt")):
-        query = {"model": body["model"], field: body[field]} | ({"add_generation_prompt": True} if name == "chat" else {})
+    for name, path, body, field in (
+        ("chat", "/v1/chat/completions", chat, "messages"),
+        ("prompt", "/v1/completions", completion, "prompt"),
+    ):
+        query = {"model": body["model"], field: body[field]} | (
+            {"add_generation_prompt": True} if name == "chat" else {}
+        )
         tokenized = requests.post(url + "/tokenize", json=query, timeout=10).json()
         usage = requests.post(url + path, json=body, timeout=60).json()["usage"]
         shape[name] = {"keys": sorted(tokenized), "count_is_usage": tokenized["count"] == usage["prompt_tokens"]}
@@ -125,8 +138,9 @@ def capture_shapes(url: str, model: str) -> dict:
         "errors": {
             "chat_unknown_model": error_shape(url, "/v1/chat/completions", chat | {"model": "no-such-model"}),
             "completions_unknown_model": error_shape(url, "/v1/completions", completion | {"model": "no-such-model"}),
-            "chat_prompt_too_long": error_shape(url, "/v1/chat/completions",
-                                                chat | {"messages": [{"role": "user", "content": too_long}]}),
+            "chat_prompt_too_long": error_shape(
+                url, "/v1/chat/completions", chat | {"messages": [{"role": "user", "content": too_long}]}
+            ),
             "completions_prompt_too_long": error_shape(url, "/v1/completions", completion | {"prompt": too_long}),
             "chat_stream_options_without_stream": error_shape(url, "/v1/chat/completions", chat | usage),
         },
@@ -154,14 +168,18 @@ def differences(expected, actual, path: str = "") -> list[str]:
     if isinstance(expected, list) and isinstance(actual, list):
         if len(expected) != len(actual):
             return [f"{path}: {len(actual)} items, vLLM {len(expected)}"]
-        return [d for i, (e, a) in enumerate(zip(expected, actual, strict=True)) for d in differences(e, a, f"{path}[{i}]")]
+        return [
+            d for i, (e, a) in enumerate(zip(expected, actual, strict=True)) for d in differences(e, a, f"{path}[{i}]")
+        ]
     return [] if expected == actual else [f"{path}: {json.dumps(actual)}, vLLM {json.dumps(expected)}"]
 
 
 def dump_shapes(shapes: dict) -> str:
     """The fixture's text: indented JSON with each key list on one line, so a diff shows what changed."""
     text = json.dumps(shapes, indent=1)
-    return re.sub(r'\[\s+("[^"]*"(?:,\s+"[^"]*")*)\s+\]', lambda m: "[" + re.sub(r",\s+", ", ", m[1]) + "]", text) + "\n"
+    return (
+        re.sub(r'\[\s+("[^"]*"(?:,\s+"[^"]*")*)\s+\]', lambda m: "[" + re.sub(r",\s+", ", ", m[1]) + "]", text) + "\n"
+    )
 
 
 def without(shape, keys: set[str]):

@@ -85,9 +85,11 @@ def test_grade_compares_letters_and_decimal_values():
 
 
 def rows(answers: dict[int, list[str | None]], gold: list[str]) -> list[dict]:
-    return [{"question_id": f"q{i}", "parallel": level, "extracted": answer, "gold": gold[i],
-             "correct": answer == gold[i]}
-            for level, per_question in answers.items() for i, answer in enumerate(per_question)]  # fmt: skip
+    return [
+        {"question_id": f"q{i}", "parallel": level, "extracted": answer, "gold": gold[i], "correct": answer == gold[i]}
+        for level, per_question in answers.items()
+        for i, answer in enumerate(per_question)
+    ]
 
 
 def test_accuracy_and_agreement():

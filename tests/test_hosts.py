@@ -27,8 +27,19 @@ class Cluster:
         self.server, self.master_host = network.add_host("server"), network.add_host("master")
         self.worker_hosts = [network.add_host(name) for name in WORKER_HOSTS]
         self.out = out
-        simulator = self.server.start([sys.executable, "-m", "vllm_stress.simulator", "--host", self.server.address, "--port", "0",
-                                       "--profile", "cpu-tiny"])
+        simulator = self.server.start(
+            [
+                sys.executable,
+                "-m",
+                "vllm_stress.simulator",
+                "--host",
+                self.server.address,
+                "--port",
+                "0",
+                "--profile",
+                "cpu-tiny",
+            ]
+        )
         self.url = simulator.wait_for(READY_LINE.pattern, 60)["url"]
 
     def start(self, *extra: str, levels: str = "2,4,6", url: str = "", out=None):
@@ -36,11 +47,18 @@ class Cluster:
         for the master; returns the master's process."""
         master_args, worker_args = readme_commands()
         out = out or self.out
-        options = {"--config": "scenarios/configs/smoke.conf", "-H": url or self.url, "--results-dir": str(out),
-                   "--csv": str(out / "locust"), "--expect-workers": str(len(WORKER_HOSTS) * PROCESSES_PER_HOST),
-                   "--master-bind-host": self.master_host.address}
+        options = {
+            "--config": "scenarios/configs/smoke.conf",
+            "-H": url or self.url,
+            "--results-dir": str(out),
+            "--csv": str(out / "locust"),
+            "--expect-workers": str(len(WORKER_HOSTS) * PROCESSES_PER_HOST),
+            "--master-bind-host": self.master_host.address,
+        }
         locust = [sys.executable, "-m", "locust"]
-        master = self.master_host.start(locust + substitute(master_args, options, {}) + ["--levels", levels, *RAMP, *extra])
+        master = self.master_host.start(
+            locust + substitute(master_args, options, {}) + ["--levels", levels, *RAMP, *extra]
+        )
         master.wait_for(r"Waiting for workers to be ready", 60)  # it listens
         self.workers = [self.start_worker(host) for host in self.worker_hosts]
         return master
@@ -51,7 +69,9 @@ class Cluster:
         return host.start([sys.executable, "-m", "locust", *substitute(worker_args, options, {})])
 
     def server_completed(self) -> int:
-        return int(self.server.python(f"from tests.conftest import server_completed; print(server_completed({self.url!r}))"))
+        return int(
+            self.server.python(f"from tests.conftest import server_completed; print(server_completed({self.url!r}))")
+        )
 
 
 def test_readme_ramp_across_four_hosts(network, tmp_path):
@@ -97,8 +117,10 @@ def test_a_worker_host_cut_off_mid_level_is_accounted_and_the_run_completes(netw
     meta = json.loads((tmp_path / "run" / "run.json").read_text())
     rows = read_rows(tmp_path / "run" / "requests.csv")
     served = cluster.server_completed()
-    print(f"marked lost {marked_lost_s:.1f} s and quit {quit_s:.1f} s after the cut; rows {len(rows)}, server "
-          f"{served}, unaccounted {meta['unaccounted_requests']}")
+    print(
+        f"marked lost {marked_lost_s:.1f} s and quit {quit_s:.1f} s after the cut; rows {len(rows)}, server "
+        f"{served}, unaccounted {meta['unaccounted_requests']}"
+    )
     lost_ids = {lost["worker"] for lost in meta["lost_workers"]}
     assert lost_line[1] in lost_ids and {w.split("_")[0] for w in lost_ids} == {"worker2"}
     assert len(lost_ids) == PROCESSES_PER_HOST and all(lost["rows"] > 0 for lost in meta["lost_workers"])
@@ -163,15 +185,28 @@ def test_added_latency_shifts_ttft_by_it_and_no_more(network, tmp_path):
     """The same level direct and through a proxy adding 100 ms each way: TTFT and e2e grow by the round trip's
     200 ms, the time per output token does not."""
     cluster = Cluster(network, tmp_path / "direct")
-    proxy = cluster.server.start([sys.executable, "-m", "tests.delayproxy", "--listen", cluster.server.address,
-                                  "--upstream", cluster.url.removeprefix("http://"), "--delay-ms", "100"])
+    proxy = cluster.server.start(
+        [
+            sys.executable,
+            "-m",
+            "tests.delayproxy",
+            "--listen",
+            cluster.server.address,
+            "--upstream",
+            cluster.url.removeprefix("http://"),
+            "--delay-ms",
+            "100",
+        ]
+    )
     proxied_url = "http://" + proxy.wait_for(r"delayproxy ready: (\S+)", 30)[1]
     timings = {}
     for name, url in (("direct", cluster.url), ("proxied", proxied_url)):
         master = cluster.start("--step-time", "8", levels="4", url=url, out=tmp_path / name)
         assert master.wait(120) == 0, master.output
         rows = [row for row in read_rows(tmp_path / name / "requests.csv") if row["ok"] == "1"]
-        timings[name] = {field: statistics.median([float(row[field]) for row in rows]) for field in ("ttft_s", "tpot_s", "e2e_s")}
+        timings[name] = {
+            field: statistics.median([float(row[field]) for row in rows]) for field in ("ttft_s", "tpot_s", "e2e_s")
+        }
     shift = {field: timings["proxied"][field] - timings["direct"][field] for field in timings["direct"]}
     print(f"direct {timings['direct']}, proxied {timings['proxied']}, shift {shift}")
     assert 0.18 < shift["ttft_s"] < 0.25 and 0.18 < shift["e2e_s"] < 0.25

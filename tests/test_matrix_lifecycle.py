@@ -46,8 +46,13 @@ def docker(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", f"{state}:{os.environ['PATH']}")
     monkeypatch.setenv("FAKE_DOCKER_DIR", str(state))
     monkeypatch.setenv("HOME", str(tmp_path))  # the cache mounts of vllm-serve.sh point here
-    yield lambda: [json.loads(line) for line in (state / "calls.jsonl").read_text().splitlines()] \
-        if (state / "calls.jsonl").exists() else []
+    yield (
+        lambda: (
+            [json.loads(line) for line in (state / "calls.jsonl").read_text().splitlines()]
+            if (state / "calls.jsonl").exists()
+            else []
+        )
+    )
     for pid_file in state.glob("*.pid"):  # a container a failed test left running
         subprocess.run([str(state / "docker"), "stop", pid_file.stem], capture_output=True, timeout=60)
 
@@ -62,12 +67,14 @@ def scenario(tmp_path, monkeypatch):
 
 
 def serve_cmd(port: int, key_file: Path) -> str:
-    return (f"deploy/vllm-serve.sh --platform cuda --profile low-latency --model tiny "
-            f"--port {port} --api-key-file {key_file} --")
+    return (
+        f"deploy/vllm-serve.sh --platform cuda --profile low-latency --model tiny "
+        f"--port {port} --api-key-file {key_file} --"
+    )
 
 
 def write_matrix(path: Path, cells) -> str:
-    path.write_text("".join("[[cell]]\n" + "".join(f'{k} = {v}\n' for k, v in cell.items()) for cell in cells))
+    path.write_text("".join("[[cell]]\n" + "".join(f"{k} = {v}\n" for k, v in cell.items()) for cell in cells))
     return str(path)
 
 
@@ -77,8 +84,14 @@ def test_matrix_stops_each_cells_container_before_the_next(tmp_path, docker, sce
     key_file.write_text(KEY + "\n")
     monkeypatch.setenv("OPENAI_API_KEY", KEY + "\n")  # as a Secret made with --from-file: the newline is dropped
     out = tmp_path / "out"
-    runner.run_scenario(scenario, out, target=f"http://127.0.0.1:{port}", workers=1,
-                        matrix=write_matrix(tmp_path / "cells.toml", CELLS), server_cmd=serve_cmd(port, key_file))
+    runner.run_scenario(
+        scenario,
+        out,
+        target=f"http://127.0.0.1:{port}",
+        workers=1,
+        matrix=write_matrix(tmp_path / "cells.toml", CELLS),
+        server_cmd=serve_cmd(port, key_file),
+    )
     calls = docker()
     assert [c["command"] for c in calls] == ["run", "stop", "run", "stop"]
     assert {c["name"] for c in calls} == {f"vllm-serve-{port}"}
@@ -86,14 +99,17 @@ def test_matrix_stops_each_cells_container_before_the_next(tmp_path, docker, sce
         assert run["argv"][-4:] == [arg for k, v in cell.items() for arg in (f"--{k}", v)]
         assert run["key_in_env"] and "VLLM_API_KEY" in run["argv"] and not any(KEY in a for a in run["argv"])
     for stopped, cell in zip(calls[1::2], CELLS, strict=True):
-        rows = [row for n in (1, 2) for row in read_rows(out / runner.cell_name(cell) / f"run-{n}" /
-                                                          schema.REQUESTS_FILE)]
+        rows = [
+            row for n in (1, 2) for row in read_rows(out / runner.cell_name(cell) / f"run-{n}" / schema.REQUESTS_FILE)
+        ]
         ok = [row for row in rows if not row["error"]]
         # what this cell's own server finished is what this cell's runs measured
         assert ok and len(ok) <= stopped["served"] <= len(rows), (len(ok), stopped["served"], len(rows))
         meta = json.loads((out / runner.cell_name(cell) / "run-1" / schema.RUN_FILE).read_text())
-        assert meta["server_launch"] == {"kind": "server-cmd", "command": [
-            *shlex.split(serve_cmd(port, key_file)), *runner.cell_args(cell)]}  # run.json tells the cells apart
+        assert meta["server_launch"] == {
+            "kind": "server-cmd",
+            "command": [*shlex.split(serve_cmd(port, key_file)), *runner.cell_args(cell)],
+        }  # run.json tells the cells apart
     assert not runner.answers(f"http://127.0.0.1:{port}")
 
 
@@ -103,8 +119,14 @@ def test_a_container_that_outlives_its_client_stops_the_matrix(tmp_path, docker,
     monkeypatch.setattr(runner, "SERVER_STOP_GRACE_S", 3)
     cmd = f"docker run --name raw -p 127.0.0.1:{port}:8000 --entrypoint vllm img serve tiny"
     with pytest.raises(ScenarioError, match=f"127.0.0.1:{port} still answers 3 s after the server command ended"):
-        runner.run_scenario(scenario, tmp_path / "out", target=f"http://127.0.0.1:{port}", workers=1,
-                            matrix=write_matrix(tmp_path / "cells.toml", CELLS), server_cmd=cmd)
+        runner.run_scenario(
+            scenario,
+            tmp_path / "out",
+            target=f"http://127.0.0.1:{port}",
+            workers=1,
+            matrix=write_matrix(tmp_path / "cells.toml", CELLS),
+            server_cmd=cmd,
+        )
     assert [c["command"] for c in docker()] == ["run"]  # the second cell never started
 
 
@@ -112,8 +134,13 @@ def test_matrix_refuses_a_target_that_already_answers(tmp_path, docker, scenario
     sim = simulator("--profile", "cpu-tiny")
     port = int(sim.url.rsplit(":", 1)[1])
     with pytest.raises(ScenarioError, match=f"something already answers at {sim.url}: stop it first"):
-        runner.run_scenario(scenario, tmp_path / "out", target=sim.url, matrix=write_matrix(tmp_path / "m", CELLS),
-                            server_cmd=serve_cmd(port, tmp_path / "unused"))
+        runner.run_scenario(
+            scenario,
+            tmp_path / "out",
+            target=sim.url,
+            matrix=write_matrix(tmp_path / "m", CELLS),
+            server_cmd=serve_cmd(port, tmp_path / "unused"),
+        )
     assert docker() == []
 
 
@@ -131,12 +158,40 @@ def test_readiness_sends_the_bearer_key(tmp_path, simulator, monkeypatch):
 
 @pytest.mark.fast
 def test_credentials_in_a_launch_command_are_not_recorded():
-    command = ["vllm", "serve", "m", "--api-key", KEY, "--api-key-file", "/run/key", "--hf-token=hf_x", "HF_TOKEN=y",
-               "--max-num-seqs", "8", "--tokenizer", "t"]
+    command = [
+        "vllm",
+        "serve",
+        "m",
+        "--api-key",
+        KEY,
+        "--api-key-file",
+        "/run/key",
+        "--hf-token=hf_x",
+        "HF_TOKEN=y",
+        "--max-num-seqs",
+        "8",
+        "--tokenizer",
+        "t",
+    ]
     launch = json.loads(runner.launch_args(None, [], shlex.join(command))[0].split("=", 1)[1])
-    assert launch == {"kind": "server-cmd", "command": [
-        "vllm", "serve", "m", "--api-key", "***", "--api-key-file", "/run/key", "--hf-token=***", "HF_TOKEN=***",
-        "--max-num-seqs", "8", "--tokenizer", "t"]}
+    assert launch == {
+        "kind": "server-cmd",
+        "command": [
+            "vllm",
+            "serve",
+            "m",
+            "--api-key",
+            "***",
+            "--api-key-file",
+            "/run/key",
+            "--hf-token=***",
+            "HF_TOKEN=***",
+            "--max-num-seqs",
+            "8",
+            "--tokenizer",
+            "t",
+        ],
+    }
 
 
 def test_server_ready_timeout():
@@ -161,8 +216,18 @@ def test_api_key_whitespace_is_dropped(value, tmp_path):
 
 def test_plain_locust_refuses_repeats(tmp_path):
     (tmp_path / "short.conf").write_text(CONFIG)
-    proc = run_locust("-f", "locustfiles/chat.py,scenarios/shape.py", "--config", str(tmp_path / "short.conf"),
-                      "--headless", "-H", NOWHERE, "--results-dir", str(tmp_path / "run"), timeout=60)
+    proc = run_locust(
+        "-f",
+        "locustfiles/chat.py,scenarios/shape.py",
+        "--config",
+        str(tmp_path / "short.conf"),
+        "--headless",
+        "-H",
+        NOWHERE,
+        "--results-dir",
+        str(tmp_path / "run"),
+        timeout=60,
+    )
     refused(proc, "repeats = 2: plain Locust runs once; use `python -m scenarios run`, or pass --repeats 1")
 
 

@@ -16,8 +16,25 @@ def arrival_gaps(rows):
 def test_open_loop_rate_on_two_workers(simulator, tmp_path):
     sim = simulator("--profile", "cpu-tiny")
     out = tmp_path / "run"
-    proc = run_locust("-f", "locustfiles/chat.py", "-H", sim.url, "-u", "40", "-r", "40", "-t", "8s",
-                      "--arrival-rate", "30", *two_workers(), "--results-dir", str(out), *ARGS, *OPEN_LOOP_LOG)
+    proc = run_locust(
+        "-f",
+        "locustfiles/chat.py",
+        "-H",
+        sim.url,
+        "-u",
+        "40",
+        "-r",
+        "40",
+        "-t",
+        "8s",
+        "--arrival-rate",
+        "30",
+        *two_workers(),
+        "--results-dir",
+        str(out),
+        *ARGS,
+        *OPEN_LOOP_LOG,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     loops = [line for line in proc.stderr.splitlines() if "Open loop:" in line]
     assert len(loops) == 2 and all("asked 15.00/s in this process" in line for line in loops), loops
@@ -33,8 +50,9 @@ def test_open_loop_rate_on_two_workers(simulator, tmp_path):
 def test_closed_loop_is_the_default(simulator, tmp_path):
     sim = simulator("--profile", "cpu-tiny")
     out = tmp_path / "run"
-    proc = run_locust("-f", "locustfiles/chat.py", "-H", sim.url, "-u", "1", "-r", "1", "-t", "3s",
-                      "--results-dir", str(out), *ARGS)
+    proc = run_locust(
+        "-f", "locustfiles/chat.py", "-H", sim.url, "-u", "1", "-r", "1", "-t", "3s", "--results-dir", str(out), *ARGS
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = sorted((r for r in read_rows(out / "requests.csv") if r["ok"] == "1"), key=lambda r: float(r["start_time"]))
     starts = [float(r["start_time"]) for r in rows]
@@ -53,8 +71,23 @@ def test_arrivals_waiting_for_a_free_user_are_reported(simulator, tmp_path):
 
     sim = simulator("--profile", "cpu-tiny", "--set", "t_fixed=0.02")
     out = tmp_path / "run"
-    proc = run_locust("-f", "locustfiles/chat.py", "-H", sim.url, "-u", "2", "-r", "2", "-t", "5s",
-                      "--arrival-rate", "40", "--results-dir", str(out), *ARGS)
+    proc = run_locust(
+        "-f",
+        "locustfiles/chat.py",
+        "-H",
+        sim.url,
+        "-u",
+        "2",
+        "-r",
+        "2",
+        "-t",
+        "5s",
+        "--arrival-rate",
+        "40",
+        "--results-dir",
+        str(out),
+        *ARGS,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = [r for r in read_rows(out / "requests.csv") if r["ok"] == "1"]
     lags = [float(r["schedule_lag_s"]) for r in rows]

@@ -31,10 +31,14 @@ def test_bundled_sets_are_what_the_script_writes(tmp_path):
 
 def test_loader_reads_mmlu_and_gsm8k_shapes(tmp_path):
     mmlu = tmp_path / "mmlu.jsonl"
-    mmlu.write_text('{"question": "Q1", "choices": ["a", "b", "c", "d"], "answer": 2, "subject": "x"}\n\n'
-                    '{"id": "q-2", "question": "Q2", "choices": ["a", "b", "c", "d"], "answer": "b"}\n')  # fmt: skip
-    assert [(q.id, q.kind, q.gold, q.subject) for q in load_questions(mmlu)] == [("1", "mc", "C", "x"),
-                                                                                 ("q-2", "mc", "B", "")]
+    mmlu.write_text(
+        '{"question": "Q1", "choices": ["a", "b", "c", "d"], "answer": 2, "subject": "x"}\n\n'
+        '{"id": "q-2", "question": "Q2", "choices": ["a", "b", "c", "d"], "answer": "b"}\n'
+    )
+    assert [(q.id, q.kind, q.gold, q.subject) for q in load_questions(mmlu)] == [
+        ("1", "mc", "C", "x"),
+        ("q-2", "mc", "B", ""),
+    ]
     gsm8k = tmp_path / "gsm8k.jsonl"
     gsm8k.write_text('{"question": "How many?", "answer": "3 * 400 = 1200 <<3*400=1200>>\\n#### 1,200"}\n' * 3)
     questions = load_questions(gsm8k, limit=2)
@@ -47,8 +51,10 @@ def test_loader_reads_mmlu_and_gsm8k_shapes(tmp_path):
     [
         ('{"question": "Q", "choices": ["a", "b"], "answer": 0}\n', ":1: not an MMLU or GSM8K line"),
         ('{"question": "Q", "answer": "seven"}\n', ":1: not an MMLU or GSM8K line"),
-        ('{"question": "Q", "answer": "#### 7"}\n{"question": "Q", "choices": ["a", "b", "c", "d"], "answer": 0}\n',
-         "mixes multiple-choice and math"),
+        (
+            '{"question": "Q", "answer": "#### 7"}\n{"question": "Q", "choices": ["a", "b", "c", "d"], "answer": 0}\n',
+            "mixes multiple-choice and math",
+        ),
         ("", "no questions"),
     ],
 )
@@ -109,8 +115,9 @@ def test_simulator_streams_the_same_answer(simulator):
     with requests.post(sim.url + "/v1/chat/completions", json=body | {"stream": True}, stream=True, timeout=30) as r:
         chunks = [json.loads(line[6:]) for line in r.iter_lines(decode_unicode=True) if line.startswith("data: {")]
     assert "".join(c["choices"][0]["delta"].get("content", "") for c in chunks if c["choices"]) == text
-    forced = requests.post(sim.url + "/v1/chat/completions", json=body | {"max_tokens": 8, "ignore_eos": True},
-                           timeout=30).json()  # fmt: skip
+    forced = requests.post(
+        sim.url + "/v1/chat/completions", json=body | {"max_tokens": 8, "ignore_eos": True}, timeout=30
+    ).json()
     assert grade("math", forced["choices"][0]["message"]["content"], question.gold)[0] is None  # pseudo-words
 
 
@@ -121,9 +128,24 @@ def run(tmp_path_factory):
     math = folder / "math16.jsonl"
     math.write_text("".join(MATH.read_text().splitlines(keepends=True)[:MATH_COUNT]))
     out = folder / "out"
-    command = [sys.executable, "-m", "scenarios", "parallel", "--dataset", str(MC), "--dataset", str(math),
-               "--limit", str(MC_COUNT), "--parallel", "1,4,16", "--out", str(out),
-               "--simulator-arg=--answer-flip-rate=0.01", "--simulator-arg=--set=output_len_mean=48"]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "scenarios",
+        "parallel",
+        "--dataset",
+        str(MC),
+        "--dataset",
+        str(math),
+        "--limit",
+        str(MC_COUNT),
+        "--parallel",
+        "1,4,16",
+        "--out",
+        str(out),
+        "--simulator-arg=--answer-flip-rate=0.01",
+        "--simulator-arg=--set=output_len_mean=48",
+    ]
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     return out

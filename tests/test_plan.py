@@ -24,8 +24,9 @@ def test_worker_processes_keep_each_under_the_timing_limit():
     for tokens_per_s in (1, 10_000, 20_491, 20_492, 50_000, 500_000):
         processes = worker_processes(tokens_per_s)
         share = tokens_per_s * schema.CLIENT_CPU_US_PER_TOKEN / 1e6 / processes
-        assert share <= 0.5 and (processes == 1 or tokens_per_s * schema.CLIENT_CPU_US_PER_TOKEN / 1e6 /
-                                 (processes - 1) > 0.5)
+        assert share <= 0.5 and (
+            processes == 1 or tokens_per_s * schema.CLIENT_CPU_US_PER_TOKEN / 1e6 / (processes - 1) > 0.5
+        )
 
 
 def write_csv(path, columns, rows):
@@ -39,27 +40,39 @@ def test_check_run_reads_tokens_and_worker_cpu_per_level(tmp_path):
     requests = [{**row, "users": 10, "end_time": 100 + i, "chunks": 2000} for i in range(10)]  # 2,000 tokens/s
     requests.append({**row, "users": 10, "end_time": 120, "chunks": 10**6})  # after the hold: not counted
     write_csv(tmp_path / schema.REQUESTS_FILE, schema.REQUEST_COLUMNS, [list(r.values()) for r in requests])
-    write_csv(tmp_path / schema.CLIENT_HEALTH_FILE, schema.CLIENT_HEALTH_COLUMNS,
-              [[105, 10, "w1", 3.0, 1.0], [108, 10, "w1", 5.0, 1.0], [108, 10, "w2", 1.0, 1.0],
-               [108, 10, "master", 50.0, 1.0]])
+    write_csv(
+        tmp_path / schema.CLIENT_HEALTH_FILE,
+        schema.CLIENT_HEALTH_COLUMNS,
+        [
+            [105, 10, "w1", 3.0, 1.0],
+            [108, 10, "w1", 5.0, 1.0],
+            [108, 10, "w2", 1.0, 1.0],
+            [108, 10, "master", 50.0, 1.0],
+        ],
+    )
     lines = check_run(tmp_path).splitlines()
     assert lines[1] == "10 | 2,000 | 2 | 5 %, 4 % | 25.0 | 1"  # (4 + 1) % of a core over 2,000 tok/s = 25 us
 
 
 def test_report_says_how_many_workers_a_client_bound_level_needed(tmp_path):
     levels = step_levels([10, 100], hold_s=60)
-    rows = pd.concat([closed_loop_rows(users, hold - 10, end, 2.0, completion_tokens=512, worker="w1")
-                      for users, _, hold, end in levels])
+    rows = pd.concat(
+        [
+            closed_loop_rows(users, hold - 10, end, 2.0, completion_tokens=512, worker="w1")
+            for users, _, hold, end in levels
+        ]
+    )
     folder = write_run(tmp_path / "run", rows, levels)
     (_, _, _, end_10), (_, _, hold_100, end_100) = levels
     health = [(end_10 - 5, 10, "w1", 40.0, 1.0), (hold_100, 100, "w1", 40.0, 1.0), (end_100 - 5, 100, "w1", 97.0, 1.0)]
-    pd.DataFrame(health, columns=schema.CLIENT_HEALTH_COLUMNS).to_csv(folder / schema.CLIENT_HEALTH_FILE,
-                                                                       index=False)
+    pd.DataFrame(health, columns=schema.CLIENT_HEALTH_COLUMNS).to_csv(folder / schema.CLIENT_HEALTH_FILE, index=False)
     summary = analyse(folder, tmp_path / "report")
     level = {level["users"]: level for level in summary["levels"]}[100]
     needed = worker_processes(level["output_tokens_per_s"])  # 100 users x 256 tok/s = 25,600 tok/s: 2 processes
     assert needed == 2
     report = (tmp_path / "report" / "report.md").read_text()
-    assert f"100 users: a load generator at 97 % CPU; {level['output_tokens_per_s']:,.0f} output tok/s need 2 worker " \
-           "processes" in report
+    assert (
+        f"100 users: a load generator at 97 % CPU; {level['output_tokens_per_s']:,.0f} output tok/s need 2 worker "
+        "processes" in report
+    )
     assert "10 users: a load generator" not in report

@@ -13,8 +13,9 @@ WORDS = [f"w{i}" for i in range(50)]
 
 @pytest.mark.fast
 def test_prompts_share_one_of_the_group_prefixes_on_every_worker():
-    first, second = (Workload(128, 16, words=WORDS, overhead=5, seed=seed, prefix_tokens=20, prefix_groups=2)
-                     for seed in (1, 2))
+    first, second = (
+        Workload(128, 16, words=WORDS, overhead=5, seed=seed, prefix_tokens=20, prefix_groups=2) for seed in (1, 2)
+    )
     assert first.prefixes == second.prefixes and len(set(first.prefixes)) == 2  # the same groups on every worker
     for _ in range(20):
         words = first.next_request().text.split()
@@ -23,8 +24,24 @@ def test_prompts_share_one_of_the_group_prefixes_on_every_worker():
 
 def run(tmp_path, name, *args):
     out = tmp_path / name
-    assert main(["run", "--scenario", "smoke", "--out", str(out), "--workers", "1", "--locust-arg=--levels=4",
-                 "--locust-arg=--step-time=auto", "--simulator-arg=--enable-prompt-tokens-details", *args]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "--scenario",
+                "smoke",
+                "--out",
+                str(out),
+                "--workers",
+                "1",
+                "--locust-arg=--levels=4",
+                "--locust-arg=--step-time=auto",
+                "--simulator-arg=--enable-prompt-tokens-details",
+                *args,
+            ]
+        )
+        == 0
+    )
     return json.loads((out / "report" / "summary.json").read_text())["levels"][0]
 
 

@@ -15,15 +15,30 @@ PHASES = ("ramping up", "warming up", "holding", "held")
 
 
 def test_repeated_runs_print_one_line_per_phase_with_run_k_of_n(tmp_path, capfd):
-    code = main(["run", "--scenario", "smoke", "--out", str(tmp_path / "smoke"), "--repeats", "2", "--workers", "1",
-                 "--locust-arg=--step-time=2", "--locust-arg=--warmup=0"])
+    code = main(
+        [
+            "run",
+            "--scenario",
+            "smoke",
+            "--out",
+            str(tmp_path / "smoke"),
+            "--repeats",
+            "2",
+            "--workers",
+            "1",
+            "--locust-arg=--step-time=2",
+            "--locust-arg=--warmup=0",
+        ]
+    )
     assert code == 0
     output = capfd.readouterr()
     lines = (output.out + output.err).splitlines()
     phase_lines = [line.split("INFO/shape: ", 1)[1] for line in lines if "INFO/shape: " in line]
     expected = [(run, level, users, phase) for run in (1, 2) for level, users in ((1, 2), (2, 4)) for phase in PHASES]
-    got = [re.match(r"Run (\d) of 2 · Level (\d)/2 \((\d) users\): (ramping up|warming up|holding|held)", line)
-           for line in phase_lines]
+    got = [
+        re.match(r"Run (\d) of 2 · Level (\d)/2 \((\d) users\): (ramping up|warming up|holding|held)", line)
+        for line in phase_lines
+    ]
     assert [(int(m[1]), int(m[2]), int(m[3]), m[4]) for m in got if m] == expected, phase_lines
     clock = r"\d\d:\d\d:\d\d"
     for line in phase_lines:  # every line but a level's verdict says when the ramp ends

@@ -13,9 +13,21 @@ from vllm_stress.scenarios.cli import main
 
 def test_ramp_saturates_at_max_num_seqs(tmp_path):
     out = tmp_path / "ramp"
-    code = main(["run", "--scenario", "smoke", "--out", str(out), "--workers", "2",
-                 "--simulator-arg=--max-num-seqs=8", "--locust-arg=--levels=4,8,16,32", "--locust-arg=--step-time=5",
-                 "--locust-arg=--warmup=2"])
+    code = main(
+        [
+            "run",
+            "--scenario",
+            "smoke",
+            "--out",
+            str(out),
+            "--workers",
+            "2",
+            "--simulator-arg=--max-num-seqs=8",
+            "--locust-arg=--levels=4,8,16,32",
+            "--locust-arg=--step-time=5",
+            "--locust-arg=--warmup=2",
+        ]
+    )
     assert code == 0
     rows = read_rows(out / "run-1" / "requests.csv")
     assert {r["users"] for r in rows} == {"4", "8", "16", "32"}  # every row carries its level
@@ -32,8 +44,10 @@ def test_ramp_saturates_at_max_num_seqs(tmp_path):
     ttft = {users: level["ttft_p50_s"] for users, level in levels.items()}
     assert ttft[32] > 2 * ttft[8]  # the extra users wait in the server's queue
     assert [levels[u]["bound"] for u in (4, 8, 16, 32)] == ["", "", *["server-bound: waiting requests"] * 2]
-    assert "| Why it saturates there | server-bound: waiting requests from 16 users |" in \
-        (out / "report" / "report.md").read_text()
+    assert (
+        "| Why it saturates there | server-bound: waiting requests from 16 users |"
+        in (out / "report" / "report.md").read_text()
+    )
 
 
 def test_a_gateway_cap_is_reported_as_client_or_gateway_bound(simulator, tmp_path):
@@ -41,8 +55,22 @@ def test_a_gateway_cap_is_reported_as_client_or_gateway_bound(simulator, tmp_pat
     sim = simulator("--profile", "cpu-tiny")
     with Gateway(sim.url, limit=4) as gateway:
         out = tmp_path / "capped"
-        code = main(["run", "--scenario", "smoke", "--target", gateway.url, "--out", str(out), "--workers", "2",
-                     "--locust-arg=--levels=4,16", "--locust-arg=--step-time=5", "--locust-arg=--warmup=2"])
+        code = main(
+            [
+                "run",
+                "--scenario",
+                "smoke",
+                "--target",
+                gateway.url,
+                "--out",
+                str(out),
+                "--workers",
+                "2",
+                "--locust-arg=--levels=4,16",
+                "--locust-arg=--step-time=5",
+                "--locust-arg=--warmup=2",
+            ]
+        )
     assert code == 0
     summary = json.loads((out / "report" / "summary.json").read_text())
     levels = {level["users"]: level for level in summary["levels"]}
@@ -60,8 +88,12 @@ class Gateway:
         self.ready = threading.Event()
 
     async def forward(self, request: web.Request) -> web.StreamResponse:
-        async with self.session.request(request.method, self.upstream + request.path_qs, data=await request.read(),
-                                        headers={"Content-Type": "application/json"}) as upstream:
+        async with self.session.request(
+            request.method,
+            self.upstream + request.path_qs,
+            data=await request.read(),
+            headers={"Content-Type": "application/json"},
+        ) as upstream:
             response = web.StreamResponse(status=upstream.status, headers={"Content-Type": upstream.content_type})
             await response.prepare(request)
             async for data in upstream.content.iter_any():

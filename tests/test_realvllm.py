@@ -1,7 +1,7 @@
 """The suite against a real vLLM (CPU build, tiny local model), started once by deploy/real-vllm.sh.
 
-    bash deploy/real-vllm.sh model          # once: venv + model (about 3 min the first time)
-    .venv/bin/python -m pytest tests/test_realvllm.py -m realvllm
+bash deploy/real-vllm.sh model          # once: venv + model (about 3 min the first time)
+.venv/bin/python -m pytest tests/test_realvllm.py -m realvllm
 """
 
 from __future__ import annotations
@@ -30,13 +30,21 @@ SHORT = ["--input-tokens", "64", "--output-tokens", "16", "--headless", "--only-
 USERS = [("chat", "chat"), ("completions", "completions"), ("sdk", "sdk-chat")]
 # Families of the reference (docs/vllm-protocol.md §8.1), as prometheus_client names them.
 METRIC_TYPES = {
-    "vllm:num_requests_running": "gauge", "vllm:num_requests_waiting": "gauge", "vllm:kv_cache_usage_perc": "gauge",
-    "vllm:prompt_tokens": "counter", "vllm:generation_tokens": "counter", "vllm:request_success": "counter",
-    "vllm:num_preemptions": "counter", "vllm:time_to_first_token_seconds": "histogram",
-    "vllm:inter_token_latency_seconds": "histogram", "vllm:e2e_request_latency_seconds": "histogram",
-    "vllm:request_queue_time_seconds": "histogram", "vllm:request_prompt_tokens": "histogram",
-    "vllm:request_generation_tokens": "histogram", "vllm:iteration_tokens_total": "histogram",
-}  # fmt: skip
+    "vllm:num_requests_running": "gauge",
+    "vllm:num_requests_waiting": "gauge",
+    "vllm:kv_cache_usage_perc": "gauge",
+    "vllm:prompt_tokens": "counter",
+    "vllm:generation_tokens": "counter",
+    "vllm:request_success": "counter",
+    "vllm:num_preemptions": "counter",
+    "vllm:time_to_first_token_seconds": "histogram",
+    "vllm:inter_token_latency_seconds": "histogram",
+    "vllm:e2e_request_latency_seconds": "histogram",
+    "vllm:request_queue_time_seconds": "histogram",
+    "vllm:request_prompt_tokens": "histogram",
+    "vllm:request_generation_tokens": "histogram",
+    "vllm:iteration_tokens_total": "histogram",
+}
 
 
 @dataclass
@@ -58,8 +66,7 @@ def real_vllm(tmp_path_factory):
         assert started.returncode == 0, started.stderr[-3000:]
         values = dict(line.split("=", 1) for line in state.read_text().splitlines())
         if values.get("CLIENT_CPUS"):  # the Locust processes started from here inherit it
-            subprocess.run(["taskset", "-pc", values["CLIENT_CPUS"], str(os.getpid())], check=True,
-                           capture_output=True)  # fmt: skip
+            subprocess.run(["taskset", "-pc", values["CLIENT_CPUS"], str(os.getpid())], check=True, capture_output=True)
         yield Server(values["URL"], values["MODEL"])
     finally:
         os.sched_setaffinity(0, own_cpus)
@@ -80,9 +87,18 @@ def tokenize(server: Server, **body) -> int:
 def counters(url: str) -> dict[str, float]:
     """The server's request and token counters (success by finish reason)."""
     metrics = scrape(url)
-    return {key: value for key, value in metrics.items()
-            if key.startswith(("vllm:request_success_total{", "vllm:prompt_tokens_total{", "vllm:generation_tokens_total{",
-                               "vllm:time_to_first_token_seconds_count{"))}
+    return {
+        key: value
+        for key, value in metrics.items()
+        if key.startswith(
+            (
+                "vllm:request_success_total{",
+                "vllm:prompt_tokens_total{",
+                "vllm:generation_tokens_total{",
+                "vllm:time_to_first_token_seconds_count{",
+            )
+        )
+    }
 
 
 def delta(before: dict, after: dict) -> dict[str, float]:
@@ -91,8 +107,23 @@ def delta(before: dict, after: dict) -> dict[str, float]:
 
 def run_user(server: Server, out, locustfile: str, *args: str) -> list[dict]:
     """Two users for 4 s (in-flight requests finish: --stop-timeout); returns the rows of requests.csv."""
-    proc = run_locust("-f", f"locustfiles/{locustfile}.py", "-H", server.url, "-u", "2", "-r", "2", "-t", "4s",
-                      "--stop-timeout", "30", "--results-dir", str(out), *args)
+    proc = run_locust(
+        "-f",
+        f"locustfiles/{locustfile}.py",
+        "-H",
+        server.url,
+        "-u",
+        "2",
+        "-r",
+        "2",
+        "-t",
+        "4s",
+        "--stop-timeout",
+        "30",
+        "--results-dir",
+        str(out),
+        *args,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr
     return read_rows(out / "requests.csv")
@@ -112,7 +143,9 @@ def test_each_prompt_word_is_one_token(real_vllm):
     text = " ".join(WORDS)
     assert tokenize(real_vllm, prompt=text) == len(WORDS)
     empty = tokenize(real_vllm, messages=[{"role": "user", "content": ""}], add_generation_prompt=True)
-    assert tokenize(real_vllm, messages=[{"role": "user", "content": text}], add_generation_prompt=True) == empty + len(WORDS)
+    assert tokenize(real_vllm, messages=[{"role": "user", "content": text}], add_generation_prompt=True) == empty + len(
+        WORDS
+    )
 
 
 @pytest.mark.parametrize("locustfile,name", USERS)
@@ -153,8 +186,26 @@ def test_prompt_too_long_fails_as_http_400(real_vllm, tmp_path, locustfile, args
     dataset = tmp_path / "long.jsonl"
     dataset.write_text(json.dumps({"prompt": " ".join(["the"] * 5000)}) + "\n")
     out = tmp_path / "run"
-    proc = run_locust("-f", f"locustfiles/{locustfile}.py", "-H", real_vllm.url, "-u", "1", "-r", "1", "-t", "2s",
-                      "--stop-timeout", "10", "--results-dir", str(out), "--dataset", str(dataset), *SHORT, *args)
+    proc = run_locust(
+        "-f",
+        f"locustfiles/{locustfile}.py",
+        "-H",
+        real_vllm.url,
+        "-u",
+        "1",
+        "-r",
+        "1",
+        "-t",
+        "2s",
+        "--stop-timeout",
+        "10",
+        "--results-dir",
+        str(out),
+        "--dataset",
+        str(dataset),
+        *SHORT,
+        *args,
+    )
     assert proc.returncode == 1, proc.stderr[-3000:]  # Locust's exit code when requests failed
     rows = read_rows(out / "requests.csv")
     assert rows and {(r["ok"], r["error"], r["status"]) for r in rows} == {("0", "HTTP 400", "400")}
@@ -163,8 +214,23 @@ def test_prompt_too_long_fails_as_http_400(real_vllm, tmp_path, locustfile, args
 def test_unknown_model_is_refused_before_the_load(real_vllm, tmp_path):
     """vLLM answers an unknown model with 404 (tests/fixtures/vllm_shapes.json); the locustfiles check first."""
     out = tmp_path / "run"
-    proc = run_locust("-f", "locustfiles/chat.py", "-H", real_vllm.url, "-u", "1", "-r", "1", "-t", "2s",
-                      "--results-dir", str(out), "--model", "no-such-model", *SHORT)
+    proc = run_locust(
+        "-f",
+        "locustfiles/chat.py",
+        "-H",
+        real_vllm.url,
+        "-u",
+        "1",
+        "-r",
+        "1",
+        "-t",
+        "2s",
+        "--results-dir",
+        str(out),
+        "--model",
+        "no-such-model",
+        *SHORT,
+    )
     assert proc.returncode == 2 and f"(it serves: {real_vllm.model})" in proc.stderr, proc.stderr[-3000:]
     assert read_rows(out / "requests.csv") == []
 
@@ -181,8 +247,20 @@ def test_metric_names_and_types(real_vllm):
 def test_smoke_scenario_through_master_and_workers(real_vllm, tmp_path):
     before = counters(real_vllm.url)
     out = tmp_path / "smoke"
-    cmd = [sys.executable, "-m", "scenarios", "run", "--scenario", "smoke", "--target", real_vllm.url,
-           "--out", str(out), "--workers", "2"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "scenarios",
+        "run",
+        "--scenario",
+        "smoke",
+        "--target",
+        real_vllm.url,
+        "--out",
+        str(out),
+        "--workers",
+        "2",
+    ]
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = read_rows(out / "run-1" / "requests.csv")
@@ -218,15 +296,32 @@ def test_parallel_questions_complete_and_are_graded(real_vllm, tmp_path):
     """`python -m scenarios parallel` against vLLM: a random model cannot answer, so only check that every question
     at every level got a reply and a grade."""
     out = tmp_path / "parallel"
-    cmd = [sys.executable, "-m", "scenarios", "parallel", "--target", real_vllm.url, "--dataset",
-           str(REPO / "scenarios" / "data" / "synthetic-mc.jsonl"), "--limit", "8", "--parallel", "1,4", "--out", str(out)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "scenarios",
+        "parallel",
+        "--target",
+        real_vllm.url,
+        "--dataset",
+        str(REPO / "scenarios" / "data" / "synthetic-mc.jsonl"),
+        "--limit",
+        "8",
+        "--parallel",
+        "1,4",
+        "--out",
+        str(out),
+    ]
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = read_rows(out / "answers.csv")
     assert sorted((r["parallel"], r["question_id"]) for r in rows) == sorted(
-        (p, f"syn-mc-{i:03d}") for p in ("1", "4") for i in range(1, 9))
-    assert all(r["error"] == "" and r["finish_reason"] in ("stop", "length") and r["correct"] in ("True", "False")
-               for r in rows)  # fmt: skip
+        (p, f"syn-mc-{i:03d}") for p in ("1", "4") for i in range(1, 9)
+    )
+    assert all(
+        r["error"] == "" and r["finish_reason"] in ("stop", "length") and r["correct"] in ("True", "False")
+        for r in rows
+    )
     summary = json.loads((out / "summary.json").read_text())
     assert summary["model"] == real_vllm.model and not summary["simulated"]
     assert summary["datasets"]["synthetic-mc"]["agreement"]["questions"] == 8
@@ -238,8 +333,22 @@ def test_what_held_requests_back_is_measured_not_guessed(real_vllm, tmp_path):
     own HTTP-layer and API-server CPU figures and the load generator's event-loop lag, and names a starved load
     generator as client-bound rather than blaming a gateway."""
     out = tmp_path / "bound"
-    cmd = [sys.executable, "-m", "scenarios", "run", "--scenario", "smoke", "--target", real_vllm.url, "--out",
-           str(out), "--workers", "1", "--locust-arg=--levels=2,8", "--locust-arg=--step-time=10"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "scenarios",
+        "run",
+        "--scenario",
+        "smoke",
+        "--target",
+        real_vllm.url,
+        "--out",
+        str(out),
+        "--workers",
+        "1",
+        "--locust-arg=--levels=2,8",
+        "--locust-arg=--step-time=10",
+    ]
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads((out / "report" / "summary.json").read_text())
@@ -254,8 +363,10 @@ def test_what_held_requests_back_is_measured_not_guessed(real_vllm, tmp_path):
 def cache_counters(url: str) -> dict[str, float]:
     """vLLM's prefix cache counters: prompt tokens looked up and found."""
     metrics = scrape(url)
-    return {name: sum(v for k, v in metrics.items() if k.startswith(f"vllm:prefix_cache_{name}_total{{"))
-            for name in ("queries", "hits")}
+    return {
+        name: sum(v for k, v in metrics.items() if k.startswith(f"vllm:prefix_cache_{name}_total{{"))
+        for name in ("queries", "hits")
+    }
 
 
 def test_sessions_carry_the_history_and_vllm_caches_it(real_vllm, tmp_path):
@@ -263,8 +374,24 @@ def test_sessions_carry_the_history_and_vllm_caches_it(real_vllm, tmp_path):
     back and the new message (count_mismatch 0 on every turn), and vLLM reports the history it found in its prefix
     cache (cached_tokens, with --enable-prompt-tokens-details, as deploy/real-vllm.sh starts it)."""
     before = cache_counters(real_vllm.url)
-    rows = run_user(real_vllm, tmp_path / "run", "session", "--input-tokens", "512", "--output-tokens", "16",
-                    "--turns", "3", "--turn-tokens", "128", "--think-time", "0.1", "-t", "20s", *SHORT[4:])
+    rows = run_user(
+        real_vllm,
+        tmp_path / "run",
+        "session",
+        "--input-tokens",
+        "512",
+        "--output-tokens",
+        "16",
+        "--turns",
+        "3",
+        "--turn-tokens",
+        "128",
+        "--think-time",
+        "0.1",
+        "-t",
+        "20s",
+        *SHORT[4:],
+    )
     ok = [r for r in rows if r["ok"] == "1"]
     assert {r["turn"] for r in ok} == {"1", "2", "3"} and all(r["name"] == "chat-session" for r in ok)
     assert all(r["count_mismatch"] == "0" and r["cached_tokens"] != "" for r in ok), ok
@@ -276,8 +403,22 @@ def test_sessions_carry_the_history_and_vllm_caches_it(real_vllm, tmp_path):
 
 
 def test_shared_prefix_rows_record_cached_tokens(real_vllm, tmp_path):
-    rows = run_user(real_vllm, tmp_path / "run", "chat", "--input-tokens", "512", "--output-tokens", "16",
-                    "--prefix-tokens", "384", "--prefix-groups", "1", "-t", "10s", *SHORT[4:])
+    rows = run_user(
+        real_vllm,
+        tmp_path / "run",
+        "chat",
+        "--input-tokens",
+        "512",
+        "--output-tokens",
+        "16",
+        "--prefix-tokens",
+        "384",
+        "--prefix-groups",
+        "1",
+        "-t",
+        "10s",
+        *SHORT[4:],
+    )
     check_rows(rows, "chat", prompt=512)
     cached = [int(r["cached_tokens"]) for r in rows]
     assert sum(c > 0 for c in cached) >= len(cached) - 2 and max(cached) >= 256, cached  # all but the first ones
@@ -290,20 +431,41 @@ def test_a_vllm_bench_serve_result_beside_a_locust_run_of_the_same_shape(real_vl
     from benchmarks.crosscheck_vllm_bench import HOME, chat_overhead, run_vllm_bench
     from vllm_stress.analysis.compare import main as compare
 
-    shape = argparse.Namespace(model=real_vllm.model, tokenizer=str(HOME / "model"), input_tokens=128,
-                               output_tokens=32, requests=48, concurrency=4,
-                               client_cpus="")  # this process is pinned already (the fixture); vllm bench inherits it
+    shape = argparse.Namespace(
+        model=real_vllm.model,
+        tokenizer=str(HOME / "model"),
+        input_tokens=128,
+        output_tokens=32,
+        requests=48,
+        concurrency=4,
+        client_cpus="",
+    )  # this process is pinned already (the fixture); vllm bench inherits it
     bench = run_vllm_bench(shape, real_vllm.url, tmp_path, chat_overhead(real_vllm.url, real_vllm.model))
     assert bench["requests"] == 48 and bench["failed"] == 0
-    cmd = [sys.executable, "-m", "scenarios", "run", "--scenario", "smoke", "--target", real_vllm.url, "--out",
-           str(tmp_path / "locust"), "--workers", "1", "--locust-arg=--levels=4", "--locust-arg=--step-time=auto",
-           "--locust-arg=--max-step-time=120"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "scenarios",
+        "run",
+        "--scenario",
+        "smoke",
+        "--target",
+        real_vllm.url,
+        "--out",
+        str(tmp_path / "locust"),
+        "--workers",
+        "1",
+        "--locust-arg=--levels=4",
+        "--locust-arg=--step-time=auto",
+        "--locust-arg=--max-step-time=120",
+    ]
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=400)
     assert proc.returncode == 0, proc.stderr[-3000:]
     meta = json.loads((tmp_path / "locust" / "run-1" / "run.json").read_text())
     assert meta["server_version"] and meta["server_launch"] is None  # its /version; started by the fixture
-    code = compare([str(tmp_path / "locust" / "run-1"), str(tmp_path / "vllm_bench.json"), "--out",
-                    str(tmp_path / "compare")])
+    code = compare(
+        [str(tmp_path / "locust" / "run-1"), str(tmp_path / "vllm_bench.json"), "--out", str(tmp_path / "compare")]
+    )
     assert code == 0, capsys.readouterr()
     document = json.loads((tmp_path / "compare" / "compare.json").read_text())
     assert set(document["ungated"]) == {"4"}

@@ -14,9 +14,28 @@ def test_every_request_is_logged_under_the_id_the_client_sent(simulator, tmp_pat
     """Two workers: the ids differ across processes, and run.json says which clock each one timed chunks with."""
     log = tmp_path / "requests.jsonl"
     sim = simulator("--profile", "cpu-tiny", "--set", "t_fixed=0.005", "--request-log", str(log))
-    proc = run_locust("-f", "locustfiles/chat.py", "-H", sim.url, "--headless", "-u", "4", "-r", "4", "-t", "4s",
-                      "--input-tokens", "16", "--output-tokens", "6", "--results-dir", str(tmp_path / "run"),
-                      "--only-summary", *two_workers(), timeout=90)  # fmt: skip
+    proc = run_locust(
+        "-f",
+        "locustfiles/chat.py",
+        "-H",
+        sim.url,
+        "--headless",
+        "-u",
+        "4",
+        "-r",
+        "4",
+        "-t",
+        "4s",
+        "--input-tokens",
+        "16",
+        "--output-tokens",
+        "6",
+        "--results-dir",
+        str(tmp_path / "run"),
+        "--only-summary",
+        *two_workers(),
+        timeout=90,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     sim.stop()  # flushes the log
     records = read_request_log(str(log))

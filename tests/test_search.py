@@ -22,20 +22,71 @@ DENSE = [24, 28, 32, 36, 40, 44, 48]
 
 
 def test_search_finds_what_a_dense_sweep_finds(tmp_path):
-    assert main(["run", "--scenario", "smoke", "--out", str(tmp_path / "dense"), *SIM,
-                 f"--locust-arg=--levels={','.join(map(str, DENSE))}", "--locust-arg=--step-time=auto"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "--scenario",
+                "smoke",
+                "--out",
+                str(tmp_path / "dense"),
+                *SIM,
+                f"--locust-arg=--levels={','.join(map(str, DENSE))}",
+                "--locust-arg=--step-time=auto",
+            ]
+        )
+        == 0
+    )
     levels = json.loads((tmp_path / "dense" / "report" / "summary.json").read_text())["levels"]
     by_hand = max(level["users"] for level in levels if level["steady"] and level["e2e_p50_s"] * 1000 <= SLO_MS)
-    assert main(["search", "--scenario", "smoke", "--slo", f"e2e_p50={SLO_MS}", "--low", "8", "--high", "128",
-                 "--out", str(tmp_path / "search"), *SIM]) == 0
+    assert (
+        main(
+            [
+                "search",
+                "--scenario",
+                "smoke",
+                "--slo",
+                f"e2e_p50={SLO_MS}",
+                "--low",
+                "8",
+                "--high",
+                "128",
+                "--out",
+                str(tmp_path / "search"),
+                *SIM,
+            ]
+        )
+        == 0
+    )
     result = json.loads((tmp_path / "search" / "search.json").read_text())
-    assert result["finished"] and result["failing_reason"].startswith("misses e2e_p50") and result["binding"]["slo"] == "e2e_p50"
+    assert (
+        result["finished"]
+        and result["failing_reason"].startswith("misses e2e_p50")
+        and result["binding"]["slo"] == "e2e_p50"
+    )
     assert abs(result["answer_users"] - by_hand) <= 4  # one step of the dense sweep
     dense_from_8_step_4 = (128 - 8) // 4 + 1
     assert len(result["probes"]) < dense_from_8_step_4
     # resumed: a second call re-judges the probes on disk and runs none
-    assert main(["search", "--scenario", "smoke", "--slo", f"e2e_p50={SLO_MS}", "--low", "8", "--high", "128",
-                 "--out", str(tmp_path / "search"), *SIM]) == 0
+    assert (
+        main(
+            [
+                "search",
+                "--scenario",
+                "smoke",
+                "--slo",
+                f"e2e_p50={SLO_MS}",
+                "--low",
+                "8",
+                "--high",
+                "128",
+                "--out",
+                str(tmp_path / "search"),
+                *SIM,
+            ]
+        )
+        == 0
+    )
     again = json.loads((tmp_path / "search" / "search.json").read_text())
     assert again["answer_users"] == result["answer_users"] and len(again["probes"]) == len(result["probes"])
 
@@ -43,9 +94,32 @@ def test_search_finds_what_a_dense_sweep_finds(tmp_path):
 def test_search_over_arrival_rate(tmp_path):
     """The open loop: each probe sends at its rate with ceil(rate x 2 s) users, and a passing probe did send at its
     rate. Above the server's capacity e2e grows without bound (or the pool runs dry), so a probe there fails."""
-    assert main(["search", "--scenario", "smoke", "--over", "rate", "--slo", f"e2e_p50={SLO_MS}", "--low", "32",
-                 "--high", "256", "--precision", "0.2", "--pool-seconds", "2", "--out", str(tmp_path / "rate"),
-                 "--locust-arg=--max-step-time=40", *SIM]) == 0
+    assert (
+        main(
+            [
+                "search",
+                "--scenario",
+                "smoke",
+                "--over",
+                "rate",
+                "--slo",
+                f"e2e_p50={SLO_MS}",
+                "--low",
+                "32",
+                "--high",
+                "256",
+                "--precision",
+                "0.2",
+                "--pool-seconds",
+                "2",
+                "--out",
+                str(tmp_path / "rate"),
+                "--locust-arg=--max-step-time=40",
+                *SIM,
+            ]
+        )
+        == 0
+    )
     result = json.loads((tmp_path / "rate" / "search.json").read_text())
     assert result["finished"] and result["over"] == "rate" and result["answer"] >= 32
     assert result["next_failing"] is not None and result["next_failing"] - result["answer"] <= 0.2 * result["answer"]
@@ -106,8 +180,11 @@ def test_repeats_are_judged_on_their_mean_with_its_ci(tmp_path):
 @pytest.mark.fast
 def test_an_open_loop_probe_whose_client_fell_behind_fails(tmp_path):
     space = Space("rate", 1.0, 64.0, 0.1, pool_seconds=2.5)
-    assert space.users_for(2.0) == 5 and space.folder(2.0) == "rate-2" and space.locust_args(2.0) == [
-        "--levels=5", "--arrival-rate=2"]
+    assert (
+        space.users_for(2.0) == 5
+        and space.folder(2.0) == "rate-2"
+        and space.locust_args(2.0) == ["--levels=5", "--arrival-rate=2"]
+    )
     (slo,) = parse_slos("e2e_p50=6s")
     behind = judge([synthetic_probe(tmp_path / "late", 5.0, lag_s=2.0)], 2.0, 5, [slo], space)
     assert not behind.passed and "could not keep up" in behind.reason and "--pool-seconds" in behind.reason
@@ -133,9 +210,12 @@ def test_rates_bracket_then_bisect_to_the_precision():
 
 @pytest.mark.fast
 def test_bad_search_input_is_one_line_and_exit_2(tmp_path, capsys):
-    for args, message in ((["--over", "users", "--low", "1.5"], "whole users"),
-                          (["--over", "rate", "--low", "0"], "0 < low <= high"),
-                          (["--repeats", "0"], "--repeats"), (["--web-port", "70000"], "--web-port")):
+    for args, message in (
+        (["--over", "users", "--low", "1.5"], "whole users"),
+        (["--over", "rate", "--low", "0"], "0 < low <= high"),
+        (["--repeats", "0"], "--repeats"),
+        (["--web-port", "70000"], "--web-port"),
+    ):
         code = main(["search", "--scenario", "smoke", "--slo", "e2e_p50=300", "--out", str(tmp_path / "s"), *args])
         err = capsys.readouterr().err
         assert code == 2 and message in err and len(err.strip().splitlines()) == 1
@@ -158,9 +238,30 @@ def test_a_search_is_watched_in_the_web_ui(tmp_path):
 
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
-    assert main(["search", "--scenario", "smoke", "--slo", "e2e_p50=10s", "--low", "2", "--high", "2",
-                 "--web-port", str(port), "--out", str(tmp_path / "search"), "--workers", "1"]) == 0
+    assert (
+        main(
+            [
+                "search",
+                "--scenario",
+                "smoke",
+                "--slo",
+                "e2e_p50=10s",
+                "--low",
+                "2",
+                "--high",
+                "2",
+                "--web-port",
+                str(port),
+                "--out",
+                str(tmp_path / "search"),
+                "--workers",
+                "1",
+            ]
+        )
+        == 0
+    )
     watcher.join(timeout=5)
-    assert notes and notes[0].startswith("SLO search probe 1 of at most 12: 2 users, run 1 of 1; no verdict yet · "
-                                         "Level 1/1 (2 users): ")
+    assert notes and notes[0].startswith(
+        "SLO search probe 1 of at most 12: 2 users, run 1 of 1; no verdict yet · Level 1/1 (2 users): "
+    )
     assert json.loads((tmp_path / "search" / "search.json").read_text())["answer"] == 2

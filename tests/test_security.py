@@ -48,9 +48,27 @@ def test_api_key_only_in_the_bearer_header_of_a_full_scenario(simulator, tmp_pat
     logs = tmp_path / "runner.log"
     with open(logs, "w") as log:
         runner = subprocess.Popen(
-            [sys.executable, "-m", "scenarios", "run", "--scenario", "smoke", "--target", sim.url, "--workers", "1",
-             "--out", str(out), "--locust-arg=--levels=2", "--locust-arg=--step-time=2"],
-            cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env=os.environ | {"OPENAI_API_KEY": KEY})
+            [
+                sys.executable,
+                "-m",
+                "scenarios",
+                "run",
+                "--scenario",
+                "smoke",
+                "--target",
+                sim.url,
+                "--workers",
+                "1",
+                "--out",
+                str(out),
+                "--locust-arg=--levels=2",
+                "--locust-arg=--step-time=2",
+            ],
+            cwd=REPO,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=os.environ | {"OPENAI_API_KEY": KEY},
+        )
     leaks, binds = [], {}
     try:
         while runner.poll() is None:  # while the master and the worker run
@@ -81,10 +99,37 @@ def test_api_key_is_not_in_the_web_ui(simulator, tmp_path):
     port = free_port()
     with open(tmp_path / "locust.log", "w") as log:
         locust = subprocess.Popen(
-            [sys.executable, "-m", "locust", "-f", "locustfiles/chat.py", "-H", sim.url, "--web-host", "127.0.0.1",
-             "--web-port", str(port), "--autostart", "--autoquit", "1", "-u", "1", "-t", "4s",
-             "--input-tokens", "16", "--output-tokens", "8", "--results-dir", str(tmp_path / "run")],
-            cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env=os.environ | {"OPENAI_API_KEY": KEY})
+            [
+                sys.executable,
+                "-m",
+                "locust",
+                "-f",
+                "locustfiles/chat.py",
+                "-H",
+                sim.url,
+                "--web-host",
+                "127.0.0.1",
+                "--web-port",
+                str(port),
+                "--autostart",
+                "--autoquit",
+                "1",
+                "-u",
+                "1",
+                "-t",
+                "4s",
+                "--input-tokens",
+                "16",
+                "--output-tokens",
+                "8",
+                "--results-dir",
+                str(tmp_path / "run"),
+            ],
+            cwd=REPO,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=os.environ | {"OPENAI_API_KEY": KEY},
+        )
     try:
         pages = {}
         requests_csv = tmp_path / "run" / "requests.csv"
@@ -103,9 +148,28 @@ def test_api_key_is_not_in_the_web_ui(simulator, tmp_path):
 def tls_server(tmp_path_factory):
     folder = tmp_path_factory.mktemp("tls")
     cert, key = folder / "cert.pem", folder / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
-                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
+    )
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(cert, key)
     server = FaultServer(ssl_context=context).start()
@@ -116,25 +180,81 @@ def tls_server(tmp_path_factory):
 def test_tls_is_verified_unless_insecure(tls_server, tmp_path):
     server, cert = tls_server
     url = server.url + "/fault/ok"
-    proc = run_locust("-f", "locustfiles/chat.py", "-H", url, "-u", "1", "-t", "3s", *SHORT,
-                      "--results-dir", str(tmp_path / "refused"), timeout=60)
+    proc = run_locust(
+        "-f",
+        "locustfiles/chat.py",
+        "-H",
+        url,
+        "-u",
+        "1",
+        "-t",
+        "3s",
+        *SHORT,
+        "--results-dir",
+        str(tmp_path / "refused"),
+        timeout=60,
+    )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
-    assert f"cannot reach the server: GET {url}/v1/models: TLS error: certificate verify failed: self-signed " \
-           "certificate (a self-signed test server needs --insecure)" in proc.stderr
+    assert (
+        f"cannot reach the server: GET {url}/v1/models: TLS error: certificate verify failed: self-signed "
+        "certificate (a self-signed test server needs --insecure)" in proc.stderr
+    )
     # trusted for the start-up calls (requests honours REQUESTS_CA_BUNDLE), the users still verify: every request fails
-    proc = run_locust("-f", "locustfiles/chat.py", "-H", url, "-u", "1", "-t", "2s", *SHORT,
-                      "--results-dir", str(tmp_path / "verified"), env={"REQUESTS_CA_BUNDLE": str(cert)}, timeout=60)
+    proc = run_locust(
+        "-f",
+        "locustfiles/chat.py",
+        "-H",
+        url,
+        "-u",
+        "1",
+        "-t",
+        "2s",
+        *SHORT,
+        "--results-dir",
+        str(tmp_path / "verified"),
+        env={"REQUESTS_CA_BUNDLE": str(cert)},
+        timeout=60,
+    )
     rows = read_rows(tmp_path / "verified" / "requests.csv")
     assert proc.returncode == 1 and rows and {r["error"] for r in rows} == {"TLSError"}
     assert server.chat_requests("/fault/ok") == 0  # no request got past the handshake
-    proc = run_locust("-f", "locustfiles/chat.py", "-H", url, "-u", "1", "-t", "2s", *SHORT, "--insecure",
-                      "--stop-timeout", "5",
-                      "--results-dir", str(tmp_path / "insecure"), timeout=60)
+    proc = run_locust(
+        "-f",
+        "locustfiles/chat.py",
+        "-H",
+        url,
+        "-u",
+        "1",
+        "-t",
+        "2s",
+        *SHORT,
+        "--insecure",
+        "--stop-timeout",
+        "5",
+        "--results-dir",
+        str(tmp_path / "insecure"),
+        timeout=60,
+    )
     rows = read_rows(tmp_path / "insecure" / "requests.csv")
     assert proc.returncode == 0 and rows and all(r["ok"] == "1" for r in rows)
     assert server.chat_requests("/fault/ok") == len(rows)
-    proc = run_locust("-f", "locustfiles/sdk.py", "-H", url, "-u", "1", "-t", "2s", *SHORT, "--insecure",
-                      "--stop-timeout", "5", "--results-dir", str(tmp_path / "sdk"), timeout=60)
+    proc = run_locust(
+        "-f",
+        "locustfiles/sdk.py",
+        "-H",
+        url,
+        "-u",
+        "1",
+        "-t",
+        "2s",
+        *SHORT,
+        "--insecure",
+        "--stop-timeout",
+        "5",
+        "--results-dir",
+        str(tmp_path / "sdk"),
+        timeout=60,
+    )
     sdk_rows = read_rows(tmp_path / "sdk" / "requests.csv")
     assert proc.returncode == 0 and sdk_rows and all(r["ok"] == "1" for r in sdk_rows), proc.stderr[-2000:]
 
@@ -146,6 +266,11 @@ def test_servers_bind_to_loopback_by_default(simulator):
 
 
 def test_runner_refuses_a_key_on_a_command_line():
-    proc = subprocess.run([sys.executable, "-m", "scenarios", "run", "--scenario", "smoke", f"--locust-arg=--api-key={KEY}"],
-                          cwd=REPO, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "scenarios", "run", "--scenario", "smoke", f"--locust-arg=--api-key={KEY}"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2 and proc.stderr.startswith("error: pass the API key as OPENAI_API_KEY")

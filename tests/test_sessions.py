@@ -22,8 +22,20 @@ SHAREGPT = REPO / "scenarios" / "data" / "sharegpt-sample.json"
 QUIET = ["--headless", "--only-summary", "-L", "WARNING"]
 # a 1,024-token first turn, then 128 new tokens a turn: turn 4 is about 1,500 tokens, of which the history (all but
 # the last answer's tail block and the new message) is in the prefix cache when caching is on
-SESSION = ["--input-tokens", "1024", "--output-tokens", "16", "--turns", "4", "--turn-tokens", "128",
-           "--think-time", "0.05", "--think-dist", "constant"]
+SESSION = [
+    "--input-tokens",
+    "1024",
+    "--output-tokens",
+    "16",
+    "--turns",
+    "4",
+    "--turn-tokens",
+    "128",
+    "--think-time",
+    "0.05",
+    "--think-dist",
+    "constant",
+]
 
 
 @pytest.mark.fast
@@ -55,22 +67,36 @@ def test_think_times_follow_their_distribution_and_seed():
 
 @pytest.mark.fast
 def test_turn_session_and_window_tables_from_rows():
-    rows = pd.DataFrame({
-        "start_time": [0.0, 1.0, 2.0, 0.5, 1.5, 12.0], "end_time": [0.5, 1.5, 2.5, 1.0, 2.0, 12.5],
-        "ttft_s": [0.2, 0.1, np.nan, 0.3, 0.1, 0.2], "e2e_s": [0.5] * 6, "ok": [True, True, False, True, True, True],
-        "error": ["", "", "HTTP 500", "", "", ""], "count_mismatch": [False] * 6, "finish_reason": ["length"] * 6,
-        "prompt_tokens": [100, 200, np.nan, 100, 200, 100], "target_prompt_tokens": [100, 200, 300, 100, 200, 100],
-        "completion_tokens": [10, 10, np.nan, 10, 10, 10], "chunks": [10, 10, 0, 10, 10, 10],
-        "cached_tokens": [0, 150, np.nan, 0, 100, 0], "session_id": ["a", "a", "a", "b", "b", "c"],
-        "turn": [1, 2, 3, 1, 2, 1], "schedule_lag_s": [0.0, 0.1, 0.2, 0.0, 2.0, 0.0], "users": [2] * 6,
-    })
+    rows = pd.DataFrame(
+        {
+            "start_time": [0.0, 1.0, 2.0, 0.5, 1.5, 12.0],
+            "end_time": [0.5, 1.5, 2.5, 1.0, 2.0, 12.5],
+            "ttft_s": [0.2, 0.1, np.nan, 0.3, 0.1, 0.2],
+            "e2e_s": [0.5] * 6,
+            "ok": [True, True, False, True, True, True],
+            "error": ["", "", "HTTP 500", "", "", ""],
+            "count_mismatch": [False] * 6,
+            "finish_reason": ["length"] * 6,
+            "prompt_tokens": [100, 200, np.nan, 100, 200, 100],
+            "target_prompt_tokens": [100, 200, 300, 100, 200, 100],
+            "completion_tokens": [10, 10, np.nan, 10, 10, 10],
+            "chunks": [10, 10, 0, 10, 10, 10],
+            "cached_tokens": [0, 150, np.nan, 0, 100, 0],
+            "session_id": ["a", "a", "a", "b", "b", "c"],
+            "turn": [1, 2, 3, 1, 2, 1],
+            "schedule_lag_s": [0.0, 0.1, 0.2, 0.0, 2.0, 0.0],
+            "users": [2] * 6,
+        }
+    )
     rows["session_id"] = rows["session_id"].astype("string")
     rows = classify(rows)
     turns = {t["turn"]: t for t in turn_table(rows)}
     assert turns[2]["requests"] == 2 and turns[2]["prefix_hit_rate"] == pytest.approx(250 / 400)
     assert turns[3]["failures"] == 1 and turns[1]["ttft_p50_s"] == pytest.approx(0.2)
     sessions = session_summary(rows)
-    assert sessions["sessions"] == 3 and sessions["turns_completed"] == {1: 1, 2: 2} and sessions["ended_by_failure"] == 1
+    assert (
+        sessions["sessions"] == 3 and sessions["turns_completed"] == {1: 1, 2: 2} and sessions["ended_by_failure"] == 1
+    )
     windows = window_table(rows, 10.0)
     assert [w["requests"] for w in windows] == [5, 1] and windows[0]["behind"] and not windows[1]["behind"]
     assert windows[0]["schedule_lag_max_s"] == 2.0
@@ -80,14 +106,33 @@ def session_run(simulator, tmp_path, name, *args, sim_args=(), users=4, seconds=
     """A session run on a fresh simulator: its rows, its report's traffic tables, and the server's counters."""
     sim = simulator("--enable-prompt-tokens-details", *sim_args)
     out = tmp_path / name
-    proc = run_locust("-f", "locustfiles/session.py", "-H", sim.url, "-u", str(users), "-r", str(users),
-                      "-t", f"{seconds}s", "--stop-timeout", "20", "--results-dir", str(out), *SESSION, *QUIET, *args)
+    proc = run_locust(
+        "-f",
+        "locustfiles/session.py",
+        "-H",
+        sim.url,
+        "-u",
+        str(users),
+        "-r",
+        str(users),
+        "-t",
+        f"{seconds}s",
+        "--stop-timeout",
+        "20",
+        "--results-dir",
+        str(out),
+        *SESSION,
+        *QUIET,
+        *args,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert analyse([str(out), "--out", str(out / "report")]) == 0
     summary = json.loads((out / "report" / "summary.json").read_text())
     metrics = scrape(sim.url)
-    counters = {name: sum(v for k, v in metrics.items() if k.startswith(f"vllm:prefix_cache_{name}_total{{"))
-                for name in ("hits", "queries")}
+    counters = {
+        name: sum(v for k, v in metrics.items() if k.startswith(f"vllm:prefix_cache_{name}_total{{"))
+        for name in ("hits", "queries")
+    }
     return read_rows(out / "requests.csv"), summary["traffic"][0], counters
 
 
@@ -111,8 +156,19 @@ def test_prefix_caching_serves_the_history_and_turn_4_gets_faster(simulator, tmp
 
 
 def test_non_streaming_sessions_from_sharegpt_on_two_workers_carry_the_answers(simulator, tmp_path):
-    rows, traffic, server = session_run(simulator, tmp_path, "sharegpt", "--no-stream", "--dataset", str(SHAREGPT),
-                                        "--session-seed", "3", *two_workers(), users=4, seconds=10)
+    rows, traffic, server = session_run(
+        simulator,
+        tmp_path,
+        "sharegpt",
+        "--no-stream",
+        "--dataset",
+        str(SHAREGPT),
+        "--session-seed",
+        "3",
+        *two_workers(),
+        users=4,
+        seconds=10,
+    )
     ok = [r for r in rows if r["ok"] == "1"]
     workers = {r["worker"] for r in rows}
     assert len(workers) == 2 and all(r["session_id"].startswith(r["worker"] + "-") for r in rows)
@@ -133,16 +189,38 @@ def test_a_failed_turn_ends_its_session_and_every_request_names_its_session(tmp_
     try:
         prefix = "/cycle/ok,ok,http503"
         out = tmp_path / "run"
-        proc = run_locust("-f", "locustfiles/session.py", "-H", server.url + prefix, "-u", "1", "-r", "1", "-t", "4s",
-                          "--stop-timeout", "10", "--input-tokens", "20", "--output-tokens", "4", "--turn-tokens", "5",
-                          "--think-time", "0", "--results-dir", str(out), *QUIET)
+        proc = run_locust(
+            "-f",
+            "locustfiles/session.py",
+            "-H",
+            server.url + prefix,
+            "-u",
+            "1",
+            "-r",
+            "1",
+            "-t",
+            "4s",
+            "--stop-timeout",
+            "10",
+            "--input-tokens",
+            "20",
+            "--output-tokens",
+            "4",
+            "--turn-tokens",
+            "5",
+            "--think-time",
+            "0",
+            "--results-dir",
+            str(out),
+            *QUIET,
+        )
         assert proc.returncode in (0, 1), proc.stderr[-3000:]  # 1: Locust's exit code for a run with failures
         rows = read_rows(out / "requests.csv")
         assert len(rows) >= 6
         assert [(r["turn"], r["error"]) for r in rows[:6]] == [("1", ""), ("2", ""), ("3", "HTTP 503")] * 2
         assert all(r["count_mismatch"] == "0" for r in rows if r["ok"] == "1")  # the answers are in the history
         assert [int(r["prompt_tokens"]) for r in rows[:2]] == [20, 20 + 4 + 5]
-        assert server.session_ids[prefix][:len(rows)] == [r["session_id"] for r in rows]
+        assert server.session_ids[prefix][: len(rows)] == [r["session_id"] for r in rows]
         assert len({r["session_id"] for r in rows[:6]}) == 2
     finally:
         server.stop()

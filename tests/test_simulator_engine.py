@@ -19,7 +19,11 @@ STEP_ANCHORS = {
     "mi300x-llama-3.1-8b": (6.4, 8.8, 16.3, 60),
     "mi325x-qwen3-235b-tp8": (21.3, 34.6, 37.2, 51),
 }
-GUIDE_TABLE = {10: 1902, 50: 6961, 100: 11198}  # the MI325X tuning guide, Qwen3-VL-235B on 8x MI325X, total tok/s at 2048/512
+GUIDE_TABLE = {
+    10: 1902,
+    50: 6961,
+    100: 11198,
+}  # the MI325X tuning guide, Qwen3-VL-235B on 8x MI325X, total tok/s at 2048/512
 
 
 def tiny(**overrides):

@@ -20,8 +20,16 @@ ROLE_CHOICE_KEYS = {"index", "delta", "logprobs", "finish_reason"}
 CONTENT_CHUNK_KEYS = {"id", "object", "created", "model", "choices", "kv_transfer_params"}
 CONTENT_CHOICE_KEYS = {"index", "delta", "logprobs", "finish_reason", "token_ids"}
 FINAL_CHOICE_KEYS = CONTENT_CHOICE_KEYS | {"stop_reason", "weight_versions"}
-COMPLETION_CHOICE_KEYS = {"index", "text", "logprobs", "finish_reason", "stop_reason", "prompt_token_ids", "token_ids",
-                          "weight_versions"}  # fmt: skip
+COMPLETION_CHOICE_KEYS = {
+    "index",
+    "text",
+    "logprobs",
+    "finish_reason",
+    "stop_reason",
+    "prompt_token_ids",
+    "token_ids",
+    "weight_versions",
+}
 USAGE_CHUNK_KEYS = {"id", "object", "created", "model", "choices", "usage"}
 USAGE_KEYS = {"prompt_tokens", "total_tokens", "completion_tokens"}
 
@@ -80,25 +88,43 @@ def client(sim):
 
 def test_openai_client_chat_and_completions(sim, client):
     assert sim.model == "vllm-stress/tiny" and sim.url.startswith("http://127.0.0.1:")
-    chat = client.chat.completions.create(model=sim.model, messages=MESSAGES, max_tokens=8, extra_body={"ignore_eos": True})
+    chat = client.chat.completions.create(
+        model=sim.model, messages=MESSAGES, max_tokens=8, extra_body={"ignore_eos": True}
+    )
     assert chat.choices[0].finish_reason == "length" and chat.usage.completion_tokens == 8
     assert len(chat.choices[0].message.content.split()) == 8
-    chunks = list(client.chat.completions.create(model=sim.model, messages=MESSAGES, max_completion_tokens=6,
-                                                 stream=True, stream_options={"include_usage": True},
-                                                 extra_body={"ignore_eos": True}))  # fmt: skip
+    chunks = list(
+        client.chat.completions.create(
+            model=sim.model,
+            messages=MESSAGES,
+            max_completion_tokens=6,
+            stream=True,
+            stream_options={"include_usage": True},
+            extra_body={"ignore_eos": True},
+        )
+    )
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert len(text.split()) == 6 and chunks[-1].usage.completion_tokens == 6 and chunks[-1].choices == []
-    completion = client.completions.create(model=sim.model, prompt="Once upon a time", max_tokens=5,
-                                           extra_body={"ignore_eos": True})  # fmt: skip
+    completion = client.completions.create(
+        model=sim.model, prompt="Once upon a time", max_tokens=5, extra_body={"ignore_eos": True}
+    )
     assert completion.usage.prompt_tokens == 5 and len(completion.choices[0].text.split()) == 5
-    streamed = list(client.completions.create(model=sim.model, prompt="Once upon", stream=True,
-                                              extra_body={"ignore_eos": True}))  # fmt: skip
+    streamed = list(
+        client.completions.create(model=sim.model, prompt="Once upon", stream=True, extra_body={"ignore_eos": True})
+    )
     assert len(streamed) == 16 and streamed[-1].choices[0].finish_reason == "length"  # completions default: 16
 
 
 def test_raw_chat_stream_chunk_order_and_key_sets(sim):
-    body = {"model": sim.model, "messages": MESSAGES, "max_tokens": 5, "ignore_eos": True, "stream": True,
-            "stream_options": {"include_usage": True}, "some_unknown_field": {"x": 1}}  # fmt: skip
+    body = {
+        "model": sim.model,
+        "messages": MESSAGES,
+        "max_tokens": 5,
+        "ignore_eos": True,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "some_unknown_field": {"x": 1},
+    }
     status, headers, data = request(sim.url, "POST", CHAT, body)
     assert status == 200 and headers["content-type"] == "text/event-stream; charset=utf-8"
     events = sse_events(data)
@@ -119,8 +145,13 @@ def test_raw_chat_stream_chunk_order_and_key_sets(sim):
 
 
 def test_raw_completions_stream_chunk_order_and_key_sets(sim):
-    body = {"prompt": "The capital of France is", "max_tokens": 4, "ignore_eos": True, "stream": True,
-            "stream_options": {"include_usage": True}}  # fmt: skip
+    body = {
+        "prompt": "The capital of France is",
+        "max_tokens": 4,
+        "ignore_eos": True,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
     status, _, data = request(sim.url, "POST", COMPLETIONS, body)
     assert status == 200
     events = sse_events(data)
@@ -134,11 +165,17 @@ def test_raw_completions_stream_chunk_order_and_key_sets(sim):
 
 
 def test_stream_without_usage_has_no_usage_chunk_and_continuous_usage_counts_up(sim):
-    plain = sse_events(request(sim.url, "POST", CHAT, {"messages": MESSAGES, "max_tokens": 3, "ignore_eos": True,
-                                                       "stream": True})[2])  # fmt: skip
+    plain = sse_events(
+        request(sim.url, "POST", CHAT, {"messages": MESSAGES, "max_tokens": 3, "ignore_eos": True, "stream": True})[2]
+    )
     assert len(plain) == 5 and all("usage" not in e for e in plain[:-1])
-    body = {"messages": MESSAGES, "max_tokens": 3, "ignore_eos": True, "stream": True,
-            "stream_options": {"include_usage": True, "continuous_usage_stats": True}}  # fmt: skip
+    body = {
+        "messages": MESSAGES,
+        "max_tokens": 3,
+        "ignore_eos": True,
+        "stream": True,
+        "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+    }
     events = sse_events(request(sim.url, "POST", CHAT, body)[2])
     assert [e["usage"]["completion_tokens"] for e in events[:-1]] == [0, 1, 2, 3, 3]
 
@@ -174,16 +211,21 @@ def test_tokenize_counts_match_usage(sim):
     conversations = [
         MESSAGES,
         [{"role": "user", "content": "x"}],
-        [{"role": "user", "content": [{"type": "text", "text": "Describe it, please."}]},
-         {"role": "assistant", "content": "It is... fine!"}, {"role": "user", "content": "More?"}],
-    ]  # fmt: skip
+        [
+            {"role": "user", "content": [{"type": "text", "text": "Describe it, please."}]},
+            {"role": "assistant", "content": "It is... fine!"},
+            {"role": "user", "content": "More?"},
+        ],
+    ]
     for messages in conversations:
         _, tokenized = post(sim.url, "/tokenize", {"model": sim.model, "messages": messages})
         _, answer = post(sim.url, CHAT, {"messages": messages, "max_tokens": 1})
         assert tokenized["count"] == len(tokenized["tokens"]) == answer["usage"]["prompt_tokens"]
         assert tokenized["max_model_len"] == 4096
-    assert [post(sim.url, "/tokenize", {"messages": [{"role": "user", "content": "a b"}]})[1]["count"],
-            post(sim.url, "/tokenize", {"messages": [{"role": "user", "content": "a b c"}]})[1]["count"]] == [10, 11]
+    assert [
+        post(sim.url, "/tokenize", {"messages": [{"role": "user", "content": "a b"}]})[1]["count"],
+        post(sim.url, "/tokenize", {"messages": [{"role": "user", "content": "a b c"}]})[1]["count"],
+    ] == [10, 11]
     _, tokenized = post(sim.url, "/tokenize", {"prompt": "Hello world, again!"})
     _, answer = post(sim.url, COMPLETIONS, {"prompt": "Hello world, again!", "max_tokens": 1})
     assert tokenized["count"] == answer["usage"]["prompt_tokens"] == 6
@@ -202,8 +244,13 @@ def test_errors_like_vllm(sim):
     assert body["error"]["message"] == "The model `no-such-model` does not exist."
     status, body = post(sim.url, CHAT, {"messages": MESSAGES, "stream_options": {"include_usage": True}})
     assert status == 400 and "stream=True" in body["error"]["message"]
-    for bad in (b"{not json", {"messages": []}, {"messages": MESSAGES, "max_tokens": "many"},
-                {"messages": MESSAGES, "n": 0}, {"messages": MESSAGES, "max_tokens": 5000}):  # fmt: skip
+    for bad in (
+        b"{not json",
+        {"messages": []},
+        {"messages": MESSAGES, "max_tokens": "many"},
+        {"messages": MESSAGES, "n": 0},
+        {"messages": MESSAGES, "max_tokens": 5000},
+    ):
         status, body = post(sim.url, CHAT, bad)
         assert status == 400 and body["error"]["code"] == 400, bad
     status, body = post(sim.url, COMPLETIONS, {"max_tokens": 3})
@@ -224,14 +271,23 @@ def test_api_key():
 
 
 def test_legacy_generate(sim):
-    body = {"prompt": "The capital of France is", "n": 2, "use_beam_search": False, "temperature": 0.7,
-            "max_tokens": 10}  # fmt: skip
+    body = {
+        "prompt": "The capital of France is",
+        "n": 2,
+        "use_beam_search": False,
+        "temperature": 0.7,
+        "max_tokens": 10,
+    }
     status, answer = post(sim.url, "/generate", body)
     assert status == 200 and list(answer) == ["text"] and len(answer["text"]) == 2
     for text in answer["text"]:
         assert text.startswith("The capital of France is ") and len(text.split()) <= 5 + 10
-    status, _, data = request(sim.url, "POST", "/generate", {"prompt": "Go", "max_tokens": 4, "ignore_eos": True,
-                                                             "stream": True, "use_beam_search": True})  # fmt: skip
+    status, _, data = request(
+        sim.url,
+        "POST",
+        "/generate",
+        {"prompt": "Go", "max_tokens": 4, "ignore_eos": True, "stream": True, "use_beam_search": True},
+    )
     lines = [json.loads(line)["text"][0] for line in data.decode().splitlines()]
     # one line per engine output; outputs that piled up while the server was busy come merged in one line
     assert status == 200 and 1 <= len(lines) <= 4 and len(lines[-1].split()) == 5
@@ -253,12 +309,20 @@ def test_metrics_names_types_and_buckets(sim):
     status, headers, data = request(sim.url, "GET", "/metrics")
     assert status == 200 and headers["content-type"].startswith("text/plain; version=0.0.4")
     types = {f.name: f.type for f in text_string_to_metric_families(data.decode())}
-    for name, kind in [("vllm:num_requests_running", "gauge"), ("vllm:num_requests_waiting", "gauge"),
-                       ("vllm:kv_cache_usage_perc", "gauge"), ("vllm:num_preemptions", "counter"),
-                       ("vllm:prompt_tokens", "counter"), ("vllm:generation_tokens", "counter"),
-                       ("vllm:request_success", "counter"), ("vllm:time_to_first_token_seconds", "histogram"),
-                       ("vllm:inter_token_latency_seconds", "histogram"), ("vllm:e2e_request_latency_seconds", "histogram"),
-                       ("vllm:request_queue_time_seconds", "histogram"), ("vllm:iteration_tokens_total", "histogram")]:  # fmt: skip
+    for name, kind in [
+        ("vllm:num_requests_running", "gauge"),
+        ("vllm:num_requests_waiting", "gauge"),
+        ("vllm:kv_cache_usage_perc", "gauge"),
+        ("vllm:num_preemptions", "counter"),
+        ("vllm:prompt_tokens", "counter"),
+        ("vllm:generation_tokens", "counter"),
+        ("vllm:request_success", "counter"),
+        ("vllm:time_to_first_token_seconds", "histogram"),
+        ("vllm:inter_token_latency_seconds", "histogram"),
+        ("vllm:e2e_request_latency_seconds", "histogram"),
+        ("vllm:request_queue_time_seconds", "histogram"),
+        ("vllm:iteration_tokens_total", "histogram"),
+    ]:
         assert types.get(name) == kind, name
     text = data.decode()
     assert 'vllm:num_requests_running{engine="0",model_name="vllm-stress/tiny"}' in text
@@ -266,26 +330,32 @@ def test_metrics_names_types_and_buckets(sim):
     samples = metric_samples(sim.url)
     assert samples["vllm:request_success_total", frozenset({("finished_reason", "length")})] >= 1
     assert samples["vllm:generation_tokens_total", frozenset()] >= 4
-    ttft_bounds = sorted(float(dict(labels)["le"]) for name, labels in samples
-                         if name == "vllm:time_to_first_token_seconds_bucket")  # fmt: skip
+    ttft_bounds = sorted(
+        float(dict(labels)["le"]) for name, labels in samples if name == "vllm:time_to_first_token_seconds_bucket"
+    )
     assert ttft_bounds == [*TTFT_BUCKETS, float("inf")]
-    e2e_bounds = sorted(float(dict(labels)["le"]) for name, labels in samples
-                        if name == "vllm:e2e_request_latency_seconds_bucket")  # fmt: skip
+    e2e_bounds = sorted(
+        float(dict(labels)["le"]) for name, labels in samples if name == "vllm:e2e_request_latency_seconds_bucket"
+    )
     assert e2e_bounds == [*REQUEST_LATENCY_BUCKETS, float("inf")]
 
 
 def prefix_cache_counters(url: str) -> tuple[float, ...]:
     samples = metric_samples(url)
-    return (samples["vllm:prefix_cache_queries_total", frozenset()], samples["vllm:prefix_cache_hits_total", frozenset()],
-            samples["vllm:prompt_tokens_by_source_total", frozenset({("source", "local_cache_hit")})],
-            samples["vllm:prompt_tokens_cached_by_source_total", frozenset({("source", "device")})])  # fmt: skip
+    return (
+        samples["vllm:prefix_cache_queries_total", frozenset()],
+        samples["vllm:prefix_cache_hits_total", frozenset()],
+        samples["vllm:prompt_tokens_by_source_total", frozenset({("source", "local_cache_hit")})],
+        samples["vllm:prompt_tokens_cached_by_source_total", frozenset({("source", "device")})],
+    )
 
 
 def test_prefix_cache_counters_count_identical_chat_requests(sim):
     messages = [{"role": "user", "content": " ".join(["prefix", "caching", "probe"] * 70)}]
     before = prefix_cache_counters(sim.url)
-    prompt_tokens = [post(sim.url, CHAT, {"messages": messages, "max_tokens": 2})[1]["usage"]["prompt_tokens"]
-                     for _ in range(2)]  # fmt: skip
+    prompt_tokens = [
+        post(sim.url, CHAT, {"messages": messages, "max_tokens": 2})[1]["usage"]["prompt_tokens"] for _ in range(2)
+    ]
     hits = (prompt_tokens[0] - 1) // 16 * 16  # all full blocks, but the last token is computed
     assert prompt_tokens == [218, 218] and hits == 208
     after = prefix_cache_counters(sim.url)

@@ -19,8 +19,13 @@ NO_LABELS = frozenset()
 
 async def stream_completion(session: aiohttp.ClientSession, url: str, max_tokens: int, prompt: str = "Hi") -> int:
     """One streamed completion with ignore_eos; returns the completion tokens of its usage chunk."""
-    body = {"prompt": prompt, "max_tokens": max_tokens, "ignore_eos": True, "stream": True,
-            "stream_options": {"include_usage": True}}  # fmt: skip
+    body = {
+        "prompt": prompt,
+        "max_tokens": max_tokens,
+        "ignore_eos": True,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
     async with session.post(f"{url}/v1/completions", json=body) as response:
         assert response.status == 200
         data = await response.read()
@@ -92,8 +97,14 @@ def test_a_client_that_stops_reading_still_gets_every_chunk_in_order():
         connection.sock = socket.socket()
         connection.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # a small window: the server must wait
         connection.sock.connect((host, int(port)))
-        body = {"prompt": "Hi", "max_tokens": 3000, "n": 8, "ignore_eos": True, "stream": True,
-                "stream_options": {"include_usage": True}}  # fmt: skip
+        body = {
+            "prompt": "Hi",
+            "max_tokens": 3000,
+            "n": 8,
+            "ignore_eos": True,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
         connection.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
         response = connection.getresponse()  # the headers come with the first chunk
         time.sleep(1.0)

@@ -18,8 +18,15 @@ T0 = 1_700_000_000.0
 def requests_of(rows) -> steady.Requests:
     start = rows["start_time"].to_numpy()
     ttft = rows["ttft_s"].to_numpy(float)
-    return steady.Requests(start, rows["end_time"].to_numpy(), start + ttft, rows["completion_tokens"].to_numpy(float),
-                           rows["ok"].to_numpy(bool), rows["e2e_s"].to_numpy(), ttft)
+    return steady.Requests(
+        start,
+        rows["end_time"].to_numpy(),
+        start + ttft,
+        rows["completion_tokens"].to_numpy(float),
+        rows["ok"].to_numpy(bool),
+        rows["e2e_s"].to_numpy(),
+        ttft,
+    )
 
 
 @pytest.mark.fast
@@ -75,9 +82,23 @@ def test_a_level_too_short_to_be_steady_and_the_auto_hold_that_fixes_it(tmp_path
     peak whatever 8 users measured); --step-time auto holds 8 users until steady, and then its e2e p50 is what
     Little's law says a closed loop of 8 users gets: users / completed requests per second."""
     out = tmp_path / step_time
-    code = main(["run", "--scenario", "smoke", "--out", str(out), "--workers", "1",
-                 "--simulator-arg=--max-num-seqs=2", "--locust-arg=--levels=2,8", f"--locust-arg=--step-time={step_time}",
-                 "--locust-arg=--max-step-time=120", "--locust-arg=--warmup=0", "--locust-arg=--output-tokens=256"])
+    code = main(
+        [
+            "run",
+            "--scenario",
+            "smoke",
+            "--out",
+            str(out),
+            "--workers",
+            "1",
+            "--simulator-arg=--max-num-seqs=2",
+            "--locust-arg=--levels=2,8",
+            f"--locust-arg=--step-time={step_time}",
+            "--locust-arg=--max-step-time=120",
+            "--locust-arg=--warmup=0",
+            "--locust-arg=--output-tokens=256",
+        ]
+    )
     assert code == 0
     summary, levels = levels_of(out)
     assert levels[2]["steady"], levels[2]["steady_reason"]

@@ -19,9 +19,20 @@ from vllm_stress.simulator.protocol import DONE, ChunkFormat
 SHAPES = json.loads((Path(__file__).parent / "fixtures" / "vllm_shapes.json").read_text())
 CHAT_MARKER = b'"delta":{"content":"'  # locustfiles/chat.py
 COMPLETIONS_MARKER = b'"choices":[{"index":0,"text":"'  # locustfiles/completions.py
-FILLERS = {"delta": None, "finish_reason": None, "index": 0, "logprobs": None, "text": "x", "token_ids": [1],
-           "prompt_token_ids": None, "prompt_text": None, "stop_reason": None, "created": 1, "model": "m",
-           "system_fingerprint": None}  # fmt: skip
+FILLERS = {
+    "delta": None,
+    "finish_reason": None,
+    "index": 0,
+    "logprobs": None,
+    "text": "x",
+    "token_ids": [1],
+    "prompt_token_ids": None,
+    "prompt_text": None,
+    "stop_reason": None,
+    "created": 1,
+    "model": "m",
+    "system_fingerprint": None,
+}
 
 
 def chunk_from_shape(shape: dict) -> dict:
@@ -38,8 +49,9 @@ def chunk_from_shape(shape: dict) -> dict:
 
 
 def sse_body(kind: str) -> bytes:
-    events = [c if isinstance(c, str) else json.dumps(chunk_from_shape(c), sort_keys=True)
-              for c in SHAPES[kind]["chunks"]]  # fmt: skip
+    events = [
+        c if isinstance(c, str) else json.dumps(chunk_from_shape(c), sort_keys=True) for c in SHAPES[kind]["chunks"]
+    ]
     return b"".join(b"data: " + event.encode() + b"\n\n" for event in events)
 
 
@@ -60,15 +72,27 @@ def parse(body: bytes, marker: bytes, is_output, pieces: list[int] = ()) -> Exch
     return exchange
 
 
-@pytest.mark.parametrize("kind, marker, is_output", [("chat_stream", CHAT_MARKER, chat_is_output),
-                                                     ("completions_stream", COMPLETIONS_MARKER,
-                                                      lambda choice: "text" in choice)])  # fmt: skip
+@pytest.mark.parametrize(
+    "kind, marker, is_output",
+    [
+        ("chat_stream", CHAT_MARKER, chat_is_output),
+        ("completions_stream", COMPLETIONS_MARKER, lambda choice: "text" in choice),
+    ],
+)
 def test_captured_vllm_shapes_give_their_output_chunks_and_usage_however_the_bytes_are_cut(kind, marker, is_output):
     body = sse_body(kind)
-    expected = sum(1 for c in SHAPES[kind]["chunks"] if isinstance(c, dict) and "choice" in c and
-                   ("role" not in c.get("delta", [])))  # fmt: skip
+    expected = sum(
+        1
+        for c in SHAPES[kind]["chunks"]
+        if isinstance(c, dict) and "choice" in c and ("role" not in c.get("delta", []))
+    )
     whole = parse(body, marker, is_output)
-    assert (whole.chunks, whole.completion_tokens, whole.prompt_tokens, whole.finish_reason) == (expected, 5, 7, "length")
+    assert (whole.chunks, whole.completion_tokens, whole.prompt_tokens, whole.finish_reason) == (
+        expected,
+        5,
+        7,
+        "length",
+    )
     assert whole.ttft == 1.0 and whole.gaps == [0.0] * (expected - 1)  # one read: one timestamp
     for cut in range(1, len(body)):
         split = parse(body, marker, is_output, [cut])
@@ -88,10 +112,15 @@ def test_the_fast_path_counts_what_a_full_parse_counts_on_vllm_byte_layout():
     assert (fast.chunks, fast.first, fast.gaps) == (full.chunks, full.first, full.gaps)
 
 
-@pytest.mark.parametrize("body, error", [(b'data: {"choices":[{"text":"a"}]}\n\n', "StreamTruncated"),
-                                         (b"data: [DONE]\n\n", "NoOutput"),
-                                         (b'oops\n\ndata: [DONE]\n\n', "MalformedSSE"),
-                                         (b'data: {"error":{"type":"Busy"}}\n\n', "StreamError Busy")])  # fmt: skip
+@pytest.mark.parametrize(
+    "body, error",
+    [
+        (b'data: {"choices":[{"text":"a"}]}\n\n', "StreamTruncated"),
+        (b"data: [DONE]\n\n", "NoOutput"),
+        (b"oops\n\ndata: [DONE]\n\n", "MalformedSSE"),
+        (b'data: {"error":{"type":"Busy"}}\n\n', "StreamError Busy"),
+    ],
+)
 def test_broken_streams_fail_with_their_class(body, error):
     with pytest.raises(StreamError) as caught:
         parse(body, COMPLETIONS_MARKER, lambda choice: "text" in choice)
@@ -100,8 +129,7 @@ def test_broken_streams_fail_with_their_class(body, error):
 
 @pytest.mark.skipif(not KERNEL_PLATFORM, reason="SO_TIMESTAMPNS is Linux's")
 def test_a_late_read_still_gets_the_bytes_arrival_time():
-    with socket.create_server(("127.0.0.1", 0)) as server, \
-            socket.create_connection(server.getsockname()) as client:  # fmt: skip
+    with socket.create_server(("127.0.0.1", 0)) as server, socket.create_connection(server.getsockname()) as client:
         accepted, _ = server.accept()
         with accepted:
             accepted.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)

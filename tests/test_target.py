@@ -33,19 +33,24 @@ def parsed(*args: str):
     return parser.parse_args(list(args))
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["--input-tokens", "0"], "--input-tokens must be at least 1, got 0"),
-    (["--output-tokens", "-3"], "--output-tokens must be at least 1, got -3"),
-    (["--request-timeout", "-1"], "--request-timeout must be more than 0 seconds, got -1"),
-    (["--input-tokens", "100", "--prefix-tokens", "100"],
-     "--prefix-tokens must be at least 0 and less than --input-tokens (100), got 100"),
-    (["--prefix-groups", "0"], "--prefix-groups must be at least 1, got 0"),
-    (["--token-spread", "-0.5"], "--token-spread must not be negative, got -0.5"),
-    (["--dataset", "/nonexistent.jsonl"], "--dataset: [Errno 2] No such file or directory"),
-    (["--num-prompts", "-1"], "--num-prompts must be at least 0 (0: the whole --dataset), got -1"),
-    (["--trace", "x.jsonl", "--arrival-rate", "3"], "--trace and --arrival-rate both set when to send: give one"),
-    (["--trace", "x.jsonl", "--speedup", "0"], "--speedup must be more than 0, got 0"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--input-tokens", "0"], "--input-tokens must be at least 1, got 0"),
+        (["--output-tokens", "-3"], "--output-tokens must be at least 1, got -3"),
+        (["--request-timeout", "-1"], "--request-timeout must be more than 0 seconds, got -1"),
+        (
+            ["--input-tokens", "100", "--prefix-tokens", "100"],
+            "--prefix-tokens must be at least 0 and less than --input-tokens (100), got 100",
+        ),
+        (["--prefix-groups", "0"], "--prefix-groups must be at least 1, got 0"),
+        (["--token-spread", "-0.5"], "--token-spread must not be negative, got -0.5"),
+        (["--dataset", "/nonexistent.jsonl"], "--dataset: [Errno 2] No such file or directory"),
+        (["--num-prompts", "-1"], "--num-prompts must be at least 0 (0: the whole --dataset), got -1"),
+        (["--trace", "x.jsonl", "--arrival-rate", "3"], "--trace and --arrival-rate both set when to send: give one"),
+        (["--trace", "x.jsonl", "--speedup", "0"], "--speedup must be more than 0, got 0"),
+    ],
+)
 def test_options_no_run_can_use_are_refused_in_one_line(args, message):
     with pytest.raises(StopTarget) as refused:
         validate(parsed(*args))
@@ -56,13 +61,22 @@ def test_the_defaults_are_valid():
     validate(parsed())
 
 
-@pytest.mark.parametrize(("args", "served", "message"), [
-    ([], {"other": 4096}, "model 'm' is not served by http://h (it serves: other)"),
-    (["--input-tokens", "4000", "--output-tokens", "200"], {"m": 4096},
-     "--input-tokens 4000 + --output-tokens 200 = 4200 tokens exceeds m's max_model_len of 4096 at http://h"),
-    (["--dataset", "d.jsonl", "--output-tokens", "4096"], {"m": 4096},
-     "--output-tokens 4096 leaves no room for a prompt in m's max_model_len of 4096"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("args", "served", "message"),
+    [
+        ([], {"other": 4096}, "model 'm' is not served by http://h (it serves: other)"),
+        (
+            ["--input-tokens", "4000", "--output-tokens", "200"],
+            {"m": 4096},
+            "--input-tokens 4000 + --output-tokens 200 = 4200 tokens exceeds m's max_model_len of 4096 at http://h",
+        ),
+        (
+            ["--dataset", "d.jsonl", "--output-tokens", "4096"],
+            {"m": 4096},
+            "--output-tokens 4096 leaves no room for a prompt in m's max_model_len of 4096",
+        ),
+    ],
+)
 def test_the_model_must_be_served_and_fit(args, served, message):
     with pytest.raises(StopTarget, match=message.replace("(", r"\(").replace(")", r"\)").replace("+", r"\+")):
         check_model(parsed(*args), "m", served, "http://h")
@@ -87,20 +101,23 @@ def refused_connector():
     return aiohttp.ClientConnectorError(None, ConnectionRefusedError(errno.ECONNREFUSED, "Connection refused"))
 
 
-@pytest.mark.parametrize(("exc", "name"), [
-    (StreamError("NoOutput", "no chunk carried output"), "NoOutput"),
-    (StreamError("HTTP 503"), "HTTP 503"),
-    (gevent.Timeout(1), "Timeout"),
-    (TimeoutError(), "Timeout"),
-    (ConnectionRefusedError(errno.ECONNREFUSED, "refused"), "ConnectionRefused"),
-    (Wrapped(ConnectionRefusedError(errno.ECONNREFUSED, "refused")), "ConnectionRefused"),
-    (refused_connector, "ConnectionRefused"),
-    (ssl.SSLCertVerificationError("certificate verify failed"), "TLSError"),
-    (ConnectionResetError(errno.ECONNRESET, "reset"), "StreamTruncated"),
-    (HTTPParseError("invalid chunk"), "StreamTruncated"),
-    (Wrapped(HTTPParseError("invalid chunk")), "StreamTruncated"),
-    (ValueError("Expecting value"), "MalformedJSON"),
-    (KeyError("choices"), "KeyError"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("exc", "name"),
+    [
+        (StreamError("NoOutput", "no chunk carried output"), "NoOutput"),
+        (StreamError("HTTP 503"), "HTTP 503"),
+        (gevent.Timeout(1), "Timeout"),
+        (TimeoutError(), "Timeout"),
+        (ConnectionRefusedError(errno.ECONNREFUSED, "refused"), "ConnectionRefused"),
+        (Wrapped(ConnectionRefusedError(errno.ECONNREFUSED, "refused")), "ConnectionRefused"),
+        (refused_connector, "ConnectionRefused"),
+        (ssl.SSLCertVerificationError("certificate verify failed"), "TLSError"),
+        (ConnectionResetError(errno.ECONNRESET, "reset"), "StreamTruncated"),
+        (HTTPParseError("invalid chunk"), "StreamTruncated"),
+        (Wrapped(HTTPParseError("invalid chunk")), "StreamTruncated"),
+        (ValueError("Expecting value"), "MalformedJSON"),
+        (KeyError("choices"), "KeyError"),
+    ],
+)
 def test_every_client_names_a_failure_the_same_way(exc, name):
     assert failure_name(exc() if callable(exc) else exc) == name

@@ -21,14 +21,16 @@ HISTOGRAM_COLUMNS = 2 + len(schema.SERVER_QUANTILES)
 
 def exposition(running=3, generated=100, ttft_buckets=((0.1, 2), (0.5, 4)), engines=("0", "1")) -> str:
     """A vLLM V1 /metrics text with the same numbers on every engine (a data-parallel server)."""
-    lines = ["# HELP vllm:num_requests_running Number of requests in model execution batches.",
-             "# TYPE vllm:num_requests_running gauge"]
+    lines = [
+        "# HELP vllm:num_requests_running Number of requests in model execution batches.",
+        "# TYPE vllm:num_requests_running gauge",
+    ]
     for engine in engines:
         labels = f'engine="{engine}",model_name="m"'
         total = ttft_buckets[-1][1]
         lines += [
             f"vllm:num_requests_running{{{labels}}} {running}",
-            f"vllm:num_requests_waiting_by_reason{{{labels},reason=\"capacity\"}} 7",  # not waiting itself
+            f'vllm:num_requests_waiting_by_reason{{{labels},reason="capacity"}} 7',  # not waiting itself
             f"vllm:generation_tokens_total{{{labels}}} {generated}",
             f"vllm:generation_tokens_created{{{labels}}} 1.7e9",
             f'vllm:request_success_total{{{labels},finished_reason="stop"}} 1',
@@ -119,12 +121,15 @@ def server():
         s.server_close()
 
 
-@pytest.mark.parametrize("status,body,problem", [
-    (404, "Not Found", "Cannot scrape"),
-    (200, "vllm:num_requests_running{engine=\"0\" oops\n", "Cannot scrape"),  # not the Prometheus format
-    (200, "<html>a proxy's page</html>", "has none of vLLM's metrics"),
-    (200, "# TYPE http_requests_total counter\nhttp_requests_total 5\n", "has none of vLLM's metrics"),
-])
+@pytest.mark.parametrize(
+    "status,body,problem",
+    [
+        (404, "Not Found", "Cannot scrape"),
+        (200, 'vllm:num_requests_running{engine="0" oops\n', "Cannot scrape"),  # not the Prometheus format
+        (200, "<html>a proxy's page</html>", "has none of vLLM's metrics"),
+        (200, "# TYPE http_requests_total counter\nhttp_requests_total 5\n", "has none of vLLM's metrics"),
+    ],
+)
 def test_a_server_without_vllm_metrics_gives_no_rows_and_one_warning(server, caplog, status, body, problem):
     scraper = ServerScraper(server(status, body).url)
     with caplog.at_level(logging.WARNING, logger="vllm_stress.master.telemetry"):
@@ -159,9 +164,30 @@ def test_client_cpu_limit_is_locusts():
 def test_a_run_writes_plausible_server_metrics(simulator, tmp_path):
     sim = simulator("--profile", "cpu-tiny")
     out = tmp_path / "run"
-    proc = run_locust("-f", "locustfiles/chat.py", "-H", sim.url, "-u", "6", "-r", "6", "-t", "5s",
-                      "--input-tokens", "64", "--output-tokens", "16", "--server-metrics-interval", "0.5",
-                      "--headless", "--only-summary", "-L", "WARNING", "--results-dir", str(out))
+    proc = run_locust(
+        "-f",
+        "locustfiles/chat.py",
+        "-H",
+        sim.url,
+        "-u",
+        "6",
+        "-r",
+        "6",
+        "-t",
+        "5s",
+        "--input-tokens",
+        "64",
+        "--output-tokens",
+        "16",
+        "--server-metrics-interval",
+        "0.5",
+        "--headless",
+        "--only-summary",
+        "-L",
+        "WARNING",
+        "--results-dir",
+        str(out),
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr and "WARNING" not in proc.stderr
     requests_rows = read_rows(out / schema.REQUESTS_FILE)
@@ -188,8 +214,29 @@ def test_a_run_writes_plausible_server_metrics(simulator, tmp_path):
 def test_scraping_can_be_turned_off(simulator, tmp_path):
     sim = simulator("--profile", "cpu-tiny")
     out = tmp_path / "run"
-    proc = run_locust("-f", "locustfiles/chat.py", "-H", sim.url, "-u", "1", "-r", "1", "-t", "3s",
-                      "--input-tokens", "64", "--output-tokens", "16", "--server-metrics-interval", "0",
-                      "--headless", "--only-summary", "-L", "WARNING", "--results-dir", str(out))
+    proc = run_locust(
+        "-f",
+        "locustfiles/chat.py",
+        "-H",
+        sim.url,
+        "-u",
+        "1",
+        "-r",
+        "1",
+        "-t",
+        "3s",
+        "--input-tokens",
+        "64",
+        "--output-tokens",
+        "16",
+        "--server-metrics-interval",
+        "0",
+        "--headless",
+        "--only-summary",
+        "-L",
+        "WARNING",
+        "--results-dir",
+        str(out),
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (out / schema.REQUESTS_FILE).exists() and not (out / schema.SERVER_METRICS_FILE).exists()

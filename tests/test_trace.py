@@ -26,10 +26,29 @@ def test_both_published_formats_are_read():
 def replay(simulator, tmp_path, name, users, speedup, duration):
     sim = simulator("--profile", "cpu-tiny")
     out = tmp_path / name
-    proc = run_locust("-f", "locustfiles/chat.py", "-H", sim.url, "-u", str(users), "-r", str(users),
-                      "-t", f"{duration / speedup + 8:.0f}s", "--trace", str(MOONCAKE), "--speedup", str(speedup),
-                      "--trace-duration", str(duration), "--results-dir", str(out), *two_workers(), *ARGS,
-                      timeout=180)
+    proc = run_locust(
+        "-f",
+        "locustfiles/chat.py",
+        "-H",
+        sim.url,
+        "-u",
+        str(users),
+        "-r",
+        str(users),
+        "-t",
+        f"{duration / speedup + 8:.0f}s",
+        "--trace",
+        str(MOONCAKE),
+        "--speedup",
+        str(speedup),
+        "--trace-duration",
+        str(duration),
+        "--results-dir",
+        str(out),
+        *two_workers(),
+        *ARGS,
+        timeout=180,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert main_report(out) == 0
     rows = read_rows(out / "requests.csv")

@@ -33,8 +33,23 @@ def check_rows(rows: list[dict], name: str, prompt: int = 64, completion: int = 
 def test_one_streaming_user(simulator, tmp_path, locustfile, name):
     sim = simulator("--profile", "cpu-tiny")
     out = tmp_path / "run"
-    proc = run_locust("-f", f"locustfiles/{locustfile}.py", "-H", sim.url, "-u", "1", "-r", "1", "-t", "4s",
-                      "--results-dir", str(out), "--csv", str(out / "locust"), *SHORT)
+    proc = run_locust(
+        "-f",
+        f"locustfiles/{locustfile}.py",
+        "-H",
+        sim.url,
+        "-u",
+        "1",
+        "-r",
+        "1",
+        "-t",
+        "4s",
+        "--results-dir",
+        str(out),
+        "--csv",
+        str(out / "locust"),
+        *SHORT,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr
     rows = check_rows(read_rows(out / "requests.csv"), name)
@@ -56,8 +71,22 @@ def test_one_streaming_user(simulator, tmp_path, locustfile, name):
 def test_non_streaming_users(simulator, tmp_path, locustfile, name):
     sim = simulator("--profile", "cpu-tiny")
     out = tmp_path / "run"
-    proc = run_locust("-f", f"locustfiles/{locustfile}.py", "-H", sim.url, "-u", "2", "-r", "2", "-t", "3s",
-                      "--no-stream", "--results-dir", str(out), *SHORT)
+    proc = run_locust(
+        "-f",
+        f"locustfiles/{locustfile}.py",
+        "-H",
+        sim.url,
+        "-u",
+        "2",
+        "-r",
+        "2",
+        "-t",
+        "3s",
+        "--no-stream",
+        "--results-dir",
+        str(out),
+        *SHORT,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     for r in check_rows(read_rows(out / "requests.csv"), name):
         assert r["ttft_s"] == "" and r["tpot_s"] == "" and float(r["e2e_s"]) > 0
@@ -66,8 +95,21 @@ def test_non_streaming_users(simulator, tmp_path, locustfile, name):
 def test_legacy_generate_user(simulator, tmp_path):
     sim = simulator("--profile", "cpu-tiny")
     out = tmp_path / "run"
-    proc = run_locust("-f", "locustfiles/generate.py", "-H", sim.url, "-u", "2", "-r", "2", "-t", "3s",
-                      "--results-dir", str(out), *SHORT)
+    proc = run_locust(
+        "-f",
+        "locustfiles/generate.py",
+        "-H",
+        sim.url,
+        "-u",
+        "2",
+        "-r",
+        "2",
+        "-t",
+        "3s",
+        "--results-dir",
+        str(out),
+        *SHORT,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = [r for r in read_rows(out / "requests.csv") if r["error"] != "Aborted"]
     assert rows and all(r["ok"] == "1" and float(r["ttft_s"]) > 0 for r in rows)
@@ -78,8 +120,24 @@ def test_legacy_generate_user(simulator, tmp_path):
 def test_many_users_on_master_and_two_workers(simulator, tmp_path):
     sim = simulator("--profile", "cpu-tiny")
     out = tmp_path / "run"
-    proc = run_locust("-f", "locustfiles/chat.py", "-H", sim.url, "-u", "40", "-r", "40", "-t", "6s", *two_workers(),
-                      "--results-dir", str(out), "--csv", str(out / "locust"), *SHORT)
+    proc = run_locust(
+        "-f",
+        "locustfiles/chat.py",
+        "-H",
+        sim.url,
+        "-u",
+        "40",
+        "-r",
+        "40",
+        "-t",
+        "6s",
+        *two_workers(),
+        "--results-dir",
+        str(out),
+        "--csv",
+        str(out / "locust"),
+        *SHORT,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = read_rows(out / "requests.csv")
     assert len({r["worker"] for r in rows}) == 2
@@ -101,9 +159,26 @@ def test_ttft_matches_the_server_within_5ms(simulator, tmp_path):
     log = tmp_path / "requests.jsonl"
     sim = simulator("--profile", "cpu-tiny", "--request-log", str(log))
     out = tmp_path / "run"
-    proc = run_locust("-f", "locustfiles/chat.py", "-H", sim.url, "-u", "1", "-r", "1", "-t", "3s",
-                      "--input-tokens", "2000", "--output-tokens", "1", "--headless", "--only-summary",
-                      "--results-dir", str(out))
+    proc = run_locust(
+        "-f",
+        "locustfiles/chat.py",
+        "-H",
+        sim.url,
+        "-u",
+        "1",
+        "-r",
+        "1",
+        "-t",
+        "3s",
+        "--input-tokens",
+        "2000",
+        "--output-tokens",
+        "1",
+        "--headless",
+        "--only-summary",
+        "--results-dir",
+        str(out),
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = [r for r in read_rows(out / "requests.csv") if r["ok"] == "1"]
     metrics = scrape(sim.url)
@@ -113,5 +188,7 @@ def test_ttft_matches_the_server_within_5ms(simulator, tmp_path):
     for row in rows:
         record = records[row["request_id"]]
         assert abs(float(row["ttft_s"]) - (record["first"] - record["arrival"])) < 0.005, (row, record)
-    engine_ttft = metrics["vllm:time_to_first_token_seconds_sum{}"] / metrics["vllm:time_to_first_token_seconds_count{}"]
+    engine_ttft = (
+        metrics["vllm:time_to_first_token_seconds_sum{}"] / metrics["vllm:time_to_first_token_seconds_count{}"]
+    )
     assert engine_ttft < sum(float(r["ttft_s"]) for r in rows) / len(rows)

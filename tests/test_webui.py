@@ -23,12 +23,28 @@ from vllm_stress.scenarios.runner import free_port
 from vllm_stress.webui.llmtab import COLUMNS, CSV_ROUTE, TAB
 
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+]
 ARTIFACTS = REPO / "test-artifacts"
 LOCUST_OPTIONS = ["--input-tokens", "64", "--output-tokens", "16", "-L", "INFO"]
-RAMP = ["-f", "locustfiles/chat.py,scenarios/shape.py", "--levels", "2,4", "--step-time", "4", "--warmup", "0",
-        "--ramp-time", "1"]
+RAMP = [
+    "-f",
+    "locustfiles/chat.py,scenarios/shape.py",
+    "--levels",
+    "2,4",
+    "--step-time",
+    "4",
+    "--warmup",
+    "0",
+    "--ramp-time",
+    "1",
+]
 DEADLINE_S = 20.0
 
 
@@ -45,16 +61,29 @@ class Master:
         self.url = f"http://127.0.0.1:{web_port}"
         self.processes: dict[str, subprocess.Popen] = {}
         self.log_files = []
-        self.start("master", "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(master_port),
-                   "--web-host", "127.0.0.1", "--web-port", str(web_port), "--results-dir", str(self.results))
+        self.start(
+            "master",
+            "--master",
+            "--master-bind-host",
+            "127.0.0.1",
+            "--master-bind-port",
+            str(master_port),
+            "--web-host",
+            "127.0.0.1",
+            "--web-port",
+            str(web_port),
+            "--results-dir",
+            str(self.results),
+        )
         self.start("worker", "--worker", "--master-host", "127.0.0.1", "--master-port", str(master_port))
 
     def start(self, name: str, *args: str) -> None:
         log = open(self.folder / f"{name}.log", "w")  # noqa: SIM115 (the process keeps writing it)
         self.log_files.append(log)
         command = [sys.executable, "-m", "locust", *LOCUST_OPTIONS, *self.args, *args]
-        self.processes[name] = subprocess.Popen(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
-                                                env=os.environ | {"PYTHONUNBUFFERED": "1"})
+        self.processes[name] = subprocess.Popen(
+            command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env=os.environ | {"PYTHONUNBUFFERED": "1"}
+        )
 
     def logs(self) -> str:
         return "\n".join(f"--- {name}\n" + (self.folder / f"{name}.log").read_text()[-3000:] for name in self.processes)
@@ -139,8 +168,9 @@ def test_llm_table_in_stats_of_a_distributed_run(master, simulator):
     swarm = requests.post(master.url + "/swarm", data={"user_count": 4, "spawn_rate": 4, "host": sim.url}, timeout=10)
     assert swarm.json()["success"], swarm.text
     # Locust caches its own /stats/requests for 2 s while the LLM table is fresh each time: wait for both
-    stats = until(lambda: both_counted(master.stats()), "tok/s and TTFT in the LLM table, requests in Locust's stats",
-                  master)
+    stats = until(
+        lambda: both_counted(master.stats()), "tok/s and TTFT in the LLM table, requests in Locust's stats", master
+    )
     table = llm_table(stats)
     now, level = table[0], table[1]
     assert now["level"] == "now: 4 users" and now["output_tok_s"] > 0 and now["running"] != ""
@@ -200,7 +230,9 @@ def test_browser_drives_a_ramp_from_the_form(master, simulator):
                 page.locator(f"input[name={name}]").fill(value)
             page.locator("input[name=levels]").fill("2,x")
             page.get_by_role("button", name="Start").click()
-            sync_api.expect(page.get_by_text("--levels must be comma-separated whole numbers, got '2,x'")).to_be_visible()
+            sync_api.expect(
+                page.get_by_text("--levels must be comma-separated whole numbers, got '2,x'")
+            ).to_be_visible()
             page.locator("input[name=levels]").fill(FORM["levels"])
             page.get_by_role("button", name="Start").click()
             page.get_by_role("tab", name="LLM").click()
@@ -212,8 +244,11 @@ def test_browser_drives_a_ramp_from_the_form(master, simulator):
             watch_dashboard(dashboard, master, sync_api)
             page.reload()  # Locust's page stops polling when a run stops: a reload shows the end
             page.get_by_role("tab", name="LLM").click()
-            until(lambda: "ended: report ready" in "".join(cells(rows.nth(1))[:1]), "the tab saying the report is "
-                  "ready", master)
+            until(
+                lambda: "ended: report ready" in "".join(cells(rows.nth(1))[:1]),
+                "the tab saying the report is ready",
+                master,
+            )
             assert [cells(rows.nth(i))[0] for i in (2, 3, 4)] == ["2 users", "4 users", "6 users"]
             page.screenshot(path=str(ARTIFACTS / "webui-llm-tab-after.png"), full_page=True)
             page.get_by_role("tab", name="Statistics").click()
@@ -227,8 +262,15 @@ def test_browser_drives_a_ramp_from_the_form(master, simulator):
             browser.close()
 
 
-FORM = {"levels": "2,4,6", "stepTime": "4", "warmup": "0", "rampTime": "1", "inputTokens": "64",
-        "outputTokens": "16", "scenario": "form-ramp"}  # input names of Locust's form (its options in camelCase)
+FORM = {
+    "levels": "2,4,6",
+    "stepTime": "4",
+    "warmup": "0",
+    "rampTime": "1",
+    "inputTokens": "64",
+    "outputTokens": "16",
+    "scenario": "form-ramp",
+}  # input names of Locust's form (its options in camelCase)
 RAMP_DEADLINE_S = 150.0  # three levels of a few seconds each on a loaded machine, then the report
 
 
@@ -236,8 +278,14 @@ def watch_dashboard(page, master: Master, sync_api) -> None:
     """The live dashboard draws the series, its progress line moves from level to level, the curve gets a point per
     level with its verdict, and when the run ends it links the report built by itself."""
     page.goto(master.url + "/llm/dashboard")
-    until(lambda: page.locator("#tok polyline").count() and len(page.locator("#tok polyline").get_attribute("points")
-                                                                .split()) >= 3, "tok/s points on the dashboard", master)
+    until(
+        lambda: (
+            page.locator("#tok polyline").count()
+            and len(page.locator("#tok polyline").get_attribute("points").split()) >= 3
+        ),
+        "tok/s points on the dashboard",
+        master,
+    )
     sync_api.expect(page.locator("#progress")).to_contain_text("Level 1/3", timeout=RAMP_DEADLINE_S * 1000)
     sync_api.expect(page.locator("#progress")).to_contain_text("Level 2/3", timeout=RAMP_DEADLINE_S * 1000)
     page.screenshot(path=str(ARTIFACTS / "webui-llm-dashboard-during.png"), full_page=True)
@@ -277,19 +325,32 @@ def test_web_login_guards_the_report_and_the_run(master, simulator, monkeypatch)
     for route in ROUTES:
         answer = anonymous.get(master.url + route, allow_redirects=False, timeout=10)
         assert answer.status_code == 302 and "/login" in answer.headers["Location"], route
-    assert anonymous.post(master.url + "/swarm", data={"host": sim.url}, allow_redirects=False,
-                          timeout=10).status_code == 302
+    assert (
+        anonymous.post(master.url + "/swarm", data={"host": sim.url}, allow_redirects=False, timeout=10).status_code
+        == 302
+    )
     user = master.session
     assert user.get(master.url + "/llm/run-report", timeout=10).status_code == 404  # no run has ended yet
     refused = user.post(master.url + "/swarm", data={"host": sim.url, "warmup": "soon"}, timeout=10).json()
     assert not refused["success"] and refused["message"] == "argument --warmup: invalid float value: 'soon'"
     assert user.post(master.url + "/swarm", data={"host": sim.url}, timeout=10).json()["success"]
-    until(lambda: user.get(master.url + "/llm/series.json", timeout=10).json()["levels"], "the first level held",
-          master, RAMP_DEADLINE_S)
+    until(
+        lambda: user.get(master.url + "/llm/series.json", timeout=10).json()["levels"],
+        "the first level held",
+        master,
+        RAMP_DEADLINE_S,
+    )
     so_far = user.get(master.url + "/llm/report", timeout=60)  # built now, the run going on meanwhile
     assert so_far.status_code == 200 and "vLLM stress test report" in so_far.text
-    until(lambda: (series := user.get(master.url + "/llm/series.json", timeout=10).json())["report"]
-          and series["report"]["state"] == "ready", "the report built when the ramp ended", master, RAMP_DEADLINE_S)
+    until(
+        lambda: (
+            (series := user.get(master.url + "/llm/series.json", timeout=10).json())["report"]
+            and series["report"]["state"] == "ready"
+        ),
+        "the report built when the ramp ended",
+        master,
+        RAMP_DEADLINE_S,
+    )
     report = user.get(master.url + "/llm/run-report", timeout=10)
     assert report.status_code == 200 and "vLLM stress test report" in report.text
     summary = user.get(master.url + "/llm/summary.json", timeout=10).json()
@@ -297,12 +358,24 @@ def test_web_login_guards_the_report_and_the_run(master, simulator, monkeypatch)
     run = json.loads((master.results / schema.RUN_FILE).read_text())
     assert run["complete"] is True and run["ended"] > run["started"]  # closed at the run's end, not at quit
     archive = zipfile.ZipFile(io.BytesIO(user.get(master.url + "/llm/run.zip", timeout=10).content))
-    assert {"run/requests.csv", "run/levels.csv", "run/locust_stats.csv", "run/report/report.html",
-            "run/report/summary.json"} <= set(archive.namelist())
+    assert {
+        "run/requests.csv",
+        "run/levels.csv",
+        "run/locust_stats.csv",
+        "run/report/report.html",
+        "run/report/summary.json",
+    } <= set(archive.namelist())
 
 
-ROUTES = ["/llm/dashboard", "/llm/series.json", "/llm/report", "/llm/run-report", "/llm/summary.json", "/llm/run.zip",
-          CSV_ROUTE]
+ROUTES = [
+    "/llm/dashboard",
+    "/llm/series.json",
+    "/llm/report",
+    "/llm/run-report",
+    "/llm/summary.json",
+    "/llm/run.zip",
+    CSV_ROUTE,
+]
 
 
 def cells(row) -> list[str]:

@@ -42,21 +42,28 @@ def number(value: Fraction) -> str:
 def mc_question(rng: random.Random) -> tuple[str, str, Fraction]:
     """(subject, question, right value) of one multiple-choice question."""
     a, b, c = rng.randint(2, 99), rng.randint(2, 99), rng.randint(2, 9)
-    return rng.choice([
-        ("addition", f"Which number is the sum of {a} and {b}?", Fraction(a + b)),
-        ("multiplication", f"Which number is the product of {a} and {c}?", Fraction(a * c)),
-        ("subtraction", f"Which number is the difference between {a} and {b}?", Fraction(a - b)),
-        ("arithmetic", f"What is {a} * {c} - {b}?", Fraction(a * c - b)),
-        ("division", f"What is ({a * c} + {b * c}) / {c}?", Fraction(a + b)),
-    ])  # fmt: skip
+    return rng.choice(
+        [
+            ("addition", f"Which number is the sum of {a} and {b}?", Fraction(a + b)),
+            ("multiplication", f"Which number is the product of {a} and {c}?", Fraction(a * c)),
+            ("subtraction", f"Which number is the difference between {a} and {b}?", Fraction(a - b)),
+            ("arithmetic", f"What is {a} * {c} - {b}?", Fraction(a * c - b)),
+            ("division", f"What is ({a * c} + {b * c}) / {c}?", Fraction(a + b)),
+        ]
+    )
 
 
 def mc_line(rng: random.Random, index: int) -> dict:
     subject, question, right = mc_question(rng)
     values = [right] + [right + offset for offset in rng.sample(_DISTRACTOR_OFFSETS, 3)]
     rng.shuffle(values)
-    return {"id": f"syn-mc-{index:03d}", "subject": subject, "question": question,
-            "choices": [number(v) for v in values], "answer": values.index(right)}  # fmt: skip
+    return {
+        "id": f"syn-mc-{index:03d}",
+        "subject": subject,
+        "question": question,
+        "choices": [number(v) for v in values],
+        "answer": values.index(right),
+    }
 
 
 def math_question(rng: random.Random) -> tuple[str, str, Fraction]:
@@ -64,18 +71,32 @@ def math_question(rng: random.Random) -> tuple[str, str, Fraction]:
     a, b, c = rng.randint(2, 99), rng.randint(2, 99), rng.randint(2, 12)
     big, price, divisor = rng.randint(101, 999), Fraction(rng.randint(101, 2999), 4), rng.choice((2, 4, 5, 8))
     cost = f"{float(price):.2f}"
-    return rng.choice([
-        (f"What is {a} + {b} * {c}?", f"{b} * {c} = {b * c}. {a} + {b * c} = {a + b * c}.", Fraction(a + b * c)),
-        (f"Compute ({a} - {b}) * {c}.", f"{a} - {b} = {a - b}. {a - b} * {c} = {(a - b) * c}.",
-         Fraction((a - b) * c)),
-        (f"A ticket costs ${cost}. How many dollars do {c} tickets cost? Compute {c} * {cost}.",
-         f"{c} tickets cost {c} * {cost} = {number(c * price)} dollars.", c * price),
-        (f"What is {a} - {b + 100}?", f"{a} - {b + 100} = {a - b - 100}.", Fraction(a - b - 100)),
-        (f"A farm has {big} rows of {a} plants. What is {big} * {a}, the number of plants?",
-         f"{big} * {a} = {big * a}.", Fraction(big * a)),
-        (f"What is the quotient of {a} and {divisor}?", f"{a} / {divisor} = {number(Fraction(a, divisor))}.",
-         Fraction(a, divisor)),
-    ])  # fmt: skip
+    return rng.choice(
+        [
+            (f"What is {a} + {b} * {c}?", f"{b} * {c} = {b * c}. {a} + {b * c} = {a + b * c}.", Fraction(a + b * c)),
+            (
+                f"Compute ({a} - {b}) * {c}.",
+                f"{a} - {b} = {a - b}. {a - b} * {c} = {(a - b) * c}.",
+                Fraction((a - b) * c),
+            ),
+            (
+                f"A ticket costs ${cost}. How many dollars do {c} tickets cost? Compute {c} * {cost}.",
+                f"{c} tickets cost {c} * {cost} = {number(c * price)} dollars.",
+                c * price,
+            ),
+            (f"What is {a} - {b + 100}?", f"{a} - {b + 100} = {a - b - 100}.", Fraction(a - b - 100)),
+            (
+                f"A farm has {big} rows of {a} plants. What is {big} * {a}, the number of plants?",
+                f"{big} * {a} = {big * a}.",
+                Fraction(big * a),
+            ),
+            (
+                f"What is the quotient of {a} and {divisor}?",
+                f"{a} / {divisor} = {number(Fraction(a, divisor))}.",
+                Fraction(a, divisor),
+            ),
+        ]
+    )
 
 
 def math_line(rng: random.Random, index: int) -> dict:
@@ -99,9 +120,14 @@ def mooncake_lines(rng: random.Random) -> list[dict]:
         family, shared = rng.randrange(8), rng.randint(1, 2)
         blocks = shared + rng.randint(0, 1)
         own = [10_000 + index * 4 + block for block in range(blocks - shared)]
-        lines.append({"timestamp": round(at * 1000), "input_length": blocks * BLOCK_TOKENS - rng.randrange(256),
-                      "output_length": rng.randint(8, 32),
-                      "hash_ids": [family * 100 + block for block in range(shared)] + own})
+        lines.append(
+            {
+                "timestamp": round(at * 1000),
+                "input_length": blocks * BLOCK_TOKENS - rng.randrange(256),
+                "output_length": rng.randint(8, 32),
+                "hash_ids": [family * 100 + block for block in range(shared)] + own,
+            }
+        )
     return lines
 
 
@@ -119,13 +145,35 @@ def azure_csv(rng: random.Random) -> str:
 
 SHAREGPT_CONVERSATIONS = 40
 SHAREGPT_SEED = 20240603
-_CHAT_SUBJECTS = ("a garden", "the river", "an old castle", "a market town", "the winter sky", "a forest road",
-                  "an island village", "a city bridge", "the morning light", "a music hall")
-_CHAT_ASKS = ("Tell me about {}.", "Write a short story about {}.", "What would you see in {}?",
-              "Describe {} in a few lines.", "Give me three facts about {}.")
-_CHAT_FOLLOW_UPS = ("Make it shorter.", "Now say it as a poem.", "Add more about the people there.",
-                    "What happens at night?", "Explain that again for a child.", "Why is that?",
-                    "Can you give an example?", "And in the summer?")
+_CHAT_SUBJECTS = (
+    "a garden",
+    "the river",
+    "an old castle",
+    "a market town",
+    "the winter sky",
+    "a forest road",
+    "an island village",
+    "a city bridge",
+    "the morning light",
+    "a music hall",
+)
+_CHAT_ASKS = (
+    "Tell me about {}.",
+    "Write a short story about {}.",
+    "What would you see in {}?",
+    "Describe {} in a few lines.",
+    "Give me three facts about {}.",
+)
+_CHAT_FOLLOW_UPS = (
+    "Make it shorter.",
+    "Now say it as a poem.",
+    "Add more about the people there.",
+    "What happens at night?",
+    "Explain that again for a child.",
+    "Why is that?",
+    "Can you give an example?",
+    "And in the summer?",
+)
 
 
 def sharegpt_items(rng: random.Random) -> list[dict]:
@@ -137,8 +185,10 @@ def sharegpt_items(rng: random.Random) -> list[dict]:
         turns += rng.sample(_CHAT_FOLLOW_UPS, rng.randint(1, 5))
         conversation = []
         for turn in turns:
-            conversation += [{"from": "human", "value": turn},
-                             {"from": "gpt", "value": f"Here is an answer of {rng.randint(20, 200)} words."}]
+            conversation += [
+                {"from": "human", "value": turn},
+                {"from": "gpt", "value": f"Here is an answer of {rng.randint(20, 200)} words."},
+            ]
         items.append({"id": f"synthetic-{index}", "conversations": conversation})
     return items
 

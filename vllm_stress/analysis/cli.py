@@ -67,13 +67,23 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         metavar="LOW:HIGH",
         help="levels of the scaling factor, e.g. 10:200 (default: smallest and largest level)",
     )
-    parser.add_argument("--window", type=float, default=DEFAULT_WINDOW_S, metavar="SECONDS",
-                        help="window of the per-window tables of open-loop runs and trace replays "
-                        f"(default {DEFAULT_WINDOW_S:g})")
-    parser.add_argument("--db", metavar="PATH", help="append the runs to this results store (SQLite; default: "
-                        f"${store.DB_ENV}, none when unset)")
-    parser.add_argument("--export-vllm", metavar="DIR", help="also write each level of each run as a vllm bench "
-                        "serve --save-result JSON into DIR")
+    parser.add_argument(
+        "--window",
+        type=float,
+        default=DEFAULT_WINDOW_S,
+        metavar="SECONDS",
+        help=f"window of the per-window tables of open-loop runs and trace replays (default {DEFAULT_WINDOW_S:g})",
+    )
+    parser.add_argument(
+        "--db",
+        metavar="PATH",
+        help=f"append the runs to this results store (SQLite; default: ${store.DB_ENV}, none when unset)",
+    )
+    parser.add_argument(
+        "--export-vllm",
+        metavar="DIR",
+        help="also write each level of each run as a vllm bench serve --save-result JSON into DIR",
+    )
     return parser.parse_args(argv)
 
 
@@ -159,4 +169,3 @@ def main(argv: list[str] | None = None) -> int:
     if summary.get("store_ids"):
         print(f"recorded in the results store as {', '.join(f'db:{i}' for i in summary['store_ids'])}")
     return 0
-

@@ -108,8 +108,9 @@ def parse_fail_on(text: str | None) -> list[Limit]:
     for item in filter(str.strip, (text or "").split(",")):
         match = LIMIT.match(item)
         if not match or match.group(1) not in METRICS:
-            raise AnalysisError(f"--fail-on: {item!r} is not METRIC<-N% or METRIC>+N% with METRIC one of "
-                                f"{', '.join(METRICS)}")
+            raise AnalysisError(
+                f"--fail-on: {item!r} is not METRIC<-N% or METRIC>+N% with METRIC one of {', '.join(METRICS)}"
+            )
         metric, direction, change = match.groups()
         limits.append(Limit(metric, direction, float(change) / 100))
     return limits
@@ -191,27 +192,47 @@ def differences(baseline: pd.DataFrame, candidate: pd.DataFrame, limits: list[Li
             relative = change / base[field] if base[field] else math.copysign(math.inf, change) if change else 0.0
             ci95, significant, test = welch(base, cand, field)
             crossed = [str(limit) for limit in limits if limit.metric == metric and limit.crossed(relative)]
-            result.append(Difference(int(users), metric, float(base[field]), float(cand[field]), int(base["runs"]),
-                                     int(cand["runs"]), change, relative, ci95, test, significant, gated, crossed))
+            result.append(
+                Difference(
+                    int(users),
+                    metric,
+                    float(base[field]),
+                    float(cand[field]),
+                    int(base["runs"]),
+                    int(cand["runs"]),
+                    change,
+                    relative,
+                    ci95,
+                    test,
+                    significant,
+                    gated,
+                    crossed,
+                )
+            )
     return result
 
 
-def compare(baseline_sources: list[str], candidate_sources: list[str], limits: list[Limit],
-            db: str | None = None) -> dict:
+def compare(
+    baseline_sources: list[str], candidate_sources: list[str], limits: list[Limit], db: str | None = None
+) -> dict:
     """The comparison: both sides' levels, every difference and the regressions (see the module docstring)."""
     baseline, candidate = aggregate(load_side(baseline_sources, db)), aggregate(load_side(candidate_sources, db))
     common = set(baseline.index) & set(candidate.index)
     if not common:
-        raise AnalysisError(f"no level in both sides (baseline {sorted(baseline.index)}, candidate "
-                            f"{sorted(candidate.index)})")
+        raise AnalysisError(
+            f"no level in both sides (baseline {sorted(baseline.index)}, candidate {sorted(candidate.index)})"
+        )
     diffs = differences(baseline, candidate, limits)
     return {
         "baseline": {"sources": baseline_sources, "levels": baseline},
         "candidate": {"sources": candidate_sources, "levels": candidate},
         "fail_on": [str(limit) for limit in limits],
         "differences": diffs,
-        "ungated": {int(u): ungated_reason(baseline.loc[u], candidate.loc[u]) for u in sorted(common)
-                    if not (baseline.loc[u, "steady"] and candidate.loc[u, "steady"])},
+        "ungated": {
+            int(u): ungated_reason(baseline.loc[u], candidate.loc[u])
+            for u in sorted(common)
+            if not (baseline.loc[u, "steady"] and candidate.loc[u, "steady"])
+        },
         "regressions": [d for d in diffs if d.regression],
         "servers": {"baseline": side_servers(baseline_sources, db), "candidate": side_servers(candidate_sources, db)},
     }
@@ -219,8 +240,11 @@ def compare(baseline_sources: list[str], candidate_sources: list[str], limits: l
 
 def ungated_reason(base: pd.Series, cand: pd.Series) -> str:
     """Why a level does not gate: which side was not steady, and its reason."""
-    return "; ".join(f"{side} not steady ({level['steady_reason']})"
-                     for side, level in (("baseline", base), ("candidate", cand)) if not level["steady"])
+    return "; ".join(
+        f"{side} not steady ({level['steady_reason']})"
+        for side, level in (("baseline", base), ("candidate", cand))
+        if not level["steady"]
+    )
 
 
 def percent(value: float) -> str:
@@ -239,9 +263,11 @@ def figure(metric: str, value: float | None) -> str:
 
 def verdict_line(diff: Difference) -> str:
     ci = "" if diff.ci95 is None else f", 95 % CI of the change ±{figure(diff.metric, diff.ci95)}"
-    return (f"{diff.users} users: {diff.metric} {figure(diff.metric, diff.baseline)} -> "
-            f"{figure(diff.metric, diff.candidate)} ({percent(diff.relative)}{ci}; {diff.test}) crosses "
-            f"{', '.join(diff.crossed)}")
+    return (
+        f"{diff.users} users: {diff.metric} {figure(diff.metric, diff.baseline)} -> "
+        f"{figure(diff.metric, diff.candidate)} ({percent(diff.relative)}{ci}; {diff.test}) crosses "
+        f"{', '.join(diff.crossed)}"
+    )
 
 
 def report_blocks(result: dict, plots: dict[str, Path]) -> list:
@@ -250,8 +276,15 @@ def report_blocks(result: dict, plots: dict[str, Path]) -> list:
     sides = [f"{side}: {', '.join(result[side]['sources'])}" for side in ("baseline", "candidate")]
     blocks = [Heading(TITLE, 1), Bullets(sides)]
     if servers_differ(result):
-        blocks.append(Paragraph("The servers differ: " + "; ".join(
-            f"{side} {' / '.join(result['servers'][side]) or 'unknown'}" for side in ("baseline", "candidate")) + "."))
+        blocks.append(
+            Paragraph(
+                "The servers differ: "
+                + "; ".join(
+                    f"{side} {' / '.join(result['servers'][side]) or 'unknown'}" for side in ("baseline", "candidate")
+                )
+                + "."
+            )
+        )
     if regressions:
         blocks += [Heading("Regressions"), Bullets([verdict_line(d) for d in regressions])]
     else:
@@ -259,23 +292,62 @@ def report_blocks(result: dict, plots: dict[str, Path]) -> list:
         blocks.append(Paragraph(f"No --fail-on limit ({limits}) crossed outside the noise at a steady level."))
     noisy = [d for d in result["differences"] if d.crossed and not d.regression]
     if noisy:
-        blocks += [Heading("Limits crossed that do not gate"),
-                   Bullets([verdict_line(d) + ("" if d.gated else ": level not steady on both sides")
-                            + ("" if d.significant else ": within the noise") for d in noisy])]
+        blocks += [
+            Heading("Limits crossed that do not gate"),
+            Bullets(
+                [
+                    verdict_line(d)
+                    + ("" if d.gated else ": level not steady on both sides")
+                    + ("" if d.significant else ": within the noise")
+                    for d in noisy
+                ]
+            ),
+        ]
     for users in sorted({d.users for d in result["differences"]}):
-        rows = [[d.metric, figure(d.metric, d.baseline), figure(d.metric, d.candidate), percent(d.relative),
-                 "-" if d.ci95 is None else f"±{figure(d.metric, d.ci95)}", d.test, "yes" if d.significant else "no",
-                 ", ".join(d.crossed) or "-"] for d in result["differences"] if d.users == users]
+        rows = [
+            [
+                d.metric,
+                figure(d.metric, d.baseline),
+                figure(d.metric, d.candidate),
+                percent(d.relative),
+                "-" if d.ci95 is None else f"±{figure(d.metric, d.ci95)}",
+                d.test,
+                "yes" if d.significant else "no",
+                ", ".join(d.crossed) or "-",
+            ]
+            for d in result["differences"]
+            if d.users == users
+        ]
         gate = result["ungated"].get(users)
-        blocks += [Heading(f"{users} users" + (" (ungated)" if gate else "")),
-                   *([Paragraph(f"Ungated: {gate}.")] if gate else []),
-                   Table(["metric", "baseline", "candidate", "change", "95 % CI of the change", "test",
-                          "outside the noise", "limits crossed"], rows)]
-    only = {side: sorted(set(result[side]["levels"].index) - {d.users for d in result["differences"]})
-            for side in ("baseline", "candidate")}
+        blocks += [
+            Heading(f"{users} users" + (" (ungated)" if gate else "")),
+            *([Paragraph(f"Ungated: {gate}.")] if gate else []),
+            Table(
+                [
+                    "metric",
+                    "baseline",
+                    "candidate",
+                    "change",
+                    "95 % CI of the change",
+                    "test",
+                    "outside the noise",
+                    "limits crossed",
+                ],
+                rows,
+            ),
+        ]
+    only = {
+        side: sorted(set(result[side]["levels"].index) - {d.users for d in result["differences"]})
+        for side in ("baseline", "candidate")
+    }
     if any(only.values()):
-        blocks.append(Paragraph("Levels on one side only (not compared): " + "; ".join(
-            f"{side} {levels}" for side, levels in only.items() if levels) + "."))
+        blocks.append(
+            Paragraph(
+                "Levels on one side only (not compared): "
+                + "; ".join(f"{side} {levels}" for side, levels in only.items() if levels)
+                + "."
+            )
+        )
     blocks += [Heading("Plots"), *(Image(title, path) for title, path in plots.items())]
     blocks += [Heading("Method"), Bullets(METHOD)]
     return blocks
@@ -292,22 +364,30 @@ def write_report(result: dict, out: Path) -> None:
     if out.exists() and not out.is_dir():
         raise AnalysisError(f"{out}: output path exists and is not a folder")
     out.mkdir(parents=True, exist_ok=True)
-    configs = {side: {"levels": result[side]["levels"].reset_index().to_dict("records")}
-               for side in ("baseline", "candidate")}
+    configs = {
+        side: {"levels": result[side]["levels"].reset_index().to_dict("records")} for side in ("baseline", "candidate")
+    }
     plots = {
         "Throughput vs concurrency": plot_against_users(
-            configs, [("output_tokens_per_s", "output tok/s"), ("total_tokens_per_s", "total tok/s")],
-            out / "throughput.png"),
+            configs,
+            [("output_tokens_per_s", "output tok/s"), ("total_tokens_per_s", "total tok/s")],
+            out / "throughput.png",
+        ),
         "p99 latency vs concurrency": plot_against_users(
-            configs, [("ttft_p99_s", "p99 TTFT (s)"), ("e2e_p99_s", "p99 e2e latency (s)")], out / "latency.png"),
+            configs, [("ttft_p99_s", "p99 TTFT (s)"), ("e2e_p99_s", "p99 e2e latency (s)")], out / "latency.png"
+        ),
     }
     blocks = report_blocks(result, plots)
     (out / COMPARE_MD).write_text(to_markdown(blocks))
     (out / COMPARE_HTML).write_text(to_html(blocks, TITLE))
-    document = {key: result[key] for key in ("fail_on", "ungated", "servers")} | {
-        side: {"sources": result[side]["sources"]} for side in ("baseline", "candidate")} | {
-        "differences": [asdict(d) | {"regression": d.regression} for d in result["differences"]],
-        "regressions": len(result["regressions"])}
+    document = (
+        {key: result[key] for key in ("fail_on", "ungated", "servers")}
+        | {side: {"sources": result[side]["sources"]} for side in ("baseline", "candidate")}
+        | {
+            "differences": [asdict(d) | {"regression": d.regression} for d in result["differences"]],
+            "regressions": len(result["regressions"]),
+        }
+    )
     (out / COMPARE_JSON).write_text(json.dumps(to_json_types(document), indent=2, allow_nan=False) + "\n")
 
 
@@ -323,16 +403,32 @@ exit status: 0 no regression, 1 a --fail-on limit crossed outside the noise at a
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m analysis compare", description=__doc__.split("\n\n")[0],
-                                     epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("sides", nargs="*", metavar="BASELINE CANDIDATE",
-                        help="the two sides, each SOURCE[,SOURCE...] (several sources are repeats)")
-    parser.add_argument("--baseline", nargs="+", action="extend", default=[], metavar="SOURCE",
-                        help="baseline sources (instead of the positional form; repeatable, globs welcome)")
-    parser.add_argument("--candidate", nargs="+", action="extend", default=[], metavar="SOURCE",
-                        help="candidate sources")
-    parser.add_argument("--fail-on", metavar="LIMITS", help="e.g. 'output_tok_s<-5%%,ttft_p99>+10%%'; metrics: "
-                        + ", ".join(METRICS))
+    parser = argparse.ArgumentParser(
+        prog="python -m analysis compare",
+        description=__doc__.split("\n\n")[0],
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "sides",
+        nargs="*",
+        metavar="BASELINE CANDIDATE",
+        help="the two sides, each SOURCE[,SOURCE...] (several sources are repeats)",
+    )
+    parser.add_argument(
+        "--baseline",
+        nargs="+",
+        action="extend",
+        default=[],
+        metavar="SOURCE",
+        help="baseline sources (instead of the positional form; repeatable, globs welcome)",
+    )
+    parser.add_argument(
+        "--candidate", nargs="+", action="extend", default=[], metavar="SOURCE", help="candidate sources"
+    )
+    parser.add_argument(
+        "--fail-on", metavar="LIMITS", help="e.g. 'output_tok_s<-5%%,ttft_p99>+10%%'; metrics: " + ", ".join(METRICS)
+    )
     parser.add_argument("--out", metavar="DIR", help="write compare.md, compare.html, compare.json and plots here")
     parser.add_argument("--db", metavar="PATH", help="results store for db:ID sources (default: $VLLM_STRESS_DB)")
     return parser.parse_args(argv)

@@ -74,9 +74,11 @@ def overview(summary: dict) -> str:
         if c["peak"] is None:
             sentences.append(f"{runs}: no level reached a steady state, so nothing is said about its capacity.")
         else:
-            sentences.append(f"{runs}: peak {peak_throughput(c)} at {c['peak']['users']} users with p99 e2e "
-                             f"{seconds(c['peak']['e2e_p99_s'])}; saturates at {c['saturation_users']} users; "
-                             f"recommended concurrency {c['recommendations']['balanced']} (balanced).")
+            sentences.append(
+                f"{runs}: peak {peak_throughput(c)} at {c['peak']['users']} users with p99 e2e "
+                f"{seconds(c['peak']['e2e_p99_s'])}; saturates at {c['saturation_users']} users; "
+                f"recommended concurrency {c['recommendations']['balanced']} (balanced)."
+            )
         sentences += unsteady_sentences(c)
     return " ".join(sentences)
 
@@ -99,9 +101,11 @@ def unsteady_sentences(config: dict) -> list[str]:
     if needs:
         top = max(needs, key=lambda level: level["users"])
         e2e = top["hold_needed_s"] / steady_rule.MIN_LIFETIMES
-        sentences.append(f"At {top['users']} users a steady window needs a hold of at least "
-                         f"{top['hold_needed_s']:.0f} s after a warm-up of at least {e2e:.0f} s (--step-time auto "
-                         f"holds each level until it is steady).")
+        sentences.append(
+            f"At {top['users']} users a steady window needs a hold of at least "
+            f"{top['hold_needed_s']:.0f} s after a warm-up of at least {e2e:.0f} s (--step-time auto "
+            f"holds each level until it is steady)."
+        )
     return sentences
 
 
@@ -160,14 +164,16 @@ def recommendation_table(configs: dict[str, dict]) -> Table:
         by_users = {level["users"]: level for level in config["levels"]}
         for use_case, users in (config["recommendations"] or {}).items():
             level = by_users[users]
-            rows.append([
-                label,
-                use_case.replace("_", " "),
-                str(users),
-                tokens(level["output_tokens_per_s"]),
-                tokens(level["total_tokens_per_s"]),
-                seconds(level["e2e_p99_s"]),
-            ])  # fmt: skip
+            rows.append(
+                [
+                    label,
+                    use_case.replace("_", " "),
+                    str(users),
+                    tokens(level["output_tokens_per_s"]),
+                    tokens(level["total_tokens_per_s"]),
+                    seconds(level["e2e_p99_s"]),
+                ]
+            )
     return Table(["Config", "Use case", "Users", "Output tok/s", "Total tok/s", "p99 e2e"], rows)
 
 
@@ -190,8 +196,11 @@ def level_table(config: dict) -> Table:
     headers += ["Arrival wait p50", "Arrival wait p99"] if open_loop else []
     has_goodput = "goodput_ratio" in config["levels"][0]
     headers += ["Goodput"] if has_goodput else []
-    caching = any(level.get(key) is not None for level in config["levels"]
-                  for key in ("prefix_hit_rate", "server_prefix_hit_rate"))
+    caching = any(
+        level.get(key) is not None
+        for level in config["levels"]
+        for key in ("prefix_hit_rate", "server_prefix_hit_rate")
+    )
     headers += ["Prefix hits (rows / server)"] if caching else []
     rows = []
     for level in config["levels"]:
@@ -206,8 +215,11 @@ def level_table(config: dict) -> Table:
         row += [seconds(level["e2e_p50_s"]), seconds(level["e2e_p90_s"]), with_ci(level, "e2e_p99_s", seconds)]
         row += [seconds(level["schedule_lag_p50_s"]), seconds(level["schedule_lag_p99_s"])] if open_loop else []
         row += [percent(level["goodput_ratio"])] if has_goodput else []
-        row += [f"{percent(level.get('prefix_hit_rate'))} / {percent(level.get('server_prefix_hit_rate'))}"] \
-            if caching else []
+        row += (
+            [f"{percent(level.get('prefix_hit_rate'))} / {percent(level.get('server_prefix_hit_rate'))}"]
+            if caching
+            else []
+        )
         flags = level_flags(level)
         if flags:
             row[0] = f"{row[0]} ({flags})"
@@ -239,8 +251,10 @@ def error_blocks(config: dict) -> list[Block]:
     if config["locust_exceptions"]:
         items.append(f"unhandled exceptions in Locust tasks: {config['locust_exceptions']} (locust_exceptions.csv)")
     if config["aborted"]:
-        items.append(f"not failures: {config['aborted']} streams aborted because the run stopped its users "
-                     "(requests.csv error Aborted; their tokens count in tok/s)")
+        items.append(
+            f"not failures: {config['aborted']} streams aborted because the run stopped its users "
+            "(requests.csv error Aborted; their tokens count in tok/s)"
+        )
     if not items:
         return []
     return [Paragraph("Failures over the whole runs (all levels, ramps included):"), Bullets(items)]

@@ -168,8 +168,9 @@ def classify(rows: pd.DataFrame) -> pd.DataFrame:
     measured."""
     aborted = ~rows["ok"] & (rows["error"] == ABORTED).fillna(False)
     off_target = rows["ok"] & (rows["count_mismatch"] | (rows["finish_reason"] == "abort").fillna(False))
-    return rows.assign(aborted=aborted, failed=~rows["ok"] & ~aborted, off_target=off_target,
-                       measured=rows["ok"] & ~off_target)
+    return rows.assign(
+        aborted=aborted, failed=~rows["ok"] & ~aborted, off_target=off_target, measured=rows["ok"] & ~off_target
+    )
 
 
 def level_stats(run: Run, windows: pd.DataFrame, slo: dict[str, float] | None = None) -> pd.DataFrame:
@@ -186,6 +187,7 @@ def level_stats(run: Run, windows: pd.DataFrame, slo: dict[str, float] | None = 
     stats = pd.DataFrame(index=by_users.index)
     stats["window_s"] = window_s
     stats = stats.join(steady_verdicts(rows, windows))
+
     def per_level(flags: pd.Series) -> pd.Series:
         return flags.groupby(ended["users"]).sum().reindex(stats.index, fill_value=0)
 
@@ -270,8 +272,13 @@ def token_times(rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray,
     return first, end, output, prompt
 
 
-SERVER_LOAD_COLUMNS = ["server_e2e_mean_s", "server_in_system_mean", "server_waiting_mean", "server_http_held_mean",
-                       "server_frontend_cpu_percent"]
+SERVER_LOAD_COLUMNS = [
+    "server_e2e_mean_s",
+    "server_in_system_mean",
+    "server_waiting_mean",
+    "server_http_held_mean",
+    "server_frontend_cpu_percent",
+]
 
 
 def server_load(server: pd.DataFrame | None, windows: pd.DataFrame) -> pd.DataFrame:
@@ -285,8 +292,9 @@ def server_load(server: pd.DataFrame | None, windows: pd.DataFrame) -> pd.DataFr
     interval = server["time"].diff()
     loads = []
     for w_start, w_end in zip(windows["start"], windows["end"], strict=True):
-        inside = server[(server["time"] > w_start) & (server["time"] <= w_end) & interval.notna()
-                        & server["e2e_count"].notna()]
+        inside = server[
+            (server["time"] > w_start) & (server["time"] <= w_end) & interval.notna() & server["e2e_count"].notna()
+        ]
         span = interval[inside.index].sum()
         count = inside["e2e_count"].sum()
         if span <= 0 or count <= 0:
@@ -294,8 +302,15 @@ def server_load(server: pd.DataFrame | None, windows: pd.DataFrame) -> pd.DataFr
             continue
         http = inside["http_sum_s"].sum() / span if inside["http_count"].notna().any() else np.nan
         frontend_cpu = server["frontend_cpu_s"].diff()[inside.index].sum(min_count=1) / span * 100
-        loads.append([inside["e2e_sum_s"].sum() / count, inside["e2e_sum_s"].sum() / span,
-                      inside["queue_sum_s"].sum(min_count=1) / span, http, frontend_cpu])
+        loads.append(
+            [
+                inside["e2e_sum_s"].sum() / count,
+                inside["e2e_sum_s"].sum() / span,
+                inside["queue_sum_s"].sum(min_count=1) / span,
+                http,
+                frontend_cpu,
+            ]
+        )
     return pd.DataFrame(loads, index=windows["users"], columns=SERVER_LOAD_COLUMNS)
 
 
@@ -324,10 +339,13 @@ def client_health_max(health: pd.DataFrame | None, windows: pd.DataFrame, column
         return np.full(len(windows), np.nan)
     health = health.sort_values("time")
     since = health.groupby("worker")["time"].shift().fillna(-np.inf)
-    return np.array([
-        health.loc[(health["time"] > w_start) & (since < w_end), column].max()
-        for w_start, w_end in zip(windows["start"], windows["end"], strict=True)
-    ], dtype=float)
+    return np.array(
+        [
+            health.loc[(health["time"] > w_start) & (since < w_end), column].max()
+            for w_start, w_end in zip(windows["start"], windows["end"], strict=True)
+        ],
+        dtype=float,
+    )
 
 
 def mean_in_flight(rows: pd.DataFrame, windows: pd.DataFrame) -> pd.Series:

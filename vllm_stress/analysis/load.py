@@ -53,7 +53,13 @@ READ_REQUEST_COLUMNS = [
 TEXT_REQUEST_COLUMNS = ["error", "finish_reason"]
 NUMERIC_REQUEST_COLUMNS = [c for c in READ_REQUEST_COLUMNS if c not in TEXT_REQUEST_COLUMNS]
 SERVER_READ_COLUMNS = ["time", "e2e_count", "e2e_sum_s", "queue_sum_s"]  # of SERVER_METRICS_COLUMNS
-SERVER_OPTIONAL_COLUMNS = ["http_count", "http_sum_s", "frontend_cpu_s", "prefix_cache_queries", "prefix_cache_hits"]  # newer columns: NaN in older runs
+SERVER_OPTIONAL_COLUMNS = [
+    "http_count",
+    "http_sum_s",
+    "frontend_cpu_s",
+    "prefix_cache_queries",
+    "prefix_cache_hits",
+]  # newer columns: NaN in older runs
 
 # name -> (file in the run folder, columns it must have). Locust columns: docs/locust.md §6.
 OPTIONAL_TABLES = {
@@ -127,8 +133,11 @@ def read_requests(path: Path) -> pd.DataFrame:
         raise AnalysisError(f"{path}: file missing")
     check_header(path, [column for column in REQUEST_COLUMNS if column not in OPTIONAL_REQUEST_COLUMNS])
     try:
-        rows = pd.read_csv(path, usecols=lambda column: column in READ_REQUEST_COLUMNS + OPTIONAL_REQUEST_COLUMNS,
-                           dtype=dict.fromkeys([*TEXT_REQUEST_COLUMNS, "session_id"], "string"))
+        rows = pd.read_csv(
+            path,
+            usecols=lambda column: column in READ_REQUEST_COLUMNS + OPTIONAL_REQUEST_COLUMNS,
+            dtype=dict.fromkeys([*TEXT_REQUEST_COLUMNS, "session_id"], "string"),
+        )
     except (pd.errors.ParserError, UnicodeDecodeError) as exc:
         raise AnalysisError(f"{path}: not a readable CSV ({unreadable(exc)})") from None
     if not rows.empty and pd.isna(rows["users"].iloc[-1]):
@@ -144,7 +153,9 @@ def read_requests(path: Path) -> pd.DataFrame:
         raise AnalysisError(f"{path}: a request ends before it starts (line {line_of(backwards)})")
     for column in OPTIONAL_REQUEST_COLUMNS:  # a run folder from before they existed
         if column not in rows:
-            rows[column] = pd.Series(pd.NA, index=rows.index, dtype="string") if column == "session_id" else float("nan")
+            rows[column] = (
+                pd.Series(pd.NA, index=rows.index, dtype="string") if column == "session_id" else float("nan")
+            )
     rows["users"] = rows["users"].astype("int64")
     rows["ok"] = rows["ok"].astype(bool)
     rows["count_mismatch"] = rows["count_mismatch"].fillna(0).astype(bool)

@@ -97,10 +97,15 @@ def build_report(summary: dict, plot: Path) -> list[Block]:
     if summary["simulated"]:
         blocks.append(Paragraph(SIMULATED_NOTE))
     for name, dataset in summary["datasets"].items():
-        blocks += [Heading(f"{name} ({dataset['questions']} questions, {kind_name(dataset['kind'])})"),
-                   level_table(dataset)]  # fmt: skip
-    blocks += [Image("Wall-clock speedup vs parallelism", plot), Heading("Answers that changed with parallelism"),
-               Paragraph(NONDETERMINISM_NOTE)]  # fmt: skip
+        blocks += [
+            Heading(f"{name} ({dataset['questions']} questions, {kind_name(dataset['kind'])})"),
+            level_table(dataset),
+        ]
+    blocks += [
+        Image("Wall-clock speedup vs parallelism", plot),
+        Heading("Answers that changed with parallelism"),
+        Paragraph(NONDETERMINISM_NOTE),
+    ]
     for name, dataset in summary["datasets"].items():
         blocks += [Heading(name, 3), agreement_table(dataset["agreement"]), *changed_blocks(dataset["agreement"])]
     return blocks + method_blocks(summary)
@@ -132,12 +137,29 @@ def duration(value: float) -> str:
 
 def level_table(dataset: dict) -> Table:
     """The parallel-query benchmark's table: one row per parallelism level."""
-    rows = [[str(level["parallel"]), percent(level["accuracy"]), seconds(level["mean_e2e_s"]),
-             duration(level["wall_s"]), "baseline" if index == 0 else ratio(level["speedup"]),
-             tokens(level["output_tokens_per_s"]), str(level["errors"]), str(level["unanswered"])]
-            for index, level in enumerate(dataset["levels"])]  # fmt: skip
-    headers = ["Parallelism", "Accuracy", "Avg time/question", "Wall clock", "Speedup", "Output tok/s", "Errors",
-               "No answer"]  # fmt: skip
+    rows = [
+        [
+            str(level["parallel"]),
+            percent(level["accuracy"]),
+            seconds(level["mean_e2e_s"]),
+            duration(level["wall_s"]),
+            "baseline" if index == 0 else ratio(level["speedup"]),
+            tokens(level["output_tokens_per_s"]),
+            str(level["errors"]),
+            str(level["unanswered"]),
+        ]
+        for index, level in enumerate(dataset["levels"])
+    ]
+    headers = [
+        "Parallelism",
+        "Accuracy",
+        "Avg time/question",
+        "Wall clock",
+        "Speedup",
+        "Output tok/s",
+        "Errors",
+        "No answer",
+    ]
     return Table(headers, rows)
 
 
@@ -158,8 +180,10 @@ def changed_blocks(result: dict) -> list[Block]:
     if not changed:
         return [Paragraph("Every question got the same answer at every level.")]
     levels = result["levels"]
-    rows = [[c["question_id"], c["gold"], *(c["answers"][p] or "(none)" for p in levels)]
-            for c in changed[:MAX_CHANGED_LISTED]]  # fmt: skip
+    rows = [
+        [c["question_id"], c["gold"], *(c["answers"][p] or "(none)" for p in levels)]
+        for c in changed[:MAX_CHANGED_LISTED]
+    ]
     blocks: list[Block] = [Table(["Question", "Right answer", *(f"P={p}" for p in levels)], rows)]
     if len(changed) > MAX_CHANGED_LISTED:
         blocks.append(Paragraph(f"{len(changed) - MAX_CHANGED_LISTED} more changed answers are in answers.csv."))

@@ -52,8 +52,16 @@ def mark_unsteady(ax, levels: pd.DataFrame, x: str, y: str) -> None:
     """Circle in red the levels that were not steady (they are not the peak or the saturation point)."""
     unsteady = levels[~levels["steady"].astype(bool)]
     if not unsteady.empty:
-        ax.scatter(unsteady[x], unsteady[y], s=160, facecolors="none", edgecolors="tab:red", linewidths=1.5,
-                   label="not steady", zorder=3)
+        ax.scatter(
+            unsteady[x],
+            unsteady[y],
+            s=160,
+            facecolors="none",
+            edgecolors="tab:red",
+            linewidths=1.5,
+            label="not steady",
+            zorder=3,
+        )
 
 
 def plot_tradeoff(configs: dict[str, dict], path: Path) -> Path:
@@ -90,13 +98,19 @@ def plot_timeline(label: str, timelines: list[tuple[str, pd.DataFrame, pd.DataFr
         tokens.set_ylim(bottom=0)
         origin = seconds["unix_time"].iloc[0]
         for _, window in windows.iterrows():
-            ax.axvspan(window["start"] - origin, window["end"] - origin, alpha=0.1,
-                       color="tab:blue" if window["steady"] else "tab:red")
+            ax.axvspan(
+                window["start"] - origin,
+                window["end"] - origin,
+                alpha=0.1,
+                color="tab:blue" if window["steady"] else "tab:red",
+            )
             ax.hlines(
                 window["users"], window["start"] - origin, window["end"] - origin, colors="tab:blue", linestyles="--"
             )
-        ax.set(title=f"{label}: {run_dir} (shaded: level windows, red when not steady)",
-               xlabel="seconds since first request")
+        ax.set(
+            title=f"{label}: {run_dir} (shaded: level windows, red when not steady)",
+            xlabel="seconds since first request",
+        )
     figure.savefig(path, dpi=100)
     return path
 

@@ -172,9 +172,11 @@ def client_limit_blocks(configs: dict) -> list:
             busiest = level.get("client_cpu_max_percent")
             if busiest is not None and busiest >= CLIENT_CPU_LIMIT_PERCENT:
                 needed = worker_processes(level["output_tokens_per_s"])
-                items.append(f"{label}, {level['users']} users: a load generator at {busiest:.0f} % CPU; "
-                             f"{level['output_tokens_per_s']:,.0f} output tok/s need {needed} worker process"
-                             f"{'es' if needed > 1 else ''}")
+                items.append(
+                    f"{label}, {level['users']} users: a load generator at {busiest:.0f} % CPU; "
+                    f"{level['output_tokens_per_s']:,.0f} output tok/s need {needed} worker process"
+                    f"{'es' if needed > 1 else ''}"
+                )
     return [Heading("Client CPU limit reached"), Paragraph(CLIENT_LIMIT_NOTE), Bullets(items)] if items else []
 
 
@@ -184,17 +186,30 @@ def unaccounted_requests(run: Run) -> list[dict]:
     missing = run.meta.get("unaccounted_requests")
     if not missing:
         return []
-    return [{"run": str(run.path), "server_requests": run.meta["server_requests"], "rows": len(run.requests),
-             "unaccounted_requests": missing, "lost_with": [lost["worker"] for lost in run.meta["lost_workers"]]}]
+    return [
+        {
+            "run": str(run.path),
+            "server_requests": run.meta["server_requests"],
+            "rows": len(run.requests),
+            "unaccounted_requests": missing,
+            "lost_with": [lost["worker"] for lost in run.meta["lost_workers"]],
+        }
+    ]
 
 
 def lost_worker_blocks(lost_workers: list[dict], unaccounted: list[dict]) -> list:
     """The report's section on workers lost mid-run and on requests the server served that have no row."""
-    items = [f"{lost['run']}: worker {lost['worker']}, last heartbeat {utc(lost['last_seen'])}, "
-             f"{lost.get('rows', '?')} rows received from it" for lost in lost_workers]
-    items += [f"{run['run']}: {run['unaccounted_requests']} requests unaccounted: the server finished "
-              f"{run['server_requests']}, requests.csv holds {run['rows']}; lost with worker(s) "
-              f"{', '.join(run['lost_with']) or '(none lost: rows missing)'}" for run in unaccounted]
+    items = [
+        f"{lost['run']}: worker {lost['worker']}, last heartbeat {utc(lost['last_seen'])}, "
+        f"{lost.get('rows', '?')} rows received from it"
+        for lost in lost_workers
+    ]
+    items += [
+        f"{run['run']}: {run['unaccounted_requests']} requests unaccounted: the server finished "
+        f"{run['server_requests']}, requests.csv holds {run['rows']}; lost with worker(s) "
+        f"{', '.join(run['lost_with']) or '(none lost: rows missing)'}"
+        for run in unaccounted
+    ]
     return [Heading("Lost workers and unaccounted requests"), Paragraph(LOST_WORKERS_NOTE), Bullets(items)]
 
 

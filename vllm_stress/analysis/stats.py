@@ -42,10 +42,37 @@ NOT_AVERAGED = ("users", "run", "partial", "steady", "steady_reason")
 
 # Student t 0.975 quantiles for 1..30 degrees of freedom; above 30 the Cornish-Fisher expansion is exact to 1e-4.
 T_975 = (
-    12.7062, 4.3027, 3.1824, 2.7764, 2.5706, 2.4469, 2.3646, 2.3060, 2.2622, 2.2281,
-    2.2010, 2.1788, 2.1604, 2.1448, 2.1314, 2.1199, 2.1098, 2.1009, 2.0930, 2.0860,
-    2.0796, 2.0739, 2.0687, 2.0639, 2.0595, 2.0555, 2.0518, 2.0484, 2.0452, 2.0423,
-)  # fmt: skip
+    12.7062,
+    4.3027,
+    3.1824,
+    2.7764,
+    2.5706,
+    2.4469,
+    2.3646,
+    2.3060,
+    2.2622,
+    2.2281,
+    2.2010,
+    2.1788,
+    2.1604,
+    2.1448,
+    2.1314,
+    2.1199,
+    2.1098,
+    2.1009,
+    2.0930,
+    2.0860,
+    2.0796,
+    2.0739,
+    2.0687,
+    2.0639,
+    2.0595,
+    2.0555,
+    2.0518,
+    2.0484,
+    2.0452,
+    2.0423,
+)
 Z_975 = 1.959964
 
 
@@ -148,11 +175,18 @@ def level_bound(level: pd.Series) -> str:
     lag = level.get("client_loop_lag_max_ms", np.nan)
     frontend_cpu = level.get("server_frontend_cpu_percent", np.nan)
     schedule_lag = level.get("schedule_lag_p99_s", np.nan)
-    cpu_note = "; ".join(filter(None, (
-        f"a load generator at {cpu:.0f} % CPU" if cpu >= CLIENT_CPU_LIMIT_PERCENT else "",
-        f"a load generator's event loop {lag:.0f} ms late" if lag >= CLIENT_LOOP_LAG_LIMIT_MS else "",
-        f"arrivals waited {schedule_lag:.1f} s (p99) for a free user: it did not keep up with the schedule"
-        if schedule_lag >= SCHEDULE_LAG_LIMIT_S else "")))
+    cpu_note = "; ".join(
+        filter(
+            None,
+            (
+                f"a load generator at {cpu:.0f} % CPU" if cpu >= CLIENT_CPU_LIMIT_PERCENT else "",
+                f"a load generator's event loop {lag:.0f} ms late" if lag >= CLIENT_LOOP_LAG_LIMIT_MS else "",
+                f"arrivals waited {schedule_lag:.1f} s (p99) for a free user: it did not keep up with the schedule"
+                if schedule_lag >= SCHEDULE_LAG_LIMIT_S
+                else "",
+            ),
+        )
+    )
     waiting = level.get("server_waiting_mean", np.nan)
     if waiting >= 1.0 and waiting >= QUEUED_SHARE * held:
         return "server-bound: waiting requests" + (f" ({cpu_note}: client timings inflated)" if cpu_note else "")

@@ -32,8 +32,17 @@ from vllm_stress.analysis.summary import to_json_types
 
 DB_ENV = "VLLM_STRESS_DB"
 SUITE = Path(__file__).resolve().parents[2]
-HEADLINE = ("output_tokens_per_s", "total_tokens_per_s", "requests_per_s", "ttft_p50_s", "ttft_p99_s", "tpot_p50_s",
-            "tpot_p99_s", "e2e_p50_s", "e2e_p99_s")
+HEADLINE = (
+    "output_tokens_per_s",
+    "total_tokens_per_s",
+    "requests_per_s",
+    "ttft_p50_s",
+    "ttft_p99_s",
+    "tpot_p50_s",
+    "tpot_p99_s",
+    "e2e_p50_s",
+    "e2e_p99_s",
+)
 VERDICT_KEYS = ("peak", "saturation_users", "knee_users", "recommendations")
 SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS runs (
@@ -63,8 +72,9 @@ def connect(db: str | Path) -> sqlite3.Connection:
 def suite_commit() -> str | None:
     """The suite's git commit, or None outside a git checkout."""
     try:
-        found = subprocess.run(["git", "-C", str(SUITE), "rev-parse", "HEAD"], capture_output=True, text=True,
-                               timeout=10)
+        found = subprocess.run(
+            ["git", "-C", str(SUITE), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     return found.stdout.strip() or None if found.returncode == 0 else None
@@ -81,15 +91,37 @@ def record(db: str | Path, summary: dict, analysed: list[tuple[str, Run, pd.Data
             cursor = connection.execute(
                 "INSERT INTO runs (recorded, dir, label, target, model, scenario, complete, server_version, "
                 "suite_commit, meta, verdicts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (time.time(), str(run.path.resolve()), label, meta.get("target"), meta.get("model"),
-                 meta.get("scenario"), meta.get("complete") is not False, meta.get("server_version"), commit,
-                 json.dumps(meta), json.dumps({key: config.get(key) for key in VERDICT_KEYS})))
+                (
+                    time.time(),
+                    str(run.path.resolve()),
+                    label,
+                    meta.get("target"),
+                    meta.get("model"),
+                    meta.get("scenario"),
+                    meta.get("complete") is not False,
+                    meta.get("server_version"),
+                    commit,
+                    json.dumps(meta),
+                    json.dumps({key: config.get(key) for key in VERDICT_KEYS}),
+                ),
+            )
             ids.append(cursor.lastrowid)
             rows = to_json_types(levels.assign(bound=stats.bound(levels)).to_dict("records"))
             connection.executemany(
                 f"INSERT INTO levels VALUES (?, ?, ?, ?, ?, {', '.join('?' * len(HEADLINE))}, ?)",
-                [(cursor.lastrowid, row["users"], row["steady"], row["steady_reason"], row["bound"],
-                  *(row.get(field) for field in HEADLINE), json.dumps(row)) for row in rows])
+                [
+                    (
+                        cursor.lastrowid,
+                        row["users"],
+                        row["steady"],
+                        row["steady_reason"],
+                        row["bound"],
+                        *(row.get(field) for field in HEADLINE),
+                        json.dumps(row),
+                    )
+                    for row in rows
+                ],
+            )
     return ids
 
 
@@ -120,10 +152,12 @@ HISTORY_COLUMNS = ("id", "recorded", "label", "model", "scenario", "target", "le
 
 def history(db: str | Path, model: str = "", scenario: str = "", label: str = "", limit: int = 50) -> list[dict]:
     """The newest ``limit`` runs, filtered by substrings of model, scenario and label."""
-    query = ("SELECT runs.id, runs.recorded, label, model, scenario, target, COUNT(levels.users), "
-             "SUM(levels.steady), verdicts, dir FROM runs LEFT JOIN levels ON levels.run_id = runs.id "
-             "WHERE IFNULL(model, '') LIKE ? AND IFNULL(scenario, '') LIKE ? AND label LIKE ? "
-             "GROUP BY runs.id ORDER BY runs.id DESC LIMIT ?")
+    query = (
+        "SELECT runs.id, runs.recorded, label, model, scenario, target, COUNT(levels.users), "
+        "SUM(levels.steady), verdicts, dir FROM runs LEFT JOIN levels ON levels.run_id = runs.id "
+        "WHERE IFNULL(model, '') LIKE ? AND IFNULL(scenario, '') LIKE ? AND label LIKE ? "
+        "GROUP BY runs.id ORDER BY runs.id DESC LIMIT ?"
+    )
     with closing(connect(db)) as connection:
         rows = connection.execute(query, (f"%{model}%", f"%{scenario}%", f"%{label}%", limit)).fetchall()
     runs = [dict(zip(HISTORY_COLUMNS, row, strict=True)) for row in rows]
@@ -136,8 +170,10 @@ def history(db: str | Path, model: str = "", scenario: str = "", label: str = ""
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m analysis history", description="List the runs of the results "
-                                     "store, newest first (ids as db:ID, for python -m analysis compare).")
+    parser = argparse.ArgumentParser(
+        prog="python -m analysis history",
+        description="List the runs of the results store, newest first (ids as db:ID, for python -m analysis compare).",
+    )
     parser.add_argument("--db", metavar="PATH", help=f"the store (default: ${DB_ENV})")
     parser.add_argument("--model", default="", help="only runs whose model contains this")
     parser.add_argument("--scenario", default="", help="only runs whose scenario contains this")

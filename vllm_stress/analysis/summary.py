@@ -79,13 +79,18 @@ def capacity(levels: pd.DataFrame, gpus: int | None, low: int, high: int) -> dic
     steady = stats.steady_levels(levels)
     if steady.empty:
         return dict.fromkeys(("peak", "saturation_users", "knee_users", "recommendations"), None) | {
-            "scaling": {"from": low, "to": high, "factor": None}}
+            "scaling": {"from": low, "to": high, "factor": None}
+        }
     both = {low, high} <= set(steady["users"])
     return {
         "peak": peak_summary(stats.peak_level(steady, field), gpus),
         "saturation_users": stats.saturation_users(steady, field),
         "knee_users": stats.knee_users(steady, field),
-        "scaling": {"from": low, "to": high, "factor": stats.scaling_factor(steady, low, high, field) if both else None},
+        "scaling": {
+            "from": low,
+            "to": high,
+            "factor": stats.scaling_factor(steady, low, high, field) if both else None,
+        },
         "recommendations": stats.recommendations(steady, field),
     }
 

@@ -39,8 +39,15 @@ def traffic_tables(run: Run, window_s: float = DEFAULT_WINDOW_S) -> dict | None:
     turns, windows = turn_table(rows), window_table(rows, window_s)
     if not turns and not windows:
         return None
-    return to_json_types({"run": str(run.path), "turns": turns, "sessions": session_summary(rows),
-                          "window_s": window_s if windows else None, "windows": windows})
+    return to_json_types(
+        {
+            "run": str(run.path),
+            "turns": turns,
+            "sessions": session_summary(rows),
+            "window_s": window_s if windows else None,
+            "windows": windows,
+        }
+    )
 
 
 def latency(rows: pd.DataFrame, column: str) -> dict:
@@ -58,9 +65,16 @@ def turn_table(rows: pd.DataFrame) -> list[dict]:
     table = []
     for turn, group in sessions.groupby("turn"):
         timed = measured[measured["turn"] == turn]
-        table.append({"turn": int(turn), "requests": len(group), "failures": int(group["failed"].sum()),
-                      "prompt_tokens_mean": timed["prompt_tokens"].mean(), **latency(timed, "ttft_s"),
-                      "prefix_hit_rate": hit_rates.get(turn, math.nan)})
+        table.append(
+            {
+                "turn": int(turn),
+                "requests": len(group),
+                "failures": int(group["failed"].sum()),
+                "prompt_tokens_mean": timed["prompt_tokens"].mean(),
+                **latency(timed, "ttft_s"),
+                "prefix_hit_rate": hit_rates.get(turn, math.nan),
+            }
+        )
     return table
 
 
@@ -73,10 +87,15 @@ def session_summary(rows: pd.DataFrame) -> dict | None:
     completed = by_session["ok"].sum()
     duration = (by_session["end_time"].max() - by_session["start_time"].min()).to_numpy(float)
     last = sessions.sort_values("turn").groupby("session_id").tail(1)
-    return {"sessions": len(completed), "turns_completed_mean": completed.mean(),
-            "turns_completed": {int(turns): int(count) for turns, count in completed.value_counts().sort_index().items()},
-            "ended_by_failure": int(last["failed"].sum()), "cut_at_stop": int(last["aborted"].sum()),
-            "duration_p50_s": percentile(duration, 50), "duration_p99_s": percentile(duration, 99)}
+    return {
+        "sessions": len(completed),
+        "turns_completed_mean": completed.mean(),
+        "turns_completed": {int(turns): int(count) for turns, count in completed.value_counts().sort_index().items()},
+        "ended_by_failure": int(last["failed"].sum()),
+        "cut_at_stop": int(last["aborted"].sum()),
+        "duration_p50_s": percentile(duration, 50),
+        "duration_p99_s": percentile(duration, 99),
+    }
 
 
 def window_table(rows: pd.DataFrame, window_s: float) -> list[dict]:
@@ -94,11 +113,15 @@ def window_table(rows: pd.DataFrame, window_s: float) -> list[dict]:
         sent = rows[(start >= a) & (start < b)]
         lag = sent["schedule_lag_s"].to_numpy(float)
         span = min(b, last) - a
-        entry = {"start_s": index * window_s, "requests": int((~sent["aborted"]).sum()),
-                 "failures": int(sent["failed"].sum()),
-                 "output_tokens_per_s": streamed_tokens(first, end, output, a, b) / span if span > 0 else math.nan,
-                 **latency(sent[sent["measured"]], "ttft_s"), **latency(sent, "schedule_lag_s"),
-                 "schedule_lag_max_s": float(np.nanmax(lag)) if lag.size else math.nan}
+        entry = {
+            "start_s": index * window_s,
+            "requests": int((~sent["aborted"]).sum()),
+            "failures": int(sent["failed"].sum()),
+            "output_tokens_per_s": streamed_tokens(first, end, output, a, b) / span if span > 0 else math.nan,
+            **latency(sent[sent["measured"]], "ttft_s"),
+            **latency(sent, "schedule_lag_s"),
+            "schedule_lag_max_s": float(np.nanmax(lag)) if lag.size else math.nan,
+        }
         entry["behind"] = bool(entry["schedule_lag_p99_s"] >= SCHEDULE_LAG_LIMIT_S)
         table.append(entry)
     return table
@@ -110,32 +133,77 @@ def traffic_blocks(config: dict) -> list[Block]:
     for traffic in config.get("traffic") or []:
         run = traffic["run"]
         if traffic["turns"]:
-            blocks += [Heading(f"Per turn: {run}", 3), Table(
-                ["Turn", "Requests", "Failures", "Prompt tokens", "TTFT p50", "TTFT p99", "Prefix hits (rows)"],
-                [[str(t["turn"]), str(t["requests"]), str(t["failures"]), tokens(t["prompt_tokens_mean"]),
-                  seconds(t["ttft_p50_s"]), seconds(t["ttft_p99_s"]), percent(t["prefix_hit_rate"])]
-                 for t in traffic["turns"]]),
-                Paragraph("Over the whole run, by the turn of the conversation: requests (failures included, streams "
-                          "cut by the run's stop left out), and of the successful ones on their token targets the mean "
-                          "prompt tokens, TTFT and the prefix-cache hit rate (cached / prompt tokens from the rows' "
-                          "usage): what the cache saves as the history grows.")]
+            blocks += [
+                Heading(f"Per turn: {run}", 3),
+                Table(
+                    ["Turn", "Requests", "Failures", "Prompt tokens", "TTFT p50", "TTFT p99", "Prefix hits (rows)"],
+                    [
+                        [
+                            str(t["turn"]),
+                            str(t["requests"]),
+                            str(t["failures"]),
+                            tokens(t["prompt_tokens_mean"]),
+                            seconds(t["ttft_p50_s"]),
+                            seconds(t["ttft_p99_s"]),
+                            percent(t["prefix_hit_rate"]),
+                        ]
+                        for t in traffic["turns"]
+                    ],
+                ),
+                Paragraph(
+                    "Over the whole run, by the turn of the conversation: requests (failures included, streams "
+                    "cut by the run's stop left out), and of the successful ones on their token targets the mean "
+                    "prompt tokens, TTFT and the prefix-cache hit rate (cached / prompt tokens from the rows' "
+                    "usage): what the cache saves as the history grows."
+                ),
+            ]
         if sessions := traffic["sessions"]:
             completed = ", ".join(f"{turns} turns: {count}" for turns, count in sessions["turns_completed"].items())
-            blocks.append(Paragraph(
-                f"{sessions['sessions']} sessions, {sessions['turns_completed_mean']:.2f} turns completed on average "
-                f"({completed}); {sessions['ended_by_failure']} ended by a failed turn, {sessions['cut_at_stop']} by a turn "
-                f"the run's stop cut (the ones it caught between turns count with the turns they completed); duration p50 {seconds(sessions['duration_p50_s'])}, p99 "
-                f"{seconds(sessions['duration_p99_s'])} (first send to last answer, think times included)."))
+            blocks.append(
+                Paragraph(
+                    f"{sessions['sessions']} sessions, {sessions['turns_completed_mean']:.2f} turns completed on average "
+                    f"({completed}); {sessions['ended_by_failure']} ended by a failed turn, {sessions['cut_at_stop']} by a turn "
+                    f"the run's stop cut (the ones it caught between turns count with the turns they completed); duration p50 {seconds(sessions['duration_p50_s'])}, p99 "
+                    f"{seconds(sessions['duration_p99_s'])} (first send to last answer, think times included)."
+                )
+            )
         if traffic["windows"]:
-            blocks += [Heading(f"Per {traffic['window_s']:g} s window: {run}", 3), Table(
-                ["From (s)", "Requests", "Failures", "Output tok/s", "TTFT p50", "TTFT p99", "Lag p50", "Lag p99",
-                 "Lag max"],
-                [[f"{w['start_s']:g}" + (" (behind)" if w["behind"] else ""), str(w["requests"]), str(w["failures"]),
-                  tokens(w["output_tokens_per_s"]), seconds(w["ttft_p50_s"]), seconds(w["ttft_p99_s"]),
-                  seconds(w["schedule_lag_p50_s"]), seconds(w["schedule_lag_p99_s"]), seconds(w["schedule_lag_max_s"])]
-                 for w in traffic["windows"]])]
+            blocks += [
+                Heading(f"Per {traffic['window_s']:g} s window: {run}", 3),
+                Table(
+                    [
+                        "From (s)",
+                        "Requests",
+                        "Failures",
+                        "Output tok/s",
+                        "TTFT p50",
+                        "TTFT p99",
+                        "Lag p50",
+                        "Lag p99",
+                        "Lag max",
+                    ],
+                    [
+                        [
+                            f"{w['start_s']:g}" + (" (behind)" if w["behind"] else ""),
+                            str(w["requests"]),
+                            str(w["failures"]),
+                            tokens(w["output_tokens_per_s"]),
+                            seconds(w["ttft_p50_s"]),
+                            seconds(w["ttft_p99_s"]),
+                            seconds(w["schedule_lag_p50_s"]),
+                            seconds(w["schedule_lag_p99_s"]),
+                            seconds(w["schedule_lag_max_s"]),
+                        ]
+                        for w in traffic["windows"]
+                    ],
+                ),
+            ]
             if any(w["behind"] for w in traffic["windows"]):
-                blocks.append(Paragraph(f"Windows marked behind: the sends waited {SCHEDULE_LAG_LIMIT_S:g} s or more "
-                                        "(p99) after their scheduled time for a free user; the client did not keep "
-                                        "the schedule there (more users, or more workers)."))
+                blocks.append(
+                    Paragraph(
+                        f"Windows marked behind: the sends waited {SCHEDULE_LAG_LIMIT_S:g} s or more "
+                        "(p99) after their scheduled time for a free user; the client did not keep "
+                        "the schedule there (more users, or more workers)."
+                    )
+                )
     return blocks

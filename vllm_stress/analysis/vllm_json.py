@@ -37,10 +37,14 @@ from vllm_stress.core.schema import REQUESTS_FILE
 
 LATENCIES = {"ttft": "ttft", "tpot": "tpot", "itl": "itl", "e2el": "e2e"}  # vLLM metric -> our field stem
 PERCENTILES = (50, 90, 99)
-RATES = {"request_throughput": "requests_per_s", "output_throughput": "output_tokens_per_s",
-         "total_token_throughput": "total_tokens_per_s"}
-NO_VERDICT = ("a vllm bench serve result: figures over the whole benchmark, ramp-up and drain included; no "
-              "steady-state verdict")
+RATES = {
+    "request_throughput": "requests_per_s",
+    "output_throughput": "output_tokens_per_s",
+    "total_token_throughput": "total_tokens_per_s",
+}
+NO_VERDICT = (
+    "a vllm bench serve result: figures over the whole benchmark, ramp-up and drain included; no steady-state verdict"
+)
 EXPORT_BACKEND = "openai-chat"
 
 
@@ -86,10 +90,16 @@ def level_row(path: Path, result: dict) -> dict:
     if isinstance(users, str) and users.isdigit():
         users = int(users)  # a sweep's override may be text
     if not isinstance(users, int) or users < 1:
-        raise AnalysisError(f"{path}: max_concurrency is {users!r}: only closed-loop results (vllm bench serve "
-                            "--max-concurrency N) have a level to compare")
-    row = {"users": users, "partial": False, "steady": bool(result.get("steady", False)),
-           "steady_reason": result.get("steady_reason", NO_VERDICT)}
+        raise AnalysisError(
+            f"{path}: max_concurrency is {users!r}: only closed-loop results (vllm bench serve "
+            "--max-concurrency N) have a level to compare"
+        )
+    row = {
+        "users": users,
+        "partial": False,
+        "steady": bool(result.get("steady", False)),
+        "steady_reason": result.get("steady_reason", NO_VERDICT),
+    }
     row |= {field: number(result.get(key)) for key, field in RATES.items()}
     completed, failed = result.get("completed"), result.get("failed") or 0
     if isinstance(completed, int):

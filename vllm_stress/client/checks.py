@@ -15,16 +15,20 @@ class StopTarget(Exception):
 def validate(options) -> None:
     """Refuse option values that no run can use, with a one-line StopTarget."""
     if getattr(options, "repeats", 1) > 1:  # a scenario's `repeats` (scenarios/shape.py): only the runner repeats
-        raise StopTarget(f"repeats = {options.repeats}: plain Locust runs once; use `python -m scenarios run`, or pass "
-                         "--repeats 1 and run it that many times into separate --results-dir folders")
+        raise StopTarget(
+            f"repeats = {options.repeats}: plain Locust runs once; use `python -m scenarios run`, or pass "
+            "--repeats 1 and run it that many times into separate --results-dir folders"
+        )
     for flag, value in (("--input-tokens", options.input_tokens), ("--output-tokens", options.output_tokens)):
         if value < 1:
             raise StopTarget(f"{flag} must be at least 1, got {value}")
     if not options.request_timeout > 0:
         raise StopTarget(f"--request-timeout must be more than 0 seconds, got {options.request_timeout:g}")
     if not 0 <= options.prefix_tokens < options.input_tokens:
-        raise StopTarget(f"--prefix-tokens must be at least 0 and less than --input-tokens ({options.input_tokens}), "
-                         f"got {options.prefix_tokens}")
+        raise StopTarget(
+            f"--prefix-tokens must be at least 0 and less than --input-tokens ({options.input_tokens}), "
+            f"got {options.prefix_tokens}"
+        )
     if options.prefix_groups < 1:
         raise StopTarget(f"--prefix-groups must be at least 1, got {options.prefix_groups}")
     for flag, value in (("--turns", options.turns), ("--turn-tokens", options.turn_tokens)):
@@ -61,9 +65,13 @@ def check_model(options, model: str, served: dict[str, int | None], host: str) -
         return
     if options.dataset:  # prompt lengths are the dataset's
         if options.output_tokens >= max_model_len:
-            raise StopTarget(f"--output-tokens {options.output_tokens} leaves no room for a prompt in "
-                             f"{model}'s max_model_len of {max_model_len}")
+            raise StopTarget(
+                f"--output-tokens {options.output_tokens} leaves no room for a prompt in "
+                f"{model}'s max_model_len of {max_model_len}"
+            )
     elif options.input_tokens + options.output_tokens > max_model_len:
-        raise StopTarget(f"--input-tokens {options.input_tokens} + --output-tokens {options.output_tokens} = "
-                         f"{options.input_tokens + options.output_tokens} tokens exceeds {model}'s max_model_len of "
-                         f"{max_model_len} at {host}")
+        raise StopTarget(
+            f"--input-tokens {options.input_tokens} + --output-tokens {options.output_tokens} = "
+            f"{options.input_tokens + options.output_tokens} tokens exceeds {model}'s max_model_len of "
+            f"{max_model_len} at {host}"
+        )

@@ -28,13 +28,35 @@ def new_request_id() -> str:
 class Exchange:
     """Collects what one request measured; ``row()`` turns it into a ``requests.csv`` row."""
 
-    __slots__ = ("name", "users", "target_prompt_tokens", "max_tokens", "check_output", "start_wall", "start",
-                 "first", "last", "end", "chunks", "gaps", "prompt_tokens", "completion_tokens", "finish_reason",
-                 "status", "error", "schedule_lag", "cached_tokens", "request_id", "start_real",
-                 "session_id", "turn")
+    __slots__ = (
+        "name",
+        "users",
+        "target_prompt_tokens",
+        "max_tokens",
+        "check_output",
+        "start_wall",
+        "start",
+        "first",
+        "last",
+        "end",
+        "chunks",
+        "gaps",
+        "prompt_tokens",
+        "completion_tokens",
+        "finish_reason",
+        "status",
+        "error",
+        "schedule_lag",
+        "cached_tokens",
+        "request_id",
+        "start_real",
+        "session_id",
+        "turn",
+    )
 
-    def __init__(self, name: str, users: int, target_prompt_tokens: int | None, max_tokens: int,
-                 check_output: bool) -> None:
+    def __init__(
+        self, name: str, users: int, target_prompt_tokens: int | None, max_tokens: int, check_output: bool
+    ) -> None:
         self.name = name
         self.users = users
         self.target_prompt_tokens = target_prompt_tokens
@@ -127,10 +149,13 @@ class Exchange:
         return not self.error and not self.count_mismatch() and self.finish_reason != "abort"
 
     def count_mismatch(self) -> bool:
-        prompt_off = None not in (self.prompt_tokens, self.target_prompt_tokens) and \
-            self.prompt_tokens != self.target_prompt_tokens
-        output_off = self.check_output and self.completion_tokens is not None and \
-            self.completion_tokens != self.max_tokens
+        prompt_off = (
+            None not in (self.prompt_tokens, self.target_prompt_tokens)
+            and self.prompt_tokens != self.target_prompt_tokens
+        )
+        output_off = (
+            self.check_output and self.completion_tokens is not None and self.completion_tokens != self.max_tokens
+        )
         return bool(prompt_off or output_off)
 
     def row(self, worker: str) -> list:
@@ -138,11 +163,29 @@ class Exchange:
         e2e = self.e2e
         ok = not self.error
         return [
-            round(self.start_wall, 6), round(self.start_wall + e2e, 6), _opt(self.ttft), _opt(self.tpot),
-            round(e2e, 6), self.chunks, _opt(self.prompt_tokens), _opt(self.completion_tokens),
-            _opt(self.target_prompt_tokens), self.max_tokens, int(ok and self.count_mismatch()), int(ok),
-            self.error, self.status, self.finish_reason, self.users, worker, self.name, _opt(self.schedule_lag),
-            _opt(self.cached_tokens), self.request_id, self.session_id, _opt(self.turn),
+            round(self.start_wall, 6),
+            round(self.start_wall + e2e, 6),
+            _opt(self.ttft),
+            _opt(self.tpot),
+            round(e2e, 6),
+            self.chunks,
+            _opt(self.prompt_tokens),
+            _opt(self.completion_tokens),
+            _opt(self.target_prompt_tokens),
+            self.max_tokens,
+            int(ok and self.count_mismatch()),
+            int(ok),
+            self.error,
+            self.status,
+            self.finish_reason,
+            self.users,
+            worker,
+            self.name,
+            _opt(self.schedule_lag),
+            _opt(self.cached_tokens),
+            self.request_id,
+            self.session_id,
+            _opt(self.turn),
         ]
 
 

@@ -27,71 +27,174 @@ DEFAULT_SESSION_HEADER = "X-Session-Id"
 
 def add_arguments(parser) -> None:
     """Register the suite's options on Locust's argument parser."""
-    parser.add_argument("--model", default="", help="Model name sent in requests (default: the first model the server lists)")
-    parser.add_argument("--input-tokens", type=int, default=DEFAULT_INPUT_TOKENS,
-                        help="Prompt length in tokens, chat template included, measured with the server's /tokenize")
-    parser.add_argument("--output-tokens", type=int, default=DEFAULT_OUTPUT_TOKENS,
-                        help="Output length in tokens (max_tokens, forced with ignore_eos and min_tokens)")
-    parser.add_argument("--token-dist", choices=TOKEN_DISTRIBUTIONS, default="fixed",
-                        help="Distribution of input and output lengths around their targets")
-    parser.add_argument("--token-spread", type=float, default=0.0,
-                        help="uniform: +/- this fraction of the target; normal: the standard deviation as a fraction")
-    parser.add_argument("--prefix-tokens", type=int, default=0,
-                        help="Tokens at the start of every prompt shared by the prompts of its group (prefix caching "
-                        "on purpose; 0: every prompt random)")
-    parser.add_argument("--prefix-groups", type=int, default=1,
-                        help="Different shared prefixes, each request draws one (with --prefix-tokens)")
-    parser.add_argument("--dataset", default="", help="JSONL file of prompts ({\"prompt\": ...} or {\"messages\": ...}), "
-                        "or a ShareGPT JSON/JSONL file")
-    parser.add_argument("--num-prompts", type=int, default=DEFAULT_NUM_PROMPTS,
-                        help="With --dataset: prompts drawn from the file (seeded: the same on every worker), each "
-                        "sized with the server's /tokenize when a worker starts (0: all of them)")
+    parser.add_argument(
+        "--model", default="", help="Model name sent in requests (default: the first model the server lists)"
+    )
+    parser.add_argument(
+        "--input-tokens",
+        type=int,
+        default=DEFAULT_INPUT_TOKENS,
+        help="Prompt length in tokens, chat template included, measured with the server's /tokenize",
+    )
+    parser.add_argument(
+        "--output-tokens",
+        type=int,
+        default=DEFAULT_OUTPUT_TOKENS,
+        help="Output length in tokens (max_tokens, forced with ignore_eos and min_tokens)",
+    )
+    parser.add_argument(
+        "--token-dist",
+        choices=TOKEN_DISTRIBUTIONS,
+        default="fixed",
+        help="Distribution of input and output lengths around their targets",
+    )
+    parser.add_argument(
+        "--token-spread",
+        type=float,
+        default=0.0,
+        help="uniform: +/- this fraction of the target; normal: the standard deviation as a fraction",
+    )
+    parser.add_argument(
+        "--prefix-tokens",
+        type=int,
+        default=0,
+        help="Tokens at the start of every prompt shared by the prompts of its group (prefix caching "
+        "on purpose; 0: every prompt random)",
+    )
+    parser.add_argument(
+        "--prefix-groups",
+        type=int,
+        default=1,
+        help="Different shared prefixes, each request draws one (with --prefix-tokens)",
+    )
+    parser.add_argument(
+        "--dataset",
+        default="",
+        help='JSONL file of prompts ({"prompt": ...} or {"messages": ...}), or a ShareGPT JSON/JSONL file',
+    )
+    parser.add_argument(
+        "--num-prompts",
+        type=int,
+        default=DEFAULT_NUM_PROMPTS,
+        help="With --dataset: prompts drawn from the file (seeded: the same on every worker), each "
+        "sized with the server's /tokenize when a worker starts (0: all of them)",
+    )
     # not in the web UI: Locust puts a form field's value in the page, even a masked (is_secret) one
-    parser.add_argument("--api-key", default="", include_in_web_ui=False, env_var="OPENAI_API_KEY",
-                        help="Bearer token for the server (or OPENAI_API_KEY); never written to any output")
+    parser.add_argument(
+        "--api-key",
+        default="",
+        include_in_web_ui=False,
+        env_var="OPENAI_API_KEY",
+        help="Bearer token for the server (or OPENAI_API_KEY); never written to any output",
+    )
     parser.add_argument("--api-key-file", default="", help="Read the bearer token from this file")
-    parser.add_argument("--no-stream", action="store_true", default=False,
-                        help="Send non-streaming requests (no TTFT/ITL; e2e and token counts only)")
-    parser.add_argument("--no-ignore-eos", action="store_true", default=False,
-                        help="Let the model stop early: do not send ignore_eos/min_tokens")
-    parser.add_argument("--temperature", type=float, default=None, help="Sampling temperature (server default if unset)")
-    parser.add_argument("--request-timeout", type=float, default=DEFAULT_REQUEST_TIMEOUT_S,
-                        help="Seconds one request may take in total, and may stay silent, before it fails as Timeout")
-    parser.add_argument("--insecure", action="store_true", default=False,
-                        help="Do not verify the target's TLS certificate (self-signed test servers)")
-    parser.add_argument("--server-metrics-interval", type=float, default=DEFAULT_SERVER_METRICS_INTERVAL_S,
-                        help="Seconds between scrapes of the server's Prometheus /metrics into server_metrics.csv "
-                        "(0: no scraping)")
-    parser.add_argument("--arrival-rate", type=float, default=0.0,
-                        help="Open loop: send requests at this total rate (req/s, Poisson arrivals, split over "
-                        "--expect-workers workers); the users are only the pool that carries them (0: closed loop)")
-    parser.add_argument("--trace", default="",
-                        help="Replay a trace: Mooncake JSONL (timestamp ms, input_length, output_length, hash_ids) or "
-                        "Azure LLM inference CSV (TIMESTAMP, ContextTokens, GeneratedTokens); the users carry its lines")
+    parser.add_argument(
+        "--no-stream",
+        action="store_true",
+        default=False,
+        help="Send non-streaming requests (no TTFT/ITL; e2e and token counts only)",
+    )
+    parser.add_argument(
+        "--no-ignore-eos",
+        action="store_true",
+        default=False,
+        help="Let the model stop early: do not send ignore_eos/min_tokens",
+    )
+    parser.add_argument(
+        "--temperature", type=float, default=None, help="Sampling temperature (server default if unset)"
+    )
+    parser.add_argument(
+        "--request-timeout",
+        type=float,
+        default=DEFAULT_REQUEST_TIMEOUT_S,
+        help="Seconds one request may take in total, and may stay silent, before it fails as Timeout",
+    )
+    parser.add_argument(
+        "--insecure",
+        action="store_true",
+        default=False,
+        help="Do not verify the target's TLS certificate (self-signed test servers)",
+    )
+    parser.add_argument(
+        "--server-metrics-interval",
+        type=float,
+        default=DEFAULT_SERVER_METRICS_INTERVAL_S,
+        help="Seconds between scrapes of the server's Prometheus /metrics into server_metrics.csv (0: no scraping)",
+    )
+    parser.add_argument(
+        "--arrival-rate",
+        type=float,
+        default=0.0,
+        help="Open loop: send requests at this total rate (req/s, Poisson arrivals, split over "
+        "--expect-workers workers); the users are only the pool that carries them (0: closed loop)",
+    )
+    parser.add_argument(
+        "--trace",
+        default="",
+        help="Replay a trace: Mooncake JSONL (timestamp ms, input_length, output_length, hash_ids) or "
+        "Azure LLM inference CSV (TIMESTAMP, ContextTokens, GeneratedTokens); the users carry its lines",
+    )
     parser.add_argument("--speedup", type=float, default=1.0, help="With --trace: divide the trace's gaps by this")
     parser.add_argument("--trace-start", type=float, default=0.0, help="With --trace: seconds of the trace to skip")
-    parser.add_argument("--trace-duration", type=float, default=0.0,
-                        help="With --trace: seconds of the trace to replay (0: to its end)")
-    parser.add_argument("--turns", type=int, default=DEFAULT_TURNS,
-                        help="Session user: turns of one conversation (a ShareGPT conversation: at most its human turns)")
-    parser.add_argument("--turn-tokens", type=int, default=DEFAULT_TURN_TOKENS,
-                        help="Session user: new user-message tokens of each turn after the first (the first is "
-                        "--input-tokens, template included)")
-    parser.add_argument("--think-time", type=float, default=DEFAULT_THINK_TIME_S,
-                        help="Session user: mean seconds between an answer and the next turn")
-    parser.add_argument("--think-dist", choices=THINK_DISTRIBUTIONS, default="exponential",
-                        help="Session user: think time distribution (uniform: between 0 and twice the mean)")
-    parser.add_argument("--session-header", default=DEFAULT_SESSION_HEADER,
-                        help="Session user: header carrying the session id, for routers that pin sessions ('' : none)")
-    parser.add_argument("--session-seed", type=int, default=None,
-                        help="Session user: seed of the think times and prompt words (default: a new one per run, so "
-                        "that a rerun does not find the previous run's conversations in the prefix cache)")
-    parser.add_argument("--results-dir", default="", help="Folder for requests.csv and the run files "
-                        "(default: results/run-<time>); the master refuses a folder that already holds a run")
-    parser.add_argument("--server-launch", default="", include_in_web_ui=False,
-                        help="Set by python -m scenarios: how it started the server (JSON), kept in run.json")
-    parser.add_argument("--overwrite", action="store_true", default=False, include_in_web_ui=False,
-                        help="Allow --results-dir to hold an earlier run (its files are replaced)")
+    parser.add_argument(
+        "--trace-duration", type=float, default=0.0, help="With --trace: seconds of the trace to replay (0: to its end)"
+    )
+    parser.add_argument(
+        "--turns",
+        type=int,
+        default=DEFAULT_TURNS,
+        help="Session user: turns of one conversation (a ShareGPT conversation: at most its human turns)",
+    )
+    parser.add_argument(
+        "--turn-tokens",
+        type=int,
+        default=DEFAULT_TURN_TOKENS,
+        help="Session user: new user-message tokens of each turn after the first (the first is "
+        "--input-tokens, template included)",
+    )
+    parser.add_argument(
+        "--think-time",
+        type=float,
+        default=DEFAULT_THINK_TIME_S,
+        help="Session user: mean seconds between an answer and the next turn",
+    )
+    parser.add_argument(
+        "--think-dist",
+        choices=THINK_DISTRIBUTIONS,
+        default="exponential",
+        help="Session user: think time distribution (uniform: between 0 and twice the mean)",
+    )
+    parser.add_argument(
+        "--session-header",
+        default=DEFAULT_SESSION_HEADER,
+        help="Session user: header carrying the session id, for routers that pin sessions ('' : none)",
+    )
+    parser.add_argument(
+        "--session-seed",
+        type=int,
+        default=None,
+        help="Session user: seed of the think times and prompt words (default: a new one per run, so "
+        "that a rerun does not find the previous run's conversations in the prefix cache)",
+    )
+    parser.add_argument(
+        "--results-dir",
+        default="",
+        help="Folder for requests.csv and the run files "
+        "(default: results/run-<time>); the master refuses a folder that already holds a run",
+    )
+    parser.add_argument(
+        "--server-launch",
+        default="",
+        include_in_web_ui=False,
+        help="Set by python -m scenarios: how it started the server (JSON), kept in run.json",
+    )
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        default=False,
+        include_in_web_ui=False,
+        help="Allow --results-dir to hold an earlier run (its files are replaced)",
+    )
 
 
 def api_key(options) -> str:

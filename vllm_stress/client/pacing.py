@@ -44,15 +44,20 @@ class PoissonArrivals:
             self.late += 1
             if not self.warned:
                 self.warned = True
-                log.warning("Arrivals wait for free users (%.1f s late): the open loop needs more users (-u) "
-                            "than arrival rate x e2e latency", -delay)
+                log.warning(
+                    "Arrivals wait for free users (%.1f s late): the open loop needs more users (-u) "
+                    "than arrival rate x e2e latency",
+                    -delay,
+                )
         return -delay
 
     def summary(self) -> str:
         """What this process's open loop did, for the log at test stop."""
         elapsed = time.perf_counter() - self.started
-        return (f"Open loop: {self.sent} arrivals in {elapsed:.1f} s ({self.sent / elapsed:.2f}/s, asked "
-                f"{self.rate_per_s:.2f}/s in this process), {self.late} sent over {LATE_WARNING_S:.0f} s late")
+        return (
+            f"Open loop: {self.sent} arrivals in {elapsed:.1f} s ({self.sent / elapsed:.2f}/s, asked "
+            f"{self.rate_per_s:.2f}/s in this process), {self.late} sent over {LATE_WARNING_S:.0f} s late"
+        )
 
 
 def arrivals_for(options, seed: int | None = None) -> PoissonArrivals | None:

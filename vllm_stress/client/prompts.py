@@ -106,10 +106,20 @@ def single_token_words(tokenizer: Tokenizer, words: list[str], overhead: int) ->
 class Workload:
     """Draws the requests of one worker: prompt words and output lengths around the targets."""
 
-    def __init__(self, input_tokens: int, output_tokens: int, dist: str = "fixed", spread: float = 0.0,
-                 words: list[str] | None = None, overhead: int = 0, exact: bool = True,
-                 dataset: list[RequestSpec] | None = None, seed: int | None = None, prefix_tokens: int = 0,
-                 prefix_groups: int = 1) -> None:
+    def __init__(
+        self,
+        input_tokens: int,
+        output_tokens: int,
+        dist: str = "fixed",
+        spread: float = 0.0,
+        words: list[str] | None = None,
+        overhead: int = 0,
+        exact: bool = True,
+        dataset: list[RequestSpec] | None = None,
+        seed: int | None = None,
+        prefix_tokens: int = 0,
+        prefix_groups: int = 1,
+    ) -> None:
         self.input_tokens = input_tokens
         self.output_tokens = output_tokens
         self.dist = dist
@@ -119,8 +129,14 @@ class Workload:
         self.exact = exact
         self.dataset = dataset
         self.rng = random.Random(seed)
-        self.prefixes = [" ".join(random.Random(f"prefix-{group}").choices(self.words, k=prefix_tokens))
-                         for group in range(prefix_groups)] if prefix_tokens else []
+        self.prefixes = (
+            [
+                " ".join(random.Random(f"prefix-{group}").choices(self.words, k=prefix_tokens))
+                for group in range(prefix_groups)
+            ]
+            if prefix_tokens
+            else []
+        )
 
     def length(self, target: int) -> int:
         """A length drawn around ``target`` by the configured distribution (at least 1)."""
@@ -198,9 +214,15 @@ def size_dataset(tokenizer: Tokenizer, specs: list[RequestSpec]) -> list[Request
 def build_workload(tokenizer: Tokenizer, options, seed: int | None = None) -> Workload:
     """Measure the target's tokenizer and return the worker's workload; falls back to estimates without /tokenize."""
     dataset = load_dataset(options.dataset, options.num_prompts) if options.dataset else None
-    common = dict(input_tokens=options.input_tokens, output_tokens=options.output_tokens, dist=options.token_dist,
-                  spread=options.token_spread, seed=seed, prefix_tokens=getattr(options, "prefix_tokens", 0),
-                  prefix_groups=getattr(options, "prefix_groups", 1))
+    common = dict(
+        input_tokens=options.input_tokens,
+        output_tokens=options.output_tokens,
+        dist=options.token_dist,
+        spread=options.token_spread,
+        seed=seed,
+        prefix_tokens=getattr(options, "prefix_tokens", 0),
+        prefix_groups=getattr(options, "prefix_groups", 1),
+    )
     try:
         overhead = tokenizer.count("")
         if dataset:
@@ -224,5 +246,9 @@ def check_length(tokenizer: Tokenizer, workload: Workload) -> None:
     """Check one full-length prompt end to end; warn when the server counts it differently."""
     counted = tokenizer.count(workload.prompt(workload.input_tokens))
     if counted != workload.input_tokens:
-        log.warning("A %d-token prompt measured %d tokens on the server: lengths will be off by about %d",
-                    workload.input_tokens, counted, counted - workload.input_tokens)
+        log.warning(
+            "A %d-token prompt measured %d tokens on the server: lengths will be off by about %d",
+            workload.input_tokens,
+            counted,
+            counted - workload.input_tokens,
+        )

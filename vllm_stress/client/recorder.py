@@ -81,8 +81,13 @@ class WorkerRecorder(Recorder):
 
     def delta(self, final: bool) -> dict:
         """The rows and ITL counts since the last delta, and what the requests in flight streamed so far."""
-        delta = {"rows": self.pending_rows, "itl": {u: dict(h) for u, h in self.itl.items()}, "final": final,
-                 "time": time.time(), "in_flight": self.in_flight_now()}
+        delta = {
+            "rows": self.pending_rows,
+            "itl": {u: dict(h) for u, h in self.itl.items()},
+            "final": final,
+            "time": time.time(),
+            "in_flight": self.in_flight_now(),
+        }
         self.pending_rows = []
         self.itl = defaultdict(Counter)
         return delta

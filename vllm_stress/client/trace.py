@@ -60,8 +60,14 @@ def read_mooncake(path: str, text: str) -> list[TraceLine]:
             continue
         try:
             item = json.loads(raw)
-            lines.append(TraceLine(float(item["timestamp"]) / 1000, int(item["input_length"]),
-                                   int(item["output_length"]), tuple(int(h) for h in item.get("hash_ids", ()))))
+            lines.append(
+                TraceLine(
+                    float(item["timestamp"]) / 1000,
+                    int(item["input_length"]),
+                    int(item["output_length"]),
+                    tuple(int(h) for h in item.get("hash_ids", ())),
+                )
+            )
         except (ValueError, KeyError, TypeError) as e:
             raise ValueError(f"{path}:{number}: not a Mooncake trace line ({type(e).__name__}: {e})") from None
     return lines
@@ -82,8 +88,11 @@ def select(lines: list[TraceLine], start_s: float, duration_s: float, speedup: f
     """The window [start_s, start_s + duration_s) of the trace (all of it for duration 0), times from the window's
     start divided by ``speedup``."""
     end = start_s + duration_s if duration_s > 0 else float("inf")
-    return [TraceLine((line.at_s - start_s) / speedup, line.input_tokens, line.output_tokens, line.hash_ids)
-            for line in lines if start_s <= line.at_s < end]
+    return [
+        TraceLine((line.at_s - start_s) / speedup, line.input_tokens, line.output_tokens, line.hash_ids)
+        for line in lines
+        if start_s <= line.at_s < end
+    ]
 
 
 class TraceDone(Exception):
@@ -115,12 +124,14 @@ class TraceArrivals:
         return lag
 
     def summary(self) -> str:
-        return (f"Trace replay: {self.next_index} of {len(self.lines)} lines sent by this process, {self.late} more "
-                "than 1 s late")
+        return (
+            f"Trace replay: {self.next_index} of {len(self.lines)} lines sent by this process, {self.late} more "
+            "than 1 s late"
+        )
 
 
 def arrivals_for_trace(options, lines: list[TraceLine], worker_index: int) -> TraceArrivals:
     """This process's share of the selected lines: every ``workers``-th from its index."""
     workers = max(getattr(options, "expect_workers", 1) or 1, 1) if getattr(options, "worker", False) else 1
     selected = select(lines, options.trace_start, options.trace_duration, options.speedup)
-    return TraceArrivals(selected[worker_index % workers::workers])
+    return TraceArrivals(selected[worker_index % workers :: workers])

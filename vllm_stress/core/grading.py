@@ -125,8 +125,11 @@ def agreement(rows: list[dict]) -> dict:
         gold[row["question_id"]] = row["gold"]
     levels = sorted({row["parallel"] for row in rows})
     matrix = [[_same(answers.values(), a, b) for b in levels] for a in levels]
-    changed = [{"question_id": qid, "gold": gold[qid], "answers": {p: by_level.get(p) for p in levels}}
-               for qid, by_level in answers.items() if len(set(by_level.values())) > 1]  # fmt: skip
+    changed = [
+        {"question_id": qid, "gold": gold[qid], "answers": {p: by_level.get(p) for p in levels}}
+        for qid, by_level in answers.items()
+        if len(set(by_level.values())) > 1
+    ]
     return {"levels": levels, "questions": len(answers), "matrix": matrix, "changed": changed}
 
 

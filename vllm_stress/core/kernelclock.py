@@ -26,8 +26,11 @@ ANCILLARY_SIZE = socket.CMSG_SPACE(TIMESPEC.size) if hasattr(socket, "CMSG_SPACE
 # a read of a socket with both options: SCM_TIMESTAMPNS, and an SCM_TIMESTAMPING (or, on the error queue, the
 # sock_extended_err that comes with it)
 BOTH_ANCILLARY_SIZE = socket.CMSG_SPACE(3 * TIMESPEC.size) * 2 + ANCILLARY_SIZE if ANCILLARY_SIZE else 0
-KERNEL_PLATFORM = (sys.platform == "linux" and struct.calcsize("P") == 8 and
-                   not platform.machine().startswith(("alpha", "mips", "parisc", "sparc")))  # fmt: skip
+KERNEL_PLATFORM = (
+    sys.platform == "linux"
+    and struct.calcsize("P") == 8
+    and not platform.machine().startswith(("alpha", "mips", "parisc", "sparc"))
+)
 
 
 def kernel_time(ancillary: list, option: int = SO_TIMESTAMPNS) -> float | None:

@@ -130,8 +130,11 @@ SERVER_METRICS_COLUMNS = [
     "users",  # the level (target user count) at the scrape
     *SERVER_GAUGES,
     *SERVER_COUNTERS,
-    *(f"{prefix}_{part}" for prefix in SERVER_HISTOGRAMS
-      for part in ("count", "sum_s", *(f"{quantile}_s" for quantile in SERVER_QUANTILES))),
+    *(
+        f"{prefix}_{part}"
+        for prefix in SERVER_HISTOGRAMS
+        for part in ("count", "sum_s", *(f"{quantile}_s" for quantile in SERVER_QUANTILES))
+    ),
 ]
 
 # client_health.csv: the CPU of every load-generating process, so a saturated client is not taken for a saturated

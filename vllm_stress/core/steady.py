@@ -82,8 +82,13 @@ def judge(a: float, b: float, requests: Requests) -> Verdict:
     e2e_p50 = float(np.median(requests.e2e[ended]))
     lifetimes = (b - a) / e2e_p50 if e2e_p50 > 0 else math.inf
     if lifetimes < MIN_LIFETIMES:
-        return Verdict(False, f"the {b - a:.0f} s window holds {lifetimes:.1f} request lifetimes (e2e p50 "
-                              f"{seconds(e2e_p50)}); steady needs {MIN_LIFETIMES:.0f}", lifetimes, e2e_p50)
+        return Verdict(
+            False,
+            f"the {b - a:.0f} s window holds {lifetimes:.1f} request lifetimes (e2e p50 "
+            f"{seconds(e2e_p50)}); steady needs {MIN_LIFETIMES:.0f}",
+            lifetimes,
+            e2e_p50,
+        )
     reason = halves_disagree(a, b, requests, ended, e2e_p50)
     if reason:
         return Verdict(False, reason, lifetimes, e2e_p50)
@@ -100,8 +105,10 @@ def halves_disagree(a: float, b: float, requests: Requests, ended: np.ndarray, e
     tolerance = max(RATE_TOLERANCE, NOISE_Z * math.sqrt(n1 + n2) / ((n1 + n2) / 2))
     if abs(n2 - n1) > tolerance * (n1 + n2) / 2:
         return f"completions {moved(n1, n2)} {n1} → {n2} between the window's halves"
-    tokens = [streamed_tokens(requests.first, requests.end, requests.tokens, lo, hi) / (hi - lo)
-              for lo, hi in ((a, mid), (mid, b))]
+    tokens = [
+        streamed_tokens(requests.first, requests.end, requests.tokens, lo, hi) / (hi - lo)
+        for lo, hi in ((a, mid), (mid, b))
+    ]
     if abs(tokens[1] - tokens[0]) > tolerance * max(tokens):
         return f"output tok/s {moved(*tokens)} {tokens[0]:,.0f} → {tokens[1]:,.0f} across the window"
     for name, values in (("e2e", requests.e2e), ("TTFT", requests.ttft)):

@@ -66,8 +66,14 @@ class LevelWindow:
         loop), as the report's schedule_lag_p99_s (vllm_stress.core.metrics.percentile): an input of its bound."""
         if self.hold_start is None:
             return np.nan
-        lags = [row[rows.SCHEDULE_LAG] for row in self.rows if row[rows.END] >= self.hold_start
-                and row[rows.USERS] == self.users and rows.measured(row) and row[rows.SCHEDULE_LAG] != ""]
+        lags = [
+            row[rows.SCHEDULE_LAG]
+            for row in self.rows
+            if row[rows.END] >= self.hold_start
+            and row[rows.USERS] == self.users
+            and rows.measured(row)
+            and row[rows.SCHEDULE_LAG] != ""
+        ]
         return percentile(np.array(lags, dtype=float), 99)
 
     def sample(self) -> tuple[float, float, steady.Requests] | None:
@@ -79,22 +85,31 @@ class LevelWindow:
         kept = self.rows
         starts, ends, e2e = (np.array([row[i] for row in kept], dtype=float) for i in (rows.START, rows.END, rows.E2E))
         ttft = np.array([np.nan if row[rows.TTFT] == "" else row[rows.TTFT] for row in kept], dtype=float)
-        tokens = np.array([row[rows.CHUNKS] if row[rows.COMPLETION] == "" else row[rows.COMPLETION] for row in kept],
-                          dtype=float)
+        tokens = np.array(
+            [row[rows.CHUNKS] if row[rows.COMPLETION] == "" else row[rows.COMPLETION] for row in kept], dtype=float
+        )
         measured = np.array([row[rows.USERS] == self.users and rows.measured(row) for row in kept], dtype=bool)
         running = np.array(partial, dtype=float).reshape(-1, 4)  # start, first, chunks, report time
-        return self.hold_start, end, steady.Requests(
-            start=np.concatenate([starts, running[:, 0]]), end=np.concatenate([ends, running[:, 3]]),
-            first=np.concatenate([starts + np.nan_to_num(ttft), running[:, 1]]),
-            tokens=np.concatenate([tokens, running[:, 2]]),
-            measured=np.concatenate([measured, np.zeros(len(running), dtype=bool)]),
-            e2e=np.concatenate([e2e, running[:, 3] - running[:, 0]]),
-            ttft=np.concatenate([ttft, np.full(len(running), np.nan)]))
+        return (
+            self.hold_start,
+            end,
+            steady.Requests(
+                start=np.concatenate([starts, running[:, 0]]),
+                end=np.concatenate([ends, running[:, 3]]),
+                first=np.concatenate([starts + np.nan_to_num(ttft), running[:, 1]]),
+                tokens=np.concatenate([tokens, running[:, 2]]),
+                measured=np.concatenate([measured, np.zeros(len(running), dtype=bool)]),
+                e2e=np.concatenate([e2e, running[:, 3] - running[:, 0]]),
+                ttft=np.concatenate([ttft, np.full(len(running), np.nan)]),
+            ),
+        )
 
     def in_flight(self) -> tuple[float, list[list]]:
         """The time up to which every request is known (the oldest newest report of the live processes), and
         [start, first, chunks, report time] of those still in flight then."""
-        missing = {client.id for client in getattr(self.runner, "clients", {}).values() if client.state == STATE_MISSING}
+        missing = {
+            client.id for client in getattr(self.runner, "clients", {}).values() if client.state == STATE_MISSING
+        }
         live = {source: report for source, report in self.reports.items() if source not in missing}
         if not live:
             return time.time(), []

@@ -4,9 +4,23 @@ the master or the local runner: the column positions used live, and the populati
 from vllm_stress.core import schema
 
 COMPLETION, END, OK, MISMATCH, USERS, TTFT, TPOT, E2E, START, CHUNKS, ERROR, FINISH, SCHEDULE_LAG = (
-    schema.REQUEST_COLUMNS.index(column) for column in (
-        "completion_tokens", "end_time", "ok", "count_mismatch", "users", "ttft_s", "tpot_s", "e2e_s", "start_time",
-        "chunks", "error", "finish_reason", "schedule_lag_s"))
+    schema.REQUEST_COLUMNS.index(column)
+    for column in (
+        "completion_tokens",
+        "end_time",
+        "ok",
+        "count_mismatch",
+        "users",
+        "ttft_s",
+        "tpot_s",
+        "e2e_s",
+        "start_time",
+        "chunks",
+        "error",
+        "finish_reason",
+        "schedule_lag_s",
+    )
+)
 
 
 def measured(row: list) -> bool:

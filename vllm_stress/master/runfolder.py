@@ -26,8 +26,9 @@ class RunFolder:
     def __init__(self, path: str, overwrite: bool = False) -> None:
         requests_path = os.path.join(path, schema.REQUESTS_FILE)
         if os.path.exists(requests_path) and not overwrite:
-            raise RunFolderExists(f"{path} already holds a run ({schema.REQUESTS_FILE}); "
-                                  "choose another --results-dir or pass --overwrite")
+            raise RunFolderExists(
+                f"{path} already holds a run ({schema.REQUESTS_FILE}); choose another --results-dir or pass --overwrite"
+            )
         os.makedirs(path, exist_ok=True)
         self.path = path
         self.rows_written = 0
@@ -82,8 +83,11 @@ def write_final_locust_csvs(environment, prefix: str) -> None:
     from locust.stats import PERCENTILES_TO_REPORT, StatsCSV
 
     snapshot = StatsCSV(environment, PERCENTILES_TO_REPORT)
-    for suffix, write in (("stats", snapshot.requests_csv), ("failures", snapshot.failures_csv),
-                          ("exceptions", snapshot.exceptions_csv)):
+    for suffix, write in (
+        ("stats", snapshot.requests_csv),
+        ("failures", snapshot.failures_csv),
+        ("exceptions", snapshot.exceptions_csv),
+    ):
         path = f"{prefix}_{suffix}.csv"
         with open(path + ".tmp", "w", newline="", encoding="utf-8") as f:
             write(csv.writer(f))

@@ -106,8 +106,9 @@ class LocalRecorder(Recorder):
 
     def _on_level_started(self, environment, users: int, **_kw) -> None:
         """A level's ramp begins (announcing the level that is already ramping again changes nothing)."""
-        if environment is not self.environment or (self.open_level and self.open_level[0] == users
-                                                   and self.open_level[2] is None):
+        if environment is not self.environment or (
+            self.open_level and self.open_level[0] == users and self.open_level[2] is None
+        ):
             return
         now = time.time()
         self._close_level(now)
@@ -161,8 +162,9 @@ class LocalRecorder(Recorder):
             "workers": [],
             "lost_workers": [],
             "receive_clock": receive_clocks,  # filled as users start (workers: with their reports)
-            "server_version": serverinfo.server_version(environment.host, environment.llm_target.headers,
-                                                        verify=not options.insecure),
+            "server_version": serverinfo.server_version(
+                environment.host, environment.llm_target.headers, verify=not options.insecure
+            ),
             "server_launch": serverinfo.server_launch(options),
         }
         self.folder.write_run(self.meta)
@@ -205,8 +207,9 @@ class LocalRecorder(Recorder):
 
     def _each_second(self) -> None:
         """What this process's requests in flight streamed so far, for the load shape's live verdict."""
-        hooks.in_flight_reported.fire(environment=self.environment, source=self.worker_id, report_time=time.time(),
-                                      entries=self.in_flight_now())
+        hooks.in_flight_reported.fire(
+            environment=self.environment, source=self.worker_id, report_time=time.time(), entries=self.in_flight_now()
+        )
 
     def output_tokens_per_s(self, window_s: float = LOG_INTERVAL_S) -> float:
         """Output tokens/s over the last ``window_s`` seconds that every process has reported."""
@@ -214,8 +217,14 @@ class LocalRecorder(Recorder):
         return sum(self.tokens_by_second[s] for s in range(end - int(window_s), end)) / window_s
 
     def _log_progress(self) -> None:
-        log.info("level %d users | output %.0f tok/s | %d requests, %d failed, %d aborted", self.level,
-                 self.output_tokens_per_s(), self.totals["requests"], self.totals["failures"], self.totals["aborted"])
+        log.info(
+            "level %d users | output %.0f tok/s | %d requests, %d failed, %d aborted",
+            self.level,
+            self.output_tokens_per_s(),
+            self.totals["requests"],
+            self.totals["failures"],
+            self.totals["aborted"],
+        )
 
     def account_unreported(self, server_requests: int | None) -> None:
         """Keep in run.json how many requests the server finished in this run and how many of them have no row
@@ -268,9 +277,16 @@ class LocalRecorder(Recorder):
         self.folder.write_run(self.meta)
         self.folder.close()
         self.last_folder = self.folder.path
-        log.info("%s: %d requests, %d failed, %d with token counts off target; %d streams aborted when the run "
-                 "stopped (not failures)%s", self.folder.path, self.totals["requests"], self.totals["failures"],
-                 self.totals["mismatches"], self.totals["aborted"], self._unaccounted_note())
+        log.info(
+            "%s: %d requests, %d failed, %d with token counts off target; %d streams aborted when the run "
+            "stopped (not failures)%s",
+            self.folder.path,
+            self.totals["requests"],
+            self.totals["failures"],
+            self.totals["mismatches"],
+            self.totals["aborted"],
+            self._unaccounted_note(),
+        )
         self.folder = None
 
 
@@ -318,8 +334,9 @@ class MasterRecorder(LocalRecorder):
         for users, histogram in delta["itl"].items():
             self.itl[int(users)].update(histogram)
         self._write(delta["rows"])
-        hooks.in_flight_reported.fire(environment=self.environment, source=client_id, report_time=delta["time"],
-                                      entries=delta["in_flight"])
+        hooks.in_flight_reported.fire(
+            environment=self.environment, source=client_id, report_time=delta["time"], entries=delta["in_flight"]
+        )
         self.rows_by_worker[client_id] += len(delta["rows"])
         if delta.get("final"):
             self.flushed.add(client_id)
@@ -339,10 +356,14 @@ class MasterRecorder(LocalRecorder):
         for client in self.runner.clients.missing:
             if client.id not in listed:
                 last_seen = self.last_heartbeat.get(client.id)
-                log.warning("Worker %s lost (last heartbeat at %s): its unreported rows are missing", client.id,
-                            time.strftime("%H:%M:%S", time.localtime(last_seen)) if last_seen else "never")
-                self.meta["lost_workers"].append({"worker": client.id, "last_seen": last_seen,
-                                                  "rows": self.rows_by_worker[client.id]})
+                log.warning(
+                    "Worker %s lost (last heartbeat at %s): its unreported rows are missing",
+                    client.id,
+                    time.strftime("%H:%M:%S", time.localtime(last_seen)) if last_seen else "never",
+                )
+                self.meta["lost_workers"].append(
+                    {"worker": client.id, "last_seen": last_seen, "rows": self.rows_by_worker[client.id]}
+                )
                 self.folder.write_run(self.meta)
 
     def _on_test_stop(self, environment, **_kw) -> None:
@@ -361,5 +382,6 @@ class MasterRecorder(LocalRecorder):
         while workers - self.flushed and time.monotonic() < deadline:
             gevent.sleep(0.05)
         if workers - self.flushed:
-            log.warning("No last rows from worker(s) %s within %.0f s", ", ".join(workers - self.flushed),
-                        FLUSH_TIMEOUT_S)
+            log.warning(
+                "No last rows from worker(s) %s within %.0f s", ", ".join(workers - self.flushed), FLUSH_TIMEOUT_S
+            )

@@ -41,8 +41,7 @@ class Build:
             after.wait()
         command = [sys.executable, "-m", "vllm_stress.analysis", str(self.folder), "--out", str(self.out)]
         env = os.environ if self.final else {**os.environ, "VLLM_STRESS_DB": ""}
-        process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                   text=True)
+        process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         try:
             output, _ = process.communicate(timeout=BUILD_TIMEOUT_S)
         except subprocess.TimeoutExpired:
@@ -53,8 +52,9 @@ class Build:
             lines = output.strip().splitlines() or [f"exit code {process.returncode}"]
             self.state, self.message = ("ready", "") if process.returncode == 0 else ("failed", lines[-1])
         if self.final:
-            log.info("Report of %s: %s", self.folder, f"{self.out}/report.html" if self.state == "ready"
-                     else self.message)
+            log.info(
+                "Report of %s: %s", self.folder, f"{self.out}/report.html" if self.state == "ready" else self.message
+            )
 
     def wait(self) -> None:
         self.greenlet.join()

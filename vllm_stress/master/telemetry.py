@@ -92,18 +92,21 @@ class ServerScraper:
             response.raise_for_status()
             snapshot = parse_metrics(response.text)
         except (requests.RequestException, ValueError) as e:
-            self._warn_once("unreachable", "Cannot scrape %s (%s): no server_metrics.csv rows while this lasts",
-                            self.url, e)
+            self._warn_once(
+                "unreachable", "Cannot scrape %s (%s): no server_metrics.csv rows while this lasts", self.url, e
+            )
             return None
         missing = sorted(name for name in _SCALARS if name not in snapshot.values)
         missing += sorted(name for name in schema.SERVER_HISTOGRAMS.values() if name not in snapshot.buckets)
         if len(missing) == len(_SCALARS) + len(schema.SERVER_HISTOGRAMS):
-            self._warn_once("foreign", "%s has none of vLLM's metrics (%s ...): no server_metrics.csv rows",
-                            self.url, missing[0])
+            self._warn_once(
+                "foreign", "%s has none of vLLM's metrics (%s ...): no server_metrics.csv rows", self.url, missing[0]
+            )
             return None
         if missing:
-            self._warn_once("partial", "%s lacks %s: those server_metrics.csv columns stay empty",
-                            self.url, ", ".join(missing))
+            self._warn_once(
+                "partial", "%s lacks %s: those server_metrics.csv columns stay empty", self.url, ", ".join(missing)
+            )
         row = self.row(snapshot, self.previous, time.time(), users)
         self.previous = snapshot
         self.latest = dict(zip(schema.SERVER_METRICS_COLUMNS, row, strict=True))
@@ -236,8 +239,9 @@ class Telemetry:
         self.greenlets = [gevent.spawn(self._repeat, CLIENT_HEALTH_INTERVAL_S, self._record_cpu)]
         options = environment.parsed_options
         if options.server_metrics_interval > 0:
-            self.scraper = ServerScraper(environment.host.rstrip("/") + "/metrics", environment.llm_target.headers,
-                                         verify=not options.insecure)
+            self.scraper = ServerScraper(
+                environment.host.rstrip("/") + "/metrics", environment.llm_target.headers, verify=not options.insecure
+            )
             self.server_metrics = CsvAppender(folder, schema.SERVER_METRICS_FILE, schema.SERVER_METRICS_COLUMNS)
             self._scrape()  # the baseline, before the first request
             self.baseline = dict(self.scraper.latest)
@@ -271,7 +275,9 @@ class Telemetry:
         of a lost worker that the server still streams into the void, reach its counters a step or more later."""
         deadline = time.monotonic() + SETTLE_TIMEOUT_S
         self._scrape()
-        while time.monotonic() < deadline and (self.scraper.latest.get("running") or self.scraper.latest.get("waiting")):
+        while time.monotonic() < deadline and (
+            self.scraper.latest.get("running") or self.scraper.latest.get("waiting")
+        ):
             gevent.sleep(0.2)
             self._scrape()
 

@@ -31,52 +31,113 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     run.add_argument("--target", default="", help="Base URL of the server (default: start the embedded simulator)")
     run.add_argument("--repeats", type=int, default=0, help="Runs of the scenario (default: the scenario's own)")
     run.add_argument("--out", default="", help="Output folder (default: results/<scenario>)")
-    run.add_argument("--workers", type=int, default=0,
-                     help=f"Locust worker processes (default: one per core, at most {MAX_DEFAULT_WORKERS})")
+    run.add_argument(
+        "--workers",
+        type=int,
+        default=0,
+        help=f"Locust worker processes (default: one per core, at most {MAX_DEFAULT_WORKERS})",
+    )
     run.add_argument("--overwrite", action="store_true", help="Replace the output folder if it exists")
     run.add_argument("--matrix", default="", help="TOML file of [[cell]] server settings to run the scenario in")
-    run.add_argument("--server-cmd", default="", help="Command that starts the target with a matrix cell's flags "
-                     "appended (e.g. deploy/vllm-serve.sh ...); required for --matrix with --target")
-    run.add_argument("--server-ready-timeout", type=float, default=SERVER_READY_TIMEOUT_S, metavar="S",
-                     help="Seconds the --server-cmd server may take to list its model (default: %(default).0f)")
-    run.add_argument("--simulator-arg", action="append", default=[], metavar="ARG",
-                     help="Extra argument for the embedded simulator (repeatable), e.g. --simulator-arg=--max-num-seqs=64")
-    run.add_argument("--locust-arg", action="append", default=[], metavar="ARG",
-                     help="Extra argument for the Locust master and workers (repeatable), e.g. --locust-arg=--output-tokens=64")
-    slo = commands.add_parser("search", help="Find the highest concurrency or arrival rate that meets every SLO "
-                              "(steady probes, bracket then bisect)")
+    run.add_argument(
+        "--server-cmd",
+        default="",
+        help="Command that starts the target with a matrix cell's flags "
+        "appended (e.g. deploy/vllm-serve.sh ...); required for --matrix with --target",
+    )
+    run.add_argument(
+        "--server-ready-timeout",
+        type=float,
+        default=SERVER_READY_TIMEOUT_S,
+        metavar="S",
+        help="Seconds the --server-cmd server may take to list its model (default: %(default).0f)",
+    )
+    run.add_argument(
+        "--simulator-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="Extra argument for the embedded simulator (repeatable), e.g. --simulator-arg=--max-num-seqs=64",
+    )
+    run.add_argument(
+        "--locust-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="Extra argument for the Locust master and workers (repeatable), e.g. --locust-arg=--output-tokens=64",
+    )
+    slo = commands.add_parser(
+        "search",
+        help="Find the highest concurrency or arrival rate that meets every SLO (steady probes, bracket then bisect)",
+    )
     slo.add_argument("--scenario", required=True, help="The scenario whose user class and token profile to probe")
-    slo.add_argument("--slo", required=True, metavar="NAME=LIMIT,...",
-                     help="e.g. ttft_p99=2000,tpot_p99=50ms,success=99.9%% (a bare number is milliseconds)")
+    slo.add_argument(
+        "--slo",
+        required=True,
+        metavar="NAME=LIMIT,...",
+        help="e.g. ttft_p99=2000,tpot_p99=50ms,success=99.9%% (a bare number is milliseconds)",
+    )
     slo.add_argument("--target", default="", help="Base URL of the server (default: start the embedded simulator)")
-    slo.add_argument("--over", choices=list(search.OVER), default="users",
-                     help="users: closed-loop concurrency; rate: open-loop arrival rate in requests/s "
-                     "(--arrival-rate) (default: %(default)s)")
-    slo.add_argument("--low", type=float, default=None,
-                     help="First load probed (default: 1 user, or 1 req/s over rate)")
-    slo.add_argument("--high", type=float, default=None,
-                     help="Highest load probed (default: 1024 users, or 512 req/s over rate)")
-    slo.add_argument("--precision", type=float, default=0.1,
-                     help="Stop when the pass and the fail are this share of the pass apart (default: %(default)s)")
-    slo.add_argument("--pool-seconds", type=float, default=search.DEFAULT_POOL_SECONDS,
-                     help="Over rate: each probe runs ceil(rate x this) users to carry its arrivals; must exceed the "
-                     "e2e latency (default: %(default)s)")
-    slo.add_argument("--repeats", type=int, default=1,
-                     help="Runs per probe; it is judged on their mean, with its 95%% CI (default: %(default)s)")
+    slo.add_argument(
+        "--over",
+        choices=list(search.OVER),
+        default="users",
+        help="users: closed-loop concurrency; rate: open-loop arrival rate in requests/s "
+        "(--arrival-rate) (default: %(default)s)",
+    )
+    slo.add_argument(
+        "--low", type=float, default=None, help="First load probed (default: 1 user, or 1 req/s over rate)"
+    )
+    slo.add_argument(
+        "--high", type=float, default=None, help="Highest load probed (default: 1024 users, or 512 req/s over rate)"
+    )
+    slo.add_argument(
+        "--precision",
+        type=float,
+        default=0.1,
+        help="Stop when the pass and the fail are this share of the pass apart (default: %(default)s)",
+    )
+    slo.add_argument(
+        "--pool-seconds",
+        type=float,
+        default=search.DEFAULT_POOL_SECONDS,
+        help="Over rate: each probe runs ceil(rate x this) users to carry its arrivals; must exceed the "
+        "e2e latency (default: %(default)s)",
+    )
+    slo.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        help="Runs per probe; it is judged on their mean, with its 95%% CI (default: %(default)s)",
+    )
     slo.add_argument("--max-probes", type=int, default=12, help="At most this many probes (default: %(default)s)")
-    slo.add_argument("--web-port", type=int, default=0,
-                     help="Serve each probe's Locust web UI on 127.0.0.1:PORT while it runs (its dashboard, "
-                     "/llm/dashboard, shows the probe and the verdict so far; default: headless)")
+    slo.add_argument(
+        "--web-port",
+        type=int,
+        default=0,
+        help="Serve each probe's Locust web UI on 127.0.0.1:PORT while it runs (its dashboard, "
+        "/llm/dashboard, shows the probe and the verdict so far; default: headless)",
+    )
     slo.add_argument("--workers", type=int, default=0, help="Locust worker processes (default: as for run)")
-    slo.add_argument("--out", default="", help="Output folder (default: results/<scenario>-search); a search "
-                     "folder is resumed")
+    slo.add_argument(
+        "--out", default="", help="Output folder (default: results/<scenario>-search); a search folder is resumed"
+    )
     slo.add_argument("--overwrite", action="store_true", help="Replace the output folder if it is not a search's")
     slo.add_argument("--simulator-arg", action="append", default=[], metavar="ARG", help="As for run")
     slo.add_argument("--locust-arg", action="append", default=[], metavar="ARG", help="As for run")
-    parallel.add_arguments(commands.add_parser("parallel", help="Run fixed question sets at parallelism 1, 4, 16 ... "
-                                               "and report speedup, accuracy and changed answers"))
-    plan.add_arguments(commands.add_parser("plan", help="How many worker processes and machines a load needs (from "
-                                           "the client's CPU per token), or check that against a run"))
+    parallel.add_arguments(
+        commands.add_parser(
+            "parallel",
+            help="Run fixed question sets at parallelism 1, 4, 16 ... and report speedup, accuracy and changed answers",
+        )
+    )
+    plan.add_arguments(
+        commands.add_parser(
+            "plan",
+            help="How many worker processes and machines a load needs (from "
+            "the client's CPU per token), or check that against a run",
+        )
+    )
     return parser.parse_args(argv)
 
 
@@ -96,21 +157,43 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.command == "search":
             out = Path(args.out or f"results/{args.scenario}-search")
-            result = search.search(args.scenario, out, search.parse_slos(args.slo), target=args.target or None,
-                                   over=args.over, low=args.low, high=args.high, precision=args.precision,
-                                   max_probes=args.max_probes, repeats=args.repeats, pool_seconds=args.pool_seconds,
-                                   web_port=args.web_port, workers=args.workers or None, overwrite=args.overwrite,
-                                   simulator_args=args.simulator_arg, locust_args=args.locust_arg)
+            result = search.search(
+                args.scenario,
+                out,
+                search.parse_slos(args.slo),
+                target=args.target or None,
+                over=args.over,
+                low=args.low,
+                high=args.high,
+                precision=args.precision,
+                max_probes=args.max_probes,
+                repeats=args.repeats,
+                pool_seconds=args.pool_seconds,
+                web_port=args.web_port,
+                workers=args.workers or None,
+                overwrite=args.overwrite,
+                simulator_args=args.simulator_arg,
+                locust_args=args.locust_arg,
+            )
             answer = "nothing" if result["answer"] is None else f"{result['answer']:g} {search.UNITS[args.over]}"
             print(f"{out / search.REPORT_FILE}: {answer}")
             return 0
         if args.repeats < 0 or args.workers < 0 or args.server_ready_timeout <= 0:
             raise ScenarioError("--repeats, --workers and --server-ready-timeout must be positive")
         out = Path(args.out or f"results/{args.scenario}").resolve()
-        run_scenario(args.scenario, out, target=args.target or None, repeats=args.repeats or None,
-                     workers=args.workers or None, overwrite=args.overwrite, matrix=args.matrix,
-                     server_cmd=args.server_cmd, simulator_args=args.simulator_arg, locust_args=args.locust_arg,
-                     server_ready_timeout=args.server_ready_timeout)
+        run_scenario(
+            args.scenario,
+            out,
+            target=args.target or None,
+            repeats=args.repeats or None,
+            workers=args.workers or None,
+            overwrite=args.overwrite,
+            matrix=args.matrix,
+            server_cmd=args.server_cmd,
+            simulator_args=args.simulator_arg,
+            locust_args=args.locust_arg,
+            server_ready_timeout=args.server_ready_timeout,
+        )
     except (ScenarioError, AnalysisError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -118,4 +201,3 @@ def main(argv: list[str] | None = None) -> int:
         print("interrupted", file=sys.stderr)
         return 130
     return 0
-

@@ -56,23 +56,41 @@ ANSWER_COLUMNS = [
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--dataset", action="append", required=True, type=Path, metavar="FILE",
-                        help="JSONL file of MMLU- or GSM8K-shaped questions (repeatable), e.g. "
-                             "scenarios/data/synthetic-mc.jsonl")  # fmt: skip
-    parser.add_argument("--parallel", default="1,4,16", type=parse_parallel,
-                        help="comma-separated requests in flight; the first is the speedup baseline (%(default)s)")
+    parser.add_argument(
+        "--dataset",
+        action="append",
+        required=True,
+        type=Path,
+        metavar="FILE",
+        help="JSONL file of MMLU- or GSM8K-shaped questions (repeatable), e.g. scenarios/data/synthetic-mc.jsonl",
+    )
+    parser.add_argument(
+        "--parallel",
+        default="1,4,16",
+        type=parse_parallel,
+        help="comma-separated requests in flight; the first is the speedup baseline (%(default)s)",
+    )
     parser.add_argument("--target", default="", help="Base URL of the server (default: start the embedded simulator)")
-    parser.add_argument("--limit", type=int, default=0, help="Only the first N questions of each dataset (default: all)")
+    parser.add_argument(
+        "--limit", type=int, default=0, help="Only the first N questions of each dataset (default: all)"
+    )
     parser.add_argument("--seed", type=int, default=1234, help="'seed' of every request (%(default)s)")
     parser.add_argument("--timeout", type=float, default=600.0, help="Seconds one request may take (%(default)s)")
-    parser.add_argument("--api-key", default=os.environ.get("OPENAI_API_KEY", ""),
-                        help="Sent as 'Authorization: Bearer KEY' (default: $OPENAI_API_KEY, which other users of the "
-                        "machine cannot read, unlike a command line)")
+    parser.add_argument(
+        "--api-key",
+        default=os.environ.get("OPENAI_API_KEY", ""),
+        help="Sent as 'Authorization: Bearer KEY' (default: $OPENAI_API_KEY, which other users of the "
+        "machine cannot read, unlike a command line)",
+    )
     parser.add_argument("--out", required=True, type=Path, help="Output folder")
     parser.add_argument("--overwrite", action="store_true", help="Replace the output folder if it exists")
-    parser.add_argument("--simulator-arg", action="append", default=[], metavar="ARG",
-                        help="Extra argument for the embedded simulator (repeatable), e.g. "
-                             "--simulator-arg=--answer-flip-rate=0.01")  # fmt: skip
+    parser.add_argument(
+        "--simulator-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="Extra argument for the embedded simulator (repeatable), e.g. --simulator-arg=--answer-flip-rate=0.01",
+    )
 
 
 def parse_parallel(text: str) -> list[int]:
@@ -92,13 +110,33 @@ def run_from_args(args: argparse.Namespace) -> dict:
     simulator_args = list(args.simulator_arg)
     if not any(arg.startswith("--profile") for arg in simulator_args):
         simulator_args = ["--profile", DEFAULT_PROFILE, *simulator_args]
-    return run_parallel(args.dataset, args.parallel, args.out.resolve(), target=args.target or None,
-                        simulator_args=simulator_args, limit=args.limit or None, seed=args.seed,
-                        timeout=args.timeout, api_key=args.api_key, overwrite=args.overwrite)  # fmt: skip
+    return run_parallel(
+        args.dataset,
+        args.parallel,
+        args.out.resolve(),
+        target=args.target or None,
+        simulator_args=simulator_args,
+        limit=args.limit or None,
+        seed=args.seed,
+        timeout=args.timeout,
+        api_key=args.api_key,
+        overwrite=args.overwrite,
+    )
 
 
-def run_parallel(paths: list[Path], levels: list[int], out: Path, *, target: str | None, simulator_args: list[str],
-                 limit: int | None, seed: int, timeout: float, api_key: str = "", overwrite: bool = False) -> dict:
+def run_parallel(
+    paths: list[Path],
+    levels: list[int],
+    out: Path,
+    *,
+    target: str | None,
+    simulator_args: list[str],
+    limit: int | None,
+    seed: int,
+    timeout: float,
+    api_key: str = "",
+    overwrite: bool = False,
+) -> dict:
     """Run every dataset at every level and write answers.csv and the report into ``out``; returns the summary."""
     datasets = load_datasets(paths, limit)
     prepare_out(out, overwrite)
@@ -108,10 +146,18 @@ def run_parallel(paths: list[Path], levels: list[int], out: Path, *, target: str
         model = served_model(url, headers)
         rows, walls = asyncio.run(run_all(url, model, datasets, levels, seed, timeout, headers))
     write_answers(rows, out / ANSWERS_FILE)
-    meta = {"target": target or "embedded simulator", "simulated": target is None, "model": model, "seed": seed,
-            "simulator_args": simulator_args if target is None else [], "max_tokens": MAX_TOKENS,
-            "datasets": {name: {"path": str(path), "kind": questions[0].kind, "questions": len(questions)}
-                         for (name, questions), path in zip(datasets.items(), paths, strict=True)}}  # fmt: skip
+    meta = {
+        "target": target or "embedded simulator",
+        "simulated": target is None,
+        "model": model,
+        "seed": seed,
+        "simulator_args": simulator_args if target is None else [],
+        "max_tokens": MAX_TOKENS,
+        "datasets": {
+            name: {"path": str(path), "kind": questions[0].kind, "questions": len(questions)}
+            for (name, questions), path in zip(datasets.items(), paths, strict=True)
+        },
+    }
     summary = summarise(rows, walls, meta)
     write_report(summary, out)
     return summary
@@ -134,8 +180,15 @@ def served_model(url: str, headers: dict) -> str:
         raise ScenarioError(f"{url}/v1/models did not name a model ({type(error).__name__}: {error})") from None
 
 
-async def run_all(url: str, model: str, datasets: dict[str, list[Question]], levels: list[int], seed: int,
-                  timeout: float, headers: dict) -> tuple[list[dict], dict[tuple[str, int], float]]:  # fmt: skip
+async def run_all(
+    url: str,
+    model: str,
+    datasets: dict[str, list[Question]],
+    levels: list[int],
+    seed: int,
+    timeout: float,
+    headers: dict,
+) -> tuple[list[dict], dict[tuple[str, int], float]]:
     """Every dataset at every level: (answer rows, {(dataset, P): wall-clock seconds})."""
     endpoint = url.rstrip("/") + "/v1/chat/completions"
     rows, walls = [], {}
@@ -153,8 +206,9 @@ async def run_all(url: str, model: str, datasets: dict[str, list[Question]], lev
     return rows, walls
 
 
-async def run_level(session: aiohttp.ClientSession, endpoint: str, model: str, questions: list[Question],
-                    parallel: int, seed: int) -> tuple[list[dict], float]:  # fmt: skip
+async def run_level(
+    session: aiohttp.ClientSession, endpoint: str, model: str, questions: list[Question], parallel: int, seed: int
+) -> tuple[list[dict], float]:
     """All ``questions``, ``parallel`` at a time: (one row per question in question order, wall-clock seconds)."""
     answers: list[dict] = [{} for _ in questions]
     pending = iter(enumerate(questions))  # shared by the workers: each takes the next question when it is free
@@ -170,8 +224,13 @@ async def run_level(session: aiohttp.ClientSession, endpoint: str, model: str, q
 
 async def ask(session: aiohttp.ClientSession, endpoint: str, model: str, question: Question, seed: int) -> dict:
     """One question as a non-streaming chat request, graded; failures become rows with an ``error``."""
-    body = {"model": model, "messages": [{"role": "user", "content": prompt(question)}], "temperature": 0,
-            "seed": seed, "max_tokens": MAX_TOKENS[question.kind]}  # fmt: skip
+    body = {
+        "model": model,
+        "messages": [{"role": "user", "content": prompt(question)}],
+        "temperature": 0,
+        "seed": seed,
+        "max_tokens": MAX_TOKENS[question.kind],
+    }
     started = time.perf_counter()
     reply, error = {}, ""
     try:
@@ -188,10 +247,18 @@ async def ask(session: aiohttp.ClientSession, endpoint: str, model: str, questio
     text = (choice.get("message") or {}).get("content") or ""
     extracted, correct = grade(question.kind, text, question.gold)
     usage = reply.get("usage") or {}
-    return {"question_id": question.id, "answer_text": text, "extracted": extracted or "", "gold": question.gold,
-            "correct": correct, "e2e_s": round(e2e, 6), "prompt_tokens": usage.get("prompt_tokens"),
-            "completion_tokens": usage.get("completion_tokens"), "finish_reason": choice.get("finish_reason") or "",
-            "error": error}  # fmt: skip
+    return {
+        "question_id": question.id,
+        "answer_text": text,
+        "extracted": extracted or "",
+        "gold": question.gold,
+        "correct": correct,
+        "e2e_s": round(e2e, 6),
+        "prompt_tokens": usage.get("prompt_tokens"),
+        "completion_tokens": usage.get("completion_tokens"),
+        "finish_reason": choice.get("finish_reason") or "",
+        "error": error,
+    }
 
 
 def write_answers(rows: list[dict], path: Path) -> None:

@@ -27,12 +27,24 @@ TIMING_CPU_PERCENT = 50.0  # a worker process's CPU budget for accurate timing
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--users", type=int, default=0, help="Concurrent streams")
-    parser.add_argument("--tokens-per-s-per-stream", type=float, default=0.0,
-                        help="Output tokens per second of one stream (the server's decode speed at that load)")
-    parser.add_argument("--cores-per-machine", type=int, default=os.cpu_count() or 1,
-                        help="Cores of each worker machine (default: this machine's, %(default)s)")
-    parser.add_argument("--from-run", default="", metavar="DIR",
-                        help="A run folder: compare its workers' measured CPU with the plan's per level")
+    parser.add_argument(
+        "--tokens-per-s-per-stream",
+        type=float,
+        default=0.0,
+        help="Output tokens per second of one stream (the server's decode speed at that load)",
+    )
+    parser.add_argument(
+        "--cores-per-machine",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="Cores of each worker machine (default: this machine's, %(default)s)",
+    )
+    parser.add_argument(
+        "--from-run",
+        default="",
+        metavar="DIR",
+        help="A run folder: compare its workers' measured CPU with the plan's per level",
+    )
 
 
 def worker_processes(tokens_per_s: float) -> int:
@@ -46,14 +58,16 @@ def plan(users: int, tokens_per_s_per_stream: float, cores_per_machine: int) -> 
     cores = tokens_per_s * schema.CLIENT_CPU_US_PER_TOKEN / 1e6
     processes = worker_processes(tokens_per_s)
     machines = math.ceil(processes / cores_per_machine)
-    return "\n".join([
-        f"{users:,} streams x {tokens_per_s_per_stream:g} tokens/s = {tokens_per_s:,.0f} tokens/s to time",
-        f"client CPU: {schema.CLIENT_CPU_US_PER_TOKEN} us per token (benchmarks/client.md) = {cores:.2f} cores",
-        f"worker processes: {processes} (each at most {TIMING_CPU_PERCENT:.0f} % of a core for accurate timing: "
-        f"{100 * cores / processes:.0f} % each)",
-        f"worker machines: {machines} with {cores_per_machine} cores each (--processes -1), "
-        f"--expect-workers {machines * cores_per_machine}",
-    ])
+    return "\n".join(
+        [
+            f"{users:,} streams x {tokens_per_s_per_stream:g} tokens/s = {tokens_per_s:,.0f} tokens/s to time",
+            f"client CPU: {schema.CLIENT_CPU_US_PER_TOKEN} us per token (benchmarks/client.md) = {cores:.2f} cores",
+            f"worker processes: {processes} (each at most {TIMING_CPU_PERCENT:.0f} % of a core for accurate timing: "
+            f"{100 * cores / processes:.0f} % each)",
+            f"worker machines: {machines} with {cores_per_machine} cores each (--processes -1), "
+            f"--expect-workers {machines * cores_per_machine}",
+        ]
+    )
 
 
 def check_run(folder: Path) -> str:
@@ -69,8 +83,11 @@ def check_run(folder: Path) -> str:
     with open(folder / schema.CLIENT_HEALTH_FILE, newline="") as f:
         for row in csv.DictReader(f):  # a row covers the process's previous few seconds: skip the hold's first
             users = int(row["users"])
-            if row["worker"] not in ("master", "local") and users in holds and \
-                    holds[users][0] + 3 < float(row["time"]) <= holds[users][1]:
+            if (
+                row["worker"] not in ("master", "local")
+                and users in holds
+                and holds[users][0] + 3 < float(row["time"]) <= holds[users][1]
+            ):
                 cpu[users][row["worker"]].append(float(row["cpu_percent"]))
     lines = ["users | tokens/s | workers | worker CPU (sum, busiest) | us per token | planned processes"]
     for users, (start, end) in sorted(holds.items()):
@@ -79,8 +96,10 @@ def check_run(folder: Path) -> str:
             continue
         tokens_per_s = tokens[users] / (end - start)
         total = sum(per_worker.values())
-        lines.append(f"{users} | {tokens_per_s:,.0f} | {len(per_worker)} | {total:.0f} %, {max(per_worker.values()):.0f} %"
-                     f" | {total / 100 / tokens_per_s * 1e6:.1f} | {worker_processes(tokens_per_s)}")
+        lines.append(
+            f"{users} | {tokens_per_s:,.0f} | {len(per_worker)} | {total:.0f} %, {max(per_worker.values()):.0f} %"
+            f" | {total / 100 / tokens_per_s * 1e6:.1f} | {worker_processes(tokens_per_s)}"
+        )
     return "\n".join(lines)
 
 

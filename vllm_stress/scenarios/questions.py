@@ -73,8 +73,14 @@ def _question(path: Path, number: int, line: str) -> Question:
         row = json.loads(line)
         qid = str(row.get("id", number))
         if "choices" in row:
-            return Question(qid, "mc", row["question"], _choices(row["choices"]), _letter(row["answer"]),
-                            str(row.get("subject", "")))  # fmt: skip
+            return Question(
+                qid,
+                "mc",
+                row["question"],
+                _choices(row["choices"]),
+                _letter(row["answer"]),
+                str(row.get("subject", "")),
+            )
         return Question(qid, "math", row["question"], (), _final_number(row["answer"]), str(row.get("subject", "")))
     except (ValueError, KeyError, TypeError, AttributeError) as error:
         raise DatasetError(f"{path}:{number}: not an MMLU or GSM8K line ({type(error).__name__}: {error})") from None

@@ -121,8 +121,17 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def run_locust(name: str, config: Path, keys: dict[str, str], target: str, run_dir: Path, workers: int,
-               extra_args: list[str], web_port: int = 0, label: str = "") -> int:
+def run_locust(
+    name: str,
+    config: Path,
+    keys: dict[str, str],
+    target: str,
+    run_dir: Path,
+    workers: int,
+    extra_args: list[str],
+    web_port: int = 0,
+    label: str = "",
+) -> int:
     """One run: a headless master (with ``web_port``: one serving Locust's web UI on 127.0.0.1:web_port, started at
     once and quitting at the end) and ``workers`` worker processes on this machine; returns the master's exit code.
     ``label`` goes before the run's progress lines ("Run 2 of 5", a search's probe)."""
@@ -132,12 +141,33 @@ def run_locust(name: str, config: Path, keys: dict[str, str], target: str, run_d
     common = [sys.executable, "-m", "locust", "-f", locustfile, "--config", str(config), "-H", target, *extra_args]
     # --repeats 1: this function is one of the runner's repeats (a config's `repeats` is refused by plain Locust)
     common += ["--repeats", "1"]
-    ui = ["--web-host", "127.0.0.1", "--web-port", str(web_port), "--autostart", "--autoquit", "0"] if web_port else [
-        "--headless"]
-    master_cmd = common + ["--master", *ui, "--master-bind-host", "127.0.0.1", "--master-bind-port", port,
-                           "--expect-workers", str(workers), "--expect-workers-max-wait", str(WORKER_CONNECT_WAIT_S),
-                           "--results-dir", str(run_dir), "--csv", str(run_dir / schema.LOCUST_CSV_PREFIX),
-                           "--scenario", name] + ([f"--run-label={label}"] if label else [])
+    ui = (
+        ["--web-host", "127.0.0.1", "--web-port", str(web_port), "--autostart", "--autoquit", "0"]
+        if web_port
+        else ["--headless"]
+    )
+    master_cmd = (
+        common
+        + [
+            "--master",
+            *ui,
+            "--master-bind-host",
+            "127.0.0.1",
+            "--master-bind-port",
+            port,
+            "--expect-workers",
+            str(workers),
+            "--expect-workers-max-wait",
+            str(WORKER_CONNECT_WAIT_S),
+            "--results-dir",
+            str(run_dir),
+            "--csv",
+            str(run_dir / schema.LOCUST_CSV_PREFIX),
+            "--scenario",
+            name,
+        ]
+        + ([f"--run-label={label}"] if label else [])
+    )
     worker_cmd = common + ["--worker", "--master-host", "127.0.0.1", "--master-port", port]
     # own sessions: a Ctrl-C reaches only this process, which stops the master first (it collects the workers' last
     # rows and marks the run incomplete), then the workers
@@ -176,16 +206,23 @@ def stop(proc: subprocess.Popen, grace: float = STOP_GRACE_S) -> int:
 
 
 @contextmanager
-def server(target: str | None, simulator_args: list[str], server_cmd: str = "", headers: dict | None = None,
-           ready_timeout: float = SERVER_READY_TIMEOUT_S):
+def server(
+    target: str | None,
+    simulator_args: list[str],
+    server_cmd: str = "",
+    headers: dict | None = None,
+    ready_timeout: float = SERVER_READY_TIMEOUT_S,
+):
     """Yield the base URL of the server to test: ``target``, a started ``server_cmd``, or a started simulator."""
     if target and not server_cmd:
         yield target
         return
     if server_cmd:
         if answers(target):
-            raise ScenarioError(f"something already answers at {target}: stop it first (docker ps), so that the "
-                                "server command's server is the one measured")
+            raise ScenarioError(
+                f"something already answers at {target}: stop it first (docker ps), so that the "
+                "server command's server is the one measured"
+            )
         proc = subprocess.Popen(shlex.split(server_cmd) + simulator_args, cwd=ROOT)
         try:
             wait_for_models(target, proc, ready_timeout, headers or {})
@@ -223,8 +260,10 @@ def wait_closed(url: str, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while answers(url):
         if time.monotonic() > deadline:
-            raise ScenarioError(f"{url} still answers {timeout:.0f} s after the server command ended: its server "
-                                "(a container? docker ps) must be stopped before another cell can be measured")
+            raise ScenarioError(
+                f"{url} still answers {timeout:.0f} s after the server command ended: its server "
+                "(a container? docker ps) must be stopped before another cell can be measured"
+            )
         time.sleep(1)
 
 
@@ -265,18 +304,29 @@ def wait_for_models(url: str, proc: subprocess.Popen, timeout: float, headers: d
                 return
         except requests.HTTPError as e:
             if e.response.status_code == 401:
-                raise ScenarioError(f"{url} refuses {'the' if headers else 'a request without an'} API key (HTTP "
-                                    "401): give the server's key as OPENAI_API_KEY or --locust-arg=--api-key-file=FILE") from None
+                raise ScenarioError(
+                    f"{url} refuses {'the' if headers else 'a request without an'} API key (HTTP "
+                    "401): give the server's key as OPENAI_API_KEY or --locust-arg=--api-key-file=FILE"
+                ) from None
         except (requests.RequestException, ValueError):
             pass
         time.sleep(2)
     raise ScenarioError(f"the server at {url} was not ready within {timeout:.0f} s (--server-ready-timeout)")
 
 
-def run_scenario(name: str, out: Path, target: str | None = None, repeats: int | None = None,
-                 workers: int | None = None, overwrite: bool = False, matrix: str = "", server_cmd: str = "",
-                 simulator_args: list[str] | None = None, locust_args: list[str] | None = None,
-                 server_ready_timeout: float = SERVER_READY_TIMEOUT_S) -> dict:
+def run_scenario(
+    name: str,
+    out: Path,
+    target: str | None = None,
+    repeats: int | None = None,
+    workers: int | None = None,
+    overwrite: bool = False,
+    matrix: str = "",
+    server_cmd: str = "",
+    simulator_args: list[str] | None = None,
+    locust_args: list[str] | None = None,
+    server_ready_timeout: float = SERVER_READY_TIMEOUT_S,
+) -> dict:
     """Run a scenario (and its matrix cells) and analyse it; returns the analysis summary."""
     from vllm_stress.analysis.report import analyse
 
@@ -284,8 +334,10 @@ def run_scenario(name: str, out: Path, target: str | None = None, repeats: int |
     out = out.resolve()  # the Locust processes run in the suite's folder
     keys = with_overrides(keys, list(locust_args or []))
     if any(arg.split("=", 1)[0] == "--api-key" for arg in locust_args or []):
-        raise ScenarioError("pass the API key as OPENAI_API_KEY or --locust-arg=--api-key-file=FILE, never on a "
-                            "command line (every user of the machine can read those)")
+        raise ScenarioError(
+            "pass the API key as OPENAI_API_KEY or --locust-arg=--api-key-file=FILE, never on a "
+            "command line (every user of the machine can read those)"
+        )
     repeats = repeats or int(keys.get("repeats", 1))
     workers = workers or default_workers()
     cells = read_matrix(matrix) if matrix else [{}]
@@ -305,9 +357,16 @@ def run_scenario(name: str, out: Path, target: str | None = None, repeats: int |
             for repeat in range(1, repeats + 1):
                 run_dir = cell_dir / f"run-{repeat}"
                 log.info("%s: run %d of %d against %s -> %s", name, repeat, repeats, url, run_dir)
-                code = run_locust(name, config, keys, url, run_dir, workers,
-                                  [*(locust_args or []), *launch_args(target, sim_args, server_cmd)],
-                                  label=f"Run {repeat} of {repeats}" if repeats > 1 else "")
+                code = run_locust(
+                    name,
+                    config,
+                    keys,
+                    url,
+                    run_dir,
+                    workers,
+                    [*(locust_args or []), *launch_args(target, sim_args, server_cmd)],
+                    label=f"Run {repeat} of {repeats}" if repeats > 1 else "",
+                )
                 if not has_rows(run_dir / schema.REQUESTS_FILE):
                     raise ScenarioError(f"run {repeat} measured no request (Locust exit code {code}; its log says why)")
                 run_dirs.append(str(run_dir))

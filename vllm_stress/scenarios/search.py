@@ -95,7 +95,11 @@ class Slo:
         return value / self.limit if self.limit else math.inf
 
     def describe(self) -> str:
-        return f"{self.name} ≥ {self.limit:.2%}" if self.field == "success_rate" else f"{self.name} ≤ {self.limit * 1000:g} ms"
+        return (
+            f"{self.name} ≥ {self.limit:.2%}"
+            if self.field == "success_rate"
+            else f"{self.name} ≤ {self.limit * 1000:g} ms"
+        )
 
 
 @dataclass
@@ -184,8 +188,10 @@ def judge(run_dirs: list[Path], load: float, users: int, slos: list[Slo], space:
     reasons = [f"misses {', '.join(slo.describe() for slo in missed)}"] if missed else []
     if not space.whole and lag is not None and lag >= stats.SCHEDULE_LAG_LIMIT_S:
         # the pool was full: the server is past its capacity (the SLOs say so) or the pool is too small for the rate
-        reasons.append(f"arrivals waited {lag:.1f} s (p99) for a free user" + (
-            "" if missed else f": the client could not keep up (raise --pool-seconds above {space.pool_seconds:g})"))
+        reasons.append(
+            f"arrivals waited {lag:.1f} s (p99) for a free user"
+            + ("" if missed else f": the client could not keep up (raise --pool-seconds above {space.pool_seconds:g})")
+        )
     if not probe.steady:
         reasons.append(f"not steady: {level['steady_reason']}")
     probe.reason = "; ".join(reasons)
@@ -208,11 +214,25 @@ def next_load(probes: dict[float, Probe], space: Space) -> float | None:
     return (best + worst) // 2 if space.whole else round((best + worst) / 2, 3)
 
 
-def search(name: str, out: Path, slos: list[Slo], *, target: str | None = None, over: str = "users",
-           low: float | None = None, high: float | None = None, precision: float = 0.1, max_probes: int = 12,
-           repeats: int = 1, pool_seconds: float = DEFAULT_POOL_SECONDS, web_port: int = 0,
-           workers: int | None = None, overwrite: bool = False, simulator_args: list[str] | None = None,
-           locust_args: list[str] | None = None) -> dict:
+def search(
+    name: str,
+    out: Path,
+    slos: list[Slo],
+    *,
+    target: str | None = None,
+    over: str = "users",
+    low: float | None = None,
+    high: float | None = None,
+    precision: float = 0.1,
+    max_probes: int = 12,
+    repeats: int = 1,
+    pool_seconds: float = DEFAULT_POOL_SECONDS,
+    web_port: int = 0,
+    workers: int | None = None,
+    overwrite: bool = False,
+    simulator_args: list[str] | None = None,
+    locust_args: list[str] | None = None,
+) -> dict:
     """Run the search (see the module docstring); returns what ``search.json`` holds."""
     space = check_space(over, low, high, precision, pool_seconds)
     if repeats < 1 or max_probes < 1:
@@ -236,10 +256,17 @@ def search(name: str, out: Path, slos: list[Slo], *, target: str | None = None, 
                     continue
                 note = progress_note(probes, space, load, len(probes) + 1, max_probes, run, repeats)
                 log.info("%s against %s -> %s", note, url, run_dir)
-                run_locust(name, config, keys | {"levels": str(space.users_for(load))}, url, run_dir,
-                           workers or default_workers(),
-                           [*locust_args, *space.locust_args(load), "--overwrite", *launch],
-                           web_port=web_port, label=note)
+                run_locust(
+                    name,
+                    config,
+                    keys | {"levels": str(space.users_for(load))},
+                    url,
+                    run_dir,
+                    workers or default_workers(),
+                    [*locust_args, *space.locust_args(load), "--overwrite", *launch],
+                    web_port=web_port,
+                    label=note,
+                )
             probes[load] = judge(run_dirs, load, space.users_for(load), slos, space)
             log.info("probe at %s: %s", space.label(load), "passes" if probes[load].passed else probes[load].reason)
             write_result(out, name, slos, probes, space, repeats)
@@ -257,15 +284,17 @@ def check_space(over: str, low: float | None, high: float | None, precision: flo
     if not 0 < low <= high:
         raise ScenarioError(f"--low and --high must be 0 < low <= high, got {low:g} and {high:g}")
     if not 0 < precision < 1 or not pool_seconds > 0:
-        raise ScenarioError(f"--precision must be between 0 and 1 and --pool-seconds above 0, got {precision:g} and "
-                            f"{pool_seconds:g}")
+        raise ScenarioError(
+            f"--precision must be between 0 and 1 and --pool-seconds above 0, got {precision:g} and {pool_seconds:g}"
+        )
     if over == "users":
         low, high = int(low), int(high)
     return Space(over, low, high, precision, pool_seconds)
 
 
-def progress_note(probes: dict[float, Probe], space: Space, load: float, number: int, max_probes: int, run: int,
-                  repeats: int) -> str:
+def progress_note(
+    probes: dict[float, Probe], space: Space, load: float, number: int, max_probes: int, run: int, repeats: int
+) -> str:
     """'SLO search probe 3 of at most 12: 48 users, run 1 of 1; so far 32 users passes, 64 users fails (...)': the
     line before each probe's progress lines (--run-label: its console, LLM tab and dashboard) and the log prints."""
     note = f"SLO search probe {number} of at most {max_probes}: {space.label(load)}, run {run} of {repeats}"
@@ -295,8 +324,10 @@ def load_probes(out: Path, space: Space, repeats: int) -> list[Probe]:
         return []
     result = json.loads(path.read_text())
     if (result.get("over"), result.get("repeats")) != (space.over, repeats):
-        raise ScenarioError(f"{out} holds a search over {result.get('over')} with {result.get('repeats')} repeat(s), "
-                            f"not over {space.over} with {repeats}: choose another --out")
+        raise ScenarioError(
+            f"{out} holds a search over {result.get('over')} with {result.get('repeats')} repeat(s), "
+            f"not over {space.over} with {repeats}: choose another --out"
+        )
     return [Probe(**probe) for probe in result["probes"]]
 
 
@@ -310,19 +341,27 @@ def binding(slos: list[Slo], best: Probe | None, above: Probe | None) -> dict | 
     at = {"answer": best, "above": above}
     return {"slo": slo.name, "limit": slo.limit} | {
         f"{key}_{part}": (probe.values if part == "value" else probe.ci95).get(slo.name) if probe else None
-        for key, probe in at.items() for part in ("value", "ci95")}
+        for key, probe in at.items()
+        for part in ("value", "ci95")
+    }
 
 
 def write_result(out: Path, name: str, slos: list[Slo], probes: dict[float, Probe], space: Space, repeats: int) -> dict:
     """search.json and search.md: every probe, the answer and its bracket, the SLO that binds."""
     best, above = bracket(probes)
     result = {
-        "scenario": name, "over": space.over, "repeats": repeats, "pool_seconds": None if space.whole else
-        space.pool_seconds, "slo": [asdict(slo) for slo in slos],
+        "scenario": name,
+        "over": space.over,
+        "repeats": repeats,
+        "pool_seconds": None if space.whole else space.pool_seconds,
+        "slo": [asdict(slo) for slo in slos],
         "probes": [asdict(p) for p in sorted(probes.values(), key=lambda probe: probe.load)],
-        "answer": best.load if best else None, "answer_users": best.users if best else None,
-        "next_failing": above.load if above else None, "failing_reason": above.reason if above else "",
-        "binding": binding(slos, best, above), "finished": next_load(probes, space) is None,
+        "answer": best.load if best else None,
+        "answer_users": best.users if best else None,
+        "next_failing": above.load if above else None,
+        "failing_reason": above.reason if above else "",
+        "binding": binding(slos, best, above),
+        "finished": next_load(probes, space) is None,
     }
     (out / RESULT_FILE).write_text(json.dumps(result, indent=2, default=float) + "\n")
     (out / REPORT_FILE).write_text(markdown(result, slos, space))
@@ -345,20 +384,29 @@ def markdown(result: dict, slos: list[Slo], space: Space) -> str:
     lines += ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
     for probe in result["probes"]:
         values, ci95 = probe["values"], probe["ci95"]
-        cells = [f"{probe['load']:g}", str(probe["users"]), ms(values.get(LAG_FIELD))] if not space.whole else [
-            str(probe["users"])]
+        cells = (
+            [f"{probe['load']:g}", str(probe["users"]), ms(values.get(LAG_FIELD))]
+            if not space.whole
+            else [str(probe["users"])]
+        )
         cells += [str(probe["runs"]), "yes" if probe["steady"] else "no", fmt(values.get("output_tokens_per_s"), 0)]
         cells += [value_text(slo, values.get(slo.name), ci95.get(slo.name)) for slo in slos]
         cells.append("passes" if probe["passed"] else probe["reason"])
         lines.append("| " + " | ".join(cells) + " |")
     if result["repeats"] > 1:
-        lines += ["", f"Each probe ran {result['repeats']} times; a value is the mean of its runs ± the half-width of "
-                  "its 95 % confidence interval (Student t); a probe passes when every run is steady and the means "
-                  "meet every SLO."]
+        lines += [
+            "",
+            f"Each probe ran {result['repeats']} times; a value is the mean of its runs ± the half-width of "
+            "its 95 % confidence interval (Student t); a probe passes when every run is steady and the means "
+            "meet every SLO.",
+        ]
     if not space.whole:
-        lines += ["", f"Open loop: Poisson arrivals at the probe's rate, carried by ceil(rate × {space.pool_seconds:g} "
-                  f"s) users (--pool-seconds); a probe whose arrivals waited {stats.SCHEDULE_LAG_LIMIT_S:g} s (p99) "
-                  "for a free user did not keep its rate and fails."]
+        lines += [
+            "",
+            f"Open loop: Poisson arrivals at the probe's rate, carried by ceil(rate × {space.pool_seconds:g} "
+            f"s) users (--pool-seconds); a probe whose arrivals waited {stats.SCHEDULE_LAG_LIMIT_S:g} s (p99) "
+            "for a free user did not keep its rate and fails.",
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -371,14 +419,17 @@ def uncertainty(result: dict, space: Space) -> list[str]:
     bind = result["binding"]
     if bind:
         slo = next(s for s in (Slo(**d) for d in result["slo"]) if s.name == bind["slo"])
-        lines[0] += (f" The binding SLO is {slo.describe()}: {value_text(slo, bind['answer_value'], bind['answer_ci95'])}"
-                     f" at the answer, {value_text(slo, bind['above_value'], bind['above_ci95'])} above it.")
+        lines[0] += (
+            f" The binding SLO is {slo.describe()}: {value_text(slo, bind['answer_value'], bind['answer_ci95'])}"
+            f" at the answer, {value_text(slo, bind['above_value'], bind['above_ci95'])} above it."
+        )
     return [*lines, ""]
 
 
 def value_text(slo: Slo, value, ci95) -> str:
-    spread = "" if ci95 is None or math.isnan(ci95) else " ± " + (fmt(ci95, 4) if slo.field == "success_rate"
-                                                                  else ms(ci95))
+    spread = (
+        "" if ci95 is None or math.isnan(ci95) else " ± " + (fmt(ci95, 4) if slo.field == "success_rate" else ms(ci95))
+    )
     return (fmt(value, 4) if slo.field == "success_rate" else ms(value)) + spread
 
 

@@ -37,31 +37,62 @@ CHECK_INTERVAL_S = 5.0  # how often an auto hold is judged
 @events.init_command_line_parser.add_listener
 def _add_options(parser, **_kw) -> None:
     parser.add_argument("--levels", default=RAMP_DEFAULTS["levels"], help="User counts of the ramp's steps")
-    parser.add_argument("--step-time", default=RAMP_DEFAULTS["step-time"],
-                        help="Seconds each level is held and measured, or 'auto': until it is steady")
-    parser.add_argument("--max-step-time", type=float, default=float(RAMP_DEFAULTS["max-step-time"]),
-                        help="With --step-time auto: the longest hold (and warm-up) of a level, seconds")
-    parser.add_argument("--warmup", type=float, default=float(RAMP_DEFAULTS["warmup"]),
-                        help="Least seconds at each level before its hold (it also waits for one request lifetime)")
-    parser.add_argument("--cooldown", type=float, default=float(RAMP_DEFAULTS["cooldown"]),
-                        help="Seconds with no users after each level")
-    parser.add_argument("--ramp-time", type=float, default=float(RAMP_DEFAULTS["ramp-time"]),
-                        help="Seconds over which a level's new users start")
+    parser.add_argument(
+        "--step-time",
+        default=RAMP_DEFAULTS["step-time"],
+        help="Seconds each level is held and measured, or 'auto': until it is steady",
+    )
+    parser.add_argument(
+        "--max-step-time",
+        type=float,
+        default=float(RAMP_DEFAULTS["max-step-time"]),
+        help="With --step-time auto: the longest hold (and warm-up) of a level, seconds",
+    )
+    parser.add_argument(
+        "--warmup",
+        type=float,
+        default=float(RAMP_DEFAULTS["warmup"]),
+        help="Least seconds at each level before its hold (it also waits for one request lifetime)",
+    )
+    parser.add_argument(
+        "--cooldown",
+        type=float,
+        default=float(RAMP_DEFAULTS["cooldown"]),
+        help="Seconds with no users after each level",
+    )
+    parser.add_argument(
+        "--ramp-time",
+        type=float,
+        default=float(RAMP_DEFAULTS["ramp-time"]),
+        help="Seconds over which a level's new users start",
+    )
     parser.add_argument("--scenario", default="", help="Scenario name, kept in run.json (it labels the report)")
     # read by `python -m scenarios run` from the scenario's config file; declared so Locust accepts those keys
     parser.add_argument("--repeats", type=int, default=1, include_in_web_ui=False, help="Runs of the scenario")
-    parser.add_argument("--run-label", default="", include_in_web_ui=False,
-                        help="Text before every progress line: `python -m scenarios run --repeats N` sets 'Run K of N', "
-                        "`python -m scenarios search` the probe")
-    parser.add_argument("--simulator", default="", include_in_web_ui=False,
-                        help="Arguments of the embedded simulator when the scenario runs without --target")
+    parser.add_argument(
+        "--run-label",
+        default="",
+        include_in_web_ui=False,
+        help="Text before every progress line: `python -m scenarios run --repeats N` sets 'Run K of N', "
+        "`python -m scenarios search` the probe",
+    )
+    parser.add_argument(
+        "--simulator",
+        default="",
+        include_in_web_ui=False,
+        help="Arguments of the embedded simulator when the scenario runs without --target",
+    )
 
 
 def level_bound_s(options, hold_s: float | None) -> float:
     """The longest a level takes once its users are running: its ramp, warm-up and hold at their bounds, cooldown."""
     warmup = max(options.warmup, options.max_step_time)  # the warm-up also waits for one request lifetime
-    return min(options.ramp_time, REACH_TIMEOUT_S) + warmup + (options.max_step_time if hold_s is None else hold_s) \
+    return (
+        min(options.ramp_time, REACH_TIMEOUT_S)
+        + warmup
+        + (options.max_step_time if hold_s is None else hold_s)
         + options.cooldown
+    )
 
 
 class StepRampShape(LoadTestShape):
@@ -115,29 +146,48 @@ class StepRampShape(LoadTestShape):
                 self.announce(name, f"ramping up over {options.ramp_time:g} s", eta=eta)
             elif self.get_current_user_count() >= target or elapsed > REACH_TIMEOUT_S:
                 if elapsed > REACH_TIMEOUT_S:
-                    log.warning("Level %d users not reached in %.0f s (%d running): holding anyway",
-                                target, REACH_TIMEOUT_S, self.get_current_user_count())
+                    log.warning(
+                        "Level %d users not reached in %.0f s (%d running): holding anyway",
+                        target,
+                        REACH_TIMEOUT_S,
+                        self.get_current_user_count(),
+                    )
                 self.begin("warmup", now)
-                self.announce(name, f"warming up: at least {options.warmup:g} s and {target} completed "
-                                    "requests (one request lifetime)", limit_s=options.max_step_time, eta=eta)
+                self.announce(
+                    name,
+                    f"warming up: at least {options.warmup:g} s and {target} completed requests (one request lifetime)",
+                    limit_s=options.max_step_time,
+                    eta=eta,
+                )
         elif self.phase == "warmup":
             lifetime_done = window.completions() >= target or elapsed >= options.max_step_time
             if elapsed >= options.warmup and lifetime_done:
                 window.hold()
                 hooks.level_held.fire(environment=environment)
                 self.begin("hold", now)
-                self.announce(name, f"holding {hold_s:g} s" if hold_s is not None else
-                              f"holding until steady (judged every {CHECK_INTERVAL_S:g} s, at most "
-                              f"{options.max_step_time:g} s)", limit_s=options.max_step_time if hold_s is None else hold_s,
-                              eta=eta)
+                self.announce(
+                    name,
+                    f"holding {hold_s:g} s"
+                    if hold_s is not None
+                    else f"holding until steady (judged every {CHECK_INTERVAL_S:g} s, at most "
+                    f"{options.max_step_time:g} s)",
+                    limit_s=options.max_step_time if hold_s is None else hold_s,
+                    eta=eta,
+                )
         elif self.phase == "hold" and self.hold_over(hold_s, elapsed, options.max_step_time):
             verdict = window.verdict()
-            hooks.level_ended.fire(environment=environment, users=target, verdict=verdict,
-                                   output_tokens_per_s=window.output_tokens_per_s(),
-                                   schedule_lag_p99_s=window.schedule_lag_p99_s())
+            hooks.level_ended.fire(
+                environment=environment,
+                users=target,
+                verdict=verdict,
+                output_tokens_per_s=window.output_tokens_per_s(),
+                schedule_lag_p99_s=window.schedule_lag_p99_s(),
+            )
             self.begin("cooldown", now)
-            self.announce(name, f"held {elapsed:.0f} s: " + ("steady" if verdict.steady else "not steady")
-                          + f" ({verdict.reason})")
+            self.announce(
+                name,
+                f"held {elapsed:.0f} s: " + ("steady" if verdict.steady else "not steady") + f" ({verdict.reason})",
+            )
         elif self.phase == "cooldown":
             if elapsed >= options.cooldown:
                 self.start_level(self.index + 1)
@@ -180,4 +230,3 @@ class StepRampShape(LoadTestShape):
         text = f"{name}: {phase}" + (f"; {eta}" if eta else "")
         hooks.phase_changed.fire(environment=self.runner.environment, text=text, limit_s=limit_s)
         log.info("%s", text)
-

@@ -41,14 +41,19 @@ from .sampling import sample_output_length, text_bytes
 LETTERS = "ABCD"
 _CHOICE_LINE = re.compile(r"^[ \t]*\(?([A-D])[).:][ \t]+(\S.*?)[ \t]*$", re.MULTILINE)
 _ASKS_NUMBER = re.compile(r"final (?:numeric )?(?:number|answer)|####", re.IGNORECASE)
-_PHRASE = re.compile(r"\b(sum|product|difference|quotient) (?:of|between) (-?\d+(?:\.\d+)?) and (-?\d+(?:\.\d+)?)",
-                     re.IGNORECASE)  # fmt: skip
+_PHRASE = re.compile(
+    r"\b(sum|product|difference|quotient) (?:of|between) (-?\d+(?:\.\d+)?) and (-?\d+(?:\.\d+)?)", re.IGNORECASE
+)
 _EXPRESSION = re.compile(r"(?<![\w.])-?[\d(][\d\s.+\-*/×÷()]*[\d)]")
 _PLAIN_NUMBER = re.compile(r"^\$?(-?\$?[\d,]*\.?\d+)$")
 _TOKEN = re.compile(r"\s*(?:\w+|[^\w\s])")
 _OPERATORS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
-_PHRASE_OPERATORS = {"sum": operator.add, "product": operator.mul, "difference": operator.sub,
-                     "quotient": operator.truediv}  # fmt: skip
+_PHRASE_OPERATORS = {
+    "sum": operator.add,
+    "product": operator.mul,
+    "difference": operator.sub,
+    "quotient": operator.truediv,
+}
 _WRONG_OFFSETS = (-10, -2, -1, 1, 2, 10)
 _CHOICE_FORMATS = ("The answer is ({}).", "Answer: {}", "{}", "**{}**")
 _NUMBER_FORMATS = ("#### {}", "The answer is {}.", "So the result is {}.")
@@ -170,8 +175,11 @@ class AnswerModel:
             right, wrong = right_choice(question), list(LETTERS)
         else:
             right = solve(question.stem)
-            wrong = [Fraction(rng.randint(1, 1000)) for _ in range(len(_WRONG_OFFSETS))] if right is None else [
-                right + offset for offset in _WRONG_OFFSETS]  # fmt: skip
+            wrong = (
+                [Fraction(rng.randint(1, 1000)) for _ in range(len(_WRONG_OFFSETS))]
+                if right is None
+                else [right + offset for offset in _WRONG_OFFSETS]
+            )
         first, runner_up = self._ranking(rng, right, wrong)
         flipped = rng.random() < min(1.0, self.profile.answer_flip_rate * others)
         answer = runner_up if flipped else first

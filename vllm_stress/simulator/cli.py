@@ -27,9 +27,17 @@ from .profiles import DEFAULT_PROFILE, FIELD_TYPES, load_profile, parse_assignme
 from .server import Simulator
 
 READY_PREFIX = "vllm-stress simulator ready:"
-VLLM_FLAGS = ("served_model_name", "max_model_len", "max_num_seqs", "max_num_batched_tokens",
-              "gpu_memory_utilization", "block_size", "num_gpu_blocks_override", "enable_prefix_caching",
-              "stream_interval")  # fmt: skip
+VLLM_FLAGS = (
+    "served_model_name",
+    "max_model_len",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "gpu_memory_utilization",
+    "block_size",
+    "num_gpu_blocks_override",
+    "enable_prefix_caching",
+    "stream_interval",
+)
 ANSWER_FLAGS = ("answer_accuracy", "answer_flip_rate")
 
 
@@ -49,41 +57,69 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--gpu-memory-utilization", type=float, help="share of device memory for weights + KV cache")
     parser.add_argument("--block-size", type=int, help="tokens per KV block")
     parser.add_argument("--num-gpu-blocks-override", type=int, help="KV block count instead of the memory model")
-    parser.add_argument("--enable-prompt-tokens-details", action="store_true",
-                        help="Usage says how many prompt tokens came from the prefix cache (prompt_tokens_details), "
-                        "as vllm serve does with this flag")
-    parser.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction,
-                        help="automatic prefix caching (default: the profile's; on, as in vLLM V1)")
+    parser.add_argument(
+        "--enable-prompt-tokens-details",
+        action="store_true",
+        help="Usage says how many prompt tokens came from the prefix cache (prompt_tokens_details), "
+        "as vllm serve does with this flag",
+    )
+    parser.add_argument(
+        "--enable-prefix-caching",
+        action=argparse.BooleanOptionalAction,
+        help="automatic prefix caching (default: the profile's; on, as in vLLM V1)",
+    )
     parser.add_argument("--stream-interval", type=int, help="tokens per streamed chunk (minimum)")
-    parser.add_argument("--api-key", default=os.environ.get("VLLM_API_KEY"),
-                        help="require 'Authorization: Bearer KEY' on /v1 paths (default: $VLLM_API_KEY, as vLLM; the "
-                        "variable keeps the key out of process listings)")
+    parser.add_argument(
+        "--api-key",
+        default=os.environ.get("VLLM_API_KEY"),
+        help="require 'Authorization: Bearer KEY' on /v1 paths (default: $VLLM_API_KEY, as vLLM; the "
+        "variable keeps the key out of process listings)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of step jitter and unseeded requests (%(default)s)")
-    parser.add_argument("--time-scale", type=float, default=1.0,
-                        help="simulated seconds per wall-clock second; >1 = faster simulated GPU (%(default)s)")
-    parser.add_argument("--event-loop", choices=("asyncio", "uvloop"), default="asyncio",
-                        help="event loop implementation (%(default)s)")
-    parser.add_argument("--answer-accuracy", type=float,
-                        help="share of benchmark questions answered right when run alone (answers.py; default 0.8)")
-    parser.add_argument("--answer-flip-rate", type=float,
-                        help="chance per other sequence in flight that an answer flips (default 0.0005)")
-    parser.add_argument("--request-log", metavar="PATH",
-                        help="append one JSON line of server-side timing per request that has an X-Request-Id header "
-                        "(vllm_stress/simulator/requestlog.py)")
-    parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
-                        help="override one profile field, e.g. --set mfu=0.4 --set t_fixed=0.01 (repeatable)")
+    parser.add_argument(
+        "--time-scale",
+        type=float,
+        default=1.0,
+        help="simulated seconds per wall-clock second; >1 = faster simulated GPU (%(default)s)",
+    )
+    parser.add_argument(
+        "--event-loop", choices=("asyncio", "uvloop"), default="asyncio", help="event loop implementation (%(default)s)"
+    )
+    parser.add_argument(
+        "--answer-accuracy",
+        type=float,
+        help="share of benchmark questions answered right when run alone (answers.py; default 0.8)",
+    )
+    parser.add_argument(
+        "--answer-flip-rate",
+        type=float,
+        help="chance per other sequence in flight that an answer flips (default 0.0005)",
+    )
+    parser.add_argument(
+        "--request-log",
+        metavar="PATH",
+        help="append one JSON line of server-side timing per request that has an X-Request-Id header "
+        "(vllm_stress/simulator/requestlog.py)",
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="override one profile field, e.g. --set mfu=0.4 --set t_fixed=0.01 (repeatable)",
+    )
     return parser
 
 
 def profile_from_args(args: argparse.Namespace):
     overrides = parse_assignments(args.set)
-    overrides.update({flag: getattr(args, flag) for flag in VLLM_FLAGS + ANSWER_FLAGS
-                      if getattr(args, flag) is not None})
+    overrides.update(
+        {flag: getattr(args, flag) for flag in VLLM_FLAGS + ANSWER_FLAGS if getattr(args, flag) is not None}
+    )
     return load_profile(args.profile, overrides)
 
 
-def accept_all(loop: asyncio.AbstractEventLoop, listener: socket.socket, factory, pending: set,
-               accepted=None) -> None:
+def accept_all(loop: asyncio.AbstractEventLoop, listener: socket.socket, factory, pending: set, accepted=None) -> None:
     """Accept every connection waiting on ``listener`` and hand each to aiohttp's protocol ``factory``.
 
     uvloop accepts one connection per event-loop iteration (libuv stops the listening watcher until the callback's
@@ -125,8 +161,10 @@ async def serve(simulator: Simulator, host: str, port: int) -> None:
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
     bound_port = listener.getsockname()[1]
-    print(f"{READY_PREFIX} http://{host}:{bound_port} model={simulator.model} profile={simulator.profile.name}",
-          flush=True)  # fmt: skip
+    print(
+        f"{READY_PREFIX} http://{host}:{bound_port} model={simulator.model} profile={simulator.profile.name}",
+        flush=True,
+    )
     try:
         await stop.wait()
     finally:
@@ -139,9 +177,14 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         profile = profile_from_args(args)
-        simulator = Simulator(profile, api_key=args.api_key, seed=args.seed, time_scale=args.time_scale,
-                              prompt_details=args.enable_prompt_tokens_details,
-                              request_log=args.request_log)  # fmt: skip
+        simulator = Simulator(
+            profile,
+            api_key=args.api_key,
+            seed=args.seed,
+            time_scale=args.time_scale,
+            prompt_details=args.enable_prompt_tokens_details,
+            request_log=args.request_log,
+        )
     except ValueError as error:
         print(f"simulator: {error}", file=sys.stderr)
         return 2
@@ -149,4 +192,3 @@ def main(argv: list[str] | None = None) -> int:
     with asyncio.Runner(loop_factory=loop_factory) as runner:
         runner.run(serve(simulator, args.host, args.port))
     return 0
-

@@ -42,14 +42,37 @@ class Sequence:
     """
 
     __slots__ = (
-        "prompt_len", "max_tokens", "stop_after", "sink", "index", "block_hashes",
-        "num_computed", "num_output", "num_blocks", "cached_blocks", "num_hashed", "num_cached_tokens",
-        "num_preemptions", "finish_reason",
-        "arrival", "first_scheduled", "first_token", "previous_token", "last_token", "finished_at",
-    )  # fmt: skip
+        "prompt_len",
+        "max_tokens",
+        "stop_after",
+        "sink",
+        "index",
+        "block_hashes",
+        "num_computed",
+        "num_output",
+        "num_blocks",
+        "cached_blocks",
+        "num_hashed",
+        "num_cached_tokens",
+        "num_preemptions",
+        "finish_reason",
+        "arrival",
+        "first_scheduled",
+        "first_token",
+        "previous_token",
+        "last_token",
+        "finished_at",
+    )
 
-    def __init__(self, prompt_len: int, max_tokens: int, stop_after: int = 0, sink=None, index: int = 0,
-                 block_hashes: tuple[int, ...] = ()) -> None:  # fmt: skip
+    def __init__(
+        self,
+        prompt_len: int,
+        max_tokens: int,
+        stop_after: int = 0,
+        sink=None,
+        index: int = 0,
+        block_hashes: tuple[int, ...] = (),
+    ) -> None:
         self.prompt_len = prompt_len
         self.max_tokens = max_tokens
         self.stop_after = stop_after

@@ -17,8 +17,29 @@ from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, S
 from .metrics import Histogram
 
 EXCLUDED_HANDLERS = frozenset({"/metrics", "/health", "/load", "/ping", "/version", "/server_info"})
-HIGHR_BUCKETS = [0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 7.5,
-                 10.0, 30.0, 60.0]  # fmt: skip
+HIGHR_BUCKETS = [
+    0.01,
+    0.025,
+    0.05,
+    0.075,
+    0.1,
+    0.25,
+    0.5,
+    0.75,
+    1.0,
+    1.5,
+    2.0,
+    2.5,
+    3.0,
+    3.5,
+    4.0,
+    4.5,
+    5.0,
+    7.5,
+    10.0,
+    30.0,
+    60.0,
+]
 LOWR_BUCKETS = [0.1, 0.5, 1.0]
 
 
@@ -29,16 +50,23 @@ class HttpMetrics:
         self.requests: defaultdict[tuple[str, str, str], int] = defaultdict(int)
         self.request_sizes: defaultdict[str, list[float]] = defaultdict(lambda: [0, 0.0])
         self.response_sizes: defaultdict[str, list[float]] = defaultdict(lambda: [0, 0.0])
-        self.highr = Histogram("http_request_duration_highr_seconds",
-                               "Latency with many buckets but no API specific labels.", HIGHR_BUCKETS)  # fmt: skip
+        self.highr = Histogram(
+            "http_request_duration_highr_seconds",
+            "Latency with many buckets but no API specific labels.",
+            HIGHR_BUCKETS,
+        )
         self.durations: dict[tuple[str, str], Histogram] = {}
 
-    def observe(self, handler: str, method: str, status: int, request_bytes: int, response_bytes: int,
-                seconds: float) -> None:  # fmt: skip
+    def observe(
+        self, handler: str, method: str, status: int, request_bytes: int, response_bytes: int, seconds: float
+    ) -> None:
         if handler in EXCLUDED_HANDLERS:
             return
         self.requests[handler, method, f"{status // 100}xx"] += 1
-        for sizes, size in ((self.request_sizes[handler], request_bytes), (self.response_sizes[handler], response_bytes)):
+        for sizes, size in (
+            (self.request_sizes[handler], request_bytes),
+            (self.response_sizes[handler], response_bytes),
+        ):
             sizes[0] += 1
             sizes[1] += size
         self.highr.observe(seconds)
@@ -47,8 +75,11 @@ class HttpMetrics:
         self.durations[handler, method].observe(seconds)
 
     def collect(self):
-        requests = CounterMetricFamily("http_requests", "Total number of requests by method, status and handler.",
-                                       labels=["handler", "method", "status"])  # fmt: skip
+        requests = CounterMetricFamily(
+            "http_requests",
+            "Total number of requests by method, status and handler.",
+            labels=["handler", "method", "status"],
+        )
         for labels, count in self.requests.items():
             requests.add_metric(list(labels), count)
         yield requests
@@ -61,8 +92,9 @@ class HttpMetrics:
                 summary.add_metric([handler], count, total)
             yield summary
         yield self.highr.family([], ())
-        durations = HistogramMetricFamily("http_request_duration_seconds", "Latency with only few buckets by handler.",
-                                          labels=["handler", "method"])  # fmt: skip
+        durations = HistogramMetricFamily(
+            "http_request_duration_seconds", "Latency with only few buckets by handler.", labels=["handler", "method"]
+        )
         for labels, histogram in self.durations.items():
             durations.add_metric(list(labels), histogram.points(), histogram.sum)
         yield durations

@@ -89,8 +89,11 @@ class KVCache:
         """Grow ``seq`` to hold ``num_tokens`` tokens, the first ones in the cached blocks ``hits`` (from
         ``lookup``, at admission); fail, changing nothing, if the blocks for ``max(num_tokens, reserve_tokens)``
         are not free. The full prompt blocks the tokens reach are registered in the cache."""
-        if num_tokens <= seq.num_blocks * self.block_size and not (hits or reserve_tokens) \
-                and seq.num_hashed >= len(seq.block_hashes):
+        if (
+            num_tokens <= seq.num_blocks * self.block_size
+            and not (hits or reserve_tokens)
+            and seq.num_hashed >= len(seq.block_hashes)
+        ):
             return True  # a decode step inside its last block (most steps): nothing to take or register
         needed = self.blocks_for(max(num_tokens, reserve_tokens)) - seq.num_blocks
         if hits:  # held hits are shared; free ones are taken out of the free blocks

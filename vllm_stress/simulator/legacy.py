@@ -37,11 +37,18 @@ async def generate(request: web.Request, simulator: Simulator) -> web.StreamResp
         raise ApiError("'prompt' (a string) is required", param="prompt")
     sampling = parse_sampling(body, [prompt])
     token_ids = simulator.tokenizer.encode(prompt)
-    max_tokens = resolve_max_tokens(sampling, len(token_ids), simulator.profile.max_model_len,
-                                    COMPLETIONS_DEFAULT_MAX_TOKENS)  # fmt: skip
-    stream = simulator.generator.start([(token_ids, max_tokens)], sampling.n, seed=sampling.seed,
-                                       min_tokens=sampling.min_tokens, ignore_eos=sampling.ignore_eos, interval=1,
-                                       streaming=streaming)  # fmt: skip
+    max_tokens = resolve_max_tokens(
+        sampling, len(token_ids), simulator.profile.max_model_len, COMPLETIONS_DEFAULT_MAX_TOKENS
+    )
+    stream = simulator.generator.start(
+        [(token_ids, max_tokens)],
+        sampling.n,
+        seed=sampling.seed,
+        min_tokens=sampling.min_tokens,
+        ignore_eos=sampling.ignore_eos,
+        interval=1,
+        streaming=streaming,
+    )
     try:
         if not streaming:
             await stream.wait_finished()

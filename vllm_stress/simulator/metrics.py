@@ -24,12 +24,74 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 
 from .engine import Engine, Sequence, StepResult
 
-TTFT_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
-                40.0, 80.0, 160.0, 640.0, 2560.0]  # fmt: skip
-ITL_BUCKETS = [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0,
-               80.0]  # fmt: skip
-REQUEST_LATENCY_BUCKETS = [0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0,
-                           240.0, 480.0, 960.0, 1920.0, 7680.0]  # fmt: skip
+TTFT_BUCKETS = [
+    0.001,
+    0.005,
+    0.01,
+    0.02,
+    0.04,
+    0.06,
+    0.08,
+    0.1,
+    0.25,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+    160.0,
+    640.0,
+    2560.0,
+]
+ITL_BUCKETS = [
+    0.01,
+    0.025,
+    0.05,
+    0.075,
+    0.1,
+    0.15,
+    0.2,
+    0.3,
+    0.4,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+]
+REQUEST_LATENCY_BUCKETS = [
+    0.3,
+    0.5,
+    0.8,
+    1.0,
+    1.5,
+    2.0,
+    2.5,
+    5.0,
+    10.0,
+    15.0,
+    20.0,
+    30.0,
+    40.0,
+    50.0,
+    60.0,
+    120.0,
+    240.0,
+    480.0,
+    960.0,
+    1920.0,
+    7680.0,
+]
 ITERATION_TOKENS_BUCKETS = [1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384]
 PARAMS_N_BUCKETS = [1, 2, 5, 10, 20]
 PREEMPTIONS_BUCKETS = [1, 2, 3, 4, 5, 10, 20]
@@ -81,7 +143,9 @@ class Histogram:
             points.append((bound, cumulative))
         return points
 
-    def family(self, labels: list[str], labelnames: tuple[str, ...] = ("model_name", "engine")) -> HistogramMetricFamily:
+    def family(
+        self, labels: list[str], labelnames: tuple[str, ...] = ("model_name", "engine")
+    ) -> HistogramMetricFamily:
         family = HistogramMetricFamily(self.name, self.documentation, labels=list(labelnames))
         family.add_metric(labels, self.points(), self.sum)
         return family
@@ -99,36 +163,70 @@ class EngineMetrics:
         self.generation_tokens = 0
         self.finished = Counter({reason: 0 for reason in FINISHED_REASONS})
         lengths = one_two_five_buckets(engine.max_model_len)
-        self.ttft = Histogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
-                              TTFT_BUCKETS)  # fmt: skip
-        self.itl = Histogram("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.",
-                             ITL_BUCKETS)  # fmt: skip
-        self.request_tpot = Histogram("vllm:request_time_per_output_token_seconds",
-                                      "Histogram of time_per_output_token_seconds per request.", ITL_BUCKETS)
+        self.ttft = Histogram(
+            "vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", TTFT_BUCKETS
+        )
+        self.itl = Histogram(
+            "vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", ITL_BUCKETS
+        )
+        self.request_tpot = Histogram(
+            "vllm:request_time_per_output_token_seconds",
+            "Histogram of time_per_output_token_seconds per request.",
+            ITL_BUCKETS,
+        )
         self.e2e = self._latency("e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.")
-        self.queue = self._latency("request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.")
-        self.prefill = self._latency("request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.")
-        self.decode = self._latency("request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.")
-        self.inference = self._latency("request_inference_time_seconds",
-                                       "Histogram of time spent in RUNNING phase for request.")
+        self.queue = self._latency(
+            "request_queue_time_seconds", "Histogram of time spent in WAITING phase for request."
+        )
+        self.prefill = self._latency(
+            "request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request."
+        )
+        self.decode = self._latency(
+            "request_decode_time_seconds", "Histogram of time spent in DECODE phase for request."
+        )
+        self.inference = self._latency(
+            "request_inference_time_seconds", "Histogram of time spent in RUNNING phase for request."
+        )
         self.request_prompt = Histogram("vllm:request_prompt_tokens", "Number of prefill tokens processed.", lengths)
-        self.request_generation = Histogram("vllm:request_generation_tokens", "Number of generation tokens processed.",
-                                            lengths)  # fmt: skip
-        self.request_max_tokens = Histogram("vllm:request_params_max_tokens",
-                                            "Histogram of the max_tokens request parameter.", lengths)
-        self.iteration_tokens = Histogram("vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.",
-                                          ITERATION_TOKENS_BUCKETS)  # fmt: skip
-        self.request_max_generation = Histogram("vllm:request_max_num_generation_tokens",
-                                                "Histogram of maximum number of requested generation tokens.", lengths)
-        self.request_kv_computed = Histogram("vllm:request_prefill_kv_computed_tokens",
-                                             "Histogram of new KV tokens computed during prefill.", lengths)
+        self.request_generation = Histogram(
+            "vllm:request_generation_tokens", "Number of generation tokens processed.", lengths
+        )
+        self.request_max_tokens = Histogram(
+            "vllm:request_params_max_tokens", "Histogram of the max_tokens request parameter.", lengths
+        )
+        self.iteration_tokens = Histogram(
+            "vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.", ITERATION_TOKENS_BUCKETS
+        )
+        self.request_max_generation = Histogram(
+            "vllm:request_max_num_generation_tokens",
+            "Histogram of maximum number of requested generation tokens.",
+            lengths,
+        )
+        self.request_kv_computed = Histogram(
+            "vllm:request_prefill_kv_computed_tokens", "Histogram of new KV tokens computed during prefill.", lengths
+        )
         self.request_n = Histogram("vllm:request_params_n", "Histogram of the n request parameter.", PARAMS_N_BUCKETS)
-        self.request_preemptions = Histogram("vllm:request_num_preemptions", "Number of preemptions per request.",
-                                             PREEMPTIONS_BUCKETS)  # fmt: skip
-        self.histograms = [self.ttft, self.itl, self.request_tpot, self.e2e, self.queue, self.prefill, self.decode,
-                           self.inference, self.request_prompt, self.request_generation, self.request_max_tokens,
-                           self.iteration_tokens, self.request_max_generation, self.request_kv_computed,
-                           self.request_n, self.request_preemptions]  # fmt: skip
+        self.request_preemptions = Histogram(
+            "vllm:request_num_preemptions", "Number of preemptions per request.", PREEMPTIONS_BUCKETS
+        )
+        self.histograms = [
+            self.ttft,
+            self.itl,
+            self.request_tpot,
+            self.e2e,
+            self.queue,
+            self.prefill,
+            self.decode,
+            self.inference,
+            self.request_prompt,
+            self.request_generation,
+            self.request_max_tokens,
+            self.iteration_tokens,
+            self.request_max_generation,
+            self.request_kv_computed,
+            self.request_n,
+            self.request_preemptions,
+        ]
 
     @staticmethod
     def _latency(name: str, documentation: str) -> Histogram:
@@ -194,51 +292,84 @@ class EngineMetrics:
 
     def _prefix_cache(self):
         engine, cached = self.engine, self.cached_prompt_tokens
-        yield self._counter("vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens.",
-                            engine.prefix_cache_queries)  # fmt: skip
-        yield self._counter("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.",
-                            engine.prefix_cache_hits)  # fmt: skip
-        yield self._by_label(CounterMetricFamily, "vllm:prompt_tokens_by_source", "Number of prompt tokens by source.",
-                             "source", dict.fromkeys(PROMPT_SOURCES, 0)
-                             | {"local_compute": self.prompt_tokens - cached, "local_cache_hit": cached})  # fmt: skip
+        yield self._counter(
+            "vllm:prefix_cache_queries",
+            "Prefix cache queries, in terms of number of queried tokens.",
+            engine.prefix_cache_queries,
+        )
+        yield self._counter(
+            "vllm:prefix_cache_hits",
+            "Prefix cache hits, in terms of number of cached tokens.",
+            engine.prefix_cache_hits,
+        )
+        yield self._by_label(
+            CounterMetricFamily,
+            "vllm:prompt_tokens_by_source",
+            "Number of prompt tokens by source.",
+            "source",
+            dict.fromkeys(PROMPT_SOURCES, 0)
+            | {"local_compute": self.prompt_tokens - cached, "local_cache_hit": cached},
+        )
         yield self._counter("vllm:prompt_tokens_cached", "Number of cached prompt tokens (local + external).", cached)
-        yield self._by_label(CounterMetricFamily, "vllm:prompt_tokens_cached_by_source",
-                             "Number of cached prompt tokens by source.", "source",
-                             dict.fromkeys(CACHE_HIT_SOURCES, 0) | {"device": engine.prefix_cache_hits})  # fmt: skip
+        yield self._by_label(
+            CounterMetricFamily,
+            "vllm:prompt_tokens_cached_by_source",
+            "Number of cached prompt tokens by source.",
+            "source",
+            dict.fromkeys(CACHE_HIT_SOURCES, 0) | {"device": engine.prefix_cache_hits},
+        )
 
     def _unsimulated_features(self):
         for name, documentation in ZERO_COUNTERS.items():
             yield self._counter(name, documentation, 0)
-        yield self._by_label(GaugeMetricFamily, "vllm:engine_sleep_state", "Engine sleep state.", "sleep_state",
-                             {state: float(state == "awake") for state in SLEEP_STATES})
-        rejections = CounterMetricFamily("vllm:admission_rejections", "Requests rejected by admission control.",
-                                         labels=["model_name", "reason"])  # fmt: skip
+        yield self._by_label(
+            GaugeMetricFamily,
+            "vllm:engine_sleep_state",
+            "Engine sleep state.",
+            "sleep_state",
+            {state: float(state == "awake") for state in SLEEP_STATES},
+        )
+        rejections = CounterMetricFamily(
+            "vllm:admission_rejections", "Requests rejected by admission control.", labels=["model_name", "reason"]
+        )
         for reason in ("max_num_queued_reqs", "max_num_queued_tokens"):
             rejections.add_metric([self.labels[0], reason], 0)
         yield rejections
 
     def collect(self):
         engine = self.engine
-        yield self._gauge("vllm:num_requests_running", "Number of requests in model execution batches.",
-                          len(engine.running))  # fmt: skip
-        yield self._gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", len(engine.waiting))
-        yield self._by_label(GaugeMetricFamily, "vllm:num_requests_waiting_by_reason",
-                             "Number of requests waiting, by the reason they wait.", "reason",
-                             {"capacity": len(engine.waiting), "deferred": 0})  # fmt: skip
+        yield self._gauge(
+            "vllm:num_requests_running", "Number of requests in model execution batches.", len(engine.running)
+        )
+        yield self._gauge(
+            "vllm:num_requests_waiting", "Number of requests waiting to be processed.", len(engine.waiting)
+        )
+        yield self._by_label(
+            GaugeMetricFamily,
+            "vllm:num_requests_waiting_by_reason",
+            "Number of requests waiting, by the reason they wait.",
+            "reason",
+            {"capacity": len(engine.waiting), "deferred": 0},
+        )
         yield self._gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", engine.kv.usage)
-        yield self._counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.",
-                            engine.num_preemptions)  # fmt: skip
+        yield self._counter(
+            "vllm:num_preemptions", "Cumulative number of preemption from the engine.", engine.num_preemptions
+        )
         yield self._counter("vllm:prompt_tokens", "Number of prefill tokens processed.", self.prompt_tokens)
         yield self._counter("vllm:generation_tokens", "Number of generation tokens processed.", self.generation_tokens)
-        success = CounterMetricFamily("vllm:request_success", "Count of successfully processed requests.",
-                                      labels=["model_name", "engine", "finished_reason"])  # fmt: skip
+        success = CounterMetricFamily(
+            "vllm:request_success",
+            "Count of successfully processed requests.",
+            labels=["model_name", "engine", "finished_reason"],
+        )
         for reason, count in self.finished.items():
             success.add_metric([*self.labels, reason], count)
         yield success
         for histogram in self.histograms:
             yield histogram.family(self.labels)
-        info = GaugeMetricFamily("vllm:cache_config_info", "Information of the LLMEngine CacheConfig",
-                                 labels=[*self.cache_info, "engine"])  # fmt: skip
+        info = GaugeMetricFamily(
+            "vllm:cache_config_info", "Information of the LLMEngine CacheConfig", labels=[*self.cache_info, "engine"]
+        )
         info.add_metric([*self.cache_info.values(), "0"], 1.0)
         yield info
         yield from self._prefix_cache()

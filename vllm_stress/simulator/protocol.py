@@ -52,8 +52,9 @@ def usage_json(prompt_tokens: int, completion_tokens: int, cached_tokens: int | 
 class ChunkFormat:
     """Byte templates shared by all chunks of one streamed response (same id, created, model)."""
 
-    def __init__(self, chat: bool, model: str, continuous_usage: bool, prompt_tokens: int,
-                 prompt_details: bool = False) -> None:
+    def __init__(
+        self, chat: bool, model: str, continuous_usage: bool, prompt_tokens: int, prompt_details: bool = False
+    ) -> None:
         self.chat = chat
         self.prompt_details = prompt_details  # the final usage says how many prompt tokens were cached
         self.request_id = new_request_id("chatcmpl" if chat else "cmpl")
@@ -72,9 +73,14 @@ class ChunkFormat:
 
     def role(self, index: int) -> bytes:
         return b"".join(
-            (self._choice_head, b"%d" % index, _CHAT_ROLE_TAIL, self._usage(0), b',"prompt_token_ids":null,'
-             b'"prompt_text":null}\n\n')
-        )  # fmt: skip
+            (
+                self._choice_head,
+                b"%d" % index,
+                _CHAT_ROLE_TAIL,
+                self._usage(0),
+                b',"prompt_token_ids":null,"prompt_text":null}\n\n',
+            )
+        )
 
     def content(self, index: int, text: bytes, finish_reason: str | None, completion_tokens: int) -> bytes:
         """One chunk carrying ``text``; ``finish_reason`` set makes it the last chunk of the choice."""
@@ -84,10 +90,14 @@ class ChunkFormat:
         elif finish_reason is None:
             middle = b',"delta":{"content":"' + text + _CHAT_CONTENT_TAIL
         else:
-            middle = b',"delta":{"content":"%s"},"logprobs":null,"finish_reason":"%s' % (
-                text,
-                finish_reason.encode(),
-            ) + _CHAT_FINAL_TAIL
+            middle = (
+                b',"delta":{"content":"%s"},"logprobs":null,"finish_reason":"%s'
+                % (
+                    text,
+                    finish_reason.encode(),
+                )
+                + _CHAT_FINAL_TAIL
+            )
         return b"".join((self._choice_head, b"%d" % index, middle, self._usage(completion_tokens), _KV_TAIL))
 
     def usage(self, completion_tokens: int, cached_tokens: int = 0) -> bytes:
@@ -104,8 +114,13 @@ def _usage_dict(prompt_tokens: int, completion_tokens: int, cached_tokens: int |
     }
 
 
-def chat_response(model: str, choices: list[tuple[str, str]], prompt_tokens: int, completion_tokens: int,
-                  cached_tokens: int | None = None) -> dict:
+def chat_response(
+    model: str,
+    choices: list[tuple[str, str]],
+    prompt_tokens: int,
+    completion_tokens: int,
+    cached_tokens: int | None = None,
+) -> dict:
     """Non-streaming chat body; ``choices`` = ``(text, finish_reason)`` in index order."""
     return {
         "id": new_request_id("chatcmpl"),
@@ -115,23 +130,43 @@ def chat_response(model: str, choices: list[tuple[str, str]], prompt_tokens: int
         "choices": [
             {
                 "index": index,
-                "message": {"role": "assistant", "content": text, "refusal": None, "annotations": None,
-                            "audio": None, "function_call": None, "reasoning": None},
-                "logprobs": None, "finish_reason": finish_reason, "stop_reason": None, "token_ids": None,
-                "routed_experts": None, "weight_versions": None,
-            }  # fmt: skip
+                "message": {
+                    "role": "assistant",
+                    "content": text,
+                    "refusal": None,
+                    "annotations": None,
+                    "audio": None,
+                    "function_call": None,
+                    "reasoning": None,
+                },
+                "logprobs": None,
+                "finish_reason": finish_reason,
+                "stop_reason": None,
+                "token_ids": None,
+                "routed_experts": None,
+                "weight_versions": None,
+            }
             for index, (text, finish_reason) in enumerate(choices)
         ],
         "service_tier": None,
         "system_fingerprint": None,
         "usage": {**_usage_dict(prompt_tokens, completion_tokens, cached_tokens), "completion_tokens_details": None},
-        "prompt_logprobs": None, "prompt_token_ids": None, "prompt_text": None,
-        "kv_transfer_params": None, "ec_transfer_params": None, "metrics": None,
-    }  # fmt: skip
+        "prompt_logprobs": None,
+        "prompt_token_ids": None,
+        "prompt_text": None,
+        "kv_transfer_params": None,
+        "ec_transfer_params": None,
+        "metrics": None,
+    }
 
 
-def completion_response(model: str, choices: list[tuple[str, str]], prompt_tokens: int, completion_tokens: int,
-                        cached_tokens: int | None = None):
+def completion_response(
+    model: str,
+    choices: list[tuple[str, str]],
+    prompt_tokens: int,
+    completion_tokens: int,
+    cached_tokens: int | None = None,
+):
     """Non-streaming completions body; ``choices`` = ``(text, finish_reason)`` in index order."""
     return {
         "id": new_request_id("cmpl"),
@@ -139,24 +174,52 @@ def completion_response(model: str, choices: list[tuple[str, str]], prompt_token
         "created": int(time.time()),
         "model": model,
         "choices": [
-            {"index": index, "text": text, "logprobs": None, "finish_reason": finish_reason, "stop_reason": None,
-             "token_ids": None, "prompt_logprobs": None, "prompt_token_ids": None, "routed_experts": None,
-             "weight_versions": None}  # fmt: skip
+            {
+                "index": index,
+                "text": text,
+                "logprobs": None,
+                "finish_reason": finish_reason,
+                "stop_reason": None,
+                "token_ids": None,
+                "prompt_logprobs": None,
+                "prompt_token_ids": None,
+                "routed_experts": None,
+                "weight_versions": None,
+            }
             for index, (text, finish_reason) in enumerate(choices)
         ],
         "service_tier": None,
         "system_fingerprint": None,
         "usage": {**_usage_dict(prompt_tokens, completion_tokens, cached_tokens), "completion_tokens_details": None},
-        "kv_transfer_params": None, "ec_transfer_params": None, "metrics": None,
-    }  # fmt: skip
+        "kv_transfer_params": None,
+        "ec_transfer_params": None,
+        "metrics": None,
+    }
 
 
 def model_list(model: str, root: str, max_model_len: int, created: int) -> dict:
     permission = {
-        "id": new_request_id("modelperm"), "object": "model_permission", "created": created,
-        "allow_create_engine": False, "allow_sampling": True, "allow_logprobs": True, "allow_search_indices": False,
-        "allow_view": True, "allow_fine_tuning": False, "organization": "*", "group": None, "is_blocking": False,
-    }  # fmt: skip
-    card = {"id": model, "object": "model", "created": created, "owned_by": "vllm", "root": root, "parent": None,
-            "max_model_len": max_model_len, "permission": [permission]}  # fmt: skip
+        "id": new_request_id("modelperm"),
+        "object": "model_permission",
+        "created": created,
+        "allow_create_engine": False,
+        "allow_sampling": True,
+        "allow_logprobs": True,
+        "allow_search_indices": False,
+        "allow_view": True,
+        "allow_fine_tuning": False,
+        "organization": "*",
+        "group": None,
+        "is_blocking": False,
+    }
+    card = {
+        "id": model,
+        "object": "model",
+        "created": created,
+        "owned_by": "vllm",
+        "root": root,
+        "parent": None,
+        "max_model_len": max_model_len,
+        "permission": [permission],
+    }
     return {"object": "list", "data": [card]}

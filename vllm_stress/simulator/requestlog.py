@@ -96,8 +96,15 @@ class RequestLog:
         return RequestTiming(request_id, connection.arrived if connection else None)
 
     def write(self, timing: RequestTiming) -> None:
-        record = {"id": timing.request_id, "arrival": timing.arrival, "arrival_clock": timing.arrival_clock,
-                  "first": timing.first, "last": timing.last, "end": time.time(), "chunks": timing.chunks}  # fmt: skip
+        record = {
+            "id": timing.request_id,
+            "arrival": timing.arrival,
+            "arrival_clock": timing.arrival_clock,
+            "first": timing.first,
+            "last": timing.last,
+            "end": time.time(),
+            "chunks": timing.chunks,
+        }
         self._file.write(json.dumps(record) + "\n")
 
     def close(self) -> None:

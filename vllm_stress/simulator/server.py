@@ -52,8 +52,16 @@ def _json(body: object, status: int = 200) -> web.Response:
 class Simulator:
     """The state behind the routes: one engine, its driver and metrics, the tokenizer."""
 
-    def __init__(self, profile: Profile, *, api_key: str | None = None, seed: int = 0, time_scale: float = 1.0,
-                 prompt_details: bool = False, request_log: str | None = None):  # fmt: skip
+    def __init__(
+        self,
+        profile: Profile,
+        *,
+        api_key: str | None = None,
+        seed: int = 0,
+        time_scale: float = 1.0,
+        prompt_details: bool = False,
+        request_log: str | None = None,
+    ):
         self.profile = profile
         self.prompt_details = prompt_details  # vllm serve --enable-prompt-tokens-details: usage says cached_tokens
         self.model = profile.served_model_name
@@ -61,10 +69,12 @@ class Simulator:
         self.created = int(time.time())
         self.tokenizer = Tokenizer()
         self.engine = Engine(profile, seed=seed)
-        cache_info = {"block_size": str(profile.block_size),
-                      "gpu_memory_utilization": str(profile.gpu_memory_utilization),
-                      "num_gpu_blocks": str(self.engine.kv.num_blocks),
-                      "enable_prefix_caching": str(profile.enable_prefix_caching)}  # fmt: skip
+        cache_info = {
+            "block_size": str(profile.block_size),
+            "gpu_memory_utilization": str(profile.gpu_memory_utilization),
+            "num_gpu_blocks": str(self.engine.kv.num_blocks),
+            "enable_prefix_caching": str(profile.enable_prefix_caching),
+        }
         self.metrics = EngineMetrics(self.engine, self.model, cache_info)
         self.registry = self.metrics.registry()
         self.http_metrics = HttpMetrics()
@@ -107,9 +117,14 @@ class Simulator:
         resource = request.match_info.route.resource
         if resource is not None:
             response_bytes = response.body_length if response.prepared else len(response.body or b"")
-            self.http_metrics.observe(resource.canonical, request.method, response.status,
-                                      request.content_length or 0, response_bytes,
-                                      time.perf_counter() - started)  # fmt: skip
+            self.http_metrics.observe(
+                resource.canonical,
+                request.method,
+                response.status,
+                request.content_length or 0,
+                response_bytes,
+                time.perf_counter() - started,
+            )
         return response
 
     async def _respond(self, request: web.Request, handler) -> web.StreamResponse:
@@ -144,17 +159,31 @@ class Simulator:
         prompts = []
         for prompt in generation.prompts:
             token_ids = self.tokenizer.encode(prompt) if isinstance(prompt, str) else prompt
-            max_tokens = resolve_max_tokens(generation, len(token_ids), self.profile.max_model_len,
-                                            COMPLETIONS_DEFAULT_MAX_TOKENS)  # fmt: skip
+            max_tokens = resolve_max_tokens(
+                generation, len(token_ids), self.profile.max_model_len, COMPLETIONS_DEFAULT_MAX_TOKENS
+            )
             prompts.append((token_ids, max_tokens))
         return await self._generate(request, generation, prompts, chat=False)
 
-    async def _generate(self, request: web.Request, generation, prompts: list[tuple[list[int], int]], chat: bool,
-                        reply: Reply | None = None):  # fmt: skip
+    async def _generate(
+        self,
+        request: web.Request,
+        generation,
+        prompts: list[tuple[list[int], int]],
+        chat: bool,
+        reply: Reply | None = None,
+    ):
         interval = max(generation.stream_interval or 1, self.profile.stream_interval)
-        stream = self.generator.start(prompts, generation.n, seed=generation.seed, min_tokens=generation.min_tokens,
-                                      ignore_eos=generation.ignore_eos, interval=interval,
-                                      streaming=generation.stream, reply=reply)  # fmt: skip
+        stream = self.generator.start(
+            prompts,
+            generation.n,
+            seed=generation.seed,
+            min_tokens=generation.min_tokens,
+            ignore_eos=generation.ignore_eos,
+            interval=interval,
+            streaming=generation.stream,
+            reply=reply,
+        )
         prompt_tokens = sum(len(token_ids) for token_ids, _ in prompts)
         timing = request.get(TIMING_KEY)
         try:
@@ -185,8 +214,9 @@ class Simulator:
         else:
             raise ApiError("body: either 'prompt' (a string) or 'messages' is required", param="prompt")
         strings = [self.tokenizer.token_text(t) for t in tokens] if body.get("return_token_strs") else None
-        return _json({"count": len(tokens), "max_model_len": self.profile.max_model_len, "tokens": tokens,
-                      "token_strs": strings})  # fmt: skip
+        return _json(
+            {"count": len(tokens), "max_model_len": self.profile.max_model_len, "tokens": tokens, "token_strs": strings}
+        )
 
     async def detokenize(self, request: web.Request) -> web.Response:
         body = parse_json(await request.read())

@@ -37,8 +37,18 @@ WRITE_BUFFER_LIMIT = 0x10000  # bytes waiting in a connection's buffer above whi
 class RequestStream:
     """The sequences of one HTTP request (``n`` choices per prompt) and what has been sent of each."""
 
-    __slots__ = ("seqs", "offsets", "replies", "published", "reasons", "sent", "interval", "streaming", "ready",
-                 "direct")  # fmt: skip
+    __slots__ = (
+        "seqs",
+        "offsets",
+        "replies",
+        "published",
+        "reasons",
+        "sent",
+        "interval",
+        "streaming",
+        "ready",
+        "direct",
+    )
 
     def __init__(self, interval: int, streaming: bool) -> None:
         self.seqs: list[Sequence] = []
@@ -111,8 +121,18 @@ class Generator:
         self.driver = driver
         self._rng = random.Random(seed)
 
-    def start(self, prompts: list[tuple[list[int], int]], n: int, *, seed: int | None, min_tokens: int,
-              ignore_eos: bool, interval: int, streaming: bool, reply: Reply | None = None) -> RequestStream:  # fmt: skip
+    def start(
+        self,
+        prompts: list[tuple[list[int], int]],
+        n: int,
+        *,
+        seed: int | None,
+        min_tokens: int,
+        ignore_eos: bool,
+        interval: int,
+        streaming: bool,
+        reply: Reply | None = None,
+    ) -> RequestStream:
         """Submit ``n`` sequences for each ``(prompt token ids, max_tokens)``; choice index = prompt * n + i. With a
         ``reply`` (a question's answer), every choice generates it and ends after it."""
         rng = random.Random(seed if seed is not None else self._rng.getrandbits(64))
@@ -123,8 +143,9 @@ class Generator:
             for _ in range(n):
                 offset, stop_after = plan_sequence(rng, profile, min_tokens, ignore_eos)
                 stop_after = reply.length if reply else stop_after
-                seq = Sequence(len(token_ids), max_tokens, stop_after, sink=stream, index=len(stream.seqs),
-                               block_hashes=hashes)  # fmt: skip
+                seq = Sequence(
+                    len(token_ids), max_tokens, stop_after, sink=stream, index=len(stream.seqs), block_hashes=hashes
+                )
                 stream.add(seq, offset, reply)
         self.driver.metrics.request_n.observe(n, len(prompts))
         self.driver.submit(stream.seqs)
@@ -179,8 +200,13 @@ class DirectWrites:
         return True
 
 
-async def write_sse(request: web.Request, stream: RequestStream, fmt: ChunkFormat, include_usage: bool,
-                    timing: RequestTiming | None = None):  # fmt: skip
+async def write_sse(
+    request: web.Request,
+    stream: RequestStream,
+    fmt: ChunkFormat,
+    include_usage: bool,
+    timing: RequestTiming | None = None,
+):
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream; charset=utf-8"})
     await response.prepare(request)
     writer = request.writer

@@ -62,8 +62,13 @@ def run_request(user, send) -> None:
 def send_request(user, spec, send, lag: float | None = None, session: tuple[str, int] | None = None) -> Exchange:
     """Send ``spec`` with ``send(spec, exchange)`` and record it, whatever happens; ``session`` is the (session id,
     turn) of a multi-turn conversation's request (locustfiles/session.py). Returns the recorded exchange."""
-    exchange = Exchange(user.request_name, user.target.recorder.level, spec.target_prompt_tokens, spec.max_tokens,
-                        check_output=user.ignore_eos)
+    exchange = Exchange(
+        user.request_name,
+        user.target.recorder.level,
+        spec.target_prompt_tokens,
+        spec.max_tokens,
+        check_output=user.ignore_eos,
+    )
     exchange.schedule_lag = lag
     if session:
         exchange.session_id, exchange.turn = session
@@ -144,12 +149,16 @@ class LLMUser(FastHttpUser):
         run_request(self, self.send)
 
     def send(self, spec, exchange: Exchange) -> None:
-        headers = self.target.headers | self.sticky_headers | {REQUEST_ID_HEADER: exchange.request_id,
-                                                               "Content-Type": "application/json"}
+        headers = (
+            self.target.headers
+            | self.sticky_headers
+            | {REQUEST_ID_HEADER: exchange.request_id, "Content-Type": "application/json"}
+        )
         payload = json.dumps(self.body(spec)).encode()
         exchange.sent()  # as late as a Locust user can take it: the session's own request building follows
-        with self.client.post(self.path, data=payload, headers=headers, stream=self.stream,
-                              catch_response=True, name=self.request_name) as resp:
+        with self.client.post(
+            self.path, data=payload, headers=headers, stream=self.stream, catch_response=True, name=self.request_name
+        ) as resp:
             exchange.status = resp.status_code
             if self.stream:
                 use_send_time(resp.stream, exchange)

@@ -50,8 +50,13 @@ class DoneWatch(httpx2.BaseTransport):
     def handle_request(self, request):
         self.done = False
         response = self.inner.handle_request(request)
-        return httpx2.Response(response.status_code, headers=response.headers, stream=self.watched(response.stream),
-                               request=request, extensions=response.extensions)
+        return httpx2.Response(
+            response.status_code,
+            headers=response.headers,
+            stream=self.watched(response.stream),
+            request=request,
+            extensions=response.extensions,
+        )
 
     def watched(self, stream):
         watch = self
@@ -61,7 +66,7 @@ class DoneWatch(httpx2.BaseTransport):
                 tail = b""
                 for chunk in stream:
                     watch.done = watch.done or DONE in tail + chunk
-                    tail = chunk[-len(DONE):]
+                    tail = chunk[-len(DONE) :]
                     yield chunk
 
             def close(self):
@@ -84,9 +89,13 @@ class SdkChatUser(User):
         read_options(self, environment)
         options = environment.parsed_options
         self.transport = DoneWatch(verify=not options.insecure)
-        self.client = openai.OpenAI(base_url=self.host.rstrip("/") + "/v1", api_key=opts.api_key(options) or "EMPTY",
-                                    timeout=self.timeout, max_retries=0,
-                                    http_client=openai.DefaultHttpxClient(transport=self.transport))
+        self.client = openai.OpenAI(
+            base_url=self.host.rstrip("/") + "/v1",
+            api_key=opts.api_key(options) or "EMPTY",
+            timeout=self.timeout,
+            max_retries=0,
+            http_client=openai.DefaultHttpxClient(transport=self.transport),
+        )
 
     def on_start(self) -> None:
         start_user(self)
@@ -101,7 +110,8 @@ class SdkChatUser(User):
         try:
             with gevent.Timeout(self.timeout, StreamError("Timeout")):
                 response = self.client.chat.completions.create(
-                    messages=[{"role": "user", "content": spec.text}], extra_body=extra, **fields)
+                    messages=[{"role": "user", "content": spec.text}], extra_body=extra, **fields
+                )
                 exchange.status = 200
                 if self.stream:
                     self.read_stream(response, exchange)
@@ -113,9 +123,14 @@ class SdkChatUser(User):
             exchange.fail(sdk_failure_name(e))
         exchange.finish()
         self.environment.events.request.fire(
-            request_type="POST", name=self.request_name, response_time=exchange.e2e * 1000,
-            response_length=exchange.completion_tokens or 0, response=None, context={},
-            exception=StreamError(exchange.error) if exchange.error else None)
+            request_type="POST",
+            name=self.request_name,
+            response_time=exchange.e2e * 1000,
+            response_length=exchange.completion_tokens or 0,
+            response=None,
+            context={},
+            exception=StreamError(exchange.error) if exchange.error else None,
+        )
         if not exchange.error:
             log_token_stats(self.environment, exchange)
 

@@ -123,8 +123,9 @@ class ChatSessionUser(chat.ChatUser):
             text = conversation.texts[conversation.turn - 1]
             return text, sizer.message(text) if sizer else None
         if conversation.turn > 1:
-            return " ".join(self.rng.choices(workload.words, k=options.turn_tokens)), \
-                options.turn_tokens if sizer else None
+            return " ".join(
+                self.rng.choices(workload.words, k=options.turn_tokens)
+            ), options.turn_tokens if sizer else None
         if workload.dataset:  # a JSONL dataset: its prompt opens the conversation
             drawn = self.rng.choice(workload.dataset)
             known = drawn.target_prompt_tokens is not None and sizer
@@ -146,8 +147,9 @@ class ChatSessionUser(chat.ChatUser):
             if self.workload not in _sizers:
                 _sizers[self.workload] = None
                 if self.workload.exact:
-                    tokenizer = Tokenizer(self.host, self.target.model, self.target.headers, chat=True,
-                                          verify=not self.insecure)
+                    tokenizer = Tokenizer(
+                        self.host, self.target.model, self.target.headers, chat=True, verify=not self.insecure
+                    )
                     try:
                         _sizers[self.workload] = TurnSizer(tokenizer)
                     except (requests.RequestException, ValueError, KeyError) as e:
@@ -165,7 +167,7 @@ class ChatSessionUser(chat.ChatUser):
 
     def read_json(self, response: dict, exchange) -> None:
         super().read_json(response, exchange)
-        message = ((response.get("choices") or [{}])[0].get("message") or {})
+        message = (response.get("choices") or [{}])[0].get("message") or {}
         self.answer.append(message.get("content") or "")
 
 

@@ -62,10 +62,13 @@ class Target:
         StopTarget with a one-line reason."""
         options = self.environment.parsed_options
         validate(options)
-        if (options.trace or options.arrival_rate) and any(getattr(cls, "closed_loop_only", False)
-                                                           for cls in self.environment.user_classes):
-            raise StopTarget("--trace and --arrival-rate send requests on a schedule; a session's turns follow its "
-                             "answers and think times: run the session user as a closed loop")
+        if (options.trace or options.arrival_rate) and any(
+            getattr(cls, "closed_loop_only", False) for cls in self.environment.user_classes
+        ):
+            raise StopTarget(
+                "--trace and --arrival-rate send requests on a schedule; a session's turns follow its "
+                "answers and think times: run the session user as a closed loop"
+            )
         try:
             key = opts.api_key(options)
         except OSError as e:
@@ -98,8 +101,9 @@ class Target:
                 raise StopTarget(f"cannot list models at {host.rstrip('/')}/v1/models: {e}") from None
             return {}
         except requests.RequestException as e:
-            raise StopTarget(f"cannot reach the server: GET {host.rstrip('/')}/v1/models: {connection_problem(e)}") \
-                from None
+            raise StopTarget(
+                f"cannot reach the server: GET {host.rstrip('/')}/v1/models: {connection_problem(e)}"
+            ) from None
         if not models and required:
             raise StopTarget(f"cannot list models at {host.rstrip('/')}/v1/models: no model listed")
         return models

@@ -45,8 +45,9 @@ def hold_bound(folder: Path, level: dict, now: float | None = None) -> str | Non
     except AnalysisError as error:
         log.warning("The live bound of %d users: %s", level["users"], error)
         return f"unknown ({error})"
-    windows = pd.DataFrame({"users": [level["users"]], "start": hold["hold_start"].to_numpy(),
-                            "end": hold["hold_end"].to_numpy()})
+    windows = pd.DataFrame(
+        {"users": [level["users"]], "start": hold["hold_start"].to_numpy(), "end": hold["hold_end"].to_numpy()}
+    )
     inputs = server_load(tables.get("server"), windows).iloc[0].copy()
     inputs["users"] = level["users"]
     health = tables.get("client_health")

@@ -91,11 +91,18 @@ class Series:
 
     def payload(self) -> dict:
         recorder, progress = self.target.recorder, self.target.progress
-        return {"points": list(self.points), "levels": [finite_dict(level) for level in progress.level_results],
-                "phase": progress.phase_text, "phase_since": progress.phase_since,
-                "phase_limit_s": progress.phase_limit_s, "now": time.time(), "running": recorder.folder is not None,
-                "totals": dict(recorder.totals), "folder": str(run_folder(self.target) or ""),
-                "report": self.final.status() if self.final else None}
+        return {
+            "points": list(self.points),
+            "levels": [finite_dict(level) for level in progress.level_results],
+            "phase": progress.phase_text,
+            "phase_since": progress.phase_since,
+            "phase_limit_s": progress.phase_limit_s,
+            "now": time.time(),
+            "running": recorder.folder is not None,
+            "totals": dict(recorder.totals),
+            "folder": str(run_folder(self.target) or ""),
+            "report": self.final.status() if self.final else None,
+        }
 
     def build_report(self, folder: Path, final: bool) -> Build:
         """A build of ``folder``'s report. A build of the run so far that is still at work on it is joined rather than
@@ -118,7 +125,9 @@ class Series:
         folder = recorder.folder
         if folder is None:
             return
-        if not options.csv_prefix:  # Locust's own statistics, in the run folder as the scenario runner's --csv puts them
+        if (
+            not options.csv_prefix
+        ):  # Locust's own statistics, in the run folder as the scenario runner's --csv puts them
             write_final_locust_csvs(environment, str(Path(folder.path) / schema.LOCUST_CSV_PREFIX))
         recorder.close_run(complete=True)
         self.build_report(Path(folder.path), final=True)
@@ -178,8 +187,11 @@ def register(web_ui, target, routes: Blueprint) -> Series:
     def _run_zip() -> Response:
         if (folder := run_folder(target)) is None:
             return no_run()
-        return Response(zipped(folder), mimetype="application/zip",
-                        headers={"Content-Disposition": f"attachment; filename={folder.name}.zip"})
+        return Response(
+            zipped(folder),
+            mimetype="application/zip",
+            headers={"Content-Disposition": f"attachment; filename={folder.name}.zip"},
+        )
 
     return series
 
@@ -188,11 +200,18 @@ def built(build: Build | None, kind: str) -> Response:
     """``build``'s report.html ("html") or summary.json ("summary"), or a one-line plain-text answer saying why not
     yet."""
     if build is None:
-        return Response("no run has ended yet: its report is built when it ends (see ./report for the run so far)\n",
-                        status=404, mimetype="text/plain")
+        return Response(
+            "no run has ended yet: its report is built when it ends (see ./report for the run so far)\n",
+            status=404,
+            mimetype="text/plain",
+        )
     if build.state == "building":
-        return Response(f"the report of {build.folder.name} is being built: try again in a few seconds\n",
-                        status=503, mimetype="text/plain", headers={"Retry-After": "5"})
+        return Response(
+            f"the report of {build.folder.name} is being built: try again in a few seconds\n",
+            status=503,
+            mimetype="text/plain",
+            headers={"Retry-After": "5"},
+        )
     if build.state == "failed":
         return Response(f"no report of {build.folder.name}: {build.message}\n", status=409, mimetype="text/plain")
     from vllm_stress.analysis.report import REPORT_HTML, SUMMARY_JSON  # here: the analysis loads matplotlib

@@ -68,33 +68,39 @@ def table_rows(target, final=None) -> list[dict]:
     server = telemetry.scraper.latest if telemetry.scraper else {}
     cpu_now = max(telemetry.latest_cpu.values(), default=0.0)
     kv_cache = server.get("kv_cache_usage", "")
-    rows = [dict.fromkeys(COLUMNS, "") | {
-        "level": run_state(target, final),
-        "requests": recorder.totals["requests"],
-        "failures": recorder.totals["failures"],
-        "aborted": recorder.totals["aborted"],
-        "output_tok_s": round(recorder.output_tokens_per_s(), 1),
-        "running": server.get("running", ""),
-        "waiting": server.get("waiting", ""),
-        "kv_cache_pct": "" if kv_cache == "" else round(kv_cache * 100, 1),
-        "client_cpu_pct": round(cpu_now, 1),
-        "client_saturated": _saturated(cpu_now),
-    }]
+    rows = [
+        dict.fromkeys(COLUMNS, "")
+        | {
+            "level": run_state(target, final),
+            "requests": recorder.totals["requests"],
+            "failures": recorder.totals["failures"],
+            "aborted": recorder.totals["aborted"],
+            "output_tok_s": round(recorder.output_tokens_per_s(), 1),
+            "running": server.get("running", ""),
+            "waiting": server.get("waiting", ""),
+            "kv_cache_pct": "" if kv_cache == "" else round(kv_cache * 100, 1),
+            "client_cpu_pct": round(cpu_now, 1),
+            "client_saturated": _saturated(cpu_now),
+        }
+    ]
     for users, level in sorted(recorder.latencies_by_level.items()):
         cpu = telemetry.max_cpu_by_level.get(users)
-        rows.append(dict.fromkeys(COLUMNS, "") | {
-            "level": f"{users} users",
-            "requests": level.requests,
-            "failures": level.failures,
-            "aborted": level.aborted,
-            "ttft_p50_ms": _scaled(bucket_percentile(level.ttft_ms, 0.5), 1, 1),
-            "ttft_p99_ms": _scaled(bucket_percentile(level.ttft_ms, 0.99), 1, 1),
-            "tpot_p50_ms": _scaled(bucket_percentile(level.tpot_ms, 0.5), 1, 2),
-            "e2e_p50_s": _scaled(bucket_percentile(level.e2e_ms, 0.5), 0.001, 3),
-            "e2e_p99_s": _scaled(bucket_percentile(level.e2e_ms, 0.99), 0.001, 3),
-            "client_cpu_pct": "" if cpu is None else round(cpu, 1),
-            "client_saturated": "" if cpu is None else _saturated(cpu),
-        })
+        rows.append(
+            dict.fromkeys(COLUMNS, "")
+            | {
+                "level": f"{users} users",
+                "requests": level.requests,
+                "failures": level.failures,
+                "aborted": level.aborted,
+                "ttft_p50_ms": _scaled(bucket_percentile(level.ttft_ms, 0.5), 1, 1),
+                "ttft_p99_ms": _scaled(bucket_percentile(level.ttft_ms, 0.99), 1, 1),
+                "tpot_p50_ms": _scaled(bucket_percentile(level.tpot_ms, 0.5), 1, 2),
+                "e2e_p50_s": _scaled(bucket_percentile(level.e2e_ms, 0.5), 0.001, 3),
+                "e2e_p99_s": _scaled(bucket_percentile(level.e2e_ms, 0.99), 0.001, 3),
+                "client_cpu_pct": "" if cpu is None else round(cpu, 1),
+                "client_saturated": "" if cpu is None else _saturated(cpu),
+            }
+        )
     return rows
 
 
@@ -148,7 +154,8 @@ def register(web_ui, target) -> None:
             return dashboard.no_run()
         with open(folder / schema.REQUESTS_FILE, "rb") as f:  # a snapshot: rows keep coming
             data = f.read()
-        return Response(data, mimetype="text/csv",
-                        headers={"Content-Disposition": f"attachment; filename={schema.REQUESTS_FILE}"})
+        return Response(
+            data, mimetype="text/csv", headers={"Content-Disposition": f"attachment; filename={schema.REQUESTS_FILE}"}
+        )
 
     web_ui.app.register_blueprint(routes)

@@ -35,9 +35,22 @@ class RampProgress:
         if environment is self.environment:
             self.phase_text, self.phase_since, self.phase_limit_s = text, time.time(), limit_s
 
-    def _on_level_ended(self, environment, users: int, verdict, output_tokens_per_s: float,
-                        schedule_lag_p99_s: float = float("nan"), **_kw) -> None:
+    def _on_level_ended(
+        self,
+        environment,
+        users: int,
+        verdict,
+        output_tokens_per_s: float,
+        schedule_lag_p99_s: float = float("nan"),
+        **_kw,
+    ) -> None:
         if environment is self.environment and verdict is not None:
-            self.level_results.append({"users": users, "steady": verdict.steady, "reason": verdict.reason,
-                                       "output_tokens_per_s": output_tokens_per_s,
-                                       "schedule_lag_p99_s": schedule_lag_p99_s})
+            self.level_results.append(
+                {
+                    "users": users,
+                    "steady": verdict.steady,
+                    "reason": verdict.reason,
+                    "output_tokens_per_s": output_tokens_per_s,
+                    "schedule_lag_p99_s": schedule_lag_p99_s,
+                }
+            )

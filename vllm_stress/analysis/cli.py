@@ -5,13 +5,14 @@
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 
 from vllm_stress.analysis import compare, store, vllm_json
+from vllm_stress.analysis.levels import LATENCY_METRICS
 from vllm_stress.analysis.load import AnalysisError
 from vllm_stress.analysis.report import ANY_LABEL, analyse
 from vllm_stress.analysis.traffic import DEFAULT_WINDOW_S
+from vllm_stress.core.slo import request_slos
 
 DESCRIPTION = """\
 Analyse vllm-stress run folders (requests.csv, levels.csv, itl_histogram.csv, run.json, locust_*.csv) and write
@@ -30,7 +31,6 @@ examples:
   python -m analysis compare BASELINE CANDIDATE [--fail-on 'output_tok_s<-5%'] [--out DIR]   (see compare --help)
   python -m analysis history [--db PATH]                                                      (the results store)
 """
-DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ms|s)?\s*$")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -114,19 +114,13 @@ def parse_gpus(values: list[str]) -> int | dict[str, int] | None:
 
 
 def parse_slo(text: str | None) -> dict[str, float] | None:
-    """'ttft=2s,tpot=50' -> {"ttft": 2.0, "tpot": 0.05} (seconds; a bare number is milliseconds, as vLLM's
-    ``--goodput ttft:500`` means 500 ms)."""
+    """'ttft=2s,tpot=50' -> {"ttft": 2.0, "tpot": 0.05}: per-request limits in seconds (vllm_stress.core.slo)."""
     if not text:
         return None
-    slo = {}
-    for item in text.split(","):
-        name, _, limit = item.partition("=")
-        match = DURATION.match(limit)
-        if not name.strip() or not match:
-            raise AnalysisError(f"--slo: {item!r} is not METRIC=LIMIT (e.g. ttft=2s, tpot=50ms)")
-        value, unit = match.groups()
-        slo[name.strip()] = float(value) / (1 if unit == "s" else 1000)
-    return slo
+    try:
+        return {slo.name: slo.limit for slo in request_slos(text, LATENCY_METRICS)}
+    except ValueError as error:
+        raise AnalysisError(str(error)) from None
 
 
 def parse_scaling(text: str | None) -> tuple[int, int] | None:

@@ -38,7 +38,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import re
 import shlex
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -50,6 +49,7 @@ from vllm_stress.analysis.levels import PERCENTILES
 from vllm_stress.analysis.load import AnalysisError
 from vllm_stress.analysis.report import run_levels
 from vllm_stress.core import schema
+from vllm_stress.core.slo import SUCCESS_FIELD, Slo, level_slos
 from vllm_stress.scenarios.runner import (
     ScenarioError,
     api_headers,
@@ -65,8 +65,7 @@ from vllm_stress.scenarios.runner import (
 
 log = logging.getLogger("scenarios")
 
-LATENCY_SLO = re.compile(r"^(ttft|tpot|itl|e2e)_p(\d+)$")
-LIMIT = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ms|s|%)?\s*$")
+SLO_METRICS = ("ttft", "tpot", "itl", "e2e")  # a level SLO limits a percentile of one of these
 RESULT_FILE = "search.json"
 REPORT_FILE = "search.md"
 OVER = {"users": (1, 1024), "rate": (1.0, 512.0)}  # what a search varies -> its default --low and --high
@@ -74,32 +73,6 @@ UNITS = {"users": "users", "rate": "req/s"}
 DEFAULT_POOL_SECONDS = 10.0
 LAG_FIELD = "schedule_lag_p99_s"
 REPORTED = ("output_tokens_per_s", "requests_per_s", LAG_FIELD)  # level fields every probe reports beside its SLOs
-
-
-@dataclass
-class Slo:
-    name: str  # as given: ttft_p99, success ...
-    field: str  # the level field it reads: ttft_p99_s, success_rate ...
-    limit: float  # in the field's unit (seconds, or a 0..1 share)
-
-    def met(self, level: dict) -> bool:
-        value = level.get(self.field)
-        if value is None or (isinstance(value, float) and math.isnan(value)):
-            return False
-        return value >= self.limit if self.field == "success_rate" else value <= self.limit
-
-    def excess(self, value: float) -> float:
-        """How far ``value`` is from the limit, as a ratio (1 at the limit, above 1 when it misses)."""
-        if self.field == "success_rate":
-            return (1 - value) / (1 - self.limit) if self.limit < 1 else (math.inf if value < 1 else 1.0)
-        return value / self.limit if self.limit else math.inf
-
-    def describe(self) -> str:
-        return (
-            f"{self.name} ≥ {self.limit:.2%}"
-            if self.field == "success_rate"
-            else f"{self.name} ≤ {self.limit * 1000:g} ms"
-        )
 
 
 @dataclass
@@ -145,25 +118,11 @@ class Probe:
 
 
 def parse_slos(text: str) -> list[Slo]:
-    """'ttft_p99=2000,tpot_p99=50ms,success=99.9%' -> SLOs; a clear ScenarioError for anything else."""
-    slos = []
-    for item in filter(None, (part.strip() for part in text.split(","))):
-        name, _, limit = item.partition("=")
-        match = LIMIT.match(limit)
-        latency = LATENCY_SLO.match(name.strip())
-        if not match:
-            raise ScenarioError(f"--slo: {item!r} is not NAME=LIMIT (e.g. ttft_p99=2000ms, success=99.9%)")
-        value, unit = float(match[1]), match[2]
-        if name.strip() == "success":
-            slos.append(Slo("success", "success_rate", value / 100 if unit == "%" or value > 1 else value))
-        elif latency and int(latency[2]) in PERCENTILES and unit != "%":
-            slos.append(Slo(name.strip(), f"{latency[1]}_p{latency[2]}_s", value if unit == "s" else value / 1000))
-        else:
-            known = ", ".join(f"{m}_p{p}" for m in ("ttft", "tpot", "itl", "e2e") for p in PERCENTILES)
-            raise ScenarioError(f"--slo: unknown {name.strip()!r} (use {known} or success)")
-    if not slos:
-        raise ScenarioError("--slo: give at least one, e.g. ttft_p99=2000ms")
-    return slos
+    """'ttft_p99=2000,tpot_p99=50ms,success=99.9%' -> SLOs (vllm_stress.core.slo); a ScenarioError for anything else."""
+    try:
+        return level_slos(text, SLO_METRICS, PERCENTILES)
+    except ValueError as error:
+        raise ScenarioError(str(error)) from None
 
 
 def judge(run_dirs: list[Path], load: float, users: int, slos: list[Slo], space: Space) -> Probe:
@@ -182,7 +141,7 @@ def judge(run_dirs: list[Path], load: float, users: int, slos: list[Slo], space:
     level = stats.aggregate_repeats(rows).set_index("users").loc[users].to_dict()
     values = {slo.name: level.get(slo.field) for slo in slos} | {name: level.get(name) for name in REPORTED}
     ci95 = {slo.name: level[f"{slo.field}_ci95"] for slo in slos if f"{slo.field}_ci95" in level}
-    missed = [slo for slo in slos if not slo.met(level)]
+    missed = [slo for slo in slos if not slo.met(level.get(slo.field))]
     probe = Probe(load, users, False, bool(level["steady"]), "", values, ci95, len(run_dirs), [s.name for s in missed])
     lag = level.get(LAG_FIELD)
     reasons = [f"misses {', '.join(slo.describe() for slo in missed)}"] if missed else []
@@ -428,9 +387,9 @@ def uncertainty(result: dict, space: Space) -> list[str]:
 
 def value_text(slo: Slo, value, ci95) -> str:
     spread = (
-        "" if ci95 is None or math.isnan(ci95) else " ± " + (fmt(ci95, 4) if slo.field == "success_rate" else ms(ci95))
+        "" if ci95 is None or math.isnan(ci95) else " ± " + (fmt(ci95, 4) if slo.field == SUCCESS_FIELD else ms(ci95))
     )
-    return (fmt(value, 4) if slo.field == "success_rate" else ms(value)) + spread
+    return (fmt(value, 4) if slo.field == SUCCESS_FIELD else ms(value)) + spread
 
 
 def ms(seconds) -> str:

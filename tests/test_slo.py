@@ -1,0 +1,53 @@
+"""vllm_stress.core.slo: the one --slo grammar, for goodput and for the SLO search."""
+
+import math
+
+import pytest
+
+from vllm_stress.core.slo import level_slos, parse_items, request_slos
+
+COLUMNS = {"ttft": "ttft_s", "tpot": "tpot_s", "e2e": "e2e_s"}
+
+
+@pytest.mark.fast
+def test_limits_are_milliseconds_unless_they_say_seconds():
+    assert parse_items("ttft=2s, tpot=50,e2e=1500ms") == [
+        ("ttft", 2.0, "s"),
+        ("tpot", 50.0, None),
+        ("e2e", 1500.0, "ms"),
+    ]
+    assert {slo.name: slo.limit for slo in request_slos("ttft=2s,tpot=50", COLUMNS)} == {"ttft": 2.0, "tpot": 0.05}
+
+
+@pytest.mark.fast
+def test_level_slos_limit_a_percentile_or_the_success_rate():
+    ttft, success, tpot = level_slos("ttft_p99=2000,success=99.9%,tpot_p50=0.05s", ["ttft", "tpot"], [50, 99])
+    assert (ttft.field, ttft.limit) == ("ttft_p99_s", 2.0)
+    assert (success.field, success.limit) == ("success_rate", pytest.approx(0.999))
+    assert (tpot.field, tpot.limit) == ("tpot_p50_s", 0.05)
+    assert ttft.met(1.9) and not ttft.met(2.1) and not ttft.met(math.nan) and not ttft.met(None)
+    assert success.met(0.9995) and not success.met(0.99)
+    assert ttft.excess(3.0) == pytest.approx(1.5)
+    assert success.excess(0.998) == pytest.approx(2.0)
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("ttft=fast", "--slo: 'ttft=fast' is not NAME=LIMIT"),
+        ("", "--slo: give at least one"),
+        ("latency=2s", "--slo: latency=2s is not a latency limit"),
+        ("ttft=5%", "--slo: ttft=5% is not a latency limit"),
+    ],
+)
+def test_bad_request_slos_are_one_line(text, message):
+    with pytest.raises(ValueError, match="^" + message.replace("(", r"\(")) as error:
+        request_slos(text, COLUMNS)
+    assert "\n" not in str(error.value)
+
+
+@pytest.mark.fast
+def test_an_unknown_level_slo_lists_the_known_ones():
+    with pytest.raises(ValueError, match=r"unknown 'ttft_p95' \(use ttft_p50, ttft_p99 or success\)"):
+        level_slos("ttft_p95=1s", ["ttft"], [50, 99])

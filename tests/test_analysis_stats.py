@@ -105,7 +105,7 @@ def test_bound_names_the_limit_of_each_level():
             "client_cpu_max_percent": [40.0, 95.0, 30.0, 97.0, 99.0, nan, 20.0, 10.0, 10.0],
         }
     )
-    assert stats.bound(levels).tolist() == [
+    assert stats.bounds(levels).tolist() == [
         "",
         "server-bound: waiting requests (a load generator at 95 % CPU: client timings inflated)",
         "client/gateway- or frontend-bound (the server's engine held 4 of 16; no HTTP-layer metrics to tell which)",
@@ -131,7 +131,7 @@ def test_a_starved_load_generator_and_a_saturated_frontend_are_named():
             "client_loop_lag_max_ms": [45.0, 2.0, 2.0],
         }
     )
-    assert stats.bound(levels).tolist() == [
+    assert stats.bounds(levels).tolist() == [
         "client-bound (a load generator's event loop 45 ms late; vLLM's HTTP layer held 4 of 16)",
         "frontend-bound (vLLM's API server process at 97 % CPU)",
         "",

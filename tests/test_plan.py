@@ -7,8 +7,9 @@ import pandas as pd
 from tests.test_faults import analyse
 from vllm_stress.analysis.synthetic import closed_loop_rows, step_levels, write_run
 from vllm_stress.core import schema
+from vllm_stress.core.sizing import CLIENT_CPU_US_PER_TOKEN, worker_processes
 from vllm_stress.scenarios.cli import main
-from vllm_stress.scenarios.plan import check_run, worker_processes
+from vllm_stress.scenarios.plan import check_run
 
 
 def test_plan_sizes_1000_streams_at_20_and_50_tokens_per_s(capsys):
@@ -23,10 +24,8 @@ def test_plan_sizes_1000_streams_at_20_and_50_tokens_per_s(capsys):
 def test_worker_processes_keep_each_under_the_timing_limit():
     for tokens_per_s in (1, 10_000, 20_491, 20_492, 50_000, 500_000):
         processes = worker_processes(tokens_per_s)
-        share = tokens_per_s * schema.CLIENT_CPU_US_PER_TOKEN / 1e6 / processes
-        assert share <= 0.5 and (
-            processes == 1 or tokens_per_s * schema.CLIENT_CPU_US_PER_TOKEN / 1e6 / (processes - 1) > 0.5
-        )
+        share = tokens_per_s * CLIENT_CPU_US_PER_TOKEN / 1e6 / processes
+        assert share <= 0.5 and (processes == 1 or tokens_per_s * CLIENT_CPU_US_PER_TOKEN / 1e6 / (processes - 1) > 0.5)
 
 
 def write_csv(path, columns, rows):

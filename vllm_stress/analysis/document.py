@@ -7,6 +7,7 @@ from pathlib import Path
 from vllm_stress.analysis import levels as level_defs
 from vllm_stress.analysis import stats
 from vllm_stress.analysis.render import Block, Bullets, Heading, Image, Paragraph, Table
+from vllm_stress.core import bound
 from vllm_stress.core import steady as steady_rule
 
 TITLE = "vLLM stress test report"
@@ -133,7 +134,7 @@ def peak_value(config: dict, key: str) -> float | None:
 
 
 def saturation_reason(config: dict) -> str:
-    """Why throughput stops growing: the first bound (vllm_stress.analysis.stats.bound) at or above the saturation level."""
+    """Why throughput stops growing: the first bound (vllm_stress.analysis.stats.bounds) at or above the saturation level."""
     if config["saturation_users"] is None:
         return "-"
     above = [level for level in config["levels"] if level["users"] >= config["saturation_users"]]
@@ -308,19 +309,19 @@ def method_blocks(summary: dict) -> list[Block]:
         "Scaling: output tok/s at the second level divided by output tok/s at the first (total tok/s gives the same "
         "ratio when prompt and output lengths are fixed).",
         f"Underloaded: a level whose requests in flight (time-averaged over its window) stay under "
-        f"{stats.UNDERLOADED_RATIO:.0%} of its users — the server never saw the target concurrency (think time, a "
+        f"{bound.UNDERLOADED_RATIO:.0%} of its users — the server never saw the target concurrency (think time, a "
         "client connection cap, a gateway limit or a client that cannot keep up), so its numbers describe a lower load.",
         "Why a level is bound (the flag after its users, and 'Why it saturates there'): 'server-bound: waiting "
         "requests' when requests queue inside the server's engine (server_waiting_mean ≥ 1 and ≥ "
-        f"{stats.QUEUED_SHARE:.0%} of server_in_system_mean: max_num_seqs or the KV cache); "
-        f"'client-bound' when a load generator reached {stats.CLIENT_CPU_LIMIT_PERCENT} % CPU (Locust's warning limit) "
-        f"or its event loop ran its timers {stats.CLIENT_LOOP_LAG_LIMIT_MS:.0f} ms late on average ('Client lag': it "
+        f"{bound.QUEUED_SHARE:.0%} of server_in_system_mean: max_num_seqs or the KV cache); "
+        f"'client-bound' when a load generator reached {bound.CLIENT_CPU_LIMIT_PERCENT} % CPU (Locust's warning limit) "
+        f"or its event loop ran its timers {bound.CLIENT_LOOP_LAG_LIMIT_MS:.0f} ms late on average ('Client lag': it "
         "waited for a core that something else held, such as a server on the same host, and its timestamps are late "
         "by as much) and the server did not queue; 'client/gateway-bound' when vLLM's HTTP layer held under "
-        f"{stats.UNDERLOADED_RATIO:.0%} of the users (requests were held back before they reached it); "
+        f"{bound.UNDERLOADED_RATIO:.0%} of the users (requests were held back before they reached it); "
         "'frontend-bound' when the HTTP layer held the users but the engine did not (the rest of each request's time "
         "was in vLLM's frontend: HTTP, chat template, tokenization, detokenization, streaming), or when vLLM's API "
-        f"server process used {stats.FRONTEND_CPU_LIMIT_PERCENT} % of a core (requests then wait in its event loop "
+        f"server process used {bound.FRONTEND_CPU_LIMIT_PERCENT} % of a core (requests then wait in its event loop "
         "before its HTTP layer times them; short of that, time before vLLM's HTTP layer cannot be told apart from a "
         "gateway by vLLM's metrics). What a layer held "
         "comes from Little's law on the server's own histograms: the sum of the latencies it recorded in the window "

@@ -39,7 +39,7 @@ import numpy as np
 import pandas as pd
 
 from vllm_stress.analysis.load import AnalysisError, Run
-from vllm_stress.core import steady
+from vllm_stress.core import bound, steady
 from vllm_stress.core.metrics import bucket_percentile, percentile, streamed_tokens
 from vllm_stress.core.metrics import mean_in_flight as in_flight_mean
 from vllm_stress.core.schema import ABORTED, LEVELS_FILE, REQUESTS_FILE
@@ -272,46 +272,13 @@ def token_times(rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray,
     return first, end, output, prompt
 
 
-SERVER_LOAD_COLUMNS = [
-    "server_e2e_mean_s",
-    "server_in_system_mean",
-    "server_waiting_mean",
-    "server_http_held_mean",
-    "server_frontend_cpu_percent",
-]
-
-
 def server_load(server: pd.DataFrame | None, windows: pd.DataFrame) -> pd.DataFrame:
-    """What the server held in each window, by Little's law from its own histograms alone (see LEVEL_FIELDS; NaN
-    without server_metrics.csv). Each scrape row holds the observations since the previous scrape, so the time the
-    window's rows cover is the sum of their scrape intervals. These are time integrals: gauges sampled once per
-    scrape are too noisy to decide anything with few scrapes and short requests."""
-    if server is None or server.empty:
-        return pd.DataFrame(np.nan, index=windows["users"], columns=SERVER_LOAD_COLUMNS)
-    server = server.sort_values("time")
-    interval = server["time"].diff()
-    loads = []
-    for w_start, w_end in zip(windows["start"], windows["end"], strict=True):
-        inside = server[
-            (server["time"] > w_start) & (server["time"] <= w_end) & interval.notna() & server["e2e_count"].notna()
-        ]
-        span = interval[inside.index].sum()
-        count = inside["e2e_count"].sum()
-        if span <= 0 or count <= 0:
-            loads.append([np.nan] * len(SERVER_LOAD_COLUMNS))
-            continue
-        http = inside["http_sum_s"].sum() / span if inside["http_count"].notna().any() else np.nan
-        frontend_cpu = server["frontend_cpu_s"].diff()[inside.index].sum(min_count=1) / span * 100
-        loads.append(
-            [
-                inside["e2e_sum_s"].sum() / count,
-                inside["e2e_sum_s"].sum() / span,
-                inside["queue_sum_s"].sum(min_count=1) / span,
-                http,
-                frontend_cpu,
-            ]
-        )
-    return pd.DataFrame(loads, index=windows["users"], columns=SERVER_LOAD_COLUMNS)
+    """What the server held in each window (vllm_stress.core.bound.server_load; NaN without server_metrics.csv)."""
+    scrapes = [] if server is None else server.sort_values("time").to_dict("records")
+    loads = [
+        bound.server_load(scrapes, start, end) for start, end in zip(windows["start"], windows["end"], strict=True)
+    ]
+    return pd.DataFrame(loads, index=windows["users"], columns=list(bound.SERVER_LOAD_FIELDS), dtype=float)
 
 
 def server_prefix_hit_rate(server: pd.DataFrame | None, windows: pd.DataFrame) -> np.ndarray:
@@ -333,16 +300,13 @@ def server_prefix_hit_rate(server: pd.DataFrame | None, windows: pd.DataFrame) -
 
 
 def client_health_max(health: pd.DataFrame | None, windows: pd.DataFrame, column: str) -> np.ndarray:
-    """The highest ``column`` of client_health.csv in each window (NaN without the file). A process's sample covers
-    the time since its previous sample, so the samples whose span overlaps the window count."""
-    if health is None or health.empty:
-        return np.full(len(windows), np.nan)
-    health = health.sort_values("time")
-    since = health.groupby("worker")["time"].shift().fillna(-np.inf)
+    """The highest ``column`` of client_health.csv in each window (vllm_stress.core.bound.health_max; NaN without
+    the file)."""
+    samples = [] if health is None else health.sort_values("time").to_dict("records")
     return np.array(
         [
-            health.loc[(health["time"] > w_start) & (since < w_end), column].max()
-            for w_start, w_end in zip(windows["start"], windows["end"], strict=True)
+            bound.health_max(samples, column, start, end)
+            for start, end in zip(windows["start"], windows["end"], strict=True)
         ],
         dtype=float,
     )

@@ -16,8 +16,8 @@ from pathlib import Path
 from vllm_stress.analysis.document import percent, ratio, seconds, tokens
 from vllm_stress.analysis.plots import new_figure
 from vllm_stress.analysis.render import Block, Bullets, Heading, Image, Paragraph, Table, to_html, to_markdown
-from vllm_stress.analysis.report import REPORT_HTML, REPORT_MD, SUMMARY_JSON
 from vllm_stress.core.grading import accuracy_by_level, agreement
+from vllm_stress.core.schema import REPORT_HTML, REPORT_MD, SUMMARY_JSON
 
 TITLE = "Parallel queries: wall-clock speedup and answers that don't change"
 SPEEDUP_PNG = "speedup.png"

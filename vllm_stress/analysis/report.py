@@ -20,12 +20,9 @@ from vllm_stress.analysis.plots import write_plots
 from vllm_stress.analysis.render import Bullets, Heading, Paragraph, to_html, to_markdown
 from vllm_stress.analysis.summary import build_summary, summarise_config
 from vllm_stress.analysis.traffic import DEFAULT_WINDOW_S, traffic_blocks, traffic_tables
-from vllm_stress.core.schema import CLIENT_CPU_LIMIT_PERCENT
-from vllm_stress.scenarios.plan import worker_processes
+from vllm_stress.core.schema import CLIENT_CPU_LIMIT_PERCENT, REPORT_HTML, REPORT_MD, SUMMARY_JSON
+from vllm_stress.core.sizing import worker_processes
 
-REPORT_MD = "report.md"
-REPORT_HTML = "report.html"
-SUMMARY_JSON = "summary.json"
 ANY_LABEL = "*"  # key of a gpus mapping that applies to every label not named
 
 

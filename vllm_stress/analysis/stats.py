@@ -26,15 +26,11 @@ import math
 import numpy as np
 import pandas as pd
 
-from vllm_stress.core.schema import CLIENT_CPU_LIMIT_PERCENT, CLIENT_LOOP_LAG_LIMIT_MS
+from vllm_stress.core import bound
 
 SATURATION_TOLERANCE = 0.05
 KNEE_MIN_EXCESS = 0.1
 UNSTABLE_LIMIT = 0.10
-UNDERLOADED_RATIO = 0.9
-QUEUED_SHARE = 0.1
-FRONTEND_CPU_LIMIT_PERCENT = 90
-SCHEDULE_LAG_LIMIT_S = 1.0  # open loop / trace replay: p99 of arrivals' wait for a free user before it is flagged
 LATENCY_BUDGET = 1.5
 TRUST_FIELDS = ("output_tokens_per_s", "total_tokens_per_s", "e2e_p99_s")
 PEAK_FIELD = "output_tokens_per_s"
@@ -138,73 +134,14 @@ def underloaded(levels: pd.DataFrame) -> pd.Series:
     concurrency (think time, a client connection cap, a gateway limit or a client that cannot keep up). An open loop
     or a trace replay (its rows have a schedule lag) sets its own load: its users are only a pool."""
     closed = levels["schedule_lag_p50_s"].isna() if "schedule_lag_p50_s" in levels else True
-    return (levels["concurrency_mean"] < UNDERLOADED_RATIO * levels["users"]) & closed
+    return (levels["concurrency_mean"] < bound.UNDERLOADED_RATIO * levels["users"]) & closed
 
 
-def bound(levels: pd.DataFrame) -> pd.Series:
-    """Why each level's throughput is what it is (see level_bound), "" where nothing says."""
-    return levels.apply(level_bound, axis=1).astype(str) if not levels.empty else pd.Series("", index=levels.index)
-
-
-def level_bound(level: pd.Series) -> str:
-    """Why a level's throughput is what it is, from the server's own histograms (server_metrics.csv, see
-    server_in_system_mean, server_waiting_mean and server_http_held_mean in vllm_stress.analysis.levels.LEVEL_FIELDS) and the
-    load generators' CPU (client_health.csv):
-
-    * "server-bound: waiting requests": requests queued inside the engine: at least one waiting on average, and at
-      least QUEUED_SHARE of the requests it held (a request waits that share of its time there): max_num_seqs or
-      the KV cache is the limit (a prefill token budget alone delays arrivals by a step or two, a few per cent).
-      A note is added when a load generator was at its CPU limit too: its timings are inflated;
-    * "client-bound": a load generator at or above Locust's CPU warning limit, or whose event loop ran its timers
-      CLIENT_LOOP_LAG_LIMIT_MS late on average (it waits for a core something else holds: its timestamps are late by
-      as much), or, in an open loop or a trace replay, arrivals that waited SCHEDULE_LAG_LIMIT_S (p99) for a free
-      user (the schedule was not kept: more users, or workers, are needed), while the server did not queue;
-    * "client/gateway-bound": vLLM's HTTP layer held under UNDERLOADED_RATIO of the level's users: requests were
-      held back before they reached the server (a client connection cap, a gateway limit, a starved worker);
-    * "frontend-bound": the HTTP layer held the users but the engine held under UNDERLOADED_RATIO of them (the rest
-      of each request's time was in vLLM's frontend: HTTP, chat template, tokenization, detokenization, streaming),
-      or vLLM's API server process used FRONTEND_CPU_LIMIT_PERCENT of a core (requests then wait in its event loop
-      before its HTTP layer even times them) — with small models on slow CPUs a real limit of its own;
-    * without the HTTP layer's histogram the last two cannot be told apart and the label says so;
-    * "" otherwise, or when neither file says.
-    """
-    users = level["users"]
-    held = level.get("server_in_system_mean", np.nan)
-    http = level.get("server_http_held_mean", np.nan)
-    cpu = level.get("client_cpu_max_percent", np.nan)
-    lag = level.get("client_loop_lag_max_ms", np.nan)
-    frontend_cpu = level.get("server_frontend_cpu_percent", np.nan)
-    schedule_lag = level.get("schedule_lag_p99_s", np.nan)
-    cpu_note = "; ".join(
-        filter(
-            None,
-            (
-                f"a load generator at {cpu:.0f} % CPU" if cpu >= CLIENT_CPU_LIMIT_PERCENT else "",
-                f"a load generator's event loop {lag:.0f} ms late" if lag >= CLIENT_LOOP_LAG_LIMIT_MS else "",
-                f"arrivals waited {schedule_lag:.1f} s (p99) for a free user: it did not keep up with the schedule"
-                if schedule_lag >= SCHEDULE_LAG_LIMIT_S
-                else "",
-            ),
-        )
+def bounds(levels: pd.DataFrame) -> pd.Series:
+    """Why each level's throughput is what it is (vllm_stress.core.bound.level_bound), "" where nothing says."""
+    return (
+        levels.apply(bound.level_bound, axis=1).astype(str) if not levels.empty else pd.Series("", index=levels.index)
     )
-    waiting = level.get("server_waiting_mean", np.nan)
-    if waiting >= 1.0 and waiting >= QUEUED_SHARE * held:
-        return "server-bound: waiting requests" + (f" ({cpu_note}: client timings inflated)" if cpu_note else "")
-    few = UNDERLOADED_RATIO * users if np.isnan(schedule_lag) else 0  # open loop: the users are only a pool
-    if (http < few or held < few) and frontend_cpu >= FRONTEND_CPU_LIMIT_PERCENT:
-        kind, note = "frontend-bound", f"vLLM's API server process at {frontend_cpu:.0f} % CPU"
-    elif http < few:
-        kind, note = "client/gateway-bound", f"vLLM's HTTP layer held {http:.0f} of {users:.0f}"
-    elif held < few and not np.isnan(http):
-        kind, note = "frontend-bound", f"vLLM's HTTP layer held {http:.0f} of {users:.0f}, its engine {held:.0f}"
-    elif held < few:
-        kind = "client/gateway- or frontend-bound"
-        note = f"the server's engine held {held:.0f} of {users:.0f}; no HTTP-layer metrics to tell which"
-    else:
-        kind, note = "", ""
-    if cpu_note:
-        return f"client-bound ({'; '.join(filter(None, (cpu_note, note)))})"
-    return f"{kind} ({note})" if kind else ""
 
 
 def steady_levels(levels: pd.DataFrame) -> pd.DataFrame:

@@ -6,7 +6,7 @@ Per run (table ``runs``): when it was recorded, its folder, the config label it 
 scenario, whether it completed, the server version when run.json has one, the suite's git commit (when the suite
 runs from a git checkout), the whole run.json as ``meta`` (the options the run was made with) and the config's
 verdicts (peak, saturation point, knee, recommendations). Per run and level (table ``levels``): the steady-state
-verdict and reason, why the level is bound (``vllm_stress.analysis.stats.bound``), the headline metrics as columns and every
+verdict and reason, why the level is bound (``vllm_stress.analysis.stats.bounds``), the headline metrics as columns and every
 level field (``vllm_stress.analysis.levels.LEVEL_FIELDS``) as JSON in ``fields``.
 
 ``python -m analysis history`` lists the runs; ``python -m analysis compare db:ID db:ID`` compares them.
@@ -106,7 +106,7 @@ def record(db: str | Path, summary: dict, analysed: list[tuple[str, Run, pd.Data
                 ),
             )
             ids.append(cursor.lastrowid)
-            rows = to_json_types(levels.assign(bound=stats.bound(levels)).to_dict("records"))
+            rows = to_json_types(levels.assign(bound=stats.bounds(levels)).to_dict("records"))
             connection.executemany(
                 f"INSERT INTO levels VALUES (?, ?, ?, ?, ?, {', '.join('?' * len(HEADLINE))}, ?)",
                 [

@@ -44,7 +44,7 @@ def summarise_config(
     meta, errors, locust_failures, locust_exceptions)."""
     levels = stats.aggregate_repeats(per_run).sort_values("users").reset_index(drop=True)
     levels["underloaded"] = stats.underloaded(levels)
-    levels["bound"] = stats.bound(levels)
+    levels["bound"] = stats.bounds(levels)
     low, high = scaling or (int(levels["users"].min()), int(levels["users"].max()))
     for level in (low, high):
         if level not in set(levels["users"]):

@@ -9,7 +9,7 @@
   the run's stop cut, and the session duration (first send to last answer, think times included) p50/p99.
 * **Per window** (``window_s`` seconds from the first send, by send time): requests, failures, output tok/s
   (``vllm_stress.core.metrics.streamed_tokens``), TTFT p50/p99, and the schedule lag p50/p99/max; a window whose lag p99
-  reaches ``vllm_stress.analysis.stats.SCHEDULE_LAG_LIMIT_S`` is flagged ``behind``: the client did not keep the schedule there.
+  reaches ``vllm_stress.analysis.bound.SCHEDULE_LAG_LIMIT_S`` is flagged ``behind``: the client did not keep the schedule there.
 
 Every percentile is ``vllm_stress.core.metrics.percentile``. One entry per run that has such rows: ``{"run", "turns",
 "sessions", "windows"}`` in the config's ``traffic`` list of summary.json.
@@ -26,8 +26,8 @@ from vllm_stress.analysis.document import percent, seconds, tokens
 from vllm_stress.analysis.levels import classify, prefix_hit_rates, token_times
 from vllm_stress.analysis.load import Run
 from vllm_stress.analysis.render import Block, Heading, Paragraph, Table
-from vllm_stress.analysis.stats import SCHEDULE_LAG_LIMIT_S
 from vllm_stress.analysis.summary import to_json_types
+from vllm_stress.core.bound import SCHEDULE_LAG_LIMIT_S
 from vllm_stress.core.metrics import percentile, streamed_tokens
 
 DEFAULT_WINDOW_S = 10.0

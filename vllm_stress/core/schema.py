@@ -27,6 +27,10 @@ REQUESTS_FILE = "requests.csv"
 LEVELS_FILE = "levels.csv"
 ITL_FILE = "itl_histogram.csv"
 RUN_FILE = "run.json"
+# A report folder (python -m analysis RUN --out OUT)
+REPORT_MD = "report.md"
+REPORT_HTML = "report.html"
+SUMMARY_JSON = "summary.json"
 LOCUST_CSV_PREFIX = "locust"  # Locust's own --csv files in a run folder: locust_stats.csv, locust_failures.csv ...
 
 # requests.csv: one row per request started, written by the master (or the local runner) as rows arrive.
@@ -153,9 +157,6 @@ CLIENT_CPU_LIMIT_PERCENT = 90  # locust.runners.CPU_WARNING_THRESHOLD
 # A load generator whose event loop runs its timers this late on average takes every timestamp about as late: its
 # latencies are not to be trusted (it waits for a core that something else holds, whatever its own CPU figure).
 CLIENT_LOOP_LAG_LIMIT_MS = 20.0
-# CPU a worker process spends per streamed token (one SSE event each), measured at 1,000 streams: the median of
-# benchmarks/client.md's runs. Worker sizing (vllm_stress/scenarios/plan.py) is made from it.
-CLIENT_CPU_US_PER_TOKEN = 24.4
 
 
 def latency_bucket_ms(seconds: float) -> float:

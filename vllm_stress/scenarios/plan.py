@@ -21,8 +21,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from vllm_stress.core import schema
-
-TIMING_CPU_PERCENT = 50.0  # a worker process's CPU budget for accurate timing
+from vllm_stress.core.sizing import CLIENT_CPU_US_PER_TOKEN, TIMING_CPU_PERCENT, cores_for, worker_processes
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -47,21 +46,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def worker_processes(tokens_per_s: float) -> int:
-    """Worker processes that keep each under TIMING_CPU_PERCENT while streaming ``tokens_per_s`` in total."""
-    cores = tokens_per_s * schema.CLIENT_CPU_US_PER_TOKEN / 1e6
-    return max(1, math.ceil(cores * 100 / TIMING_CPU_PERCENT - 1e-9))
-
-
 def plan(users: int, tokens_per_s_per_stream: float, cores_per_machine: int) -> str:
     tokens_per_s = users * tokens_per_s_per_stream
-    cores = tokens_per_s * schema.CLIENT_CPU_US_PER_TOKEN / 1e6
+    cores = cores_for(tokens_per_s)
     processes = worker_processes(tokens_per_s)
     machines = math.ceil(processes / cores_per_machine)
     return "\n".join(
         [
             f"{users:,} streams x {tokens_per_s_per_stream:g} tokens/s = {tokens_per_s:,.0f} tokens/s to time",
-            f"client CPU: {schema.CLIENT_CPU_US_PER_TOKEN} us per token (benchmarks/client.md) = {cores:.2f} cores",
+            f"client CPU: {CLIENT_CPU_US_PER_TOKEN} us per token (benchmarks/client.md) = {cores:.2f} cores",
             f"worker processes: {processes} (each at most {TIMING_CPU_PERCENT:.0f} % of a core for accurate timing: "
             f"{100 * cores / processes:.0f} % each)",
             f"worker machines: {machines} with {cores_per_machine} cores each (--processes -1), "

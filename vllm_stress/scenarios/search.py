@@ -11,7 +11,7 @@ analysis measures it with the report's definitions.
 * **Over rate** (open loop, ``--over rate``): the probe sends Poisson arrivals at R requests/s
   (``--arrival-rate``, vllm_stress/client/pacing.py) carried by a pool of ``ceil(R × --pool-seconds)`` users — by Little's
   law the pool holds R × e2e requests, so ``--pool-seconds`` must exceed the e2e latency at the answer. A probe
-  whose arrivals waited ``vllm_stress.analysis.stats.SCHEDULE_LAG_LIMIT_S`` (p99 of ``schedule_lag_s``) for a free user did not
+  whose arrivals waited ``vllm_stress.analysis.bound.SCHEDULE_LAG_LIMIT_S`` (p99 of ``schedule_lag_s``) for a free user did not
   send at its rate: it fails, and says to raise ``--pool-seconds``.
 
 With ``--repeats N`` each probe runs N times and is judged on the mean across its runs (``vllm_stress.analysis.stats.
@@ -48,7 +48,7 @@ from vllm_stress.analysis import stats
 from vllm_stress.analysis.levels import PERCENTILES
 from vllm_stress.analysis.load import AnalysisError
 from vllm_stress.analysis.report import run_levels
-from vllm_stress.core import schema
+from vllm_stress.core import bound, schema
 from vllm_stress.core.slo import SUCCESS_FIELD, Slo, level_slos
 from vllm_stress.scenarios.runner import (
     ScenarioError,
@@ -145,7 +145,7 @@ def judge(run_dirs: list[Path], load: float, users: int, slos: list[Slo], space:
     probe = Probe(load, users, False, bool(level["steady"]), "", values, ci95, len(run_dirs), [s.name for s in missed])
     lag = level.get(LAG_FIELD)
     reasons = [f"misses {', '.join(slo.describe() for slo in missed)}"] if missed else []
-    if not space.whole and lag is not None and lag >= stats.SCHEDULE_LAG_LIMIT_S:
+    if not space.whole and lag is not None and lag >= bound.SCHEDULE_LAG_LIMIT_S:
         # the pool was full: the server is past its capacity (the SLOs say so) or the pool is too small for the rate
         reasons.append(
             f"arrivals waited {lag:.1f} s (p99) for a free user"
@@ -363,7 +363,7 @@ def markdown(result: dict, slos: list[Slo], space: Space) -> str:
         lines += [
             "",
             f"Open loop: Poisson arrivals at the probe's rate, carried by ceil(rate × {space.pool_seconds:g} "
-            f"s) users (--pool-seconds); a probe whose arrivals waited {stats.SCHEDULE_LAG_LIMIT_S:g} s (p99) "
+            f"s) users (--pool-seconds); a probe whose arrivals waited {bound.SCHEDULE_LAG_LIMIT_S:g} s (p99) "
             "for a free user did not keep its rate and fails.",
         ]
     return "\n".join(lines) + "\n"

@@ -214,9 +214,8 @@ def built(build: Build | None, kind: str) -> Response:
         )
     if build.state == "failed":
         return Response(f"no report of {build.folder.name}: {build.message}\n", status=409, mimetype="text/plain")
-    from vllm_stress.analysis.report import REPORT_HTML, SUMMARY_JSON  # here: the analysis loads matplotlib
 
-    name, mimetype = (REPORT_HTML, "text/html") if kind == "html" else (SUMMARY_JSON, "application/json")
+    name, mimetype = (schema.REPORT_HTML, "text/html") if kind == "html" else (schema.SUMMARY_JSON, "application/json")
     return Response((build.out / name).read_bytes(), mimetype=mimetype)
 
 

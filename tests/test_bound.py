@@ -1,0 +1,106 @@
+"""The bound rule (vllm_stress.core.bound): the live dashboard (vllm_stress.webui.bound) reads the same files with
+the same rule as the report, and the rule's verdicts on known server and client figures."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from vllm_stress.analysis import stats
+from vllm_stress.analysis.levels import client_health_max, server_load
+from vllm_stress.core.bound import level_bound
+from vllm_stress.core.schema import (
+    CLIENT_HEALTH_COLUMNS,
+    CLIENT_HEALTH_FILE,
+    LEVEL_COLUMNS,
+    LEVELS_FILE,
+    SERVER_METRICS_COLUMNS,
+    SERVER_METRICS_FILE,
+)
+from vllm_stress.webui.bound import SETTLE_S, hold_bound
+
+T0 = 1.7e9
+HOLD = (T0 + 1100.0, T0 + 1200.0)
+
+
+def write_files(folder, waiting_share: float, cpu: float) -> None:
+    """A hold of 20 users whose server held each request 1 s, ``waiting_share`` of it queued (50 end every 10 s:
+    5 in its engine by Little's law), and two load generators, one at ``cpu`` % just inside the hold."""
+    folder.mkdir()
+    pd.DataFrame([(20, T0 + 1090, *HOLD)], columns=LEVEL_COLUMNS).to_csv(folder / LEVELS_FILE, index=False)
+    scrapes = np.arange(T0 + 1110, T0 + 1231, 10.0)
+    server = pd.DataFrame({column: 0.0 for column in SERVER_METRICS_COLUMNS}, index=range(len(scrapes)))
+    server = server.assign(
+        time=scrapes,
+        users=20,
+        e2e_count=50,
+        e2e_sum_s=50.0,
+        queue_sum_s=50 * waiting_share,
+        frontend_cpu_s=0.5 * np.arange(len(scrapes)),
+        http_count=np.nan,
+        http_sum_s=np.nan,
+    )
+    server.to_csv(folder / SERVER_METRICS_FILE, index=False)
+    health = [(T0 + t, 20, w, 40.0, 1.0) for t in (1100, 1130, 1230) for w in ("w1", "w2")]
+    health[3] = (T0 + 1130, 20, "w2", cpu, 35.0)
+    pd.DataFrame(health, columns=CLIENT_HEALTH_COLUMNS).to_csv(folder / CLIENT_HEALTH_FILE, index=False)
+
+
+def report_bound(folder) -> str:
+    """The report's path: pandas tables, the analysis' per-window figures, stats.bounds."""
+    windows = pd.DataFrame({"users": [20], "start": [HOLD[0]], "end": [HOLD[1]]})
+    level = server_load(pd.read_csv(folder / SERVER_METRICS_FILE), windows).reset_index()
+    health = pd.read_csv(folder / CLIENT_HEALTH_FILE)
+    level["client_cpu_max_percent"] = client_health_max(health, windows, "cpu_percent")
+    level["client_loop_lag_max_ms"] = client_health_max(health, windows, "loop_lag_ms")
+    return stats.bounds(level).iloc[0]
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize(
+    ("waiting_share", "cpu", "expected"),
+    [
+        (
+            0.5,
+            40.0,
+            "server-bound: waiting requests (a load generator's event loop 35 ms late: client timings inflated)",
+        ),
+        (
+            0.0,
+            97.0,
+            "client-bound (a load generator at 97 % CPU; a load generator's event loop 35 ms late; "
+            "the server's engine held 5 of 20; no HTTP-layer metrics to tell which)",
+        ),
+    ],
+)
+def test_the_live_bound_is_the_reports(tmp_path, waiting_share, cpu, expected):
+    folder = tmp_path / "run"
+    write_files(folder, waiting_share, cpu)
+    assert hold_bound(folder, {"users": 20}, now=HOLD[1] + SETTLE_S - 1) is None  # samples may still come
+    live = hold_bound(folder, {"users": 20}, now=HOLD[1] + SETTLE_S)
+    assert live == report_bound(folder) == expected
+
+
+@pytest.mark.fast
+def test_a_level_without_its_hold_or_files_waits_then_says_nothing(tmp_path):
+    folder = tmp_path / "run"
+    folder.mkdir()
+    assert hold_bound(folder, {"users": 20}, now=T0) is None
+    pd.DataFrame([(20, T0, T0 + 1, T0 + 2)], columns=LEVEL_COLUMNS).to_csv(folder / LEVELS_FILE, index=False)
+    assert hold_bound(folder, {"users": 20}, now=T0 + 60) == ""
+
+
+@pytest.mark.fast
+def test_frontend_and_gateway_bounds_need_the_http_layer_to_tell_apart():
+    base = {"users": 100, "server_waiting_mean": 0.0}
+    assert level_bound(base | {"server_in_system_mean": 40.0, "server_http_held_mean": 98.0}) == (
+        "frontend-bound (vLLM's HTTP layer held 98 of 100, its engine 40)"
+    )
+    assert level_bound(base | {"server_in_system_mean": 40.0, "server_http_held_mean": 41.0}) == (
+        "client/gateway-bound (vLLM's HTTP layer held 41 of 100)"
+    )
+    assert level_bound(base | {"server_in_system_mean": 99.0, "server_http_held_mean": 99.5}) == ""
+    open_loop = base | {"server_in_system_mean": 3.0, "schedule_lag_p99_s": 0.2}  # the users are only a pool
+    assert level_bound(open_loop) == ""
+    assert level_bound({"users": 10, "server_frontend_cpu_percent": math.nan}) == ""

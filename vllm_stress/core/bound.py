@@ -1,0 +1,121 @@
+"""Why a level's throughput is what it is — server-, client-, client/gateway- or frontend-bound — from the server's
+own histograms over the level's window and its load generators' health. One rule for the report and the live
+dashboard; docs/concepts/bounds.md explains it."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from vllm_stress.core.schema import CLIENT_CPU_LIMIT_PERCENT, CLIENT_LOOP_LAG_LIMIT_MS
+
+UNDERLOADED_RATIO = 0.9  # the server (or its HTTP layer) held under this share of the users
+QUEUED_SHARE = 0.1  # requests waited this share of their time in the server
+FRONTEND_CPU_LIMIT_PERCENT = 90  # vLLM's API server process at this much of a core
+SCHEDULE_LAG_LIMIT_S = 1.0  # open loop / trace replay: p99 of arrivals' wait for a free user
+# What the server held over a window (level fields, see vllm_stress.analysis.levels.LEVEL_FIELDS)
+SERVER_LOAD_FIELDS = (
+    "server_e2e_mean_s",
+    "server_in_system_mean",
+    "server_waiting_mean",
+    "server_http_held_mean",
+    "server_frontend_cpu_percent",
+)
+
+Row = Mapping[str, Any]  # a row of server_metrics.csv or client_health.csv, numbers as floats (NaN when empty)
+
+
+def total(values: list[float]) -> float:
+    """The sum of the numbers that are not NaN, NaN when there are none."""
+    present = [value for value in values if not math.isnan(value)]
+    return math.fsum(present) if present else math.nan
+
+
+def server_load(scrapes: Sequence[Row], start: float, end: float) -> dict[str, float]:
+    """What the server held between ``start`` and ``end`` by Little's law on its own histograms (``scrapes``:
+    server_metrics.csv rows sorted by time, each holding the observations since the previous scrape): the mean e2e,
+    the requests in its engine, waiting, in its HTTP layer, and its API server's CPU; NaN where nothing says."""
+    inside = [
+        (previous, scrape)
+        for previous, scrape in zip(scrapes, scrapes[1:], strict=False)
+        if start < scrape["time"] <= end and not math.isnan(scrape["e2e_count"])
+    ]
+    span = math.fsum(scrape["time"] - previous["time"] for previous, scrape in inside)
+    count = total([scrape["e2e_count"] for _, scrape in inside])
+    if not span > 0 or not count > 0:
+        return dict.fromkeys(SERVER_LOAD_FIELDS, math.nan)
+    e2e = total([scrape["e2e_sum_s"] for _, scrape in inside])
+    has_http = any(not math.isnan(scrape["http_count"]) for _, scrape in inside)
+    cpu = total([scrape["frontend_cpu_s"] - previous["frontend_cpu_s"] for previous, scrape in inside])
+    return dict(
+        zip(
+            SERVER_LOAD_FIELDS,
+            (
+                e2e / count,
+                e2e / span,
+                total([scrape["queue_sum_s"] for _, scrape in inside]) / span,
+                total([scrape["http_sum_s"] for _, scrape in inside]) / span if has_http else math.nan,
+                cpu / span * 100,
+            ),
+            strict=True,
+        )
+    )
+
+
+def health_max(samples: Sequence[Row], column: str, start: float, end: float) -> float:
+    """The highest ``column`` of client_health.csv (``samples`` sorted by time) between ``start`` and ``end``: a
+    process's sample covers the time since its previous one, so every sample whose span overlaps counts."""
+    since: dict[str, float] = {}
+    values = []
+    for sample in samples:
+        previous = since.get(sample["worker"], -math.inf)
+        since[sample["worker"]] = sample["time"]
+        if sample["time"] > start and previous < end and not math.isnan(sample[column]):
+            values.append(sample[column])
+    return max(values, default=math.nan)
+
+
+def client_note(level: Row) -> str:
+    """What says the load generators, not the server, set the pace ("" when nothing does)."""
+    cpu = level.get("client_cpu_max_percent", math.nan)
+    lag = level.get("client_loop_lag_max_ms", math.nan)
+    schedule_lag = level.get("schedule_lag_p99_s", math.nan)
+    notes = (
+        f"a load generator at {cpu:.0f} % CPU" if cpu >= CLIENT_CPU_LIMIT_PERCENT else "",
+        f"a load generator's event loop {lag:.0f} ms late" if lag >= CLIENT_LOOP_LAG_LIMIT_MS else "",
+        f"arrivals waited {schedule_lag:.1f} s (p99) for a free user: it did not keep up with the schedule"
+        if schedule_lag >= SCHEDULE_LAG_LIMIT_S
+        else "",
+    )
+    return "; ".join(filter(None, notes))
+
+
+def level_bound(level: Row) -> str:
+    """The bound of a level from its fields (``users``, SERVER_LOAD_FIELDS, ``client_cpu_max_percent``,
+    ``client_loop_lag_max_ms``, ``schedule_lag_p99_s``; a missing one counts as unknown): "server-bound: waiting
+    requests", "client-bound (...)", "client/gateway-bound (...)", "frontend-bound (...)", or "" when nothing says."""
+    users = level["users"]
+    held = level.get("server_in_system_mean", math.nan)
+    http = level.get("server_http_held_mean", math.nan)
+    frontend_cpu = level.get("server_frontend_cpu_percent", math.nan)
+    waiting = level.get("server_waiting_mean", math.nan)
+    cpu_note = client_note(level)
+    if waiting >= 1.0 and waiting >= QUEUED_SHARE * held:
+        return "server-bound: waiting requests" + (f" ({cpu_note}: client timings inflated)" if cpu_note else "")
+    open_loop = not math.isnan(level.get("schedule_lag_p99_s", math.nan))
+    few = 0 if open_loop else UNDERLOADED_RATIO * users  # an open loop's users are only a pool
+    if (http < few or held < few) and frontend_cpu >= FRONTEND_CPU_LIMIT_PERCENT:
+        kind, note = "frontend-bound", f"vLLM's API server process at {frontend_cpu:.0f} % CPU"
+    elif http < few:
+        kind, note = "client/gateway-bound", f"vLLM's HTTP layer held {http:.0f} of {users:.0f}"
+    elif held < few and not math.isnan(http):
+        kind, note = "frontend-bound", f"vLLM's HTTP layer held {http:.0f} of {users:.0f}, its engine {held:.0f}"
+    elif held < few:
+        kind = "client/gateway- or frontend-bound"
+        note = f"the server's engine held {held:.0f} of {users:.0f}; no HTTP-layer metrics to tell which"
+    else:
+        kind, note = "", ""
+    if cpu_note:
+        return f"client-bound ({'; '.join(filter(None, (cpu_note, note)))})"
+    return f"{kind} ({note})" if kind else ""

@@ -24,8 +24,9 @@ class StreamError(Exception):
 
 def failure_name(exc: BaseException) -> str:
     """A stable, readable failure class for an exception raised while sending or reading a request."""
-    if getattr(exc, "original", None) is not None:  # geventhttpclient's RetriesExceeded wraps the real error
-        return failure_name(exc.original)
+    original = getattr(exc, "original", None)  # geventhttpclient's RetriesExceeded wraps the real error
+    if isinstance(original, BaseException):
+        return failure_name(original)
     if isinstance(exc, StreamError):
         return exc.name
     if isinstance(exc, (gevent.Timeout, TimeoutError)):  # socket.timeout is TimeoutError

@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from collections.abc import Iterable
 from decimal import Decimal, InvalidOperation
+from typing import Any
 
 LETTERS = "ABCD"
 _ONLY_LETTER = re.compile(r"^\W*([A-Da-d])\W*$")
@@ -57,7 +59,7 @@ def extract_choice(text: str) -> str | None:
     return match[1] if match else None
 
 
-def _is_article(text: str, match: re.Match) -> bool:
+def _is_article(text: str, match: re.Match[str]) -> bool:
     """A lower-case ``a`` right after a marker and followed by a word: ``the answer is a prime``."""
     return match[1] == "a" and re.match(r"\s+[a-z]", text[match.end(1) :]) is not None
 
@@ -102,7 +104,7 @@ def grade(kind: str, text: str, gold: str) -> tuple[str | None, bool]:
     return extracted, extracted is not None and gold_value is not None and Decimal(extracted) == gold_value
 
 
-def accuracy_by_level(rows: list[dict]) -> dict[int, float]:
+def accuracy_by_level(rows: list[dict[str, Any]]) -> dict[int, float]:
     """{parallel: share of correct answers} over rows with ``parallel`` and ``correct`` (bool)."""
     totals: dict[int, list[int]] = defaultdict(lambda: [0, 0])
     for row in rows:
@@ -111,7 +113,7 @@ def accuracy_by_level(rows: list[dict]) -> dict[int, float]:
     return {level: correct / count for level, (correct, count) in sorted(totals.items())}
 
 
-def agreement(rows: list[dict]) -> dict:
+def agreement(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """How often the extracted answers of two parallelism levels are the same, over the questions both answered.
 
     Returns ``{"levels": [P...], "questions": N, "matrix": [[same answers at Pi and Pj]], "changed": [{"question_id",
@@ -133,5 +135,5 @@ def agreement(rows: list[dict]) -> dict:
     return {"levels": levels, "questions": len(answers), "matrix": matrix, "changed": changed}
 
 
-def _same(answers, a: int, b: int) -> int:
+def _same(answers: Iterable[dict[int, str | None]], a: int, b: int) -> int:
     return sum(1 for by_level in answers if a in by_level and b in by_level and by_level[a] == by_level[b])

@@ -33,11 +33,11 @@ KERNEL_PLATFORM = (
 )
 
 
-def kernel_time(ancillary: list, option: int = SO_TIMESTAMPNS) -> float | None:
+def kernel_time(ancillary: list[tuple[int, int, bytes]], option: int = SO_TIMESTAMPNS) -> float | None:
     """The CLOCK_REALTIME seconds of an SCM_TIMESTAMPNS control message (or, with ``option`` SO_TIMESTAMPING, the
     software time of an SCM_TIMESTAMPING one), if the read returned one."""
     for level, kind, data in ancillary:
         if level == socket.SOL_SOCKET and kind == option and len(data) >= TIMESPEC.size:
             seconds, nanoseconds = TIMESPEC.unpack_from(data)
-            return seconds + nanoseconds * 1e-9
+            return float(seconds + nanoseconds * 1e-9)
     return None

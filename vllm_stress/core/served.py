@@ -7,7 +7,7 @@ from __future__ import annotations
 import requests
 
 
-def models(base_url: str, headers: dict, timeout: float, verify: bool = True) -> dict[str, int | None]:
+def models(base_url: str, headers: dict[str, str], timeout: float, verify: bool = True) -> dict[str, int | None]:
     """{model id: max_model_len or None} served at ``base_url``. Raises ``requests.RequestException`` when the server
     cannot be reached or answers an HTTP error (``requests.HTTPError`` carries the response), ``ValueError`` when the
     answer is not a model list."""

@@ -24,8 +24,11 @@ venv: $(STAMP)
 demo: $(STAMP)
 	$(PY) -m scenarios run --scenario demo --out results/demo --overwrite
 
+# the gate: lint, the formatter's check and the type checker (strict on the core and the analysis: pyproject.toml)
 lint: $(STAMP)
 	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+	$(PY) -m mypy
 
 # vLLM's CPU build in its own venv and the tiny model (idempotent; a few minutes the first time)
 real-vllm:
@@ -38,7 +41,7 @@ browser:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
 	  echo "chromium is not installed: the browser test will be skipped"
 
-# the developers' loop: the tests marked fast (no load runs; under a minute on 2 cores) and lint
+# the developers' loop: the gate and the tests marked fast (no load runs; under a minute on 2 cores)
 test-fast: $(STAMP) lint
 	$(PY) -m pytest -m fast -q $(PYTEST_ARGS)
 

@@ -1,9 +1,5 @@
-"""How a request failed, named once for every client of the suite: the Locust users (geventhttpclient), the SDK user
-(its own mapping of the openai exceptions comes first) and the parallel-query runner (aiohttp).
-
-A failure's name is the row's ``error`` column and the Locust failure's message, so it must be stable and readable:
-``HTTP 503``, ``Timeout``, ``ConnectionRefused``, ``StreamTruncated``, ``MalformedJSON``, ``NoOutput``, ...
-"""
+"""How a request failed, named once for every client of the suite (the Locust users, the SDK user, the
+parallel-query runner): the row's ``error`` column and Locust's failure message."""
 
 from __future__ import annotations
 

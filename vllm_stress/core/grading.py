@@ -1,24 +1,5 @@
 """Grading benchmark answers: the letter of a multiple-choice answer, the final number of a math answer, accuracy per
-parallelism level and how often the answers of two levels agree.
-
-Multiple choice (MMLU-style, letters A-D), first rule that finds a letter wins:
-
-1. the whole answer is one letter, maybe wrapped: ``B``, ``b.``, ``(C)``, ``**D**``;
-2. a marked answer, the last one: ``answer``/``option``/``choice`` (``is``, ``:``, ``=``) then the letter, maybe
-   wrapped: ``The answer is (B)``, ``Answer: d``, ``the correct option is **C**``. A lower-case letter followed by a
-   word is an article, not an answer (``the answer is a bit tricky``);
-3. the last wrapped letter: ``(B)``, ``[B]``, ``**B**``;
-4. the answer starts with a letter and ``.``, ``)`` or ``:``: ``B. Paris``, ``C) 42``;
-5. the answer ends with a capital letter as a word: ``I would go with C.``.
-
-A bare capital letter elsewhere is not an answer: ``A good choice`` and ``I think B is wrong`` give nothing.
-
-Numeric (GSM8K-style), first rule that finds a number wins: the last ``#### N``; the last ``answer is N`` /
-``answer: N`` (the first number after the marker); the last ``\\boxed{N}``; else the last number in the answer. A number
-may carry thousands separators (``1,234``), a currency sign (``$18.50``, ``-$5``), a sign (``-3``, ``−3``), decimals
-and a trailing unit or ``%`` (``72%`` is 72, ``42 dollars`` is 42). A minus right after a digit is an operator
-(``5-3``), not a sign. Numbers compare as decimals: ``18.50`` equals ``18.5``, ``72.0`` equals ``72``.
-"""
+parallelism level and how often two levels agree. The rules: docs/concepts/metrics.md."""
 
 from __future__ import annotations
 

@@ -1,12 +1,5 @@
-"""Linux's timestamps of TCP bytes: when they arrived (``SO_TIMESTAMPNS``) and when they left (``SO_TIMESTAMPING``).
-
-With ``SO_TIMESTAMPNS`` set, each ``recvmsg`` on a TCP socket returns an ``SCM_TIMESTAMPNS`` control message: the
-``CLOCK_REALTIME`` time the kernel received the newest segment whose bytes the read returned, however late the read
-itself ran. The load generator times response chunks with it (``vllm_stress/client/stream.py``), the simulator the arrival
-of requests (``vllm_stress/simulator/requestlog.py``). With ``SO_TIMESTAMPING`` set to :data:`SEND_TIMESTAMPS`, the kernel queues
-the time the last byte of each send left for the device (loopback included) on the socket's error queue, read with
-``recvmsg(..., MSG_ERRQUEUE)`` (Linux's Documentation/networking/timestamping.rst): the load generator's send time.
-"""
+"""Linux's timestamps of TCP bytes: when they arrived (``SO_TIMESTAMPNS``) and when they left (``SO_TIMESTAMPING``),
+for the load generator's chunk and send times and the simulator's request arrivals (docs/concepts/metrics.md)."""
 
 from __future__ import annotations
 

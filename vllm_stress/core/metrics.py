@@ -1,28 +1,5 @@
-"""Metrics over a time window, defined once for the live view, the load shape and the analysis.
-
-All functions take numpy arrays with one entry per request (unix seconds) and a window ``[a, b)``.
-
-* **Tokens streamed in a window**: each request's output tokens are spread evenly from its first token (its start
-  when it had none) to its end — a stream emits at a steady pace in between — and the part inside the window counts.
-  A request whose tokens all came at one instant (no streaming) counts when that instant is inside. This stays right
-  when requests last longer than the window (long outputs, queueing), where counting the requests that *ended* in the
-  window would be lumpy or empty.
-* **Requests in flight**: the time-average over the window of the number of requests between their start and end.
-* **Sample percentiles**: linear interpolation between the order statistics (numpy's default, as
-  ``vllm bench serve`` in vllm/benchmarks/serve.py computes its percentiles). The report's TTFT, TPOT and e2e.
-* **Client histogram percentiles** (the live view's latencies, the report's ITL): the load generators count
-  latencies in buckets (``latency_bucket_ms`` in vllm_stress/core/schema.py: 0.1 ms below 100 ms), and a percentile is
-  the smallest bucket whose cumulative count reaches q x total (nearest rank): off the sample percentile by at most
-  one bucket.
-* **Server histogram quantiles** (vLLM's ``/metrics``): linear interpolation inside the bucket, as PromQL's
-  ``histogram_quantile`` does, since vLLM's buckets are wide.
-* **TPOT** (time per output token): ``(e2e - ttft) / (completion_tokens - 1)``, defined for more than one token, as
-  ``vllm bench serve`` does.
-
-Locust's own statistics table rounds response times above 100 ms to two significant digits before it counts them
-(its percentiles are nearest rank over those rounded values), so its TTFT p50 can differ from the report's by that
-rounding.
-"""
+"""Metrics over a time window and the quantile rules, defined once for the live view, the load shape and the
+analysis (docs/concepts/metrics.md). Arrays hold one entry per request (unix seconds); windows are ``[a, b)``."""
 
 from __future__ import annotations
 

@@ -1,25 +1,5 @@
-"""The data a run writes: one row per request, the level timeline and the ITL histogram.
-
-This module is the single definition of the client-side metrics and of the CSV files and run.json keys that carry
-them from the load generator to the analysis: both import it, neither imports the other. It imports nothing from
-Locust (importing Locust monkey-patches the process), so the analysis and the tests can use it freely.
-
-Metric definitions, the same as ``vllm bench serve`` (vllm/benchmarks/serve.py), all in seconds, measured with
-``time.perf_counter()`` on the client and converted to wall-clock (unix) time only for ``start_time``/``end_time``:
-
-* **e2e** (end-to-end latency): from just before the request is sent to the last output-bearing chunk (streaming)
-  or to the end of the response body (non-streaming). The usage chunk and ``data: [DONE]`` do not extend it.
-* **TTFT** (time to first token): from the send to the first chunk that carries output. In chat streams the
-  role-only chunk does not count. Non-streaming responses have no TTFT (empty).
-* **ITL** (inter-token latency): the gaps between consecutive output-bearing chunks of one stream (per chunk,
-  not per token, as in vLLM). Kept as a histogram per level (``itl_histogram.csv``), not per row.
-* **TPOT** (time per output token): ``(e2e - ttft) / (completion_tokens - 1)`` for completion_tokens > 1
-  (``vllm_stress.core.metrics.tpot``).
-* **tok/s**: output tokens (``completion_tokens`` from the server's ``usage``) streamed during a time window, divided
-  by the window; each request's tokens are spread evenly from its first token to its end, so requests longer than
-  the window count for their part in it. Total tok/s adds the ``prompt_tokens`` of requests whose first token came
-  in the window. Computed by the analysis (``vllm_stress/analysis/levels.py``), never per request.
-"""
+"""The run folder's schema: the CSV columns and run.json keys that carry a run from the load generator to the
+analysis, and the metric definitions behind them (docs/concepts/metrics.md). Imports nothing of Locust."""
 
 from __future__ import annotations
 

@@ -1,31 +1,5 @@
 """When a level's numbers mean something: the steady-state rule, used live by the ramp (``--step-time auto``) and
-afterwards by the analysis (every level's ``steady`` and ``steady_reason``).
-
-A closed loop needs time after a step: the new users' first requests all start together, the server's queue fills,
-and for about a request lifetime the completions, TTFT and e2e are those of a transient, not of the level. A level's
-window ``[a, b)`` is **steady** when, for the level's measured requests (successful, on their token targets, started
-at this level) that ended in it:
-
-1. it holds at least ``MIN_LIFETIMES`` request lifetimes (window / e2e p50): every user has finished several
-   requests, so the window is not one wave of first requests;
-2. each half of the window has at least ``MIN_PER_HALF`` of them: enough to compare;
-3. the two halves agree — the load has stopped changing:
-
-   * completions: the counts differ by at most ``RATE_TOLERANCE`` of their mean, or by what counting noise allows
-     (``NOISE_Z`` standard deviations of a Poisson count, sqrt(n1 + n2)), whichever is larger — the **rate
-     tolerance** of the window;
-   * output tok/s streamed in each half (``vllm_stress.core.metrics.streamed_tokens``): within the rate tolerance (an
-     open loop's Poisson arrivals make the tokens of a half as noisy as its completions);
-   * e2e p50 and TTFT p50: they move by at most ``LATENCY_TOLERANCE`` of the window's e2e p50 (a closed loop's
-     throughput is users / e2e, so a shift is measured against the request's lifetime: a TTFT that grows from 20 to
-     30 ms inside 10 s requests changes nothing, one that grows by seconds does);
-   * requests in flight (time-averaged): within the rate tolerance (a ramp that had not finished, a client queue).
-
-Comparing halves is a two-sample trend test that explains itself in one line ("e2e p50 rose 2.1 s → 9.8 s across
-the window"); GuideLLM's over-saturation detection fits slopes of concurrency and TTFT instead, which needs more
-samples than a short level has. The first failed check is the reason; a steady level's reason says over how many
-lifetimes the halves agreed.
-"""
+by the analysis (each level's ``steady`` and ``steady_reason``); docs/concepts/metrics.md explains it."""
 
 from __future__ import annotations
 

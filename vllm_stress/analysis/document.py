@@ -9,38 +9,9 @@ from vllm_stress.analysis import stats
 from vllm_stress.analysis.render import Block, Bullets, Heading, Image, Paragraph, Table
 from vllm_stress.core import bound
 from vllm_stress.core import steady as steady_rule
+from vllm_stress.core.numbers import count, cpu, percent, ratio, seconds
 
 TITLE = "vLLM stress test report"
-
-
-def tokens(value: float | None) -> str:
-    """Tokens/s (or any large count) with thousands separators."""
-    return "-" if value is None else f"{value:,.0f}"
-
-
-def seconds(value: float | None) -> str:
-    """Seconds with two decimals (milliseconds below 1 s)."""
-    if value is None:
-        return "-"
-    return f"{value:.2f} s" if value >= 1 else f"{value * 1000:.1f} ms"
-
-
-def ratio(value: float | None) -> str:
-    return "-" if value is None else f"{value:.1f}x"
-
-
-def percent(value: float | None) -> str:
-    return "-" if value is None else f"{value * 100:.1f} %"
-
-
-def mean_count(value: float | None) -> str:
-    """A mean number of requests."""
-    return "-" if value is None else f"{value:.1f}"
-
-
-def cpu(value: float | None) -> str:
-    """CPU percent of a process (100 = one core)."""
-    return "-" if value is None else f"{value:.0f} %"
 
 
 def with_ci(level: dict, field: str, fmt) -> str:
@@ -87,8 +58,8 @@ def overview(summary: dict) -> str:
 def peak_throughput(config: dict) -> str:
     peak = config["peak"]
     if config["throughput_field"] == "requests_per_s":
-        return f"{peak['requests_per_s']:.2f} requests/s (no token counts: the server sent no usage)"
-    return f"{tokens(peak['output_tokens_per_s'])} output tok/s ({tokens(peak['total_tokens_per_s'])} total tok/s)"
+        return f"{count(peak['requests_per_s'], 2)} requests/s (no token counts: the server sent no usage)"
+    return f"{count(peak['output_tokens_per_s'])} output tok/s ({count(peak['total_tokens_per_s'])} total tok/s)"
 
 
 def unsteady_sentences(config: dict) -> list[str]:
@@ -113,8 +84,8 @@ def unsteady_sentences(config: dict) -> list[str]:
 def comparison_table(configs: dict[str, dict]) -> Table:
     """The MI325X tuning guide's cross-model table (docs/sources.md §1.1): one column per config."""
     rows = {
-        "Peak output tok/s": lambda c: tokens(peak_value(c, "output_tokens_per_s")),
-        "Peak total tok/s": lambda c: tokens(peak_value(c, "total_tokens_per_s")),
+        "Peak output tok/s": lambda c: count(peak_value(c, "output_tokens_per_s")),
+        "Peak total tok/s": lambda c: count(peak_value(c, "total_tokens_per_s")),
         "Peak at (users)": lambda c: "-" if c["peak"] is None else str(c["peak"]["users"]),
         "Peak total tok/s per GPU": lambda c: per_gpu(c, "total_tokens_per_s_per_gpu"),
         "Peak output tok/s per GPU": lambda c: per_gpu(c, "output_tokens_per_s_per_gpu"),
@@ -151,7 +122,7 @@ def per_gpu(config: dict, key: str) -> str:
         return "-"
     if not config["gpus"]:
         return "- (no --gpus)"
-    return f"{tokens(config['peak'][key])} ({config['gpus']} GPUs)"
+    return f"{count(config['peak'][key])} ({config['gpus']} GPUs)"
 
 
 def min_or_none(values) -> float | None:
@@ -170,8 +141,8 @@ def recommendation_table(configs: dict[str, dict]) -> Table:
                     label,
                     use_case.replace("_", " "),
                     str(users),
-                    tokens(level["output_tokens_per_s"]),
-                    tokens(level["total_tokens_per_s"]),
+                    count(level["output_tokens_per_s"]),
+                    count(level["total_tokens_per_s"]),
                     seconds(level["e2e_p99_s"]),
                 ]
             )
@@ -206,10 +177,10 @@ def level_table(config: dict) -> Table:
     rows = []
     for level in config["levels"]:
         row = [str(level["users"]), "yes" if level["steady"] else f"no: {level['steady_reason']}"]
-        row += [tokens(level["requests"]), percent(level["success_rate"])]
-        row += [with_ci(level, "output_tokens_per_s", tokens), with_ci(level, "total_tokens_per_s", tokens)]
-        row += [f"{level['requests_per_s']:.2f}", f"{level['concurrency_mean']:.1f}"]
-        row += [mean_count(level.get("server_in_system_mean")), cpu(level.get("client_cpu_max_percent"))]
+        row += [count(level["requests"]), percent(level["success_rate"])]
+        row += [with_ci(level, "output_tokens_per_s", count), with_ci(level, "total_tokens_per_s", count)]
+        row += [count(level["requests_per_s"], 2), count(level["concurrency_mean"], 1)]
+        row += [count(level.get("server_in_system_mean"), 1), cpu(level.get("client_cpu_max_percent"))]
         row += [seconds(level.get("client_loop_lag_max_ms") and level["client_loop_lag_max_ms"] / 1000)]
         for field in ("ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "itl_p50_s", "itl_p99_s"):
             row.append(seconds(level[field]))
@@ -233,13 +204,13 @@ def level_flags(level: dict) -> str:
     for a level, or ''."""
     flags = ["partial"] if level["partial"] else []
     if level["underloaded"]:
-        flags.append(f"underloaded: {level['concurrency_mean']:.0f} in flight")
+        flags.append(f"underloaded: {count(level['concurrency_mean'])} in flight")
     if level.get("bound"):
         flags.append(level["bound"])
     if level.get("aborted"):
-        flags.append(f"{level['aborted']:.0f} aborted at the stop")
+        flags.append(f"{count(level['aborted'])} aborted at the stop")
     if level.get("off_target"):
-        flags.append(f"{level['off_target']:.0f} off their token targets")
+        flags.append(f"{count(level['off_target'])} off their token targets")
     if level.get("unstable"):
         flags.append("unstable: " + ", ".join(level["unstable"]))
     return "; ".join(flags)
@@ -247,8 +218,8 @@ def level_flags(level: dict) -> str:
 
 def error_blocks(config: dict) -> list[Block]:
     """Failures by class over whole runs (requests.csv), as Locust counted them, and task exceptions."""
-    items = [f"{name}: {count} (requests.csv)" for name, count in config["errors"].items()]
-    items += [f"{name}: {count} (locust_failures.csv)" for name, count in config["locust_failures"].items()]
+    items = [f"{name}: {failed} (requests.csv)" for name, failed in config["errors"].items()]
+    items += [f"{name}: {seen} (locust_failures.csv)" for name, seen in config["locust_failures"].items()]
     if config["locust_exceptions"]:
         items.append(f"unhandled exceptions in Locust tasks: {config['locust_exceptions']} (locust_exceptions.csv)")
     if config["aborted"]:

@@ -13,10 +13,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from vllm_stress.analysis.document import percent, ratio, seconds, tokens
 from vllm_stress.analysis.plots import new_figure
 from vllm_stress.analysis.render import Block, Bullets, Heading, Image, Paragraph, Table, to_html, to_markdown
 from vllm_stress.core.grading import accuracy_by_level, agreement
+from vllm_stress.core.numbers import count, percent, ratio, seconds
 from vllm_stress.core.schema import REPORT_HTML, REPORT_MD, SUMMARY_JSON
 
 TITLE = "Parallel queries: wall-clock speedup and answers that don't change"
@@ -144,7 +144,7 @@ def level_table(dataset: dict) -> Table:
             seconds(level["mean_e2e_s"]),
             duration(level["wall_s"]),
             "baseline" if index == 0 else ratio(level["speedup"]),
-            tokens(level["output_tokens_per_s"]),
+            count(level["output_tokens_per_s"]),
             str(level["errors"]),
             str(level["unanswered"]),
         ]

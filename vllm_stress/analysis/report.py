@@ -20,6 +20,7 @@ from vllm_stress.analysis.plots import write_plots
 from vllm_stress.analysis.render import Bullets, Heading, Paragraph, to_html, to_markdown
 from vllm_stress.analysis.summary import build_summary, summarise_config
 from vllm_stress.analysis.traffic import DEFAULT_WINDOW_S, traffic_blocks, traffic_tables
+from vllm_stress.core.numbers import count, cpu
 from vllm_stress.core.schema import CLIENT_CPU_LIMIT_PERCENT, REPORT_HTML, REPORT_MD, SUMMARY_JSON
 from vllm_stress.core.sizing import worker_processes
 
@@ -170,8 +171,8 @@ def client_limit_blocks(configs: dict) -> list:
             if busiest is not None and busiest >= CLIENT_CPU_LIMIT_PERCENT:
                 needed = worker_processes(level["output_tokens_per_s"])
                 items.append(
-                    f"{label}, {level['users']} users: a load generator at {busiest:.0f} % CPU; "
-                    f"{level['output_tokens_per_s']:,.0f} output tok/s need {needed} worker process"
+                    f"{label}, {level['users']} users: a load generator at {cpu(busiest)} CPU; "
+                    f"{count(level['output_tokens_per_s'])} output tok/s need {needed} worker process"
                     f"{'es' if needed > 1 else ''}"
                 )
     return [Heading("Client CPU limit reached"), Paragraph(CLIENT_LIMIT_NOTE), Bullets(items)] if items else []

@@ -29,6 +29,7 @@ import pandas as pd
 from vllm_stress.analysis import stats
 from vllm_stress.analysis.load import AnalysisError, Run
 from vllm_stress.analysis.summary import to_json_types
+from vllm_stress.core.numbers import count
 
 DB_ENV = "VLLM_STRESS_DB"
 SUITE = Path(__file__).resolve().parents[2]
@@ -163,7 +164,7 @@ def history(db: str | Path, model: str = "", scenario: str = "", label: str = ""
     runs = [dict(zip(HISTORY_COLUMNS, row, strict=True)) for row in rows]
     for run in runs:
         peak = json.loads(run["peak"] or "{}").get("peak")
-        run["peak"] = f"{peak['output_tokens_per_s']:,.0f} tok/s at {peak['users']}" if peak else "-"
+        run["peak"] = f"{count(peak['output_tokens_per_s'])} tok/s at {peak['users']}" if peak else "-"
         run["recorded"] = time.strftime("%Y-%m-%d %H:%M", time.gmtime(run["recorded"]))
         run["id"] = f"db:{run['id']}"
     return runs

@@ -22,13 +22,13 @@ import math
 import numpy as np
 import pandas as pd
 
-from vllm_stress.analysis.document import percent, seconds, tokens
 from vllm_stress.analysis.levels import classify, prefix_hit_rates, token_times
 from vllm_stress.analysis.load import Run
 from vllm_stress.analysis.render import Block, Heading, Paragraph, Table
 from vllm_stress.analysis.summary import to_json_types
 from vllm_stress.core.bound import SCHEDULE_LAG_LIMIT_S
 from vllm_stress.core.metrics import percentile, streamed_tokens
+from vllm_stress.core.numbers import count, percent, seconds
 
 DEFAULT_WINDOW_S = 10.0
 
@@ -142,7 +142,7 @@ def traffic_blocks(config: dict) -> list[Block]:
                             str(t["turn"]),
                             str(t["requests"]),
                             str(t["failures"]),
-                            tokens(t["prompt_tokens_mean"]),
+                            count(t["prompt_tokens_mean"]),
                             seconds(t["ttft_p50_s"]),
                             seconds(t["ttft_p99_s"]),
                             percent(t["prefix_hit_rate"]),
@@ -161,7 +161,7 @@ def traffic_blocks(config: dict) -> list[Block]:
             completed = ", ".join(f"{turns} turns: {count}" for turns, count in sessions["turns_completed"].items())
             blocks.append(
                 Paragraph(
-                    f"{sessions['sessions']} sessions, {sessions['turns_completed_mean']:.2f} turns completed on average "
+                    f"{sessions['sessions']} sessions, {count(sessions['turns_completed_mean'], 2)} turns completed on average "
                     f"({completed}); {sessions['ended_by_failure']} ended by a failed turn, {sessions['cut_at_stop']} by a turn "
                     f"the run's stop cut (the ones it caught between turns count with the turns they completed); duration p50 {seconds(sessions['duration_p50_s'])}, p99 "
                     f"{seconds(sessions['duration_p99_s'])} (first send to last answer, think times included)."
@@ -187,7 +187,7 @@ def traffic_blocks(config: dict) -> list[Block]:
                             f"{w['start_s']:g}" + (" (behind)" if w["behind"] else ""),
                             str(w["requests"]),
                             str(w["failures"]),
-                            tokens(w["output_tokens_per_s"]),
+                            count(w["output_tokens_per_s"]),
                             seconds(w["ttft_p50_s"]),
                             seconds(w["ttft_p99_s"]),
                             seconds(w["schedule_lag_p50_s"]),

@@ -30,13 +30,13 @@ from pathlib import Path
 
 import pandas as pd
 
+from vllm_stress.analysis.levels import PERCENTILES
 from vllm_stress.analysis.load import AnalysisError
 from vllm_stress.analysis.report import run_levels
 from vllm_stress.analysis.summary import to_json_types
 from vllm_stress.core.schema import REQUESTS_FILE
 
 LATENCIES = {"ttft": "ttft", "tpot": "tpot", "itl": "itl", "e2el": "e2e"}  # vLLM metric -> our field stem
-PERCENTILES = (50, 90, 99)
 RATES = {
     "request_throughput": "requests_per_s",
     "output_throughput": "output_tokens_per_s",

@@ -87,6 +87,16 @@ def t_975(df: int) -> float:
     )
 
 
+def welch_ci95(sd_a: float, n_a: int, sd_b: float, n_b: int) -> float:
+    """The half-width of the 95 % confidence interval of the difference of two means, from each sample's standard
+    deviation and size (Welch-Satterthwaite degrees of freedom, rounded down); 0 when neither sample varies."""
+    var_a, var_b = sd_a**2 / n_a, sd_b**2 / n_b
+    if var_a + var_b == 0:
+        return 0.0
+    dof = (var_a + var_b) ** 2 / ((var_a**2 / (n_a - 1) if var_a else 0) + (var_b**2 / (n_b - 1) if var_b else 0))
+    return t_975(max(1, math.floor(dof))) * math.sqrt(var_a + var_b)
+
+
 def aggregate_repeats(per_run: pd.DataFrame) -> pd.DataFrame:
     """Per level: the mean of every field over the runs that reached it, ``runs``, ``partial`` (any run), and with
     more than one run ``<field>_std`` (sample standard deviation), ``<field>_ci95`` (CI half-width) and

@@ -14,12 +14,10 @@ level field (``vllm_stress.analysis.levels.LEVEL_FIELDS``) as JSON in ``fields``
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sqlite3
 import subprocess
-import sys
 import time
 from contextlib import closing
 from pathlib import Path
@@ -168,29 +166,3 @@ def history(db: str | Path, model: str = "", scenario: str = "", label: str = ""
         run["recorded"] = time.strftime("%Y-%m-%d %H:%M", time.gmtime(run["recorded"]))
         run["id"] = f"db:{run['id']}"
     return runs
-
-
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m analysis history",
-        description="List the runs of the results store, newest first (ids as db:ID, for python -m analysis compare).",
-    )
-    parser.add_argument("--db", metavar="PATH", help=f"the store (default: ${DB_ENV})")
-    parser.add_argument("--model", default="", help="only runs whose model contains this")
-    parser.add_argument("--scenario", default="", help="only runs whose scenario contains this")
-    parser.add_argument("--label", default="", help="only runs whose config label contains this")
-    parser.add_argument("--limit", type=int, default=50, help="at most this many runs (default: %(default)s)")
-    args = parser.parse_args(argv)
-    db = args.db or default_db()
-    if not db or not Path(db).is_file():
-        print(f"error: no results store {'at ' + db if db else f'given (--db PATH or {DB_ENV})'}", file=sys.stderr)
-        return 2
-    try:
-        runs = history(db, args.model, args.scenario, args.label, args.limit)
-    except AnalysisError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    print("\t".join(HISTORY_COLUMNS))
-    for run in runs:
-        print("\t".join("-" if run[key] is None else str(run[key]) for key in HISTORY_COLUMNS))
-    return 0

@@ -309,7 +309,7 @@ def test_simulator_runs_differing_only_in_max_num_seqs(tmp_path, capsys):
     }
     assert (8, "output_tok_s") in regressions and (4, "output_tok_s") not in regressions
     assert (
-        "baseline server: version 0.33.0, launched with `python -m simulator --profile cpu-tiny --max-num-seqs=8`"
+        "baseline server: version 0.33.0, launched with `python -m vllm_stress.simulator --profile cpu-tiny --max-num-seqs=8`"
         in out
         and "--max-num-seqs=4`" in out
     )  # run.json tells the two servers apart

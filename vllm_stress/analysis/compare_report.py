@@ -8,10 +8,11 @@ from dataclasses import asdict
 from pathlib import Path
 
 from vllm_stress.analysis.compare import SIDES, SINGLE_RUN_MIN_EFFECT, Comparison, Difference
+from vllm_stress.analysis.json_types import to_json_types
+from vllm_stress.analysis.levels import records
 from vllm_stress.analysis.load import AnalysisError
 from vllm_stress.analysis.plots import plot_against_users
 from vllm_stress.analysis.render import Block, Bullets, Heading, Image, Paragraph, Table, to_html, to_markdown
-from vllm_stress.analysis.summary import to_json_types
 from vllm_stress.core.numbers import count, milliseconds, percent
 
 COMPARE_MD, COMPARE_HTML, COMPARE_JSON = "compare.md", "compare.html", "compare.json"
@@ -133,15 +134,15 @@ def one_side_blocks(comparison: Comparison) -> list[Block]:
 
 def write_plots(comparison: Comparison, out: Path) -> dict[str, Path]:
     """Throughput and p99 latency against concurrency, both sides in each panel; {title: path}."""
-    configs = {side: {"levels": comparison.side(side).levels.reset_index().to_dict("records")} for side in SIDES}
+    levels = {side: records(comparison.side(side).levels.reset_index()) for side in SIDES}
     return {
         "Throughput vs concurrency": plot_against_users(
-            configs,
+            levels,
             [("output_tokens_per_s", "output tok/s"), ("total_tokens_per_s", "total tok/s")],
             out / "throughput.png",
         ),
         "p99 latency vs concurrency": plot_against_users(
-            configs, [("ttft_p99_s", "p99 TTFT (s)"), ("e2e_p99_s", "p99 e2e latency (s)")], out / "latency.png"
+            levels, [("ttft_p99_s", "p99 TTFT (s)"), ("e2e_p99_s", "p99 e2e latency (s)")], out / "latency.png"
         ),
     }
 

@@ -35,6 +35,8 @@ Rows from several workers are already merged into one file; nothing here depends
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 import numpy as np
 import pandas as pd
 
@@ -45,6 +47,9 @@ from vllm_stress.core.metrics import mean_in_flight as in_flight_mean
 from vllm_stress.core.schema import ABORTED, LEVELS_FILE, REQUESTS_FILE
 
 PERCENTILES = (50, 90, 99)
+# One level's fields by name (LEVEL_FIELDS; in a config's summary also runs, underloaded, bound, and with repeats
+# <field>_std, <field>_ci95 and unstable): numbers, text, flags or None.
+Level = dict[str, Any]
 LEVEL_CLOCK_SLACK_S = 1.0  # worker rows of a new level may start slightly before the master wrote the last hold_end
 LATENCY_METRICS = {"ttft": "ttft_s", "tpot": "tpot_s", "e2e": "e2e_s"}  # SLO / percentile name -> request column
 
@@ -102,6 +107,11 @@ LEVEL_FIELDS = {
 }
 
 
+def records(table: pd.DataFrame) -> list[dict[str, Any]]:
+    """A table's rows as {column name: value}."""
+    return cast(list[dict[str, Any]], table.to_dict("records"))  # the stubs' keys are Hashable; ours are names
+
+
 def level_windows(run: Run) -> tuple[pd.DataFrame, bool]:
     """The window of each level (users, start, end, partial, held) and whether the run is partial."""
     rows = run.requests
@@ -115,12 +125,12 @@ def level_windows(run: Run) -> tuple[pd.DataFrame, bool]:
         {"users": levels["users"].astype("int64"), "start": levels["hold_start"], "end": levels["hold_end"]}
     )
     unlisted = unlisted_level_windows(run, windows)
-    partial = run.interrupted or not unlisted.empty or windows["end"].isna().any() or stopped_early(rows, windows)
+    partial = bool(run.interrupted or not unlisted.empty or windows["end"].isna().any() or stopped_early(rows, windows))
     if partial:
         windows["end"] = windows["end"].fillna(last_end).clip(upper=last_end)
-    windows["partial"] = partial & (windows["end"] < levels["hold_end"].fillna(np.inf))
+    windows["partial"] = (windows["end"] < levels["hold_end"].fillna(np.inf)) & partial
     windows = pd.concat([windows.assign(held=True), unlisted.assign(partial=True, held=False)], ignore_index=True)
-    return windows[windows["end"] > windows["start"]].reset_index(drop=True), bool(partial)
+    return windows[windows["end"] > windows["start"]].reset_index(drop=True), partial
 
 
 def unlisted_level_windows(run: Run, windows: pd.DataFrame) -> pd.DataFrame:
@@ -201,8 +211,8 @@ def level_stats(run: Run, windows: pd.DataFrame, slo: dict[str, float] | None = 
     output_tokens, prompt_tokens = tokens_in_windows(rows, windows)
     successes = per_level(ended["ok"])
     counted_tokens = ~((successes > 0) & (stats["rows_without_usage"] == successes))
-    stats["output_tokens_per_s"] = (output_tokens.to_numpy() / window_s).where(counted_tokens)
-    stats["total_tokens_per_s"] = ((output_tokens + prompt_tokens).to_numpy() / window_s).where(counted_tokens)
+    stats["output_tokens_per_s"] = (output_tokens / window_s).where(counted_tokens)
+    stats["total_tokens_per_s"] = ((output_tokens + prompt_tokens) / window_s).where(counted_tokens)
     stats["concurrency_mean"] = mean_in_flight(rows, windows).to_numpy()
     stats = stats.join(server_load(run.tables.get("server"), windows))
     stats["client_cpu_max_percent"] = client_health_max(run.tables.get("client_health"), windows, "cpu_percent")
@@ -228,13 +238,15 @@ def steady_verdicts(rows: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
     first, end, output, _ = token_times(rows)
     e2e, ttft = rows["e2e_s"].to_numpy(float), rows["ttft_s"].to_numpy(float)
     verdicts = []
-    for window in windows.itertuples():
-        if not window.held:
+    for users, start, stop, held in zip(
+        windows["users"], windows["start"], windows["end"], windows["held"], strict=True
+    ):
+        if not held:
             verdicts.append(steady.Verdict(False, NEVER_HELD, np.nan, np.nan))
             continue
-        measured = (rows["measured"] & (rows["users"] == window.users)).to_numpy()
+        measured = (rows["measured"] & (rows["users"] == users)).to_numpy()
         sample = steady.Requests(rows["start_time"].to_numpy(), end, first, output, measured, e2e, ttft)
-        verdicts.append(steady.judge(window.start, window.end, sample))
+        verdicts.append(steady.judge(start, stop, sample))
     return pd.DataFrame(
         {
             "steady": [v.steady for v in verdicts],
@@ -268,13 +280,13 @@ def token_times(rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray,
     end = rows["end_time"].to_numpy()
     output = rows["completion_tokens"].fillna(rows["chunks"]).fillna(0).to_numpy(dtype=float)
     prompt = rows["prompt_tokens"].fillna(rows["target_prompt_tokens"])
-    prompt = prompt.where(rows["ttft_s"].notna() | rows["ok"], 0).fillna(0).to_numpy(dtype=float)
-    return first, end, output, prompt
+    prefilled = prompt.where(rows["ttft_s"].notna() | rows["ok"], 0).fillna(0).to_numpy(dtype=float)
+    return first, end, output, prefilled
 
 
 def server_load(server: pd.DataFrame | None, windows: pd.DataFrame) -> pd.DataFrame:
     """What the server held in each window (vllm_stress.core.bound.server_load; NaN without server_metrics.csv)."""
-    scrapes = [] if server is None else server.sort_values("time").to_dict("records")
+    scrapes = [] if server is None else records(server.sort_values("time"))
     loads = [
         bound.server_load(scrapes, start, end) for start, end in zip(windows["start"], windows["end"], strict=True)
     ]
@@ -302,7 +314,7 @@ def server_prefix_hit_rate(server: pd.DataFrame | None, windows: pd.DataFrame) -
 def client_health_max(health: pd.DataFrame | None, windows: pd.DataFrame, column: str) -> np.ndarray:
     """The highest ``column`` of client_health.csv in each window (vllm_stress.core.bound.health_max; NaN without
     the file)."""
-    samples = [] if health is None else health.sort_values("time").to_dict("records")
+    samples = [] if health is None else records(health.sort_values("time"))
     return np.array(
         [
             bound.health_max(samples, column, start, end)
@@ -343,9 +355,10 @@ def itl_percentiles(histogram: pd.DataFrame | None) -> pd.DataFrame:
         return pd.DataFrame(columns=columns, dtype=float)
     result = {}
     for users, level in histogram.groupby(histogram["users"].astype("int64")):
-        counts = level.groupby("itl_ms")["count"].sum().to_dict()
-        result[users] = [bucket_percentile(counts, p / 100) / 1000 for p in PERCENTILES]
-    return pd.DataFrame.from_dict(result, orient="index", columns=columns)
+        totals = level.groupby("itl_ms")["count"].sum()
+        counts = dict(zip(totals.index.to_numpy(float).tolist(), totals.to_numpy(int).tolist(), strict=True))
+        result[users] = [bucket_percentile(counts, p / 100) for p in PERCENTILES]
+    return pd.DataFrame.from_dict(result, orient="index", columns=columns, dtype=float) / 1000
 
 
 def goodput(measured: pd.DataFrame, slo: dict[str, float], window_s: pd.Series, requests: pd.Series) -> pd.DataFrame:
@@ -400,7 +413,8 @@ def tokens_per_second(rows: pd.DataFrame, origin: float, length: int) -> np.ndar
 
     streamed = np.diff(ramp_sum(first[spread]) - ramp_sum(end[spread]))
     at_once = np.bincount(np.floor(end[~spread]).astype("int64"), output[~spread], minlength=length)[:length]
-    return streamed + at_once
+    per_second: np.ndarray = streamed + at_once
+    return per_second
 
 
 def error_counts(rows: pd.DataFrame) -> dict[str, int]:

@@ -13,6 +13,7 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -79,6 +80,9 @@ NUMERIC_TABLE_COLUMNS = {
 CLIENT_HEALTH_OPTIONAL_COLUMNS = ["loop_lag_ms"]
 
 
+RunMeta = dict[str, Any]  # run.json as read: vllm_stress.core.schema.RUN_KEYS to JSON values
+
+
 class AnalysisError(Exception):
     """Bad input: the message is one line naming the file and the problem."""
 
@@ -90,7 +94,7 @@ class Run:
     path: Path
     requests: pd.DataFrame
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
-    meta: dict = field(default_factory=dict)
+    meta: RunMeta = field(default_factory=dict)
 
     @property
     def interrupted(self) -> bool:
@@ -196,7 +200,7 @@ def require_numeric(path: Path, table: pd.DataFrame, columns: list[str]) -> None
     for column in columns:
         if not table.empty and not pd.api.types.is_numeric_dtype(table[column]):
             bad = pd.to_numeric(table[column], errors="coerce").isna() & table[column].notna()
-            value = table[column][bad.idxmax()]
+            value = table[column].iloc[int(bad.to_numpy().argmax())]
             raise AnalysisError(f"{path}: column {column} is not numeric (line {line_of(bad)}: {value!r})")
 
 
@@ -205,7 +209,7 @@ def line_of(mask: pd.Series) -> int:
     return int(mask.to_numpy().argmax()) + 2
 
 
-def read_meta(path: Path) -> dict:
+def read_meta(path: Path) -> RunMeta:
     """run.json, or {} when the run has none."""
     if not path.is_file():
         return {}

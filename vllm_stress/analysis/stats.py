@@ -107,11 +107,11 @@ def aggregate_repeats(per_run: pd.DataFrame) -> pd.DataFrame:
     result["runs"] = by_level.size()
     result["partial"] = by_level["partial"].any()
     result["steady"] = by_level["steady"].all()
-    result["steady_reason"] = by_level.apply(repeat_reason, include_groups=False)
+    result["steady_reason"] = pd.Series({users: repeat_reason(runs) for users, runs in by_level})
     if per_run["run"].nunique() > 1:
         std = by_level[fields].std(ddof=1)
         samples = by_level[fields].count()  # per field: the runs where it has a value
-        ci95 = std * (samples - 1).map(t_975) / np.sqrt(samples)
+        ci95 = std * (samples - 1).map(t_975) / samples**0.5
         result = result.join(std.add_suffix("_std")).join(ci95.add_suffix("_ci95"))
         result["unstable"] = unstable_fields(result)
     return result.reset_index()
@@ -166,7 +166,7 @@ def throughput_field(levels: pd.DataFrame) -> str:
 
 def peak_level(levels: pd.DataFrame, field: str = PEAK_FIELD) -> pd.Series:
     """The row of the level with the highest mean ``field`` (the smallest such level on ties)."""
-    return levels.loc[levels[field].idxmax()]
+    return levels.iloc[int(np.nanargmax(levels[field].to_numpy(float)))]
 
 
 def saturation_users(levels: pd.DataFrame, field: str = PEAK_FIELD) -> int:

@@ -35,7 +35,9 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from numpy.typing import ArrayLike
 
+from vllm_stress.analysis.load import RunMeta
 from vllm_stress.core import metrics
 from vllm_stress.core.schema import (
     ITL_COLUMNS,
@@ -47,15 +49,17 @@ from vllm_stress.core.schema import (
     RUN_FILE,
 )
 
+LevelRow = tuple[int, float, float, float]  # a levels.csv row: users, ramp_start, hold_start, hold_end
+
 
 def request_rows(
-    users,
-    end_time,
-    e2e_s,
+    users: ArrayLike,
+    end_time: ArrayLike,
+    e2e_s: ArrayLike,
     *,
-    prompt_tokens=2048,
-    completion_tokens=512,
-    ok=1,
+    prompt_tokens: ArrayLike = 2048,
+    completion_tokens: ArrayLike = 512,
+    ok: ArrayLike = 1,
     ttft_fraction: float = 0.1,
     worker: str = "local",
 ) -> pd.DataFrame:
@@ -108,13 +112,13 @@ def closed_loop_rows(
     users: int,
     start: float,
     end: float,
-    e2e_s,
+    e2e_s: ArrayLike,
     *,
     loops: int | None = None,
     spread: float = 1.0,
-    prompt_tokens=2048,
-    completion_tokens=512,
-    ok=1,
+    prompt_tokens: ArrayLike = 2048,
+    completion_tokens: ArrayLike = 512,
+    ok: ArrayLike = 1,
     ttft_fraction: float = 0.1,
     worker: str = "local",
 ) -> pd.DataFrame:
@@ -134,9 +138,10 @@ def closed_loop_rows(
     starts = first_start[:, None] + np.cumsum(durations, axis=1) - durations
     sent = starts < end
 
-    def per_request(value) -> np.ndarray:
+    def per_request(value: ArrayLike) -> np.ndarray:
         values = np.broadcast_to(np.atleast_2d(np.asarray(value)), cycle.shape)
-        return np.tile(values, (1, repeats))[sent]
+        sent_values: np.ndarray = np.tile(values, (1, repeats))[sent]
+        return sent_values
 
     rows = request_rows(
         users,
@@ -154,9 +159,9 @@ def closed_loop_rows(
 def write_run(
     folder: Path,
     rows: pd.DataFrame,
-    levels: list[tuple[int, float, float, float]] | None = None,
+    levels: list[LevelRow] | None = None,
     itl: list[tuple[int, float, int]] | None = None,
-    meta: dict | None = None,
+    meta: RunMeta | None = None,
 ) -> Path:
     """A run folder: requests.csv, and levels.csv / itl_histogram.csv / run.json when given."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -170,9 +175,9 @@ def write_run(
     return folder
 
 
-def step_levels(users: list[int], hold_s: float, ramp_s: float = 10.0, t0: float = 1.7e9) -> list[tuple]:
+def step_levels(users: list[int], hold_s: float, ramp_s: float = 10.0, t0: float = 1.7e9) -> list[LevelRow]:
     """levels.csv rows of a step ramp: each level ramps for ``ramp_s`` then holds for ``hold_s``."""
-    rows = []
+    rows: list[LevelRow] = []
     for index, level in enumerate(users):
         ramp_start = t0 + index * (ramp_s + hold_s)
         rows.append((level, ramp_start, ramp_start + ramp_s, ramp_start + ramp_s + hold_s))

@@ -27,13 +27,15 @@ import math
 import re
 import time
 from pathlib import Path
+from typing import Any, cast
 
 import pandas as pd
 
-from vllm_stress.analysis.levels import PERCENTILES
+from vllm_stress.analysis.json_types import Json, to_json_types
+from vllm_stress.analysis.levels import PERCENTILES, Level, records
 from vllm_stress.analysis.load import AnalysisError
 from vllm_stress.analysis.report import run_levels
-from vllm_stress.analysis.summary import to_json_types
+from vllm_stress.analysis.summary import Summary
 from vllm_stress.core.schema import REQUESTS_FILE
 
 LATENCIES = {"ttft": "ttft", "tpot": "tpot", "itl": "itl", "e2el": "e2e"}  # vLLM metric -> our field stem
@@ -46,6 +48,7 @@ NO_VERDICT = (
     "a vllm bench serve result: figures over the whole benchmark, ramp-up and drain included; no steady-state verdict"
 )
 EXPORT_BACKEND = "openai-chat"
+VllmResult = dict[str, Json]  # one result as vllm bench serve --save-result writes it
 
 
 def read_results(path: str | Path) -> list[pd.DataFrame]:
@@ -67,7 +70,7 @@ def result_files(folder: str | Path) -> list[Path]:
     return sorted(folder.rglob("summary.json")) or sorted(folder.rglob("*.json"))
 
 
-def parse_results(path: Path, text: str) -> list[dict]:
+def parse_results(path: Path, text: str) -> list[dict[str, Any]]:
     """The result objects of a file: one object, a list, or one object per line."""
     try:
         document = json.loads(text)
@@ -82,7 +85,7 @@ def parse_results(path: Path, text: str) -> list[dict]:
     return results
 
 
-def level_row(path: Path, result: dict) -> dict:
+def level_row(path: Path, result: dict[str, Any]) -> Level:
     """Our level fields from one vLLM result."""
     if "request_throughput" not in result:
         raise AnalysisError(f"{path}: not a vllm bench serve result (no request_throughput)")
@@ -94,7 +97,7 @@ def level_row(path: Path, result: dict) -> dict:
             f"{path}: max_concurrency is {users!r}: only closed-loop results (vllm bench serve "
             "--max-concurrency N) have a level to compare"
         )
-    row = {
+    row: Level = {
         "users": users,
         "partial": False,
         "steady": bool(result.get("steady", False)),
@@ -111,15 +114,17 @@ def level_row(path: Path, result: dict) -> dict:
     return row
 
 
-def number(value) -> float:
+def number(value: object) -> float:
     """A JSON number as float (NaN for null, the strings "nan"/"inf" vLLM's sweep may hold, or anything else)."""
+    if not isinstance(value, int | float | str):
+        return math.nan
     try:
         return float(value)
-    except (TypeError, ValueError):
+    except ValueError:
         return math.nan
 
 
-def level_result(level: dict, model: str | None, label: str) -> dict:
+def level_result(level: Level, model: str | None, label: str) -> VllmResult:
     """One level of one run as a vllm bench serve result (see the module docstring)."""
     window = level["window_s"]
     output = level["output_tokens_per_s"]
@@ -145,21 +150,21 @@ def level_result(level: dict, model: str | None, label: str) -> dict:
         "steady_reason": level["steady_reason"],
     }
     for metric, stem in LATENCIES.items():
-        values = {q: level.get(f"{stem}_p{q}_s") for q in PERCENTILES}
-        if all(pd.isna(value) for value in values.values()):
+        values = {q: number(level.get(f"{stem}_p{q}_s")) for q in PERCENTILES}
+        if all(math.isnan(value) for value in values.values()):
             continue
         result[f"median_{metric}_ms"] = values[50] * 1000
         result |= {f"p{q}_{metric}_ms": value * 1000 for q, value in values.items()}
-    return to_json_types(result)
+    return cast(VllmResult, to_json_types(result))  # its JSON form: NaN as None
 
 
-def export(summary: dict, out: str | Path) -> list[Path]:
+def export(summary: Summary, out: str | Path) -> list[Path]:
     """Every level of every run of the summary's configs into ``out`` (see the module docstring)."""
-    written = []
+    written: list[Path] = []
     for label, config in summary["configs"].items():
-        by_level: dict[int, list[dict]] = {}
+        by_level: dict[int, list[VllmResult]] = {}
         for index, run_dir in enumerate(config["run_dirs"]):
-            for level in run_levels(run_dir).to_dict("records"):
+            for level in records(run_levels(run_dir)):
                 result = level_result(level, config["model"], label) | {"run_number": index}
                 folder = Path(out) / slug(label) / f"max_concurrency={level['users']}"
                 folder.mkdir(parents=True, exist_ok=True)

@@ -1,37 +1,5 @@
-"""Per-level steady-state windows and the statistics of one run in each window.
-
-Window of a level:
-
-* with ``levels.csv``: ``[hold_start, hold_end)`` — the ramp (``ramp_start`` .. ``hold_start``) and everything
-  after ``hold_end`` (the next level's ramp, the final drain) are left out;
-* without it (a plain Locust run): per ``users`` value, from the level's first request start plus a warm-up margin
-  (the level's median e2e, at most half the level) to the level's *last request start* — after that no request of
-  the level is sent any more, so what follows is the drain, not steady state (a header-only levels.csv counts as
-  none);
-* a level that was never held — the run stopped during its ramp or warm-up (levels.csv gives it no hold), or was
-  killed before levels.csv got its row — gets a window derived from its rows, as above, is marked partial and is
-  never steady.
-
-Whether a window *is* a steady state is decided by ``vllm_stress.core.steady`` (``steady``, ``steady_reason``); only
-steady levels can be the peak, the saturation point, the knee or a recommendation (``vllm_stress.analysis.stats``).
-
-Populations. A request belongs to the level in its ``users`` column (the level it started in) and counts where it
-*ended*. Of a level's requests that ended in the window:
-
-* **aborted** ones (``vllm_stress.core.schema.ABORTED``: the run stopped its users mid-stream) are neither successes nor failures;
-* **failures** are every other error (what the server or the network did wrong);
-* **off target** ones succeeded but the server's ``usage`` differs from what the request was built and forced to
-  have (``count_mismatch``), or the server aborted them (``finish_reason`` abort): they are counted, not timed;
-* **measured** ones are the rest of the successes: every latency percentile (TTFT, TPOT, e2e, and ITL, whose
-  histogram the load generators fill only from successful streams that ended during a hold) and req/s use exactly
-  these.
-
-Token throughput is what the server produced *during* the window, whoever asked for it, by the rule of
-``vllm_stress.core.metrics.streamed_tokens``; prompt tokens count when their request's first token came (the prefill was
-done). Output tokens are the server's ``usage`` counts, or the chunks received for a stream that ended without usage
-(failed, aborted). A level none of whose successful requests carried usage has no tok/s (NaN) rather than 0.
-Rows from several workers are already merged into one file; nothing here depends on their order.
-"""
+"""Per-level windows and the statistics of one run in each: every level field (``LEVEL_FIELDS``), the populations
+of requests, latency percentiles and the per-second timeline (docs/concepts/analysis.md)."""
 
 from __future__ import annotations
 
@@ -174,8 +142,7 @@ def stopped_early(rows: pd.DataFrame, windows: pd.DataFrame) -> bool:
 
 
 def classify(rows: pd.DataFrame) -> pd.DataFrame:
-    """The rows with the boolean columns of the populations in the module docstring: aborted, failed, off_target,
-    measured."""
+    """The rows with a boolean column per population of requests: aborted, failed, off_target, measured."""
     aborted = ~rows["ok"] & (rows["error"] == ABORTED).fillna(False)
     off_target = rows["ok"] & (rows["count_mismatch"] | (rows["finish_reason"] == "abort").fillna(False))
     return rows.assign(
@@ -262,7 +229,7 @@ NEVER_HELD = "the run stopped during this level's ramp or warm-up: it was never 
 
 
 def tokens_in_windows(rows: pd.DataFrame, windows: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
-    """Output and prompt tokens the server produced inside each window (see the module docstring)."""
+    """Output tokens streamed and prompt tokens prefilled inside each window (``token_times``)."""
     first, end, output, prompt = token_times(rows)
     outputs, prompts = [], []
     for w_start, w_end in zip(windows["start"], windows["end"], strict=True):
@@ -375,7 +342,7 @@ def goodput(measured: pd.DataFrame, slo: dict[str, float], window_s: pd.Series, 
 
 def timeline(rows: pd.DataFrame) -> pd.DataFrame:
     """Per second since the first start: requests in flight, failures ended, and output tokens streamed in that
-    second (spread from first token to end as in the windows, see the module docstring)."""
+    second (spread from first token to end as in the windows)."""
     origin = np.floor(rows["start_time"].min())
     start_s = (rows["start_time"] - origin).astype("int64").to_numpy()
     end_s = (rows["end_time"] - origin).astype("int64").to_numpy()

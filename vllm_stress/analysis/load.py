@@ -1,11 +1,6 @@
-"""Read and validate run folders: the files named in ``vllm_stress.core.schema`` plus Locust's own CSVs.
-
-Every problem with the input becomes an :class:`AnalysisError` whose message names the file and the problem in one
-line; the CLI prints it without a traceback.
-
-Optional files are declared in :data:`OPTIONAL_TABLES` (name -> file, required columns). A new per-run source, such
-as the planned ``server_metrics.csv``, plugs in by adding an entry there and a per-level function in ``levels.py``.
-"""
+"""Read and validate run folders: the files named in ``vllm_stress.core.schema`` plus Locust's own CSVs. Every
+problem with the input is an :class:`AnalysisError` of one line naming the file; the CLI prints it without a
+traceback."""
 
 from __future__ import annotations
 
@@ -62,7 +57,8 @@ SERVER_OPTIONAL_COLUMNS = [
     "prefix_cache_hits",
 ]  # newer columns: NaN in older runs
 
-# name -> (file in the run folder, columns it must have). Locust columns: docs/locust.md §6.
+# name -> (file in the run folder, columns it must have). Locust columns: docs/locust.md §6. A new per-run source
+# plugs in with an entry here and a per-level function in levels.py.
 OPTIONAL_TABLES = {
     "levels": (LEVELS_FILE, LEVEL_COLUMNS),
     "itl": (ITL_FILE, ITL_COLUMNS),

@@ -1,12 +1,5 @@
-"""The report of a parallel-query run (``python -m scenarios parallel``): per dataset, the parallel-query benchmark's table (docs/sources.md §1.2) (accuracy,
-average time per question, wall clock, speedup per parallelism level), a speedup plot, the agreement matrix between
-levels and the answers that changed; written as ``report.md``, ``report.html``, ``speedup.png`` and ``summary.json``.
-
-Definitions: *wall clock* is the time from the first request of a level to its last answer; *avg time/question* is
-the mean end-to-end latency of the level's successful requests; *speedup* is the first level's wall clock (the
-baseline, P=1 by default) over this level's; *output tok/s* is the completion tokens of the level over its wall
-clock. Accuracy counts failed requests and answers without a letter / number as wrong.
-"""
+"""The report of a parallel-query run (``python -m scenarios parallel``): per dataset, accuracy, time and speedup per
+parallelism level, the agreement between levels and the answers that changed (docs/concepts/analysis.md)."""
 
 from __future__ import annotations
 

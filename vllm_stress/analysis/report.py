@@ -1,7 +1,5 @@
 """Orchestration: run folders -> per-level statistics -> summary -> plots, report.md, report.html, summary.json.
-
-``analyse`` is the entry point for the CLI (``python -m analysis``) and for the scenario runner.
-"""
+``analyse`` is the entry point for the CLI (``python -m analysis``) and for the scenario runner."""
 
 from __future__ import annotations
 

@@ -1,23 +1,6 @@
-"""Statistics over levels: repeat aggregation with Student-t confidence intervals, peak, saturation, knee, scaling
-and the concurrency recommendations. Pure functions of small per-level tables (one row per level).
-
-Definitions (the report quotes them). Only steady levels (``vllm_stress.core.steady``) are candidates for the peak, the
-saturation point, the knee and the recommendations: a level whose window was still a transient says nothing about
-the deployment's capacity.
-
-* **peak**: the level with the highest mean output tok/s (requests/s when no level has token counts).
-* **saturation point**: the smallest level whose mean output tok/s is within ``SATURATION_TOLERANCE`` (5 %) of the
-  peak — more users after it buy at most 5 % more throughput.
-* **knee** (Kneedle, Satopää et al. 2011): concurrency and throughput are both scaled to [0, 1]; the knee is the
-  level where the scaled throughput exceeds the diagonal by the most. No knee is reported when that excess is below
-  ``KNEE_MIN_EXCESS`` (a straight or convex curve has none) or there are fewer than three levels.
-* **unstable level** (repeats): for output tok/s, total tok/s or p99 e2e, the coefficient of variation exceeds 10 %
-  or the 95 % CI half-width exceeds 10 % of the mean.
-* **underloaded level**: requests in flight averaged under ``UNDERLOADED_RATIO`` (90 %) of the level's users.
-* **recommendations**: low latency = the smallest level; balanced = among levels whose p99 e2e stays within
-  ``LATENCY_BUDGET`` x the smallest level's, the smallest one within 5 % of their best throughput; high
-  throughput = the saturation point.
-"""
+"""Statistics over per-level tables (one row per level): repeat means with Student-t intervals, Welch's interval of
+a difference, and the peak, saturation point, knee, scaling and recommendations that docs/concepts/analysis.md
+defines."""
 
 from __future__ import annotations
 
@@ -176,7 +159,8 @@ def saturation_users(levels: pd.DataFrame, field: str = PEAK_FIELD) -> int:
 
 
 def knee_users(levels: pd.DataFrame, field: str = PEAK_FIELD) -> int | None:
-    """The Kneedle knee of ``field`` against users, or None (see the module docstring)."""
+    """The Kneedle knee of ``field`` against users: the level whose min-max scaled throughput exceeds the diagonal most;
+    None below KNEE_MIN_EXCESS or with fewer than three levels."""
     curve = levels.sort_values("users")
     if len(curve) < 3:
         return None
@@ -202,7 +186,8 @@ def scaling_factor(levels: pd.DataFrame, low: int, high: int, field: str = PEAK_
 
 
 def recommendations(levels: pd.DataFrame, field: str = PEAK_FIELD) -> dict[str, int]:
-    """Low latency / balanced / high throughput concurrency (see the module docstring)."""
+    """Low latency (the smallest level), balanced (the saturation point of the levels whose p99 e2e is within
+    LATENCY_BUDGET x the smallest level's) and high throughput (the saturation point) concurrency."""
     ordered = levels.sort_values("users")
     base_p99 = ordered["e2e_p99_s"].iloc[0]
     within_budget = ordered[~(ordered["e2e_p99_s"] > LATENCY_BUDGET * base_p99)]

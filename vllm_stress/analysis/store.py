@@ -1,16 +1,5 @@
-"""The results store: one local SQLite file (the standard library's sqlite3) to which every analysed run can be
-appended — ``python -m analysis DIR ... --db PATH``, or any ``analyse()`` call (the scenario runner's too) while
-``VLLM_STRESS_DB`` names the file. Nothing is stored without one of them.
-
-Per run (table ``runs``): when it was recorded, its folder, the config label it was analysed under, target, model,
-scenario, whether it completed, the server version when run.json has one, the suite's git commit (when the suite
-runs from a git checkout), the whole run.json as ``meta`` (the options the run was made with) and the config's
-verdicts (peak, saturation point, knee, recommendations). Per run and level (table ``levels``): the steady-state
-verdict and reason, why the level is bound (``vllm_stress.analysis.stats.bounds``), the headline metrics as columns and every
-level field (``vllm_stress.analysis.levels.LEVEL_FIELDS``) as JSON in ``fields``.
-
-``python -m analysis history`` lists the runs; ``python -m analysis compare db:ID db:ID`` compares them.
-"""
+"""The results store: analysed runs appended to one SQLite file (``--db PATH`` or ``VLLM_STRESS_DB``), read back
+by ``python -m analysis history`` and as ``db:ID`` sources of ``compare`` (docs/concepts/analysis.md)."""
 
 from __future__ import annotations
 

@@ -1,32 +1,5 @@
-"""Synthetic run folders with exact, known answers: for the tests, the benchmark and trying the report offline.
-
-``request_rows`` builds rows with every column of ``REQUEST_COLUMNS`` from arrays (vectorised); ``closed_loop_rows``
-builds the rows of one level the way a real step-ramp run makes them (users sending back-to-back requests, so
-requests straddle the window edges); ``write_run`` writes rows with the optional files into a run folder in the
-format the suite writes.
-
-Closed loop, exact answers. ``closed_loop_rows`` runs ``loops`` users (default: ``users``) from ``start`` to
-``end``: each repeats a cycle of requests (e2e ``E_1 .. E_n``, cycle length ``L = E_1 + .. + E_n``) back to back
-and sends no new request after ``end`` (its last one runs past ``end``, as in-flight requests do when a level ends).
-A request of e2e ``E`` streams its ``N`` output tokens evenly from its first token (start + ``f E``, ``f`` the TTFT
-fraction) to its end, the analysis' spreading rule (``vllm_stress.analysis.levels``): ``N / (E (1 - f))`` tok/s while decoding,
-nothing during its TTFT, ``N / E`` averaged over the request. Loop ``j`` sends its first request at
-``start + (j + 1/3) / loops * spread * L``, so every loop is running from ``start + spread L`` on. For a window
-``[a, b)`` with ``start + spread L <= a`` and ``b <= end`` whose length is a whole number of cycles (of each loop's
-cycle, when they differ), each loop contributes exactly ``(b - a) / L`` cycles whatever its phase. With one e2e
-``E`` for every request, ``U`` loops, ``N`` output and ``P`` prompt tokens:
-
-* output tok/s = ``U N / E``, prompt tok/s = ``U P / E`` (prompts count at the first token), req/s = ``U / E``
-  (requests ended in the window) and requests in flight = ``U`` (at every instant);
-* with ``spread=1`` (the default) the loops start ``E / U`` apart, so a window length of a whole number of
-  ``E / U`` suffices; if ``(1 - f) U`` is a whole number too, exactly that many loops are decoding at every instant,
-  so the output rate is ``U N / E`` at every instant and the output answer holds for any window length;
-* ``spread=0`` starts every loop at ``start`` (a burst spawn): requests then start and end together every ``E``
-  (req/s and prompt tok/s come in bursts), and with ``f = 0`` the output rate is still ``U N / E`` at every instant.
-
-With one e2e, the third of a step in the start times keeps request starts and ends, and first tokens for TTFT
-fractions in tenths or hundredths, off window edges a whole number of steps ``E / U`` after ``start``.
-"""
+"""Synthetic run folders with exact, known answers: for the tests, the benchmarks and trying the report offline
+(docs/concepts/analysis.md, "Synthetic runs with known answers", derives the closed loop's answers)."""
 
 from __future__ import annotations
 
@@ -122,7 +95,7 @@ def closed_loop_rows(
     ttft_fraction: float = 0.1,
     worker: str = "local",
 ) -> pd.DataFrame:
-    """The rows of one closed-loop level (see the module docstring), sorted by end time.
+    """The rows of one closed-loop level (docs/concepts/analysis.md), sorted by end time.
 
     ``e2e_s``, ``prompt_tokens``, ``completion_tokens`` and ``ok`` are a scalar (every request alike), one cycle
     (shape ``(n,)``, every loop repeats it) or one cycle per loop (shape ``(loops, n)``). ``loops`` below ``users``

@@ -1,19 +1,5 @@
-"""Tables for real traffic, beside the per-level ones: per turn and per session of multi-turn sessions (rows with
-``session_id`` and ``turn``, locustfiles/session.py), and per time window of an open-loop run or a trace replay
-(rows with ``schedule_lag_s``), where the ``users`` column is only the pool that carried the arrivals, not the load.
-
-* **Per turn**: requests (aborted ones left out), failures, mean prompt tokens, TTFT p50/p99 and the prefix-cache
-  hit rate from the rows (token-weighted, ``vllm_stress.analysis.levels.prefix_hit_rates``) of the measured requests of each
-  turn, over the whole run: what prefix caching buys as the history grows.
-* **Per session**: how many sessions, the turns each completed (answered), the sessions a failure ended and the ones
-  the run's stop cut, and the session duration (first send to last answer, think times included) p50/p99.
-* **Per window** (``window_s`` seconds from the first send, by send time): requests, failures, output tok/s
-  (``vllm_stress.core.metrics.streamed_tokens``), TTFT p50/p99, and the schedule lag p50/p99/max; a window whose lag p99
-  reaches ``vllm_stress.analysis.bound.SCHEDULE_LAG_LIMIT_S`` is flagged ``behind``: the client did not keep the schedule there.
-
-Every percentile is ``vllm_stress.core.metrics.percentile``. One entry per run that has such rows: ``{"run", "turns",
-"sessions", "windows"}`` in the config's ``traffic`` list of summary.json.
-"""
+"""Tables for real traffic beside the per-level ones: per turn and per session of multi-turn sessions, and per time
+window of an open-loop run or a trace replay (docs/concepts/analysis.md, "Sessions and open-loop traffic")."""
 
 from __future__ import annotations
 

@@ -1,24 +1,5 @@
-"""vLLM's ``vllm bench serve --save-result`` JSON, both ways: read such files as a side of ``compare``, and export each
-level of our runs in that layout (``python -m analysis ... --export-vllm DIR``) so vLLM's tools can read ours.
-
-The keys are those vLLM's ``vllm/benchmarks/serve.py`` writes: the traffic (``max_concurrency``, ``request_rate``),
-``completed``, ``failed``, ``duration``, ``total_input_tokens``, ``total_output_tokens``, ``request_throughput``,
-``output_throughput``, ``total_token_throughput``, and per latency metric (``ttft``, ``tpot``, ``itl``, ``e2el``)
-``median_<m>_ms`` and ``p<q>_<m>_ms`` for each of its ``--metric-percentiles`` (default 99; ``e2el`` only when
-``--percentile-metrics`` names it, as ``vllm bench sweep`` does). A file holds one result, a list of them (a sweep's
-``summary.json``) or one per line (``--append-result``).
-
-Reading: a result is one run at one level, the level being its ``max_concurrency`` (a closed loop; a result without
-one cannot be set beside a level). Its figures span the whole benchmark, ramp-up and drain included, and vLLM gives
-no steady-state verdict, so its levels never gate a comparison — unless the file carries our own ``steady`` key (an
-export of ours). A folder that is not a run folder stands for its result files (``result_files``).
-
-Export: one file per run and level, ``DIR/<config>/max_concurrency=<users>/run=<i>.json``, and for each level a
-``summary.json`` list of its runs (with ``run_number``), the layout ``vllm bench sweep`` writes and its ``plot``
-command reads. The figures are the level's steady-state window (``vllm_stress.analysis.levels``): ``duration`` is the window,
-``completed`` its measured requests. Means and standard deviations of latencies are not written: the analysis does
-not compute them, and a key left out is better than a guessed one.
-"""
+"""vLLM's ``vllm bench serve --save-result`` JSON both ways: read results as a side of ``compare``, and export our
+levels in that layout (``--export-vllm``) for vLLM's tools (docs/concepts/analysis.md, "vLLM result files")."""
 
 from __future__ import annotations
 
@@ -125,7 +106,7 @@ def number(value: object) -> float:
 
 
 def level_result(level: Level, model: str | None, label: str) -> VllmResult:
-    """One level of one run as a vllm bench serve result (see the module docstring)."""
+    """One level of one run as a vllm bench serve result: its steady-state window's figures."""
     window = level["window_s"]
     output = level["output_tokens_per_s"]
     result = {
@@ -159,7 +140,8 @@ def level_result(level: Level, model: str | None, label: str) -> VllmResult:
 
 
 def export(summary: Summary, out: str | Path) -> list[Path]:
-    """Every level of every run of the summary's configs into ``out`` (see the module docstring)."""
+    """Every level of every run of the summary's configs into ``out``: ``<config>/max_concurrency=<users>/run=<i>.json``
+    and a ``summary.json`` list of its runs per level (the layout of ``vllm bench sweep``)."""
     written: list[Path] = []
     for label, config in summary["configs"].items():
         by_level: dict[int, list[VllmResult]] = {}

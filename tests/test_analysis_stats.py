@@ -34,6 +34,19 @@ def test_t_quantile_undefined_for_one_sample():
     assert math.isnan(stats.t_975(0))
 
 
+@pytest.mark.parametrize(
+    ("sd_a", "n_a", "sd_b", "n_b", "expected"),
+    [
+        (10.0, 2, 10.0, 2, 4.3027 * 10),  # df = 2
+        (2.0, 5, 6.0, 10, 2.1788 * math.sqrt(4.4)),  # df = 4.4² / (0.8² / 4 + 3.6² / 9) = 12.1, rounded down
+        (0.0, 3, 3.0, 4, 3.1824 * 1.5),  # only one side varies: its own n - 1 = 3 degrees of freedom
+        (0.0, 3, 0.0, 4, 0.0),  # neither varies: any change is outside the noise
+    ],
+)
+def test_welch_confidence_interval_of_a_difference(sd_a, n_a, sd_b, n_b, expected):
+    assert stats.welch_ci95(sd_a, n_a, sd_b, n_b) == pytest.approx(expected, rel=1e-4)
+
+
 def test_repeats_give_mean_std_and_student_ci():
     per_run = pd.DataFrame(
         {

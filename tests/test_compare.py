@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tests.test_analysis_cli import run_cli, small_run
+from tests.analysis_runs import run_cli, small_run
 from vllm_stress.analysis import compare, store, vllm_json
 from vllm_stress.analysis.synthetic import closed_loop_rows, step_levels, write_run
 

@@ -1,13 +1,16 @@
-"""``python -m analysis``: the command line of ``vllm_stress.analysis.report.analyse``; ``python -m analysis compare ...`` and
-``python -m analysis history ...`` are ``vllm_stress.analysis.compare`` and ``vllm_stress.analysis.store`` (a run folder named ``compare`` or
-``history`` is then given as ``./compare``)."""
+"""The command lines: ``python -m analysis`` (run folders to a report), ``python -m analysis compare`` (the
+regression gate) and ``python -m analysis history`` (the results store); a run folder named ``compare`` or ``history``
+is then given as ``./compare``."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
-from vllm_stress.analysis import compare, store, vllm_json
+from vllm_stress.analysis import store, vllm_json
+from vllm_stress.analysis.compare import METRICS, SIDES, Comparison, compare, parse_fail_on
+from vllm_stress.analysis.compare_report import COMPARE_HTML, COMPARE_JSON, COMPARE_MD, verdict_line, write_report
 from vllm_stress.analysis.levels import LATENCY_METRICS
 from vllm_stress.analysis.load import AnalysisError
 from vllm_stress.analysis.report import ANY_LABEL, analyse
@@ -135,9 +138,9 @@ def parse_scaling(text: str | None) -> tuple[int, int] | None:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["compare"]:
-        return compare.main(argv[1:])
+        return compare_main(argv[1:])
     if argv[:1] == ["history"]:
-        return store.main(argv[1:])
+        return history_main(argv[1:])
     args = parse_args(argv)
     try:
         if not args.window > 0:
@@ -162,4 +165,125 @@ def main(argv: list[str] | None = None) -> int:
     print(f"wrote {args.out}/report.md, report.html, summary.json ({runs} run{'s' if runs > 1 else ''})")
     if summary.get("store_ids"):
         print(f"recorded in the results store as {', '.join(f'db:{i}' for i in summary['store_ids'])}")
+    return 0
+
+
+COMPARE_DESCRIPTION = """\
+``python -m analysis compare BASELINE CANDIDATE``: per level, how every headline metric changed, whether the
+change is outside the noise, and a regression gate for CI (``--fail-on``)."""
+COMPARE_EPILOG = """\
+sources: a run folder, a vllm bench serve --save-result JSON file (or a vllm bench sweep folder of them), or db:ID
+  (a run of the results store)
+examples:
+  python -m analysis compare results/a/run-1 results/b/run-1
+  python -m analysis compare --baseline results/a/run-* --candidate results/b/run-* --fail-on 'output_tok_s<-5%'
+  python -m analysis compare results/a/run-1,results/a/run-2 vllm-bench.json --out cmp/
+exit status: 0 no regression, 1 a --fail-on limit crossed outside the noise at a steady level, 2 bad input
+"""
+
+
+def parse_compare_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m analysis compare",
+        description=COMPARE_DESCRIPTION,
+        epilog=COMPARE_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "sides",
+        nargs="*",
+        metavar="BASELINE CANDIDATE",
+        help="the two sides, each SOURCE[,SOURCE...] (several sources are repeats)",
+    )
+    parser.add_argument(
+        "--baseline",
+        nargs="+",
+        action="extend",
+        default=[],
+        metavar="SOURCE",
+        help="baseline sources (instead of the positional form; repeatable, globs welcome)",
+    )
+    parser.add_argument(
+        "--candidate", nargs="+", action="extend", default=[], metavar="SOURCE", help="candidate sources"
+    )
+    parser.add_argument(
+        "--fail-on", metavar="LIMITS", help="e.g. 'output_tok_s<-5%%,ttft_p99>+10%%'; metrics: " + ", ".join(METRICS)
+    )
+    parser.add_argument("--out", metavar="DIR", help="write compare.md, compare.html, compare.json and plots here")
+    parser.add_argument("--db", metavar="PATH", help="results store for db:ID sources (default: $VLLM_STRESS_DB)")
+    return parser.parse_args(argv)
+
+
+def sides_of(args: argparse.Namespace) -> tuple[list[str], list[str]]:
+    """The baseline and candidate sources, from the positional or the flag form."""
+    if args.sides and (args.baseline or args.candidate):
+        raise AnalysisError("give the sides either as BASELINE CANDIDATE or with --baseline/--candidate, not both")
+    if args.sides:
+        if len(args.sides) != 2:
+            raise AnalysisError(f"expected BASELINE CANDIDATE, got {len(args.sides)} argument(s)")
+        baseline, candidate = ([s for s in side.split(",") if s] for side in args.sides)
+        if not (baseline and candidate):
+            raise AnalysisError("a side names no source")
+        return baseline, candidate
+    if not args.baseline or not args.candidate:
+        raise AnalysisError("give BASELINE CANDIDATE (or --baseline ... --candidate ...)")
+    return args.baseline, args.candidate
+
+
+def compare_main(argv: list[str]) -> int:
+    """``python -m analysis compare``: 0 no regression, 1 a regression, 2 bad input."""
+    args = parse_compare_args(argv)
+    try:
+        baseline, candidate = sides_of(args)
+        comparison = compare(baseline, candidate, parse_fail_on(args.fail_on), args.db or store.default_db())
+        if args.out:
+            write_report(comparison, Path(args.out))
+    except AnalysisError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print_comparison(comparison, args.out)
+    return 1 if comparison.regressions else 0
+
+
+def print_comparison(comparison: Comparison, out: str | None) -> None:
+    """The servers when they differ, each regression, and a one-line count."""
+    if comparison.servers_differ:
+        for side in SIDES:
+            print(f"{side} server: {' / '.join(comparison.side(side).servers) or 'unknown'}")
+    for diff in comparison.regressions:
+        print(f"regression: {verdict_line(diff)}")
+    ungated = f", {len(comparison.ungated)} not steady (ungated)" if comparison.ungated else ""
+    written = f"; wrote {out}/{COMPARE_MD}, {COMPARE_HTML}, {COMPARE_JSON}" if out else ""
+    print(
+        f"compared {len(comparison.compared_users)} level(s){ungated}: "
+        f"{len(comparison.regressions)} regression(s){written}"
+    )
+
+
+def history_main(argv: list[str]) -> int:
+    """``python -m analysis history``: the stored runs, one a line (exit 2 without a store)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m analysis history",
+        description="List the runs of the results store, newest first (ids as db:ID, for python -m analysis compare).",
+    )
+    parser.add_argument("--db", metavar="PATH", help=f"the store (default: ${store.DB_ENV})")
+    parser.add_argument("--model", default="", help="only runs whose model contains this")
+    parser.add_argument("--scenario", default="", help="only runs whose scenario contains this")
+    parser.add_argument("--label", default="", help="only runs whose config label contains this")
+    parser.add_argument("--limit", type=int, default=50, help="at most this many runs (default: %(default)s)")
+    args = parser.parse_args(argv)
+    db = args.db or store.default_db()
+    if not db or not Path(db).is_file():
+        print(
+            f"error: no results store {'at ' + db if db else f'given (--db PATH or {store.DB_ENV})'}", file=sys.stderr
+        )
+        return 2
+    try:
+        runs = store.history(db, args.model, args.scenario, args.label, args.limit)
+    except AnalysisError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print("\t".join(store.HISTORY_COLUMNS))
+    for run in runs:
+        print("\t".join("-" if run[key] is None else str(run[key]) for key in store.HISTORY_COLUMNS))
     return 0

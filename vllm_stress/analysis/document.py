@@ -2,58 +2,38 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 from vllm_stress.analysis import levels as level_defs
 from vllm_stress.analysis import stats
+from vllm_stress.analysis.levels import Level
 from vllm_stress.analysis.render import Block, Bullets, Heading, Image, Paragraph, Table
+from vllm_stress.analysis.summary import ConfigSummary, Peak, Summary, Unaccounted
+from vllm_stress.analysis.traffic import traffic_blocks
 from vllm_stress.core import bound
 from vllm_stress.core import steady as steady_rule
+from vllm_stress.core.numbers import count, cpu, percent, ratio, seconds
+from vllm_stress.core.schema import CLIENT_CPU_LIMIT_PERCENT, CLIENT_LOOP_LAG_LIMIT_MS
+from vllm_stress.core.sizing import worker_processes
 
 TITLE = "vLLM stress test report"
 
 
-def tokens(value: float | None) -> str:
-    """Tokens/s (or any large count) with thousands separators."""
-    return "-" if value is None else f"{value:,.0f}"
-
-
-def seconds(value: float | None) -> str:
-    """Seconds with two decimals (milliseconds below 1 s)."""
-    if value is None:
-        return "-"
-    return f"{value:.2f} s" if value >= 1 else f"{value * 1000:.1f} ms"
-
-
-def ratio(value: float | None) -> str:
-    return "-" if value is None else f"{value:.1f}x"
-
-
-def percent(value: float | None) -> str:
-    return "-" if value is None else f"{value * 100:.1f} %"
-
-
-def mean_count(value: float | None) -> str:
-    """A mean number of requests."""
-    return "-" if value is None else f"{value:.1f}"
-
-
-def cpu(value: float | None) -> str:
-    """CPU percent of a process (100 = one core)."""
-    return "-" if value is None else f"{value:.0f} %"
-
-
-def with_ci(level: dict, field: str, fmt) -> str:
+def with_ci(level: Level, field: str, fmt: Callable[[float | None], str]) -> str:
     """'mean ± CI half-width' when the level has repeats, else just the value."""
     ci95 = level.get(f"{field}_ci95")
     text = fmt(level[field])
     return text if ci95 is None else f"{text} ± {fmt(ci95)}"
 
 
-def build_report(summary: dict, plots: dict[str, Path]) -> list[Block]:
+def build_report(summary: Summary, plots: dict[str, Path]) -> list[Block]:
     """Every block of the report, in order."""
     configs = summary["configs"]
     blocks: list[Block] = [Heading(TITLE, 1), Paragraph(overview(summary))]
+    blocks += client_limit_blocks(configs) + lost_worker_blocks(summary["lost_workers"], summary["unaccounted"])
     partial = [f"{c['label']}: {', '.join(c['partial_runs'])}" for c in configs.values() if c["partial"]]
     if partial:
         blocks += [Heading("Partial runs"), Paragraph(PARTIAL_NOTE), Bullets(partial)]
@@ -62,36 +42,38 @@ def build_report(summary: dict, plots: dict[str, Path]) -> list[Block]:
     for label, config in configs.items():
         blocks += [Heading(f"Per level: {label}"), Paragraph(config_caption(config)), level_table(config)]
         blocks += error_blocks(config)
+    blocks += [block for config in configs.values() for block in traffic_blocks(config["traffic"])]
     blocks += [Heading("Plots")] + [Image(title, path) for title, path in plots.items()]
     blocks += method_blocks(summary)
     return blocks
 
 
-def overview(summary: dict) -> str:
+def overview(summary: Summary) -> str:
     """One sentence per config answering the four questions, and what could not be measured."""
     sentences = []
     for label, c in summary["configs"].items():
         runs = f"{label} ({c['runs']} run{'s' if c['runs'] > 1 else ''})"
-        if c["peak"] is None:
+        peak, recommended = c["peak"], c["recommendations"]
+        if peak is None or recommended is None:  # both None together: no steady level
             sentences.append(f"{runs}: no level reached a steady state, so nothing is said about its capacity.")
         else:
             sentences.append(
-                f"{runs}: peak {peak_throughput(c)} at {c['peak']['users']} users with p99 e2e "
-                f"{seconds(c['peak']['e2e_p99_s'])}; saturates at {c['saturation_users']} users; "
-                f"recommended concurrency {c['recommendations']['balanced']} (balanced)."
+                f"{runs}: peak {peak_throughput(peak, c['throughput_field'])} at {peak['users']} users with p99 e2e "
+                f"{seconds(peak['e2e_p99_s'])}; saturates at {c['saturation_users']} users; "
+                f"recommended concurrency {recommended['balanced']} (balanced)."
             )
         sentences += unsteady_sentences(c)
     return " ".join(sentences)
 
 
-def peak_throughput(config: dict) -> str:
-    peak = config["peak"]
-    if config["throughput_field"] == "requests_per_s":
-        return f"{peak['requests_per_s']:.2f} requests/s (no token counts: the server sent no usage)"
-    return f"{tokens(peak['output_tokens_per_s'])} output tok/s ({tokens(peak['total_tokens_per_s'])} total tok/s)"
+def peak_throughput(peak: Peak, throughput_field: str) -> str:
+    """The peak's throughput in what it is measured in: output and total tok/s, or requests/s."""
+    if throughput_field == "requests_per_s":
+        return f"{count(peak['requests_per_s'], 2)} requests/s (no token counts: the server sent no usage)"
+    return f"{count(peak['output_tokens_per_s'])} output tok/s ({count(peak['total_tokens_per_s'])} total tok/s)"
 
 
-def unsteady_sentences(config: dict) -> list[str]:
+def unsteady_sentences(config: ConfigSummary) -> list[str]:
     """What was not measurable, and the hold it needs."""
     levels = [level for level in config["levels"] if not level["steady"]]
     if not levels:
@@ -110,11 +92,11 @@ def unsteady_sentences(config: dict) -> list[str]:
     return sentences
 
 
-def comparison_table(configs: dict[str, dict]) -> Table:
+def comparison_table(configs: dict[str, ConfigSummary]) -> Table:
     """The MI325X tuning guide's cross-model table (docs/sources.md §1.1): one column per config."""
-    rows = {
-        "Peak output tok/s": lambda c: tokens(peak_value(c, "output_tokens_per_s")),
-        "Peak total tok/s": lambda c: tokens(peak_value(c, "total_tokens_per_s")),
+    rows: dict[str, Callable[[ConfigSummary], str]] = {
+        "Peak output tok/s": lambda c: count(peak_value(c, "output_tokens_per_s")),
+        "Peak total tok/s": lambda c: count(peak_value(c, "total_tokens_per_s")),
         "Peak at (users)": lambda c: "-" if c["peak"] is None else str(c["peak"]["users"]),
         "Peak total tok/s per GPU": lambda c: per_gpu(c, "total_tokens_per_s_per_gpu"),
         "Peak output tok/s per GPU": lambda c: per_gpu(c, "output_tokens_per_s_per_gpu"),
@@ -129,11 +111,11 @@ def comparison_table(configs: dict[str, dict]) -> Table:
     return Table(["Metric", *configs], [[name, *(cell(c) for c in configs.values())] for name, cell in rows.items()])
 
 
-def peak_value(config: dict, key: str) -> float | None:
+def peak_value(config: ConfigSummary, key: str) -> float | None:
     return None if config["peak"] is None else config["peak"].get(key)
 
 
-def saturation_reason(config: dict) -> str:
+def saturation_reason(config: ConfigSummary) -> str:
     """Why throughput stops growing: the first bound (vllm_stress.analysis.stats.bounds) at or above the saturation level."""
     if config["saturation_users"] is None:
         return "-"
@@ -146,20 +128,20 @@ def saturation_reason(config: dict) -> str:
     return f"{level['bound']} from {level['users']} users"
 
 
-def per_gpu(config: dict, key: str) -> str:
+def per_gpu(config: ConfigSummary, key: str) -> str:
     if config["peak"] is None:
         return "-"
     if not config["gpus"]:
         return "- (no --gpus)"
-    return f"{tokens(config['peak'][key])} ({config['gpus']} GPUs)"
+    return f"{count(config['peak'][key])} ({config['gpus']} GPUs)"
 
 
-def min_or_none(values) -> float | None:
+def min_or_none(values: Iterable[float | None]) -> float | None:
     present = [v for v in values if v is not None]
     return min(present) if present else None
 
 
-def recommendation_table(configs: dict[str, dict]) -> Table:
+def recommendation_table(configs: dict[str, ConfigSummary]) -> Table:
     rows = []
     for label, config in configs.items():
         by_users = {level["users"]: level for level in config["levels"]}
@@ -170,15 +152,15 @@ def recommendation_table(configs: dict[str, dict]) -> Table:
                     label,
                     use_case.replace("_", " "),
                     str(users),
-                    tokens(level["output_tokens_per_s"]),
-                    tokens(level["total_tokens_per_s"]),
+                    count(level["output_tokens_per_s"]),
+                    count(level["total_tokens_per_s"]),
                     seconds(level["e2e_p99_s"]),
                 ]
             )
     return Table(["Config", "Use case", "Users", "Output tok/s", "Total tok/s", "p99 e2e"], rows)
 
 
-def config_caption(config: dict) -> str:
+def config_caption(config: ConfigSummary) -> str:
     facts = [
         f"model {config['model']}" if config["model"] else "",
         f"scenario {config['scenario']}" if config["scenario"] else "",
@@ -189,7 +171,7 @@ def config_caption(config: dict) -> str:
     return "; ".join(fact for fact in facts if fact) + "."
 
 
-def level_table(config: dict) -> Table:
+def level_table(config: ConfigSummary) -> Table:
     open_loop = any(level.get("schedule_lag_p50_s") is not None for level in config["levels"])
     headers = ["Users", "Steady", "Requests", "Success", "Output tok/s", "Total tok/s", "Req/s", "In flight"]
     headers += ["Server held", "Client CPU", "Client lag"]
@@ -206,10 +188,10 @@ def level_table(config: dict) -> Table:
     rows = []
     for level in config["levels"]:
         row = [str(level["users"]), "yes" if level["steady"] else f"no: {level['steady_reason']}"]
-        row += [tokens(level["requests"]), percent(level["success_rate"])]
-        row += [with_ci(level, "output_tokens_per_s", tokens), with_ci(level, "total_tokens_per_s", tokens)]
-        row += [f"{level['requests_per_s']:.2f}", f"{level['concurrency_mean']:.1f}"]
-        row += [mean_count(level.get("server_in_system_mean")), cpu(level.get("client_cpu_max_percent"))]
+        row += [count(level["requests"]), percent(level["success_rate"])]
+        row += [with_ci(level, "output_tokens_per_s", count), with_ci(level, "total_tokens_per_s", count)]
+        row += [count(level["requests_per_s"], 2), count(level["concurrency_mean"], 1)]
+        row += [count(level.get("server_in_system_mean"), 1), cpu(level.get("client_cpu_max_percent"))]
         row += [seconds(level.get("client_loop_lag_max_ms") and level["client_loop_lag_max_ms"] / 1000)]
         for field in ("ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "itl_p50_s", "itl_p99_s"):
             row.append(seconds(level[field]))
@@ -228,27 +210,27 @@ def level_table(config: dict) -> Table:
     return Table(headers, rows)
 
 
-def level_flags(level: dict) -> str:
+def level_flags(level: Level) -> str:
     """'partial', 'underloaded: N in flight', the bound, aborted and off-target counts and/or 'unstable: fields'
     for a level, or ''."""
     flags = ["partial"] if level["partial"] else []
     if level["underloaded"]:
-        flags.append(f"underloaded: {level['concurrency_mean']:.0f} in flight")
+        flags.append(f"underloaded: {count(level['concurrency_mean'])} in flight")
     if level.get("bound"):
         flags.append(level["bound"])
     if level.get("aborted"):
-        flags.append(f"{level['aborted']:.0f} aborted at the stop")
+        flags.append(f"{count(level['aborted'])} aborted at the stop")
     if level.get("off_target"):
-        flags.append(f"{level['off_target']:.0f} off their token targets")
+        flags.append(f"{count(level['off_target'])} off their token targets")
     if level.get("unstable"):
         flags.append("unstable: " + ", ".join(level["unstable"]))
     return "; ".join(flags)
 
 
-def error_blocks(config: dict) -> list[Block]:
+def error_blocks(config: ConfigSummary) -> list[Block]:
     """Failures by class over whole runs (requests.csv), as Locust counted them, and task exceptions."""
-    items = [f"{name}: {count} (requests.csv)" for name, count in config["errors"].items()]
-    items += [f"{name}: {count} (locust_failures.csv)" for name, count in config["locust_failures"].items()]
+    items = [f"{name}: {failed} (requests.csv)" for name, failed in config["errors"].items()]
+    items += [f"{name}: {seen} (locust_failures.csv)" for name, seen in config["locust_failures"].items()]
     if config["locust_exceptions"]:
         items.append(f"unhandled exceptions in Locust tasks: {config['locust_exceptions']} (locust_exceptions.csv)")
     if config["aborted"]:
@@ -273,7 +255,7 @@ RECOMMENDATION_NOTE = (
 )
 
 
-def method_blocks(summary: dict) -> list[Block]:
+def method_blocks(summary: Summary) -> list[Block]:
     """How every number was obtained."""
     definitions = [
         "Window: with levels.csv, [hold_start, hold_end) of each level (ramp-up and the drain after hold_end "
@@ -314,8 +296,8 @@ def method_blocks(summary: dict) -> list[Block]:
         "Why a level is bound (the flag after its users, and 'Why it saturates there'): 'server-bound: waiting "
         "requests' when requests queue inside the server's engine (server_waiting_mean ≥ 1 and ≥ "
         f"{bound.QUEUED_SHARE:.0%} of server_in_system_mean: max_num_seqs or the KV cache); "
-        f"'client-bound' when a load generator reached {bound.CLIENT_CPU_LIMIT_PERCENT} % CPU (Locust's warning limit) "
-        f"or its event loop ran its timers {bound.CLIENT_LOOP_LAG_LIMIT_MS:.0f} ms late on average ('Client lag': it "
+        f"'client-bound' when a load generator reached {CLIENT_CPU_LIMIT_PERCENT} % CPU (Locust's warning limit) "
+        f"or its event loop ran its timers {CLIENT_LOOP_LAG_LIMIT_MS:.0f} ms late on average ('Client lag': it "
         "waited for a core that something else held, such as a server on the same host, and its timestamps are late "
         "by as much) and the server did not queue; 'client/gateway-bound' when vLLM's HTTP layer held under "
         f"{bound.UNDERLOADED_RATIO:.0%} of the users (requests were held back before they reached it); "
@@ -337,3 +319,59 @@ def method_blocks(summary: dict) -> list[Block]:
         )
     glossary = [f"{name}: {text}" for name, text in level_defs.LEVEL_FIELDS.items()]
     return [Heading("Method"), Bullets(definitions), Heading("Fields", 3), Bullets(glossary)]
+
+
+LOST_WORKERS_NOTE = (
+    "These Locust workers stopped answering the master mid-run (run.json lost_workers). The requests they had in "
+    "flight, and the rows they had not yet reported (a few seconds before their last heartbeat), are missing: the "
+    "levels around that time count fewer requests and tokens than the server served. The unaccounted count is the "
+    "server's own count of requests finished during the run (vllm:request_success_total) minus the rows, assuming "
+    "the run was the server's only client."
+)
+CLIENT_LIMIT_NOTE = (
+    "At these levels a load generator (the master or a worker process) reached Locust's CPU warning limit: the "
+    "timings may include the client's own delay. The worker processes the level's output tokens/s needs are planned "
+    "as `python -m scenarios plan` does (CPU per streamed token from benchmarks/client.md, at most half a core each)."
+)
+
+
+def client_limit_blocks(configs: dict[str, ConfigSummary]) -> list[Block]:
+    """The report's warning about levels where a load generator reached Locust's CPU limit, with the worker
+    processes that level needed; [] when none did."""
+    items = []
+    for label, config in configs.items():
+        for level in config["levels"]:
+            busiest = level.get("client_cpu_max_percent")
+            if busiest is not None and busiest >= CLIENT_CPU_LIMIT_PERCENT:
+                needed = worker_processes(level["output_tokens_per_s"])
+                items.append(
+                    f"{label}, {level['users']} users: a load generator at {cpu(busiest)} CPU; "
+                    f"{count(level['output_tokens_per_s'])} output tok/s need {needed} worker process"
+                    f"{'es' if needed > 1 else ''}"
+                )
+    return [Heading("Client CPU limit reached"), Paragraph(CLIENT_LIMIT_NOTE), Bullets(items)] if items else []
+
+
+def lost_worker_blocks(lost_workers: list[dict[str, Any]], unaccounted: list[Unaccounted]) -> list[Block]:
+    """The report's section on workers lost mid-run and on requests the server served that have no row; [] when
+    there are none."""
+    items = [
+        f"{lost['run']}: worker {lost['worker']}, last heartbeat {utc(lost['last_seen'])}, "
+        f"{lost.get('rows', '?')} rows received from it"
+        for lost in lost_workers
+    ]
+    items += [
+        f"{run['run']}: {run['unaccounted_requests']} requests unaccounted: the server finished "
+        f"{run['server_requests']}, requests.csv holds {run['rows']}; lost with worker(s) "
+        f"{', '.join(run['lost_with']) or '(none lost: rows missing)'}"
+        for run in unaccounted
+    ]
+    return (
+        [Heading("Lost workers and unaccounted requests"), Paragraph(LOST_WORKERS_NOTE), Bullets(items)]
+        if items
+        else []
+    )
+
+
+def utc(timestamp: float | None) -> str:
+    return "never" if timestamp is None else time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(timestamp))

@@ -1,39 +1,9 @@
-"""Per-level steady-state windows and the statistics of one run in each window.
-
-Window of a level:
-
-* with ``levels.csv``: ``[hold_start, hold_end)`` — the ramp (``ramp_start`` .. ``hold_start``) and everything
-  after ``hold_end`` (the next level's ramp, the final drain) are left out;
-* without it (a plain Locust run): per ``users`` value, from the level's first request start plus a warm-up margin
-  (the level's median e2e, at most half the level) to the level's *last request start* — after that no request of
-  the level is sent any more, so what follows is the drain, not steady state (a header-only levels.csv counts as
-  none);
-* a level that was never held — the run stopped during its ramp or warm-up (levels.csv gives it no hold), or was
-  killed before levels.csv got its row — gets a window derived from its rows, as above, is marked partial and is
-  never steady.
-
-Whether a window *is* a steady state is decided by ``vllm_stress.core.steady`` (``steady``, ``steady_reason``); only
-steady levels can be the peak, the saturation point, the knee or a recommendation (``vllm_stress.analysis.stats``).
-
-Populations. A request belongs to the level in its ``users`` column (the level it started in) and counts where it
-*ended*. Of a level's requests that ended in the window:
-
-* **aborted** ones (``vllm_stress.core.schema.ABORTED``: the run stopped its users mid-stream) are neither successes nor failures;
-* **failures** are every other error (what the server or the network did wrong);
-* **off target** ones succeeded but the server's ``usage`` differs from what the request was built and forced to
-  have (``count_mismatch``), or the server aborted them (``finish_reason`` abort): they are counted, not timed;
-* **measured** ones are the rest of the successes: every latency percentile (TTFT, TPOT, e2e, and ITL, whose
-  histogram the load generators fill only from successful streams that ended during a hold) and req/s use exactly
-  these.
-
-Token throughput is what the server produced *during* the window, whoever asked for it, by the rule of
-``vllm_stress.core.metrics.streamed_tokens``; prompt tokens count when their request's first token came (the prefill was
-done). Output tokens are the server's ``usage`` counts, or the chunks received for a stream that ended without usage
-(failed, aborted). A level none of whose successful requests carried usage has no tok/s (NaN) rather than 0.
-Rows from several workers are already merged into one file; nothing here depends on their order.
-"""
+"""Per-level windows and the statistics of one run in each: every level field (``LEVEL_FIELDS``), the populations
+of requests, latency percentiles and the per-second timeline (docs/concepts/analysis.md)."""
 
 from __future__ import annotations
+
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -45,6 +15,9 @@ from vllm_stress.core.metrics import mean_in_flight as in_flight_mean
 from vllm_stress.core.schema import ABORTED, LEVELS_FILE, REQUESTS_FILE
 
 PERCENTILES = (50, 90, 99)
+# One level's fields by name (LEVEL_FIELDS; in a config's summary also runs, underloaded, bound, and with repeats
+# <field>_std, <field>_ci95 and unstable): numbers, text, flags or None.
+Level = dict[str, Any]
 LEVEL_CLOCK_SLACK_S = 1.0  # worker rows of a new level may start slightly before the master wrote the last hold_end
 LATENCY_METRICS = {"ttft": "ttft_s", "tpot": "tpot_s", "e2e": "e2e_s"}  # SLO / percentile name -> request column
 
@@ -102,6 +75,11 @@ LEVEL_FIELDS = {
 }
 
 
+def records(table: pd.DataFrame) -> list[dict[str, Any]]:
+    """A table's rows as {column name: value}."""
+    return cast(list[dict[str, Any]], table.to_dict("records"))  # the stubs' keys are Hashable; ours are names
+
+
 def level_windows(run: Run) -> tuple[pd.DataFrame, bool]:
     """The window of each level (users, start, end, partial, held) and whether the run is partial."""
     rows = run.requests
@@ -115,12 +93,12 @@ def level_windows(run: Run) -> tuple[pd.DataFrame, bool]:
         {"users": levels["users"].astype("int64"), "start": levels["hold_start"], "end": levels["hold_end"]}
     )
     unlisted = unlisted_level_windows(run, windows)
-    partial = run.interrupted or not unlisted.empty or windows["end"].isna().any() or stopped_early(rows, windows)
+    partial = bool(run.interrupted or not unlisted.empty or windows["end"].isna().any() or stopped_early(rows, windows))
     if partial:
         windows["end"] = windows["end"].fillna(last_end).clip(upper=last_end)
-    windows["partial"] = partial & (windows["end"] < levels["hold_end"].fillna(np.inf))
+    windows["partial"] = (windows["end"] < levels["hold_end"].fillna(np.inf)) & partial
     windows = pd.concat([windows.assign(held=True), unlisted.assign(partial=True, held=False)], ignore_index=True)
-    return windows[windows["end"] > windows["start"]].reset_index(drop=True), bool(partial)
+    return windows[windows["end"] > windows["start"]].reset_index(drop=True), partial
 
 
 def unlisted_level_windows(run: Run, windows: pd.DataFrame) -> pd.DataFrame:
@@ -164,8 +142,7 @@ def stopped_early(rows: pd.DataFrame, windows: pd.DataFrame) -> bool:
 
 
 def classify(rows: pd.DataFrame) -> pd.DataFrame:
-    """The rows with the boolean columns of the populations in the module docstring: aborted, failed, off_target,
-    measured."""
+    """The rows with a boolean column per population of requests: aborted, failed, off_target, measured."""
     aborted = ~rows["ok"] & (rows["error"] == ABORTED).fillna(False)
     off_target = rows["ok"] & (rows["count_mismatch"] | (rows["finish_reason"] == "abort").fillna(False))
     return rows.assign(
@@ -201,8 +178,8 @@ def level_stats(run: Run, windows: pd.DataFrame, slo: dict[str, float] | None = 
     output_tokens, prompt_tokens = tokens_in_windows(rows, windows)
     successes = per_level(ended["ok"])
     counted_tokens = ~((successes > 0) & (stats["rows_without_usage"] == successes))
-    stats["output_tokens_per_s"] = (output_tokens.to_numpy() / window_s).where(counted_tokens)
-    stats["total_tokens_per_s"] = ((output_tokens + prompt_tokens).to_numpy() / window_s).where(counted_tokens)
+    stats["output_tokens_per_s"] = (output_tokens / window_s).where(counted_tokens)
+    stats["total_tokens_per_s"] = ((output_tokens + prompt_tokens) / window_s).where(counted_tokens)
     stats["concurrency_mean"] = mean_in_flight(rows, windows).to_numpy()
     stats = stats.join(server_load(run.tables.get("server"), windows))
     stats["client_cpu_max_percent"] = client_health_max(run.tables.get("client_health"), windows, "cpu_percent")
@@ -228,13 +205,15 @@ def steady_verdicts(rows: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
     first, end, output, _ = token_times(rows)
     e2e, ttft = rows["e2e_s"].to_numpy(float), rows["ttft_s"].to_numpy(float)
     verdicts = []
-    for window in windows.itertuples():
-        if not window.held:
+    for users, start, stop, held in zip(
+        windows["users"], windows["start"], windows["end"], windows["held"], strict=True
+    ):
+        if not held:
             verdicts.append(steady.Verdict(False, NEVER_HELD, np.nan, np.nan))
             continue
-        measured = (rows["measured"] & (rows["users"] == window.users)).to_numpy()
+        measured = (rows["measured"] & (rows["users"] == users)).to_numpy()
         sample = steady.Requests(rows["start_time"].to_numpy(), end, first, output, measured, e2e, ttft)
-        verdicts.append(steady.judge(window.start, window.end, sample))
+        verdicts.append(steady.judge(start, stop, sample))
     return pd.DataFrame(
         {
             "steady": [v.steady for v in verdicts],
@@ -250,7 +229,7 @@ NEVER_HELD = "the run stopped during this level's ramp or warm-up: it was never 
 
 
 def tokens_in_windows(rows: pd.DataFrame, windows: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
-    """Output and prompt tokens the server produced inside each window (see the module docstring)."""
+    """Output tokens streamed and prompt tokens prefilled inside each window (``token_times``)."""
     first, end, output, prompt = token_times(rows)
     outputs, prompts = [], []
     for w_start, w_end in zip(windows["start"], windows["end"], strict=True):
@@ -268,13 +247,13 @@ def token_times(rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray,
     end = rows["end_time"].to_numpy()
     output = rows["completion_tokens"].fillna(rows["chunks"]).fillna(0).to_numpy(dtype=float)
     prompt = rows["prompt_tokens"].fillna(rows["target_prompt_tokens"])
-    prompt = prompt.where(rows["ttft_s"].notna() | rows["ok"], 0).fillna(0).to_numpy(dtype=float)
-    return first, end, output, prompt
+    prefilled = prompt.where(rows["ttft_s"].notna() | rows["ok"], 0).fillna(0).to_numpy(dtype=float)
+    return first, end, output, prefilled
 
 
 def server_load(server: pd.DataFrame | None, windows: pd.DataFrame) -> pd.DataFrame:
     """What the server held in each window (vllm_stress.core.bound.server_load; NaN without server_metrics.csv)."""
-    scrapes = [] if server is None else server.sort_values("time").to_dict("records")
+    scrapes = [] if server is None else records(server.sort_values("time"))
     loads = [
         bound.server_load(scrapes, start, end) for start, end in zip(windows["start"], windows["end"], strict=True)
     ]
@@ -302,7 +281,7 @@ def server_prefix_hit_rate(server: pd.DataFrame | None, windows: pd.DataFrame) -
 def client_health_max(health: pd.DataFrame | None, windows: pd.DataFrame, column: str) -> np.ndarray:
     """The highest ``column`` of client_health.csv in each window (vllm_stress.core.bound.health_max; NaN without
     the file)."""
-    samples = [] if health is None else health.sort_values("time").to_dict("records")
+    samples = [] if health is None else records(health.sort_values("time"))
     return np.array(
         [
             bound.health_max(samples, column, start, end)
@@ -343,9 +322,10 @@ def itl_percentiles(histogram: pd.DataFrame | None) -> pd.DataFrame:
         return pd.DataFrame(columns=columns, dtype=float)
     result = {}
     for users, level in histogram.groupby(histogram["users"].astype("int64")):
-        counts = level.groupby("itl_ms")["count"].sum().to_dict()
-        result[users] = [bucket_percentile(counts, p / 100) / 1000 for p in PERCENTILES]
-    return pd.DataFrame.from_dict(result, orient="index", columns=columns)
+        totals = level.groupby("itl_ms")["count"].sum()
+        counts = dict(zip(totals.index.to_numpy(float).tolist(), totals.to_numpy(int).tolist(), strict=True))
+        result[users] = [bucket_percentile(counts, p / 100) for p in PERCENTILES]
+    return pd.DataFrame.from_dict(result, orient="index", columns=columns, dtype=float) / 1000
 
 
 def goodput(measured: pd.DataFrame, slo: dict[str, float], window_s: pd.Series, requests: pd.Series) -> pd.DataFrame:
@@ -362,7 +342,7 @@ def goodput(measured: pd.DataFrame, slo: dict[str, float], window_s: pd.Series, 
 
 def timeline(rows: pd.DataFrame) -> pd.DataFrame:
     """Per second since the first start: requests in flight, failures ended, and output tokens streamed in that
-    second (spread from first token to end as in the windows, see the module docstring)."""
+    second (spread from first token to end as in the windows)."""
     origin = np.floor(rows["start_time"].min())
     start_s = (rows["start_time"] - origin).astype("int64").to_numpy()
     end_s = (rows["end_time"] - origin).astype("int64").to_numpy()
@@ -400,7 +380,8 @@ def tokens_per_second(rows: pd.DataFrame, origin: float, length: int) -> np.ndar
 
     streamed = np.diff(ramp_sum(first[spread]) - ramp_sum(end[spread]))
     at_once = np.bincount(np.floor(end[~spread]).astype("int64"), output[~spread], minlength=length)[:length]
-    return streamed + at_once
+    per_second: np.ndarray = streamed + at_once
+    return per_second
 
 
 def error_counts(rows: pd.DataFrame) -> dict[str, int]:

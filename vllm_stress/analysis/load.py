@@ -1,11 +1,6 @@
-"""Read and validate run folders: the files named in ``vllm_stress.core.schema`` plus Locust's own CSVs.
-
-Every problem with the input becomes an :class:`AnalysisError` whose message names the file and the problem in one
-line; the CLI prints it without a traceback.
-
-Optional files are declared in :data:`OPTIONAL_TABLES` (name -> file, required columns). A new per-run source, such
-as the planned ``server_metrics.csv``, plugs in by adding an entry there and a per-level function in ``levels.py``.
-"""
+"""Read and validate run folders: the files named in ``vllm_stress.core.schema`` plus Locust's own CSVs. Every
+problem with the input is an :class:`AnalysisError` of one line naming the file; the CLI prints it without a
+traceback."""
 
 from __future__ import annotations
 
@@ -13,6 +8,7 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -61,7 +57,8 @@ SERVER_OPTIONAL_COLUMNS = [
     "prefix_cache_hits",
 ]  # newer columns: NaN in older runs
 
-# name -> (file in the run folder, columns it must have). Locust columns: docs/locust.md §6.
+# name -> (file in the run folder, columns it must have). Locust columns: docs/locust.md §6. A new per-run source
+# plugs in with an entry here and a per-level function in levels.py.
 OPTIONAL_TABLES = {
     "levels": (LEVELS_FILE, LEVEL_COLUMNS),
     "itl": (ITL_FILE, ITL_COLUMNS),
@@ -79,6 +76,9 @@ NUMERIC_TABLE_COLUMNS = {
 CLIENT_HEALTH_OPTIONAL_COLUMNS = ["loop_lag_ms"]
 
 
+RunMeta = dict[str, Any]  # run.json as read: vllm_stress.core.schema.RUN_KEYS to JSON values
+
+
 class AnalysisError(Exception):
     """Bad input: the message is one line naming the file and the problem."""
 
@@ -90,7 +90,7 @@ class Run:
     path: Path
     requests: pd.DataFrame
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
-    meta: dict = field(default_factory=dict)
+    meta: RunMeta = field(default_factory=dict)
 
     @property
     def interrupted(self) -> bool:
@@ -196,7 +196,7 @@ def require_numeric(path: Path, table: pd.DataFrame, columns: list[str]) -> None
     for column in columns:
         if not table.empty and not pd.api.types.is_numeric_dtype(table[column]):
             bad = pd.to_numeric(table[column], errors="coerce").isna() & table[column].notna()
-            value = table[column][bad.idxmax()]
+            value = table[column].iloc[int(bad.to_numpy().argmax())]
             raise AnalysisError(f"{path}: column {column} is not numeric (line {line_of(bad)}: {value!r})")
 
 
@@ -205,7 +205,7 @@ def line_of(mask: pd.Series) -> int:
     return int(mask.to_numpy().argmax()) + 2
 
 
-def read_meta(path: Path) -> dict:
+def read_meta(path: Path) -> RunMeta:
     """run.json, or {} when the run has none."""
     if not path.is_file():
         return {}

@@ -1,22 +1,17 @@
-"""The report of a parallel-query run (``python -m scenarios parallel``): per dataset, the parallel-query benchmark's table (docs/sources.md §1.2) (accuracy,
-average time per question, wall clock, speedup per parallelism level), a speedup plot, the agreement matrix between
-levels and the answers that changed; written as ``report.md``, ``report.html``, ``speedup.png`` and ``summary.json``.
-
-Definitions: *wall clock* is the time from the first request of a level to its last answer; *avg time/question* is
-the mean end-to-end latency of the level's successful requests; *speedup* is the first level's wall clock (the
-baseline, P=1 by default) over this level's; *output tok/s* is the completion tokens of the level over its wall
-clock. Accuracy counts failed requests and answers without a letter / number as wrong.
-"""
+"""The report of a parallel-query run (``python -m scenarios parallel``): per dataset, accuracy, time and speedup per
+parallelism level, the agreement between levels and the answers that changed (docs/concepts/analysis.md)."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any, NotRequired, TypedDict, cast
 
-from vllm_stress.analysis.document import percent, ratio, seconds, tokens
 from vllm_stress.analysis.plots import new_figure
 from vllm_stress.analysis.render import Block, Bullets, Heading, Image, Paragraph, Table, to_html, to_markdown
 from vllm_stress.core.grading import accuracy_by_level, agreement
+from vllm_stress.core.numbers import count, percent, ratio, seconds
 from vllm_stress.core.schema import REPORT_HTML, REPORT_MD, SUMMARY_JSON
 
 TITLE = "Parallel queries: wall-clock speedup and answers that don't change"
@@ -36,9 +31,51 @@ NONDETERMINISM_NOTE = (
 )
 
 
-def summarise(rows: list[dict], walls: dict[tuple[str, int], float], meta: dict) -> dict:
+AnswerRow = dict[str, Any]  # a row of answers.csv (vllm_stress.scenarios.parallel): dataset, parallel, question_id, ...
+
+
+class ParallelLevel(TypedDict):
+    """One parallelism level of a dataset."""
+
+    parallel: int
+    questions: int
+    accuracy: float
+    mean_e2e_s: float | None
+    wall_s: float
+    output_tokens_per_s: float
+    errors: int
+    unanswered: int
+    speedup: NotRequired[float]  # the first level's wall clock over this one's
+
+
+class Dataset(TypedDict):
+    """One dataset: what the run says of it, its levels and the agreement between them."""
+
+    path: str
+    kind: str  # "mc" (multiple choice) or "num" (final number)
+    questions: int
+    levels: list[ParallelLevel]
+    agreement: dict[str, Any]  # vllm_stress.core.grading.agreement: levels, questions, matrix, changed
+
+
+class ParallelSummary(TypedDict):
+    """summary.json of a parallel-query run."""
+
+    title: str
+    target: str
+    simulated: bool
+    model: str
+    seed: int
+    simulator_args: list[str]
+    max_tokens: dict[str, int]  # per kind of question
+    datasets: dict[str, Dataset]
+
+
+def summarise(
+    rows: list[AnswerRow], walls: Mapping[tuple[str, int], float], meta: Mapping[str, Any]
+) -> ParallelSummary:
     """The summary (summary.json) of answer rows and level wall clocks; ``meta["datasets"]`` names the datasets."""
-    datasets = {}
+    datasets: dict[str, Dataset] = {}
     for name, info in meta["datasets"].items():
         subset = [row for row in rows if row["dataset"] == name]
         levels = list(dict.fromkeys(row["parallel"] for row in subset))
@@ -46,11 +83,18 @@ def summarise(rows: list[dict], walls: dict[tuple[str, int], float], meta: dict)
         stats = [level_stats([r for r in subset if r["parallel"] == p], walls[name, p], accuracy[p]) for p in levels]
         for level in stats:
             level["speedup"] = stats[0]["wall_s"] / level["wall_s"]
-        datasets[name] = {**info, "levels": stats, "agreement": agreement(subset)}
-    return {"title": TITLE, **meta, "datasets": datasets}
+        datasets[name] = {
+            "path": info["path"],
+            "kind": info["kind"],
+            "questions": info["questions"],
+            "levels": stats,
+            "agreement": agreement(subset),
+        }
+    return cast(ParallelSummary, {"title": TITLE, **meta, "datasets": datasets})  # meta: the run's other keys
 
 
-def level_stats(rows: list[dict], wall_s: float, accuracy: float) -> dict:
+def level_stats(rows: list[AnswerRow], wall_s: float, accuracy: float) -> ParallelLevel:
+    """One level's accuracy, time, wall clock, throughput, errors and unanswered questions."""
     ok = [row for row in rows if not row["error"]]
     return {
         "parallel": rows[0]["parallel"],
@@ -64,7 +108,7 @@ def level_stats(rows: list[dict], wall_s: float, accuracy: float) -> dict:
     }
 
 
-def write_report(summary: dict, out: Path) -> None:
+def write_report(summary: ParallelSummary, out: Path) -> None:
     """speedup.png, report.md, report.html and summary.json into ``out``."""
     plot = plot_speedup(summary, out / SPEEDUP_PNG)
     blocks = build_report(summary, plot)
@@ -73,7 +117,7 @@ def write_report(summary: dict, out: Path) -> None:
     (out / SUMMARY_JSON).write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n")
 
 
-def plot_speedup(summary: dict, path: Path) -> Path:
+def plot_speedup(summary: ParallelSummary, path: Path) -> Path:
     """Speedup against parallelism per dataset, with the ideal (speedup = P / baseline P) dashed."""
     figure, (ax,) = new_figure()
     levels = sorted({level["parallel"] for d in summary["datasets"].values() for level in d["levels"]})
@@ -92,7 +136,7 @@ def plot_speedup(summary: dict, path: Path) -> Path:
     return path
 
 
-def build_report(summary: dict, plot: Path) -> list[Block]:
+def build_report(summary: ParallelSummary, plot: Path) -> list[Block]:
     blocks: list[Block] = [Heading(TITLE, 1), Paragraph(overview(summary))]
     if summary["simulated"]:
         blocks.append(Paragraph(SIMULATED_NOTE))
@@ -115,7 +159,7 @@ def kind_name(kind: str) -> str:
     return "multiple choice" if kind == "mc" else "final number"
 
 
-def overview(summary: dict) -> str:
+def overview(summary: ParallelSummary) -> str:
     """One sentence per dataset: speedup of the last level, accuracy change, answers changed."""
     sentences = [f"Target {summary['target']}, model {summary['model']}."]
     for name, dataset in summary["datasets"].items():
@@ -135,7 +179,7 @@ def duration(value: float) -> str:
     return f"{value / 60:.1f} min" if value >= 120 else seconds(value)
 
 
-def level_table(dataset: dict) -> Table:
+def level_table(dataset: Dataset) -> Table:
     """The parallel-query benchmark's table: one row per parallelism level."""
     rows = [
         [
@@ -144,7 +188,7 @@ def level_table(dataset: dict) -> Table:
             seconds(level["mean_e2e_s"]),
             duration(level["wall_s"]),
             "baseline" if index == 0 else ratio(level["speedup"]),
-            tokens(level["output_tokens_per_s"]),
+            count(level["output_tokens_per_s"]),
             str(level["errors"]),
             str(level["unanswered"]),
         ]
@@ -163,19 +207,20 @@ def level_table(dataset: dict) -> Table:
     return Table(headers, rows)
 
 
-def changed_between(result: dict, a: int, b: int) -> int:
+def changed_between(result: dict[str, Any], a: int, b: int) -> int:
     levels = result["levels"]
-    return result["questions"] - result["matrix"][levels.index(a)][levels.index(b)]
+    same: int = result["matrix"][levels.index(a)][levels.index(b)]
+    return int(result["questions"]) - same
 
 
-def agreement_table(result: dict) -> Table:
+def agreement_table(result: dict[str, Any]) -> Table:
     """Same answers for each pair of levels, as 'same/questions'."""
     levels, total = result["levels"], result["questions"]
     rows = [[f"P={a}", *(f"{same}/{total}" for same in result["matrix"][i])] for i, a in enumerate(levels)]
     return Table(["Same answer as", *(f"P={b}" for b in levels)], rows)
 
 
-def changed_blocks(result: dict) -> list[Block]:
+def changed_blocks(result: dict[str, Any]) -> list[Block]:
     changed = result["changed"]
     if not changed:
         return [Paragraph("Every question got the same answer at every level.")]
@@ -190,7 +235,7 @@ def changed_blocks(result: dict) -> list[Block]:
     return blocks
 
 
-def method_blocks(summary: dict) -> list[Block]:
+def method_blocks(summary: ParallelSummary) -> list[Block]:
     max_tokens = ", ".join(f"{kind_name(kind)} {limit}" for kind, limit in summary["max_tokens"].items())
     items = [
         f"Every question once per level, non-streaming /v1/chat/completions, temperature 0, seed {summary['seed']}, "

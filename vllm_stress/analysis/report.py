@@ -1,12 +1,9 @@
 """Orchestration: run folders -> per-level statistics -> summary -> plots, report.md, report.html, summary.json.
-
-``analyse`` is the entry point for the CLI (``python -m analysis``) and for the scenario runner.
-"""
+``analyse`` is the entry point for the CLI (``python -m analysis``) and for the scenario runner."""
 
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -16,12 +13,12 @@ from vllm_stress.analysis import store
 from vllm_stress.analysis.document import TITLE, build_report
 from vllm_stress.analysis.levels import LATENCY_METRICS, classify, error_counts, level_stats, level_windows, timeline
 from vllm_stress.analysis.load import AnalysisError, Run, load_run
-from vllm_stress.analysis.plots import write_plots
-from vllm_stress.analysis.render import Bullets, Heading, Paragraph, to_html, to_markdown
-from vllm_stress.analysis.summary import build_summary, summarise_config
-from vllm_stress.analysis.traffic import DEFAULT_WINDOW_S, traffic_blocks, traffic_tables
-from vllm_stress.core.schema import CLIENT_CPU_LIMIT_PERCENT, REPORT_HTML, REPORT_MD, SUMMARY_JSON
-from vllm_stress.core.sizing import worker_processes
+from vllm_stress.analysis.plots import Timeline, write_plots
+from vllm_stress.analysis.render import to_html, to_markdown
+from vllm_stress.analysis.store import StoredRun
+from vllm_stress.analysis.summary import ConfigSummary, RunInfo, Summary, Unaccounted, build_summary, summarise_config
+from vllm_stress.analysis.traffic import DEFAULT_WINDOW_S, traffic_tables
+from vllm_stress.core.schema import REPORT_HTML, REPORT_MD, SUMMARY_JSON
 
 ANY_LABEL = "*"  # key of a gpus mapping that applies to every label not named
 
@@ -36,41 +33,33 @@ def analyse(
     scaling: tuple[int, int] | None = None,
     db: str | Path | None = None,
     window_s: float = DEFAULT_WINDOW_S,
-) -> dict:
+) -> Summary:
     """Analyse run folders and write the report into ``out``; returns the summary (the summary.json content).
 
     ``labels``: one label for every dir, or {dir: label}; dirs without one are labelled from run.json (model and
     scenario) or by folder name. Dirs sharing a label are repeats of one config. ``gpus``: GPU count for every
-    config, or {label: count} ("*" for the rest). ``slo``: limits in seconds for "ttft", "tpot", "e2e" (goodput). ``scaling``: the two
-    levels of the scaling factor (default: smallest and largest). ``db``: a results store (``vllm_stress.analysis.store``; default
-    $VLLM_STRESS_DB) to append the runs to, their ids in the returned ``store_ids``. ``window_s``: the window of the
-    per-window tables of open-loop runs and trace replays (``vllm_stress.analysis.traffic``). Raises AnalysisError on bad input.
+    config, or {label: count} ("*" for the rest). ``slo``: limits in seconds for "ttft", "tpot", "e2e" (goodput).
+    ``scaling``: the two levels of the scaling factor (default: smallest and largest). ``db``: a results store
+    (``vllm_stress.analysis.store``; default $VLLM_STRESS_DB) to append the runs to, their ids in the returned
+    ``store_ids``. ``window_s``: the window of the per-window tables of open-loop runs and trace replays
+    (``vllm_stress.analysis.traffic``). Raises AnalysisError on bad input.
     """
     if not dirs:
         raise AnalysisError("no run folder given")
     unknown = sorted(set(slo or {}) - set(LATENCY_METRICS))
     if unknown:
         raise AnalysisError(f"--slo: unknown metric(s) {', '.join(unknown)} (use {', '.join(LATENCY_METRICS)})")
-    configs, timelines, lost_workers, unaccounted, analysed = {}, {}, [], [], []
-    for label, runs in group_runs(dirs, labels).items():
-        per_run, run_info = [], []
-        for index, run in enumerate(runs):
-            lost_workers += [{"run": str(run.path), **lost} for lost in run.meta.get("lost_workers") or []]
-            unaccounted += unaccounted_requests(run)
-            windows, partial = level_windows(run)
-            if windows.empty:
-                raise AnalysisError(f"{run.path}: no level reached a steady-state window")
-            stats = level_stats(run, windows, dict(slo or {}))
-            per_run.append(stats.assign(run=index))
-            analysed.append((label, run, stats))
-            run_info.append(describe_run(run, partial))
-            windows = windows.assign(steady=stats["steady"].to_numpy())
-            timelines.setdefault(label, []).append((str(run.path), timeline(run.requests), windows))
-        configs[label] = summarise_config(label, pd.concat(per_run), run_info, gpus_for(gpus, label), scaling)
-        configs[label]["traffic"] = [tables for run in runs if (tables := traffic_tables(run, window_s))]
-    summary = build_summary(configs, dict(slo) if slo else None)
-    summary["lost_workers"] = lost_workers
-    summary["unaccounted"] = unaccounted
+    groups = group_runs(dirs, labels)
+    configs, timelines, analysed = {}, {}, []
+    for label, runs in groups.items():
+        configs[label], timelines[label], stored = summarise_runs(
+            label, runs, gpus_for(gpus, label), scaling, dict(slo or {}), window_s
+        )
+        analysed += stored
+    every_run = [run for runs in groups.values() for run in runs]
+    lost = [{"run": str(run.path), **lost} for run in every_run for lost in run.meta.get("lost_workers") or []]
+    missing = [entry for run in every_run for entry in unaccounted_requests(run)]
+    summary = build_summary(configs, dict(slo) if slo else None, lost, missing)
     write_outputs(summary, timelines, Path(out))
     db = db or store.default_db()
     if db:
@@ -78,13 +67,38 @@ def analyse(
     return summary
 
 
-def run_levels(path: str | Path) -> pd.DataFrame:
-    """One row per level of one run folder (``level_stats``), for tools that compare or export single runs."""
-    run = load_run(path)
-    windows, _ = level_windows(run)
+def summarise_runs(
+    label: str,
+    runs: list[Run],
+    gpus: int | None,
+    scaling: tuple[int, int] | None,
+    slo: dict[str, float],
+    window_s: float,
+) -> tuple[ConfigSummary, list[Timeline], list[StoredRun]]:
+    """The summary of one config's runs, their timelines, and their level rows for the results store."""
+    per_run, run_info, timelines, stored = [], [], [], []
+    for index, run in enumerate(runs):
+        windows, stats, partial = windows_and_stats(run, slo)
+        per_run.append(stats.assign(run=index))
+        stored.append((label, run, stats))
+        run_info.append(describe_run(run, partial))
+        timelines.append((str(run.path), timeline(run.requests), windows.assign(steady=stats["steady"].to_numpy())))
+    traffic = [tables for run in runs if (tables := traffic_tables(run, window_s))]
+    return summarise_config(label, pd.concat(per_run), run_info, gpus, scaling, traffic), timelines, stored
+
+
+def windows_and_stats(run: Run, slo: dict[str, float] | None = None) -> tuple[pd.DataFrame, pd.DataFrame, bool]:
+    """A run's level windows, its per-level rows (``level_stats``) and whether it is partial."""
+    windows, partial = level_windows(run)
     if windows.empty:
         raise AnalysisError(f"{run.path}: no level reached a steady-state window")
-    return level_stats(run, windows)
+    return windows, level_stats(run, windows, slo), partial
+
+
+def run_levels(path: str | Path) -> pd.DataFrame:
+    """One row per level of one run folder (``level_stats``), for tools that compare or export single runs."""
+    _, levels, _ = windows_and_stats(load_run(path))
+    return levels
 
 
 def group_runs(dirs: Sequence[str | Path], labels: str | Mapping[str, str] | None) -> dict[str, list[Run]]:
@@ -111,7 +125,7 @@ def default_label(run: Run) -> str:
     return " · ".join(parts) or run.path.name
 
 
-def describe_run(run: Run, partial: bool) -> dict:
+def describe_run(run: Run, partial: bool) -> RunInfo:
     """What the summary keeps about one run besides its levels."""
     exceptions = run.tables.get("locust_exceptions")
     failures = run.tables.get("locust_failures")
@@ -123,61 +137,24 @@ def describe_run(run: Run, partial: bool) -> dict:
         "errors": error_counts(run.requests),
         "aborted": int(classify(run.requests)["aborted"].sum()),
         "locust_exceptions": 0 if exceptions is None else int(exceptions["Count"].sum()),
-        "locust_failures": {} if failures is None else failures.groupby("Error")["Occurrences"].sum().to_dict(),
+        "locust_failures": {}
+        if failures is None
+        else {str(error): int(n) for error, n in failures.groupby("Error")["Occurrences"].sum().items()},
     }
 
 
-def write_outputs(summary: dict, timelines: dict[str, list], out: Path) -> None:
+def write_outputs(summary: Summary, timelines: dict[str, list[Timeline]], out: Path) -> None:
     """Plots, report.md, report.html and summary.json into ``out`` (created if needed)."""
     if out.exists() and not out.is_dir():
         raise AnalysisError(f"{out}: output path exists and is not a folder")
     out.mkdir(parents=True, exist_ok=True)
-    plots = write_plots(summary, timelines, out)
-    blocks = build_report(summary, plots)
-    plots_at = next((i for i, block in enumerate(blocks) if block == Heading("Plots")), len(blocks))
-    blocks[plots_at:plots_at] = [block for config in summary["configs"].values() for block in traffic_blocks(config)]
-    if summary["lost_workers"] or summary["unaccounted"]:  # after the title and the overview
-        blocks[2:2] = lost_worker_blocks(summary["lost_workers"], summary["unaccounted"])
-    blocks[2:2] = client_limit_blocks(summary["configs"])
+    blocks = build_report(summary, write_plots(summary["configs"], timelines, out))
     (out / REPORT_MD).write_text(to_markdown(blocks))
     (out / REPORT_HTML).write_text(to_html(blocks, TITLE))
     (out / SUMMARY_JSON).write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n")
 
 
-LOST_WORKERS_NOTE = (
-    "These Locust workers stopped answering the master mid-run (run.json lost_workers). The requests they had in "
-    "flight, and the rows they had not yet reported (a few seconds before their last heartbeat), are missing: the "
-    "levels around that time count fewer requests and tokens than the server served. The unaccounted count is the "
-    "server's own count of requests finished during the run (vllm:request_success_total) minus the rows, assuming "
-    "the run was the server's only client."
-)
-
-
-CLIENT_LIMIT_NOTE = (
-    "At these levels a load generator (the master or a worker process) reached Locust's CPU warning limit: the "
-    "timings may include the client's own delay. The worker processes the level's output tokens/s needs are planned "
-    "as `python -m scenarios plan` does (CPU per streamed token from benchmarks/client.md, at most half a core each)."
-)
-
-
-def client_limit_blocks(configs: dict) -> list:
-    """The report's warning about levels where a load generator reached Locust's CPU limit, with the worker
-    processes that level needed; [] when none did."""
-    items = []
-    for label, config in configs.items():
-        for level in config["levels"]:
-            busiest = level.get("client_cpu_max_percent")
-            if busiest is not None and busiest >= CLIENT_CPU_LIMIT_PERCENT:
-                needed = worker_processes(level["output_tokens_per_s"])
-                items.append(
-                    f"{label}, {level['users']} users: a load generator at {busiest:.0f} % CPU; "
-                    f"{level['output_tokens_per_s']:,.0f} output tok/s need {needed} worker process"
-                    f"{'es' if needed > 1 else ''}"
-                )
-    return [Heading("Client CPU limit reached"), Paragraph(CLIENT_LIMIT_NOTE), Bullets(items)] if items else []
-
-
-def unaccounted_requests(run: Run) -> list[dict]:
+def unaccounted_requests(run: Run) -> list[Unaccounted]:
     """[{run, server_requests, rows, unaccounted_requests, lost_with}] when the server finished requests of this run
     that have no row (run.json unaccounted_requests, from the server's own counter), else []."""
     missing = run.meta.get("unaccounted_requests")
@@ -192,23 +169,3 @@ def unaccounted_requests(run: Run) -> list[dict]:
             "lost_with": [lost["worker"] for lost in run.meta["lost_workers"]],
         }
     ]
-
-
-def lost_worker_blocks(lost_workers: list[dict], unaccounted: list[dict]) -> list:
-    """The report's section on workers lost mid-run and on requests the server served that have no row."""
-    items = [
-        f"{lost['run']}: worker {lost['worker']}, last heartbeat {utc(lost['last_seen'])}, "
-        f"{lost.get('rows', '?')} rows received from it"
-        for lost in lost_workers
-    ]
-    items += [
-        f"{run['run']}: {run['unaccounted_requests']} requests unaccounted: the server finished "
-        f"{run['server_requests']}, requests.csv holds {run['rows']}; lost with worker(s) "
-        f"{', '.join(run['lost_with']) or '(none lost: rows missing)'}"
-        for run in unaccounted
-    ]
-    return [Heading("Lost workers and unaccounted requests"), Paragraph(LOST_WORKERS_NOTE), Bullets(items)]
-
-
-def utc(timestamp: float | None) -> str:
-    return "never" if timestamp is None else time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(timestamp))

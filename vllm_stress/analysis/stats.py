@@ -1,23 +1,6 @@
-"""Statistics over levels: repeat aggregation with Student-t confidence intervals, peak, saturation, knee, scaling
-and the concurrency recommendations. Pure functions of small per-level tables (one row per level).
-
-Definitions (the report quotes them). Only steady levels (``vllm_stress.core.steady``) are candidates for the peak, the
-saturation point, the knee and the recommendations: a level whose window was still a transient says nothing about
-the deployment's capacity.
-
-* **peak**: the level with the highest mean output tok/s (requests/s when no level has token counts).
-* **saturation point**: the smallest level whose mean output tok/s is within ``SATURATION_TOLERANCE`` (5 %) of the
-  peak — more users after it buy at most 5 % more throughput.
-* **knee** (Kneedle, Satopää et al. 2011): concurrency and throughput are both scaled to [0, 1]; the knee is the
-  level where the scaled throughput exceeds the diagonal by the most. No knee is reported when that excess is below
-  ``KNEE_MIN_EXCESS`` (a straight or convex curve has none) or there are fewer than three levels.
-* **unstable level** (repeats): for output tok/s, total tok/s or p99 e2e, the coefficient of variation exceeds 10 %
-  or the 95 % CI half-width exceeds 10 % of the mean.
-* **underloaded level**: requests in flight averaged under ``UNDERLOADED_RATIO`` (90 %) of the level's users.
-* **recommendations**: low latency = the smallest level; balanced = among levels whose p99 e2e stays within
-  ``LATENCY_BUDGET`` x the smallest level's, the smallest one within 5 % of their best throughput; high
-  throughput = the saturation point.
-"""
+"""Statistics over per-level tables (one row per level): repeat means with Student-t intervals, Welch's interval of
+a difference, and the peak, saturation point, knee, scaling and recommendations that docs/concepts/analysis.md
+defines."""
 
 from __future__ import annotations
 
@@ -87,6 +70,16 @@ def t_975(df: int) -> float:
     )
 
 
+def welch_ci95(sd_a: float, n_a: int, sd_b: float, n_b: int) -> float:
+    """The half-width of the 95 % confidence interval of the difference of two means, from each sample's standard
+    deviation and size (Welch-Satterthwaite degrees of freedom, rounded down); 0 when neither sample varies."""
+    var_a, var_b = sd_a**2 / n_a, sd_b**2 / n_b
+    if var_a + var_b == 0:
+        return 0.0
+    dof = (var_a + var_b) ** 2 / ((var_a**2 / (n_a - 1) if var_a else 0) + (var_b**2 / (n_b - 1) if var_b else 0))
+    return t_975(max(1, math.floor(dof))) * math.sqrt(var_a + var_b)
+
+
 def aggregate_repeats(per_run: pd.DataFrame) -> pd.DataFrame:
     """Per level: the mean of every field over the runs that reached it, ``runs``, ``partial`` (any run), and with
     more than one run ``<field>_std`` (sample standard deviation), ``<field>_ci95`` (CI half-width) and
@@ -97,11 +90,11 @@ def aggregate_repeats(per_run: pd.DataFrame) -> pd.DataFrame:
     result["runs"] = by_level.size()
     result["partial"] = by_level["partial"].any()
     result["steady"] = by_level["steady"].all()
-    result["steady_reason"] = by_level.apply(repeat_reason, include_groups=False)
+    result["steady_reason"] = pd.Series({users: repeat_reason(runs) for users, runs in by_level})
     if per_run["run"].nunique() > 1:
         std = by_level[fields].std(ddof=1)
         samples = by_level[fields].count()  # per field: the runs where it has a value
-        ci95 = std * (samples - 1).map(t_975) / np.sqrt(samples)
+        ci95 = std * (samples - 1).map(t_975) / samples**0.5
         result = result.join(std.add_suffix("_std")).join(ci95.add_suffix("_ci95"))
         result["unstable"] = unstable_fields(result)
     return result.reset_index()
@@ -156,7 +149,7 @@ def throughput_field(levels: pd.DataFrame) -> str:
 
 def peak_level(levels: pd.DataFrame, field: str = PEAK_FIELD) -> pd.Series:
     """The row of the level with the highest mean ``field`` (the smallest such level on ties)."""
-    return levels.loc[levels[field].idxmax()]
+    return levels.iloc[int(np.nanargmax(levels[field].to_numpy(float)))]
 
 
 def saturation_users(levels: pd.DataFrame, field: str = PEAK_FIELD) -> int:
@@ -166,7 +159,8 @@ def saturation_users(levels: pd.DataFrame, field: str = PEAK_FIELD) -> int:
 
 
 def knee_users(levels: pd.DataFrame, field: str = PEAK_FIELD) -> int | None:
-    """The Kneedle knee of ``field`` against users, or None (see the module docstring)."""
+    """The Kneedle knee of ``field`` against users: the level whose min-max scaled throughput exceeds the diagonal most;
+    None below KNEE_MIN_EXCESS or with fewer than three levels."""
     curve = levels.sort_values("users")
     if len(curve) < 3:
         return None
@@ -192,7 +186,8 @@ def scaling_factor(levels: pd.DataFrame, low: int, high: int, field: str = PEAK_
 
 
 def recommendations(levels: pd.DataFrame, field: str = PEAK_FIELD) -> dict[str, int]:
-    """Low latency / balanced / high throughput concurrency (see the module docstring)."""
+    """Low latency (the smallest level), balanced (the saturation point of the levels whose p99 e2e is within
+    LATENCY_BUDGET x the smallest level's) and high throughput (the saturation point) concurrency."""
     ordered = levels.sort_values("users")
     base_p99 = ordered["e2e_p99_s"].iloc[0]
     within_budget = ordered[~(ordered["e2e_p99_s"] > LATENCY_BUDGET * base_p99)]

@@ -1,34 +1,25 @@
-"""The results store: one local SQLite file (the standard library's sqlite3) to which every analysed run can be
-appended — ``python -m analysis DIR ... --db PATH``, or any ``analyse()`` call (the scenario runner's too) while
-``VLLM_STRESS_DB`` names the file. Nothing is stored without one of them.
-
-Per run (table ``runs``): when it was recorded, its folder, the config label it was analysed under, target, model,
-scenario, whether it completed, the server version when run.json has one, the suite's git commit (when the suite
-runs from a git checkout), the whole run.json as ``meta`` (the options the run was made with) and the config's
-verdicts (peak, saturation point, knee, recommendations). Per run and level (table ``levels``): the steady-state
-verdict and reason, why the level is bound (``vllm_stress.analysis.stats.bounds``), the headline metrics as columns and every
-level field (``vllm_stress.analysis.levels.LEVEL_FIELDS``) as JSON in ``fields``.
-
-``python -m analysis history`` lists the runs; ``python -m analysis compare db:ID db:ID`` compares them.
-"""
+"""The results store: analysed runs appended to one SQLite file (``--db PATH`` or ``VLLM_STRESS_DB``), read back
+by ``python -m analysis history`` and as ``db:ID`` sources of ``compare`` (docs/concepts/analysis.md)."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sqlite3
 import subprocess
-import sys
 import time
 from contextlib import closing
 from pathlib import Path
+from typing import cast
 
 import pandas as pd
 
 from vllm_stress.analysis import stats
-from vllm_stress.analysis.load import AnalysisError, Run
-from vllm_stress.analysis.summary import to_json_types
+from vllm_stress.analysis.json_types import Json, to_json_types
+from vllm_stress.analysis.levels import records
+from vllm_stress.analysis.load import AnalysisError, Run, RunMeta
+from vllm_stress.analysis.summary import ConfigSummary, Summary
+from vllm_stress.core.numbers import count
 
 DB_ENV = "VLLM_STRESS_DB"
 SUITE = Path(__file__).resolve().parents[2]
@@ -43,7 +34,7 @@ HEADLINE = (
     "e2e_p50_s",
     "e2e_p99_s",
 )
-VERDICT_KEYS = ("peak", "saturation_users", "knee_users", "recommendations")
+StoredRun = tuple[str, Run, pd.DataFrame]  # an analysed run: its config label, the run, its level_stats rows
 SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS runs (
     id INTEGER PRIMARY KEY, recorded REAL, dir TEXT, label TEXT, target TEXT, model TEXT, scenario TEXT,
@@ -80,49 +71,65 @@ def suite_commit() -> str | None:
     return found.stdout.strip() or None if found.returncode == 0 else None
 
 
-def record(db: str | Path, summary: dict, analysed: list[tuple[str, Run, pd.DataFrame]]) -> list[int]:
+def record(db: str | Path, summary: Summary, analysed: list[StoredRun]) -> list[int]:
     """Append the analysed runs — (config label, run, its per-level rows from ``level_stats``) — with their config's
     verdicts; returns their ids."""
     commit, ids = suite_commit(), []
     with closing(connect(db)) as connection, connection:
         for label, run, levels in analysed:
-            config = summary["configs"][label]
-            meta = run.meta
-            cursor = connection.execute(
-                "INSERT INTO runs (recorded, dir, label, target, model, scenario, complete, server_version, "
-                "suite_commit, meta, verdicts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    time.time(),
-                    str(run.path.resolve()),
-                    label,
-                    meta.get("target"),
-                    meta.get("model"),
-                    meta.get("scenario"),
-                    meta.get("complete") is not False,
-                    meta.get("server_version"),
-                    commit,
-                    json.dumps(meta),
-                    json.dumps({key: config.get(key) for key in VERDICT_KEYS}),
-                ),
-            )
-            ids.append(cursor.lastrowid)
-            rows = to_json_types(levels.assign(bound=stats.bounds(levels)).to_dict("records"))
-            connection.executemany(
-                f"INSERT INTO levels VALUES (?, ?, ?, ?, ?, {', '.join('?' * len(HEADLINE))}, ?)",
-                [
-                    (
-                        cursor.lastrowid,
-                        row["users"],
-                        row["steady"],
-                        row["steady_reason"],
-                        row["bound"],
-                        *(row.get(field) for field in HEADLINE),
-                        json.dumps(row),
-                    )
-                    for row in rows
-                ],
-            )
+            run_id = insert_run(connection, label, run, summary["configs"][label], commit)
+            insert_levels(connection, run_id, levels)
+            ids.append(run_id)
     return ids
+
+
+def insert_run(connection: sqlite3.Connection, label: str, run: Run, config: ConfigSummary, commit: str | None) -> int:
+    """One row of ``runs``; its id."""
+    meta = run.meta
+    verdicts = {
+        "peak": config["peak"],
+        "saturation_users": config["saturation_users"],
+        "knee_users": config["knee_users"],
+        "recommendations": config["recommendations"],
+    }
+    cursor = connection.execute(
+        "INSERT INTO runs (recorded, dir, label, target, model, scenario, complete, server_version, "
+        "suite_commit, meta, verdicts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            time.time(),
+            str(run.path.resolve()),
+            label,
+            meta.get("target"),
+            meta.get("model"),
+            meta.get("scenario"),
+            meta.get("complete") is not False,
+            meta.get("server_version"),
+            commit,
+            json.dumps(meta),
+            json.dumps(verdicts),
+        ),
+    )
+    return cast(int, cursor.lastrowid)  # an INSERT sets it (None only before any)
+
+
+def insert_levels(connection: sqlite3.Connection, run_id: int, levels: pd.DataFrame) -> None:
+    """The rows of ``levels`` of one run: verdict, bound and headline metrics as columns, every field as JSON."""
+    rows = cast(list[dict[str, Json]], to_json_types(records(levels.assign(bound=stats.bounds(levels)))))
+    connection.executemany(
+        f"INSERT INTO levels VALUES (?, ?, ?, ?, ?, {', '.join('?' * len(HEADLINE))}, ?)",
+        [
+            (
+                run_id,
+                row["users"],
+                row["steady"],
+                row["steady_reason"],
+                row["bound"],
+                *(row.get(field) for field in HEADLINE),
+                json.dumps(row),
+            )
+            for row in rows
+        ],
+    )
 
 
 def run_levels(db: str | None, run_id: str) -> pd.DataFrame:
@@ -138,19 +145,22 @@ def run_levels(db: str | None, run_id: str) -> pd.DataFrame:
     return pd.DataFrame([json.loads(fields) for (fields,) in rows])
 
 
-def run_meta(db: str | None, run_id: str) -> dict:
+def run_meta(db: str | None, run_id: str) -> RunMeta:
     """The run.json of one stored run ({} when the store or the run is missing: run_levels says why)."""
     if not db or not Path(db).is_file():
         return {}
     with closing(connect(db)) as connection:
         row = connection.execute("SELECT meta FROM runs WHERE id = ?", (run_id,)).fetchone()
-    return json.loads(row[0] or "{}") if row else {}
+    meta: RunMeta = json.loads(row[0] or "{}") if row else {}
+    return meta
 
 
 HISTORY_COLUMNS = ("id", "recorded", "label", "model", "scenario", "target", "levels", "steady", "peak", "dir")
 
 
-def history(db: str | Path, model: str = "", scenario: str = "", label: str = "", limit: int = 50) -> list[dict]:
+def history(
+    db: str | Path, model: str = "", scenario: str = "", label: str = "", limit: int = 50
+) -> list[dict[str, str | int | None]]:
     """The newest ``limit`` runs, filtered by substrings of model, scenario and label."""
     query = (
         "SELECT runs.id, runs.recorded, label, model, scenario, target, COUNT(levels.users), "
@@ -163,33 +173,7 @@ def history(db: str | Path, model: str = "", scenario: str = "", label: str = ""
     runs = [dict(zip(HISTORY_COLUMNS, row, strict=True)) for row in rows]
     for run in runs:
         peak = json.loads(run["peak"] or "{}").get("peak")
-        run["peak"] = f"{peak['output_tokens_per_s']:,.0f} tok/s at {peak['users']}" if peak else "-"
+        run["peak"] = f"{count(peak['output_tokens_per_s'])} tok/s at {peak['users']}" if peak else "-"
         run["recorded"] = time.strftime("%Y-%m-%d %H:%M", time.gmtime(run["recorded"]))
         run["id"] = f"db:{run['id']}"
     return runs
-
-
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m analysis history",
-        description="List the runs of the results store, newest first (ids as db:ID, for python -m analysis compare).",
-    )
-    parser.add_argument("--db", metavar="PATH", help=f"the store (default: ${DB_ENV})")
-    parser.add_argument("--model", default="", help="only runs whose model contains this")
-    parser.add_argument("--scenario", default="", help="only runs whose scenario contains this")
-    parser.add_argument("--label", default="", help="only runs whose config label contains this")
-    parser.add_argument("--limit", type=int, default=50, help="at most this many runs (default: %(default)s)")
-    args = parser.parse_args(argv)
-    db = args.db or default_db()
-    if not db or not Path(db).is_file():
-        print(f"error: no results store {'at ' + db if db else f'given (--db PATH or {DB_ENV})'}", file=sys.stderr)
-        return 2
-    try:
-        runs = history(db, args.model, args.scenario, args.label, args.limit)
-    except AnalysisError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    print("\t".join(HISTORY_COLUMNS))
-    for run in runs:
-        print("\t".join("-" if run[key] is None else str(run[key]) for key in HISTORY_COLUMNS))
-    return 0

@@ -1,47 +1,104 @@
-"""The summary: the data shape that summary.json, the plots and the reports are made from.
-
-Per config (a label grouping repeat runs of one server/model/scenario)::
-
-    {"label", "runs", "run_dirs", "partial", "partial_runs", "windows", "model", "scenario", "gpus",
-     "levels": [{"users", "requests", "failures", "success_rate", "output_tokens_per_s", "total_tokens_per_s",
-                 "requests_per_s", "ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "e2e_p50_s", "e2e_p99_s", ...,
-                 "steady", "steady_reason", "aborted", "off_target", ...,
-                 "runs", "partial", "underloaded", and with repeats "<field>_std", "<field>_ci95", "unstable"}],
-     "throughput_field" (output_tokens_per_s, or requests_per_s without token counts), "unsteady_levels",
-     "peak": {"users", "output_tokens_per_s", "total_tokens_per_s", "requests_per_s", "e2e_p99_s", "*_per_gpu"},
-     "saturation_users", "knee_users", "scaling": {"from", "to", "factor"}, "recommendations",
-     (peak to recommendations come from steady levels only: None when no level was steady)
-     "errors": {error class: failed requests}, "aborted": streams cut because the run stopped its users, "locust_failures": {error: occurrences}, "locust_exceptions",
-     "traffic": [per run with sessions or an open loop: {"run", "turns", "sessions", "window_s", "windows"}]
-     (vllm_stress.analysis.traffic: per-turn, per-session and per-window tables)}
-
-The whole summary is ``{"runs", "configs": {label: config}, "slo"}``; with a single config that config's keys are
-also at the top level (the contract other tools read).
-"""
+"""The summary: the data that summary.json, the plots and the reports are made from, its shapes as types
+(docs/concepts/analysis.md, "summary.json")."""
 
 from __future__ import annotations
 
-import math
 from collections import Counter
+from typing import Any, NotRequired, TypedDict, cast
 
-import numpy as np
 import pandas as pd
 
 from vllm_stress.analysis import stats
-from vllm_stress.analysis.load import AnalysisError
+from vllm_stress.analysis.json_types import to_json_types
+from vllm_stress.analysis.levels import Level, records
+from vllm_stress.analysis.load import AnalysisError, RunMeta
+from vllm_stress.analysis.traffic import TrafficTables
 
-META_KEYS = ("model", "scenario", "input_tokens", "output_tokens", "target")
+# The peak level: users, output/total tok/s, req/s and p99 e2e (their _std and _ci95 with repeats), per GPU with --gpus
+Peak = dict[str, float | None]
+Scaling = TypedDict("Scaling", {"from": int, "to": int, "factor": float | None})
+
+
+class RunInfo(TypedDict):
+    """What a config's summary keeps of each of its runs besides its levels."""
+
+    dir: str
+    partial: bool
+    windows: str  # how the windows were found
+    meta: RunMeta
+    errors: dict[str, int]  # failed requests by class
+    aborted: int  # streams cut because the run stopped its users
+    locust_exceptions: int
+    locust_failures: dict[str, int]
+
+
+class Capacity(TypedDict):
+    """From the steady levels only: all None when no level was steady (the scaling factor when both of its levels
+    were)."""
+
+    peak: Peak | None
+    saturation_users: int | None
+    knee_users: int | None
+    scaling: Scaling
+    recommendations: dict[str, int] | None  # use case -> users
+
+
+class ConfigSummary(Capacity):
+    """A config: a label grouping repeat runs of one server, model and scenario."""
+
+    label: str
+    runs: int
+    run_dirs: list[str]
+    partial: bool
+    partial_runs: list[str]
+    windows: list[str]
+    model: str | None  # run.json's, as its other keys below
+    scenario: str | None
+    input_tokens: int | None
+    output_tokens: int | None
+    target: str | None
+    gpus: int | None
+    levels: list[Level]
+    throughput_field: str  # output_tokens_per_s, or requests_per_s without token counts
+    unsteady_levels: list[int]
+    errors: dict[str, int]
+    aborted: int
+    locust_failures: dict[str, int]
+    locust_exceptions: int
+    traffic: list[TrafficTables]  # per run with sessions or an open loop
+
+
+class Unaccounted(TypedDict):
+    """A run whose server finished requests that have no row."""
+
+    run: str
+    server_requests: int
+    rows: int
+    unaccounted_requests: int
+    lost_with: list[str]  # the workers lost mid-run
+
+
+class Summary(TypedDict):
+    """The whole summary. With a single config, that config's keys are also at the top level (the contract other
+    tools read)."""
+
+    runs: int
+    configs: dict[str, ConfigSummary]
+    slo: dict[str, float] | None
+    lost_workers: list[dict[str, Any]]  # run.json's lost_workers entries, each with its "run"
+    unaccounted: list[Unaccounted]
+    store_ids: NotRequired[list[int]]
 
 
 def summarise_config(
     label: str,
     per_run: pd.DataFrame,
-    run_info: list[dict],
+    run_info: list[RunInfo],
     gpus: int | None,
     scaling: tuple[int, int] | None,
-) -> dict:
-    """The config summary from its per-run level rows (column ``run``) and per-run info (dir, partial, windows,
-    meta, errors, locust_failures, locust_exceptions)."""
+    traffic: list[TrafficTables],
+) -> ConfigSummary:
+    """The config summary from its per-run level rows (column ``run``), per-run info and traffic tables."""
     levels = stats.aggregate_repeats(per_run).sort_values("users").reset_index(drop=True)
     levels["underloaded"] = stats.underloaded(levels)
     levels["bound"] = stats.bounds(levels)
@@ -51,6 +108,7 @@ def summarise_config(
             raise AnalysisError(
                 f"--scaling: level {level} not measured for {label} (levels {levels['users'].tolist()})"
             )
+    meta = run_info[0]["meta"]
     config = {
         "label": label,
         "runs": len(run_info),
@@ -58,28 +116,37 @@ def summarise_config(
         "partial": any(info["partial"] for info in run_info),
         "partial_runs": [info["dir"] for info in run_info if info["partial"]],
         "windows": sorted({info["windows"] for info in run_info}),
-        **{key: run_info[0]["meta"].get(key) for key in META_KEYS},
+        "model": meta.get("model"),
+        "scenario": meta.get("scenario"),
+        "input_tokens": meta.get("input_tokens"),
+        "output_tokens": meta.get("output_tokens"),
+        "target": meta.get("target"),
         "gpus": gpus,
-        "levels": levels.to_dict("records"),
+        "levels": records(levels),
         "throughput_field": stats.throughput_field(levels),
         "unsteady_levels": levels.loc[~levels["steady"], "users"].tolist(),
         **capacity(levels, gpus, low, high),
-        "errors": dict(sum((Counter(info["errors"]) for info in run_info), Counter())),
+        "errors": dict(sum((Counter(info["errors"]) for info in run_info), Counter[str]())),
         "aborted": sum(info["aborted"] for info in run_info),
-        "locust_failures": dict(sum((Counter(info["locust_failures"]) for info in run_info), Counter())),
+        "locust_failures": dict(sum((Counter(info["locust_failures"]) for info in run_info), Counter[str]())),
         "locust_exceptions": sum(info["locust_exceptions"] for info in run_info),
+        "traffic": traffic,
     }
-    return to_json_types(config)
+    return cast(ConfigSummary, to_json_types(config))  # its JSON form: numpy scalars unwrapped, NaN as None
 
 
-def capacity(levels: pd.DataFrame, gpus: int | None, low: int, high: int) -> dict:
+def capacity(levels: pd.DataFrame, gpus: int | None, low: int, high: int) -> Capacity:
     """Peak, saturation point, knee, scaling and recommendations, from the steady levels only (all None when no
     level is steady; the scaling factor when both its levels are steady)."""
     field = stats.throughput_field(levels)
     steady = stats.steady_levels(levels)
     if steady.empty:
-        return dict.fromkeys(("peak", "saturation_users", "knee_users", "recommendations"), None) | {
-            "scaling": {"from": low, "to": high, "factor": None}
+        return {
+            "peak": None,
+            "saturation_users": None,
+            "knee_users": None,
+            "recommendations": None,
+            "scaling": {"from": low, "to": high, "factor": None},
         }
     both = {low, high} <= set(steady["users"])
     return {
@@ -95,34 +162,32 @@ def capacity(levels: pd.DataFrame, gpus: int | None, low: int, high: int) -> dic
     }
 
 
-def peak_summary(peak: pd.Series, gpus: int | None) -> dict:
+def peak_summary(peak: pd.Series, gpus: int | None) -> Peak:
     """The peak level's throughput (output and total), p99 e2e, CIs when present and per-GPU figures."""
     fields = ["output_tokens_per_s", "total_tokens_per_s", "requests_per_s", "e2e_p99_s"]
-    summary = {"users": int(peak["users"])}
+    summary: Peak = {"users": int(peak["users"])}
     for name in fields:
-        summary.update({key: peak[key] for key in (name, f"{name}_std", f"{name}_ci95") if key in peak})
+        summary.update({key: float(peak[key]) for key in (name, f"{name}_std", f"{name}_ci95") if key in peak})
     if gpus:
-        summary["output_tokens_per_s_per_gpu"] = peak["output_tokens_per_s"] / gpus
-        summary["total_tokens_per_s_per_gpu"] = peak["total_tokens_per_s"] / gpus
+        summary["output_tokens_per_s_per_gpu"] = float(peak["output_tokens_per_s"]) / gpus
+        summary["total_tokens_per_s_per_gpu"] = float(peak["total_tokens_per_s"]) / gpus
     return summary
 
 
-def build_summary(configs: dict[str, dict], slo: dict[str, float] | None) -> dict:
+def build_summary(
+    configs: dict[str, ConfigSummary],
+    slo: dict[str, float] | None,
+    lost_workers: list[dict[str, Any]],
+    unaccounted: list[Unaccounted],
+) -> Summary:
     """The whole summary; a single config's keys are repeated at the top level."""
-    summary = {"runs": sum(c["runs"] for c in configs.values()), "configs": configs, "slo": slo or None}
+    summary: Summary = {
+        "runs": sum(c["runs"] for c in configs.values()),
+        "configs": configs,
+        "slo": slo or None,
+        "lost_workers": lost_workers,
+        "unaccounted": unaccounted,
+    }
     if len(configs) == 1:
-        summary = {**next(iter(configs.values())), **summary}
+        return cast(Summary, {**next(iter(configs.values())), **summary})  # a Summary with the config's keys too
     return summary
-
-
-def to_json_types(value):
-    """Plain Python types for json: numpy scalars unwrapped, NaN and infinities as None."""
-    if isinstance(value, dict):
-        return {str(k): to_json_types(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [to_json_types(v) for v in value]
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value

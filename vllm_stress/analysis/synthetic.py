@@ -1,32 +1,5 @@
-"""Synthetic run folders with exact, known answers: for the tests, the benchmark and trying the report offline.
-
-``request_rows`` builds rows with every column of ``REQUEST_COLUMNS`` from arrays (vectorised); ``closed_loop_rows``
-builds the rows of one level the way a real step-ramp run makes them (users sending back-to-back requests, so
-requests straddle the window edges); ``write_run`` writes rows with the optional files into a run folder in the
-format the suite writes.
-
-Closed loop, exact answers. ``closed_loop_rows`` runs ``loops`` users (default: ``users``) from ``start`` to
-``end``: each repeats a cycle of requests (e2e ``E_1 .. E_n``, cycle length ``L = E_1 + .. + E_n``) back to back
-and sends no new request after ``end`` (its last one runs past ``end``, as in-flight requests do when a level ends).
-A request of e2e ``E`` streams its ``N`` output tokens evenly from its first token (start + ``f E``, ``f`` the TTFT
-fraction) to its end, the analysis' spreading rule (``vllm_stress.analysis.levels``): ``N / (E (1 - f))`` tok/s while decoding,
-nothing during its TTFT, ``N / E`` averaged over the request. Loop ``j`` sends its first request at
-``start + (j + 1/3) / loops * spread * L``, so every loop is running from ``start + spread L`` on. For a window
-``[a, b)`` with ``start + spread L <= a`` and ``b <= end`` whose length is a whole number of cycles (of each loop's
-cycle, when they differ), each loop contributes exactly ``(b - a) / L`` cycles whatever its phase. With one e2e
-``E`` for every request, ``U`` loops, ``N`` output and ``P`` prompt tokens:
-
-* output tok/s = ``U N / E``, prompt tok/s = ``U P / E`` (prompts count at the first token), req/s = ``U / E``
-  (requests ended in the window) and requests in flight = ``U`` (at every instant);
-* with ``spread=1`` (the default) the loops start ``E / U`` apart, so a window length of a whole number of
-  ``E / U`` suffices; if ``(1 - f) U`` is a whole number too, exactly that many loops are decoding at every instant,
-  so the output rate is ``U N / E`` at every instant and the output answer holds for any window length;
-* ``spread=0`` starts every loop at ``start`` (a burst spawn): requests then start and end together every ``E``
-  (req/s and prompt tok/s come in bursts), and with ``f = 0`` the output rate is still ``U N / E`` at every instant.
-
-With one e2e, the third of a step in the start times keeps request starts and ends, and first tokens for TTFT
-fractions in tenths or hundredths, off window edges a whole number of steps ``E / U`` after ``start``.
-"""
+"""Synthetic run folders with exact, known answers: for the tests, the benchmarks and trying the report offline
+(docs/concepts/analysis.md, "Synthetic runs with known answers", derives the closed loop's answers)."""
 
 from __future__ import annotations
 
@@ -35,7 +8,9 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from numpy.typing import ArrayLike
 
+from vllm_stress.analysis.load import RunMeta
 from vllm_stress.core import metrics
 from vllm_stress.core.schema import (
     ITL_COLUMNS,
@@ -47,15 +22,17 @@ from vllm_stress.core.schema import (
     RUN_FILE,
 )
 
+LevelRow = tuple[int, float, float, float]  # a levels.csv row: users, ramp_start, hold_start, hold_end
+
 
 def request_rows(
-    users,
-    end_time,
-    e2e_s,
+    users: ArrayLike,
+    end_time: ArrayLike,
+    e2e_s: ArrayLike,
     *,
-    prompt_tokens=2048,
-    completion_tokens=512,
-    ok=1,
+    prompt_tokens: ArrayLike = 2048,
+    completion_tokens: ArrayLike = 512,
+    ok: ArrayLike = 1,
     ttft_fraction: float = 0.1,
     worker: str = "local",
 ) -> pd.DataFrame:
@@ -108,17 +85,17 @@ def closed_loop_rows(
     users: int,
     start: float,
     end: float,
-    e2e_s,
+    e2e_s: ArrayLike,
     *,
     loops: int | None = None,
     spread: float = 1.0,
-    prompt_tokens=2048,
-    completion_tokens=512,
-    ok=1,
+    prompt_tokens: ArrayLike = 2048,
+    completion_tokens: ArrayLike = 512,
+    ok: ArrayLike = 1,
     ttft_fraction: float = 0.1,
     worker: str = "local",
 ) -> pd.DataFrame:
-    """The rows of one closed-loop level (see the module docstring), sorted by end time.
+    """The rows of one closed-loop level (docs/concepts/analysis.md), sorted by end time.
 
     ``e2e_s``, ``prompt_tokens``, ``completion_tokens`` and ``ok`` are a scalar (every request alike), one cycle
     (shape ``(n,)``, every loop repeats it) or one cycle per loop (shape ``(loops, n)``). ``loops`` below ``users``
@@ -134,9 +111,10 @@ def closed_loop_rows(
     starts = first_start[:, None] + np.cumsum(durations, axis=1) - durations
     sent = starts < end
 
-    def per_request(value) -> np.ndarray:
+    def per_request(value: ArrayLike) -> np.ndarray:
         values = np.broadcast_to(np.atleast_2d(np.asarray(value)), cycle.shape)
-        return np.tile(values, (1, repeats))[sent]
+        sent_values: np.ndarray = np.tile(values, (1, repeats))[sent]
+        return sent_values
 
     rows = request_rows(
         users,
@@ -154,9 +132,9 @@ def closed_loop_rows(
 def write_run(
     folder: Path,
     rows: pd.DataFrame,
-    levels: list[tuple[int, float, float, float]] | None = None,
+    levels: list[LevelRow] | None = None,
     itl: list[tuple[int, float, int]] | None = None,
-    meta: dict | None = None,
+    meta: RunMeta | None = None,
 ) -> Path:
     """A run folder: requests.csv, and levels.csv / itl_histogram.csv / run.json when given."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -170,9 +148,9 @@ def write_run(
     return folder
 
 
-def step_levels(users: list[int], hold_s: float, ramp_s: float = 10.0, t0: float = 1.7e9) -> list[tuple]:
+def step_levels(users: list[int], hold_s: float, ramp_s: float = 10.0, t0: float = 1.7e9) -> list[LevelRow]:
     """levels.csv rows of a step ramp: each level ramps for ``ramp_s`` then holds for ``hold_s``."""
-    rows = []
+    rows: list[LevelRow] = []
     for index, level in enumerate(users):
         ramp_start = t0 + index * (ramp_s + hold_s)
         rows.append((level, ramp_start, ramp_start + ramp_s, ramp_start + ramp_s + hold_s))

@@ -1,24 +1,5 @@
-"""vLLM's ``vllm bench serve --save-result`` JSON, both ways: read such files as a side of ``compare``, and export each
-level of our runs in that layout (``python -m analysis ... --export-vllm DIR``) so vLLM's tools can read ours.
-
-The keys are those vLLM's ``vllm/benchmarks/serve.py`` writes: the traffic (``max_concurrency``, ``request_rate``),
-``completed``, ``failed``, ``duration``, ``total_input_tokens``, ``total_output_tokens``, ``request_throughput``,
-``output_throughput``, ``total_token_throughput``, and per latency metric (``ttft``, ``tpot``, ``itl``, ``e2el``)
-``median_<m>_ms`` and ``p<q>_<m>_ms`` for each of its ``--metric-percentiles`` (default 99; ``e2el`` only when
-``--percentile-metrics`` names it, as ``vllm bench sweep`` does). A file holds one result, a list of them (a sweep's
-``summary.json``) or one per line (``--append-result``).
-
-Reading: a result is one run at one level, the level being its ``max_concurrency`` (a closed loop; a result without
-one cannot be set beside a level). Its figures span the whole benchmark, ramp-up and drain included, and vLLM gives
-no steady-state verdict, so its levels never gate a comparison — unless the file carries our own ``steady`` key (an
-export of ours). A folder that is not a run folder stands for its result files (``result_files``).
-
-Export: one file per run and level, ``DIR/<config>/max_concurrency=<users>/run=<i>.json``, and for each level a
-``summary.json`` list of its runs (with ``run_number``), the layout ``vllm bench sweep`` writes and its ``plot``
-command reads. The figures are the level's steady-state window (``vllm_stress.analysis.levels``): ``duration`` is the window,
-``completed`` its measured requests. Means and standard deviations of latencies are not written: the analysis does
-not compute them, and a key left out is better than a guessed one.
-"""
+"""vLLM's ``vllm bench serve --save-result`` JSON both ways: read results as a side of ``compare``, and export our
+levels in that layout (``--export-vllm``) for vLLM's tools (docs/concepts/analysis.md, "vLLM result files")."""
 
 from __future__ import annotations
 
@@ -27,16 +8,18 @@ import math
 import re
 import time
 from pathlib import Path
+from typing import Any, cast
 
 import pandas as pd
 
+from vllm_stress.analysis.json_types import Json, to_json_types
+from vllm_stress.analysis.levels import PERCENTILES, Level, records
 from vllm_stress.analysis.load import AnalysisError
 from vllm_stress.analysis.report import run_levels
-from vllm_stress.analysis.summary import to_json_types
+from vllm_stress.analysis.summary import Summary
 from vllm_stress.core.schema import REQUESTS_FILE
 
 LATENCIES = {"ttft": "ttft", "tpot": "tpot", "itl": "itl", "e2el": "e2e"}  # vLLM metric -> our field stem
-PERCENTILES = (50, 90, 99)
 RATES = {
     "request_throughput": "requests_per_s",
     "output_throughput": "output_tokens_per_s",
@@ -46,6 +29,7 @@ NO_VERDICT = (
     "a vllm bench serve result: figures over the whole benchmark, ramp-up and drain included; no steady-state verdict"
 )
 EXPORT_BACKEND = "openai-chat"
+VllmResult = dict[str, Json]  # one result as vllm bench serve --save-result writes it
 
 
 def read_results(path: str | Path) -> list[pd.DataFrame]:
@@ -67,7 +51,7 @@ def result_files(folder: str | Path) -> list[Path]:
     return sorted(folder.rglob("summary.json")) or sorted(folder.rglob("*.json"))
 
 
-def parse_results(path: Path, text: str) -> list[dict]:
+def parse_results(path: Path, text: str) -> list[dict[str, Any]]:
     """The result objects of a file: one object, a list, or one object per line."""
     try:
         document = json.loads(text)
@@ -82,7 +66,7 @@ def parse_results(path: Path, text: str) -> list[dict]:
     return results
 
 
-def level_row(path: Path, result: dict) -> dict:
+def level_row(path: Path, result: dict[str, Any]) -> Level:
     """Our level fields from one vLLM result."""
     if "request_throughput" not in result:
         raise AnalysisError(f"{path}: not a vllm bench serve result (no request_throughput)")
@@ -94,7 +78,7 @@ def level_row(path: Path, result: dict) -> dict:
             f"{path}: max_concurrency is {users!r}: only closed-loop results (vllm bench serve "
             "--max-concurrency N) have a level to compare"
         )
-    row = {
+    row: Level = {
         "users": users,
         "partial": False,
         "steady": bool(result.get("steady", False)),
@@ -111,16 +95,18 @@ def level_row(path: Path, result: dict) -> dict:
     return row
 
 
-def number(value) -> float:
+def number(value: object) -> float:
     """A JSON number as float (NaN for null, the strings "nan"/"inf" vLLM's sweep may hold, or anything else)."""
+    if not isinstance(value, int | float | str):
+        return math.nan
     try:
         return float(value)
-    except (TypeError, ValueError):
+    except ValueError:
         return math.nan
 
 
-def level_result(level: dict, model: str | None, label: str) -> dict:
-    """One level of one run as a vllm bench serve result (see the module docstring)."""
+def level_result(level: Level, model: str | None, label: str) -> VllmResult:
+    """One level of one run as a vllm bench serve result: its steady-state window's figures."""
     window = level["window_s"]
     output = level["output_tokens_per_s"]
     result = {
@@ -145,21 +131,22 @@ def level_result(level: dict, model: str | None, label: str) -> dict:
         "steady_reason": level["steady_reason"],
     }
     for metric, stem in LATENCIES.items():
-        values = {q: level.get(f"{stem}_p{q}_s") for q in PERCENTILES}
-        if all(pd.isna(value) for value in values.values()):
+        values = {q: number(level.get(f"{stem}_p{q}_s")) for q in PERCENTILES}
+        if all(math.isnan(value) for value in values.values()):
             continue
         result[f"median_{metric}_ms"] = values[50] * 1000
         result |= {f"p{q}_{metric}_ms": value * 1000 for q, value in values.items()}
-    return to_json_types(result)
+    return cast(VllmResult, to_json_types(result))  # its JSON form: NaN as None
 
 
-def export(summary: dict, out: str | Path) -> list[Path]:
-    """Every level of every run of the summary's configs into ``out`` (see the module docstring)."""
-    written = []
+def export(summary: Summary, out: str | Path) -> list[Path]:
+    """Every level of every run of the summary's configs into ``out``: ``<config>/max_concurrency=<users>/run=<i>.json``
+    and a ``summary.json`` list of its runs per level (the layout of ``vllm bench sweep``)."""
+    written: list[Path] = []
     for label, config in summary["configs"].items():
-        by_level: dict[int, list[dict]] = {}
+        by_level: dict[int, list[VllmResult]] = {}
         for index, run_dir in enumerate(config["run_dirs"]):
-            for level in run_levels(run_dir).to_dict("records"):
+            for level in records(run_levels(run_dir)):
                 result = level_result(level, config["model"], label) | {"run_number": index}
                 folder = Path(out) / slug(label) / f"max_concurrency={level['users']}"
                 folder.mkdir(parents=True, exist_ok=True)

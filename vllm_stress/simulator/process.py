@@ -35,21 +35,24 @@ class SimulatorProcess:
         self.output = output  # the last lines the process printed (stdout and stderr)
 
     def stop(self, timeout: float = 10.0) -> int:
-        """SIGTERM, wait up to ``timeout`` s, then SIGKILL; returns the exit code."""
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        return self.proc.returncode
+        return stop_process(self.proc, timeout)
 
     def __enter__(self) -> SimulatorProcess:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
+
+
+def stop_process(proc: subprocess.Popen, grace: float) -> int:
+    """SIGTERM, then SIGKILL after ``grace`` seconds; returns the exit code."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            return proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    return proc.wait()
 
 
 def _pump(proc: subprocess.Popen, lines: queue.Queue, kept: collections.deque) -> None:

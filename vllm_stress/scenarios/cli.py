@@ -12,14 +12,10 @@ from pathlib import Path
 
 from vllm_stress.analysis.load import AnalysisError
 from vllm_stress.scenarios import parallel, plan, search
-from vllm_stress.scenarios.runner import (
-    MAX_DEFAULT_WORKERS,
-    SERVER_READY_TIMEOUT_S,
-    ScenarioError,
-    read_config,
-    run_scenario,
-    scenario_names,
-)
+from vllm_stress.scenarios.config import read_config, scenario_names
+from vllm_stress.scenarios.errors import ScenarioError
+from vllm_stress.scenarios.runner import MAX_DEFAULT_WORKERS, run_scenario
+from vllm_stress.scenarios.servers import SERVER_READY_TIMEOUT_S
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

@@ -48,20 +48,13 @@ from vllm_stress.analysis import stats
 from vllm_stress.analysis.levels import PERCENTILES
 from vllm_stress.analysis.load import AnalysisError
 from vllm_stress.analysis.report import run_levels
-from vllm_stress.core import bound, schema
+from vllm_stress.core import bound
 from vllm_stress.core.slo import SUCCESS_FIELD, Slo, level_slos
-from vllm_stress.scenarios.runner import (
-    ScenarioError,
-    api_headers,
-    default_workers,
-    has_rows,
-    launch_args,
-    prepare_out,
-    read_config,
-    run_locust,
-    server,
-    with_overrides,
-)
+from vllm_stress.scenarios.config import read_config, with_overrides
+from vllm_stress.scenarios.errors import ScenarioError
+from vllm_stress.scenarios.folders import complete, prepare_out
+from vllm_stress.scenarios.runner import default_workers, run_locust
+from vllm_stress.scenarios.servers import api_headers, launch_args, server
 
 log = logging.getLogger("scenarios")
 
@@ -269,11 +262,6 @@ def bracket(probes: dict[float, Probe]) -> tuple[Probe | None, Probe | None]:
     best = max((p for p in ordered if p.passed), key=lambda probe: probe.load, default=None)
     above = next((p for p in ordered if not p.passed and (best is None or p.load > best.load)), None)
     return best, above
-
-
-def complete(run_dir: Path) -> bool:
-    meta = run_dir / schema.RUN_FILE
-    return has_rows(run_dir / schema.REQUESTS_FILE) and meta.is_file() and json.loads(meta.read_text()).get("complete")
 
 
 def load_probes(out: Path, space: Space, repeats: int) -> list[Probe]:

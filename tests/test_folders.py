@@ -17,6 +17,7 @@ def test_an_output_folder_is_new_or_overwritten(tmp_path):
     out = tmp_path / "a" / "b"
     prepare_out(out, overwrite=False)
     assert out.is_dir()
+    prepare_out(out, overwrite=False)  # an empty folder is used as it is
     (out / "old.txt").write_text("x")
     with pytest.raises(ScenarioError, match="already exists and is not empty"):
         prepare_out(out, overwrite=False)

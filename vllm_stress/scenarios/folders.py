@@ -16,7 +16,7 @@ def prepare_out(out: Path, overwrite: bool) -> None:
         if not overwrite:
             raise ScenarioError(f"{out} already exists and is not empty; choose another --out or pass --overwrite")
         shutil.rmtree(out)
-    out.mkdir(parents=True)
+    out.mkdir(parents=True, exist_ok=True)
 
 
 def has_rows(path: Path) -> bool:

@@ -11,10 +11,14 @@ import sys
 from pathlib import Path
 
 from vllm_stress.analysis.load import AnalysisError
-from vllm_stress.scenarios import parallel, plan, search
+from vllm_stress.scenarios import parallel, plan
 from vllm_stress.scenarios.config import read_config, scenario_names
 from vllm_stress.scenarios.errors import ScenarioError
 from vllm_stress.scenarios.runner import MAX_DEFAULT_WORKERS, run_scenario
+from vllm_stress.scenarios.search.judge import parse_slos
+from vllm_stress.scenarios.search.run import search
+from vllm_stress.scenarios.search.space import DEFAULT_POOL_SECONDS, OVER, UNITS
+from vllm_stress.scenarios.search.writeup import REPORT_FILE
 from vllm_stress.scenarios.servers import SERVER_READY_TIMEOUT_S
 
 
@@ -76,7 +80,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     slo.add_argument("--target", default="", help="Base URL of the server (default: start the embedded simulator)")
     slo.add_argument(
         "--over",
-        choices=list(search.OVER),
+        choices=list(OVER),
         default="users",
         help="users: closed-loop concurrency; rate: open-loop arrival rate in requests/s "
         "(--arrival-rate) (default: %(default)s)",
@@ -96,7 +100,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     slo.add_argument(
         "--pool-seconds",
         type=float,
-        default=search.DEFAULT_POOL_SECONDS,
+        default=DEFAULT_POOL_SECONDS,
         help="Over rate: each probe runs ceil(rate x this) users to carry its arrivals; must exceed the "
         "e2e latency (default: %(default)s)",
     )
@@ -153,10 +157,10 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.command == "search":
             out = Path(args.out or f"results/{args.scenario}-search")
-            result = search.search(
+            result = search(
                 args.scenario,
                 out,
-                search.parse_slos(args.slo),
+                parse_slos(args.slo),
                 target=args.target or None,
                 over=args.over,
                 low=args.low,
@@ -171,8 +175,8 @@ def main(argv: list[str] | None = None) -> int:
                 simulator_args=args.simulator_arg,
                 locust_args=args.locust_arg,
             )
-            answer = "nothing" if result["answer"] is None else f"{result['answer']:g} {search.UNITS[args.over]}"
-            print(f"{out / search.REPORT_FILE}: {answer}")
+            answer = "nothing" if result["answer"] is None else f"{result['answer']:g} {UNITS[args.over]}"
+            print(f"{out / REPORT_FILE}: {answer}")
             return 0
         if args.repeats < 0 or args.workers < 0 or args.server_ready_timeout <= 0:
             raise ScenarioError("--repeats, --workers and --server-ready-timeout must be positive")

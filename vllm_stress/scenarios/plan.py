@@ -67,7 +67,8 @@ def check_run(folder: Path) -> str:
     """Per level of a run: tokens/s streamed in its hold, the workers' CPU, the CPU per token, the plan for it."""
     with open(folder / schema.LEVELS_FILE, newline="") as f:
         holds = {int(row["users"]): (float(row["hold_start"]), float(row["hold_end"])) for row in csv.DictReader(f)}
-    tokens, cpu = defaultdict(float), defaultdict(lambda: defaultdict(list))
+    tokens: defaultdict[int, float] = defaultdict(float)
+    cpu: defaultdict[int, defaultdict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     with open(folder / schema.REQUESTS_FILE, newline="") as f:
         for row in csv.DictReader(f):
             users = int(row["users"])

@@ -51,7 +51,7 @@ def prompt(question: Question) -> str:
 
 def load_questions(path: Path, limit: int | None = None) -> list[Question]:
     """The questions of a JSONL file (at most ``limit``, from the top); raises DatasetError."""
-    questions = []
+    questions: list[Question] = []
     try:
         lines = path.read_text().splitlines()
     except OSError as error:

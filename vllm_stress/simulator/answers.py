@@ -34,6 +34,7 @@ import zlib
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
+from typing import TypeVar
 
 from .profiles import Profile
 from .sampling import sample_output_length, text_bytes
@@ -57,6 +58,7 @@ _PHRASE_OPERATORS = {
 _WRONG_OFFSETS = (-10, -2, -1, 1, 2, 10)
 _CHOICE_FORMATS = ("The answer is ({}).", "Answer: {}", "{}", "**{}**")
 _NUMBER_FORMATS = ("#### {}", "The answer is {}.", "So the result is {}.")
+Answer = TypeVar("Answer", str, Fraction)  # a letter (multiple choice) or a number (math)
 
 
 @dataclass(frozen=True)
@@ -172,29 +174,29 @@ class AnswerModel:
             return None
         rng = random.Random(f"{seed}/{zlib.crc32(repr(messages).encode())}")
         if question.kind == "mc":
-            right, wrong = right_choice(question), list(LETTERS)
-        else:
-            right = solve(question.stem)
-            wrong = (
-                [Fraction(rng.randint(1, 1000)) for _ in range(len(_WRONG_OFFSETS))]
-                if right is None
-                else [right + offset for offset in _WRONG_OFFSETS]
-            )
-        first, runner_up = self._ranking(rng, right, wrong)
-        flipped = rng.random() < min(1.0, self.profile.answer_flip_rate * others)
-        answer = runner_up if flipped else first
-        if question.kind == "mc":
-            return Reply(0, _tokens(rng.choice(_CHOICE_FORMATS).format(answer)))
+            letter = self._pick(rng, right_choice(question), list(LETTERS), others)
+            return Reply(0, _tokens(rng.choice(_CHOICE_FORMATS).format(letter)))
+        right = solve(question.stem)
+        wrong = (
+            [Fraction(rng.randint(1, 1000)) for _ in range(len(_WRONG_OFFSETS))]
+            if right is None
+            else [right + offset for offset in _WRONG_OFFSETS]
+        )
+        answer = self._pick(rng, right, wrong, others)
         reasoning = sample_output_length(rng, self.profile)
         number = format_number(answer, commas=rng.random() < 0.5)
         return Reply(reasoning, _tokens(" " + rng.choice(_NUMBER_FORMATS).format(number)))
 
-    def _ranking(self, rng: random.Random, right, wrong: list) -> tuple:
-        """First-choice answer (right with probability ``answer_accuracy``) and a different runner-up."""
+    def _pick(self, rng: random.Random, right: Answer | None, wrong: list[Answer], others: int) -> Answer:
+        """The answer given: the first choice (right with probability ``answer_accuracy``), or a different runner-up
+        when the load flips it (probability ``answer_flip_rate`` per other sequence)."""
         wrong = [candidate for candidate in wrong if candidate != right]
         first = right if right is not None and rng.random() < self.profile.answer_accuracy else rng.choice(wrong)
-        others = [candidate for candidate in [right, *wrong] if candidate is not None and candidate != first]
-        return first, rng.choice(others)
+        candidates = wrong if right is None else [right] + wrong
+        runner_up = rng.choice([candidate for candidate in candidates if candidate != first])
+        if rng.random() < min(1.0, self.profile.answer_flip_rate * others):
+            return runner_up
+        return first
 
 
 def _tokens(text: str) -> tuple[bytes, ...]:

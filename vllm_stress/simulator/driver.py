@@ -89,5 +89,6 @@ class EngineDriver:
     @staticmethod
     def _publish(pending: set[Sequence]) -> None:
         for seq in pending:
-            seq.sink.on_token(seq)
+            if seq.sink is not None:
+                seq.sink.on_token(seq)
         pending.clear()

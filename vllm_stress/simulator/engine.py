@@ -25,11 +25,17 @@ forward by the step duration of ``steptime.StepTimeModel``; a driver may move it
 from __future__ import annotations
 
 from collections import deque
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 from .kvcache import KVCache, num_gpu_blocks
 from .profiles import Profile
 from .steptime import StepTimeModel
+
+
+class Sink(Protocol):
+    """Who is told when a sequence has new tokens (the real-time driver calls it once their step has ended)."""
+
+    def on_token(self, seq: Sequence) -> None: ...
 
 
 class Sequence:
@@ -69,7 +75,7 @@ class Sequence:
         prompt_len: int,
         max_tokens: int,
         stop_after: int = 0,
-        sink=None,
+        sink: Sink | None = None,
         index: int = 0,
         block_hashes: tuple[int, ...] = (),
     ) -> None:
@@ -93,6 +99,44 @@ class Sequence:
         self.previous_token: float | None = None  # time of the token before the last one (inter-token latency)
         self.last_token: float | None = None
         self.finished_at: float | None = None
+
+    # vLLM's timings of a sequence, in engine seconds: each is read once the engine has set the times it spans
+    def ttft(self) -> float:
+        return _between(self.arrival, self.first_token)
+
+    def last_gap(self) -> float:
+        """The inter-token latency before the last token."""
+        return _between(self.previous_token, self.last_token)
+
+    def e2e(self) -> float:
+        return _between(self.arrival, self.finished_at)
+
+    def queue_time(self) -> float:
+        return _between(self.arrival, self.first_scheduled)
+
+    def prefill_time(self) -> float:
+        return _between(self.first_scheduled, self.first_token)
+
+    def decode_time(self) -> float:
+        return _between(self.first_token, self.last_token)
+
+    def inference_time(self) -> float:
+        return _between(self.first_scheduled, self.last_token)
+
+    def tpot(self) -> float:
+        """Time per output token after the first (a sequence of more than one token)."""
+        return self.decode_time() / (self.num_output - 1)
+
+    def finished_reason(self) -> str:
+        if self.finish_reason is None:
+            raise ValueError("the sequence has not finished")
+        return self.finish_reason
+
+
+def _between(start: float | None, end: float | None) -> float:
+    if start is None or end is None:
+        raise ValueError("a sequence's time was read before the engine set it")
+    return end - start
 
 
 class StepResult(NamedTuple):

@@ -20,9 +20,13 @@ blocks are hashed (simulated outputs have no token ids).
 from __future__ import annotations
 
 from collections import OrderedDict
+from typing import TYPE_CHECKING
 
 from .profiles import Profile
 from .steptime import kv_bytes_per_token_per_rank
+
+if TYPE_CHECKING:  # the engine imports this module
+    from .engine import Sequence
 
 
 def num_gpu_blocks(profile: Profile) -> int:
@@ -74,7 +78,7 @@ class KVCache:
     def blocks_for(self, num_tokens: int) -> int:
         return -(-num_tokens // self.block_size)
 
-    def lookup(self, seq) -> list[int]:
+    def lookup(self, seq: Sequence) -> list[int]:
         """Hashes of the longest run of ``seq``'s leading blocks that are cached, leaving at least its last token to
         compute (``get_computed_blocks``: ``max_cache_hit_length = num_tokens - 1``)."""
         limit = (seq.prompt_len + seq.num_output - 1) // self.block_size
@@ -85,7 +89,9 @@ class KVCache:
             hits.append(block_hash)
         return hits
 
-    def allocate(self, seq, num_tokens: int, reserve_tokens: int = 0, hits: list[int] | tuple = ()) -> bool:
+    def allocate(
+        self, seq: Sequence, num_tokens: int, reserve_tokens: int = 0, hits: list[int] | tuple[int, ...] = ()
+    ) -> bool:
         """Grow ``seq`` to hold ``num_tokens`` tokens, the first ones in the cached blocks ``hits`` (from
         ``lookup``, at admission); fail, changing nothing, if the blocks for ``max(num_tokens, reserve_tokens)``
         are not free. The full prompt blocks the tokens reach are registered in the cache."""
@@ -110,7 +116,7 @@ class KVCache:
             self._register(seq, num_tokens // self.block_size)
         return True
 
-    def _share(self, seq, hits: list[int]) -> None:
+    def _share(self, seq: Sequence, hits: list[int] | tuple[int, ...]) -> None:
         refs = self.refs
         for block_hash in hits:
             if not refs[block_hash]:
@@ -126,14 +132,14 @@ class KVCache:
             block_hash, _ = self.evictable.popitem(last=False)
             del self.refs[block_hash]
 
-    def _register(self, seq, num_full_blocks: int) -> None:
+    def _register(self, seq: Sequence, num_full_blocks: int) -> None:
         for block_hash in seq.block_hashes[seq.num_hashed : num_full_blocks]:
             if block_hash not in self.refs:
                 self.refs[block_hash] = 1
                 seq.cached_blocks.append(block_hash)
         seq.num_hashed = min(num_full_blocks, len(seq.block_hashes))
 
-    def release(self, seq) -> None:
+    def release(self, seq: Sequence) -> None:
         """Free all of ``seq``'s blocks; cached ones keep their hash and become evictable, tail first."""
         refs = self.refs
         for block_hash in reversed(seq.cached_blocks):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from typing import Any
 
 from .protocol import json_bytes
 
@@ -59,14 +60,17 @@ def parse_json(raw: bytes) -> dict:
     return body
 
 
-def _field(body: dict, key: str, types: tuple[type, ...], default: object = None, minimum: int | None = None):
+def _field(
+    body: dict[str, Any], key: str, types: tuple[type, ...], default: object = None, minimum: int | None = None
+) -> Any:
+    """The JSON value of ``key`` (``default`` when absent or null), checked against ``types`` and ``minimum``."""
     value = body.get(key, default)
     if value is None:
         return default
     if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
         names = " or ".join(t.__name__ for t in types)
         raise ApiError(f"body.{key}: Input should be a valid {names}, got {value!r}", param=key)
-    if minimum is not None and value < minimum:
+    if minimum is not None and isinstance(value, int) and value < minimum:
         raise ApiError(f"{key} must be at least {minimum}, got {value}.", param=key)
     return value
 

@@ -57,7 +57,7 @@ def stop_process(proc: subprocess.Popen, grace: float) -> int:
 
 def _pump(proc: subprocess.Popen, lines: queue.Queue, kept: collections.deque) -> None:
     """Read the child's output for its whole life (so its pipe never fills), keeping the last lines."""
-    for line in proc.stdout:
+    for line in proc.stdout or ():  # started with stdout=PIPE: always a pipe
         kept.append(line.rstrip("\n"))
         lines.put(line)
     lines.put(None)

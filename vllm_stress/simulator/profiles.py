@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import dataclasses
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 PROFILE_DIR = Path(__file__).parent / "profiles"
 DEFAULT_PROFILE = "cpu-tiny"
@@ -67,11 +69,11 @@ class Profile:
     answer_accuracy: float = 0.8
     answer_flip_rate: float = 0.0005
 
-    def replace(self, **changes: object) -> Profile:
+    def replace(self, **changes: Any) -> Profile:
         return dataclasses.replace(self, **changes)
 
 
-FIELD_TYPES = {field.name: field.type for field in dataclasses.fields(Profile)}
+FIELD_TYPES = {field.name: str(field.type) for field in dataclasses.fields(Profile)}  # name -> "int", "float" ...
 _BOOLEANS = {"true": True, "1": True, "false": False, "0": False}
 
 
@@ -82,7 +84,7 @@ def _boolean(value: object) -> bool:
     return _BOOLEANS[text]
 
 
-_CASTS = {"str": str, "int": int, "float": float, "bool": _boolean}
+_CASTS: dict[str, Callable[[Any], Any]] = {"str": str, "int": int, "float": float, "bool": _boolean}
 
 
 def profile_names() -> list[str]:
@@ -98,8 +100,8 @@ def _profile_path(name: str) -> Path:
     return path
 
 
-def _flatten(table: dict) -> dict:
-    flat = {}
+def _flatten(table: dict[str, Any]) -> dict[str, Any]:
+    flat: dict[str, Any] = {}
     for key, value in table.items():
         if isinstance(value, dict):
             flat.update(_flatten(value))
@@ -108,8 +110,9 @@ def _flatten(table: dict) -> dict:
     return flat
 
 
-def coerce(key: str, value: object) -> object:
-    """Convert ``value`` (a TOML value or a command-line string) to the type of the profile field ``key``."""
+def coerce(key: str, value: object) -> Any:
+    """Convert ``value`` (a TOML value or a command-line string) to the type of the profile field ``key`` (which a
+    static type cannot name: it depends on ``key``)."""
     if key not in FIELD_TYPES:
         raise ValueError(f"unknown profile field {key!r}; known: {', '.join(FIELD_TYPES)}")
     cast = _CASTS[FIELD_TYPES[key]]
@@ -131,9 +134,9 @@ def load_profile(name: str = DEFAULT_PROFILE, overrides: dict[str, object] | Non
     return profile
 
 
-def parse_assignments(assignments: list[str]) -> dict[str, object]:
+def parse_assignments(assignments: list[str]) -> dict[str, Any]:
     """Turn ``["mfu=0.4", "t_fixed=0.01"]`` into ``{"mfu": 0.4, "t_fixed": 0.01}`` (typed by field)."""
-    overrides = {}
+    overrides: dict[str, Any] = {}
     for assignment in assignments:
         key, sep, value = assignment.partition("=")
         if not sep:

@@ -116,7 +116,7 @@ def _usage_dict(prompt_tokens: int, completion_tokens: int, cached_tokens: int |
 
 def chat_response(
     model: str,
-    choices: list[tuple[str, str]],
+    choices: list[tuple[str, str | None]],
     prompt_tokens: int,
     completion_tokens: int,
     cached_tokens: int | None = None,
@@ -162,11 +162,11 @@ def chat_response(
 
 def completion_response(
     model: str,
-    choices: list[tuple[str, str]],
+    choices: list[tuple[str, str | None]],
     prompt_tokens: int,
     completion_tokens: int,
     cached_tokens: int | None = None,
-):
+) -> dict:
     """Non-streaming completions body; ``choices`` = ``(text, finish_reason)`` in index order."""
     return {
         "id": new_request_id("cmpl"),

@@ -22,9 +22,11 @@ Times are unix seconds (``time.time()``) of the simulator's clock. A client comp
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import time
+from collections.abc import Mapping
 
 from vllm_stress.core.kernelclock import ANCILLARY_SIZE, KERNEL_PLATFORM, SO_TIMESTAMPNS, kernel_time
 
@@ -86,7 +88,7 @@ class RequestLog:
         self.connections[timed.fileno()] = timed
         return timed
 
-    def timing(self, headers, transport) -> RequestTiming | None:
+    def timing(self, headers: Mapping[str, str], transport: asyncio.BaseTransport | None) -> RequestTiming | None:
         """The record of a request with an ``X-Request-Id`` that came in on ``transport`` (aiohttp's)."""
         request_id = headers.get(REQUEST_ID_HEADER)
         if not request_id:

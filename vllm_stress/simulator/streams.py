@@ -24,6 +24,7 @@ import random
 from aiohttp import web
 
 from .answers import Reply
+from .driver import EngineDriver
 from .engine import Sequence
 from .kvcache import prompt_block_hashes
 from .profiles import Profile
@@ -116,7 +117,7 @@ class Generator:
     """Creates the engine sequences of a request: seeded text offsets and EOS positions, ``n`` per prompt sharing
     its block hashes (with prefix caching)."""
 
-    def __init__(self, profile: Profile, driver, seed: int) -> None:
+    def __init__(self, profile: Profile, driver: EngineDriver, seed: int) -> None:
         self.profile = profile
         self.driver = driver
         self._rng = random.Random(seed)
@@ -206,7 +207,7 @@ async def write_sse(
     fmt: ChunkFormat,
     include_usage: bool,
     timing: RequestTiming | None = None,
-):
+) -> web.StreamResponse:
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream; charset=utf-8"})
     await response.prepare(request)
     writer = request.writer

@@ -103,9 +103,9 @@ def _summarise(
     max_running: int,
 ) -> ClosedLoopResult:
     steady = _window(finished, concurrency, requests)
-    e2e = [seq.finished_at - seq.arrival for seq in steady]
-    ttft = [seq.first_token - seq.arrival for seq in steady]
-    tpot = [(seq.last_token - seq.first_token) / (seq.num_output - 1) for seq in steady if seq.num_output > 1]
+    e2e = [seq.e2e() for seq in steady]
+    ttft = [seq.ttft() for seq in steady]
+    tpot = [seq.tpot() for seq in steady if seq.num_output > 1]
     request_rate = concurrency / statistics.fmean(e2e)
     output_mean = statistics.fmean(seq.num_output for seq in steady)
     return ClosedLoopResult(

@@ -39,7 +39,8 @@ def test_the_progress_note_says_the_probe_and_the_verdict_so_far():
     )
     probes = {32: Probe(32, 32, True, True, ""), 64: Probe(64, 64, False, True, "misses e2e_p50 ≤ 300 ms")}
     assert progress_note(probes, USERS, 48, 3, 12, 2, 3) == (
-        "SLO search probe 3 of at most 12: 48 users, run 2 of 3; so far 32 users passes, 64 users fails (misses e2e_p50 ≤ 300 ms)"
+        "SLO search probe 3 of at most 12: 48 users, run 2 of 3; "
+        "so far 32 users passes, 64 users fails (misses e2e_p50 ≤ 300 ms)"
     )
 
 

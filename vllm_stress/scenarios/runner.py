@@ -1,5 +1,5 @@
 """Runs a scenario: a Locust master and its workers as separate processes against the scenario's server,
-``--repeats`` times per matrix cell, then the analysis into ``OUT/report``."""
+``--repeats`` times per matrix cell, then the analysis into ``OUT/report`` (docs/concepts/scenarios.md, section 4)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Locustfile: the step ramp, each level of ``--levels`` ramped, warmed up and held (a fixed time or until steady).
-Add it after a user locustfile: ``locust -f locustfiles/chat.py,scenarios/shape.py --levels 10,50 --step-time auto``."""
+"""Locustfile: the step ramp, each level of ``--levels`` ramped, warmed up and held (a fixed time or until steady)
+(docs/concepts/scenarios.md, section 3). Add it after a user locustfile:
+``locust -f locustfiles/chat.py,scenarios/shape.py --levels 10,50 --step-time auto``."""
 
 from __future__ import annotations
 

@@ -1,28 +1,5 @@
-"""The simulated model's answers to benchmark questions: a letter for multiple choice, a final number for math.
-
-A chat request is a question when its last user message lists four choices on lines of their own (``A) ...``,
-``B. ...``, ``(C) ...``, ``D: ...``: multiple choice) or asks for a final number / final answer or a ``####`` line
-(math). Its reply is then not pseudo-words but an answer (``Reply``): for multiple choice only the answer
-("The answer is (B).", "Answer: B", "B", "**B**"), for math pseudo-word "reasoning" as long as the profile's
-output-length distribution, then the answer ("#### 1,234", "The answer is 1234.", "So the result is 18.5."). The
-sequence ends (EOS) right after it, or is cut at ``max_tokens`` like any other (then the answer may be missing).
-
-The right answer, without a side channel: the simulator solves what it can read, the first of "the sum / product /
-difference / quotient of X and Y" or the longest arithmetic expression (``+ - * / × ÷``, parentheses, decimals) in
-the question; for multiple choice, the choice whose text is that number. The bundled synthetic sets
-(``scenarios/data/make_synthetic.py``) are written so. Any other question (real MMLU or GSM8K) has no known answer
-and gets a random letter or number.
-
-Accuracy and flips: everything is drawn from one RNG seeded with the request's ``seed`` (0 when absent) and a hash
-of the messages, so the same question gets the same reply. The first-choice answer is the right one with probability
-``answer_accuracy`` (else a wrong one); a runner-up answer is drawn too. The reply flips to the runner-up with
-probability ``min(1, answer_flip_rate * others)``, ``others`` = sequences running or waiting when the request
-arrives. The flip draw is seeded as well: a question flips when the load passes its own threshold, never when it
-runs alone, as near-tie tokens of greedy decoding flip with the batch they share (the non-determinism the parallel-query benchmark saw, docs/sources.md §1.2).
-
-This is a stand-in for exercising graders and reports: its accuracy is a setting, not any model's accuracy.
-Requests with ``ignore_eos`` or ``min_tokens`` (benchmark lengths) keep their pseudo-words.
-"""
+"""The simulated model's answers to benchmark questions: a letter for multiple choice, a final number for math, right
+with a set probability and flipping under load (docs/concepts/simulator.md, section 9)."""
 
 from __future__ import annotations
 

@@ -1,15 +1,5 @@
-"""``python -m simulator``: serve a simulated vLLM OpenAI-compatible server on 127.0.0.1.
-
-Engine flags carry ``vllm serve``'s names and override the profile's values; ``--set FIELD=VALUE`` overrides any
-other profile field (step-time constants, hardware, model shape). When the socket listens, one line is printed and
-flushed: ``vllm-stress simulator ready: http://HOST:PORT model=NAME profile=PROFILE`` (``--port 0`` picks a free port
-and the line shows it). SIGINT and SIGTERM stop the server cleanly.
-
-The default event loop is asyncio's; ``--event-loop uvloop`` serves the same. Connections are accepted by the
-simulator's own reader on the listening socket (``accept_all``), which drains the accept queue at every wake-up:
-uvloop's server accepted one connection per loop iteration, so under a thousand busy streams new connections
-(scrapers, ramping clients) waited for seconds (benchmarks/simulator.md).
-"""
+"""``python -m simulator``: serve a simulated vLLM OpenAI-compatible server on 127.0.0.1, from a profile and
+``vllm serve``'s engine flags (docs/concepts/simulator.md, section 2)."""
 
 from __future__ import annotations
 

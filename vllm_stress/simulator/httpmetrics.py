@@ -1,12 +1,5 @@
-"""HTTP-level metrics of ``prometheus_fastapi_instrumentator``, which vLLM mounts on the same registry.
-
-vLLM (``vllm/entrypoints/serve/instrumentator/metrics.py``, docs/vllm-protocol.md §8.2) exposes
-``http_requests_total{handler,method,status}``, the summaries ``http_request_size_bytes{handler}`` and
-``http_response_size_bytes{handler}``, ``http_request_duration_highr_seconds`` (no labels) and
-``http_request_duration_seconds{handler,method}``, with ``handler`` the route template and status grouped as
-``2xx``/``4xx``/``5xx``; ``/metrics``, ``/health``, ``/load``, ``/ping``, ``/version`` and ``/server_info`` are not
-instrumented. Duration is until the handler returns (for a stream: until its last byte is written).
-"""
+"""HTTP-level metrics of ``prometheus_fastapi_instrumentator``, which vLLM mounts on the same registry
+(docs/concepts/simulator.md, section 11)."""
 
 from __future__ import annotations
 

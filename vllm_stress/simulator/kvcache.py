@@ -1,21 +1,5 @@
-"""Paged KV cache accounting: blocks of ``block_size`` tokens, as vLLM's block pool counts them, with automatic
-prefix caching.
-
-vLLM sizes the cache once at start-up (``vllm/v1/worker/gpu_worker.py`` ``determine_available_memory``,
-``vllm/v1/core/kv_cache_utils.py`` ``get_num_blocks``): ``gpu_memory_utilization x device memory - weights``, divided
-by the bytes one block takes on one rank; ``--num-gpu-blocks-override`` replaces the result. One block is the
-reserved "null" block, and ``vllm:kv_cache_usage_perc`` is ``1 - free / (num_blocks - 1)``
-(``vllm/v1/core/block_pool.py`` ``get_usage``). A request holds ``ceil(tokens / block_size)`` blocks for the tokens
-computed so far; start-up fails if one ``max_model_len`` request cannot fit (``kv_cache_planning.py``).
-
-Prefix caching (``vllm/v1/core/block_pool.py``, ``kv_cache_manager.py``): a full prompt block is known by the chained
-hash of its parent's hash and its token ids (``kv_cache_utils.hash_block_tokens``), registered when a step is
-scheduled to fill it (``cache_blocks`` in ``allocate_slots``). A cached block has a reference count; at 0 it stays
-cached but is free, and allocation takes blocks that hold no cached prefix first, then evicts cached ones least
-recently freed first (a request frees its blocks tail first). Only counts and hashes are kept, no block ids: a block
-a sequence fills while an identical one is already cached stays its own (vLLM would cache both copies). Only prompt
-blocks are hashed (simulated outputs have no token ids).
-"""
+"""Paged KV cache accounting as vLLM's block pool counts it, with automatic prefix caching
+(docs/concepts/simulator.md, section 5)."""
 
 from __future__ import annotations
 

@@ -1,18 +1,5 @@
-"""``/metrics``: vLLM V1's Prometheus metrics, names, types, labels and buckets.
-
-Names, help texts and buckets follow ``vllm/v1/metrics/loggers.py`` ``PrometheusStatLogger`` and
-``vllm/v1/metrics/buckets.py`` (docs/vllm-protocol.md §8.1). Every series carries
-``model_name`` and ``engine="0"``. Counters are registered without ``_total`` and prometheus_client appends it.
-Timings use vLLM's definitions, in engine time: TTFT = arrival -> first token, inter-token latency = gap between
-consecutive outputs of a sequence, queue = arrival -> first scheduled, prefill = first scheduled -> first token,
-decode = first -> last token, inference = first scheduled -> last token, e2e = arrival -> finish.
-
-Observations are plain Python counters updated once per engine step by the driver (no locks, no per-token
-prometheus calls); a custom collector turns them into metric families when ``/metrics`` is scraped, reading the
-gauges (running, waiting, KV usage) and the engine's counters (preemptions, prefix cache queries and hits, counted
-at a request's first admission as vLLM's scheduler does) live from the engine. Prompt tokens are split into computed
-and cached ones when a sequence's prefill ends.
-"""
+"""``/metrics``: vLLM V1's Prometheus metrics with their names, types, labels and buckets, observed once per engine
+step (docs/concepts/simulator.md, section 11)."""
 
 from __future__ import annotations
 

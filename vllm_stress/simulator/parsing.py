@@ -1,13 +1,5 @@
-"""Request validation for the OpenAI-compatible routes, with vLLM's error statuses and messages.
-
-vLLM validates bodies with pydantic models whose ``extra="allow"`` keeps unknown fields (they are ignored), and turns
-FastAPI's 422 validation errors into 400 (``vllm/entrypoints/serve/exception_handling/``). Errors have the nested
-OpenAI shape ``{"error": {"message", "type", "param", "code"}}`` with ``code`` = HTTP status
-(``vllm/entrypoints/serve/engine/protocol.py`` ``ErrorResponse``). Length rules are those of vLLM 0.33
-(``vllm/entrypoints/serve/utils/api_utils.py``, ``vllm/renderers/params.py``): a prompt that leaves no room in
-``max_model_len`` is a 400; ``max_tokens`` larger than ``max_model_len`` is a 400; otherwise ``max_tokens`` is
-clamped to the room left. Chat requests default to all the room left, completions to 16 tokens.
-"""
+"""Request validation for the OpenAI-compatible routes, with vLLM's error statuses and messages
+(docs/concepts/simulator.md, section 8)."""
 
 from __future__ import annotations
 

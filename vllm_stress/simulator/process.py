@@ -1,10 +1,5 @@
-"""Start the simulator as a child process and wait until it serves: used by scenario runners and tests.
-
-``start_simulator("--profile", "cpu-tiny")`` runs ``sys.executable -m simulator --port 0 ...`` from the repository
-root, reads its output until the ready line, and returns a :class:`SimulatorProcess` (``.url``, ``.model``,
-``.proc``, ``.stop()``; usable as a context manager). If the process exits or the ready line does not come within
-``timeout`` seconds, :class:`SimulatorStartError` carries what the process printed.
-"""
+"""Start the simulator as a child process and wait until it serves (used by the scenario runner and the tests), and
+stop a child process."""
 
 from __future__ import annotations
 

@@ -1,11 +1,5 @@
-"""Simulator profiles: hardware x model x tensor parallelism, engine defaults and step-time constants.
-
-A profile is a TOML file in ``simulator/profiles/`` (or any path ending in ``.toml``). Its tables
-(``[hardware]``, ``[model]``, ``[engine]``, ``[steptime]``, ``[output]``) only group the keys for the reader: every
-key is a field of the flat :class:`Profile`, so a single field can be overridden by name on the command line
-(``--set mfu=0.4``). The engine keys carry vLLM's own names and meanings (``vllm/config/scheduler.py``,
-``vllm/config/cache.py``); the step-time keys are those of the roofline model in ``steptime.py``.
-"""
+"""Simulator profiles: hardware x model x tensor parallelism, engine defaults and step-time constants, read from
+``simulator/profiles/*.toml`` into one flat ``Profile`` (docs/concepts/simulator.md, section 3)."""
 
 from __future__ import annotations
 

@@ -1,14 +1,5 @@
-"""aiohttp application: the routes of ``vllm serve`` (docs/vllm-protocol.md §1) over one engine.
-
-Routes as in vLLM 0.33: ``POST /v1/chat/completions`` and ``/v1/completions`` (JSON or SSE), ``GET /v1/models``,
-``POST /tokenize`` and ``/detokenize``, ``GET /health`` (200, empty body), ``/version``, ``/load``, ``/metrics``,
-plus the legacy ``POST /generate`` of the old demo server (``legacy.py``). With ``--api-key``, paths under ``/v1``,
-``/v2``, ``/inference`` and ``/cohere`` need ``Authorization: Bearer <key>`` or get 401 ``{"error":"Unauthorized"}``
-(``vllm/entrypoints/serve/middleware/authenticate.py``). Unknown routes answer FastAPI's ``{"detail":"Not Found"}``.
-A client that disconnects aborts its sequences (vLLM's ``with_cancellation``), counted as ``finished_reason=abort``.
-A chat request that asks a benchmark question (a letter out of four choices, or a final number) is answered by the
-answer model (``answers.py``) instead of pseudo-words.
-"""
+"""aiohttp application: the routes of ``vllm serve`` over one engine, with its auth, errors and HTTP metrics
+(docs/concepts/simulator.md, section 8)."""
 
 from __future__ import annotations
 

@@ -1,14 +1,5 @@
-"""Virtual-time drivers: run the engine as fast as the CPU allows, with no sleeping and no HTTP.
-
-``closed_loop`` mimics ``vllm bench serve --max-concurrency C --ignore-eos`` with random ``input/output`` lengths
-fixed (docs/vllm-protocol.md §9): C clients each send a request, wait for it to finish and send the next
-one at once. Times are engine seconds, so a run of minutes of simulated load takes a fraction of a second; tests and
-profile fitting use it. Throughput is computed with Little's law on the steady part of the run
-(``X = C / mean e2e``), which is what a long benchmark at concurrency C measures.
-
-Steady part: the first C requests (the start-up burst) are left out, and so are the last C issued of a run bounded
-by ``requests`` (they finish while fewer than C requests are in flight).
-"""
+"""Virtual-time closed loop: the engine run as fast as the CPU allows, with no sleeping and no HTTP, as
+``vllm bench serve --max-concurrency`` would load it (docs/concepts/simulator.md, section 13)."""
 
 from __future__ import annotations
 

@@ -9,6 +9,7 @@ import shlex
 import socket
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from vllm_stress import users
@@ -66,54 +67,92 @@ def run_locust(
     once and quitting at the end) and ``workers`` worker processes on this machine; returns the master's exit code.
     ``label`` goes before the run's progress lines ("Run 2 of 5", a search's probe)."""
     port = str(free_port())
-    user_file = Path(keys.get("locustfile", DEFAULT_LOCUSTFILE).split(",")[0]).stem  # locustfiles/NAME.py
-    locustfile = f"{users.locustfile(user_file)},{SHAPE}"
-    common = [sys.executable, "-m", "locust", "-f", locustfile, "--config", str(config), "-H", target, *extra_args]
-    # --repeats 1: this function is one of the runner's repeats (a config's `repeats` is refused by plain Locust)
-    common += ["--repeats", "1"]
-    ui = (
-        ["--web-host", "127.0.0.1", "--web-port", str(web_port), "--autostart", "--autoquit", "0"]
-        if web_port
-        else ["--headless"]
-    )
-    master_cmd = (
-        common
-        + [
-            "--master",
-            *ui,
-            "--master-bind-host",
-            "127.0.0.1",
-            "--master-bind-port",
-            port,
-            "--expect-workers",
-            str(workers),
-            "--expect-workers-max-wait",
-            str(WORKER_CONNECT_WAIT_S),
-            "--results-dir",
-            str(run_dir),
-            "--csv",
-            str(run_dir / schema.LOCUST_CSV_PREFIX),
-            "--scenario",
-            name,
-        ]
-        + ([f"--run-label={label}"] if label else [])
-    )
+    common = locust_command(config, keys, target, extra_args)
+    master_cmd = common + master_args(name, run_dir, port, workers, web_port, label)
     worker_cmd = common + ["--worker", "--master-host", "127.0.0.1", "--master-port", port]
     # own sessions: a Ctrl-C reaches only this process, which stops the master first (it collects the workers' last
     # rows and marks the run incomplete), then the workers
     master = subprocess.Popen(master_cmd, cwd=ROOT, start_new_session=True)
     children = [subprocess.Popen(worker_cmd, cwd=ROOT, start_new_session=True) for _ in range(workers)]
+    return wait_for_run(master, children, longest_run_s(keys))
+
+
+def locust_command(config: Path, keys: dict[str, str], target: str, extra_args: list[str]) -> list[str]:
+    """What the master and the workers run: the scenario's user class with the step ramp, its config, the target."""
+    user_file = Path(keys.get("locustfile", DEFAULT_LOCUSTFILE).split(",")[0]).stem  # locustfiles/NAME.py
+    locustfile = f"{users.locustfile(user_file)},{SHAPE}"
+    common = [sys.executable, "-m", "locust", "-f", locustfile, "--config", str(config), "-H", target, *extra_args]
+    # --repeats 1: this is one of the runner's repeats (a config's `repeats` is refused by plain Locust)
+    return [*common, "--repeats", "1"]
+
+
+def master_args(name: str, run_dir: Path, port: str, workers: int, web_port: int, label: str) -> list[str]:
+    ui = (
+        ["--web-host", "127.0.0.1", "--web-port", str(web_port), "--autostart", "--autoquit", "0"]
+        if web_port
+        else ["--headless"]
+    )
+    return [
+        "--master",
+        *ui,
+        "--master-bind-host",
+        "127.0.0.1",
+        "--master-bind-port",
+        port,
+        "--expect-workers",
+        str(workers),
+        "--expect-workers-max-wait",
+        str(WORKER_CONNECT_WAIT_S),
+        "--results-dir",
+        str(run_dir),
+        "--csv",
+        str(run_dir / schema.LOCUST_CSV_PREFIX),
+        "--scenario",
+        name,
+        *([f"--run-label={label}"] if label else []),
+    ]
+
+
+def wait_for_run(master: subprocess.Popen, workers: list[subprocess.Popen], limit_s: float) -> int:
+    """The master's exit code, once it ended or was stopped after ``limit_s``; the workers are stopped after it."""
     try:
-        code = master.wait(timeout=longest_run_s(keys))
+        code = master.wait(timeout=limit_s)
     except subprocess.TimeoutExpired:
-        log.error("the run did not end within %.0f s: stopping it", longest_run_s(keys))
+        log.error("the run did not end within %.0f s: stopping it", limit_s)
         code = stop_process(master, STOP_GRACE_S)
     finally:  # also on Ctrl-C: stop the master first so it keeps what the workers send
         if master.poll() is None:
             stop_process(master, STOP_GRACE_S)
-        for child in children:
-            stop_process(child, STOP_GRACE_S)
+        for worker in workers:
+            stop_process(worker, STOP_GRACE_S)
     return code
+
+
+@dataclass
+class Repeats:
+    """The runs of a scenario against one server: its Locust config, keys and arguments."""
+
+    name: str
+    config: Path
+    keys: dict[str, str]
+    url: str
+    workers: int
+    locust_args: list[str]
+
+    def run(self, folder: Path, repeats: int) -> list[Path]:
+        """``repeats`` runs into ``folder/run-K``; a run that measured no request is a ScenarioError."""
+        run_dirs = []
+        for repeat in range(1, repeats + 1):
+            run_dir = folder / f"run-{repeat}"
+            log.info("%s: run %d of %d against %s -> %s", self.name, repeat, repeats, self.url, run_dir)
+            label = f"Run {repeat} of {repeats}" if repeats > 1 else ""
+            code = run_locust(
+                self.name, self.config, self.keys, self.url, run_dir, self.workers, self.locust_args, label=label
+            )
+            if not has_rows(run_dir / schema.REQUESTS_FILE):
+                raise ScenarioError(f"run {repeat} measured no request (Locust exit code {code}; its log says why)")
+            run_dirs.append(run_dir)
+        return run_dirs
 
 
 def run_scenario(
@@ -134,8 +173,9 @@ def run_scenario(
 
     config, keys = read_config(name)
     out = out.resolve()  # the Locust processes run in the suite's folder
-    keys = with_overrides(keys, list(locust_args or []))
-    if any(arg.split("=", 1)[0] == "--api-key" for arg in locust_args or []):
+    locust_args = list(locust_args or [])
+    keys = with_overrides(keys, locust_args)
+    if any(arg.split("=", 1)[0] == "--api-key" for arg in locust_args):
         raise ScenarioError(
             "pass the API key as OPENAI_API_KEY or --locust-arg=--api-key-file=FILE, never on a "
             "command line (every user of the machine can read those)"
@@ -148,31 +188,16 @@ def run_scenario(
     if server_cmd and not target:
         raise ScenarioError("--server-cmd needs --target: the URL its server will answer at")
     base_sim_args = shlex.split(keys.get("simulator", "")) + list(simulator_args or [])
-    headers = api_headers(list(locust_args or []))
+    headers = api_headers(locust_args)
     prepare_out(out, overwrite)
     log.info("%s", " ".join(header_comment(config)))
-    labels, run_dirs = {}, []
+    labels: dict[str, str] = {}  # run folder -> what the report calls it
     for cell in cells:
-        cell_dir = out / cell_name(cell) if matrix else out
         sim_args = (base_sim_args if not server_cmd else []) + cell_args(cell)
         with server(target, sim_args, server_cmd, headers, server_ready_timeout) as url:
-            for repeat in range(1, repeats + 1):
-                run_dir = cell_dir / f"run-{repeat}"
-                log.info("%s: run %d of %d against %s -> %s", name, repeat, repeats, url, run_dir)
-                code = run_locust(
-                    name,
-                    config,
-                    keys,
-                    url,
-                    run_dir,
-                    workers,
-                    [*(locust_args or []), *launch_args(target, sim_args, server_cmd)],
-                    label=f"Run {repeat} of {repeats}" if repeats > 1 else "",
-                )
-                if not has_rows(run_dir / schema.REQUESTS_FILE):
-                    raise ScenarioError(f"run {repeat} measured no request (Locust exit code {code}; its log says why)")
-                run_dirs.append(str(run_dir))
+            runs = Repeats(name, config, keys, url, workers, [*locust_args, *launch_args(target, sim_args, server_cmd)])
+            for run_dir in runs.run(out / cell_name(cell) if matrix else out, repeats):
                 labels[str(run_dir)] = cell_name(cell) if matrix else name
-    summary = analyse(run_dirs, out / "report", labels=labels)
+    summary = analyse(list(labels), out / "report", labels=labels)
     log.info("report: %s", out / "report" / "report.md")
     return summary

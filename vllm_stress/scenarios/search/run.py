@@ -87,19 +87,18 @@ def search(
     probes = {probe.load: probe for probe in load_probes(out, space, repeats)}
     sim_args = shlex.split(keys.get("simulator", "")) + list(simulator_args or [])
     with server(target, sim_args, headers=api_headers(locust_args)) as url:
-        launch = launch_args(target, sim_args)
         probing = Probing(
             name,
             config,
             keys,
             url,
             out,
-            workers or default_workers(),
-            locust_args,
-            launch,
-            web_port,
-            repeats,
-            max_probes,
+            workers=workers or default_workers(),
+            locust_args=locust_args,
+            launch=launch_args(target, sim_args),
+            web_port=web_port,
+            repeats=repeats,
+            max_probes=max_probes,
         )
         while (load := next_load(probes, space)) is not None and len(probes) < max_probes:
             probes[load] = probe(probing, probes, space, load, slos)

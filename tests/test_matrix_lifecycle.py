@@ -19,8 +19,10 @@ from tests.conftest import REPO, read_rows, run_locust
 from tests.test_bad_input import NOWHERE, refused
 from vllm_stress.client import options
 from vllm_stress.core import schema
-from vllm_stress.scenarios import runner
-from vllm_stress.scenarios.runner import ScenarioError, free_port
+from vllm_stress.scenarios import config, runner, servers
+from vllm_stress.scenarios.config import cell_args, cell_name
+from vllm_stress.scenarios.errors import ScenarioError
+from vllm_stress.scenarios.runner import free_port
 
 KEY = "key-4d2b9e71"
 CELLS = ({"max-num-seqs": "4", "max-num-batched-tokens": "256"}, {"max-num-seqs": "8", "max-num-batched-tokens": "512"})
@@ -62,7 +64,7 @@ def scenario(tmp_path, monkeypatch):
     configs = tmp_path / "configs"
     configs.mkdir()
     (configs / "short.conf").write_text(CONFIG)
-    monkeypatch.setattr(runner, "CONFIGS", configs)
+    monkeypatch.setattr(config, "CONFIGS", configs)
     return "short"
 
 
@@ -99,24 +101,22 @@ def test_matrix_stops_each_cells_container_before_the_next(tmp_path, docker, sce
         assert run["argv"][-4:] == [arg for k, v in cell.items() for arg in (f"--{k}", v)]
         assert run["key_in_env"] and "VLLM_API_KEY" in run["argv"] and not any(KEY in a for a in run["argv"])
     for stopped, cell in zip(calls[1::2], CELLS, strict=True):
-        rows = [
-            row for n in (1, 2) for row in read_rows(out / runner.cell_name(cell) / f"run-{n}" / schema.REQUESTS_FILE)
-        ]
+        rows = [row for n in (1, 2) for row in read_rows(out / cell_name(cell) / f"run-{n}" / schema.REQUESTS_FILE)]
         ok = [row for row in rows if not row["error"]]
         # what this cell's own server finished is what this cell's runs measured
         assert ok and len(ok) <= stopped["served"] <= len(rows), (len(ok), stopped["served"], len(rows))
-        meta = json.loads((out / runner.cell_name(cell) / "run-1" / schema.RUN_FILE).read_text())
+        meta = json.loads((out / cell_name(cell) / "run-1" / schema.RUN_FILE).read_text())
         assert meta["server_launch"] == {
             "kind": "server-cmd",
-            "command": [*shlex.split(serve_cmd(port, key_file)), *runner.cell_args(cell)],
+            "command": [*shlex.split(serve_cmd(port, key_file)), *cell_args(cell)],
         }  # run.json tells the cells apart
-    assert not runner.answers(f"http://127.0.0.1:{port}")
+    assert not servers.answers(f"http://127.0.0.1:{port}")
 
 
 def test_a_container_that_outlives_its_client_stops_the_matrix(tmp_path, docker, scenario, monkeypatch):
     """A raw `docker run` as server command: its client dies on SIGTERM, its container does not."""
     port = free_port()
-    monkeypatch.setattr(runner, "SERVER_STOP_GRACE_S", 3)
+    monkeypatch.setattr(servers, "SERVER_STOP_GRACE_S", 3)
     cmd = f"docker run --name raw -p 127.0.0.1:{port}:8000 --entrypoint vllm img serve tiny"
     with pytest.raises(ScenarioError, match=f"127.0.0.1:{port} still answers 3 s after the server command ended"):
         runner.run_scenario(
@@ -148,50 +148,12 @@ def test_readiness_sends_the_bearer_key(tmp_path, simulator, monkeypatch):
     sim = simulator("--profile", "cpu-tiny", "--api-key", KEY)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     with pytest.raises(ScenarioError, match="refuses a request without an API key"):
-        runner.wait_for_models(sim.url, sim.proc, 30, runner.api_headers([]))
+        servers.wait_for_models(sim.url, sim.proc, 30, servers.api_headers([]))
     (tmp_path / "key").write_text(KEY + "\n")
-    runner.wait_for_models(sim.url, sim.proc, 30, runner.api_headers([f"--api-key-file={tmp_path / 'key'}"]))
+    servers.wait_for_models(sim.url, sim.proc, 30, servers.api_headers([f"--api-key-file={tmp_path / 'key'}"]))
     monkeypatch.setenv("OPENAI_API_KEY", "wrong")
     with pytest.raises(ScenarioError, match="refuses the API key"):
-        runner.wait_for_models(sim.url, sim.proc, 30, runner.api_headers([]))
-
-
-@pytest.mark.fast
-def test_credentials_in_a_launch_command_are_not_recorded():
-    command = [
-        "vllm",
-        "serve",
-        "m",
-        "--api-key",
-        KEY,
-        "--api-key-file",
-        "/run/key",
-        "--hf-token=hf_x",
-        "HF_TOKEN=y",
-        "--max-num-seqs",
-        "8",
-        "--tokenizer",
-        "t",
-    ]
-    launch = json.loads(runner.launch_args(None, [], shlex.join(command))[0].split("=", 1)[1])
-    assert launch == {
-        "kind": "server-cmd",
-        "command": [
-            "vllm",
-            "serve",
-            "m",
-            "--api-key",
-            "***",
-            "--api-key-file",
-            "/run/key",
-            "--hf-token=***",
-            "HF_TOKEN=***",
-            "--max-num-seqs",
-            "8",
-            "--tokenizer",
-            "t",
-        ],
-    }
+        servers.wait_for_models(sim.url, sim.proc, 30, servers.api_headers([]))
 
 
 def test_server_ready_timeout():
@@ -200,7 +162,7 @@ def test_server_ready_timeout():
     try:
         started = time.monotonic()
         with pytest.raises(ScenarioError, match="was not ready within 2 s"):
-            runner.wait_for_models(f"http://127.0.0.1:{port}", never_ready, 2, {})
+            servers.wait_for_models(f"http://127.0.0.1:{port}", never_ready, 2, {})
         assert time.monotonic() - started < 30
     finally:
         never_ready.kill()
@@ -229,15 +191,6 @@ def test_plain_locust_refuses_repeats(tmp_path):
         timeout=60,
     )
     refused(proc, "repeats = 2: plain Locust runs once; use `python -m scenarios run`, or pass --repeats 1")
-
-
-def test_run_time_limit_follows_locust_arg_overrides():
-    keys = {"levels": "10,100", "step-time": "120", "warmup": "30"}
-    merged = runner.with_overrides(keys, ["--step-time=600", "--output-tokens", "64", "--max-step-time", "900"])
-    assert merged == {"levels": "10,100", "step-time": "600", "warmup": "30", "max-step-time": "900"}
-    assert runner.with_overrides(keys, ["--step", "5"]) == keys  # no abbreviations: Locust would not take them either
-    longer = runner.with_overrides(keys, ["--step-time=600"])
-    assert runner.longest_run_s(longer) - runner.longest_run_s(keys) == 2 * (600 - 120)
 
 
 @pytest.mark.parametrize(("cores", "workers"), [(2, 2), (8, 8), (192, 8), (None, 1)])

@@ -11,22 +11,45 @@ import sys
 from pathlib import Path
 
 from vllm_stress.analysis.load import AnalysisError
-from vllm_stress.scenarios import parallel, plan, search
-from vllm_stress.scenarios.runner import (
-    MAX_DEFAULT_WORKERS,
-    SERVER_READY_TIMEOUT_S,
-    ScenarioError,
-    read_config,
-    run_scenario,
-    scenario_names,
-)
+from vllm_stress.scenarios import parallel, plan
+from vllm_stress.scenarios.config import read_config, scenario_names
+from vllm_stress.scenarios.errors import ScenarioError
+from vllm_stress.scenarios.runner import MAX_DEFAULT_WORKERS, run_scenario
+from vllm_stress.scenarios.search.judge import parse_slos
+from vllm_stress.scenarios.search.run import search
+from vllm_stress.scenarios.search.space import DEFAULT_POOL_SECONDS, OVER, UNITS
+from vllm_stress.scenarios.search.writeup import REPORT_FILE
+from vllm_stress.scenarios.servers import SERVER_READY_TIMEOUT_S
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m scenarios", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("list", help="List the scenarios and their settings")
-    run = commands.add_parser("run", help="Run a scenario and write its report")
+    add_run_arguments(commands.add_parser("run", help="Run a scenario and write its report"))
+    add_search_arguments(
+        commands.add_parser(
+            "search",
+            help="Find the highest concurrency or arrival rate that meets every SLO (steady probes, bracket then bisect)",
+        )
+    )
+    parallel.add_arguments(
+        commands.add_parser(
+            "parallel",
+            help="Run fixed question sets at parallelism 1, 4, 16 ... and report speedup, accuracy and changed answers",
+        )
+    )
+    plan.add_arguments(
+        commands.add_parser(
+            "plan",
+            help="How many worker processes and machines a load needs (from "
+            "the client's CPU per token), or check that against a run",
+        )
+    )
+    return parser.parse_args(argv)
+
+
+def add_run_arguments(run: argparse.ArgumentParser) -> None:
     run.add_argument("--scenario", required=True, help="Name of a file in scenarios/configs (without .conf)")
     run.add_argument("--target", default="", help="Base URL of the server (default: start the embedded simulator)")
     run.add_argument("--repeats", type=int, default=0, help="Runs of the scenario (default: the scenario's own)")
@@ -66,10 +89,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         metavar="ARG",
         help="Extra argument for the Locust master and workers (repeatable), e.g. --locust-arg=--output-tokens=64",
     )
-    slo = commands.add_parser(
-        "search",
-        help="Find the highest concurrency or arrival rate that meets every SLO (steady probes, bracket then bisect)",
-    )
+
+
+def add_search_arguments(slo: argparse.ArgumentParser) -> None:
     slo.add_argument("--scenario", required=True, help="The scenario whose user class and token profile to probe")
     slo.add_argument(
         "--slo",
@@ -80,7 +102,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     slo.add_argument("--target", default="", help="Base URL of the server (default: start the embedded simulator)")
     slo.add_argument(
         "--over",
-        choices=list(search.OVER),
+        choices=list(OVER),
         default="users",
         help="users: closed-loop concurrency; rate: open-loop arrival rate in requests/s "
         "(--arrival-rate) (default: %(default)s)",
@@ -100,7 +122,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     slo.add_argument(
         "--pool-seconds",
         type=float,
-        default=search.DEFAULT_POOL_SECONDS,
+        default=DEFAULT_POOL_SECONDS,
         help="Over rate: each probe runs ceil(rate x this) users to carry its arrivals; must exceed the "
         "e2e latency (default: %(default)s)",
     )
@@ -125,20 +147,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     slo.add_argument("--overwrite", action="store_true", help="Replace the output folder if it is not a search's")
     slo.add_argument("--simulator-arg", action="append", default=[], metavar="ARG", help="As for run")
     slo.add_argument("--locust-arg", action="append", default=[], metavar="ARG", help="As for run")
-    parallel.add_arguments(
-        commands.add_parser(
-            "parallel",
-            help="Run fixed question sets at parallelism 1, 4, 16 ... and report speedup, accuracy and changed answers",
-        )
-    )
-    plan.add_arguments(
-        commands.add_parser(
-            "plan",
-            help="How many worker processes and machines a load needs (from "
-            "the client's CPU per token), or check that against a run",
-        )
-    )
-    return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -148,52 +156,14 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "list":
             for name in scenario_names():
                 print(f"{name}: {read_config(name)[1]}")
-            return 0
-        if args.command == "plan":
+        elif args.command == "plan":
             print(plan.run_from_args(args))
-            return 0
-        if args.command == "parallel":
+        elif args.command == "parallel":
             parallel.run_from_args(args)
-            return 0
-        if args.command == "search":
-            out = Path(args.out or f"results/{args.scenario}-search")
-            result = search.search(
-                args.scenario,
-                out,
-                search.parse_slos(args.slo),
-                target=args.target or None,
-                over=args.over,
-                low=args.low,
-                high=args.high,
-                precision=args.precision,
-                max_probes=args.max_probes,
-                repeats=args.repeats,
-                pool_seconds=args.pool_seconds,
-                web_port=args.web_port,
-                workers=args.workers or None,
-                overwrite=args.overwrite,
-                simulator_args=args.simulator_arg,
-                locust_args=args.locust_arg,
-            )
-            answer = "nothing" if result["answer"] is None else f"{result['answer']:g} {search.UNITS[args.over]}"
-            print(f"{out / search.REPORT_FILE}: {answer}")
-            return 0
-        if args.repeats < 0 or args.workers < 0 or args.server_ready_timeout <= 0:
-            raise ScenarioError("--repeats, --workers and --server-ready-timeout must be positive")
-        out = Path(args.out or f"results/{args.scenario}").resolve()
-        run_scenario(
-            args.scenario,
-            out,
-            target=args.target or None,
-            repeats=args.repeats or None,
-            workers=args.workers or None,
-            overwrite=args.overwrite,
-            matrix=args.matrix,
-            server_cmd=args.server_cmd,
-            simulator_args=args.simulator_arg,
-            locust_args=args.locust_arg,
-            server_ready_timeout=args.server_ready_timeout,
-        )
+        elif args.command == "search":
+            print(search_from_args(args))
+        else:
+            run_from_args(args)
     except (ScenarioError, AnalysisError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -201,3 +171,46 @@ def main(argv: list[str] | None = None) -> int:
         print("interrupted", file=sys.stderr)
         return 130
     return 0
+
+
+def search_from_args(args: argparse.Namespace) -> str:
+    """Run the search; the line printed at its end: the write-up's path and the answer."""
+    out = Path(args.out or f"results/{args.scenario}-search")
+    result = search(
+        args.scenario,
+        out,
+        parse_slos(args.slo),
+        target=args.target or None,
+        over=args.over,
+        low=args.low,
+        high=args.high,
+        precision=args.precision,
+        max_probes=args.max_probes,
+        repeats=args.repeats,
+        pool_seconds=args.pool_seconds,
+        web_port=args.web_port,
+        workers=args.workers or None,
+        overwrite=args.overwrite,
+        simulator_args=args.simulator_arg,
+        locust_args=args.locust_arg,
+    )
+    answer = "nothing" if result["answer"] is None else f"{result['answer']:g} {UNITS[args.over]}"
+    return f"{out / REPORT_FILE}: {answer}"
+
+
+def run_from_args(args: argparse.Namespace) -> None:
+    if args.repeats < 0 or args.workers < 0 or args.server_ready_timeout <= 0:
+        raise ScenarioError("--repeats, --workers and --server-ready-timeout must be positive")
+    run_scenario(
+        args.scenario,
+        Path(args.out or f"results/{args.scenario}").resolve(),
+        target=args.target or None,
+        repeats=args.repeats or None,
+        workers=args.workers or None,
+        overwrite=args.overwrite,
+        matrix=args.matrix,
+        server_cmd=args.server_cmd,
+        simulator_args=args.simulator_arg,
+        locust_args=args.locust_arg,
+        server_ready_timeout=args.server_ready_timeout,
+    )

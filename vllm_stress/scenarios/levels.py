@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 
 AUTO = "auto"  # --step-time auto: hold each level until it is steady (vllm_stress.core.steady), at most --max-step-time
 RAMP_DEFAULTS = {  # option -> default, as Locust's config files and command lines spell them
@@ -29,12 +30,12 @@ def parse_levels(text: str) -> list[int]:
     return levels
 
 
-def step_seconds(value: object) -> float | None:
+def step_seconds(value: str | float) -> float | None:
     """--step-time as seconds, or None for ``auto``."""
     return None if str(value).strip() == AUTO else float(value)
 
 
-def check_times(times: dict[str, object]) -> None:
+def check_times(times: Mapping[str, str | float]) -> None:
     """``{"step-time": 60, ...}``: each must be a number of seconds, at least 0 (--step-time may be ``auto``); a clear
     ValueError otherwise."""
     for flag, value in times.items():

@@ -1,18 +1,5 @@
-"""``python -m scenarios parallel``: fixed question sets run to completion at parallelism 1, 4, 16 ... (the parallel-query benchmark's, docs/sources.md §1.2,
-parallel-query benchmark): wall clock, mean time per question, speedup against P=1, output tok/s, accuracy, and
-which answers change with P.
-
-This is not a load test, so there is no Locust: for each dataset and each P (in the order given), every question is
-sent once, P at a time (asyncio + aiohttp: P workers take the next question from one shared list, one connection
-each), as a non-streaming ``/v1/chat/completions`` request with temperature 0, a fixed ``seed`` and the kind's
-``max_tokens`` (``vllm_stress/scenarios/questions.py``), and the level ends with the last answer. Wall clock: from the first send
-to the last answer; time per question: each request's end-to-end latency. One warm-up request goes first.
-Without ``--target`` the embedded simulator is started (profile ``h100-llama-3.1-8b`` unless a ``--simulator-arg``
-names another) and stopped at the end.
-
-Writes ``OUT/answers.csv`` (one row per question and level, ``ANSWER_COLUMNS``) and the report
-(``vllm_stress/analysis/parallel_report.py``: ``report.md``, ``report.html``, ``speedup.png``, ``summary.json``).
-"""
+"""``python -m scenarios parallel``: fixed question sets run to completion at parallelism 1, 4, 16 ..., with speedup,
+accuracy and the answers that change with parallelism (docs/concepts/scenarios.md, section 7)."""
 
 from __future__ import annotations
 
@@ -32,8 +19,10 @@ from vllm_stress.analysis.parallel_report import summarise, write_report
 from vllm_stress.core import served
 from vllm_stress.core.failures import failure_name
 from vllm_stress.core.grading import grade
+from vllm_stress.scenarios.errors import ScenarioError
+from vllm_stress.scenarios.folders import prepare_out
 from vllm_stress.scenarios.questions import MAX_TOKENS, DatasetError, Question, load_questions, prompt
-from vllm_stress.scenarios.runner import ScenarioError, prepare_out, server
+from vllm_stress.scenarios.servers import server
 
 log = logging.getLogger("vllm_stress.scenarios.parallel")
 

@@ -1,15 +1,5 @@
-"""How many Locust worker processes and machines a load needs, from the client's measured CPU per streamed token.
-
-    python -m scenarios plan --users 1000 --tokens-per-s-per-stream 50 [--cores-per-machine 8]
-    python -m scenarios plan --from-run results/my-run/run-1
-
-A worker process is one gevent loop on one core: it spends ``CLIENT_CPU_US_PER_TOKEN`` of CPU per streamed token
-(``benchmarks/client.md``: one SSE event per token, vLLM's default, the client's worst case). Token timestamps stay
-accurate while the loop is mostly idle, so each process is planned at ``TIMING_CPU_PERCENT`` of a core at most
-(Locust itself warns at 90 %, and TTFT tails inflate well before that). Machines run ``--processes -1``: one worker
-process per core. ``--from-run`` checks the figure against a run: per level, the streamed tokens/s, the workers'
-measured CPU (``client_health.csv``) and the CPU per token it implies.
-"""
+"""``python -m scenarios plan``: how many Locust worker processes and machines a load needs, from the client's
+measured CPU per streamed token, or that figure checked against a run (docs/concepts/scenarios.md, section 6)."""
 
 from __future__ import annotations
 
@@ -67,7 +57,8 @@ def check_run(folder: Path) -> str:
     """Per level of a run: tokens/s streamed in its hold, the workers' CPU, the CPU per token, the plan for it."""
     with open(folder / schema.LEVELS_FILE, newline="") as f:
         holds = {int(row["users"]): (float(row["hold_start"]), float(row["hold_end"])) for row in csv.DictReader(f)}
-    tokens, cpu = defaultdict(float), defaultdict(lambda: defaultdict(list))
+    tokens: defaultdict[int, float] = defaultdict(float)
+    cpu: defaultdict[int, defaultdict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     with open(folder / schema.REQUESTS_FILE, newline="") as f:
         for row in csv.DictReader(f):
             users = int(row["users"])

@@ -1,17 +1,5 @@
-"""Benchmark questions from JSONL files, and the one place where their prompts and output budgets are made.
-
-Two line shapes are read (the common MMLU and GSM8K ones; a file may not mix them):
-
-* multiple choice (MMLU): ``{"question", "choices": [four strings], "answer": 0-3 or "A"-"D", "subject"?}``;
-* math (GSM8K): ``{"question", "answer": "worked solution ... #### 72"}``; the number after the last ``####`` is
-  the gold answer (thousands separators dropped).
-
-A line may carry an ``"id"``; otherwise the question id is its line number (1-based).
-
-Prompts ask for the letter or for the final number in the forms the graders (``vllm_stress/core/grading.py``) read first and
-the simulator's answer model (``vllm_stress/simulator/answers.py``) recognises: four choices on lines of their own, ``A) ...``,
-and for math a last line ``#### <number>``.
-"""
+"""Benchmark questions from MMLU- and GSM8K-shaped JSONL files, and the one place where their prompts and output
+budgets are made (docs/concepts/scenarios.md, section 7)."""
 
 from __future__ import annotations
 
@@ -51,7 +39,7 @@ def prompt(question: Question) -> str:
 
 def load_questions(path: Path, limit: int | None = None) -> list[Question]:
     """The questions of a JSONL file (at most ``limit``, from the top); raises DatasetError."""
-    questions = []
+    questions: list[Question] = []
     try:
         lines = path.read_text().splitlines()
     except OSError as error:

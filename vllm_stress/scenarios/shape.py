@@ -1,28 +1,18 @@
-"""Locustfile: the step ramp. Add it after a user locustfile:
+"""Locustfile: the step ramp, each level of ``--levels`` ramped, warmed up and held (a fixed time or until steady)
+(docs/concepts/scenarios.md, section 3). Add it after a user locustfile:
+``locust -f locustfiles/chat.py,scenarios/shape.py --levels 10,50 --step-time auto``."""
 
-    locust -f locustfiles/chat.py,scenarios/shape.py --levels 10,50,100 --step-time auto --headless ...
+from __future__ import annotations
 
-Each level goes through three phases, each logged once when it begins:
-
-* **ramping**: the level's users are started over ``--ramp-time`` seconds; it ends when the master counts them all
-  running;
-* **warming up**: unmeasured, at least ``--warmup`` seconds and until as many of the level's requests have completed
-  as it has users — one request lifetime, measured (by Little's law a closed loop of U users completes U requests in
-  one mean e2e): the first wave of the new users' requests is over;
-* **holding**: the level's window in ``levels.csv``. ``--step-time N`` holds N seconds; ``--step-time auto`` holds
-  until the window is steady (``vllm_stress.core.steady``, judged every few seconds from the rows the master has), at most
-  ``--max-step-time`` seconds (which bounds the warm-up too). Either way the level's verdict is logged at its end.
-
-With ``--cooldown`` the users are stopped for that long after a level, so the next one starts from an idle server.
-A shape runs only on the master (or the local runner). It tells the rest of the suite through the suite's own events
-(``vllm_stress/master/hooks.py``: level started / held / ended, phase changed) and judges its holds on a ``LevelWindow``
-that those events' listeners never see.
-"""
-
+import argparse
 import logging
 import time
+from dataclasses import dataclass
+from typing import Any
 
 from locust import LoadTestShape, events
+from locust.argument_parser import LocustArgumentParser
+from locust.env import Environment
 
 from vllm_stress.master import hooks
 from vllm_stress.master.levelwindow import LevelWindow
@@ -35,7 +25,7 @@ CHECK_INTERVAL_S = 5.0  # how often an auto hold is judged
 
 
 @events.init_command_line_parser.add_listener
-def _add_options(parser, **_kw) -> None:
+def _add_options(parser: LocustArgumentParser, **_kw: Any) -> None:
     parser.add_argument("--levels", default=RAMP_DEFAULTS["levels"], help="User counts of the ramp's steps")
     parser.add_argument(
         "--step-time",
@@ -84,7 +74,7 @@ def _add_options(parser, **_kw) -> None:
     )
 
 
-def level_bound_s(options, hold_s: float | None) -> float:
+def level_bound_s(options: argparse.Namespace, hold_s: float | None) -> float:
     """The longest a level takes once its users are running: its ramp, warm-up and hold at their bounds, cooldown."""
     warmup = max(options.warmup, options.max_step_time)  # the warm-up also waits for one request lifetime
     return (
@@ -93,6 +83,23 @@ def level_bound_s(options, hold_s: float | None) -> float:
         + (options.max_step_time if hold_s is None else hold_s)
         + options.cooldown
     )
+
+
+@dataclass(frozen=True)
+class Moment:
+    """What a tick knows of the level being run: the options, the level, how the console names it, its hold, the
+    ramp's ETA and the time in the current phase."""
+
+    environment: Environment
+    options: argparse.Namespace
+    window: LevelWindow
+    target: int  # the level's users
+    previous: int  # the users the ramp starts from
+    name: str
+    hold_s: float | None  # None: hold until steady
+    eta: str
+    now: float
+    elapsed: float
 
 
 class StepRampShape(LoadTestShape):
@@ -113,105 +120,140 @@ class StepRampShape(LoadTestShape):
         self.level_started = time.time()
         if index == 0:
             self.ramp_started = self.level_started
-        self.current = None  # the (users, spawn rate) asked for; Locust acts when it changes
+        self.current: tuple[int, float] | None = None  # the (users, spawn rate) asked for; Locust acts on a change
         self.phase = "ramp"
         self.phase_start = self.last_check = time.monotonic()
 
-    def tick(self):
-        options = self.runner.environment.parsed_options
+    def tick(self) -> tuple[int, float] | None:
+        environment, options = self.locust()
         try:  # checked at every tick: the first comes before test_start, and the web UI may change the options
             levels = self.check_options(options)
         except ValueError as e:
             log.error("%s", e)
-            self.runner.environment.process_exit_code = 2
+            environment.process_exit_code = 2
             return None
         if self.index >= len(levels):
             return None
-        environment = self.runner.environment
-        window = self.window = self.window or LevelWindow(self.runner)
+        moment = self.moment(environment, options, levels)
+        if self.phase == "ramp":
+            self.ramp(moment)
+        elif self.phase == "warmup":
+            self.warm_up(moment)
+        elif self.phase == "hold":
+            self.hold(moment)
+        elif self.phase == "cooldown":
+            return self.cool_down(moment)
+        return self.current
+
+    def locust(self) -> tuple[Environment, argparse.Namespace]:
+        """Locust's environment and parsed options: a shape ticks in a run started from Locust's command line."""
+        environment = self.runner.environment if self.runner else None
+        if environment is None or environment.parsed_options is None:
+            raise RuntimeError("the step ramp runs in a Locust run started from its command line (locust -f ...)")
+        return environment, environment.parsed_options
+
+    def moment(self, environment: Environment, options: argparse.Namespace, levels: list[int]) -> Moment:
+        self.window = self.window or LevelWindow(self.runner)
         now = time.monotonic()
-        elapsed = now - self.phase_start
         target = levels[self.index]
         name = f"Level {self.index + 1}/{len(levels)} ({target} users)"
-        if options.run_label:
-            name = f"{options.run_label} · {name}"
         hold_s = step_seconds(options.step_time)
-        eta = self.eta(len(levels), level_bound_s(options, hold_s))
-        if self.phase == "ramp":
-            if self.current is None:
-                previous = levels[self.index - 1] if self.index and not options.cooldown else 0
-                self.current = (target, max(abs(target - previous) / max(options.ramp_time, 0.001), 1.0))
-                window.start(target)
-                hooks.level_started.fire(environment=environment, users=target)
-                self.announce(name, f"ramping up over {options.ramp_time:g} s", eta=eta)
-            elif self.get_current_user_count() >= target or elapsed > REACH_TIMEOUT_S:
-                if elapsed > REACH_TIMEOUT_S:
-                    log.warning(
-                        "Level %d users not reached in %.0f s (%d running): holding anyway",
-                        target,
-                        REACH_TIMEOUT_S,
-                        self.get_current_user_count(),
-                    )
-                self.begin("warmup", now)
-                self.announce(
-                    name,
-                    f"warming up: at least {options.warmup:g} s and {target} completed requests (one request lifetime)",
-                    limit_s=options.max_step_time,
-                    eta=eta,
+        return Moment(
+            environment,
+            options,
+            self.window,
+            target,
+            previous=levels[self.index - 1] if self.index and not options.cooldown else 0,
+            name=f"{options.run_label} · {name}" if options.run_label else name,
+            hold_s=hold_s,
+            eta=self.eta(len(levels), level_bound_s(options, hold_s)),
+            now=now,
+            elapsed=now - self.phase_start,
+        )
+
+    def ramp(self, moment: Moment) -> None:
+        """Ask for the level's users at once; warm up once they all run (or REACH_TIMEOUT_S has passed)."""
+        options, target, elapsed = moment.options, moment.target, moment.elapsed
+        if self.current is None:
+            self.current = (target, max(abs(target - moment.previous) / max(options.ramp_time, 0.001), 1.0))
+            moment.window.start(target)
+            hooks.level_started.fire(environment=moment.environment, users=target)
+            self.announce(moment.name, f"ramping up over {options.ramp_time:g} s", eta=moment.eta)
+        elif self.get_current_user_count() >= target or elapsed > REACH_TIMEOUT_S:
+            if elapsed > REACH_TIMEOUT_S:
+                log.warning(
+                    "Level %d users not reached in %.0f s (%d running): holding anyway",
+                    target,
+                    REACH_TIMEOUT_S,
+                    self.get_current_user_count(),
                 )
-        elif self.phase == "warmup":
-            lifetime_done = window.completions() >= target or elapsed >= options.max_step_time
-            if elapsed >= options.warmup and lifetime_done:
-                window.hold()
-                hooks.level_held.fire(environment=environment)
-                self.begin("hold", now)
-                self.announce(
-                    name,
-                    f"holding {hold_s:g} s"
-                    if hold_s is not None
-                    else f"holding until steady (judged every {CHECK_INTERVAL_S:g} s, at most "
-                    f"{options.max_step_time:g} s)",
-                    limit_s=options.max_step_time if hold_s is None else hold_s,
-                    eta=eta,
-                )
-        elif self.phase == "hold" and self.hold_over(hold_s, elapsed, options.max_step_time):
-            verdict = window.verdict()
-            hooks.level_ended.fire(
-                environment=environment,
-                users=target,
-                verdict=verdict,
-                output_tokens_per_s=window.output_tokens_per_s(),
-                schedule_lag_p99_s=window.schedule_lag_p99_s(),
-            )
-            self.begin("cooldown", now)
+            self.begin("warmup", moment.now)
             self.announce(
-                name,
-                f"held {elapsed:.0f} s: " + ("steady" if verdict.steady else "not steady") + f" ({verdict.reason})",
+                moment.name,
+                f"warming up: at least {options.warmup:g} s and {target} completed requests (one request lifetime)",
+                limit_s=options.max_step_time,
+                eta=moment.eta,
             )
-        elif self.phase == "cooldown":
-            if elapsed >= options.cooldown:
-                self.start_level(self.index + 1)
-                return self.tick()
-            if options.cooldown:
-                return 0, max(target, 1)
+
+    def warm_up(self, moment: Moment) -> None:
+        """Hold once --warmup has passed and one request lifetime is over (at most --max-step-time)."""
+        options = moment.options
+        lifetime_done = moment.window.completions() >= moment.target or moment.elapsed >= options.max_step_time
+        if moment.elapsed < options.warmup or not lifetime_done:
+            return
+        moment.window.hold()
+        hooks.level_held.fire(environment=moment.environment)
+        self.begin("hold", moment.now)
+        self.announce(
+            moment.name,
+            f"holding {moment.hold_s:g} s"
+            if moment.hold_s is not None
+            else f"holding until steady (judged every {CHECK_INTERVAL_S:g} s, at most {options.max_step_time:g} s)",
+            limit_s=options.max_step_time if moment.hold_s is None else moment.hold_s,
+            eta=moment.eta,
+        )
+
+    def hold(self, moment: Moment) -> None:
+        """At the hold's end: the level's verdict, told to the suite and the console; then the cooldown."""
+        if not self.hold_over(moment):
+            return
+        verdict = moment.window.verdict()
+        hooks.level_ended.fire(
+            environment=moment.environment,
+            users=moment.target,
+            verdict=verdict,
+            output_tokens_per_s=moment.window.output_tokens_per_s(),
+            schedule_lag_p99_s=moment.window.schedule_lag_p99_s(),
+        )
+        self.begin("cooldown", moment.now)
+        steadiness = "steady" if verdict.steady else "not steady"
+        self.announce(moment.name, f"held {moment.elapsed:.0f} s: {steadiness} ({verdict.reason})")
+
+    def cool_down(self, moment: Moment) -> tuple[int, float] | None:
+        """No users for --cooldown seconds, then the next level."""
+        if moment.elapsed >= moment.options.cooldown:
+            self.start_level(self.index + 1)
+            return self.tick()
+        if moment.options.cooldown:
+            return 0, max(moment.target, 1)
         return self.current
 
     def begin(self, phase: str, now: float) -> None:
         self.phase, self.phase_start = phase, now
 
-    def hold_over(self, hold_s: float | None, elapsed: float, max_step_time: float) -> bool:
-        """A fixed hold is over after its seconds; an auto hold once it is steady or after max_step_time."""
-        if hold_s is not None:
-            return elapsed >= hold_s
-        if elapsed >= max_step_time:
+    def hold_over(self, moment: Moment) -> bool:
+        """A fixed hold is over after its seconds; an auto hold once it is steady or after --max-step-time."""
+        if moment.hold_s is not None:
+            return moment.elapsed >= moment.hold_s
+        if moment.elapsed >= moment.options.max_step_time:
             return True
         if time.monotonic() - self.last_check < CHECK_INTERVAL_S:
             return False
         self.last_check = time.monotonic()
-        return self.window.verdict().steady
+        return moment.window.verdict().steady
 
     @staticmethod
-    def check_options(options) -> list[int]:
+    def check_options(options: argparse.Namespace) -> list[int]:
         """The ramp's levels, or a one-line ValueError for a bad ramp option (the web UI's form is
         checked with it before a run starts: vllm_stress/webui/formcheck.py)."""
         check_times({flag: getattr(options, flag.replace("-", "_")) for flag in RAMP_TIMES})
@@ -228,5 +270,5 @@ class StepRampShape(LoadTestShape):
             return
         self.announced = (name, phase)
         text = f"{name}: {phase}" + (f"; {eta}" if eta else "")
-        hooks.phase_changed.fire(environment=self.runner.environment, text=text, limit_s=limit_s)
+        hooks.phase_changed.fire(environment=self.locust()[0], text=text, limit_s=limit_s)
         log.info("%s", text)

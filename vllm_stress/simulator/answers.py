@@ -1,28 +1,5 @@
-"""The simulated model's answers to benchmark questions: a letter for multiple choice, a final number for math.
-
-A chat request is a question when its last user message lists four choices on lines of their own (``A) ...``,
-``B. ...``, ``(C) ...``, ``D: ...``: multiple choice) or asks for a final number / final answer or a ``####`` line
-(math). Its reply is then not pseudo-words but an answer (``Reply``): for multiple choice only the answer
-("The answer is (B).", "Answer: B", "B", "**B**"), for math pseudo-word "reasoning" as long as the profile's
-output-length distribution, then the answer ("#### 1,234", "The answer is 1234.", "So the result is 18.5."). The
-sequence ends (EOS) right after it, or is cut at ``max_tokens`` like any other (then the answer may be missing).
-
-The right answer, without a side channel: the simulator solves what it can read, the first of "the sum / product /
-difference / quotient of X and Y" or the longest arithmetic expression (``+ - * / × ÷``, parentheses, decimals) in
-the question; for multiple choice, the choice whose text is that number. The bundled synthetic sets
-(``scenarios/data/make_synthetic.py``) are written so. Any other question (real MMLU or GSM8K) has no known answer
-and gets a random letter or number.
-
-Accuracy and flips: everything is drawn from one RNG seeded with the request's ``seed`` (0 when absent) and a hash
-of the messages, so the same question gets the same reply. The first-choice answer is the right one with probability
-``answer_accuracy`` (else a wrong one); a runner-up answer is drawn too. The reply flips to the runner-up with
-probability ``min(1, answer_flip_rate * others)``, ``others`` = sequences running or waiting when the request
-arrives. The flip draw is seeded as well: a question flips when the load passes its own threshold, never when it
-runs alone, as near-tie tokens of greedy decoding flip with the batch they share (the non-determinism the parallel-query benchmark saw, docs/sources.md §1.2).
-
-This is a stand-in for exercising graders and reports: its accuracy is a setting, not any model's accuracy.
-Requests with ``ignore_eos`` or ``min_tokens`` (benchmark lengths) keep their pseudo-words.
-"""
+"""The simulated model's answers to benchmark questions: a letter for multiple choice, a final number for math, right
+with a set probability and flipping under load (docs/concepts/simulator.md, section 9)."""
 
 from __future__ import annotations
 
@@ -34,6 +11,7 @@ import zlib
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
+from typing import TypeVar
 
 from .profiles import Profile
 from .sampling import sample_output_length, text_bytes
@@ -57,6 +35,7 @@ _PHRASE_OPERATORS = {
 _WRONG_OFFSETS = (-10, -2, -1, 1, 2, 10)
 _CHOICE_FORMATS = ("The answer is ({}).", "Answer: {}", "{}", "**{}**")
 _NUMBER_FORMATS = ("#### {}", "The answer is {}.", "So the result is {}.")
+Answer = TypeVar("Answer", str, Fraction)  # a letter (multiple choice) or a number (math)
 
 
 @dataclass(frozen=True)
@@ -172,29 +151,29 @@ class AnswerModel:
             return None
         rng = random.Random(f"{seed}/{zlib.crc32(repr(messages).encode())}")
         if question.kind == "mc":
-            right, wrong = right_choice(question), list(LETTERS)
-        else:
-            right = solve(question.stem)
-            wrong = (
-                [Fraction(rng.randint(1, 1000)) for _ in range(len(_WRONG_OFFSETS))]
-                if right is None
-                else [right + offset for offset in _WRONG_OFFSETS]
-            )
-        first, runner_up = self._ranking(rng, right, wrong)
-        flipped = rng.random() < min(1.0, self.profile.answer_flip_rate * others)
-        answer = runner_up if flipped else first
-        if question.kind == "mc":
-            return Reply(0, _tokens(rng.choice(_CHOICE_FORMATS).format(answer)))
+            letter = self._pick(rng, right_choice(question), list(LETTERS), others)
+            return Reply(0, _tokens(rng.choice(_CHOICE_FORMATS).format(letter)))
+        right = solve(question.stem)
+        wrong = (
+            [Fraction(rng.randint(1, 1000)) for _ in range(len(_WRONG_OFFSETS))]
+            if right is None
+            else [right + offset for offset in _WRONG_OFFSETS]
+        )
+        answer = self._pick(rng, right, wrong, others)
         reasoning = sample_output_length(rng, self.profile)
         number = format_number(answer, commas=rng.random() < 0.5)
         return Reply(reasoning, _tokens(" " + rng.choice(_NUMBER_FORMATS).format(number)))
 
-    def _ranking(self, rng: random.Random, right, wrong: list) -> tuple:
-        """First-choice answer (right with probability ``answer_accuracy``) and a different runner-up."""
+    def _pick(self, rng: random.Random, right: Answer | None, wrong: list[Answer], others: int) -> Answer:
+        """The answer given: the first choice (right with probability ``answer_accuracy``), or a different runner-up
+        when the load flips it (probability ``answer_flip_rate`` per other sequence)."""
         wrong = [candidate for candidate in wrong if candidate != right]
         first = right if right is not None and rng.random() < self.profile.answer_accuracy else rng.choice(wrong)
-        others = [candidate for candidate in [right, *wrong] if candidate is not None and candidate != first]
-        return first, rng.choice(others)
+        candidates = wrong if right is None else [right] + wrong
+        runner_up = rng.choice([candidate for candidate in candidates if candidate != first])
+        if rng.random() < min(1.0, self.profile.answer_flip_rate * others):
+            return runner_up
+        return first
 
 
 def _tokens(text: str) -> tuple[bytes, ...]:

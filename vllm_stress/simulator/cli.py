@@ -1,15 +1,5 @@
-"""``python -m simulator``: serve a simulated vLLM OpenAI-compatible server on 127.0.0.1.
-
-Engine flags carry ``vllm serve``'s names and override the profile's values; ``--set FIELD=VALUE`` overrides any
-other profile field (step-time constants, hardware, model shape). When the socket listens, one line is printed and
-flushed: ``vllm-stress simulator ready: http://HOST:PORT model=NAME profile=PROFILE`` (``--port 0`` picks a free port
-and the line shows it). SIGINT and SIGTERM stop the server cleanly.
-
-The default event loop is asyncio's; ``--event-loop uvloop`` serves the same. Connections are accepted by the
-simulator's own reader on the listening socket (``accept_all``), which drains the accept queue at every wake-up:
-uvloop's server accepted one connection per loop iteration, so under a thousand busy streams new connections
-(scrapers, ramping clients) waited for seconds (benchmarks/simulator.md).
-"""
+"""``python -m simulator``: serve a simulated vLLM OpenAI-compatible server on 127.0.0.1, from a profile and
+``vllm serve``'s engine flags (docs/concepts/simulator.md, section 2)."""
 
 from __future__ import annotations
 
@@ -19,11 +9,12 @@ import os
 import signal
 import socket
 import sys
+from collections.abc import Callable
 
 import uvloop
 from aiohttp import web
 
-from .profiles import DEFAULT_PROFILE, FIELD_TYPES, load_profile, parse_assignments, profile_names
+from .profiles import DEFAULT_PROFILE, FIELD_TYPES, Profile, load_profile, parse_assignments, profile_names
 from .server import Simulator
 
 READY_PREFIX = "vllm-stress simulator ready:"
@@ -111,7 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def profile_from_args(args: argparse.Namespace):
+def profile_from_args(args: argparse.Namespace) -> Profile:
     overrides = parse_assignments(args.set)
     overrides.update(
         {flag: getattr(args, flag) for flag in VLLM_FLAGS + ANSWER_FLAGS if getattr(args, flag) is not None}
@@ -119,7 +110,13 @@ def profile_from_args(args: argparse.Namespace):
     return load_profile(args.profile, overrides)
 
 
-def accept_all(loop: asyncio.AbstractEventLoop, listener: socket.socket, factory, pending: set, accepted=None) -> None:
+def accept_all(
+    loop: asyncio.AbstractEventLoop,
+    listener: socket.socket,
+    factory: Callable[[], asyncio.BaseProtocol],
+    pending: set[asyncio.Task[object]],
+    accepted: Callable[[socket.socket], socket.socket] | None = None,
+) -> None:
     """Accept every connection waiting on ``listener`` and hand each to aiohttp's protocol ``factory``.
 
     uvloop accepts one connection per event-loop iteration (libuv stops the listening watcher until the callback's
@@ -147,11 +144,13 @@ def accept_all(loop: asyncio.AbstractEventLoop, listener: socket.socket, factory
 async def serve(simulator: Simulator, host: str, port: int) -> None:
     runner = web.AppRunner(simulator.app(), handler_cancellation=True, access_log=None, shutdown_timeout=2.0)
     await runner.setup()
+    if runner.server is None:  # aiohttp sets it in setup()
+        raise RuntimeError("aiohttp's AppRunner has no server after setup()")
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     listener = socket.create_server((host, port), family=family, backlog=4096)
     listener.setblocking(False)
     loop = asyncio.get_running_loop()
-    pending: set = set()
+    pending: set[asyncio.Task[object]] = set()
     accepted = None
     if simulator.request_log:
         simulator.request_log.listening(listener)

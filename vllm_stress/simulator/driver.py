@@ -1,18 +1,5 @@
-"""Real-time driver: runs the engine in one asyncio task, like vLLM's engine-core busy loop.
-
-vLLM's ``EngineCore.run_busy_loop`` (``vllm/v1/engine/core.py``) takes new requests, runs ``step()`` and hands the
-outputs to the frontend, which detokenizes them and wakes the HTTP streams (``vllm/v1/engine/output_processor.py``).
-Here one loop iteration = one engine step for the whole batch: schedule, sleep until the step's (simulated GPU) end,
-record metrics, then tell each sequence's sink that it has new tokens. Engine time is wall time since start times
-``time_scale`` (> 1 = a faster simulated GPU, for quick tests and for measuring the HTTP front end).
-
-The simulated GPU does not wait for the HTTP handlers, as vLLM's engine core (its own process) does not wait for the
-frontend: while requests are running, steps follow each other back to back in engine time. When the CPU falls
-behind (a step has already ended when it has been computed), the loop runs the due steps without yielding and hands
-their tokens to the handlers at most every ``HOLD_S``, so each handler writes several tokens at once, as vLLM's
-frontend merges the outputs that piled up for a request (``RequestOutputCollector``). The GPU lags the wall clock by
-at most ``MAX_LAG_S``; requests are not admitted before their arrival time.
-"""
+"""Real-time driver: runs the engine in one asyncio task, like vLLM's engine-core busy loop, and hands each step's
+tokens to the HTTP streams (docs/concepts/simulator.md, section 7)."""
 
 from __future__ import annotations
 
@@ -89,5 +76,6 @@ class EngineDriver:
     @staticmethod
     def _publish(pending: set[Sequence]) -> None:
         for seq in pending:
-            seq.sink.on_token(seq)
+            if seq.sink is not None:
+                seq.sink.on_token(seq)
         pending.clear()

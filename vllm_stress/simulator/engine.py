@@ -1,35 +1,20 @@
-"""A pure, clock-free model of vLLM's V1 engine core: one ``step()`` schedules and "runs" one forward pass.
-
-What it reproduces (``vllm/v1/core/sched/scheduler.py`` ``Scheduler.schedule`` / ``update_from_output``,
-docs/vllm-scheduler.md §2-4):
-
-* one token budget per step (``max_num_batched_tokens``); running requests first, in admission order, each asking
-  for what it still lacks (1 token when decoding, the rest of its prompt when prefilling), so prompts are chunked;
-* a running request that cannot get KV blocks preempts the last-admitted running request (preemption by
-  recompute: blocks freed, computed tokens reset, put at the front of the FCFS waiting queue); no admission in a step
-  that preempted;
-* then waiting requests are admitted FCFS while budget, ``max_num_seqs`` and KV blocks allow; a prompt is admitted
-  only when the blocks for all of it are free (``scheduler_reserve_full_isl``); the first that does not fit (or has
-  not arrived yet at the engine clock, when a driver runs the engine behind its wall clock) blocks the queue;
-* with prefix caching (``--enable-prefix-caching``, vLLM V1's default), an admitted request starts with the longest
-  run of its leading prompt blocks that are cached (``kv_cache_manager.get_computed_blocks``) as computed tokens, so
-  only the rest is scheduled and paid for; its first admission counts the prompt tokens looked up and hit;
-* a request whose computed tokens catch up with its tokens samples one token; it finishes with ``length`` at
-  ``max_tokens`` or with ``stop`` when it reaches its planned end (EOS), releasing its blocks.
-
-No asyncio, no wall clock: the engine keeps its own clock (``clock``, seconds of engine time) that ``step()`` moves
-forward by the step duration of ``steptime.StepTimeModel``; a driver may move it forward while idle
-(``advance_to``). Every sequence carries the timestamps vLLM's metrics use, in engine time.
-"""
+"""A pure, clock-free model of vLLM's V1 engine core: one ``step()`` schedules and "runs" one forward pass, with
+vLLM's token budget, preemption, FCFS admission and prefix caching (docs/concepts/simulator.md, section 4)."""
 
 from __future__ import annotations
 
 from collections import deque
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 from .kvcache import KVCache, num_gpu_blocks
 from .profiles import Profile
 from .steptime import StepTimeModel
+
+
+class Sink(Protocol):
+    """Who is told when a sequence has new tokens (the real-time driver calls it once their step has ended)."""
+
+    def on_token(self, seq: Sequence) -> None: ...
 
 
 class Sequence:
@@ -69,7 +54,7 @@ class Sequence:
         prompt_len: int,
         max_tokens: int,
         stop_after: int = 0,
-        sink=None,
+        sink: Sink | None = None,
         index: int = 0,
         block_hashes: tuple[int, ...] = (),
     ) -> None:
@@ -93,6 +78,44 @@ class Sequence:
         self.previous_token: float | None = None  # time of the token before the last one (inter-token latency)
         self.last_token: float | None = None
         self.finished_at: float | None = None
+
+    # vLLM's timings of a sequence, in engine seconds: each is read once the engine has set the times it spans
+    def ttft(self) -> float:
+        return _between(self.arrival, self.first_token)
+
+    def last_gap(self) -> float:
+        """The inter-token latency before the last token."""
+        return _between(self.previous_token, self.last_token)
+
+    def e2e(self) -> float:
+        return _between(self.arrival, self.finished_at)
+
+    def queue_time(self) -> float:
+        return _between(self.arrival, self.first_scheduled)
+
+    def prefill_time(self) -> float:
+        return _between(self.first_scheduled, self.first_token)
+
+    def decode_time(self) -> float:
+        return _between(self.first_token, self.last_token)
+
+    def inference_time(self) -> float:
+        return _between(self.first_scheduled, self.last_token)
+
+    def tpot(self) -> float:
+        """Time per output token after the first (a sequence of more than one token)."""
+        return self.decode_time() / (self.num_output - 1)
+
+    def finished_reason(self) -> str:
+        if self.finish_reason is None:
+            raise ValueError("the sequence has not finished")
+        return self.finish_reason
+
+
+def _between(start: float | None, end: float | None) -> float:
+    if start is None or end is None:
+        raise ValueError("a sequence's time was read before the engine set it")
+    return end - start
 
 
 class StepResult(NamedTuple):

@@ -1,18 +1,13 @@
-"""HTTP-level metrics of ``prometheus_fastapi_instrumentator``, which vLLM mounts on the same registry.
-
-vLLM (``vllm/entrypoints/serve/instrumentator/metrics.py``, docs/vllm-protocol.md §8.2) exposes
-``http_requests_total{handler,method,status}``, the summaries ``http_request_size_bytes{handler}`` and
-``http_response_size_bytes{handler}``, ``http_request_duration_highr_seconds`` (no labels) and
-``http_request_duration_seconds{handler,method}``, with ``handler`` the route template and status grouped as
-``2xx``/``4xx``/``5xx``; ``/metrics``, ``/health``, ``/load``, ``/ping``, ``/version`` and ``/server_info`` are not
-instrumented. Duration is until the handler returns (for a stream: until its last byte is written).
-"""
+"""HTTP-level metrics of ``prometheus_fastapi_instrumentator``, which vLLM mounts on the same registry
+(docs/concepts/simulator.md, section 11)."""
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass
 
-from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, SummaryMetricFamily
+from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric, SummaryMetricFamily
 
 from .metrics import Histogram
 
@@ -43,13 +38,21 @@ HIGHR_BUCKETS = [
 LOWR_BUCKETS = [0.1, 0.5, 1.0]
 
 
+@dataclass
+class Sizes:
+    """A size summary's observations: how many, and their bytes."""
+
+    count: int = 0
+    total: int = 0
+
+
 class HttpMetrics:
     """Collector of per-request HTTP observations (one ``observe`` per instrumented request)."""
 
     def __init__(self) -> None:
         self.requests: defaultdict[tuple[str, str, str], int] = defaultdict(int)
-        self.request_sizes: defaultdict[str, list[float]] = defaultdict(lambda: [0, 0.0])
-        self.response_sizes: defaultdict[str, list[float]] = defaultdict(lambda: [0, 0.0])
+        self.request_sizes: defaultdict[str, Sizes] = defaultdict(Sizes)
+        self.response_sizes: defaultdict[str, Sizes] = defaultdict(Sizes)
         self.highr = Histogram(
             "http_request_duration_highr_seconds",
             "Latency with many buckets but no API specific labels.",
@@ -67,14 +70,14 @@ class HttpMetrics:
             (self.request_sizes[handler], request_bytes),
             (self.response_sizes[handler], response_bytes),
         ):
-            sizes[0] += 1
-            sizes[1] += size
+            sizes.count += 1
+            sizes.total += size
         self.highr.observe(seconds)
         if (handler, method) not in self.durations:
             self.durations[handler, method] = Histogram("http_request_duration_seconds", "", LOWR_BUCKETS)
         self.durations[handler, method].observe(seconds)
 
-    def collect(self):
+    def collect(self) -> Iterator[Metric]:
         requests = CounterMetricFamily(
             "http_requests",
             "Total number of requests by method, status and handler.",
@@ -88,13 +91,13 @@ class HttpMetrics:
             ("http_response_size_bytes", "Content length of outgoing responses by handler.", self.response_sizes),
         ):
             summary = SummaryMetricFamily(name, documentation, labels=["handler"])
-            for handler, (count, total) in sizes.items():
-                summary.add_metric([handler], count, total)
+            for handler, observed in sizes.items():
+                summary.add_metric([handler], observed.count, observed.total)
             yield summary
         yield self.highr.family([], ())
         durations = HistogramMetricFamily(
             "http_request_duration_seconds", "Latency with only few buckets by handler.", labels=["handler", "method"]
         )
-        for labels, histogram in self.durations.items():
-            durations.add_metric(list(labels), histogram.points(), histogram.sum)
+        for handler_method, histogram in self.durations.items():
+            durations.add_metric(list(handler_method), histogram.points(), histogram.sum)
         yield durations

@@ -1,28 +1,16 @@
-"""Paged KV cache accounting: blocks of ``block_size`` tokens, as vLLM's block pool counts them, with automatic
-prefix caching.
-
-vLLM sizes the cache once at start-up (``vllm/v1/worker/gpu_worker.py`` ``determine_available_memory``,
-``vllm/v1/core/kv_cache_utils.py`` ``get_num_blocks``): ``gpu_memory_utilization x device memory - weights``, divided
-by the bytes one block takes on one rank; ``--num-gpu-blocks-override`` replaces the result. One block is the
-reserved "null" block, and ``vllm:kv_cache_usage_perc`` is ``1 - free / (num_blocks - 1)``
-(``vllm/v1/core/block_pool.py`` ``get_usage``). A request holds ``ceil(tokens / block_size)`` blocks for the tokens
-computed so far; start-up fails if one ``max_model_len`` request cannot fit (``kv_cache_planning.py``).
-
-Prefix caching (``vllm/v1/core/block_pool.py``, ``kv_cache_manager.py``): a full prompt block is known by the chained
-hash of its parent's hash and its token ids (``kv_cache_utils.hash_block_tokens``), registered when a step is
-scheduled to fill it (``cache_blocks`` in ``allocate_slots``). A cached block has a reference count; at 0 it stays
-cached but is free, and allocation takes blocks that hold no cached prefix first, then evicts cached ones least
-recently freed first (a request frees its blocks tail first). Only counts and hashes are kept, no block ids: a block
-a sequence fills while an identical one is already cached stays its own (vLLM would cache both copies). Only prompt
-blocks are hashed (simulated outputs have no token ids).
-"""
+"""Paged KV cache accounting as vLLM's block pool counts it, with automatic prefix caching
+(docs/concepts/simulator.md, section 5)."""
 
 from __future__ import annotations
 
 from collections import OrderedDict
+from typing import TYPE_CHECKING
 
 from .profiles import Profile
 from .steptime import kv_bytes_per_token_per_rank
+
+if TYPE_CHECKING:  # the engine imports this module
+    from .engine import Sequence
 
 
 def num_gpu_blocks(profile: Profile) -> int:
@@ -74,7 +62,7 @@ class KVCache:
     def blocks_for(self, num_tokens: int) -> int:
         return -(-num_tokens // self.block_size)
 
-    def lookup(self, seq) -> list[int]:
+    def lookup(self, seq: Sequence) -> list[int]:
         """Hashes of the longest run of ``seq``'s leading blocks that are cached, leaving at least its last token to
         compute (``get_computed_blocks``: ``max_cache_hit_length = num_tokens - 1``)."""
         limit = (seq.prompt_len + seq.num_output - 1) // self.block_size
@@ -85,7 +73,9 @@ class KVCache:
             hits.append(block_hash)
         return hits
 
-    def allocate(self, seq, num_tokens: int, reserve_tokens: int = 0, hits: list[int] | tuple = ()) -> bool:
+    def allocate(
+        self, seq: Sequence, num_tokens: int, reserve_tokens: int = 0, hits: list[int] | tuple[int, ...] = ()
+    ) -> bool:
         """Grow ``seq`` to hold ``num_tokens`` tokens, the first ones in the cached blocks ``hits`` (from
         ``lookup``, at admission); fail, changing nothing, if the blocks for ``max(num_tokens, reserve_tokens)``
         are not free. The full prompt blocks the tokens reach are registered in the cache."""
@@ -110,7 +100,7 @@ class KVCache:
             self._register(seq, num_tokens // self.block_size)
         return True
 
-    def _share(self, seq, hits: list[int]) -> None:
+    def _share(self, seq: Sequence, hits: list[int] | tuple[int, ...]) -> None:
         refs = self.refs
         for block_hash in hits:
             if not refs[block_hash]:
@@ -126,14 +116,14 @@ class KVCache:
             block_hash, _ = self.evictable.popitem(last=False)
             del self.refs[block_hash]
 
-    def _register(self, seq, num_full_blocks: int) -> None:
+    def _register(self, seq: Sequence, num_full_blocks: int) -> None:
         for block_hash in seq.block_hashes[seq.num_hashed : num_full_blocks]:
             if block_hash not in self.refs:
                 self.refs[block_hash] = 1
                 seq.cached_blocks.append(block_hash)
         seq.num_hashed = min(num_full_blocks, len(seq.block_hashes))
 
-    def release(self, seq) -> None:
+    def release(self, seq: Sequence) -> None:
         """Free all of ``seq``'s blocks; cached ones keep their hash and become evictable, tail first."""
         refs = self.refs
         for block_hash in reversed(seq.cached_blocks):

@@ -1,14 +1,5 @@
-"""``POST /generate`` of vLLM's old demo server (``python -m vllm.entrypoints.api_server``).
-
-In vLLM that server (``vllm/entrypoints/api_server.py``, shipped up to 0.24) pops ``prompt`` and ``stream`` from the
-JSON body and passes every other key to ``SamplingParams`` (``n``, ``temperature``, ``max_tokens`` default 16,
-``min_tokens``, ``ignore_eos``, ``seed``...). The response is ``{"text": [prompt + output_i, ...]}``, one entry per
-``n``; with ``stream`` it is newline-delimited JSON of the same shape, each line carrying the cumulative text.
-
-``use_beam_search`` is accepted as the pre-V1 demo server did (the batching explainer's request sends it, docs/sources.md §1.3; V1 engines answer
-500 because it is no longer a ``SamplingParams`` field): beam search is not simulated, the ``n`` outputs are sampled
-like any others. Other unknown keys are ignored. No auth, as in vLLM.
-"""
+"""``POST /generate`` of vLLM's old demo server (``python -m vllm.entrypoints.api_server``)
+(docs/concepts/simulator.md, section 10)."""
 
 from __future__ import annotations
 

@@ -1,26 +1,14 @@
-"""``/metrics``: vLLM V1's Prometheus metrics, names, types, labels and buckets.
-
-Names, help texts and buckets follow ``vllm/v1/metrics/loggers.py`` ``PrometheusStatLogger`` and
-``vllm/v1/metrics/buckets.py`` (docs/vllm-protocol.md §8.1). Every series carries
-``model_name`` and ``engine="0"``. Counters are registered without ``_total`` and prometheus_client appends it.
-Timings use vLLM's definitions, in engine time: TTFT = arrival -> first token, inter-token latency = gap between
-consecutive outputs of a sequence, queue = arrival -> first scheduled, prefill = first scheduled -> first token,
-decode = first -> last token, inference = first scheduled -> last token, e2e = arrival -> finish.
-
-Observations are plain Python counters updated once per engine step by the driver (no locks, no per-token
-prometheus calls); a custom collector turns them into metric families when ``/metrics`` is scraped, reading the
-gauges (running, waiting, KV usage) and the engine's counters (preemptions, prefix cache queries and hits, counted
-at a request's first admission as vLLM's scheduler does) live from the engine. Prompt tokens are split into computed
-and cached ones when a sequence's prefill ends.
-"""
+"""``/metrics``: vLLM V1's Prometheus metrics with their names, types, labels and buckets, observed once per engine
+step (docs/concepts/simulator.md, section 11)."""
 
 from __future__ import annotations
 
 from bisect import bisect_left
 from collections import Counter
+from collections.abc import Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
 from .engine import Engine, Sequence, StepResult
 
@@ -92,9 +80,9 @@ REQUEST_LATENCY_BUCKETS = [
     1920.0,
     7680.0,
 ]
-ITERATION_TOKENS_BUCKETS = [1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384]
-PARAMS_N_BUCKETS = [1, 2, 5, 10, 20]
-PREEMPTIONS_BUCKETS = [1, 2, 3, 4, 5, 10, 20]
+ITERATION_TOKENS_BUCKETS: list[float] = [1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384]
+PARAMS_N_BUCKETS: list[float] = [1, 2, 5, 10, 20]
+PREEMPTIONS_BUCKETS: list[float] = [1, 2, 3, 4, 5, 10, 20]
 FINISHED_REASONS = ("stop", "length", "abort")
 PROMPT_SOURCES = ("local_compute", "local_cache_hit", "external_kv_transfer")
 CACHE_HIT_SOURCES = ("device", "host", "p2p", "disk", "external_unspecified")  # vllm/v1/metrics/cache_hit_source.py
@@ -111,9 +99,10 @@ ZERO_COUNTERS = {
 }
 
 
-def one_two_five_buckets(maximum: int) -> list[int]:
-    """vLLM's ``build_1_2_5_buckets``: 1, 2, 5, 10, 20, 50, ... up to ``maximum``."""
-    buckets, exponent = [], 0
+def one_two_five_buckets(maximum: int) -> list[float]:
+    """vLLM's ``build_1_2_5_buckets``: 1, 2, 5, 10, 20, 50, ... up to ``maximum`` (whole numbers, printed so)."""
+    buckets: list[float] = []
+    exponent = 0
     while True:
         for mantissa in (1, 2, 5):
             value = mantissa * 10**exponent
@@ -246,19 +235,19 @@ class EngineMetrics:
         gaps: Counter[float] = Counter()
         for seq in result.outputs:
             if seq.previous_token is None:
-                self.ttft.observe(seq.first_token - seq.arrival)
+                self.ttft.observe(seq.ttft())
                 self.prompt_tokens += seq.prompt_len
                 self.cached_prompt_tokens += seq.num_cached_tokens
             else:
-                gaps[seq.last_token - seq.previous_token] += 1
+                gaps[seq.last_gap()] += 1
             if seq.finish_reason in ("stop", "length"):  # aborts are observed by whoever aborts
                 self.observe_finished(seq)
         for gap, count in gaps.items():
             self.itl.observe(gap, count)
 
     def observe_finished(self, seq: Sequence) -> None:
-        self.finished[seq.finish_reason] += 1
-        self.e2e.observe(seq.finished_at - seq.arrival)
+        self.finished[seq.finished_reason()] += 1
+        self.e2e.observe(seq.e2e())
         self.request_prompt.observe(seq.prompt_len)
         self.request_generation.observe(seq.num_output)
         self.request_max_tokens.observe(seq.max_tokens)
@@ -266,13 +255,13 @@ class EngineMetrics:
         self.request_kv_computed.observe(seq.prompt_len - seq.num_cached_tokens)
         self.request_preemptions.observe(seq.num_preemptions)
         if seq.first_scheduled is not None:
-            self.queue.observe(seq.first_scheduled - seq.arrival)
+            self.queue.observe(seq.queue_time())
         if seq.first_token is not None:
-            self.prefill.observe(seq.first_token - seq.first_scheduled)
-            self.decode.observe(seq.last_token - seq.first_token)
-            self.inference.observe(seq.last_token - seq.first_scheduled)
+            self.prefill.observe(seq.prefill_time())
+            self.decode.observe(seq.decode_time())
+            self.inference.observe(seq.inference_time())
         if seq.num_output > 1:
-            self.request_tpot.observe((seq.last_token - seq.first_token) / (seq.num_output - 1))
+            self.request_tpot.observe(seq.tpot())
 
     def _gauge(self, name: str, documentation: str, value: float) -> GaugeMetricFamily:
         family = GaugeMetricFamily(name, documentation, labels=["model_name", "engine"])
@@ -284,13 +273,20 @@ class EngineMetrics:
         family.add_metric(self.labels, value)
         return family
 
-    def _by_label(self, family_type, name: str, documentation: str, label: str, values: dict[str, float]):
+    def _by_label(
+        self,
+        family_type: type[CounterMetricFamily] | type[GaugeMetricFamily],
+        name: str,
+        documentation: str,
+        label: str,
+        values: Mapping[str, float],
+    ) -> CounterMetricFamily | GaugeMetricFamily:
         family = family_type(name, documentation, labels=["model_name", "engine", label])
         for key, value in values.items():
             family.add_metric([*self.labels, key], value)
         return family
 
-    def _prefix_cache(self):
+    def _prefix_cache(self) -> Iterator[Metric]:
         engine, cached = self.engine, self.cached_prompt_tokens
         yield self._counter(
             "vllm:prefix_cache_queries",
@@ -319,7 +315,7 @@ class EngineMetrics:
             dict.fromkeys(CACHE_HIT_SOURCES, 0) | {"device": engine.prefix_cache_hits},
         )
 
-    def _unsimulated_features(self):
+    def _unsimulated_features(self) -> Iterator[Metric]:
         for name, documentation in ZERO_COUNTERS.items():
             yield self._counter(name, documentation, 0)
         yield self._by_label(
@@ -336,7 +332,7 @@ class EngineMetrics:
             rejections.add_metric([self.labels[0], reason], 0)
         yield rejections
 
-    def collect(self):
+    def collect(self) -> Iterator[Metric]:
         engine = self.engine
         yield self._gauge(
             "vllm:num_requests_running", "Number of requests in model execution batches.", len(engine.running)

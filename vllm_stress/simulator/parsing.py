@@ -1,18 +1,11 @@
-"""Request validation for the OpenAI-compatible routes, with vLLM's error statuses and messages.
-
-vLLM validates bodies with pydantic models whose ``extra="allow"`` keeps unknown fields (they are ignored), and turns
-FastAPI's 422 validation errors into 400 (``vllm/entrypoints/serve/exception_handling/``). Errors have the nested
-OpenAI shape ``{"error": {"message", "type", "param", "code"}}`` with ``code`` = HTTP status
-(``vllm/entrypoints/serve/engine/protocol.py`` ``ErrorResponse``). Length rules are those of vLLM 0.33
-(``vllm/entrypoints/serve/utils/api_utils.py``, ``vllm/renderers/params.py``): a prompt that leaves no room in
-``max_model_len`` is a 400; ``max_tokens`` larger than ``max_model_len`` is a 400; otherwise ``max_tokens`` is
-clamped to the room left. Chat requests default to all the room left, completions to 16 tokens.
-"""
+"""Request validation for the OpenAI-compatible routes, with vLLM's error statuses and messages
+(docs/concepts/simulator.md, section 8)."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
+from typing import Any
 
 from .protocol import json_bytes
 
@@ -59,14 +52,17 @@ def parse_json(raw: bytes) -> dict:
     return body
 
 
-def _field(body: dict, key: str, types: tuple[type, ...], default: object = None, minimum: int | None = None):
+def _field(
+    body: dict[str, Any], key: str, types: tuple[type, ...], default: object = None, minimum: int | None = None
+) -> Any:
+    """The JSON value of ``key`` (``default`` when absent or null), checked against ``types`` and ``minimum``."""
     value = body.get(key, default)
     if value is None:
         return default
     if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
         names = " or ".join(t.__name__ for t in types)
         raise ApiError(f"body.{key}: Input should be a valid {names}, got {value!r}", param=key)
-    if minimum is not None and value < minimum:
+    if minimum is not None and isinstance(value, int) and value < minimum:
         raise ApiError(f"{key} must be at least {minimum}, got {value}.", param=key)
     return value
 

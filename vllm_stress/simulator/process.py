@@ -1,10 +1,5 @@
-"""Start the simulator as a child process and wait until it serves: used by scenario runners and tests.
-
-``start_simulator("--profile", "cpu-tiny")`` runs ``sys.executable -m simulator --port 0 ...`` from the repository
-root, reads its output until the ready line, and returns a :class:`SimulatorProcess` (``.url``, ``.model``,
-``.proc``, ``.stop()``; usable as a context manager). If the process exits or the ready line does not come within
-``timeout`` seconds, :class:`SimulatorStartError` carries what the process printed.
-"""
+"""Start the simulator as a child process and wait until it serves (used by the scenario runner and the tests), and
+stop a child process."""
 
 from __future__ import annotations
 
@@ -35,15 +30,7 @@ class SimulatorProcess:
         self.output = output  # the last lines the process printed (stdout and stderr)
 
     def stop(self, timeout: float = 10.0) -> int:
-        """SIGTERM, wait up to ``timeout`` s, then SIGKILL; returns the exit code."""
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        return self.proc.returncode
+        return stop_process(self.proc, timeout)
 
     def __enter__(self) -> SimulatorProcess:
         return self
@@ -52,9 +39,20 @@ class SimulatorProcess:
         self.stop()
 
 
+def stop_process(proc: subprocess.Popen, grace: float) -> int:
+    """SIGTERM, then SIGKILL after ``grace`` seconds; returns the exit code."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            return proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    return proc.wait()
+
+
 def _pump(proc: subprocess.Popen, lines: queue.Queue, kept: collections.deque) -> None:
     """Read the child's output for its whole life (so its pipe never fills), keeping the last lines."""
-    for line in proc.stdout:
+    for line in proc.stdout or ():  # started with stdout=PIPE: always a pipe
         kept.append(line.rstrip("\n"))
         lines.put(line)
     lines.put(None)

@@ -1,17 +1,13 @@
-"""Simulator profiles: hardware x model x tensor parallelism, engine defaults and step-time constants.
-
-A profile is a TOML file in ``simulator/profiles/`` (or any path ending in ``.toml``). Its tables
-(``[hardware]``, ``[model]``, ``[engine]``, ``[steptime]``, ``[output]``) only group the keys for the reader: every
-key is a field of the flat :class:`Profile`, so a single field can be overridden by name on the command line
-(``--set mfu=0.4``). The engine keys carry vLLM's own names and meanings (``vllm/config/scheduler.py``,
-``vllm/config/cache.py``); the step-time keys are those of the roofline model in ``steptime.py``.
-"""
+"""Simulator profiles: hardware x model x tensor parallelism, engine defaults and step-time constants, read from
+``simulator/profiles/*.toml`` into one flat ``Profile`` (docs/concepts/simulator.md, section 3)."""
 
 from __future__ import annotations
 
 import dataclasses
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 PROFILE_DIR = Path(__file__).parent / "profiles"
 DEFAULT_PROFILE = "cpu-tiny"
@@ -67,11 +63,11 @@ class Profile:
     answer_accuracy: float = 0.8
     answer_flip_rate: float = 0.0005
 
-    def replace(self, **changes: object) -> Profile:
+    def replace(self, **changes: Any) -> Profile:
         return dataclasses.replace(self, **changes)
 
 
-FIELD_TYPES = {field.name: field.type for field in dataclasses.fields(Profile)}
+FIELD_TYPES = {field.name: str(field.type) for field in dataclasses.fields(Profile)}  # name -> "int", "float" ...
 _BOOLEANS = {"true": True, "1": True, "false": False, "0": False}
 
 
@@ -82,7 +78,7 @@ def _boolean(value: object) -> bool:
     return _BOOLEANS[text]
 
 
-_CASTS = {"str": str, "int": int, "float": float, "bool": _boolean}
+_CASTS: dict[str, Callable[[Any], Any]] = {"str": str, "int": int, "float": float, "bool": _boolean}
 
 
 def profile_names() -> list[str]:
@@ -98,8 +94,8 @@ def _profile_path(name: str) -> Path:
     return path
 
 
-def _flatten(table: dict) -> dict:
-    flat = {}
+def _flatten(table: dict[str, Any]) -> dict[str, Any]:
+    flat: dict[str, Any] = {}
     for key, value in table.items():
         if isinstance(value, dict):
             flat.update(_flatten(value))
@@ -108,8 +104,9 @@ def _flatten(table: dict) -> dict:
     return flat
 
 
-def coerce(key: str, value: object) -> object:
-    """Convert ``value`` (a TOML value or a command-line string) to the type of the profile field ``key``."""
+def coerce(key: str, value: object) -> Any:
+    """Convert ``value`` (a TOML value or a command-line string) to the type of the profile field ``key`` (which a
+    static type cannot name: it depends on ``key``)."""
     if key not in FIELD_TYPES:
         raise ValueError(f"unknown profile field {key!r}; known: {', '.join(FIELD_TYPES)}")
     cast = _CASTS[FIELD_TYPES[key]]
@@ -131,9 +128,9 @@ def load_profile(name: str = DEFAULT_PROFILE, overrides: dict[str, object] | Non
     return profile
 
 
-def parse_assignments(assignments: list[str]) -> dict[str, object]:
+def parse_assignments(assignments: list[str]) -> dict[str, Any]:
     """Turn ``["mfu=0.4", "t_fixed=0.01"]`` into ``{"mfu": 0.4, "t_fixed": 0.01}`` (typed by field)."""
-    overrides = {}
+    overrides: dict[str, Any] = {}
     for assignment in assignments:
         key, sep, value = assignment.partition("=")
         if not sep:

@@ -1,22 +1,5 @@
-"""Response shapes of vLLM 0.33: SSE chunks from pre-built byte templates, and non-streaming JSON bodies.
-
-Chunks are serialised by vLLM with ``model_dump_json(exclude_unset=True, exclude_none=not chunk.choices)``
-(``vllm/entrypoints/openai/chat_completion/serving.py``, ``.../completion/serving.py``), which gives these key sets
-(docs/vllm-protocol.md §3):
-
-* chat role chunk (sent at first-token time, right before the first content chunk):
-  ``delta {role, content:""}``, choice ``{index, delta, logprobs, finish_reason}``, top ``prompt_token_ids,
-  prompt_text``;
-* chat content chunk: choice ``{index, delta {content}, logprobs, finish_reason, token_ids}``, top
-  ``kv_transfer_params``; the last one also has ``stop_reason`` and ``weight_versions`` and a ``finish_reason``;
-* completions chunk: choice ``{index, text, logprobs, finish_reason, stop_reason, prompt_token_ids, token_ids,
-  weight_versions}``, top ``kv_transfer_params``;
-* usage chunk (``stream_options.include_usage``): ``choices: []`` and ``usage {prompt_tokens, total_tokens,
-  completion_tokens}``; with ``continuous_usage_stats`` every chunk carries ``usage`` as well;
-* ``data: [DONE]``.
-
-The text placed in a template must already be JSON-safe: generated words are plain ASCII letters (``sampling.py``).
-"""
+"""Response shapes of vLLM 0.33: SSE chunks from pre-built byte templates, and non-streaming JSON bodies
+(docs/concepts/simulator.md, section 8)."""
 
 from __future__ import annotations
 
@@ -116,7 +99,7 @@ def _usage_dict(prompt_tokens: int, completion_tokens: int, cached_tokens: int |
 
 def chat_response(
     model: str,
-    choices: list[tuple[str, str]],
+    choices: list[tuple[str, str | None]],
     prompt_tokens: int,
     completion_tokens: int,
     cached_tokens: int | None = None,
@@ -162,11 +145,11 @@ def chat_response(
 
 def completion_response(
     model: str,
-    choices: list[tuple[str, str]],
+    choices: list[tuple[str, str | None]],
     prompt_tokens: int,
     completion_tokens: int,
     cached_tokens: int | None = None,
-):
+) -> dict:
     """Non-streaming completions body; ``choices`` = ``(text, finish_reason)`` in index order."""
     return {
         "id": new_request_id("cmpl"),

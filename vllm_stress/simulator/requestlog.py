@@ -1,30 +1,13 @@
-"""The simulator's own per-request timing record, for checking a client's latencies against the server's.
-
-With ``--request-log PATH``, every generation request that carries an ``X-Request-Id`` header (the header vLLM takes
-as its request id and echoes with ``--enable-request-id-headers``) adds one JSON line to ``PATH``:
-
-``{"id": ..., "arrival": ..., "arrival_clock": "kernel" | "user", "first": ..., "last": ..., "end": ..., "chunks": ...}``
-
-* ``arrival``: when the request's bytes reached the server: on Linux under the asyncio loop, the kernel's receive
-  time of the newest segment of the read that completed the request's headers (``SO_TIMESTAMPNS``,
-  :class:`ArrivalSocket`), so the time a request waits in the socket while the event loop is busy writing other
-  streams counts as the server's, as it does for the client that sent it; elsewhere (uvloop reads in C) when the
-  request reached its handler (headers parsed, before the body is read). ``arrival_clock`` says which;
-* ``first``: right before the write that carries the first output token's bytes hands them to the socket;
-* ``last``: the same for the last output token (the write that carries the finish reason);
-* ``end``: when the handler returned;
-* ``chunks``: writes that carried output tokens (the server-side count of a client's ITL gaps + 1 when each write
-  holds one token).
-
-Times are unix seconds (``time.time()``) of the simulator's clock. A client compares durations (its TTFT with
-``first - arrival``), so the two clocks need not agree. Requests without the header are not logged.
-"""
+"""The simulator's own per-request timing record (``--request-log``), for checking a client's latencies against the
+server's (docs/concepts/simulator.md, section 12)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import time
+from collections.abc import Mapping
 
 from vllm_stress.core.kernelclock import ANCILLARY_SIZE, KERNEL_PLATFORM, SO_TIMESTAMPNS, kernel_time
 
@@ -44,7 +27,7 @@ class ArrivalSocket(socket.socket):
 
 
 class RequestTiming:
-    """The server-side timestamps of one request (see the module docstring)."""
+    """The server-side timestamps of one request (docs/concepts/simulator.md, section 12)."""
 
     __slots__ = ("request_id", "arrival", "arrival_clock", "first", "last", "chunks")
 
@@ -86,7 +69,7 @@ class RequestLog:
         self.connections[timed.fileno()] = timed
         return timed
 
-    def timing(self, headers, transport) -> RequestTiming | None:
+    def timing(self, headers: Mapping[str, str], transport: asyncio.BaseTransport | None) -> RequestTiming | None:
         """The record of a request with an ``X-Request-Id`` that came in on ``transport`` (aiohttp's)."""
         request_id = headers.get(REQUEST_ID_HEADER)
         if not request_id:

@@ -1,15 +1,5 @@
-"""What the simulated model "generates": deterministic pseudo-words, and when it samples EOS.
-
-Text: one pseudo-word per token (``" " + word``, lower-case ASCII letters only, so it needs no JSON escaping), read
-from a fixed pseudo-random word stream at an offset drawn from the request's RNG; the same ``seed`` gives the same
-text, as with vLLM's per-request ``seed``.
-
-Length (``vllm/v1/core/sched/utils.py`` ``check_stop``): a sequence ends with ``length`` after ``max_tokens`` tokens;
-otherwise it ends with ``stop`` when it samples EOS. EOS is masked until ``min_tokens`` tokens exist and never
-ends a request with ``ignore_eos``. Here the EOS position is drawn from the profile's output-length distribution;
-the EOS token is counted in ``completion_tokens`` and has empty text (vLLM skips special tokens when detokenizing),
-so the last chunk of a ``stop`` sequence carries ``""``.
-"""
+"""What the simulated model "generates": deterministic pseudo-words, and when it samples EOS
+(docs/concepts/simulator.md, section 8)."""
 
 from __future__ import annotations
 

@@ -1,20 +1,12 @@
-"""aiohttp application: the routes of ``vllm serve`` (docs/vllm-protocol.md §1) over one engine.
-
-Routes as in vLLM 0.33: ``POST /v1/chat/completions`` and ``/v1/completions`` (JSON or SSE), ``GET /v1/models``,
-``POST /tokenize`` and ``/detokenize``, ``GET /health`` (200, empty body), ``/version``, ``/load``, ``/metrics``,
-plus the legacy ``POST /generate`` of the old demo server (``legacy.py``). With ``--api-key``, paths under ``/v1``,
-``/v2``, ``/inference`` and ``/cohere`` need ``Authorization: Bearer <key>`` or get 401 ``{"error":"Unauthorized"}``
-(``vllm/entrypoints/serve/middleware/authenticate.py``). Unknown routes answer FastAPI's ``{"detail":"Not Found"}``.
-A client that disconnects aborts its sequences (vLLM's ``with_cancellation``), counted as ``finished_reason=abort``.
-A chat request that asks a benchmark question (a letter out of four choices, or a final number) is answered by the
-answer model (``answers.py``) instead of pseudo-words.
-"""
+"""aiohttp application: the routes of ``vllm serve`` over one engine, with its auth, errors and HTTP metrics
+(docs/concepts/simulator.md, section 8)."""
 
 from __future__ import annotations
 
 import time
 
 from aiohttp import web
+from aiohttp.typedefs import Handler
 from prometheus_client import generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
@@ -27,6 +19,7 @@ from .metrics import EngineMetrics
 from .parsing import (
     COMPLETIONS_DEFAULT_MAX_TOKENS,
     ApiError,
+    GenerationRequest,
     check_model,
     parse_generation,
     parse_json,
@@ -109,14 +102,14 @@ class Simulator:
             self.request_log.close()
 
     @web.middleware
-    async def _middleware(self, request: web.Request, handler) -> web.StreamResponse:
+    async def _middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         started = time.perf_counter()
         if self.request_log:
             request[TIMING_KEY] = self.request_log.timing(request.headers, request.transport)
         response = await self._respond(request, handler)
         resource = request.match_info.route.resource
         if resource is not None:
-            response_bytes = response.body_length if response.prepared else len(response.body or b"")
+            response_bytes = response.body_length if response.prepared else response.content_length or 0
             self.http_metrics.observe(
                 resource.canonical,
                 request.method,
@@ -127,7 +120,7 @@ class Simulator:
             )
         return response
 
-    async def _respond(self, request: web.Request, handler) -> web.StreamResponse:
+    async def _respond(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         if self.api_key and request.path.startswith(AUTH_PREFIXES):
             if request.headers.get("Authorization") != f"Bearer {self.api_key}":
                 return _json({"error": "Unauthorized"}, status=401)
@@ -168,11 +161,11 @@ class Simulator:
     async def _generate(
         self,
         request: web.Request,
-        generation,
+        generation: GenerationRequest,
         prompts: list[tuple[list[int], int]],
         chat: bool,
         reply: Reply | None = None,
-    ):
+    ) -> web.StreamResponse:
         interval = max(generation.stream_interval or 1, self.profile.stream_interval)
         stream = self.generator.start(
             prompts,
@@ -193,7 +186,7 @@ class Simulator:
             await stream.wait_finished()
         finally:
             self.driver.abort(stream.seqs)
-            if timing:
+            if timing and self.request_log:
                 self.request_log.write(timing)
         choices = [(stream.full_text(index), reason) for index, reason in enumerate(stream.reasons)]
         build = chat_response if chat else completion_response

@@ -1,18 +1,5 @@
-"""Duration of one engine step from a roofline model (docs/vllm-scheduler.md §7).
-
-vLLM runs one forward pass per engine step over every scheduled token of every running request
-(``vllm/v1/engine/core.py`` ``EngineCore.step``). Its cost is modelled as the slower of compute and memory traffic,
-plus a fixed per-step cost (scheduler, sampling, kernel launches)::
-
-    N      = sum of scheduled tokens                     (prefill chunks + one token per decode)
-    FLOPs  = 2 * params_active * N + 4 * layers * q_width * sum(n * (ctx_before + n / 2))
-    frac   = 1 - (1 - experts_per_token / num_experts) ** N      (MoE: share of experts touched)
-    Bytes  = weight_bytes * (dense params + frac * expert params) + kv_bytes_per_token * sum(ctx_before + n)
-    T_step = t_fixed + max(FLOPs / (TP * flops * mfu), Bytes / (TP * hbm_bandwidth * bw_eff))
-
-A decode is the special case ``n = 1``. The engine accumulates the three sums while it schedules a step and passes
-them here, so the cost of a step is O(1) in this module.
-"""
+"""Duration of one engine step from a roofline model: the slower of compute and memory traffic, plus a fixed cost
+(docs/concepts/simulator.md, section 6)."""
 
 from __future__ import annotations
 

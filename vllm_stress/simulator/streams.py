@@ -1,20 +1,5 @@
-"""From an HTTP request to engine sequences and back: token hand-off and SSE emission.
-
-vLLM's frontend (``vllm/v1/engine/output_processor.py``) receives each step's outputs, detokenizes them and puts
-them in a per-request queue the HTTP handler drains; with ``stream_interval`` k it only passes on an update when the
-request finished, for its first token, or when k new tokens accumulated. Here the driver calls ``on_token`` of a
-request's ``RequestStream`` when a step's duration has passed; it records how many tokens are published (the
-engine has already computed the next step by the time a handler runs, so handlers never read the live sequence).
-One SSE chunk goes out per engine output (per k tokens with ``stream_interval`` k), the chat role chunk right before
-the first content chunk.
-
-The handler writes the response's first chunks (with its headers) and its end (usage chunk, ``[DONE]``). In
-between, ``on_token`` writes the due chunks itself, straight to the connection as one HTTP/1.1 chunk
-(``DirectWrites``): no wake-up of the handler and no pass through aiohttp's writer per token, which were a third of
-the simulator's time at 1,000 streams (benchmarks/simulator.md). Back-pressure stays: when the connection's write
-buffer holds more than ``WRITE_BUFFER_LIMIT`` (a slow client) or is closing, ``on_token`` wakes the handler
-instead, which writes through aiohttp and waits for the buffer to drain.
-"""
+"""From an HTTP request to engine sequences and back: token hand-off from the driver and SSE writing, with
+back-pressure (docs/concepts/simulator.md, section 7)."""
 
 from __future__ import annotations
 
@@ -24,6 +9,7 @@ import random
 from aiohttp import web
 
 from .answers import Reply
+from .driver import EngineDriver
 from .engine import Sequence
 from .kvcache import prompt_block_hashes
 from .profiles import Profile
@@ -116,7 +102,7 @@ class Generator:
     """Creates the engine sequences of a request: seeded text offsets and EOS positions, ``n`` per prompt sharing
     its block hashes (with prefix caching)."""
 
-    def __init__(self, profile: Profile, driver, seed: int) -> None:
+    def __init__(self, profile: Profile, driver: EngineDriver, seed: int) -> None:
         self.profile = profile
         self.driver = driver
         self._rng = random.Random(seed)
@@ -206,7 +192,7 @@ async def write_sse(
     fmt: ChunkFormat,
     include_usage: bool,
     timing: RequestTiming | None = None,
-):
+) -> web.StreamResponse:
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream; charset=utf-8"})
     await response.prepare(request)
     writer = request.writer

@@ -1,14 +1,5 @@
-"""A deterministic stand-in for a Hugging Face tokenizer and a Llama-3-style chat template.
-
-vLLM tokenizes with the model's tokenizer and renders chat messages with its Jinja chat template
-(``vllm/entrypoints/serve/tokenize/`` for ``/tokenize``, the chat renderer for ``/v1/chat/completions``); both paths
-agree, so ``/tokenize`` counts equal ``usage.prompt_tokens``. Here every word (``\\w+``) and every other non-space
-character is one token; its id is a stable hash into ``[0, 128000)``, and the special tokens take Llama-3's ids.
-The template adds ``<|begin_of_text|>`` once, ``<|start_header_id|> role <|end_header_id|> ... <|eot_id|>`` around
-each message (4 tokens for the usual one-word roles) and ``<|start_header_id|> assistant <|end_header_id|>`` as the
-generation prompt (3 tokens). Ids are decodable: the tokenizer remembers the text of every id it produced, and
-knows the generated words from the start. Decoding puts a space between a word token and the text token before it.
-"""
+"""A deterministic stand-in for a Hugging Face tokenizer and a Llama-3-style chat template
+(docs/concepts/simulator.md, section 8)."""
 
 from __future__ import annotations
 

@@ -1,14 +1,5 @@
-"""Virtual-time drivers: run the engine as fast as the CPU allows, with no sleeping and no HTTP.
-
-``closed_loop`` mimics ``vllm bench serve --max-concurrency C --ignore-eos`` with random ``input/output`` lengths
-fixed (docs/vllm-protocol.md §9): C clients each send a request, wait for it to finish and send the next
-one at once. Times are engine seconds, so a run of minutes of simulated load takes a fraction of a second; tests and
-profile fitting use it. Throughput is computed with Little's law on the steady part of the run
-(``X = C / mean e2e``), which is what a long benchmark at concurrency C measures.
-
-Steady part: the first C requests (the start-up burst) are left out, and so are the last C issued of a run bounded
-by ``requests`` (they finish while fewer than C requests are in flight).
-"""
+"""Virtual-time closed loop: the engine run as fast as the CPU allows, with no sleeping and no HTTP, as
+``vllm bench serve --max-concurrency`` would load it (docs/concepts/simulator.md, section 13)."""
 
 from __future__ import annotations
 
@@ -103,9 +94,9 @@ def _summarise(
     max_running: int,
 ) -> ClosedLoopResult:
     steady = _window(finished, concurrency, requests)
-    e2e = [seq.finished_at - seq.arrival for seq in steady]
-    ttft = [seq.first_token - seq.arrival for seq in steady]
-    tpot = [(seq.last_token - seq.first_token) / (seq.num_output - 1) for seq in steady if seq.num_output > 1]
+    e2e = [seq.e2e() for seq in steady]
+    ttft = [seq.ttft() for seq in steady]
+    tpot = [seq.tpot() for seq in steady if seq.num_output > 1]
     request_rate = concurrency / statistics.fmean(e2e)
     output_mean = statistics.fmean(seq.num_output for seq in steady)
     return ClosedLoopResult(

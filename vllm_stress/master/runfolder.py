@@ -10,8 +10,10 @@ import csv
 import json
 import os
 import time
+from collections.abc import Mapping
 
 from vllm_stress.core import schema
+from vllm_stress.master.csvappender import CsvAppender
 
 
 class RunFolderExists(Exception):
@@ -31,26 +33,17 @@ class RunFolder:
             )
         os.makedirs(path, exist_ok=True)
         self.path = path
-        self.rows_written = 0
-        self._requests_file = open(requests_path, "w", newline="", encoding="utf-8")  # noqa: SIM115 (kept open)
-        self._requests = csv.writer(self._requests_file)
-        self._requests.writerow(schema.REQUEST_COLUMNS)
-        self._levels_file = open(os.path.join(path, schema.LEVELS_FILE), "w", newline="", encoding="utf-8")  # noqa: SIM115
-        self._levels = csv.writer(self._levels_file)
-        self._levels.writerow(schema.LEVEL_COLUMNS)
-        self._levels_file.flush()
+        self._requests = CsvAppender(path, schema.REQUESTS_FILE, schema.REQUEST_COLUMNS)
+        self._levels = CsvAppender(path, schema.LEVELS_FILE, schema.LEVEL_COLUMNS)
 
     def write_rows(self, rows: list[list]) -> None:
         if rows:
-            self._requests.writerows(rows)
-            self._requests_file.flush()
-            self.rows_written += len(rows)
+            self._requests.write_rows(rows)
 
     def write_level(self, users: int, ramp_start: float, hold_start: float, hold_end: float) -> None:
-        self._levels.writerow([users, round(ramp_start, 3), round(hold_start, 3), round(hold_end, 3)])
-        self._levels_file.flush()
+        self._levels.write([users, round(ramp_start, 3), round(hold_start, 3), round(hold_end, 3)])
 
-    def write_itl(self, histogram: dict[int, dict[float, int]]) -> None:
+    def write_itl(self, histogram: Mapping[int, Mapping[float, int]]) -> None:
         """Rewrite the ITL histogram (level -> {bucket ms: count}) through a temporary file."""
         tmp = os.path.join(self.path, schema.ITL_FILE + ".tmp")
         with open(tmp, "w", newline="", encoding="utf-8") as f:
@@ -69,8 +62,8 @@ class RunFolder:
         os.replace(tmp, os.path.join(self.path, schema.RUN_FILE))
 
     def close(self) -> None:
-        self._requests_file.close()
-        self._levels_file.close()
+        self._requests.close()
+        self._levels.close()
 
 
 def write_final_locust_csvs(environment, prefix: str) -> None:

@@ -43,8 +43,8 @@ def _on_init(environment, **_kw) -> None:
     # while it did not iterate: without a refresh, a timer set next, e.g. Locust's --run-time, fires that much early
     gevent.get_hub().loop.update_now()
     environment.llm_target = Target(environment)
-    if environment.web_ui:  # the master's or the local runner's
-        llmtab.register(environment.web_ui, environment.llm_target)
+    if environment.web_ui and environment.llm_target.live:  # the master's or the local runner's
+        llmtab.register(environment.web_ui, environment.llm_target.live)
     if getattr(environment, "llm_prepare_pending", False):  # test_start came first
         prepare_target(environment)
 

@@ -15,22 +15,22 @@ import time
 import gevent
 import gevent.event
 import requests
-from locust.runners import LocalRunner, MasterRunner, WorkerRunner
+from locust.runners import MasterRunner, WorkerRunner
 
 from vllm_stress.client import options as opts
 from vllm_stress.client.checks import StopTarget, check_model, validate
 from vllm_stress.client.pacing import arrivals_for
 from vllm_stress.client.prompts import Tokenizer, build_workload
-from vllm_stress.client.recorder import WorkerRecorder
+from vllm_stress.client.recorder import Recorder, WorkerRecorder
 from vllm_stress.client.trace import arrivals_for_trace, read_trace
 from vllm_stress.core import served
+from vllm_stress.master.clienthealth import ClientHealth, report_worker_cpu
 from vllm_stress.master.runrecorder import LocalRecorder, MasterRecorder
-from vllm_stress.master.telemetry import Telemetry, report_worker_cpu
+from vllm_stress.master.servermetrics import ServerMetrics
+from vllm_stress.webui.liverun import LiveRun
 from vllm_stress.webui.progress import RampProgress
 
 log = logging.getLogger(__name__)
-
-RECORDERS = {LocalRunner: LocalRecorder, MasterRunner: MasterRecorder, WorkerRunner: WorkerRecorder}
 
 
 class Target:
@@ -43,15 +43,26 @@ class Target:
         runner = environment.runner
         self.runs_users = not isinstance(runner, MasterRunner)
         self.is_worker = isinstance(runner, WorkerRunner)
-        self.recorder = RECORDERS[type(runner)](environment)
-        self.telemetry = self.progress = None
-        if self.is_worker:
+        self.model = ""
+        self.headers: dict[str, str] = {}
+        self.recorder: Recorder
+        self.live: LiveRun | None = None  # the master's or local runner's, for its web UI
+        if isinstance(runner, WorkerRunner):
+            self.recorder = WorkerRecorder(environment, runner.client_id)
             report_worker_cpu(environment)  # the master writes it into client_health.csv
         else:
-            self.telemetry = Telemetry(environment, self.recorder)
-            self.progress = RampProgress(environment)
-        self.model = ""
-        self.headers: dict = {}
+            recorder = (
+                MasterRecorder(environment, self)
+                if isinstance(runner, MasterRunner)
+                else LocalRecorder(environment, self)
+            )
+            self.recorder = recorder
+            self.live = LiveRun(
+                recorder,
+                ServerMetrics(environment, recorder, self),
+                ClientHealth(environment, recorder),
+                RampProgress(environment),
+            )
         self.workloads: dict[bool, object] = {}  # chat template or not -> Workload
         self.prepared = gevent.event.Event()  # set when prepare() is over (successful or not): users wait for it
         self.arrivals = None  # open-loop arrival clock (--arrival-rate), None for a closed loop

@@ -23,6 +23,7 @@ import time
 import zipfile
 from collections import deque
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import gevent
 import numpy as np
@@ -32,6 +33,12 @@ from vllm_stress.core import schema
 from vllm_stress.core.metrics import percentile
 from vllm_stress.master.runfolder import write_final_locust_csvs
 from vllm_stress.master.runreport import Build
+
+if TYPE_CHECKING:
+    from locust.env import Environment
+    from locust.web import WebUI
+
+    from vllm_stress.webui.liverun import LiveRun
 
 log = logging.getLogger(__name__)
 
@@ -44,9 +51,9 @@ class Series:
     """The sampled time series of a master or local runner, its levels' bounds, and its reports (see the module
     docstring)."""
 
-    def __init__(self, target) -> None:
-        self.target = target
-        self.points: deque = deque(maxlen=SERIES_POINTS)
+    def __init__(self, live: LiveRun) -> None:
+        self.live = live
+        self.points: deque[dict[str, object]] = deque(maxlen=SERIES_POINTS)
         self.final: Build | None = None  # the report of the run that ended last
         self.build: Build | None = None  # the newest build, final or of a run so far
         self.greenlet = gevent.spawn(self._sample_forever)
@@ -54,22 +61,22 @@ class Series:
     def _sample_forever(self) -> None:
         while True:
             gevent.sleep(SAMPLE_S)
-            if self.target.recorder.folder is not None:
+            if self.live.recorder.run.folder is not None:
                 self.points.append(self.sample())
             self.settle_bounds()
 
-    def sample(self) -> dict:
-        recorder, telemetry = self.target.recorder, self.target.telemetry
+    def sample(self) -> dict[str, object]:
+        recorder = self.live.recorder
         now = time.time()
-        recent = [(ttft, tpot) for end, ttft, tpot in recorder.recent if end >= now - LATENCY_WINDOW_S]
+        recent = [(ttft, tpot) for end, ttft, tpot in recorder.live_stats.recent if end >= now - LATENCY_WINDOW_S]
         ttft = np.array([t for t, _ in recent if t != ""], dtype=float)
         tpot = np.array([t for _, t in recent if t != ""], dtype=float)
-        server = telemetry.scraper.latest if telemetry and telemetry.scraper else {}
+        server = self.live.server_metrics.latest
         return {
             "time": round(now, 1),
             "users": recorder.level,
             "measuring": recorder.measuring,
-            "output_tok_s": round(recorder.output_tokens_per_s(), 1),
+            "output_tok_s": round(recorder.live_stats.output_tokens_per_s(), 1),
             **{f"ttft_p{q}_ms": finite(percentile(ttft, q) * 1000) for q in (50, 99)},
             **{f"tpot_p{q}_ms": finite(percentile(tpot, q) * 1000) for q in (50, 99)},
             **{key: finite(server.get(key)) for key in ("running", "waiting", "kv_cache_usage")},
@@ -77,8 +84,8 @@ class Series:
 
     def settle_bounds(self) -> None:
         """Give each held level its bound once the samples that overlap its hold are in (vllm_stress/webui/bound.py)."""
-        folder = run_folder(self.target)
-        pending = [level for level in self.target.progress.level_results if "bound" not in level]
+        folder = run_folder(self.live)
+        pending = [level for level in self.live.progress.level_results if "bound" not in level]
         if not (pending and folder):
             return
         from vllm_stress.webui import (
@@ -89,8 +96,8 @@ class Series:
             if (verdict := bound.hold_bound(folder, level)) is not None:
                 level["bound"] = verdict
 
-    def payload(self) -> dict:
-        recorder, progress = self.target.recorder, self.target.progress
+    def payload(self) -> dict[str, object]:
+        recorder, progress = self.live.recorder, self.live.progress
         return {
             "points": list(self.points),
             "levels": [finite_dict(level) for level in progress.level_results],
@@ -98,9 +105,9 @@ class Series:
             "phase_since": progress.phase_since,
             "phase_limit_s": progress.phase_limit_s,
             "now": time.time(),
-            "running": recorder.folder is not None,
-            "totals": dict(recorder.totals),
-            "folder": str(run_folder(self.target) or ""),
+            "running": recorder.run.folder is not None,
+            "totals": dict(recorder.accounting.totals),
+            "folder": str(run_folder(self.live) or ""),
             "report": self.final.status() if self.final else None,
         }
 
@@ -109,20 +116,21 @@ class Series:
         doubled; the final build waits for it to be over, then reads the whole run."""
         busy = self.build if self.build and self.build.folder == folder and self.build.state == "building" else None
         if final:
-            self.build = self.final = Build(folder, final, after=busy)
-        elif busy is None:
-            self.build = Build(folder, final)
-        return self.build
+            build = self.final = Build(folder, final, after=busy)
+        else:
+            build = busy or Build(folder, final)
+        self.build = build
+        return build
 
-    def on_test_stop(self, environment, **_kw) -> None:
+    def on_test_stop(self, environment: Environment, **_kw: object) -> None:
         """A web-UI run is over (this listener comes after the recorder's and the telemetry's): give its folder the
         files a headless run's gets at quit (Locust's statistics too), close it and build its report while Locust goes
         on. A headless run closes its folder at quit."""
         options = environment.parsed_options
-        if options is not None and options.headless:
+        if options is None or options.headless:
             return
-        recorder = self.target.recorder
-        folder = recorder.folder
+        recorder = self.live.recorder
+        folder = recorder.run.folder
         if folder is None:
             return
         if (
@@ -146,10 +154,10 @@ def finite_dict(level: dict) -> dict:
     return {key: finite(value) if isinstance(value, float) else value for key, value in level.items()}
 
 
-def register(web_ui, target, routes: Blueprint) -> Series:
+def register(web_ui: WebUI, live: LiveRun, routes: Blueprint) -> Series:
     """Add the dashboard's routes to ``routes`` (the suite's blueprint, behind Locust's login when it has one); returns
     its Series (the tab shows its final report's state)."""
-    series = Series(target)
+    series = Series(live)
     web_ui.environment.events.test_stop.add_listener(series.on_test_stop)
 
     @routes.route("/llm/dashboard")
@@ -165,7 +173,7 @@ def register(web_ui, target, routes: Blueprint) -> Series:
     @routes.route("/llm/report")
     @web_ui.auth_required_if_enabled
     def _report() -> Response:
-        if (folder := run_folder(target)) is None:
+        if (folder := run_folder(live)) is None:
             return no_run()
         final = series.final
         build = final if final and final.folder == folder else series.build_report(folder, final=False)
@@ -185,7 +193,7 @@ def register(web_ui, target, routes: Blueprint) -> Series:
     @routes.route("/llm/run.zip")
     @web_ui.auth_required_if_enabled
     def _run_zip() -> Response:
-        if (folder := run_folder(target)) is None:
+        if (folder := run_folder(live)) is None:
             return no_run()
         return Response(
             zipped(folder),
@@ -224,9 +232,10 @@ def no_run() -> Response:
     return Response("no run has been written yet\n", status=404, mimetype="text/plain")
 
 
-def run_folder(target) -> Path | None:
+def run_folder(live: LiveRun) -> Path | None:
     """The current run's folder, or the last one written (its rows stay on disk after the run)."""
-    path = target.recorder.folder.path if target.recorder.folder else target.recorder.last_folder
+    run = live.recorder.run
+    path = run.folder.path if run.folder else run.last_folder
     return Path(path) if path else None
 
 

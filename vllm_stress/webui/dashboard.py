@@ -22,6 +22,7 @@ import logging
 import time
 import zipfile
 from collections import deque
+from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -141,6 +142,11 @@ class Series:
         self.build_report(Path(folder.path), final=True)
 
 
+def template(name: str) -> str:
+    """A file of the dashboard's page, from the package's ``templates`` folder."""
+    return resources.files("vllm_stress.webui").joinpath("templates", name).read_text(encoding="utf-8")
+
+
 def finite(value) -> float | None:
     """A number for JSON, or None (NaN, empty, missing)."""
     try:
@@ -160,10 +166,17 @@ def register(web_ui: WebUI, live: LiveRun, routes: Blueprint) -> Series:
     series = Series(live)
     web_ui.environment.events.test_stop.add_listener(series.on_test_stop)
 
+    page, script = template("dashboard.html"), template("dashboard.js")
+
     @routes.route("/llm/dashboard")
     @web_ui.auth_required_if_enabled
     def _dashboard() -> Response:
-        return Response(PAGE, mimetype="text/html")
+        return Response(page, mimetype="text/html")
+
+    @routes.route("/llm/dashboard.js")
+    @web_ui.auth_required_if_enabled
+    def _dashboard_script() -> Response:
+        return Response(script, mimetype="text/javascript")
 
     @routes.route("/llm/series.json")
     @web_ui.auth_required_if_enabled
@@ -246,110 +259,3 @@ def zipped(folder: Path) -> bytes:
             if path.is_file():
                 archive.write(path, path.relative_to(folder.parent))
     return buffer.getvalue()
-
-
-PAGE = """<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>vllm-stress: live LLM dashboard</title>
-<style>
-body{font-family:Roboto,Helvetica,Arial,sans-serif;margin:16px 24px;color:#222}
-h1{font-size:20px;color:#1b5e20;margin:0 0 4px}
-#progress{font-size:15px;margin:6px 0 12px;padding:8px 12px;background:#e8f5e9;border-radius:4px}
-#links a{margin-right:18px}
-.grid{display:grid;grid-template-columns:repeat(2,minmax(420px,1fr));gap:14px}
-.card{border:1px solid #ddd;border-radius:4px;padding:8px 10px}
-.card h2{font-size:14px;margin:0 0 4px;font-weight:500}
-svg{width:100%;height:230px}
-.legend span{margin-right:12px;font-size:12px}
-#final{margin-right:18px}
-#levels{border-collapse:collapse;font-size:12px;width:100%}#levels td,#levels th{border-bottom:1px solid #eee;padding:2px 6px;text-align:left}
-</style></head><body>
-<h1>vllm-stress — live LLM dashboard</h1>
-<div id="progress">waiting for the first sample…</div>
-<div id="links"><a href="./report" target="_blank">Report of the run so far</a>
-<span id="final">The report of a run is built when it ends.</span>
-<a href="./run.zip">Run folder (zip)</a><a href="./series.json">series.json</a></div>
-<div class="grid">
-<div class="card"><h2>Output tok/s (shaded: holds)</h2><svg id="tok"></svg></div>
-<div class="card"><h2>Throughput vs users, level by level (green: steady, red: not steady; the bound as the
-report says it)</h2><svg id="curve"></svg><table id="levels"></table></div>
-<div class="card"><h2>TTFT p50 / p99 (ms, last 10 s)</h2><svg id="ttft"></svg></div>
-<div class="card"><h2>TPOT p50 / p99 (ms, last 10 s)</h2><svg id="tpot"></svg></div>
-<div class="card"><h2>Server: running / waiting requests, KV cache %</h2><svg id="server"></svg></div>
-</div>
-<script>
-const COLORS = ["#2e7d32", "#c62828", "#1565c0", "#ef6c00"];
-function scale(values, lo, hi) {
-  const v = values.filter(x => x !== null && isFinite(x));
-  let min = v.length ? Math.min(...v, 0) : 0, max = v.length ? Math.max(...v) : 1;
-  if (max === min) max = min + 1;
-  return x => hi - (x - min) / (max - min) * (hi - lo);
-}
-function draw(id, xs, lines, shade, labels) {
-  const svg = document.getElementById(id), W = svg.clientWidth || 600, H = 230, L = 48, B = 20;
-  const x0 = Math.min(...xs), x1 = Math.max(...xs, x0 + 1);
-  const X = x => L + (x - x0) / (x1 - x0) * (W - L - 8);
-  const Y = scale(lines.flatMap(l => l.values), 8, H - B);
-  let out = "";
-  for (const [a, b] of shade || []) out += `<rect x="${X(a)}" y="8" width="${Math.max(X(b) - X(a), 1)}" height="${H - B - 8}" fill="#c8e6c9" opacity="0.6"/>`;
-  lines.forEach((line, i) => {
-    const pts = xs.map((x, k) => line.values[k] === null ? null : `${X(x).toFixed(1)},${Y(line.values[k]).toFixed(1)}`).filter(p => p);
-    out += `<polyline class="series" fill="none" stroke="${COLORS[i]}" stroke-width="1.6" points="${pts.join(" ")}"/>`;
-  });
-  const all = lines.flatMap(l => l.values).filter(v => v !== null);
-  const top = all.length ? Math.max(...all) : 0;
-  out += `<text x="2" y="16" font-size="11">${top.toFixed(top < 10 ? 2 : 0)}</text><text x="2" y="${H - B}" font-size="11">0</text>`;
-  out += lines.map((l, i) => `<text x="${L + 4 + i * 110}" y="${H - 4}" font-size="11" fill="${COLORS[i]}">${l.name}</text>`).join("");
-  svg.innerHTML = out;
-}
-function holds(points) {
-  const spans = []; let start = null;
-  for (const p of points) { if (p.measuring && start === null) start = p.time; if (!p.measuring && start !== null) { spans.push([start, p.time]); start = null; } }
-  if (start !== null) spans.push([start, points[points.length - 1].time]);
-  return spans;
-}
-function kind(level) {
-  if (level.bound === undefined) return "bound: pending";
-  return level.bound ? level.bound.split(/[ (:]/)[0] : "not bound";
-}
-function curve(levels) {
-  const svg = document.getElementById("curve"), W = svg.clientWidth || 600, H = 230, L = 48, B = 20;
-  const table = document.getElementById("levels");
-  if (!levels.length) { svg.innerHTML = '<text x="10" y="30" font-size="12">no level held yet</text>'; table.innerHTML = ""; return; }
-  const us = levels.map(l => l.users), ys = levels.map(l => l.output_tokens_per_s || 0);
-  const x0 = Math.min(...us), x1 = Math.max(...us, x0 + 1), Y = scale(ys, 24, H - B);
-  const X = u => L + (u - x0) / (x1 - x0) * (W - L - 130);
-  let out = `<polyline class="series" fill="none" stroke="#2e7d32" stroke-width="1.6" points="${levels.map((l, i) => `${X(l.users).toFixed(1)},${Y(ys[i]).toFixed(1)}`).join(" ")}"/>`;
-  levels.forEach((l, i) => { out += `<circle class="level" cx="${X(l.users)}" cy="${Y(ys[i])}" r="5" fill="${l.steady ? "#2e7d32" : "#c62828"}"><title>${l.users} users: ${Math.round(ys[i])} tok/s, ${l.steady ? "steady" : "not steady"} (${l.reason}); ${l.bound === undefined ? "bound: pending" : l.bound || "no bound found"}</title></circle><text class="verdict" x="${X(l.users) + 7}" y="${Y(ys[i]) - 6}" font-size="11">${l.users}: ${kind(l)}</text>`; });
-  svg.innerHTML = out;
-  const esc = t => String(t).replace(/&/g, "&amp;").replace(/</g, "&lt;");
-  table.innerHTML = "<tr><th>Users</th><th>Output tok/s</th><th>Steady</th><th>Bound</th></tr>" + levels.map(l =>
-    `<tr class="level-row"><td>${l.users}</td><td>${Math.round(l.output_tokens_per_s || 0)}</td><td>${l.steady ? "steady" : "not steady"} (${esc(l.reason)})</td><td>${l.bound === undefined ? "pending (read once the hold's samples are in)" : esc(l.bound || "none found: neither the server nor a load generator was at a limit")}</td></tr>`).join("");
-}
-function finalReport(report) {
-  const el = document.getElementById("final");
-  if (!report) { el.textContent = "The report of a run is built when it ends."; return; }
-  if (report.state === "ready") el.innerHTML = `<a id="run-report" href="./run-report" target="_blank">Report of ${report.run}</a><a href="./summary.json">summary.json</a>`;
-  else el.textContent = report.state === "building" ? `Building the report of ${report.run}…` : `No report of ${report.run}: ${report.message}`;
-}
-async function refresh() {
-  try {
-    const data = await (await fetch("./series.json")).json(), pts = data.points;
-    const left = data.phase_limit_s === null ? "" : `, at most ${Math.max(data.phase_limit_s - (data.now - data.phase_since), 0).toFixed(0)} s left`;
-    const ended = data.report ? `run ended: ${data.totals.requests || 0} requests; its report ${data.report.state === "ready" ? "is ready (link below)" : data.report.state === "building" ? "is being built" : "failed"}` : "";
-    document.getElementById("progress").textContent = !data.running && ended ? ended : data.phase ? `${data.phase} — ${(data.now - data.phase_since).toFixed(0)} s in${left}` :
-      (data.folder ? `running: ${data.totals.requests || 0} requests` : "no run yet");
-    finalReport(data.report);
-    if (pts.length) {
-      const xs = pts.map(p => p.time);
-      draw("tok", xs, [{name: "output tok/s", values: pts.map(p => p.output_tok_s)}], holds(pts));
-      draw("ttft", xs, [{name: "p50", values: pts.map(p => p.ttft_p50_ms)}, {name: "p99", values: pts.map(p => p.ttft_p99_ms)}], holds(pts));
-      draw("tpot", xs, [{name: "p50", values: pts.map(p => p.tpot_p50_ms)}, {name: "p99", values: pts.map(p => p.tpot_p99_ms)}], holds(pts));
-      draw("server", xs, [{name: "running", values: pts.map(p => p.running)}, {name: "waiting", values: pts.map(p => p.waiting)},
-        {name: "KV %", values: pts.map(p => p.kv_cache_usage === null ? null : p.kv_cache_usage * 100)}], holds(pts));
-    }
-    curve(data.levels);
-  } catch (e) { document.getElementById("progress").textContent = "cannot reach the master: " + e; }
-}
-refresh(); setInterval(refresh, 2000);
-</script></body></html>
-"""

@@ -7,7 +7,12 @@ workers with the master's spawn message. Read them in ``test_start`` or later, n
 
 from __future__ import annotations
 
+import argparse
 import os
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from locust.argument_parser import LocustArgumentParser
 
 DEFAULT_INPUT_TOKENS = 2048
 DEFAULT_OUTPUT_TOKENS = 512
@@ -25,7 +30,7 @@ THINK_DISTRIBUTIONS = ("constant", "exponential", "uniform")
 DEFAULT_SESSION_HEADER = "X-Session-Id"
 
 
-def add_arguments(parser) -> None:
+def add_arguments(parser: LocustArgumentParser) -> None:
     """Register the suite's options on Locust's argument parser."""
     parser.add_argument(
         "--model", default="", help="Model name sent in requests (default: the first model the server lists)"
@@ -197,7 +202,7 @@ def add_arguments(parser) -> None:
     )
 
 
-def api_key(options) -> str:
+def api_key(options: argparse.Namespace) -> str:
     """The bearer token from --api-key-file, --api-key or OPENAI_API_KEY (in that order), or ''. Surrounding
     whitespace is dropped: a file or a Kubernetes Secret made with --from-file usually ends in a newline."""
     if options.api_key_file:

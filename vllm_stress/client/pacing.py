@@ -10,6 +10,7 @@ must not hide, so the process warns when arrivals are sent late (raise ``-u``: t
 
 from __future__ import annotations
 
+import argparse
 import logging
 import random
 import time
@@ -60,7 +61,7 @@ class PoissonArrivals:
         )
 
 
-def arrivals_for(options, seed: int | None = None) -> PoissonArrivals | None:
+def arrivals_for(options: argparse.Namespace, seed: int | None = None) -> PoissonArrivals | None:
     """This process's arrival clock for ``--arrival-rate`` (None: closed loop)."""
     if not options.arrival_rate:
         return None

@@ -17,6 +17,7 @@ overhead) and the suite says so once, loudly.
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 import random
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 import requests
 
 from vllm_stress.client.sharegpt import is_sharegpt, read_conversations
+from vllm_stress.client.trace import TraceLine
 
 log = logging.getLogger(__name__)
 
@@ -155,7 +157,7 @@ class Workload:
         random_words = max(1, tokens - self.overhead - len(prefix.split()))
         return " ".join(filter(None, (prefix, *rng.choices(self.words, k=random_words))))
 
-    def trace_request(self, line) -> RequestSpec:
+    def trace_request(self, line: TraceLine) -> RequestSpec:
         """The request of a trace line (vllm_stress.client.trace): its lengths; with Mooncake hash ids, its prompt made of
         those blocks' words, so that equal leading ids give equal prefixes."""
         count = max(1, line.input_tokens - self.overhead)
@@ -211,7 +213,7 @@ def size_dataset(tokenizer: Tokenizer, specs: list[RequestSpec]) -> list[Request
     return [RequestSpec(s.text, tokenizer.count(s.text), s.max_tokens) for s in specs]
 
 
-def build_workload(tokenizer: Tokenizer, options, seed: int | None = None) -> Workload:
+def build_workload(tokenizer: Tokenizer, options: argparse.Namespace, seed: int | None = None) -> Workload:
     """Measure the target's tokenizer and return the worker's workload; falls back to estimates without /tokenize."""
     dataset = load_dataset(options.dataset, options.num_prompts) if options.dataset else None
     common = dict(

@@ -5,6 +5,7 @@ sides differ, so runs of two engine builds or two sets of flags are told apart."
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 
@@ -28,7 +29,7 @@ def server_version(host: str, headers: dict, verify: bool) -> str | None:
         return None
 
 
-def server_launch(options) -> dict | None:
+def server_launch(options: argparse.Namespace) -> dict[str, object] | None:
     """The launch the scenario runner recorded in ``--server-launch`` (JSON), or None (a server started by hand)."""
     text = getattr(options, "server_launch", "")
     if not text:

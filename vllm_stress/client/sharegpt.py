@@ -12,6 +12,7 @@ turns one per turn. Conversations without a human turn are skipped. No Locust im
 from __future__ import annotations
 
 import json
+from typing import Any
 
 HUMAN = ("human", "user")  # the speakers whose turns are sent ("user" in some re-exports of the dump)
 
@@ -46,7 +47,7 @@ def read_conversations(path: str) -> list[list[str]]:
     return conversations
 
 
-def human_turns(path: str, number: int, item) -> list[str]:
+def human_turns(path: str, number: int, item: Any) -> list[str]:
     """The human turns of one item (``number``: its line, or its position in the JSON list)."""
     try:
         return [turn["value"] for turn in item["conversations"] if turn["from"] in HUMAN and turn["value"].strip()]

@@ -41,9 +41,14 @@ import json
 import os
 import socket
 import time
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 import gevent.socket
-from geventhttpclient.client import HTTPClientPool
+from geventhttpclient.client import HTTPClient, HTTPClientPool
+from geventhttpclient.connectionpool import ConnectionPool
+from geventhttpclient.response import HTTPSocketPoolResponse
+from geventhttpclient.url import URL
 
 from vllm_stress.client.exchange import Exchange, error_event
 from vllm_stress.core.failures import StreamError
@@ -56,6 +61,9 @@ from vllm_stress.core.kernelclock import (
     SO_TIMESTAMPNS,
     kernel_time,
 )
+
+if TYPE_CHECKING:
+    from locust.contrib.fasthttp import FastHttpSession
 
 SSE_LINE_STARTS = (b":", b"data:", b"event:", b"id:", b"retry:", b"\r")  # comments, the SSE fields, CRLF ends
 READ_SIZE = 64 * 1024  # one read takes whatever the socket holds, up to this
@@ -78,7 +86,7 @@ class SSEParser:
 
     __slots__ = ("exchange", "marker", "is_output", "rest", "done", "now")
 
-    def __init__(self, exchange: Exchange, marker: bytes, is_output) -> None:
+    def __init__(self, exchange: Exchange, marker: bytes, is_output: Callable[[dict[str, Any]], bool]) -> None:
         self.exchange = exchange
         self.marker = marker  # bytes only an output-bearing chunk in vLLM's layout has
         self.is_output = is_output  # choice dict -> bool, for the chunks parsed in full
@@ -140,7 +148,7 @@ class SSEParser:
 
 
 @contextlib.contextmanager
-def deadline_only(stream):
+def deadline_only(stream: HTTPSocketPoolResponse) -> Iterator[None]:
     """Read a streamed body without the socket's own per-read timeout.
 
     The socket's timeout is ``--request-timeout`` (``network_timeout``), the same as the deadline around the whole
@@ -166,7 +174,7 @@ class TimedSocket(gevent.socket.socket):
 
     __slots__ = ("arrived", "left")
 
-    def __init__(self, family=-1, type=-1, proto=-1, fileno=None) -> None:  # noqa: A002 (socket.socket's names)
+    def __init__(self, family: int = -1, type: int = -1, proto: int = -1, fileno: int | None = None) -> None:  # noqa: A002 (socket.socket's names)
         super().__init__(family, type, proto, fileno)
         self.arrived: float | None = None
         self.left: float | None = None
@@ -178,9 +186,9 @@ class TimedSocket(gevent.socket.socket):
         # taken, pays a failed syscall and an exception per chunk before it waits. The plain socket and the read
         # watcher are gevent's (_sock, _wait, _read_event: a subclass's, no public API waits on its own watcher).
         while True:
-            self._wait(self._read_event)
+            self._wait(self._read_event)  # type: ignore[attr-defined]  # gevent's, private: not in types-gevent
             try:
-                data, ancillary, _flags, _address = self._sock.recvmsg(size, BOTH_ANCILLARY_SIZE, flags)
+                data, ancillary, _flags, _address = self._sock.recvmsg(size, BOTH_ANCILLARY_SIZE, flags)  # type: ignore[attr-defined]  # as above
             except BlockingIOError:  # woken without data: by a send timestamp on the error queue
                 self.read_send_times()
                 continue
@@ -192,32 +200,40 @@ class TimedSocket(gevent.socket.socket):
         the newest, the time the last bytes sent so far left, becomes ``left``."""
         while True:
             try:
-                _data, ancillary, _flags, _address = self._sock.recvmsg(0, BOTH_ANCILLARY_SIZE, MSG_ERRQUEUE)
+                _data, ancillary, _flags, _address = self._sock.recvmsg(0, BOTH_ANCILLARY_SIZE, MSG_ERRQUEUE)  # type: ignore[attr-defined]  # gevent's, private: not in types-gevent
             except (BlockingIOError, OSError):
                 return
             self.left = kernel_time(ancillary, SO_TIMESTAMPING) or self.left
 
 
+class TimedConnectionPool(ConnectionPool):
+    """geventhttpclient's plain-HTTP connection pool with :class:`TimedSocket` connections, made in its socket
+    factory (the place its docstring gives to change the socket)."""
+
+    def _create_tcp_socket(self, family: int, socktype: int, protocol: int) -> gevent.socket.socket:
+        return TimedSocket(family, socktype, protocol)
+
+
 class TimedClientPool(HTTPClientPool):
     """geventhttpclient's per-host client factory, whose plain-HTTP connections are :class:`TimedSocket` objects."""
 
-    def get_client(self, url):
+    def get_client(self, url: str | URL) -> HTTPClient:
         client = super().get_client(url)
         if not client.ssl:  # TLS is decrypted in user space: the kernel's time is not the chunk's
-            # HTTPClient builds its ConnectionPool inline (no argument picks the class or the socket type), so the
-            # pool's socket factory, the documented place to change the socket, is set on the instance.
-            client._connection_pool._create_tcp_socket = TimedSocket
+            # HTTPClient builds its ConnectionPool inline (no argument picks the class), so the pool it made
+            # becomes a TimedConnectionPool.
+            client._connection_pool.__class__ = TimedConnectionPool
         return client
 
 
-def use_timed_sockets(session) -> None:
+def use_timed_sockets(session: FastHttpSession) -> None:
     """Make a Locust ``FastHttpSession``'s connections :class:`TimedSocket` objects (its geventhttpclient
     ``UserAgent`` is ``session.client``; its ``clientpool`` is rebuilt with the same arguments)."""
     agent = session.client
     agent.clientpool = TimedClientPool(**agent.clientpool.client_args)
 
 
-def use_send_time(response, exchange: Exchange) -> None:
+def use_send_time(response: HTTPSocketPoolResponse, exchange: Exchange) -> None:
     """On a :class:`TimedSocket` connection, the request's send time becomes the kernel's time its last bytes left
     (call it once the response headers are in, before the request's deadline is counted from the send time).
     ``response`` may be a failed one, without a socket."""
@@ -228,7 +244,7 @@ def use_send_time(response, exchange: Exchange) -> None:
             exchange.left(sock.left)
 
 
-def read_body(response, parser: SSEParser, exchange: Exchange) -> None:
+def read_body(response: HTTPSocketPoolResponse, parser: SSEParser, exchange: Exchange) -> None:
     """Read a geventhttpclient response's streamed body to its end into ``parser``, timing each read: with the
     kernel's arrival time when the connection is a :class:`TimedSocket`, else perf_counter when the read returned.
 
@@ -239,10 +255,10 @@ def read_body(response, parser: SSEParser, exchange: Exchange) -> None:
     sock = response._sock  # private: no public API hands out a response's socket
     body = response._body_buffer  # private: the public read() would read the socket for more than the parser has
     clock = time.perf_counter
-    timed = isinstance(sock, TimedSocket)
+    timed = sock if isinstance(sock, TimedSocket) else None
     to_perf = exchange.start - exchange.start_real  # kernel (unix) time -> perf_counter time of this request
     if body:  # came with the headers: the header read's time
-        arrived = sock.arrived if timed else None
+        arrived = timed.arrived if timed else None
         parser.feed(bytes(body), clock() if arrived is None else arrived + to_perf)
         del body[:]
     try:
@@ -252,7 +268,7 @@ def read_body(response, parser: SSEParser, exchange: Exchange) -> None:
             data = sock.recv(READ_SIZE)
             if not data:
                 raise StreamError("StreamTruncated", "connection closed before the end of the body")
-            arrived = sock.arrived if timed else None
+            arrived = timed.arrived if timed else None
             now = clock() if arrived is None else arrived + to_perf
             response.feed(data)
             if body:
@@ -264,11 +280,11 @@ def read_body(response, parser: SSEParser, exchange: Exchange) -> None:
     parser.finish()
 
 
-def report_clocks(client_id, data, **_kw) -> None:
+def report_clocks(client_id: str, data: dict[str, Any], **_kw: object) -> None:
     """A worker's ``report_to_master`` listener: its clock goes to the master with every report."""
     data[REPORT_KEY] = clocks
 
 
-def receive_clocks(client_id, data, **_kw) -> None:
+def receive_clocks(client_id: str, data: dict[str, Any], **_kw: object) -> None:
     """The master's ``worker_report`` listener."""
     clocks.update(data.get(REPORT_KEY) or {})

@@ -20,6 +20,7 @@ patches the process), so the parser is usable anywhere.
 
 from __future__ import annotations
 
+import argparse
 import csv
 import json
 import logging
@@ -130,7 +131,7 @@ class TraceArrivals:
         )
 
 
-def arrivals_for_trace(options, lines: list[TraceLine], worker_index: int) -> TraceArrivals:
+def arrivals_for_trace(options: argparse.Namespace, lines: list[TraceLine], worker_index: int) -> TraceArrivals:
     """This process's share of the selected lines: every ``workers``-th from its index."""
     workers = max(getattr(options, "expect_workers", 1) or 1, 1) if getattr(options, "worker", False) else 1
     selected = select(lines, options.trace_start, options.trace_duration, options.speedup)

@@ -11,9 +11,13 @@ import json
 import os
 import time
 from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from vllm_stress.core import schema
 from vllm_stress.master.csvappender import CsvAppender
+
+if TYPE_CHECKING:
+    from locust.env import Environment
 
 
 class RunFolderExists(Exception):
@@ -36,7 +40,7 @@ class RunFolder:
         self._requests = CsvAppender(path, schema.REQUESTS_FILE, schema.REQUEST_COLUMNS)
         self._levels = CsvAppender(path, schema.LEVELS_FILE, schema.LEVEL_COLUMNS)
 
-    def write_rows(self, rows: list[list]) -> None:
+    def write_rows(self, rows: list[list[Any]]) -> None:
         if rows:
             self._requests.write_rows(rows)
 
@@ -53,7 +57,7 @@ class RunFolder:
                 writer.writerows([users, ms, n] for ms, n in sorted(histogram[users].items()))
         os.replace(tmp, os.path.join(self.path, schema.ITL_FILE))
 
-    def write_run(self, meta: dict) -> None:
+    def write_run(self, meta: dict[str, Any]) -> None:
         unknown = set(meta) - set(schema.RUN_KEYS)
         assert not unknown, f"run.json keys not in schema.RUN_KEYS: {unknown}"
         tmp = os.path.join(self.path, schema.RUN_FILE + ".tmp")
@@ -66,7 +70,7 @@ class RunFolder:
         self._levels.close()
 
 
-def write_final_locust_csvs(environment, prefix: str) -> None:
+def write_final_locust_csvs(environment: Environment, prefix: str) -> None:
     """Write Locust's ``--csv`` snapshot once more with the final numbers.
 
     Locust rewrites ``PREFIX_stats.csv`` (and the failures and exceptions files) only every second, so up to a

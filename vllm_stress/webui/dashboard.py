@@ -147,16 +147,18 @@ def template(name: str) -> str:
     return resources.files("vllm_stress.webui").joinpath("templates", name).read_text(encoding="utf-8")
 
 
-def finite(value) -> float | None:
+def finite(value: float | int | str | None) -> float | None:
     """A number for JSON, or None (NaN, empty, missing)."""
+    if value is None:
+        return None
     try:
         number = float(value)
-    except (TypeError, ValueError):
+    except ValueError:
         return None
     return round(number, 4) if np.isfinite(number) else None
 
 
-def finite_dict(level: dict) -> dict:
+def finite_dict(level: dict[str, object]) -> dict[str, object]:
     return {key: finite(value) if isinstance(value, float) else value for key, value in level.items()}
 
 

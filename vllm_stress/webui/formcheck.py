@@ -11,13 +11,18 @@ checked when the run starts, as on the command line.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from vllm_stress.client.checks import StopTarget, validate
+
+if TYPE_CHECKING:
+    from locust.env import Environment
 
 LOCUST_FIELDS = {"user_count", "spawn_rate", "host", "user_classes", "run_time", "profile", "shape_class"}
 
 
-def form_error(environment, form) -> str:
+def form_error(environment: Environment, form: Mapping[str, str]) -> str:
     """The one-line error for ``form`` (the /swarm request's fields), or "" when the run can start."""
     if environment.parsed_options is None:
         return ""
@@ -32,8 +37,8 @@ def form_error(environment, form) -> str:
             return f"argument --{key.replace('_', '-')}: invalid {type(current).__name__} value: {value!r}"
     try:
         validate(options)
-        if hasattr(environment.shape_class, "check_options"):
-            environment.shape_class.check_options(options)
+        if check_options := getattr(environment.shape_class, "check_options", None):
+            check_options(options)
     except (StopTarget, ValueError) as error:
         return str(error)
     return ""

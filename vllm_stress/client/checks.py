@@ -1,6 +1,4 @@
-"""The checks a run makes before it starts, as pure functions of the options (no Locust import, unit-tested):
-option values no run can use, and the model against what the server serves. Each refusal is one ``StopTarget`` line.
-"""
+"""The checks a run makes before it starts, as pure functions of the options: one ``StopTarget`` line per refusal."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""One request's measurement: the timing of its output chunks, the server's usage counts, how it ended.
-
-Pure Python with no Locust import, so it is unit-tested directly. The metric definitions are those of
-``vllm_stress.core.schema`` and ``vllm_stress.core.metrics`` (the same as ``vllm bench serve``); this module only collects the timestamps they need.
-"""
+"""One request's measurement: its output chunks' times, the server's usage counts, how it ended, its row."""
 
 from __future__ import annotations
 
@@ -191,8 +187,8 @@ class Exchange:
 
 
 def is_output_delta(delta: dict[str, Any]) -> bool:
-    """Whether a chat chunk's ``delta`` carries output — vLLM's benchmark rule (vllm/benchmarks/lib/endpoint_request_func.py):
-    text, reasoning or tool calls, or an empty content that is not the role-only first chunk."""
+    """Whether a chat chunk's ``delta`` carries output, by vLLM's benchmark rule
+    (``vllm/benchmarks/lib/endpoint_request_func.py``)."""
     if delta.get("content") or delta.get("reasoning") or delta.get("reasoning_content") or delta.get("tool_calls"):
         return True
     return delta.get("content") == "" and "role" not in delta

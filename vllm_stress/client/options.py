@@ -1,9 +1,4 @@
-"""Command-line options of the user classes.
-
-They are Locust custom arguments (``parser.add_argument`` on the ``init_command_line_parser`` event), so they work
-on the command line, in ``--config`` files, as ``LOCUST_*`` environment variables, in the web UI form, and reach the
-workers with the master's spawn message. Read them in ``test_start`` or later, never at import.
-"""
+"""The suite's command-line options, registered as Locust custom arguments."""
 
 from __future__ import annotations
 
@@ -17,9 +12,7 @@ if TYPE_CHECKING:
 DEFAULT_INPUT_TOKENS = 2048
 DEFAULT_OUTPUT_TOKENS = 512
 DEFAULT_REQUEST_TIMEOUT_S = 600.0
-# Prometheus' usual scrape interval is 5-15 s. One scrape takes ~8 ms of a CPU vLLM's API-server CPU: every 1 s
-# raised its TTFT visibly when the server shared its cores with the client, not when pinned apart
-# (benchmarks/crosscheck.md, scrape cost).
+# why 5 s (a scrape costs the server CPU): docs/concepts/load-generator.md, "The server's metrics"
 DEFAULT_SERVER_METRICS_INTERVAL_S = 5.0
 TOKEN_DISTRIBUTIONS = ("fixed", "uniform", "normal")
 DEFAULT_TURNS = 4

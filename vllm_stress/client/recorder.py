@@ -1,15 +1,4 @@
-"""Every request's row, from the process that ran it to the run folder.
-
-Each process that runs users keeps its requests in flight (``started``) and turns each finished one into a
-``requests.csv`` row and its inter-token gaps into ITL histogram counts (``record``). A worker (``WorkerRecorder``)
-ships them as a delta with Locust's regular worker report (``report_to_master``), and, when the run stops, at once
-with a message of its own; the master or the local runner (``vllm_stress/master/runrecorder.py``) writes them.
-
-The level (target user count) a request started in is stamped on its row. The master tells the workers with a custom
-message whenever it changes, and whether a level's hold is on: the inter-token gaps go into ``itl_histogram.csv`` only
-for the measured streams (``Exchange.measured``) that end during a hold, the population of the analysis' other
-latencies. A plain run without a load shape has no phases and keeps every measured stream's gaps.
-"""
+"""Every request's row in the process that ran it: requests in flight, rows and ITL counts, a worker's deltas."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""What the server under test is, for ``run.json``: its version (vLLM's ``GET /version``, read at test start) and,
-when the scenario runner launched it, the launch (``--server-launch``: the command and its flags, or the
-simulator's arguments). The results store keeps both and ``python -m analysis compare`` shows them when the two
-sides differ, so runs of two engine builds or two sets of flags are told apart."""
+"""What the server under test is, for ``run.json``: its version and, when the scenario runner started it, its launch."""
 
 from __future__ import annotations
 

@@ -13,9 +13,8 @@ if TYPE_CHECKING:
 
 
 class LevelTimes:
-    """The open level (users, ramp start, hold start or None) as the load shape announces it (``started``,
-    ``held``, ``ended``: listeners of ``hooks.level_*``); a level is written to ``levels.csv`` when it closes: at the
-    next level's start, at its end, or when the run closes."""
+    """The open level (users, ramp start, hold start or None) from ``hooks.level_*`` (``started``, ``held``,
+    ``ended``), written to ``levels.csv`` when it closes."""
 
     def __init__(self, environment: Environment, recorder: Recorder, run: RunFiles) -> None:
         self.environment = environment

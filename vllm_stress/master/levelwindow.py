@@ -1,11 +1,4 @@
-"""The open level's requests as the master (or local runner) knows them live, for the load shape to judge whether
-its hold is steady (``vllm_stress.core.steady``) — the same rule the analysis applies to ``requests.csv`` afterwards.
-
-A row comes when its request ends, so a level's long requests would be invisible until they end; every load
-generator therefore also reports what its requests still in flight have streamed so far (``hooks.in_flight_reported``,
-with each worker report, or every second in a local run): with it the window knows every request's tokens up to the
-newest report of every process.
-"""
+"""The open level's requests as the master knows them live, for the load shape to judge whether its hold is steady."""
 
 from __future__ import annotations
 

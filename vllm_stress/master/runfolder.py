@@ -1,8 +1,4 @@
-"""The run folder: ``requests.csv``, ``levels.csv``, ``itl_histogram.csv`` and ``run.json`` (see ``vllm_stress.core.schema``).
-
-Only the master (or the local runner) writes it. Rows and levels are appended and flushed as they arrive, so a
-run that is killed leaves everything it measured up to the last worker report.
-"""
+"""The files of a run folder: ``requests.csv``, ``levels.csv``, ``itl_histogram.csv``, ``run.json``, Locust's CSVs."""
 
 from __future__ import annotations
 
@@ -71,12 +67,8 @@ class RunFolder:
 
 
 def write_final_locust_csvs(environment: Environment, prefix: str) -> None:
-    """Write Locust's ``--csv`` snapshot once more with the final numbers.
-
-    Locust rewrites ``PREFIX_stats.csv`` (and the failures and exceptions files) only every second, so up to a
-    second of requests is missing from them at exit. The files are replaced (not rewritten in place): Locust's own
-    writer still holds the old files open and flushes into them when it closes, which then touches nothing.
-    """
+    """Write Locust's ``--csv`` files once more with the final numbers (Locust rewrites them every second only);
+    each is replaced, not rewritten in place, since Locust's own writer still holds the old one open."""
     from locust.stats import PERCENTILES_TO_REPORT, StatsCSV
 
     snapshot = StatsCSV(environment, PERCENTILES_TO_REPORT)

@@ -89,9 +89,7 @@ class LocalRecorder(Recorder):
         )
 
     def account_unreported(self, server_requests: int | None) -> None:
-        """Keep in run.json how many requests the server finished in this run and how many of them have no row.
-        Counted from the server's own counter, so it assumes the run is the server's only client; requests that
-        never reached the server (refused connections) make it a lower bound."""
+        """Keep in run.json how many requests the server finished in this run, and how many of them have no row."""
         if server_requests is not None and self.run.folder:
             self.accounting.server_requests = server_requests
             self.run.update(self.accounting.run_keys())

@@ -1,13 +1,4 @@
-"""The request flow that every user class shares (one request per task, timed per chunk, recorded whatever happens),
-and ``LLMUser``, the base of the HTTP users.
-
-Locust pitfalls this flow avoids (docs/locust.md §1-2): the streamed body is read as it arrives (``stream.py``;
-``iter_content``/``iter_lines`` wait for 1 KiB and delay TTFT); every exception is caught inside the
-``catch_response`` block (else Locust drops the request from its stats); the built-in response time is replaced by the
-end-to-end latency (it is only time-to-headers for streams); the body is drained to its end so the connection is
-reused; TTFT and TPOT are logged into their own stats entries with ``StatsEntry.log`` so that they show in the
-console, CSVs and web UI without inflating the request rate.
-"""
+"""The request flow every user class shares, and ``LLMUser``, the base of the HTTP users."""
 
 from __future__ import annotations
 
@@ -65,10 +56,11 @@ class FlowUser(Protocol):
 
 def log_token_stats(environment: Environment, exchange: Exchange) -> None:
     """TTFT and TPOT into their own Locust stats entries (milliseconds), outside the request totals."""
+    # Locust logs float response times itself, but StatsEntry.log's annotation says int: hence the two ignores
     if exchange.ttft is not None:
-        environment.stats.get(exchange.name, "TTFT").log(exchange.ttft * 1000, 0)  # type: ignore[arg-type]  # Locust logs float times itself; its annotation says int
+        environment.stats.get(exchange.name, "TTFT").log(exchange.ttft * 1000, 0)  # type: ignore[arg-type]
     if exchange.tpot is not None:
-        environment.stats.get(exchange.name, "TPOT").log(exchange.tpot * 1000, 0)  # type: ignore[arg-type]  # as above
+        environment.stats.get(exchange.name, "TPOT").log(exchange.tpot * 1000, 0)  # type: ignore[arg-type]
 
 
 def run_request(user: FlowUser, send: Send) -> None:
@@ -143,11 +135,8 @@ def start_user(user: FlowUser) -> None:
 
 
 class LLMUser(FastHttpUser):
-    """A closed-loop client: sends one request, waits for its whole answer, sends the next.
-
-    Subclasses say where (``path``), what (``body``) and what counts as output in a streamed choice
-    (``is_output``), and how a non-streamed response carries its result (``read_json``).
-    """
+    """A closed-loop client: one request, its whole answer, the next. Subclasses give ``path``, ``body``,
+    ``is_output`` (a streamed choice) and ``read_json`` (a non-streamed response)."""
 
     abstract = True
     path = ""

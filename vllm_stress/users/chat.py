@@ -1,7 +1,6 @@
 """Locustfile: chat completions (``/v1/chat/completions``), streamed by default — the suite's main user.
 
-locust -f locustfiles/chat.py -H http://127.0.0.1:8000 --headless -u 10 -t 1m --results-dir results/chat
-"""
+locust -f locustfiles/chat.py -H http://127.0.0.1:8000 --headless -u 10 -t 1m --results-dir results/chat"""
 
 from typing import Any
 

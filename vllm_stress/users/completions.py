@@ -1,7 +1,6 @@
 """Locustfile: text completions (``/v1/completions``), streamed by default.
 
-locust -f locustfiles/completions.py -H http://127.0.0.1:8000 --headless -u 10 -t 1m
-"""
+locust -f locustfiles/completions.py -H http://127.0.0.1:8000 --headless -u 10 -t 1m"""
 
 from typing import Any
 

@@ -1,13 +1,6 @@
 """Locustfile: the legacy ``/generate`` API of vLLM's old demo server (``vllm.entrypoints.api_server``).
 
-That server (vLLM up to 0.24) answers ``{"text": [prompt + output]}``; streamed, one JSON line per engine output
-with the cumulative text (outputs that pile up are merged into one line, so lines are not tokens). It reports no
-``usage``: rows have no token counts and no TPOT, only ``chunks`` (the lines that carried new text), which the
-analysis uses as an estimate of the output tokens. It has no ``/tokenize`` either, so prompt lengths are
-estimates unless the same host also serves ``/tokenize`` (the embedded simulator does).
-
-    locust -f locustfiles/generate.py -H http://127.0.0.1:8000 --headless -u 4 -t 1m
-"""
+locust -f locustfiles/generate.py -H http://127.0.0.1:8000 --headless -u 4 -t 1m"""
 
 import json
 import time

@@ -1,6 +1,5 @@
-"""The suite's Locust plugin: its command-line options, Locust's worker-liveness constants set for long streams, and
-the event listeners that make each process's ``Target`` (``target.TARGETS[environment]``) ready at test start. Imported by
-every user class (``vllm_stress/users/base.py``, ``sdk.py``), so ``locust -f locustfiles/chat.py`` loads it."""
+"""The suite's Locust plugin: its options, Locust's worker-liveness constants, and the listeners that make each
+process's ``Target`` ready at test start. Every user class imports it."""
 
 from __future__ import annotations
 
@@ -24,14 +23,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Locust has no option for these two; they are module constants that its runners read at every check, so they are
-# set here, once, at import. Heartbeats a worker may miss before the master calls it missing (Locust's default, 3,
-# drops a worker whose loop is starved for 3 s, e.g. while it times 1,000 streams on a shared core; the master then
-# stops the whole test).
-locust.runners.HEARTBEAT_LIVENESS = 10
-# Seconds without a heartbeat from the master before a worker quits by itself (Locust's default: 60), so that the
-# workers of a master that was killed do not keep loading the server for a minute.
-locust.runners.MASTER_HEARTBEAT_TIMEOUT = 15
+# Locust has no option for these two constants; why these values: docs/concepts/load-generator.md, "Worker liveness"
+locust.runners.HEARTBEAT_LIVENESS = 10  # heartbeats a worker may miss before the master calls it missing (Locust: 3)
+locust.runners.MASTER_HEARTBEAT_TIMEOUT = 15  # seconds before a worker without its master quits (Locust: 60)
 
 
 @events.init_command_line_parser.add_listener

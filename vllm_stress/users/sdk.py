@@ -1,10 +1,6 @@
-"""Locustfile: chat completions through the official ``openai`` SDK, for users who want its exact behaviour.
+"""Locustfile: chat completions through the official ``openai`` SDK.
 
-The SDK (httpx under gevent) costs more client CPU per token than ``ChatUser``'s raw SSE reader: see
-benchmarks/client.md for the measured figures before using it for high-concurrency runs.
-
-    locust -f locustfiles/sdk.py -H http://127.0.0.1:8000 --headless -u 10 -t 1m
-"""
+locust -f locustfiles/sdk.py -H http://127.0.0.1:8000 --headless -u 10 -t 1m"""
 
 import logging
 import time
@@ -44,12 +40,8 @@ DONE = b"data: [DONE]"
 
 
 class DoneWatch(httpx2.BaseTransport):
-    """An HTTP transport that notes whether a response body carried ``data: [DONE]``.
-
-    The SDK consumes ``[DONE]`` itself and ends its iteration there, and ends it just the same when the stream stops
-    without one, so the SDK user learns from the bytes, as the chat user does, whether its stream was complete.
-    One user sends one request at a time, so one flag per user's transport is enough.
-    """
+    """An HTTP transport that notes whether a response body carried ``data: [DONE]`` (the SDK hides it): one flag
+    per user, which sends one request at a time."""
 
     def __init__(self, verify: bool) -> None:
         self.inner = httpx2.HTTPTransport(verify=verify)

@@ -1,31 +1,6 @@
-"""Locustfile: multi-turn chat sessions — each Locust user is one conversation at a time.
+"""Locustfile: multi-turn chat sessions, each Locust user one conversation at a time.
 
-    locust -f locustfiles/session.py -H http://127.0.0.1:8000 --headless -u 10 -t 2m --turns 4 --think-time 2
-
-A conversation has ``--turns`` turns (a ShareGPT conversation from ``--dataset``: at most its human turns). Every
-turn's request carries the whole history: the previous user messages and the server's actual answers (collected
-from the stream, which makes this user parse every SSE event in full: only it pays for that), then a new user
-message — ``--input-tokens`` (template included) on the first turn and ``--turn-tokens`` new tokens on the later
-ones, made of the words the workload measured as one token each (vllm_stress/client/prompts.py), or the conversation's
-next human turn from the dataset. Between an answer and the next turn the user thinks for ``--think-time`` seconds
-on average (``--think-dist`` constant, exponential or uniform in [0, 2 x mean]), drawn from a generator seeded with
-``--session-seed`` (with the worker and user number), so a seeded run sends the same words and waits the same times.
-After its last turn the user starts a new conversation at once. Every request carries ``--session-header`` (default
-``X-Session-Id``) with the session id, for routers that pin a session to one replica, and its row carries
-``session_id`` and ``turn``.
-
-**Prompt length check per turn.** The first turn is sized like every other prompt (exact by construction). A later
-turn's target is built from what the server said and measured: the previous turn's ``usage.prompt_tokens`` (the
-history so far, as the server counted it), plus the previous answer re-read in the chat template (its tokens in a
-conversation, measured with one ``/tokenize`` call during the think time: a tokenizer need not read generated text
-back as the tokens it generated), plus the template tokens that close the answer and open the new message (measured
-once), plus the new message's tokens. The row's ``count_mismatch`` compares that with the turn's own
-``usage.prompt_tokens``, so a server that truncated or dropped part of the history is caught. Without ``/tokenize``
-(or when the previous turn had no usage) a later turn's target is unknown and left empty (not checked).
-
-**A failed turn** (any error, an aborted stream) is a row like any other, and it ends the conversation: its history
-has no answer to carry on with. The user starts a new conversation; the session's rows show the turns it completed.
-"""
+locust -f locustfiles/session.py -H http://127.0.0.1:8000 --headless -u 10 -t 2m --turns 4 --think-time 2"""
 
 from __future__ import annotations
 
@@ -57,7 +32,7 @@ _datasets: dict[str, list[list[str]] | None] = {}  # --dataset path -> conversat
 
 
 class ChatSessionUser(chat.ChatUser):
-    """A chat user that holds one multi-turn conversation at a time (see the module docstring)."""
+    """A chat user that holds one multi-turn conversation at a time (docs/concepts/load-generator.md)."""
 
     request_name = "chat-session"
     output_marker = NEVER_IN_JSON
@@ -138,7 +113,7 @@ class ChatSessionUser(chat.ChatUser):
 
     def history_tokens(self, exchange: Exchange, answer: str, workload: Workload) -> int | None:
         """The prompt tokens of the next turn without its new message: this turn's (the server's usage), the
-        answer read back, and the template between them (see the module docstring); None when unknown."""
+        answer read back, and the template between them; None when unknown."""
         sizer = self.turn_sizer(workload)
         if sizer is None or exchange.prompt_tokens is None or (answer_tokens := sizer.answer(answer)) is None:
             return None

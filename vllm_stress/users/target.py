@@ -1,9 +1,4 @@
-"""The server under test as one process sees it, made ready at test start: the options checked (one-line errors),
-the model resolved and checked against what the server serves, the prompts sized with the server's ``/tokenize``
-(processes that run users), and the open-loop arrival clock. ``StopTarget`` carries the one-line reason a run cannot
-start; the master or local runner then quits with exit code 2 (a web UI's stops the run and stays up), a worker's
-users stop quietly.
-"""
+"""The server under test as one process sees it, made ready at test start (``StopTarget``: why a run cannot start)."""
 
 from __future__ import annotations
 
@@ -42,9 +37,8 @@ TARGETS: weakref.WeakKeyDictionary[Environment, Target] = weakref.WeakKeyDiction
 
 
 class Target:
-    """The server under test as this process sees it: model, headers, its recorder (by the process's role), on the
-    processes that run users the workload and arrival clock, on the master or local runner its telemetry and the
-    ramp's progress."""
+    """The server under test as this process sees it: model, headers, the recorder of the process's role; the
+    workloads and arrival clock where users run; the live run (``live``) on the master or local runner."""
 
     def __init__(self, environment: Environment) -> None:
         TARGETS[environment] = self
@@ -89,9 +83,8 @@ class Target:
         return host
 
     def prepare(self) -> None:
-        """Check the options, resolve the model and headers (at test start, when workers have the master's options);
-        the master or local runner also checks that the server serves the model and fits the lengths. Raises
-        StopTarget with a one-line reason."""
+        """At test start: check the options, resolve the model and headers (the master or local runner checks them
+        against the server), size the prompts and make the arrival clock. Raises StopTarget."""
         options = self.options
         validate(options)
         if (options.trace or options.arrival_rate) and any(

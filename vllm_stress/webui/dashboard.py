@@ -1,19 +1,4 @@
-"""The live LLM dashboard of Locust's web UI: charts over time, the throughput-vs-users curve as the ramp builds it
-with each level's saturation verdict, where the ramp is, and the report one click away.
-
-Locust's extended tabs render tables only, so the charts live on their own page of Locust's web server
-(``/llm/dashboard``, behind the same ``--web-login``), linked from the "Download Data" tab. The master (or local
-runner) samples every ``SAMPLE_S`` seconds what it already knows — output tok/s, the TTFT and TPOT of the requests
-that ended in the last ``LATENCY_WINDOW_S`` seconds, the server's gauges from its last scrape, the ramp's phase — into
-a bounded series; the page polls ``/llm/series.json`` and draws it with inline SVG (no script from anywhere else).
-The definitions are the report's: tok/s by ``vllm_stress.core.metrics.streamed_tokens`` on the master's rows, latency
-percentiles by ``vllm_stress.core.metrics.percentile``, steady by ``vllm_stress.core.steady``, each level's bound by
-``vllm_stress.analysis.stats.level_bound`` (``vllm_stress/webui/bound.py``).
-
-When a web-UI run ends (``test_stop``), its folder gets its last files and the master builds its report
-(``vllm_stress/master/runreport.py``, its own process): ``/llm/run-report``, ``/llm/summary.json`` and ``/llm/run.zip`` (the
-run folder, report included) serve it. ``/llm/report`` builds the report of the run so far.
-"""
+"""The live LLM dashboard of Locust's web UI: its routes, the sampled series it draws, and the run's reports."""
 
 from __future__ import annotations
 
@@ -124,9 +109,8 @@ class Series:
         return build
 
     def on_test_stop(self, environment: Environment, **_kw: object) -> None:
-        """A web-UI run is over (this listener comes after the recorder's and the telemetry's): give its folder the
-        files a headless run's gets at quit (Locust's statistics too), close it and build its report while Locust goes
-        on. A headless run closes its folder at quit."""
+        """A web-UI run is over (after the recorder's and the metrics' listeners): close its folder as a headless run's
+        is at quit, Locust's statistics included, and build its report."""
         options = environment.parsed_options
         if options is None or options.headless:
             return

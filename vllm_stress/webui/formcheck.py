@@ -1,12 +1,4 @@
-"""The web UI's start form checked before a run starts: a bad value of one of the suite's options is refused with the
-same one-line error the command line gives, in the form's answer (Locust shows its message), instead of a run that
-stops at once (or an HTTP 500 for a number that does not parse).
-
-Locust's ``/swarm`` copies each form field onto ``parsed_options`` with the type of its current value; this does the
-same on a copy, then runs the suite's checks (``vllm_stress.client.checks.validate``) and the load shape's
-(``check_options``, e.g. ``vllm_stress.scenarios.shape.StepRampShape``). What needs the server (its models, max_model_len) is
-checked when the run starts, as on the command line.
-"""
+"""The web UI's start form, checked with the command line's rules before a run starts."""
 
 from __future__ import annotations
 

@@ -1,17 +1,4 @@
-"""The "LLM" tab of Locust's web UI: live output tok/s, latencies per level, the server's gauges, the clients' CPU.
-
-Built on Locust's extension points (docs/locust.md §7): the tab and its table are declared in
-``template_args`` (``extended_tabs``, ``extended_tables``), its rows travel as ``extended_stats`` in the
-``/stats/requests`` JSON (added by an ``after_request`` hook: Locust's own keys stay as they are), and "Download
-Data" gets links to the run's ``requests.csv``, the live dashboard and the report (``extended_csv_files``). A
-``before_request`` hook checks the start form's values (``vllm_stress/webui/formcheck.py``). Only the master or a local
-runner has a web UI; every worker's rows reach the master, so the tab covers all workers.
-
-The first row is now: where the ramp is (or, once a web-UI run has ended, whether its report is ready), live output tok/s, the requests so far, the last scrape's server gauges
-and the highest client CPU. Then one row per level (the level a request started in): its requests, failures and
-the latencies of its measured requests (bucketed, vllm_stress.core.metrics.bucket_percentile), and the highest client CPU
-seen at it.
-"""
+"""The "LLM" tab of Locust's web UI: live output tok/s, latencies per level, the server's gauges, the clients' CPU."""
 
 from __future__ import annotations
 

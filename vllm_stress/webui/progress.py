@@ -1,5 +1,4 @@
-"""Where the ramp is, for the LLM tab and the dashboard: the load shape's current phase (``hooks.phase_changed``) and
-the throughput-vs-users curve as the levels' holds end (``hooks.level_ended``), reset when a run starts."""
+"""Where the ramp is, for the LLM tab and the dashboard: the load shape's phase and the levels held so far."""
 
 from __future__ import annotations
 

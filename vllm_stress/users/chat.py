@@ -2,6 +2,8 @@
 
 locust -f locustfiles/chat.py -H http://127.0.0.1:8000 --headless -u 10 -t 1m --results-dir results/chat"""
 
+from __future__ import annotations
+
 from typing import Any
 
 from vllm_stress.client.exchange import is_output_delta

@@ -2,6 +2,8 @@
 
 locust -f locustfiles/completions.py -H http://127.0.0.1:8000 --headless -u 10 -t 1m"""
 
+from __future__ import annotations
+
 from typing import Any
 
 from vllm_stress.client.prompts import RequestSpec

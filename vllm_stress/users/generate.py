@@ -2,6 +2,8 @@
 
 locust -f locustfiles/generate.py -H http://127.0.0.1:8000 --headless -u 4 -t 1m"""
 
+from __future__ import annotations
+
 import json
 import time
 from typing import Any

@@ -2,6 +2,8 @@
 
 locust -f locustfiles/sdk.py -H http://127.0.0.1:8000 --headless -u 10 -t 1m"""
 
+from __future__ import annotations
+
 import logging
 import time
 from collections.abc import Iterator

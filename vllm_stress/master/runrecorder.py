@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gevent
-from locust.env import Environment
-from locust.rpc.protocol import Message
 from locust.runners import STATE_MISSING, MasterRunner
 
 from vllm_stress.client.recorder import FLUSH_MESSAGE, LEVEL_MESSAGE, LEVEL_REQUEST, REPORT_KEY, ROWS_MESSAGE, Recorder
@@ -19,6 +17,10 @@ from vllm_stress.master.livestats import LiveStats
 from vllm_stress.master.progresslog import LOG_INTERVAL_S, closing_line, progress_line
 from vllm_stress.master.runfiles import RunFiles, ServerUnderTest
 from vllm_stress.master.runfolder import write_final_locust_csvs
+
+if TYPE_CHECKING:
+    from locust.env import Environment
+    from locust.rpc.protocol import Message
 
 log = logging.getLogger(__name__)
 

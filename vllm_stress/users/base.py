@@ -119,9 +119,8 @@ def sampling(user: FlowUser, spec: RequestSpec) -> dict[str, Any]:
 
 def read_options(user: FlowUser, environment: Environment) -> None:
     """Copy the per-request options onto a user."""
-    options = environment.parsed_options
-    assert options is not None  # Locust's command line parsed them before any user
     user.target = TARGETS[environment]
+    options = user.target.options
     user.stream = not options.no_stream
     user.ignore_eos = not options.no_ignore_eos
     user.timeout = options.request_timeout
@@ -153,8 +152,7 @@ class LLMUser(FastHttpUser):
     temperature: float | None
 
     def __init__(self, environment: Environment) -> None:
-        options = environment.parsed_options
-        assert options is not None
+        options = TARGETS[environment].options
         self.network_timeout = options.request_timeout  # per socket read: a silent server fails as Timeout
         self.connection_timeout = min(options.request_timeout, 30.0)
         self.insecure = options.insecure

@@ -4,7 +4,6 @@ process's ``Target`` ready at test start. Every user class imports it."""
 from __future__ import annotations
 
 import logging
-import weakref
 from typing import TYPE_CHECKING
 
 import gevent
@@ -38,7 +37,7 @@ events.worker_report.add_listener(receive_worker_clocks)
 
 # a worker that joins a running test can get its spawn message (and fire test_start) while it connects, before
 # Locust has even set environment.runner and fired init: such a test start is prepared at init (its users wait)
-_test_started_before_init: weakref.WeakSet[Environment] = weakref.WeakSet()
+_test_started_before_init: set[Environment] = set()
 
 
 @events.init.add_listener

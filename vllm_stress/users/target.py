@@ -7,7 +7,6 @@ import logging
 import os
 import re
 import time
-import weakref
 from typing import TYPE_CHECKING
 
 import gevent
@@ -33,7 +32,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-TARGETS: weakref.WeakKeyDictionary[Environment, Target] = weakref.WeakKeyDictionary()  # each made at Locust's init
+TARGETS: dict[Environment, Target] = {}  # each process's, made at Locust's init
 
 
 class Target:

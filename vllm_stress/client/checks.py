@@ -1,8 +1,8 @@
-"""The checks a run makes before it starts, as pure functions of the options (no Locust import, unit-tested):
-option values no run can use, and the model against what the server serves. Each refusal is one ``StopTarget`` line.
-"""
+"""The checks a run makes before it starts, as pure functions of the options: one ``StopTarget`` line per refusal."""
 
 from __future__ import annotations
+
+import argparse
 
 from vllm_stress.client.prompts import load_dataset
 from vllm_stress.client.trace import read_trace
@@ -12,7 +12,7 @@ class StopTarget(Exception):
     pass
 
 
-def validate(options) -> None:
+def validate(options: argparse.Namespace) -> None:
     """Refuse option values that no run can use, with a one-line StopTarget."""
     if getattr(options, "repeats", 1) > 1:  # a scenario's `repeats` (scenarios/shape.py): only the runner repeats
         raise StopTarget(
@@ -56,7 +56,7 @@ def validate(options) -> None:
             raise StopTarget(f"--trace: {e}") from None
 
 
-def check_model(options, model: str, served: dict[str, int | None], host: str) -> None:
+def check_model(options: argparse.Namespace, model: str, served: dict[str, int | None], host: str) -> None:
     """The server must serve ``model``, and the target lengths must fit its max_model_len (when it lists them)."""
     if served and model not in served:
         raise StopTarget(f"model {model!r} is not served by {host} (it serves: {', '.join(served)})")

@@ -1,5 +1,4 @@
-"""A multi-turn conversation's state, its pieces' token counts and the think time between its turns (for the session
-user, locustfiles/session.py; no Locust import, so it is unit-tested directly)."""
+"""A multi-turn conversation's state, its pieces' token counts and the think time between its turns."""
 
 from __future__ import annotations
 

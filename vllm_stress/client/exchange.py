@@ -1,8 +1,4 @@
-"""One request's measurement: the timing of its output chunks, the server's usage counts, how it ended.
-
-Pure Python with no Locust import, so it is unit-tested directly. The metric definitions are those of
-``vllm_stress.core.schema`` and ``vllm_stress.core.metrics`` (the same as ``vllm bench serve``); this module only collects the timestamps they need.
-"""
+"""One request's measurement: its output chunks' times, the server's usage counts, how it ended, its row."""
 
 from __future__ import annotations
 
@@ -11,6 +7,7 @@ import json
 import os
 import secrets
 import time
+from typing import Any
 
 from vllm_stress.core import metrics
 from vllm_stress.core.failures import StreamError
@@ -94,7 +91,7 @@ class Exchange:
 
     def output(self, now: float) -> None:
         """An output-bearing chunk arrived at ``now`` (perf_counter seconds)."""
-        if self.first is None:
+        if self.last is None:
             self.first = now
         else:
             self.gaps.append(now - self.last)
@@ -109,7 +106,7 @@ class Exchange:
         if not self.chunks:
             raise StreamError("NoOutput", "no chunk carried output")
 
-    def usage(self, usage: dict) -> None:
+    def usage(self, usage: dict[str, Any]) -> None:
         self.prompt_tokens = usage.get("prompt_tokens")
         self.completion_tokens = usage.get("completion_tokens")
         self.cached_tokens = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
@@ -125,7 +122,7 @@ class Exchange:
         if self.end is None:
             self.end = self.last if (self.last is not None and not self.error) else time.perf_counter()
 
-    def progress(self) -> list:
+    def progress(self) -> list[float]:
         """[start, first output chunk (the start before it), chunks so far] in unix seconds, while in flight."""
         first = self.start_wall if self.first is None else self.start_wall + (self.first - self.start)
         return [self.start_wall, first, self.chunks]
@@ -158,7 +155,7 @@ class Exchange:
         )
         return bool(prompt_off or output_off)
 
-    def row(self, worker: str) -> list:
+    def row(self, worker: str) -> list[float | int | str]:
         """The ``requests.csv`` row, in ``vllm_stress.core.schema.REQUEST_COLUMNS`` order."""
         e2e = self.e2e
         ok = not self.error
@@ -189,21 +186,21 @@ class Exchange:
         ]
 
 
-def is_output_delta(delta: dict) -> bool:
-    """Whether a chat chunk's ``delta`` carries output — vLLM's benchmark rule (vllm/benchmarks/lib/endpoint_request_func.py):
-    text, reasoning or tool calls, or an empty content that is not the role-only first chunk."""
+def is_output_delta(delta: dict[str, Any]) -> bool:
+    """Whether a chat chunk's ``delta`` carries output, by vLLM's benchmark rule
+    (``vllm/benchmarks/lib/endpoint_request_func.py``)."""
     if delta.get("content") or delta.get("reasoning") or delta.get("reasoning_content") or delta.get("tool_calls"):
         return True
     return delta.get("content") == "" and "role" not in delta
 
 
-def _opt(value):
+def _opt(value: float | int | str | None) -> float | int | str:
     if value is None:
         return ""
     return round(value, 6) if isinstance(value, float) else value
 
 
-def error_event(obj: dict) -> StreamError:
+def error_event(obj: dict[str, Any]) -> StreamError:
     """The failure for an in-stream ``{"error": {...}}`` event (vLLM sends these after a 200)."""
     err = obj.get("error")
     kind = (err.get("type") or "error") if isinstance(err, dict) else "error"

@@ -1,20 +1,18 @@
-"""Command-line options of the user classes.
-
-They are Locust custom arguments (``parser.add_argument`` on the ``init_command_line_parser`` event), so they work
-on the command line, in ``--config`` files, as ``LOCUST_*`` environment variables, in the web UI form, and reach the
-workers with the master's spawn message. Read them in ``test_start`` or later, never at import.
-"""
+"""The suite's command-line options, registered as Locust custom arguments."""
 
 from __future__ import annotations
 
+import argparse
 import os
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from locust.argument_parser import LocustArgumentParser
 
 DEFAULT_INPUT_TOKENS = 2048
 DEFAULT_OUTPUT_TOKENS = 512
 DEFAULT_REQUEST_TIMEOUT_S = 600.0
-# Prometheus' usual scrape interval is 5-15 s. One scrape takes ~8 ms of a CPU vLLM's API-server CPU: every 1 s
-# raised its TTFT visibly when the server shared its cores with the client, not when pinned apart
-# (benchmarks/crosscheck.md, scrape cost).
+# why 5 s (a scrape costs the server CPU): docs/concepts/load-generator.md, "The server's metrics"
 DEFAULT_SERVER_METRICS_INTERVAL_S = 5.0
 TOKEN_DISTRIBUTIONS = ("fixed", "uniform", "normal")
 DEFAULT_TURNS = 4
@@ -25,7 +23,7 @@ THINK_DISTRIBUTIONS = ("constant", "exponential", "uniform")
 DEFAULT_SESSION_HEADER = "X-Session-Id"
 
 
-def add_arguments(parser) -> None:
+def add_arguments(parser: LocustArgumentParser) -> None:
     """Register the suite's options on Locust's argument parser."""
     parser.add_argument(
         "--model", default="", help="Model name sent in requests (default: the first model the server lists)"
@@ -197,7 +195,7 @@ def add_arguments(parser) -> None:
     )
 
 
-def api_key(options) -> str:
+def api_key(options: argparse.Namespace) -> str:
     """The bearer token from --api-key-file, --api-key or OPENAI_API_KEY (in that order), or ''. Surrounding
     whitespace is dropped: a file or a Kubernetes Secret made with --from-file usually ends in a newline."""
     if options.api_key_file:

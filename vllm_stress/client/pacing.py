@@ -1,15 +1,8 @@
-"""Open-loop arrivals: requests sent at the times of a Poisson process, whatever earlier requests are doing.
-
-Locust users are closed loops (each waits for its answer before the next request), which is what a concurrency
-ramp wants. With ``--arrival-rate R`` the users become a pool that carries arrivals instead: each process draws
-the arrival times of a Poisson process at its share of R (R split evenly over ``--expect-workers``), and a user
-about to send takes the next arrival time and sleeps until it. Gevent switches only at the sleep, so taking a
-time is atomic. When every user is busy, arrivals wait for one: that is client-side queueing, which an open loop
-must not hide, so the process warns when arrivals are sent late (raise ``-u``: the pool must exceed rate × e2e).
-"""
+"""Open-loop arrivals: requests sent at the times of a Poisson process (``--arrival-rate``)."""
 
 from __future__ import annotations
 
+import argparse
 import logging
 import random
 import time
@@ -60,7 +53,7 @@ class PoissonArrivals:
         )
 
 
-def arrivals_for(options, seed: int | None = None) -> PoissonArrivals | None:
+def arrivals_for(options: argparse.Namespace, seed: int | None = None) -> PoissonArrivals | None:
     """This process's arrival clock for ``--arrival-rate`` (None: closed loop)."""
     if not options.arrival_rate:
         return None

@@ -1,22 +1,8 @@
-"""Requests of exact token lengths for the target server.
-
-Prompts are sized with the server's own ``/tokenize`` (chat template included for chat), the way vLLM's
-benchmark aligns prompts to the server tokenizer, but cheaper: the prompt is built from words that the server's
-tokenizer keeps as one token each, so a prompt of ``n`` such words is ``overhead + n`` tokens, where ``overhead``
-is what the template (or the special tokens) add. Which words are single tokens, and the overhead, are measured
-once per worker before the load starts; one full-length prompt is then checked end to end. Every request draws
-its words at random, so no two prompts share a prefix and prefix caching cannot flatter the numbers — unless
-``--prefix-tokens P`` asks for it: then every prompt starts with one of ``--prefix-groups K`` fixed prefixes of P
-tokens (the same on every worker: drawn from a generator seeded by the group, over the same measured words) followed
-by a random suffix, so the server's prefix cache is tested on purpose, with the prompt still exactly sized. Each
-response's ``usage`` is still compared with the target (see ``vllm_stress.core.schema.REQUEST_COLUMNS``: ``count_mismatch``).
-
-Against a server without ``/tokenize`` the lengths are estimates (one token per word plus a typical template
-overhead) and the suite says so once, loudly.
-"""
+"""Requests of exact token lengths for the target server, sized with its ``/tokenize``; datasets of prompts."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 import random
@@ -25,6 +11,7 @@ from dataclasses import dataclass
 import requests
 
 from vllm_stress.client.sharegpt import is_sharegpt, read_conversations
+from vllm_stress.client.trace import TraceLine
 
 log = logging.getLogger(__name__)
 
@@ -155,9 +142,8 @@ class Workload:
         random_words = max(1, tokens - self.overhead - len(prefix.split()))
         return " ".join(filter(None, (prefix, *rng.choices(self.words, k=random_words))))
 
-    def trace_request(self, line) -> RequestSpec:
-        """The request of a trace line (vllm_stress.client.trace): its lengths; with Mooncake hash ids, its prompt made of
-        those blocks' words, so that equal leading ids give equal prefixes."""
+    def trace_request(self, line: TraceLine) -> RequestSpec:
+        """The request of a trace line: its lengths; with Mooncake hash ids, a prompt of those blocks' words."""
         count = max(1, line.input_tokens - self.overhead)
         words = [word for hash_id in line.hash_ids for word in block_words(hash_id, self.words)][:count]
         words += self.rng.choices(self.words, k=count - len(words))
@@ -173,9 +159,8 @@ class Workload:
 
 
 def load_dataset(path: str, num_prompts: int = 0) -> list[RequestSpec]:
-    """Read a JSONL file of ``{"prompt": str}`` or ``{"messages": [...]}`` lines (optional ``max_tokens``), or a
-    ShareGPT file (vllm_stress/client/sharegpt.py: each conversation's first human turn); with ``num_prompts`` (> 0) a
-    seeded sample of that many (the same in every process), in file order."""
+    """The prompts of a JSONL file (``prompt`` or ``messages`` lines, optional ``max_tokens``) or of a ShareGPT file
+    (each conversation's first human turn); with ``num_prompts`` (> 0) the same seeded sample in every process."""
     return sample_dataset(read_dataset(path), num_prompts)
 
 
@@ -211,7 +196,7 @@ def size_dataset(tokenizer: Tokenizer, specs: list[RequestSpec]) -> list[Request
     return [RequestSpec(s.text, tokenizer.count(s.text), s.max_tokens) for s in specs]
 
 
-def build_workload(tokenizer: Tokenizer, options, seed: int | None = None) -> Workload:
+def build_workload(tokenizer: Tokenizer, options: argparse.Namespace, seed: int | None = None) -> Workload:
     """Measure the target's tokenizer and return the worker's workload; falls back to estimates without /tokenize."""
     dataset = load_dataset(options.dataset, options.num_prompts) if options.dataset else None
     common = dict(

@@ -1,27 +1,22 @@
-"""Every request's row, from the process that ran it to the run folder.
-
-Each process that runs users keeps its requests in flight (``started``) and turns each finished one into a
-``requests.csv`` row and its inter-token gaps into ITL histogram counts (``record``). A worker (``WorkerRecorder``)
-ships them as a delta with Locust's regular worker report (``report_to_master``), and, when the run stops, at once
-with a message of its own; the master or the local runner (``vllm_stress/master/runrecorder.py``) writes them.
-
-The level (target user count) a request started in is stamped on its row. The master tells the workers with a custom
-message whenever it changes, and whether a level's hold is on: the inter-token gaps go into ``itl_histogram.csv`` only
-for the measured streams (``Exchange.measured``) that end during a hold, the population of the analysis' other
-latencies. A plain run without a load shape has no phases and keeps every measured stream's gaps.
-"""
+"""Every request's row in the process that ran it: requests in flight, rows and ITL counts, a worker's deltas."""
 
 from __future__ import annotations
 
 import time
 from collections import Counter, defaultdict
+from typing import TYPE_CHECKING, Any
 
 import gevent
 
 from vllm_stress.client.exchange import Exchange
 from vllm_stress.core import schema
 
-LEVEL_MESSAGE = "vllm_stress_level"  # master -> workers: [users, measuring]
+if TYPE_CHECKING:
+    from locust.env import Environment
+    from locust.rpc.protocol import Message
+    from locust.runners import Runner, WorkerRunner
+
+LEVEL_MESSAGE = "vllm_stress_level"  # master -> workers: {"users": int, "measuring": bool}
 LEVEL_REQUEST = "vllm_stress_level_request"  # worker -> master: send me the current level
 FLUSH_MESSAGE = "vllm_stress_flush"  # master -> workers: stop and send your last rows now
 ROWS_MESSAGE = "vllm_stress_rows"  # worker -> master: a delta sent outside the regular reports
@@ -31,20 +26,26 @@ REPORT_KEY = "vllm_stress"  # the delta's key in a worker report
 class Recorder:
     """The requests of one process: those in flight, and the rows and ITL counts of those that ended."""
 
-    def __init__(self, environment, worker_id: str) -> None:
+    def __init__(self, environment: Environment, worker_id: str) -> None:
+        assert environment.runner is not None  # the recorder is made at init, after the runner
         self.environment = environment
-        self.runner = environment.runner
+        self.runner: Runner = environment.runner
         self.worker_id = worker_id
         self.level = 0
         self.measuring = True  # a hold is on (or there are no phases): inter-token gaps are kept
         self.in_flight: set[Exchange] = set()  # this process's requests being sent or read
-        self.itl: dict[int, Counter] = defaultdict(Counter)
+        self.itl: dict[int, Counter[float]] = defaultdict(Counter)
+
+    def set_level(self, users: int, measuring: bool | None = None) -> None:
+        """Stamp ``users`` on the rows of requests that start from now on, and say whether a hold is on
+        (``measuring``; unchanged when None)."""
+        self.level, self.measuring = users, self.measuring if measuring is None else measuring
 
     def started(self, exchange: Exchange) -> None:
         """A request is being sent: it is in flight until ``record``."""
         self.in_flight.add(exchange)
 
-    def in_flight_now(self) -> list[list]:
+    def in_flight_now(self) -> list[list[float]]:
         """[start, first token or start, chunks received] (unix seconds) of this process's requests in flight."""
         return [exchange.progress() for exchange in self.in_flight]
 
@@ -57,16 +58,18 @@ class Recorder:
                 histogram[schema.latency_bucket_ms(gap)] += 1
         self.keep([exchange.row(self.worker_id)])
 
-    def keep(self, rows: list[list]) -> None:
+    def keep(self, rows: list[list[Any]]) -> None:
         raise NotImplementedError
 
 
 class WorkerRecorder(Recorder):
     """A worker's rows, shipped to the master with each worker report."""
 
-    def __init__(self, environment) -> None:
-        super().__init__(environment, environment.runner.client_id)
-        self.pending_rows: list[list] = []
+    runner: WorkerRunner
+
+    def __init__(self, environment: Environment, client_id: str) -> None:
+        super().__init__(environment, client_id)
+        self.pending_rows: list[list[Any]] = []
         environment.events.report_to_master.add_listener(self._ship)
         environment.events.quitting.add_listener(self._flush)  # quitting by itself (SIGTERM, Ctrl-C, master gone)
         self.runner.register_message(LEVEL_MESSAGE, self._on_level_message)
@@ -76,10 +79,10 @@ class WorkerRecorder(Recorder):
         # Sent from a greenlet: a send that yields inside init lets the spawn message in before init is done.
         gevent.spawn(self.runner.send_message, LEVEL_REQUEST)
 
-    def keep(self, rows: list[list]) -> None:
+    def keep(self, rows: list[list[Any]]) -> None:
         self.pending_rows += rows
 
-    def delta(self, final: bool) -> dict:
+    def delta(self, final: bool) -> dict[str, Any]:
         """The rows and ITL counts since the last delta, and what the requests in flight streamed so far."""
         delta = {
             "rows": self.pending_rows,
@@ -92,14 +95,13 @@ class WorkerRecorder(Recorder):
         self.itl = defaultdict(Counter)
         return delta
 
-    def _ship(self, client_id, data, **_kw) -> None:
+    def _ship(self, client_id: str, data: dict[str, Any], **_kw: object) -> None:
         data[REPORT_KEY] = self.delta(final=False)
 
-    def _on_level_message(self, environment, msg, **_kw) -> None:
-        users, measuring = msg.data
-        self.level, self.measuring = int(users), bool(measuring)
+    def _on_level_message(self, environment: Environment, msg: Message, **_kw: object) -> None:
+        self.set_level(int(msg.data["users"]), bool(msg.data["measuring"]))
 
-    def _flush(self, *_args, **_kw) -> None:
+    def _flush(self, *_args: object, **_kw: object) -> None:
         """Stop the users (the rows of requests in flight say Aborted) and send every row now, marked final: Locust
         sends a final report only when the master asks a worker to quit, and gives it 0.5 s."""
         self.runner.stop()

@@ -1,10 +1,8 @@
-"""What the server under test is, for ``run.json``: its version (vLLM's ``GET /version``, read at test start) and,
-when the scenario runner launched it, the launch (``--server-launch``: the command and its flags, or the
-simulator's arguments). The results store keeps both and ``python -m analysis compare`` shows them when the two
-sides differ, so runs of two engine builds or two sets of flags are told apart."""
+"""What the server under test is, for ``run.json``: its version and, when the scenario runner started it, its launch."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 
@@ -28,7 +26,7 @@ def server_version(host: str, headers: dict, verify: bool) -> str | None:
         return None
 
 
-def server_launch(options) -> dict | None:
+def server_launch(options: argparse.Namespace) -> dict[str, object] | None:
     """The launch the scenario runner recorded in ``--server-launch`` (JSON), or None (a server started by hand)."""
     text = getattr(options, "server_launch", "")
     if not text:

@@ -1,17 +1,9 @@
-"""ShareGPT-format conversations as prompts (``--dataset FILE`` in this format is recognised by itself).
-
-The format is the one of the ShareGPT dump on Hugging Face (``anon8231489123/ShareGPT_Vicuna_unfiltered``, file
-``ShareGPT_V3_unfiltered_cleaned_split.json``) that vLLM's ``vllm bench serve --dataset-name sharegpt`` reads: a JSON
-list (or JSONL, one item a line) of ``{"conversations": [{"from": "human" | "gpt", "value": text}, ...]}`` (other
-keys, such as ``id``, are ignored). The human turns of a conversation are what a client sends; the ``gpt`` turns are
-the recorded answers, which the suite does not replay (the server under test answers instead). The plain chat user
-takes each conversation's first human turn as a prompt; the session user (locustfiles/session.py) sends the human
-turns one per turn. Conversations without a human turn are skipped. No Locust import here.
-"""
+"""ShareGPT-format conversations, as ``vllm bench serve --dataset-name sharegpt`` reads them."""
 
 from __future__ import annotations
 
 import json
+from typing import Any
 
 HUMAN = ("human", "user")  # the speakers whose turns are sent ("user" in some re-exports of the dump)
 
@@ -46,7 +38,7 @@ def read_conversations(path: str) -> list[list[str]]:
     return conversations
 
 
-def human_turns(path: str, number: int, item) -> list[str]:
+def human_turns(path: str, number: int, item: Any) -> list[str]:
     """The human turns of one item (``number``: its line, or its position in the JSON list)."""
     try:
         return [turn["value"] for turn in item["conversations"] if turn["from"] in HUMAN and turn["value"].strip()]

@@ -1,38 +1,4 @@
-"""Reading a streamed (SSE) response body: a pure event parser, and the socket layer that times the bytes.
-
-**Parser** (:class:`SSEParser`, no I/O, unit-tested on its own): body bytes in, :class:`Exchange` updates out. Events
-are split with bytes operations. A chunk in vLLM's own byte layout that carries output and nothing else (no finish
-reason, no usage, no error) is recognised by the user class's ``output_marker`` without parsing its JSON: that is
-most of a stream, and the client's CPU per token is what limits how many streams one worker can time. Every other
-event (the role chunk, the first and last content chunks of a layout the marker does not know, the usage chunk,
-errors, comments, multi-line events) is parsed in full.
-
-**Socket layer** (:func:`read_body`): reads whatever the socket holds in one call, lets geventhttpclient's llhttp
-parser remove the HTTP/1.1 chunked framing (C code, not the cost), and hands the body bytes to the parser with the
-time they arrived. On Linux over plain HTTP that time is the kernel's: the socket has ``SO_TIMESTAMPNS`` set and is
-read with ``recvmsg``, whose ``SCM_TIMESTAMPNS`` control message carries the arrival time of the newest TCP segment
-the read returned, however late the read itself ran (a worker busy with a burst of 1,000 chunks reads the last of
-them milliseconds late, but stamps it with its true arrival). That time is ``CLOCK_REALTIME``; it is converted to
-the ``perf_counter`` clock of the request's send time through the pair of clock readings taken at the send
-(:meth:`Exchange.sent`). Elsewhere (not Linux, or HTTPS: TLS records are decrypted in user space, so the kernel's
-time of a segment is not the time of the chunk it decrypts to) a read is stamped with ``perf_counter`` when it
-returns, as before. The clock each process used is in ``run.json`` (``receive_clock``).
-
-One clock per response: vLLM often writes the first chunks right behind the headers, in the same segment, and
-geventhttpclient reads them while it parses the headers. So the connections themselves are :class:`TimedSocket`
-objects (:func:`use_timed_sockets`): every read, the header read included, keeps the kernel's arrival time of its
-bytes, and the body bytes that came with the headers carry the header read's time. (Stamping only the body reads
-would put a user-space time on those first chunks and kernel times on the rest: a later chunk before an earlier
-one, TTFT above e2e.) The send time is the kernel's too: the connections ask for send timestamps (``SO_TIMESTAMPING``), and
-the time the request's last bytes left replaces the one taken in user space before the request was built
-(:meth:`Exchange.left`), so a worker descheduled between the two does not lengthen the TTFT it measures.
-``VLLM_STRESS_KERNEL_CLOCK=0`` turns the kernel clock off.
-
-Chunks that arrive in one read share its timestamp: their inter-token gaps are 0, which is what they were on the
-wire (one segment, or segments the kernel already held together when the read ran). A client that reads late
-merges more chunks into one read, but with kernel stamps those chunks still carry the newest segment's arrival, so
-the merged gaps are at most the spread of the segments' arrival inside one read.
-"""
+"""Reading a streamed (SSE) response: a pure event parser, and the socket layer that times the bytes."""
 
 from __future__ import annotations
 
@@ -41,9 +7,14 @@ import json
 import os
 import socket
 import time
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 import gevent.socket
-from geventhttpclient.client import HTTPClientPool
+from geventhttpclient.client import HTTPClient, HTTPClientPool
+from geventhttpclient.connectionpool import ConnectionPool
+from geventhttpclient.response import HTTPSocketPoolResponse
+from geventhttpclient.url import URL
 
 from vllm_stress.client.exchange import Exchange, error_event
 from vllm_stress.core.failures import StreamError
@@ -57,6 +28,9 @@ from vllm_stress.core.kernelclock import (
     kernel_time,
 )
 
+if TYPE_CHECKING:
+    from locust.contrib.fasthttp import FastHttpSession
+
 SSE_LINE_STARTS = (b":", b"data:", b"event:", b"id:", b"retry:", b"\r")  # comments, the SSE fields, CRLF ends
 READ_SIZE = 64 * 1024  # one read takes whatever the socket holds, up to this
 KERNEL_CLOCK = "kernel (SO_TIMESTAMPNS)"
@@ -68,7 +42,7 @@ clocks: dict[str, str] = {}  # process (worker id, "local") -> the clock its str
 
 
 def receive_clock(url: str) -> str:
-    """The clock the streaming users of this process use against ``url`` (see the module docstring)."""
+    """The clock the streaming users of this process use against ``url`` (docs/concepts/load-generator.md)."""
     return KERNEL_CLOCK if KERNEL_ENABLED and url.startswith("http://") else USER_CLOCK
 
 
@@ -78,7 +52,7 @@ class SSEParser:
 
     __slots__ = ("exchange", "marker", "is_output", "rest", "done", "now")
 
-    def __init__(self, exchange: Exchange, marker: bytes, is_output) -> None:
+    def __init__(self, exchange: Exchange, marker: bytes, is_output: Callable[[dict[str, Any]], bool]) -> None:
         self.exchange = exchange
         self.marker = marker  # bytes only an output-bearing chunk in vLLM's layout has
         self.is_output = is_output  # choice dict -> bool, for the chunks parsed in full
@@ -140,13 +114,9 @@ class SSEParser:
 
 
 @contextlib.contextmanager
-def deadline_only(stream):
-    """Read a streamed body without the socket's own per-read timeout.
-
-    The socket's timeout is ``--request-timeout`` (``network_timeout``), the same as the deadline around the whole
-    body read, so during the body it adds nothing but its cost: gevent arms and cancels a timer on every wait, a
-    tenth of the client's CPU per token at 1,000 streams. It is restored for the connection's next request.
-    """
+def deadline_only(stream: HTTPSocketPoolResponse) -> Iterator[None]:
+    """Read a streamed body under the request's deadline only: the socket's per-read timeout is lifted meanwhile
+    (it adds nothing but a timer per wait) and restored for the connection's next request."""
     sock = stream._sock  # geventhttpclient keeps it private; it goes back to the user's pool at the body's end
     if sock is None:
         yield
@@ -160,13 +130,12 @@ def deadline_only(stream):
 
 
 class TimedSocket(gevent.socket.socket):
-    """A gevent TCP socket whose every read keeps the kernel's arrival time of the bytes it returned (``arrived``,
-    CLOCK_REALTIME seconds; None when the read carried no timestamp, e.g. at the end of the stream), and that keeps
-    the kernel's time the last bytes it sent left (``left``; see :meth:`read_send_times`)."""
+    """A gevent TCP socket that keeps the kernel's arrival time of the bytes its last read returned (``arrived``,
+    CLOCK_REALTIME seconds, None without a timestamp) and the time the last bytes it sent left (``left``)."""
 
     __slots__ = ("arrived", "left")
 
-    def __init__(self, family=-1, type=-1, proto=-1, fileno=None) -> None:  # noqa: A002 (socket.socket's names)
+    def __init__(self, family: int = -1, type: int = -1, proto: int = -1, fileno: int | None = None) -> None:
         super().__init__(family, type, proto, fileno)
         self.arrived: float | None = None
         self.left: float | None = None
@@ -176,11 +145,13 @@ class TimedSocket(gevent.socket.socket):
     def recv(self, size: int, flags: int = 0) -> bytes:
         # Wait first, then read the plain socket: gevent's own recvmsg reads first and, the body's bytes being all
         # taken, pays a failed syscall and an exception per chunk before it waits. The plain socket and the read
-        # watcher are gevent's (_sock, _wait, _read_event: a subclass's, no public API waits on its own watcher).
+        # watcher are gevent's (_sock, _wait, _read_event: a subclass's, no public API waits on its own watcher);
+        # types-gevent leaves these private members out.
+        wait, readable, plain = self._wait, self._read_event, self._sock  # type: ignore[attr-defined]
         while True:
-            self._wait(self._read_event)
+            wait(readable)
             try:
-                data, ancillary, _flags, _address = self._sock.recvmsg(size, BOTH_ANCILLARY_SIZE, flags)
+                data, ancillary, _flags, _address = plain.recvmsg(size, BOTH_ANCILLARY_SIZE, flags)
             except BlockingIOError:  # woken without data: by a send timestamp on the error queue
                 self.read_send_times()
                 continue
@@ -190,37 +161,45 @@ class TimedSocket(gevent.socket.socket):
     def read_send_times(self) -> None:
         """Take the send timestamps off the error queue (while one waits there, the socket polls as readable):
         the newest, the time the last bytes sent so far left, becomes ``left``."""
+        plain = self._sock  # type: ignore[attr-defined]  # gevent's plain socket (as in recv)
         while True:
             try:
-                _data, ancillary, _flags, _address = self._sock.recvmsg(0, BOTH_ANCILLARY_SIZE, MSG_ERRQUEUE)
+                _data, ancillary, _flags, _address = plain.recvmsg(0, BOTH_ANCILLARY_SIZE, MSG_ERRQUEUE)
             except (BlockingIOError, OSError):
                 return
             self.left = kernel_time(ancillary, SO_TIMESTAMPING) or self.left
 
 
+class TimedConnectionPool(ConnectionPool):
+    """geventhttpclient's plain-HTTP connection pool with :class:`TimedSocket` connections, made in its socket
+    factory (the place its docstring gives to change the socket)."""
+
+    def _create_tcp_socket(self, family: int, socktype: int, protocol: int) -> gevent.socket.socket:
+        return TimedSocket(family, socktype, protocol)
+
+
 class TimedClientPool(HTTPClientPool):
     """geventhttpclient's per-host client factory, whose plain-HTTP connections are :class:`TimedSocket` objects."""
 
-    def get_client(self, url):
+    def get_client(self, url: str | URL) -> HTTPClient:
         client = super().get_client(url)
         if not client.ssl:  # TLS is decrypted in user space: the kernel's time is not the chunk's
-            # HTTPClient builds its ConnectionPool inline (no argument picks the class or the socket type), so the
-            # pool's socket factory, the documented place to change the socket, is set on the instance.
-            client._connection_pool._create_tcp_socket = TimedSocket
+            # HTTPClient builds its ConnectionPool inline (no argument picks the class), so the pool it made
+            # becomes a TimedConnectionPool.
+            client._connection_pool.__class__ = TimedConnectionPool
         return client
 
 
-def use_timed_sockets(session) -> None:
+def use_timed_sockets(session: FastHttpSession) -> None:
     """Make a Locust ``FastHttpSession``'s connections :class:`TimedSocket` objects (its geventhttpclient
     ``UserAgent`` is ``session.client``; its ``clientpool`` is rebuilt with the same arguments)."""
     agent = session.client
     agent.clientpool = TimedClientPool(**agent.clientpool.client_args)
 
 
-def use_send_time(response, exchange: Exchange) -> None:
-    """On a :class:`TimedSocket` connection, the request's send time becomes the kernel's time its last bytes left
-    (call it once the response headers are in, before the request's deadline is counted from the send time).
-    ``response`` may be a failed one, without a socket."""
+def use_send_time(response: HTTPSocketPoolResponse, exchange: Exchange) -> None:
+    """On a :class:`TimedSocket` connection, the request's send time becomes the kernel's time its last bytes left.
+    Call it once the headers are in, before the deadline is counted; a failed ``response`` has no socket."""
     sock = getattr(response, "_sock", None)  # private: no public API hands out a response's socket
     if isinstance(sock, TimedSocket):
         sock.read_send_times()
@@ -228,21 +207,17 @@ def use_send_time(response, exchange: Exchange) -> None:
             exchange.left(sock.left)
 
 
-def read_body(response, parser: SSEParser, exchange: Exchange) -> None:
-    """Read a geventhttpclient response's streamed body to its end into ``parser``, timing each read: with the
-    kernel's arrival time when the connection is a :class:`TimedSocket`, else perf_counter when the read returned.
-
-    Uses geventhttpclient's private ``_sock`` and ``_body_buffer`` (no public API reads the raw socket of a
-    response or takes the body bytes without reading more) and its public ``feed`` (llhttp: de-chunks into
-    ``_body_buffer``, releases the socket to the pool at the message's end).
-    """
+def read_body(response: HTTPSocketPoolResponse, parser: SSEParser, exchange: Exchange) -> None:
+    """Read a geventhttpclient response's streamed body to its end into ``parser``, each read timed by the kernel's
+    arrival time on a :class:`TimedSocket`, else by perf_counter when it returned. ``response.feed`` (llhttp)
+    de-chunks into the body buffer and releases the socket to the pool at the message's end."""
     sock = response._sock  # private: no public API hands out a response's socket
     body = response._body_buffer  # private: the public read() would read the socket for more than the parser has
     clock = time.perf_counter
-    timed = isinstance(sock, TimedSocket)
+    timed = sock if isinstance(sock, TimedSocket) else None
     to_perf = exchange.start - exchange.start_real  # kernel (unix) time -> perf_counter time of this request
     if body:  # came with the headers: the header read's time
-        arrived = sock.arrived if timed else None
+        arrived = timed.arrived if timed else None
         parser.feed(bytes(body), clock() if arrived is None else arrived + to_perf)
         del body[:]
     try:
@@ -252,7 +227,7 @@ def read_body(response, parser: SSEParser, exchange: Exchange) -> None:
             data = sock.recv(READ_SIZE)
             if not data:
                 raise StreamError("StreamTruncated", "connection closed before the end of the body")
-            arrived = sock.arrived if timed else None
+            arrived = timed.arrived if timed else None
             now = clock() if arrived is None else arrived + to_perf
             response.feed(data)
             if body:
@@ -264,11 +239,11 @@ def read_body(response, parser: SSEParser, exchange: Exchange) -> None:
     parser.finish()
 
 
-def report_clocks(client_id, data, **_kw) -> None:
+def report_clocks(client_id: str, data: dict[str, Any], **_kw: object) -> None:
     """A worker's ``report_to_master`` listener: its clock goes to the master with every report."""
     data[REPORT_KEY] = clocks
 
 
-def receive_clocks(client_id, data, **_kw) -> None:
+def receive_clocks(client_id: str, data: dict[str, Any], **_kw: object) -> None:
     """The master's ``worker_report`` listener."""
     clocks.update(data.get(REPORT_KEY) or {})

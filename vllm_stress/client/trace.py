@@ -1,25 +1,8 @@
-"""Trace replay: requests sent at the times, and with the lengths, of a recorded trace (``--trace FILE``).
-
-Two public formats are read as they are published:
-
-* **Mooncake** (JSONL, one request a line): ``timestamp`` (ms since the trace's start), ``input_length``,
-  ``output_length`` and ``hash_ids`` — the ids of the prompt's 512-token blocks, equal ids meaning an equal prefix.
-  The replay builds each block from words drawn by a generator seeded with its id, so requests that share leading ids
-  share a prefix on the server exactly as in the trace (prefix caching behaves as it did).
-* **Azure LLM inference trace** (CSV): ``TIMESTAMP`` (a date and time), ``ContextTokens``, ``GeneratedTokens``;
-  prompts are random words of that length.
-
-``--speedup F`` divides every gap by F; ``--trace-start S`` and ``--trace-duration D`` (seconds of the trace) select
-a window. The lines are dealt round-robin to the load-generating processes (``--expect-workers``, as the Poisson
-open loop splits its rate); in each, the users are a pool that carries the lines: a user takes the next line, sleeps
-until its time, sends it and waits for the answer. A line sent late — every user was busy — keeps its lateness as
-the row's ``schedule_lag_s``, and the report shows that lag per level and flags a replay the client could not keep up
-with. When a process has sent its last line its users stop; the run ends with ``-t``. No Locust import here (it
-patches the process), so the parser is usable anywhere.
-"""
+"""Trace replay (``--trace``): Mooncake and Azure traces read, and each process's share of them as an arrival clock."""
 
 from __future__ import annotations
 
+import argparse
 import csv
 import json
 import logging
@@ -130,7 +113,7 @@ class TraceArrivals:
         )
 
 
-def arrivals_for_trace(options, lines: list[TraceLine], worker_index: int) -> TraceArrivals:
+def arrivals_for_trace(options: argparse.Namespace, lines: list[TraceLine], worker_index: int) -> TraceArrivals:
     """This process's share of the selected lines: every ``workers``-th from its index."""
     workers = max(getattr(options, "expect_workers", 1) or 1, 1) if getattr(options, "worker", False) else 1
     selected = select(lines, options.trace_start, options.trace_duration, options.speedup)

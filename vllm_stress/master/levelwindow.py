@@ -1,15 +1,9 @@
-"""The open level's requests as the master (or local runner) knows them live, for the load shape to judge whether
-its hold is steady (``vllm_stress.core.steady``) — the same rule the analysis applies to ``requests.csv`` afterwards.
-
-A row comes when its request ends, so a level's long requests would be invisible until they end; every load
-generator therefore also reports what its requests still in flight have streamed so far (``hooks.in_flight_reported``,
-with each worker report, or every second in a local run): with it the window knows every request's tokens up to the
-newest report of every process.
-"""
+"""The open level's requests as the master knows them live, for the load shape to judge whether its hold is steady."""
 
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from locust.runners import STATE_MISSING
@@ -18,18 +12,22 @@ from vllm_stress.core import steady
 from vllm_stress.core.metrics import percentile, streamed_tokens
 from vllm_stress.master import hooks, rows
 
+if TYPE_CHECKING:
+    from locust.env import Environment
+    from locust.runners import Runner
+
 ROWS_LIMIT = 500_000  # rows kept (a level's, a few hundred bytes each)
 
 
 class LevelWindow:
     """The rows of the requests that ended since the open level's ramp began, and the latest in-flight reports."""
 
-    def __init__(self, runner) -> None:
+    def __init__(self, runner: Runner) -> None:
         self.runner = runner
         self.users = 0
         self.hold_start: float | None = None
-        self.rows: list[list] = []
-        self.reports: dict[str, tuple[float, list]] = {}  # source -> (report time, its requests in flight)
+        self.rows: list[list[Any]] = []
+        self.reports: dict[str, tuple[float, list[list[float]]]] = {}  # source -> (report time, its requests in flight)
         hooks.rows_received.add_listener(self._on_rows)
         hooks.in_flight_reported.add_listener(self._on_in_flight)
 
@@ -104,7 +102,7 @@ class LevelWindow:
             ),
         )
 
-    def in_flight(self) -> tuple[float, list[list]]:
+    def in_flight(self) -> tuple[float, list[list[float]]]:
         """The time up to which every request is known (the oldest newest report of the live processes), and
         [start, first, chunks, report time] of those still in flight then."""
         missing = {
@@ -116,10 +114,12 @@ class LevelWindow:
         end = min(report_time for report_time, _ in live.values())
         return end, [[*progress, report_time] for report_time, entries in live.values() for progress in entries]
 
-    def _on_rows(self, environment, rows: list[list], **_kw) -> None:
+    def _on_rows(self, environment: Environment, rows: list[list[Any]], **_kw: object) -> None:
         if environment is self.runner.environment and len(self.rows) < ROWS_LIMIT:
             self.rows += rows
 
-    def _on_in_flight(self, environment, source: str, report_time: float, entries: list, **_kw) -> None:
+    def _on_in_flight(
+        self, environment: Environment, source: str, report_time: float, entries: list[list[float]], **_kw: object
+    ) -> None:
         if environment is self.runner.environment:
             self.reports[source] = (report_time, entries)

@@ -1,5 +1,4 @@
-"""Reading ``requests.csv`` rows (``vllm_stress.core.schema.REQUEST_COLUMNS`` order) while they are still Python lists on
-the master or the local runner: the column positions used live, and the populations of ``Exchange``."""
+"""Reading ``requests.csv`` rows while they are still lists on the master: column positions and populations."""
 
 from vllm_stress.core import schema
 

@@ -1,8 +1,4 @@
-"""The run folder: ``requests.csv``, ``levels.csv``, ``itl_histogram.csv`` and ``run.json`` (see ``vllm_stress.core.schema``).
-
-Only the master (or the local runner) writes it. Rows and levels are appended and flushed as they arrive, so a
-run that is killed leaves everything it measured up to the last worker report.
-"""
+"""The files of a run folder: ``requests.csv``, ``levels.csv``, ``itl_histogram.csv``, ``run.json``, Locust's CSVs."""
 
 from __future__ import annotations
 
@@ -10,8 +6,14 @@ import csv
 import json
 import os
 import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from vllm_stress.core import schema
+from vllm_stress.master.csvappender import CsvAppender
+
+if TYPE_CHECKING:
+    from locust.env import Environment
 
 
 class RunFolderExists(Exception):
@@ -31,26 +33,17 @@ class RunFolder:
             )
         os.makedirs(path, exist_ok=True)
         self.path = path
-        self.rows_written = 0
-        self._requests_file = open(requests_path, "w", newline="", encoding="utf-8")  # noqa: SIM115 (kept open)
-        self._requests = csv.writer(self._requests_file)
-        self._requests.writerow(schema.REQUEST_COLUMNS)
-        self._levels_file = open(os.path.join(path, schema.LEVELS_FILE), "w", newline="", encoding="utf-8")  # noqa: SIM115
-        self._levels = csv.writer(self._levels_file)
-        self._levels.writerow(schema.LEVEL_COLUMNS)
-        self._levels_file.flush()
+        self._requests = CsvAppender(path, schema.REQUESTS_FILE, schema.REQUEST_COLUMNS)
+        self._levels = CsvAppender(path, schema.LEVELS_FILE, schema.LEVEL_COLUMNS)
 
-    def write_rows(self, rows: list[list]) -> None:
+    def write_rows(self, rows: list[list[Any]]) -> None:
         if rows:
-            self._requests.writerows(rows)
-            self._requests_file.flush()
-            self.rows_written += len(rows)
+            self._requests.write_rows(rows)
 
     def write_level(self, users: int, ramp_start: float, hold_start: float, hold_end: float) -> None:
-        self._levels.writerow([users, round(ramp_start, 3), round(hold_start, 3), round(hold_end, 3)])
-        self._levels_file.flush()
+        self._levels.write([users, round(ramp_start, 3), round(hold_start, 3), round(hold_end, 3)])
 
-    def write_itl(self, histogram: dict[int, dict[float, int]]) -> None:
+    def write_itl(self, histogram: Mapping[int, Mapping[float, int]]) -> None:
         """Rewrite the ITL histogram (level -> {bucket ms: count}) through a temporary file."""
         tmp = os.path.join(self.path, schema.ITL_FILE + ".tmp")
         with open(tmp, "w", newline="", encoding="utf-8") as f:
@@ -60,7 +53,7 @@ class RunFolder:
                 writer.writerows([users, ms, n] for ms, n in sorted(histogram[users].items()))
         os.replace(tmp, os.path.join(self.path, schema.ITL_FILE))
 
-    def write_run(self, meta: dict) -> None:
+    def write_run(self, meta: dict[str, Any]) -> None:
         unknown = set(meta) - set(schema.RUN_KEYS)
         assert not unknown, f"run.json keys not in schema.RUN_KEYS: {unknown}"
         tmp = os.path.join(self.path, schema.RUN_FILE + ".tmp")
@@ -69,17 +62,13 @@ class RunFolder:
         os.replace(tmp, os.path.join(self.path, schema.RUN_FILE))
 
     def close(self) -> None:
-        self._requests_file.close()
-        self._levels_file.close()
+        self._requests.close()
+        self._levels.close()
 
 
-def write_final_locust_csvs(environment, prefix: str) -> None:
-    """Write Locust's ``--csv`` snapshot once more with the final numbers.
-
-    Locust rewrites ``PREFIX_stats.csv`` (and the failures and exceptions files) only every second, so up to a
-    second of requests is missing from them at exit. The files are replaced (not rewritten in place): Locust's own
-    writer still holds the old files open and flushes into them when it closes, which then touches nothing.
-    """
+def write_final_locust_csvs(environment: Environment, prefix: str) -> None:
+    """Write Locust's ``--csv`` files once more with the final numbers (Locust rewrites them every second only);
+    each is replaced, not rewritten in place, since Locust's own writer still holds the old one open."""
     from locust.stats import PERCENTILES_TO_REPORT, StatsCSV
 
     snapshot = StatsCSV(environment, PERCENTILES_TO_REPORT)

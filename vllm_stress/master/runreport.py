@@ -1,11 +1,4 @@
-"""The report of a run, built by the master (or local runner) of a web-UI run: when the run ends, and on demand for
-the run so far.
-
-The analysis runs as its own process (``python -m analysis RUN --out RUN/report``, exactly as after a headless run),
-waited for cooperatively: Locust's event loop, its web UI and the next run go on while it works, and a build that
-takes longer than ``BUILD_TIMEOUT_S`` is stopped. The report of the run so far is not recorded in a results store
-(``VLLM_STRESS_DB``): the run is not over.
-"""
+"""The report of a web-UI run, built by the analysis in its own process: when the run ends, or of the run so far."""
 
 from __future__ import annotations
 

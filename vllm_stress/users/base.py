@@ -1,24 +1,18 @@
-"""The request flow that every user class shares (one request per task, timed per chunk, recorded whatever happens),
-and ``LLMUser``, the base of the HTTP users.
-
-Locust pitfalls this flow avoids (docs/locust.md §1-2): the streamed body is read as it arrives (``stream.py``;
-``iter_content``/``iter_lines`` wait for 1 KiB and delay TTFT); every exception is caught inside the
-``catch_response`` block (else Locust drops the request from its stats); the built-in response time is replaced by the
-end-to-end latency (it is only time-to-headers for streams); the body is drained to its end so the connection is
-reused; TTFT and TPOT are logged into their own stats entries with ``StatsEntry.log`` so that they show in the
-console, CSVs and web UI without inflating the request rate.
-"""
+"""The request flow every user class shares, and ``LLMUser``, the base of the HTTP users."""
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 import gevent
 from locust import FastHttpUser, task
 from locust.exception import StopUser
 
 from vllm_stress.client.exchange import REQUEST_ID_HEADER, Exchange, error_event, response_error
+from vllm_stress.client.prompts import RequestSpec, Workload
 from vllm_stress.client.stream import (
     KERNEL_CLOCK,
     SSEParser,
@@ -32,21 +26,44 @@ from vllm_stress.client.stream import clocks as receive_clocks
 from vllm_stress.client.trace import TraceDone
 from vllm_stress.core.failures import StreamError, failure_name
 from vllm_stress.users import plugin  # noqa: F401 (the suite's options and event listeners, for every user class)
+from vllm_stress.users.target import TARGETS, Target
+
+if TYPE_CHECKING:
+    from geventhttpclient.response import HTTPSocketPoolResponse
+    from locust.contrib.fasthttp import ResponseContextManager
+    from locust.env import Environment
 
 # A user whose request got no response at all waits this long before its next one, so that a server that is down is
 # not hammered in a tight loop (and requests.csv does not fill with thousands of refusals a second).
 NO_RESPONSE_PAUSE_S = 0.5
 
+Send = Callable[[RequestSpec, Exchange], None]  # sends one request and fills its exchange
 
-def log_token_stats(environment, exchange: Exchange) -> None:
+
+class FlowUser(Protocol):
+    """What a user class gives the request flow: its requests' name and kind, the target and prepared workload
+    (``start_user``), and the per-request options (``read_options``)."""
+
+    request_name: str
+    chat: bool
+    target: Target
+    workload: Workload | None
+    stream: bool
+    ignore_eos: bool
+    timeout: float
+    temperature: float | None
+
+
+def log_token_stats(environment: Environment, exchange: Exchange) -> None:
     """TTFT and TPOT into their own Locust stats entries (milliseconds), outside the request totals."""
+    # Locust logs float response times itself, but StatsEntry.log's annotation says int: hence the two ignores
     if exchange.ttft is not None:
-        environment.stats.get(exchange.name, "TTFT").log(exchange.ttft * 1000, 0)
+        environment.stats.get(exchange.name, "TTFT").log(exchange.ttft * 1000, 0)  # type: ignore[arg-type]
     if exchange.tpot is not None:
-        environment.stats.get(exchange.name, "TPOT").log(exchange.tpot * 1000, 0)
+        environment.stats.get(exchange.name, "TPOT").log(exchange.tpot * 1000, 0)  # type: ignore[arg-type]
 
 
-def run_request(user, send) -> None:
+def run_request(user: FlowUser, send: Send) -> None:
     """Send the user's next request with ``send(spec, exchange)`` and record it, whatever happens."""
     if user.workload is None:  # the target could not be prepared (logged at test start): stop, quietly (Locust
         raise StopUser()  # logs a traceback for a StopUser from on_start, not from a task)
@@ -59,7 +76,9 @@ def run_request(user, send) -> None:
     send_request(user, spec, send, lag)
 
 
-def send_request(user, spec, send, lag: float | None = None, session: tuple[str, int] | None = None) -> Exchange:
+def send_request(
+    user: FlowUser, spec: RequestSpec, send: Send, lag: float | None = None, session: tuple[str, int] | None = None
+) -> Exchange:
     """Send ``spec`` with ``send(spec, exchange)`` and record it, whatever happens; ``session`` is the (session id,
     turn) of a multi-turn conversation's request (locustfiles/session.py). Returns the recorded exchange."""
     exchange = Exchange(
@@ -84,9 +103,9 @@ def send_request(user, spec, send, lag: float | None = None, session: tuple[str,
     return exchange
 
 
-def sampling(user, spec) -> dict:
+def sampling(user: FlowUser, spec: RequestSpec) -> dict[str, Any]:
     """The request fields that force the output length, shared by the OpenAI-style APIs."""
-    fields = {"max_tokens": spec.max_tokens, "stream": user.stream}
+    fields: dict[str, Any] = {"max_tokens": spec.max_tokens, "stream": user.stream}
     if user.target.model:
         fields["model"] = user.target.model
     if user.ignore_eos:
@@ -98,28 +117,25 @@ def sampling(user, spec) -> dict:
     return fields
 
 
-def read_options(user, environment) -> None:
+def read_options(user: FlowUser, environment: Environment) -> None:
     """Copy the per-request options onto a user."""
-    options = environment.parsed_options
-    user.target = environment.llm_target
+    user.target = TARGETS[environment]
+    options = user.target.options
     user.stream = not options.no_stream
     user.ignore_eos = not options.no_ignore_eos
     user.timeout = options.request_timeout
     user.temperature = options.temperature
 
 
-def start_user(user) -> None:
+def start_user(user: FlowUser) -> None:
     """on_start of every user class: take the prepared workload (None when the target could not be prepared)."""
     user.target.prepared.wait()
     user.workload = user.target.workloads.get(user.chat)
 
 
 class LLMUser(FastHttpUser):
-    """A closed-loop client: sends one request, waits for its whole answer, sends the next.
-
-    Subclasses say where (``path``), what (``body``) and what counts as output in a streamed choice
-    (``is_output``), and how a non-streamed response carries its result (``read_json``).
-    """
+    """A closed-loop client: one request, its whole answer, the next. Subclasses give ``path``, ``body``,
+    ``is_output`` (a streamed choice) and ``read_json`` (a non-streamed response)."""
 
     abstract = True
     path = ""
@@ -127,10 +143,16 @@ class LLMUser(FastHttpUser):
     chat = False  # prompts are chat messages (the template's tokens count toward the input length)
     needs_model = True  # the API takes a model name (default: the first the server lists)
     output_marker = b"\0"  # bytes that only an output-bearing chunk in vLLM's layout has (see read_stream)
-    sticky_headers: dict = {}  # headers of every request of the user (a session's id, locustfiles/session.py)
+    sticky_headers: dict[str, str] = {}  # headers of every request of the user (a session's id, session.py)
+    target: Target  # FlowUser's: set by read_options and start_user
+    workload: Workload | None
+    stream: bool
+    ignore_eos: bool
+    timeout: float
+    temperature: float | None
 
-    def __init__(self, environment) -> None:
-        options = environment.parsed_options
+    def __init__(self, environment: Environment) -> None:
+        options = TARGETS[environment].options
         self.network_timeout = options.request_timeout  # per socket read: a silent server fails as Timeout
         self.connection_timeout = min(options.request_timeout, 30.0)
         self.insecure = options.insecure
@@ -148,7 +170,7 @@ class LLMUser(FastHttpUser):
     def request(self) -> None:
         run_request(self, self.send)
 
-    def send(self, spec, exchange: Exchange) -> None:
+    def send(self, spec: RequestSpec, exchange: Exchange) -> None:
         headers = (
             self.target.headers
             | self.sticky_headers
@@ -157,7 +179,12 @@ class LLMUser(FastHttpUser):
         payload = json.dumps(self.body(spec)).encode()
         exchange.sent()  # as late as a Locust user can take it: the session's own request building follows
         with self.client.post(
-            self.path, data=payload, headers=headers, stream=self.stream, catch_response=True, name=self.request_name
+            self.path,
+            data=payload,  # type: ignore[arg-type]  # Locust's docstring takes bytes; its annotation says str | dict
+            headers=headers,
+            stream=self.stream,
+            catch_response=True,
+            name=self.request_name,
         ) as resp:
             exchange.status = resp.status_code
             if self.stream:
@@ -184,23 +211,23 @@ class LLMUser(FastHttpUser):
             log_token_stats(self.environment, exchange)
 
     @staticmethod
-    def check_status(resp) -> None:
-        if resp.status_code == 0:  # no response: Locust's FastHttpSession keeps the exception
-            raise resp.error
+    def check_status(resp: ResponseContextManager) -> None:
+        if resp.status_code == 0:  # no response: Locust's FastHttpSession keeps the exception, raised here
+            resp.raise_for_status()
         if resp.status_code != 200:
             raise response_error(resp.status_code, resp.content or b"")
 
-    def read_stream(self, stream, exchange: Exchange) -> None:
+    def read_stream(self, stream: HTTPSocketPoolResponse, exchange: Exchange) -> None:
         """Read an OpenAI-style SSE body to its end, timing each output-bearing chunk (``stream.py``)."""
         read_body(stream, SSEParser(exchange, self.output_marker, self.is_output), exchange)
 
-    def body(self, spec) -> dict:
+    def body(self, spec: RequestSpec) -> dict[str, Any]:
         raise NotImplementedError
 
-    def is_output(self, choice: dict) -> bool:
+    def is_output(self, choice: dict[str, Any]) -> bool:
         raise NotImplementedError
 
-    def read_json(self, response: dict, exchange: Exchange) -> None:
+    def read_json(self, response: dict[str, Any], exchange: Exchange) -> None:
         if "error" in response:
             raise error_event(response)
         exchange.usage(response.get("usage") or {})

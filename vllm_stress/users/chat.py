@@ -1,9 +1,13 @@
 """Locustfile: chat completions (``/v1/chat/completions``), streamed by default — the suite's main user.
 
-locust -f locustfiles/chat.py -H http://127.0.0.1:8000 --headless -u 10 -t 1m --results-dir results/chat
-"""
+locust -f locustfiles/chat.py -H http://127.0.0.1:8000 --headless -u 10 -t 1m --results-dir results/chat"""
+
+from __future__ import annotations
+
+from typing import Any
 
 from vllm_stress.client.exchange import is_output_delta
+from vllm_stress.client.prompts import RequestSpec
 from vllm_stress.users.base import LLMUser, sampling
 
 
@@ -13,8 +17,8 @@ class ChatUser(LLMUser):
     chat = True
     output_marker = b'"delta":{"content":"'  # vLLM's role chunk starts with "role", so it never matches
 
-    def body(self, spec) -> dict:
+    def body(self, spec: RequestSpec) -> dict[str, Any]:
         return sampling(self, spec) | {"messages": [{"role": "user", "content": spec.text}]}
 
-    def is_output(self, choice: dict) -> bool:
+    def is_output(self, choice: dict[str, Any]) -> bool:
         return is_output_delta(choice.get("delta") or {})

@@ -1,8 +1,12 @@
 """Locustfile: text completions (``/v1/completions``), streamed by default.
 
-locust -f locustfiles/completions.py -H http://127.0.0.1:8000 --headless -u 10 -t 1m
-"""
+locust -f locustfiles/completions.py -H http://127.0.0.1:8000 --headless -u 10 -t 1m"""
 
+from __future__ import annotations
+
+from typing import Any
+
+from vllm_stress.client.prompts import RequestSpec
 from vllm_stress.users.base import LLMUser, sampling
 
 
@@ -11,9 +15,9 @@ class CompletionsUser(LLMUser):
     request_name = "completions"
     output_marker = b'"choices":[{"index":0,"text":"'
 
-    def body(self, spec) -> dict:
+    def body(self, spec: RequestSpec) -> dict[str, Any]:
         return sampling(self, spec) | {"prompt": spec.text}
 
-    def is_output(self, choice: dict) -> bool:
+    def is_output(self, choice: dict[str, Any]) -> bool:
         # vLLM's benchmark rule: every completions chunk with a choice carries output (its text may be "")
         return "text" in choice

@@ -1,17 +1,17 @@
 """Locustfile: the legacy ``/generate`` API of vLLM's old demo server (``vllm.entrypoints.api_server``).
 
-That server (vLLM up to 0.24) answers ``{"text": [prompt + output]}``; streamed, one JSON line per engine output
-with the cumulative text (outputs that pile up are merged into one line, so lines are not tokens). It reports no
-``usage``: rows have no token counts and no TPOT, only ``chunks`` (the lines that carried new text), which the
-analysis uses as an estimate of the output tokens. It has no ``/tokenize`` either, so prompt lengths are
-estimates unless the same host also serves ``/tokenize`` (the embedded simulator does).
+locust -f locustfiles/generate.py -H http://127.0.0.1:8000 --headless -u 4 -t 1m"""
 
-    locust -f locustfiles/generate.py -H http://127.0.0.1:8000 --headless -u 4 -t 1m
-"""
+from __future__ import annotations
 
 import json
 import time
+from typing import Any
 
+from geventhttpclient.response import HTTPSocketPoolResponse
+
+from vllm_stress.client.exchange import Exchange
+from vllm_stress.client.prompts import RequestSpec
 from vllm_stress.core.failures import StreamError
 from vllm_stress.users.base import LLMUser
 
@@ -21,15 +21,15 @@ class GenerateUser(LLMUser):
     request_name = "generate"
     needs_model = False
 
-    def body(self, spec) -> dict:
-        fields = {"prompt": spec.text, "n": 1, "max_tokens": spec.max_tokens, "stream": self.stream}
+    def body(self, spec: RequestSpec) -> dict[str, Any]:
+        fields: dict[str, Any] = {"prompt": spec.text, "n": 1, "max_tokens": spec.max_tokens, "stream": self.stream}
         if self.ignore_eos:
             fields |= {"ignore_eos": True, "min_tokens": spec.max_tokens}
         if self.temperature is not None:
             fields["temperature"] = self.temperature
         return fields
 
-    def read_stream(self, stream, exchange) -> None:
+    def read_stream(self, stream: HTTPSocketPoolResponse, exchange: Exchange) -> None:
         text_length = 0
         while line := stream.readline(b"\n"):
             now = time.perf_counter()
@@ -42,6 +42,6 @@ class GenerateUser(LLMUser):
         if not exchange.chunks:
             raise StreamError("NoOutput", "no line carried output")
 
-    def read_json(self, response: dict, exchange) -> None:
+    def read_json(self, response: dict[str, Any], exchange: Exchange) -> None:
         if not isinstance(response.get("text"), list):
             raise StreamError("MalformedJSON", "no text list in the response")

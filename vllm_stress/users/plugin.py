@@ -1,10 +1,10 @@
-"""The suite's Locust plugin: its command-line options, Locust's worker-liveness constants set for long streams, and
-the event listeners that make each process's ``Target`` (``environment.llm_target``) ready at test start. Imported by
-every user class (``vllm_stress/users/base.py``, ``sdk.py``), so ``locust -f locustfiles/chat.py`` loads it."""
+"""The suite's Locust plugin: its options, Locust's worker-liveness constants, and the listeners that make each
+process's ``Target`` ready at test start. Every user class imports it."""
 
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 import gevent
 import locust.runners
@@ -13,54 +13,55 @@ from locust import events
 from vllm_stress.client import options as opts
 from vllm_stress.client.stream import receive_clocks as receive_worker_clocks
 from vllm_stress.client.stream import report_clocks
-from vllm_stress.users.target import Target, prepare_target
+from vllm_stress.users.target import TARGETS, Target, prepare_target
 from vllm_stress.webui import llmtab
+
+if TYPE_CHECKING:
+    from locust.argument_parser import LocustArgumentParser
+    from locust.env import Environment
 
 log = logging.getLogger(__name__)
 
-# Locust has no option for these two; they are module constants that its runners read at every check, so they are
-# set here, once, at import. Heartbeats a worker may miss before the master calls it missing (Locust's default, 3,
-# drops a worker whose loop is starved for 3 s, e.g. while it times 1,000 streams on a shared core; the master then
-# stops the whole test).
-locust.runners.HEARTBEAT_LIVENESS = 10
-# Seconds without a heartbeat from the master before a worker quits by itself (Locust's default: 60), so that the
-# workers of a master that was killed do not keep loading the server for a minute.
-locust.runners.MASTER_HEARTBEAT_TIMEOUT = 15
+# Locust has no option for these two constants; why these values: docs/concepts/load-generator.md, "Worker liveness"
+locust.runners.HEARTBEAT_LIVENESS = 10  # heartbeats a worker may miss before the master calls it missing (Locust: 3)
+locust.runners.MASTER_HEARTBEAT_TIMEOUT = 15  # seconds before a worker without its master quits (Locust: 60)
 
 
 @events.init_command_line_parser.add_listener
-def _add_options(parser, **_kw) -> None:
+def _add_options(parser: LocustArgumentParser, **_kw: object) -> None:
     opts.add_arguments(parser)
 
 
 events.report_to_master.add_listener(report_clocks)
 events.worker_report.add_listener(receive_worker_clocks)
 
+# a worker that joins a running test can get its spawn message (and fire test_start) while it connects, before
+# Locust has even set environment.runner and fired init: such a test start is prepared at init (its users wait)
+_test_started_before_init: set[Environment] = set()
+
 
 @events.init.add_listener
-def _on_init(environment, **_kw) -> None:
+def _on_init(environment: Environment, **_kw: object) -> None:
     # gevent's loop caches "now" between iterations and the locustfile's imports (the openai SDK's take seconds) ran
     # while it did not iterate: without a refresh, a timer set next, e.g. Locust's --run-time, fires that much early
     gevent.get_hub().loop.update_now()
-    environment.llm_target = Target(environment)
-    if environment.web_ui:  # the master's or the local runner's
-        llmtab.register(environment.web_ui, environment.llm_target)
-    if getattr(environment, "llm_prepare_pending", False):  # test_start came first
+    target = Target(environment)
+    if environment.web_ui and target.live:  # the master's or the local runner's
+        llmtab.register(environment.web_ui, target.live)
+    if environment in _test_started_before_init:
         prepare_target(environment)
 
 
 @events.test_start.add_listener
-def _on_test_start(environment, **_kw) -> None:
-    if not hasattr(environment, "llm_target"):
-        # a worker that joins a running test can get its spawn message (and fire test_start) while it connects,
-        # before Locust has even set environment.runner and fired init: prepare at init (its users wait for it)
-        environment.llm_prepare_pending = True
-        return
-    prepare_target(environment)
+def _on_test_start(environment: Environment, **_kw: object) -> None:
+    if environment in TARGETS:
+        prepare_target(environment)
+    else:
+        _test_started_before_init.add(environment)
 
 
 @events.test_stop.add_listener
-def _on_test_stop(environment, **_kw) -> None:
-    arrivals = getattr(getattr(environment, "llm_target", None), "arrivals", None)
-    if arrivals:
-        log.info("%s", arrivals.summary())
+def _on_test_stop(environment: Environment, **_kw: object) -> None:
+    target = TARGETS.get(environment)
+    if target and target.arrivals:
+        log.info("%s", target.arrivals.summary())

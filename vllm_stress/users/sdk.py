@@ -1,23 +1,29 @@
-"""Locustfile: chat completions through the official ``openai`` SDK, for users who want its exact behaviour.
+"""Locustfile: chat completions through the official ``openai`` SDK.
 
-The SDK (httpx under gevent) costs more client CPU per token than ``ChatUser``'s raw SSE reader: see
-benchmarks/client.md for the measured figures before using it for high-concurrency runs.
+locust -f locustfiles/sdk.py -H http://127.0.0.1:8000 --headless -u 10 -t 1m"""
 
-    locust -f locustfiles/sdk.py -H http://127.0.0.1:8000 --headless -u 10 -t 1m
-"""
+from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import gevent
 import httpx2
 import openai
 from locust import User, task
+from openai.types.chat import ChatCompletionChunk
 
 from vllm_stress.client import options as opts
-from vllm_stress.client.exchange import is_output_delta
+from vllm_stress.client.exchange import Exchange, is_output_delta
+from vllm_stress.client.prompts import RequestSpec, Workload
 from vllm_stress.core.failures import StreamError, failure_name
 from vllm_stress.users.base import log_token_stats, read_options, run_request, sampling, start_user
+from vllm_stress.users.target import Target
+
+if TYPE_CHECKING:
+    from locust.env import Environment
 
 logging.getLogger("httpx2").setLevel(logging.WARNING)  # the SDK's HTTP client logs every request at INFO
 
@@ -36,20 +42,17 @@ DONE = b"data: [DONE]"
 
 
 class DoneWatch(httpx2.BaseTransport):
-    """An HTTP transport that notes whether a response body carried ``data: [DONE]``.
-
-    The SDK consumes ``[DONE]`` itself and ends its iteration there, and ends it just the same when the stream stops
-    without one, so the SDK user learns from the bytes, as the chat user does, whether its stream was complete.
-    One user sends one request at a time, so one flag per user's transport is enough.
-    """
+    """An HTTP transport that notes whether a response body carried ``data: [DONE]`` (the SDK hides it): one flag
+    per user, which sends one request at a time."""
 
     def __init__(self, verify: bool) -> None:
         self.inner = httpx2.HTTPTransport(verify=verify)
         self.done = False
 
-    def handle_request(self, request):
+    def handle_request(self, request: httpx2.Request) -> httpx2.Response:
         self.done = False
         response = self.inner.handle_request(request)
+        assert isinstance(response.stream, httpx2.SyncByteStream)  # a sync transport's
         return httpx2.Response(
             response.status_code,
             headers=response.headers,
@@ -58,18 +61,18 @@ class DoneWatch(httpx2.BaseTransport):
             extensions=response.extensions,
         )
 
-    def watched(self, stream):
+    def watched(self, stream: httpx2.SyncByteStream) -> httpx2.SyncByteStream:
         watch = self
 
         class Watched(httpx2.SyncByteStream):
-            def __iter__(self):
+            def __iter__(self) -> Iterator[bytes]:
                 tail = b""
                 for chunk in stream:
                     watch.done = watch.done or DONE in tail + chunk
                     tail = chunk[-len(DONE) :]
                     yield chunk
 
-            def close(self):
+            def close(self) -> None:
                 stream.close()
 
         return Watched()
@@ -83,14 +86,20 @@ class SdkChatUser(User):
     request_name = "sdk-chat"
     chat = True
     needs_model = True
+    target: Target  # FlowUser's: set by read_options and start_user
+    workload: Workload | None
+    stream: bool
+    ignore_eos: bool
+    timeout: float
+    temperature: float | None
 
-    def __init__(self, environment) -> None:
+    def __init__(self, environment: Environment) -> None:
         super().__init__(environment)
         read_options(self, environment)
-        options = environment.parsed_options
+        options = self.target.options
         self.transport = DoneWatch(verify=not options.insecure)
         self.client = openai.OpenAI(
-            base_url=self.host.rstrip("/") + "/v1",
+            base_url=self.target.host.rstrip("/") + "/v1",
             api_key=opts.api_key(options) or "EMPTY",
             timeout=self.timeout,
             max_retries=0,
@@ -104,7 +113,7 @@ class SdkChatUser(User):
     def request(self) -> None:
         run_request(self, self.send)
 
-    def send(self, spec, exchange) -> None:
+    def send(self, spec: RequestSpec, exchange: Exchange) -> None:
         fields = sampling(self, spec)
         extra = {key: fields.pop(key) for key in ("ignore_eos", "min_tokens") if key in fields}
         try:
@@ -134,7 +143,7 @@ class SdkChatUser(User):
         if not exchange.error:
             log_token_stats(self.environment, exchange)
 
-    def read_stream(self, response, exchange) -> None:
+    def read_stream(self, response: openai.Stream[ChatCompletionChunk], exchange: Exchange) -> None:
         for chunk in response:
             now = time.perf_counter()
             if chunk.usage:

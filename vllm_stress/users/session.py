@@ -1,31 +1,6 @@
-"""Locustfile: multi-turn chat sessions — each Locust user is one conversation at a time.
+"""Locustfile: multi-turn chat sessions, each Locust user one conversation at a time.
 
-    locust -f locustfiles/session.py -H http://127.0.0.1:8000 --headless -u 10 -t 2m --turns 4 --think-time 2
-
-A conversation has ``--turns`` turns (a ShareGPT conversation from ``--dataset``: at most its human turns). Every
-turn's request carries the whole history: the previous user messages and the server's actual answers (collected
-from the stream, which makes this user parse every SSE event in full: only it pays for that), then a new user
-message — ``--input-tokens`` (template included) on the first turn and ``--turn-tokens`` new tokens on the later
-ones, made of the words the workload measured as one token each (vllm_stress/client/prompts.py), or the conversation's
-next human turn from the dataset. Between an answer and the next turn the user thinks for ``--think-time`` seconds
-on average (``--think-dist`` constant, exponential or uniform in [0, 2 x mean]), drawn from a generator seeded with
-``--session-seed`` (with the worker and user number), so a seeded run sends the same words and waits the same times.
-After its last turn the user starts a new conversation at once. Every request carries ``--session-header`` (default
-``X-Session-Id``) with the session id, for routers that pin a session to one replica, and its row carries
-``session_id`` and ``turn``.
-
-**Prompt length check per turn.** The first turn is sized like every other prompt (exact by construction). A later
-turn's target is built from what the server said and measured: the previous turn's ``usage.prompt_tokens`` (the
-history so far, as the server counted it), plus the previous answer re-read in the chat template (its tokens in a
-conversation, measured with one ``/tokenize`` call during the think time: a tokenizer need not read generated text
-back as the tokens it generated), plus the template tokens that close the answer and open the new message (measured
-once), plus the new message's tokens. The row's ``count_mismatch`` compares that with the turn's own
-``usage.prompt_tokens``, so a server that truncated or dropped part of the history is caught. Without ``/tokenize``
-(or when the previous turn had no usage) a later turn's target is unknown and left empty (not checked).
-
-**A failed turn** (any error, an aborted stream) is a row like any other, and it ends the conversation: its history
-has no answer to carry on with. The user starts a new conversation; the session's rows show the turns it completed.
-"""
+locust -f locustfiles/session.py -H http://127.0.0.1:8000 --headless -u 10 -t 2m --turns 4 --think-time 2"""
 
 from __future__ import annotations
 
@@ -33,6 +8,7 @@ import itertools
 import logging
 import random
 import weakref
+from typing import Any
 
 import gevent.lock
 import requests
@@ -40,7 +16,8 @@ from locust import task
 from locust.exception import StopUser
 
 from vllm_stress.client.conversation import Conversation, TurnSizer, assistant_message, think_time, user_message
-from vllm_stress.client.prompts import RequestSpec, Tokenizer, sample_dataset
+from vllm_stress.client.exchange import Exchange
+from vllm_stress.client.prompts import RequestSpec, Tokenizer, Workload, sample_dataset
 from vllm_stress.client.sharegpt import is_sharegpt, read_conversations
 from vllm_stress.users import chat  # the module, not the class: Locust would run every User class in this file
 from vllm_stress.users.base import send_request
@@ -50,12 +27,12 @@ NEVER_IN_JSON = b"\0"  # an output marker no event has: every SSE event is parse
 log = logging.getLogger(__name__)
 _user_numbers = itertools.count(1)
 _sizing = gevent.lock.Semaphore()
-_sizers: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # workload -> TurnSizer (or None), per process
+_sizers: weakref.WeakKeyDictionary[Workload, TurnSizer | None] = weakref.WeakKeyDictionary()  # per process
 _datasets: dict[str, list[list[str]] | None] = {}  # --dataset path -> conversations (human turns), per process
 
 
 class ChatSessionUser(chat.ChatUser):
-    """A chat user that holds one multi-turn conversation at a time (see the module docstring)."""
+    """A chat user that holds one multi-turn conversation at a time (docs/concepts/load-generator.md)."""
 
     request_name = "chat-session"
     output_marker = NEVER_IN_JSON
@@ -81,10 +58,11 @@ class ChatSessionUser(chat.ChatUser):
 
     @task
     def turn(self) -> None:
-        if self.workload is None:  # the target could not be prepared (logged at test start)
+        workload = self.workload
+        if workload is None:  # the target could not be prepared (logged at test start)
             raise StopUser()
         conversation = self.conversation = self.conversation or self.new_conversation()
-        spec = self.next_turn(conversation)
+        spec = self.next_turn(conversation, workload)
         self.answer = []
         exchange = send_request(self, spec, self.send, session=(conversation.session_id, conversation.turn))
         if exchange.error:
@@ -95,7 +73,7 @@ class ChatSessionUser(chat.ChatUser):
         if conversation.over:
             self.conversation = None
             return
-        conversation.next_target = self.history_tokens(exchange, answer)
+        conversation.next_target = self.history_tokens(exchange, answer, workload)
 
     def new_conversation(self) -> Conversation:
         options = self.environment.parsed_options
@@ -105,20 +83,19 @@ class ChatSessionUser(chat.ChatUser):
         self.sticky_headers = {options.session_header: session_id} if options.session_header else {}
         return Conversation(session_id, min(options.turns, len(texts)) if texts else options.turns, texts)
 
-    def next_turn(self, conversation: Conversation) -> RequestSpec:
+    def next_turn(self, conversation: Conversation, workload: Workload) -> RequestSpec:
         """The next turn's request: the history plus a new user message, with its target prompt tokens."""
         conversation.turn += 1
-        text, new_tokens = self.new_message(conversation)
-        history = self.workload.overhead if conversation.turn == 1 else conversation.next_target
-        target = None if None in (history, new_tokens) else history + new_tokens
+        text, new_tokens = self.new_message(conversation, workload)
+        history = workload.overhead if conversation.turn == 1 else conversation.next_target
+        target = None if history is None or new_tokens is None else history + new_tokens
         conversation.messages.append(user_message(text))
-        return RequestSpec(text, target, self.workload.length(self.environment.parsed_options.output_tokens))
+        return RequestSpec(text, target, workload.length(self.environment.parsed_options.output_tokens))
 
-    def new_message(self, conversation: Conversation) -> tuple[str, int | None]:
+    def new_message(self, conversation: Conversation, workload: Workload) -> tuple[str, int | None]:
         """The text of the turn's user message and its tokens (None when unknown)."""
         options = self.environment.parsed_options
-        workload = self.workload
-        sizer = self.turn_sizer()
+        sizer = self.turn_sizer(workload)
         if conversation.texts:
             text = conversation.texts[conversation.turn - 1]
             return text, sizer.message(text) if sizer else None
@@ -128,44 +105,47 @@ class ChatSessionUser(chat.ChatUser):
             ), options.turn_tokens if sizer else None
         if workload.dataset:  # a JSONL dataset: its prompt opens the conversation
             drawn = self.rng.choice(workload.dataset)
-            known = drawn.target_prompt_tokens is not None and sizer
-            return drawn.text, drawn.target_prompt_tokens - workload.overhead if known else None
+            if drawn.target_prompt_tokens is None or sizer is None:
+                return drawn.text, None
+            return drawn.text, drawn.target_prompt_tokens - workload.overhead
         tokens = max(options.input_tokens, workload.overhead + 1)
         return workload.prompt(tokens, self.rng), tokens - workload.overhead
 
-    def history_tokens(self, exchange, answer: str) -> int | None:
+    def history_tokens(self, exchange: Exchange, answer: str, workload: Workload) -> int | None:
         """The prompt tokens of the next turn without its new message: this turn's (the server's usage), the
-        answer read back, and the template between them (see the module docstring); None when unknown."""
-        sizer = self.turn_sizer()
+        answer read back, and the template between them; None when unknown."""
+        sizer = self.turn_sizer(workload)
         if sizer is None or exchange.prompt_tokens is None or (answer_tokens := sizer.answer(answer)) is None:
             return None
         return exchange.prompt_tokens + answer_tokens + sizer.joint
 
-    def turn_sizer(self) -> TurnSizer | None:
-        """The process's TurnSizer for this workload, measured once (None without /tokenize)."""
+    def turn_sizer(self, workload: Workload) -> TurnSizer | None:
+        """The process's TurnSizer for ``workload``, measured once (None without /tokenize)."""
         with _sizing:  # the first user measures; the others wait for it
-            if self.workload not in _sizers:
-                _sizers[self.workload] = None
-                if self.workload.exact:
+            if workload not in _sizers:
+                _sizers[workload] = None
+                if workload.exact:
+                    target = self.target
                     tokenizer = Tokenizer(
-                        self.host, self.target.model, self.target.headers, chat=True, verify=not self.insecure
+                        target.host, target.model, target.headers, chat=True, verify=not self.insecure
                     )
                     try:
-                        _sizers[self.workload] = TurnSizer(tokenizer)
+                        _sizers[workload] = TurnSizer(tokenizer)
                     except (requests.RequestException, ValueError, KeyError) as e:
                         log.warning("Session turns after the first are not length-checked: /tokenize failed (%s)", e)
-        return _sizers[self.workload]
+        return _sizers[workload]
 
-    def body(self, spec) -> dict:
+    def body(self, spec: RequestSpec) -> dict[str, Any]:
+        assert self.conversation is not None  # the turn in flight is its conversation's
         return super().body(spec) | {"messages": list(self.conversation.messages)}
 
-    def is_output(self, choice: dict) -> bool:
+    def is_output(self, choice: dict[str, Any]) -> bool:
         content = (choice.get("delta") or {}).get("content")
         if content:
             self.answer.append(content)
         return super().is_output(choice)
 
-    def read_json(self, response: dict, exchange) -> None:
+    def read_json(self, response: dict[str, Any], exchange: Exchange) -> None:
         super().read_json(response, exchange)
         message = (response.get("choices") or [{}])[0].get("message") or {}
         self.answer.append(message.get("content") or "")

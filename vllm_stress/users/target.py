@@ -1,66 +1,90 @@
-"""The server under test as one process sees it, made ready at test start: the options checked (one-line errors),
-the model resolved and checked against what the server serves, the prompts sized with the server's ``/tokenize``
-(processes that run users), and the open-loop arrival clock. ``StopTarget`` carries the one-line reason a run cannot
-start; the master or local runner then quits with exit code 2 (a web UI's stops the run and stays up), a worker's
-users stop quietly.
-"""
+"""The server under test as one process sees it, made ready at test start (``StopTarget``: why a run cannot start)."""
 
 from __future__ import annotations
 
+import argparse
 import logging
 import os
 import re
 import time
+from typing import TYPE_CHECKING
 
 import gevent
 import gevent.event
 import requests
-from locust.runners import LocalRunner, MasterRunner, WorkerRunner
+from locust.runners import MasterRunner, WorkerRunner
 
 from vllm_stress.client import options as opts
 from vllm_stress.client.checks import StopTarget, check_model, validate
-from vllm_stress.client.pacing import arrivals_for
-from vllm_stress.client.prompts import Tokenizer, build_workload
-from vllm_stress.client.recorder import WorkerRecorder
-from vllm_stress.client.trace import arrivals_for_trace, read_trace
+from vllm_stress.client.pacing import PoissonArrivals, arrivals_for
+from vllm_stress.client.prompts import Tokenizer, Workload, build_workload
+from vllm_stress.client.recorder import Recorder, WorkerRecorder
+from vllm_stress.client.trace import TraceArrivals, arrivals_for_trace, read_trace
 from vllm_stress.core import served
+from vllm_stress.master.clienthealth import ClientHealth, report_worker_cpu
 from vllm_stress.master.runrecorder import LocalRecorder, MasterRecorder
-from vllm_stress.master.telemetry import Telemetry, report_worker_cpu
+from vllm_stress.master.servermetrics import ServerMetrics
+from vllm_stress.webui.liverun import LiveRun
 from vllm_stress.webui.progress import RampProgress
+
+if TYPE_CHECKING:
+    from locust.env import Environment
 
 log = logging.getLogger(__name__)
 
-RECORDERS = {LocalRunner: LocalRecorder, MasterRunner: MasterRecorder, WorkerRunner: WorkerRecorder}
+TARGETS: dict[Environment, Target] = {}  # each process's, made at Locust's init
 
 
 class Target:
-    """The server under test as this process sees it: model, headers, its recorder (by the process's role), on the
-    processes that run users the workload and arrival clock, on the master or local runner its telemetry and the
-    ramp's progress."""
+    """The server under test as this process sees it: model, headers, the recorder of the process's role; the
+    workloads and arrival clock where users run; the live run (``live``) on the master or local runner."""
 
-    def __init__(self, environment) -> None:
+    def __init__(self, environment: Environment) -> None:
+        TARGETS[environment] = self
         self.environment = environment
         runner = environment.runner
         self.runs_users = not isinstance(runner, MasterRunner)
         self.is_worker = isinstance(runner, WorkerRunner)
-        self.recorder = RECORDERS[type(runner)](environment)
-        self.telemetry = self.progress = None
-        if self.is_worker:
+        self.model = ""
+        self.headers: dict[str, str] = {}
+        self.recorder: Recorder
+        self.live: LiveRun | None = None  # the master's or local runner's, for its web UI
+        if isinstance(runner, WorkerRunner):
+            self.recorder = WorkerRecorder(environment, runner.client_id)
             report_worker_cpu(environment)  # the master writes it into client_health.csv
         else:
-            self.telemetry = Telemetry(environment, self.recorder)
-            self.progress = RampProgress(environment)
-        self.model = ""
-        self.headers: dict = {}
-        self.workloads: dict[bool, object] = {}  # chat template or not -> Workload
+            recorder = (
+                MasterRecorder(environment, self)
+                if isinstance(runner, MasterRunner)
+                else LocalRecorder(environment, self)
+            )
+            self.recorder = recorder
+            self.live = LiveRun(
+                recorder,
+                ServerMetrics(environment, recorder, self),
+                ClientHealth(environment, recorder),
+                RampProgress(environment),
+            )
+        self.workloads: dict[bool, Workload] = {}  # chat template or not -> its workload
         self.prepared = gevent.event.Event()  # set when prepare() is over (successful or not): users wait for it
-        self.arrivals = None  # open-loop arrival clock (--arrival-rate), None for a closed loop
+        self.arrivals: PoissonArrivals | TraceArrivals | None = None  # open loop: the arrival clock
+
+    @property
+    def options(self) -> argparse.Namespace:
+        options = self.environment.parsed_options
+        assert options is not None  # Locust parses its command line before init
+        return options
+
+    @property
+    def host(self) -> str:
+        host = self.environment.host
+        assert host is not None  # the test starts only with a host
+        return host
 
     def prepare(self) -> None:
-        """Check the options, resolve the model and headers (at test start, when workers have the master's options);
-        the master or local runner also checks that the server serves the model and fits the lengths. Raises
-        StopTarget with a one-line reason."""
-        options = self.environment.parsed_options
+        """At test start: check the options, resolve the model and headers (the master or local runner checks them
+        against the server), size the prompts and make the arrival clock. Raises StopTarget."""
+        options = self.options
         validate(options)
         if (options.trace or options.arrival_rate) and any(
             getattr(cls, "closed_loop_only", False) for cls in self.environment.user_classes
@@ -78,7 +102,7 @@ class Target:
         models = self.served_models(required=not options.model) if needs_model else {}
         self.model = options.model or (next(iter(models)) if needs_model else "")
         if not self.is_worker:
-            check_model(options, self.model, models, self.environment.host)
+            check_model(options, self.model, models, self.host)
         self.workloads.clear()
         if self.runs_users:
             for chat in {getattr(cls, "chat", False) for cls in self.environment.user_classes}:
@@ -92,8 +116,8 @@ class Target:
     def served_models(self, required: bool) -> dict[str, int | None]:
         """{model: max_model_len or None} from ``/v1/models``. A server that cannot be reached is refused; one that
         does not list models only when the list is ``required`` (no --model given)."""
-        host = self.environment.host
-        verify = not self.environment.parsed_options.insecure
+        host = self.host
+        verify = not self.options.insecure
         try:
             models = served.models(host, self.headers, timeout=30, verify=verify)
         except (requests.HTTPError, ValueError) as e:
@@ -108,10 +132,10 @@ class Target:
             raise StopTarget(f"cannot list models at {host.rstrip('/')}/v1/models: no model listed")
         return models
 
-    def build_workload(self, chat: bool):
+    def build_workload(self, chat: bool) -> Workload:
         """The prompts for chat (template counted) or plain prompts, sized once per process and run."""
-        options = self.environment.parsed_options
-        tokenizer = Tokenizer(self.environment.host, self.model, self.headers, chat, verify=not options.insecure)
+        options = self.options
+        tokenizer = Tokenizer(self.host, self.model, self.headers, chat, verify=not options.insecure)
         workload = build_workload(tokenizer, options, seed=os.getpid() ^ int(time.time()))
         log.info("Prompts sized for %s with %d /tokenize calls", self.model, tokenizer.calls)
         return workload
@@ -127,16 +151,17 @@ def connection_problem(exc: Exception) -> str:
     return f"{type(exc).__name__}: {text}"
 
 
-def prepare_target(environment) -> None:
-    llm_target = environment.llm_target
+def prepare_target(environment: Environment) -> None:
+    llm_target = TARGETS[environment]
     llm_target.prepared.clear()
     try:
         llm_target.prepare()
     except StopTarget as e:
         log.error("%s", e)
         environment.process_exit_code = 2
-        if not llm_target.is_worker:  # a worker's users stop; its master quits ...
+        runner = environment.runner
+        if runner is not None and not llm_target.is_worker:  # a worker's users stop; its master quits ...
             headless = environment.parsed_options is None or environment.parsed_options.headless
-            gevent.spawn(environment.runner.quit if headless else environment.runner.stop)  # ... or keeps its web UI
+            gevent.spawn(runner.quit if headless else runner.stop)  # ... or keeps its web UI
     finally:
         llm_target.prepared.set()

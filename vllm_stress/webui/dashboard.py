@@ -1,19 +1,4 @@
-"""The live LLM dashboard of Locust's web UI: charts over time, the throughput-vs-users curve as the ramp builds it
-with each level's saturation verdict, where the ramp is, and the report one click away.
-
-Locust's extended tabs render tables only, so the charts live on their own page of Locust's web server
-(``/llm/dashboard``, behind the same ``--web-login``), linked from the "Download Data" tab. The master (or local
-runner) samples every ``SAMPLE_S`` seconds what it already knows — output tok/s, the TTFT and TPOT of the requests
-that ended in the last ``LATENCY_WINDOW_S`` seconds, the server's gauges from its last scrape, the ramp's phase — into
-a bounded series; the page polls ``/llm/series.json`` and draws it with inline SVG (no script from anywhere else).
-The definitions are the report's: tok/s by ``vllm_stress.core.metrics.streamed_tokens`` on the master's rows, latency
-percentiles by ``vllm_stress.core.metrics.percentile``, steady by ``vllm_stress.core.steady``, each level's bound by
-``vllm_stress.analysis.stats.level_bound`` (``vllm_stress/webui/bound.py``).
-
-When a web-UI run ends (``test_stop``), its folder gets its last files and the master builds its report
-(``vllm_stress/master/runreport.py``, its own process): ``/llm/run-report``, ``/llm/summary.json`` and ``/llm/run.zip`` (the
-run folder, report included) serve it. ``/llm/report`` builds the report of the run so far.
-"""
+"""The live LLM dashboard of Locust's web UI: its routes, the sampled series it draws, and the run's reports."""
 
 from __future__ import annotations
 
@@ -22,7 +7,9 @@ import logging
 import time
 import zipfile
 from collections import deque
+from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import gevent
 import numpy as np
@@ -32,6 +19,12 @@ from vllm_stress.core import schema
 from vllm_stress.core.metrics import percentile
 from vllm_stress.master.runfolder import write_final_locust_csvs
 from vllm_stress.master.runreport import Build
+
+if TYPE_CHECKING:
+    from locust.env import Environment
+    from locust.web import WebUI
+
+    from vllm_stress.webui.liverun import LiveRun
 
 log = logging.getLogger(__name__)
 
@@ -44,9 +37,9 @@ class Series:
     """The sampled time series of a master or local runner, its levels' bounds, and its reports (see the module
     docstring)."""
 
-    def __init__(self, target) -> None:
-        self.target = target
-        self.points: deque = deque(maxlen=SERIES_POINTS)
+    def __init__(self, live: LiveRun) -> None:
+        self.live = live
+        self.points: deque[dict[str, object]] = deque(maxlen=SERIES_POINTS)
         self.final: Build | None = None  # the report of the run that ended last
         self.build: Build | None = None  # the newest build, final or of a run so far
         self.greenlet = gevent.spawn(self._sample_forever)
@@ -54,22 +47,22 @@ class Series:
     def _sample_forever(self) -> None:
         while True:
             gevent.sleep(SAMPLE_S)
-            if self.target.recorder.folder is not None:
+            if self.live.recorder.run.folder is not None:
                 self.points.append(self.sample())
             self.settle_bounds()
 
-    def sample(self) -> dict:
-        recorder, telemetry = self.target.recorder, self.target.telemetry
+    def sample(self) -> dict[str, object]:
+        recorder = self.live.recorder
         now = time.time()
-        recent = [(ttft, tpot) for end, ttft, tpot in recorder.recent if end >= now - LATENCY_WINDOW_S]
+        recent = [(ttft, tpot) for end, ttft, tpot in recorder.live_stats.recent if end >= now - LATENCY_WINDOW_S]
         ttft = np.array([t for t, _ in recent if t != ""], dtype=float)
         tpot = np.array([t for _, t in recent if t != ""], dtype=float)
-        server = telemetry.scraper.latest if telemetry and telemetry.scraper else {}
+        server = self.live.server_metrics.latest
         return {
             "time": round(now, 1),
             "users": recorder.level,
             "measuring": recorder.measuring,
-            "output_tok_s": round(recorder.output_tokens_per_s(), 1),
+            "output_tok_s": round(recorder.live_stats.output_tokens_per_s(), 1),
             **{f"ttft_p{q}_ms": finite(percentile(ttft, q) * 1000) for q in (50, 99)},
             **{f"tpot_p{q}_ms": finite(percentile(tpot, q) * 1000) for q in (50, 99)},
             **{key: finite(server.get(key)) for key in ("running", "waiting", "kv_cache_usage")},
@@ -77,8 +70,8 @@ class Series:
 
     def settle_bounds(self) -> None:
         """Give each held level its bound once the samples that overlap its hold are in (vllm_stress/webui/bound.py)."""
-        folder = run_folder(self.target)
-        pending = [level for level in self.target.progress.level_results if "bound" not in level]
+        folder = run_folder(self.live)
+        pending = [level for level in self.live.progress.level_results if "bound" not in level]
         if not (pending and folder):
             return
         from vllm_stress.webui import (
@@ -89,8 +82,8 @@ class Series:
             if (verdict := bound.hold_bound(folder, level)) is not None:
                 level["bound"] = verdict
 
-    def payload(self) -> dict:
-        recorder, progress = self.target.recorder, self.target.progress
+    def payload(self) -> dict[str, object]:
+        recorder, progress = self.live.recorder, self.live.progress
         return {
             "points": list(self.points),
             "levels": [finite_dict(level) for level in progress.level_results],
@@ -98,9 +91,9 @@ class Series:
             "phase_since": progress.phase_since,
             "phase_limit_s": progress.phase_limit_s,
             "now": time.time(),
-            "running": recorder.folder is not None,
-            "totals": dict(recorder.totals),
-            "folder": str(run_folder(self.target) or ""),
+            "running": recorder.run.folder is not None,
+            "totals": dict(recorder.accounting.totals),
+            "folder": str(run_folder(self.live) or ""),
             "report": self.final.status() if self.final else None,
         }
 
@@ -109,20 +102,20 @@ class Series:
         doubled; the final build waits for it to be over, then reads the whole run."""
         busy = self.build if self.build and self.build.folder == folder and self.build.state == "building" else None
         if final:
-            self.build = self.final = Build(folder, final, after=busy)
-        elif busy is None:
-            self.build = Build(folder, final)
-        return self.build
+            build = self.final = Build(folder, final, after=busy)
+        else:
+            build = busy or Build(folder, final)
+        self.build = build
+        return build
 
-    def on_test_stop(self, environment, **_kw) -> None:
-        """A web-UI run is over (this listener comes after the recorder's and the telemetry's): give its folder the
-        files a headless run's gets at quit (Locust's statistics too), close it and build its report while Locust goes
-        on. A headless run closes its folder at quit."""
+    def on_test_stop(self, environment: Environment, **_kw: object) -> None:
+        """A web-UI run is over (after the recorder's and the metrics' listeners): close its folder as a headless run's
+        is at quit, Locust's statistics included, and build its report."""
         options = environment.parsed_options
-        if options is not None and options.headless:
+        if options is None or options.headless:
             return
-        recorder = self.target.recorder
-        folder = recorder.folder
+        recorder = self.live.recorder
+        folder = recorder.run.folder
         if folder is None:
             return
         if (
@@ -133,29 +126,43 @@ class Series:
         self.build_report(Path(folder.path), final=True)
 
 
-def finite(value) -> float | None:
+def template(name: str) -> str:
+    """A file of the dashboard's page, from the package's ``templates`` folder."""
+    return resources.files("vllm_stress.webui").joinpath("templates", name).read_text(encoding="utf-8")
+
+
+def finite(value: float | int | str | None) -> float | None:
     """A number for JSON, or None (NaN, empty, missing)."""
+    if value is None:
+        return None
     try:
         number = float(value)
-    except (TypeError, ValueError):
+    except ValueError:
         return None
     return round(number, 4) if np.isfinite(number) else None
 
 
-def finite_dict(level: dict) -> dict:
+def finite_dict(level: dict[str, object]) -> dict[str, object]:
     return {key: finite(value) if isinstance(value, float) else value for key, value in level.items()}
 
 
-def register(web_ui, target, routes: Blueprint) -> Series:
+def register(web_ui: WebUI, live: LiveRun, routes: Blueprint) -> Series:
     """Add the dashboard's routes to ``routes`` (the suite's blueprint, behind Locust's login when it has one); returns
     its Series (the tab shows its final report's state)."""
-    series = Series(target)
+    series = Series(live)
     web_ui.environment.events.test_stop.add_listener(series.on_test_stop)
+
+    page, script = template("dashboard.html"), template("dashboard.js")
 
     @routes.route("/llm/dashboard")
     @web_ui.auth_required_if_enabled
     def _dashboard() -> Response:
-        return Response(PAGE, mimetype="text/html")
+        return Response(page, mimetype="text/html")
+
+    @routes.route("/llm/dashboard.js")
+    @web_ui.auth_required_if_enabled
+    def _dashboard_script() -> Response:
+        return Response(script, mimetype="text/javascript")
 
     @routes.route("/llm/series.json")
     @web_ui.auth_required_if_enabled
@@ -165,7 +172,7 @@ def register(web_ui, target, routes: Blueprint) -> Series:
     @routes.route("/llm/report")
     @web_ui.auth_required_if_enabled
     def _report() -> Response:
-        if (folder := run_folder(target)) is None:
+        if (folder := run_folder(live)) is None:
             return no_run()
         final = series.final
         build = final if final and final.folder == folder else series.build_report(folder, final=False)
@@ -185,7 +192,7 @@ def register(web_ui, target, routes: Blueprint) -> Series:
     @routes.route("/llm/run.zip")
     @web_ui.auth_required_if_enabled
     def _run_zip() -> Response:
-        if (folder := run_folder(target)) is None:
+        if (folder := run_folder(live)) is None:
             return no_run()
         return Response(
             zipped(folder),
@@ -223,9 +230,10 @@ def no_run() -> Response:
     return Response("no run has been written yet\n", status=404, mimetype="text/plain")
 
 
-def run_folder(target) -> Path | None:
+def run_folder(live: LiveRun) -> Path | None:
     """The current run's folder, or the last one written (its rows stay on disk after the run)."""
-    path = target.recorder.folder.path if target.recorder.folder else target.recorder.last_folder
+    run = live.recorder.run
+    path = run.folder.path if run.folder else run.last_folder
     return Path(path) if path else None
 
 
@@ -236,110 +244,3 @@ def zipped(folder: Path) -> bytes:
             if path.is_file():
                 archive.write(path, path.relative_to(folder.parent))
     return buffer.getvalue()
-
-
-PAGE = """<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>vllm-stress: live LLM dashboard</title>
-<style>
-body{font-family:Roboto,Helvetica,Arial,sans-serif;margin:16px 24px;color:#222}
-h1{font-size:20px;color:#1b5e20;margin:0 0 4px}
-#progress{font-size:15px;margin:6px 0 12px;padding:8px 12px;background:#e8f5e9;border-radius:4px}
-#links a{margin-right:18px}
-.grid{display:grid;grid-template-columns:repeat(2,minmax(420px,1fr));gap:14px}
-.card{border:1px solid #ddd;border-radius:4px;padding:8px 10px}
-.card h2{font-size:14px;margin:0 0 4px;font-weight:500}
-svg{width:100%;height:230px}
-.legend span{margin-right:12px;font-size:12px}
-#final{margin-right:18px}
-#levels{border-collapse:collapse;font-size:12px;width:100%}#levels td,#levels th{border-bottom:1px solid #eee;padding:2px 6px;text-align:left}
-</style></head><body>
-<h1>vllm-stress — live LLM dashboard</h1>
-<div id="progress">waiting for the first sample…</div>
-<div id="links"><a href="./report" target="_blank">Report of the run so far</a>
-<span id="final">The report of a run is built when it ends.</span>
-<a href="./run.zip">Run folder (zip)</a><a href="./series.json">series.json</a></div>
-<div class="grid">
-<div class="card"><h2>Output tok/s (shaded: holds)</h2><svg id="tok"></svg></div>
-<div class="card"><h2>Throughput vs users, level by level (green: steady, red: not steady; the bound as the
-report says it)</h2><svg id="curve"></svg><table id="levels"></table></div>
-<div class="card"><h2>TTFT p50 / p99 (ms, last 10 s)</h2><svg id="ttft"></svg></div>
-<div class="card"><h2>TPOT p50 / p99 (ms, last 10 s)</h2><svg id="tpot"></svg></div>
-<div class="card"><h2>Server: running / waiting requests, KV cache %</h2><svg id="server"></svg></div>
-</div>
-<script>
-const COLORS = ["#2e7d32", "#c62828", "#1565c0", "#ef6c00"];
-function scale(values, lo, hi) {
-  const v = values.filter(x => x !== null && isFinite(x));
-  let min = v.length ? Math.min(...v, 0) : 0, max = v.length ? Math.max(...v) : 1;
-  if (max === min) max = min + 1;
-  return x => hi - (x - min) / (max - min) * (hi - lo);
-}
-function draw(id, xs, lines, shade, labels) {
-  const svg = document.getElementById(id), W = svg.clientWidth || 600, H = 230, L = 48, B = 20;
-  const x0 = Math.min(...xs), x1 = Math.max(...xs, x0 + 1);
-  const X = x => L + (x - x0) / (x1 - x0) * (W - L - 8);
-  const Y = scale(lines.flatMap(l => l.values), 8, H - B);
-  let out = "";
-  for (const [a, b] of shade || []) out += `<rect x="${X(a)}" y="8" width="${Math.max(X(b) - X(a), 1)}" height="${H - B - 8}" fill="#c8e6c9" opacity="0.6"/>`;
-  lines.forEach((line, i) => {
-    const pts = xs.map((x, k) => line.values[k] === null ? null : `${X(x).toFixed(1)},${Y(line.values[k]).toFixed(1)}`).filter(p => p);
-    out += `<polyline class="series" fill="none" stroke="${COLORS[i]}" stroke-width="1.6" points="${pts.join(" ")}"/>`;
-  });
-  const all = lines.flatMap(l => l.values).filter(v => v !== null);
-  const top = all.length ? Math.max(...all) : 0;
-  out += `<text x="2" y="16" font-size="11">${top.toFixed(top < 10 ? 2 : 0)}</text><text x="2" y="${H - B}" font-size="11">0</text>`;
-  out += lines.map((l, i) => `<text x="${L + 4 + i * 110}" y="${H - 4}" font-size="11" fill="${COLORS[i]}">${l.name}</text>`).join("");
-  svg.innerHTML = out;
-}
-function holds(points) {
-  const spans = []; let start = null;
-  for (const p of points) { if (p.measuring && start === null) start = p.time; if (!p.measuring && start !== null) { spans.push([start, p.time]); start = null; } }
-  if (start !== null) spans.push([start, points[points.length - 1].time]);
-  return spans;
-}
-function kind(level) {
-  if (level.bound === undefined) return "bound: pending";
-  return level.bound ? level.bound.split(/[ (:]/)[0] : "not bound";
-}
-function curve(levels) {
-  const svg = document.getElementById("curve"), W = svg.clientWidth || 600, H = 230, L = 48, B = 20;
-  const table = document.getElementById("levels");
-  if (!levels.length) { svg.innerHTML = '<text x="10" y="30" font-size="12">no level held yet</text>'; table.innerHTML = ""; return; }
-  const us = levels.map(l => l.users), ys = levels.map(l => l.output_tokens_per_s || 0);
-  const x0 = Math.min(...us), x1 = Math.max(...us, x0 + 1), Y = scale(ys, 24, H - B);
-  const X = u => L + (u - x0) / (x1 - x0) * (W - L - 130);
-  let out = `<polyline class="series" fill="none" stroke="#2e7d32" stroke-width="1.6" points="${levels.map((l, i) => `${X(l.users).toFixed(1)},${Y(ys[i]).toFixed(1)}`).join(" ")}"/>`;
-  levels.forEach((l, i) => { out += `<circle class="level" cx="${X(l.users)}" cy="${Y(ys[i])}" r="5" fill="${l.steady ? "#2e7d32" : "#c62828"}"><title>${l.users} users: ${Math.round(ys[i])} tok/s, ${l.steady ? "steady" : "not steady"} (${l.reason}); ${l.bound === undefined ? "bound: pending" : l.bound || "no bound found"}</title></circle><text class="verdict" x="${X(l.users) + 7}" y="${Y(ys[i]) - 6}" font-size="11">${l.users}: ${kind(l)}</text>`; });
-  svg.innerHTML = out;
-  const esc = t => String(t).replace(/&/g, "&amp;").replace(/</g, "&lt;");
-  table.innerHTML = "<tr><th>Users</th><th>Output tok/s</th><th>Steady</th><th>Bound</th></tr>" + levels.map(l =>
-    `<tr class="level-row"><td>${l.users}</td><td>${Math.round(l.output_tokens_per_s || 0)}</td><td>${l.steady ? "steady" : "not steady"} (${esc(l.reason)})</td><td>${l.bound === undefined ? "pending (read once the hold's samples are in)" : esc(l.bound || "none found: neither the server nor a load generator was at a limit")}</td></tr>`).join("");
-}
-function finalReport(report) {
-  const el = document.getElementById("final");
-  if (!report) { el.textContent = "The report of a run is built when it ends."; return; }
-  if (report.state === "ready") el.innerHTML = `<a id="run-report" href="./run-report" target="_blank">Report of ${report.run}</a><a href="./summary.json">summary.json</a>`;
-  else el.textContent = report.state === "building" ? `Building the report of ${report.run}…` : `No report of ${report.run}: ${report.message}`;
-}
-async function refresh() {
-  try {
-    const data = await (await fetch("./series.json")).json(), pts = data.points;
-    const left = data.phase_limit_s === null ? "" : `, at most ${Math.max(data.phase_limit_s - (data.now - data.phase_since), 0).toFixed(0)} s left`;
-    const ended = data.report ? `run ended: ${data.totals.requests || 0} requests; its report ${data.report.state === "ready" ? "is ready (link below)" : data.report.state === "building" ? "is being built" : "failed"}` : "";
-    document.getElementById("progress").textContent = !data.running && ended ? ended : data.phase ? `${data.phase} — ${(data.now - data.phase_since).toFixed(0)} s in${left}` :
-      (data.folder ? `running: ${data.totals.requests || 0} requests` : "no run yet");
-    finalReport(data.report);
-    if (pts.length) {
-      const xs = pts.map(p => p.time);
-      draw("tok", xs, [{name: "output tok/s", values: pts.map(p => p.output_tok_s)}], holds(pts));
-      draw("ttft", xs, [{name: "p50", values: pts.map(p => p.ttft_p50_ms)}, {name: "p99", values: pts.map(p => p.ttft_p99_ms)}], holds(pts));
-      draw("tpot", xs, [{name: "p50", values: pts.map(p => p.tpot_p50_ms)}, {name: "p99", values: pts.map(p => p.tpot_p99_ms)}], holds(pts));
-      draw("server", xs, [{name: "running", values: pts.map(p => p.running)}, {name: "waiting", values: pts.map(p => p.waiting)},
-        {name: "KV %", values: pts.map(p => p.kv_cache_usage === null ? null : p.kv_cache_usage * 100)}], holds(pts));
-    }
-    curve(data.levels);
-  } catch (e) { document.getElementById("progress").textContent = "cannot reach the master: " + e; }
-}
-refresh(); setInterval(refresh, 2000);
-</script></body></html>
-"""

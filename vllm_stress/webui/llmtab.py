@@ -1,28 +1,22 @@
-"""The "LLM" tab of Locust's web UI: live output tok/s, latencies per level, the server's gauges, the clients' CPU.
-
-Built on Locust's extension points (docs/locust.md §7): the tab and its table are declared in
-``template_args`` (``extended_tabs``, ``extended_tables``), its rows travel as ``extended_stats`` in the
-``/stats/requests`` JSON (added by an ``after_request`` hook: Locust's own keys stay as they are), and "Download
-Data" gets links to the run's ``requests.csv``, the live dashboard and the report (``extended_csv_files``). A
-``before_request`` hook checks the start form's values (``vllm_stress/webui/formcheck.py``). Only the master or a local
-runner has a web UI; every worker's rows reach the master, so the tab covers all workers.
-
-The first row is now: where the ramp is (or, once a web-UI run has ended, whether its report is ready), live output tok/s, the requests so far, the last scrape's server gauges
-and the highest client CPU. Then one row per level (the level a request started in): its requests, failures and
-the latencies of its measured requests (bucketed, vllm_stress.core.metrics.bucket_percentile), and the highest client CPU
-seen at it.
-"""
+"""The "LLM" tab of Locust's web UI: live output tok/s, latencies per level, the server's gauges, the clients' CPU."""
 
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 from flask import Blueprint, Response, jsonify, request
 
 from vllm_stress.core import schema
 from vllm_stress.core.metrics import bucket_percentile
+from vllm_stress.master.runreport import Build
 from vllm_stress.webui import dashboard
 from vllm_stress.webui.formcheck import form_error
+
+if TYPE_CHECKING:
+    from locust.web import WebUI
+
+    from vllm_stress.webui.liverun import LiveRun
 
 TAB = "llm"
 CSV_ROUTE = "/llm/requests.csv"
@@ -45,7 +39,7 @@ COLUMNS = {  # row key -> column title
 }
 
 
-def _scaled(value: float | None, factor: float, digits: int):
+def _scaled(value: float | None, factor: float, digits: int) -> float | str:
     return "" if value is None else round(value * factor, digits)
 
 
@@ -53,38 +47,39 @@ def _saturated(cpu_percent: float) -> str:
     return "yes" if cpu_percent > schema.CLIENT_CPU_LIMIT_PERCENT else "no"
 
 
-def run_state(target, final) -> str:
+def run_state(live: LiveRun, final: Build | None) -> str:
     """The first row's first cell: where the ramp is, or, once a web-UI run has ended, its report's state (``final``:
-    its dashboard.Build), or the current level."""
-    if target.recorder.folder is None and final is not None:
+    its Build), or the current level."""
+    if live.recorder.run.folder is None and final is not None:
         state = {"ready": "ready (Download Data tab, or the dashboard)", "building": "being built"}
         return f"{final.folder.name} ended: report {state.get(final.state, 'failed: ' + final.message)}"
-    return target.progress.text() or f"now: {target.recorder.level} users"
+    return live.progress.text() or f"now: {live.recorder.level} users"
 
 
-def table_rows(target, final=None) -> list[dict]:
+def table_rows(live: LiveRun, final: Build | None = None) -> list[dict[str, object]]:
     """The tab's rows (every key of COLUMNS in each); ``final``: the report build of the run that ended last."""
-    recorder, telemetry = target.recorder, target.telemetry
-    server = telemetry.scraper.latest if telemetry.scraper else {}
-    cpu_now = max(telemetry.latest_cpu.values(), default=0.0)
+    recorder, health = live.recorder, live.client_health
+    server = live.server_metrics.latest
+    cpu_now = max(health.latest_cpu.values(), default=0.0)
     kv_cache = server.get("kv_cache_usage", "")
-    rows = [
+    totals = recorder.accounting.totals
+    rows: list[dict[str, object]] = [
         dict.fromkeys(COLUMNS, "")
         | {
-            "level": run_state(target, final),
-            "requests": recorder.totals["requests"],
-            "failures": recorder.totals["failures"],
-            "aborted": recorder.totals["aborted"],
-            "output_tok_s": round(recorder.output_tokens_per_s(), 1),
+            "level": run_state(live, final),
+            "requests": totals["requests"],
+            "failures": totals["failures"],
+            "aborted": totals["aborted"],
+            "output_tok_s": round(recorder.live_stats.output_tokens_per_s(), 1),
             "running": server.get("running", ""),
             "waiting": server.get("waiting", ""),
-            "kv_cache_pct": "" if kv_cache == "" else round(kv_cache * 100, 1),
+            "kv_cache_pct": "" if isinstance(kv_cache, str) else round(kv_cache * 100, 1),
             "client_cpu_pct": round(cpu_now, 1),
             "client_saturated": _saturated(cpu_now),
         }
     ]
-    for users, level in sorted(recorder.latencies_by_level.items()):
-        cpu = telemetry.max_cpu_by_level.get(users)
+    for users, level in sorted(recorder.live_stats.latencies_by_level.items()):
+        cpu = health.max_cpu_by_level.get(users)
         rows.append(
             dict.fromkeys(COLUMNS, "")
             | {
@@ -104,16 +99,16 @@ def table_rows(target, final=None) -> list[dict]:
     return rows
 
 
-def authenticated(web_ui) -> bool:
+def authenticated(web_ui: WebUI) -> bool:
     """The request may use the web UI (always without --web-login)."""
     if not web_ui.web_login:
         return True
-    from flask_login import current_user
+    from flask_login import current_user  # type: ignore[import-untyped]  # flask-login ships no type information
 
     return bool(current_user.is_authenticated)
 
 
-def register(web_ui, target) -> None:
+def register(web_ui: WebUI, live: LiveRun) -> None:
     """Add the LLM tab, its data and the requests.csv download to ``web_ui``."""
     web_ui.template_args["extended_tabs"] = [{"title": "LLM", "key": TAB}]
     web_ui.template_args["extended_tables"] = [
@@ -129,27 +124,29 @@ def register(web_ui, target) -> None:
     ]
     options = web_ui.environment.parsed_options
     routes = Blueprint("vllm_stress", __name__, url_prefix=getattr(options, "web_base_path", None) or None)
-    series = dashboard.register(web_ui, target, routes)
+    series = dashboard.register(web_ui, live, routes)
+    app = web_ui.app
+    assert app is not None  # WebUI makes its Flask app in __init__
 
-    @web_ui.app.before_request
-    def _check_start_form():
+    @app.before_request
+    def _check_start_form() -> Response | None:
         if request.method == "POST" and request.path.endswith("/swarm") and authenticated(web_ui):
             if error := form_error(web_ui.environment, request.form):
                 return jsonify({"success": False, "message": error, "host": web_ui.environment.host})
         return None
 
-    @web_ui.app.after_request
+    @app.after_request
     def _add_llm_table(response: Response) -> Response:
         if request.path.endswith("/stats/requests") and response.status_code == 200 and response.is_json:
             report = response.get_json()
-            report["extended_stats"] = [{"key": TAB, "data": table_rows(target, series.final)}]
+            report["extended_stats"] = [{"key": TAB, "data": table_rows(live, series.final)}]
             response.set_data(json.dumps(report))
         return response
 
     @routes.route(CSV_ROUTE)
     @web_ui.auth_required_if_enabled
     def _requests_csv() -> Response:
-        folder = dashboard.run_folder(target)  # the current run's, or the last one's
+        folder = dashboard.run_folder(live)  # the current run's, or the last one's
         if folder is None:
             return dashboard.no_run()
         with open(folder / schema.REQUESTS_FILE, "rb") as f:  # a snapshot: rows keep coming
@@ -158,4 +155,4 @@ def register(web_ui, target) -> None:
             data, mimetype="text/csv", headers={"Content-Disposition": f"attachment; filename={schema.REQUESTS_FILE}"}
         )
 
-    web_ui.app.register_blueprint(routes)
+    app.register_blueprint(routes)

@@ -1,0 +1,48 @@
+"""The web UI's live figures from the rows received: per-level latency histograms, recent latencies, tokens/s."""
+
+from __future__ import annotations
+
+import pytest
+
+from vllm_stress.core import schema
+from vllm_stress.master.livestats import LiveStats
+
+pytestmark = pytest.mark.fast
+
+
+def request_row(**fields) -> list:
+    values = dict.fromkeys(schema.REQUEST_COLUMNS, "") | {"ok": 1, "count_mismatch": 0, "users": 4} | fields
+    return [values[column] for column in schema.REQUEST_COLUMNS]
+
+
+def measured(end: float, ttft: float, tokens: int, users: int = 4) -> list:
+    return request_row(end_time=end, ttft_s=ttft, tpot_s=0.02, e2e_s=1.5, completion_tokens=tokens, users=users)
+
+
+def test_levels_count_outcomes_and_keep_measured_latencies_only():
+    stats = LiveStats(report_lag_s=0.0)
+    stats.add(
+        [
+            measured(100.2, 0.1, 10),
+            measured(100.7, 0.2, 10),
+            request_row(ok=0, error="HTTP 500", end_time=101.0),
+            request_row(ok=0, error=schema.ABORTED, end_time=101.0, completion_tokens=3),
+            request_row(count_mismatch=1, end_time=101.5, e2e_s=9.0, ttft_s=5.0),  # a request, not measured
+            measured(102.0, 0.3, 10, users=8),
+        ]
+    )
+    level = stats.latencies_by_level[4]
+    assert (level.requests, level.failures, level.aborted) == (4, 1, 1)  # failures are requests, aborted ones not
+    assert dict(level.ttft_ms) == {100.0: 1, 200.0: 1} and dict(level.e2e_ms) == {1500.0: 2}
+    assert dict(level.tpot_ms) == {20.0: 2}
+    assert stats.latencies_by_level[8].requests == 1
+    assert [end for end, _, _ in stats.recent] == [100.2, 100.7, 102.0]
+
+
+def test_output_tokens_per_s_counts_the_seconds_every_process_has_reported():
+    stats = LiveStats(report_lag_s=3.0)
+    stats.add([measured(100.5, 0.1, 40), measured(105.9, 0.1, 60), measured(110.0, 0.1, 1000)])
+    assert dict(stats.tokens_by_second) == {100: 40, 105: 60, 110: 1000}
+    # now 113.5, 3 s of report lag: seconds 100 to 109 are counted, the latest one is not in yet
+    assert stats.output_tokens_per_s(window_s=10, now=113.5) == pytest.approx(10.0)
+    assert stats.output_tokens_per_s(window_s=5, now=113.5) == pytest.approx(12.0)

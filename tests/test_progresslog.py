@@ -1,0 +1,30 @@
+"""The console's lines about a run: its progress, and how it closed."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from vllm_stress.master.progresslog import closing_line, progress_line
+
+pytestmark = pytest.mark.fast
+
+TOTALS = Counter({"requests": 120, "failures": 3, "aborted": 2, "mismatches": 1})
+
+
+def test_progress_line_says_the_level_the_throughput_and_the_counts():
+    line = progress_line(16, 1234.6, TOTALS)
+    assert line == "level 16 users | output 1235 tok/s | 120 requests, 3 failed, 2 aborted"
+
+
+def test_closing_line_names_the_requests_served_without_a_row():
+    lost = [{"worker": "w1", "last_seen": None, "rows": 5}, {"worker": "w2", "last_seen": 1.0, "rows": 7}]
+    line = closing_line("results/run", TOTALS, 0, [])
+    assert line == (
+        "results/run: 120 requests, 3 failed, 1 with token counts off target; 2 streams aborted when the run stopped "
+        "(not failures)"
+    )
+    assert closing_line("r", TOTALS, None, lost).endswith("(not failures)")  # the server's count is not known
+    assert closing_line("r", TOTALS, 4, lost).endswith("; 4 more served by the server and lost with worker(s) w1, w2")
+    assert closing_line("r", TOTALS, 4, []).endswith("(no worker lost: another client of the server?)")

@@ -1,0 +1,55 @@
+"""Every request started, accounted for: rows by outcome and by worker, workers lost, requests without a row."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from vllm_stress.master import rows
+
+
+class RequestAccounting:
+    """The counts of one run (``reset`` at its start) and the ``run.json`` keys they fill (``run_keys``)."""
+
+    def __init__(self) -> None:
+        self.totals: Counter[str] = Counter()  # requests (successes and failures), failures, aborted, mismatches
+        self.rows_by_worker: Counter[str] = Counter()  # rows received from each worker, in the order they came
+        self.lost_workers: list[dict[str, Any]] = []  # {"worker", "last_seen", "rows"} of each worker lost
+        self.server_requests: int | None = None  # requests the server finished in the run, by its own counter
+
+    def reset(self) -> None:
+        self.totals.clear()
+        self.rows_by_worker.clear()
+        self.lost_workers = []
+        self.server_requests = None
+
+    def count(self, new_rows: list[list[Any]], worker: str | None = None) -> None:
+        """Count rows; ``worker``: the worker that sent them (the master)."""
+        for row in new_rows:
+            aborted = rows.aborted(row)
+            self.totals["aborted"] += aborted
+            self.totals["requests"] += not aborted
+            self.totals["failures"] += not (aborted or row[rows.OK])
+            self.totals["mismatches"] += row[rows.MISMATCH]
+        if worker is not None:
+            self.rows_by_worker[worker] += len(new_rows)
+
+    def lose_worker(self, worker: str, last_seen: float | None) -> None:
+        """A worker went missing: its requests in flight, and its rows since its last report, have no row."""
+        self.lost_workers.append({"worker": worker, "last_seen": last_seen, "rows": self.rows_by_worker[worker]})
+
+    def unaccounted(self) -> int | None:
+        """Requests the server finished that have no row (None without the server's count). The server counts an
+        aborted stream as finished, so the rows kept include the aborted ones."""
+        if self.server_requests is None:
+            return None
+        return max(0, self.server_requests - self.totals["requests"] - self.totals["aborted"])
+
+    def run_keys(self) -> dict[str, Any]:
+        """The run.json keys these counts fill."""
+        return {
+            "workers": list(self.rows_by_worker),
+            "lost_workers": self.lost_workers,
+            "server_requests": self.server_requests,
+            "unaccounted_requests": self.unaccounted(),
+        }

@@ -1,0 +1,87 @@
+"""``client_health.csv``: the CPU and event-loop lag of every load-generating process, and the highest CPU per level."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+import gevent
+
+from vllm_stress.core import schema
+from vllm_stress.master.cpumeter import CpuMeter
+from vllm_stress.master.csvappender import CsvAppender
+from vllm_stress.master.looplag import LoopLagMeter
+
+if TYPE_CHECKING:
+    from locust.env import Environment
+
+    from vllm_stress.master.runrecorder import LocalRecorder
+
+CLIENT_HEALTH_INTERVAL_S = 5.0
+CPU_REPORT_KEY = "vllm_stress_cpu"  # in worker reports: [CPU %, event-loop lag ms] since the previous report
+
+
+def report_worker_cpu(environment: Environment) -> None:
+    """On a worker: send its CPU and event-loop lag since the previous report with every worker report (3 s)."""
+    meter, lag = CpuMeter(), LoopLagMeter()
+
+    def add_cpu(client_id: str, data: dict[str, Any], **_kw: object) -> None:
+        data[CPU_REPORT_KEY] = [meter.percent(), lag.mean_ms()]
+
+    environment.events.report_to_master.add_listener(add_cpu)
+
+
+class ClientHealth:
+    """The master's (or local runner's) own figures every CLIENT_HEALTH_INTERVAL_S and each worker's with its
+    reports, into the recorder's run folder."""
+
+    def __init__(self, environment: Environment, recorder: LocalRecorder) -> None:
+        self.recorder = recorder
+        self.max_cpu_by_level: dict[int, float] = {}  # the highest CPU % of any load generator while at a level
+        self.latest_cpu: dict[str, float] = {}  # by process: its last figure
+        self.cpu_meter = CpuMeter()
+        self.lag_meter = LoopLagMeter()
+        self.file: CsvAppender | None = None
+        self.greenlet: gevent.Greenlet[[], None] | None = None
+        environment.events.test_start.add_listener(self.on_test_start)  # after the recorder's: the folder is open
+        environment.events.test_stop.add_listener(self.on_test_stop)
+        environment.events.worker_report.add_listener(self.on_worker_report)
+
+    def on_test_start(self, **_kw: object) -> None:
+        folder = self.recorder.run.folder
+        if folder is None:
+            return
+        self.max_cpu_by_level.clear()
+        self.latest_cpu.clear()
+        self.cpu_meter.percent()  # from now on
+        self.lag_meter.mean_ms()
+        self.file = CsvAppender(folder.path, schema.CLIENT_HEALTH_FILE, schema.CLIENT_HEALTH_COLUMNS)
+        self.greenlet = gevent.spawn(self._record_own_every_interval)
+
+    def on_test_stop(self, **_kw: object) -> None:
+        if self.greenlet is not None:
+            self.greenlet.kill()
+            self.greenlet = None
+        if self.file:
+            self._record_own()
+            self.file.close()
+            self.file = None
+
+    def _record_own_every_interval(self) -> None:
+        while True:
+            gevent.sleep(CLIENT_HEALTH_INTERVAL_S)
+            self._record_own()
+
+    def _record_own(self) -> None:
+        self._write(self.recorder.worker_id, self.cpu_meter.percent(), self.lag_meter.mean_ms())
+
+    def on_worker_report(self, client_id: str, data: dict[str, Any], **_kw: object) -> None:
+        if CPU_REPORT_KEY in data and self.file:
+            self._write(client_id, *data[CPU_REPORT_KEY])
+
+    def _write(self, process: str, percent: float, lag_ms: float) -> None:
+        users = self.recorder.level
+        if self.file:
+            self.file.write([round(time.time(), 3), users, process, round(percent, 1), round(lag_ms, 1)])
+        self.latest_cpu[process] = percent
+        self.max_cpu_by_level[users] = max(self.max_cpu_by_level.get(users, 0.0), percent)

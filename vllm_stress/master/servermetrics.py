@@ -1,0 +1,88 @@
+"""``server_metrics.csv`` over a run: the scrapes at its start, every interval and at its stop, and the served count."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+import gevent
+
+from vllm_stress.core import schema
+from vllm_stress.master.csvappender import CsvAppender
+from vllm_stress.master.serverscraper import Cell, ServerScraper
+
+if TYPE_CHECKING:
+    from locust.env import Environment
+
+    from vllm_stress.master.runfiles import ServerUnderTest
+    from vllm_stress.master.runrecorder import LocalRecorder
+
+SETTLE_TIMEOUT_S = 10.0  # at test stop, how long to wait for the server to finish (or abort) what it still holds
+SETTLE_POLL_S = 0.2
+
+
+class ServerMetrics:
+    """The scrapes of each run of the master (or local runner) into the recorder's run folder; ``latest``: the last
+    row by column ({} before the first)."""
+
+    def __init__(self, environment: Environment, recorder: LocalRecorder, server: ServerUnderTest) -> None:
+        self.environment = environment
+        self.recorder = recorder
+        self.server = server
+        self.scraper: ServerScraper | None = None
+        self.file: CsvAppender | None = None
+        self.baseline: dict[str, Cell] = {}  # the first scrape's row by column
+        self.greenlet: gevent.Greenlet[[float], None] | None = None
+        environment.events.test_start.add_listener(self._start)  # after the recorder's: the run folder is open
+        environment.events.test_stop.add_listener(self._stop)
+
+    @property
+    def latest(self) -> dict[str, Cell]:
+        return self.scraper.latest if self.scraper else {}
+
+    def _start(self, **_kw: object) -> None:
+        self.scraper = None
+        folder, options = self.recorder.run.folder, self.environment.parsed_options
+        if folder is None or options is None or options.server_metrics_interval <= 0:
+            return
+        url = (self.environment.host or "").rstrip("/") + "/metrics"
+        self.scraper = ServerScraper(url, self.server.headers, verify=not options.insecure)
+        self.file = CsvAppender(folder.path, schema.SERVER_METRICS_FILE, schema.SERVER_METRICS_COLUMNS)
+        self._scrape()  # the baseline, before the first request
+        self.baseline = dict(self.latest)
+        self.greenlet = gevent.spawn(self._scrape_every, options.server_metrics_interval)
+
+    def _stop(self, **_kw: object) -> None:
+        if self.greenlet is not None:
+            self.greenlet.kill()
+            self.greenlet = None
+        if self.file:
+            self._scrape_settled()  # what the server finished since the last scrape, aborts of the stop included
+            self.recorder.account_unreported(self._requests_served())
+            self.file.close()
+            self.file = None
+
+    def _scrape_every(self, interval_s: float) -> None:
+        while True:
+            gevent.sleep(interval_s)
+            self._scrape()
+
+    def _scrape(self) -> None:
+        if self.scraper and self.file and (row := self.scraper.scrape(self.recorder.level)):
+            self.file.write(row)
+
+    def _scrape_settled(self) -> None:
+        """Scrape until the server holds no request (at most SETTLE_TIMEOUT_S): the stop's aborts, and the requests
+        of a lost worker that the server still streams into the void, reach its counters a step or more later."""
+        deadline = time.monotonic() + SETTLE_TIMEOUT_S
+        self._scrape()
+        while time.monotonic() < deadline and (self.latest.get("running") or self.latest.get("waiting")):
+            gevent.sleep(SETTLE_POLL_S)
+            self._scrape()
+
+    def _requests_served(self) -> int | None:
+        """Requests the server finished during the run (every finish reason), or None when it has no such counter."""
+        first, last = self.baseline.get("request_success", ""), self.latest.get("request_success", "")
+        if isinstance(first, str) or isinstance(last, str):
+            return None
+        return int(last - first)

@@ -1,0 +1,119 @@
+"""One scrape of the server's Prometheus ``/metrics``, turned into a ``server_metrics.csv`` row (no Locust import)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import defaultdict
+
+import requests
+from prometheus_client.parser import text_string_to_metric_families
+
+from vllm_stress.core import schema
+from vllm_stress.core.metrics import histogram_quantile
+
+log = logging.getLogger(__name__)
+
+SCRAPE_TIMEOUT_S = 5.0
+
+_HISTOGRAM_PARTS = ("_bucket", "_count", "_sum")
+_SCALARS = {*schema.SERVER_GAUGES.values(), *schema.SERVER_COUNTERS.values()}
+_SAMPLES = _SCALARS | {name + part for name in schema.SERVER_HISTOGRAMS.values() for part in _HISTOGRAM_PARTS}
+_LINE_STARTS = tuple(name + end for name in _SAMPLES for end in ("{", " "))  # exact sample names, labels or not
+
+Cell = float | int | str  # a CSV cell: a number, or "" when unknown
+
+
+class Snapshot:
+    """One scrape: ``values`` {sample name: value} and ``buckets`` {histogram: {upper bound: cumulative count}},
+    each summed over its label sets (engines, finish reasons, models)."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, float] = defaultdict(float)
+        self.buckets: dict[str, dict[float, float]] = defaultdict(lambda: defaultdict(float))
+
+
+def parse_metrics(text: str) -> Snapshot:
+    """The samples of ``schema.SERVER_*`` in a Prometheus text exposition; raises ValueError when it is not one."""
+    snapshot = Snapshot()
+    wanted = "\n".join(line for line in text.splitlines() if line.startswith(_LINE_STARTS))  # parsing all costs 10 ms
+    for family in text_string_to_metric_families(wanted):
+        for sample in family.samples:
+            if sample.name.endswith("_bucket"):
+                snapshot.buckets[sample.name.removesuffix("_bucket")][float(sample.labels["le"])] += sample.value
+            else:
+                snapshot.values[sample.name] += sample.value
+    return snapshot
+
+
+def cell(value: float | None) -> Cell:
+    """A number as the CSV shows it: integers without a fraction, others to 6 digits, "" when unknown."""
+    if value is None:
+        return ""
+    return int(value) if float(value).is_integer() else round(value, 6)
+
+
+class ServerScraper:
+    """Scrapes one ``/metrics`` URL; ``scrape(users)`` returns the ``server_metrics.csv`` row, or None."""
+
+    def __init__(self, url: str, headers: dict[str, str] | None = None, verify: bool = True) -> None:
+        self.url = url
+        self.session = requests.Session()
+        self.session.headers.update(headers or {})
+        self.verify = verify
+        self.previous: Snapshot | None = None
+        self.latest: dict[str, Cell] = {}  # the last row by column
+        self.warned: set[str] = set()
+
+    def scrape(self, users: int) -> list[Cell] | None:
+        try:
+            response = self.session.get(self.url, timeout=SCRAPE_TIMEOUT_S, verify=self.verify)
+            response.raise_for_status()
+            snapshot = parse_metrics(response.text)
+        except (requests.RequestException, ValueError) as e:
+            self._warn_once(
+                "unreachable", "Cannot scrape %s (%s): no server_metrics.csv rows while this lasts", self.url, e
+            )
+            return None
+        missing = sorted(name for name in _SCALARS if name not in snapshot.values)
+        missing += sorted(name for name in schema.SERVER_HISTOGRAMS.values() if name not in snapshot.buckets)
+        if len(missing) == len(_SCALARS) + len(schema.SERVER_HISTOGRAMS):
+            self._warn_once(
+                "foreign", "%s has none of vLLM's metrics (%s ...): no server_metrics.csv rows", self.url, missing[0]
+            )
+            return None
+        if missing:
+            self._warn_once(
+                "partial", "%s lacks %s: those server_metrics.csv columns stay empty", self.url, ", ".join(missing)
+            )
+        row = self.row(snapshot, self.previous, time.time(), users)
+        self.previous = snapshot
+        self.latest = dict(zip(schema.SERVER_METRICS_COLUMNS, row, strict=True))
+        return row
+
+    @staticmethod
+    def row(snapshot: Snapshot, previous: Snapshot | None, now: float, users: int) -> list[Cell]:
+        """The row of ``snapshot``: gauges and counters as scraped, histograms since ``previous`` (empty without)."""
+        values = snapshot.values
+        row: list[Cell] = [round(now, 3), users]
+        row += [cell(values.get(name)) for name in schema.SERVER_GAUGES.values()]
+        row += [cell(values.get(name)) for name in schema.SERVER_COUNTERS.values()]
+        for name in schema.SERVER_HISTOGRAMS.values():
+            if previous is None or name not in snapshot.buckets:
+                row += [""] * (2 + len(schema.SERVER_QUANTILES))
+                continue
+            count, total, buckets = values[name + "_count"], values[name + "_sum"], snapshot.buckets[name]
+            before = previous.buckets.get(name, {})
+            delta = {upper: n - before.get(upper, 0.0) for upper, n in buckets.items()}
+            if min(delta.values()) >= 0:  # else the server restarted: everything it has is new
+                count -= previous.values[name + "_count"]
+                total -= previous.values[name + "_sum"]
+                buckets = delta
+            row += [cell(count), cell(total)]
+            row += [cell(histogram_quantile(q, buckets)) for q in schema.SERVER_QUANTILES.values()]
+        return row
+
+    def _warn_once(self, problem: str, message: str, *args: object) -> None:
+        if problem not in self.warned:
+            self.warned.add(problem)
+            log.warning(message, *args)

@@ -24,7 +24,7 @@ REFERENCED_PATHS = {
     "locustfiles/chat.py",
     "scenarios/shape.py",
     "scenarios/configs/smoke.conf",
-    "vllm_stress/simulator/cli.py",
+    "simulator/__main__.py",
 }
 
 # The MI325X concurrency-tuning guide's profiles, minus the V0-only --num-scheduler-steps.

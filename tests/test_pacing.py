@@ -2,7 +2,7 @@
 
 import statistics
 
-from tests.conftest import read_rows, run_locust, two_workers
+from benchmarks.harness import read_rows, two_workers
 
 ARGS = ["--input-tokens", "32", "--output-tokens", "8", "--headless", "--only-summary", "-L", "WARNING"]
 OPEN_LOOP_LOG = ["-L", "INFO"]  # after ARGS: the workers log what their open loop did
@@ -13,7 +13,7 @@ def arrival_gaps(rows):
     return [b - a for a, b in zip(starts, starts[1:], strict=False)]
 
 
-def test_open_loop_rate_on_two_workers(simulator, tmp_path):
+def test_open_loop_rate_on_two_workers(run_locust, simulator, tmp_path):
     sim = simulator("--profile", "cpu-tiny")
     out = tmp_path / "run"
     proc = run_locust(
@@ -47,7 +47,7 @@ def test_open_loop_rate_on_two_workers(simulator, tmp_path):
     assert len({r["worker"] for r in rows}) == 2
 
 
-def test_closed_loop_is_the_default(simulator, tmp_path):
+def test_closed_loop_is_the_default(run_locust, simulator, tmp_path):
     sim = simulator("--profile", "cpu-tiny")
     out = tmp_path / "run"
     proc = run_locust(
@@ -63,7 +63,7 @@ def test_closed_loop_is_the_default(simulator, tmp_path):
     assert all(r["schedule_lag_s"] == "" for r in rows)  # no schedule to lag behind
 
 
-def test_arrivals_waiting_for_a_free_user_are_reported(simulator, tmp_path):
+def test_arrivals_waiting_for_a_free_user_are_reported(run_locust, simulator, tmp_path):
     """Two users cannot carry 40 arrivals/s of ~0.25 s requests: arrivals wait for a free user, longer and longer.
     The wait is not in TTFT or e2e (they start at the send, as in vllm bench serve): it is each row's
     schedule_lag_s and the report's arrival wait per level."""

@@ -21,9 +21,9 @@ SLO_MS = 340
 DENSE = [24, 28, 32, 36, 40, 44, 48]
 
 
-def test_search_finds_what_a_dense_sweep_finds(tmp_path):
+def test_search_finds_what_a_dense_sweep_finds(scenarios, tmp_path):
     assert (
-        main(
+        scenarios(
             [
                 "run",
                 "--scenario",
@@ -40,7 +40,7 @@ def test_search_finds_what_a_dense_sweep_finds(tmp_path):
     levels = json.loads((tmp_path / "dense" / "report" / "summary.json").read_text())["levels"]
     by_hand = max(level["users"] for level in levels if level["steady"] and level["e2e_p50_s"] * 1000 <= SLO_MS)
     assert (
-        main(
+        scenarios(
             [
                 "search",
                 "--scenario",
@@ -69,7 +69,7 @@ def test_search_finds_what_a_dense_sweep_finds(tmp_path):
     assert len(result["probes"]) < dense_from_8_step_4
     # resumed: a second call re-judges the probes on disk and runs none
     assert (
-        main(
+        scenarios(
             [
                 "search",
                 "--scenario",
@@ -91,11 +91,11 @@ def test_search_finds_what_a_dense_sweep_finds(tmp_path):
     assert again["answer_users"] == result["answer_users"] and len(again["probes"]) == len(result["probes"])
 
 
-def test_search_over_arrival_rate(tmp_path):
+def test_search_over_arrival_rate(scenarios, tmp_path):
     """The open loop: each probe sends at its rate with ceil(rate x 2 s) users, and a passing probe did send at its
     rate. Above the server's capacity e2e grows without bound (or the pool runs dry), so a probe there fails."""
     assert (
-        main(
+        scenarios(
             [
                 "search",
                 "--scenario",
@@ -130,7 +130,6 @@ def test_search_over_arrival_rate(tmp_path):
     assert "Arrival wait p99" in (tmp_path / "rate" / "search.md").read_text()
 
 
-@pytest.mark.fast
 def test_bracket_then_bisect():
     class P:
         def __init__(self, passed):
@@ -144,7 +143,6 @@ def test_bracket_then_bisect():
     assert steps == [4, 8, 16, 32, 64, 48, 40, 36, 38] and max(u for u, p in probes.items() if p.passed) == 36
 
 
-@pytest.mark.fast
 def test_slo_units_are_vllms():
     ttft, success, tpot = parse_slos("ttft_p99=2000,success=99.9%,tpot_p50=0.05s")
     assert (ttft.field, ttft.limit) == ("ttft_p99_s", 2.0) and success.field == "success_rate"
@@ -161,7 +159,6 @@ def synthetic_probe(folder, e2e_s: float, users: int = 5, lag_s: float | None = 
     return write_run(folder, rows, [level], meta={"complete": True})
 
 
-@pytest.mark.fast
 def test_repeats_are_judged_on_their_mean_with_its_ci(tmp_path):
     runs = [synthetic_probe(tmp_path / f"run-{k}", e2e) for k, e2e in enumerate((5.0, 5.2, 5.4), 1)]
     space = Space("users", 1, 64, 0.1)
@@ -177,7 +174,6 @@ def test_repeats_are_judged_on_their_mean_with_its_ci(tmp_path):
     assert bind["slo"] == "e2e_p50" and bind["above_ci95"] == pytest.approx(probe.ci95["e2e_p50"])
 
 
-@pytest.mark.fast
 def test_an_open_loop_probe_whose_client_fell_behind_fails(tmp_path):
     space = Space("rate", 1.0, 64.0, 0.1, pool_seconds=2.5)
     assert (
@@ -192,7 +188,6 @@ def test_an_open_loop_probe_whose_client_fell_behind_fails(tmp_path):
     assert on_time.passed
 
 
-@pytest.mark.fast
 def test_rates_bracket_then_bisect_to_the_precision():
     class P:
         def __init__(self, passed):
@@ -208,7 +203,6 @@ def test_rates_bracket_then_bisect_to_the_precision():
     assert best <= 37.5 < worst and worst - best <= 0.1 * best
 
 
-@pytest.mark.fast
 def test_bad_search_input_is_one_line_and_exit_2(tmp_path, capsys):
     for args, message in (
         (["--over", "users", "--low", "1.5"], "whole users"),
@@ -221,7 +215,7 @@ def test_bad_search_input_is_one_line_and_exit_2(tmp_path, capsys):
         assert code == 2 and message in err and len(err.strip().splitlines()) == 1
 
 
-def test_a_search_is_watched_in_the_web_ui(tmp_path):
+def test_a_search_is_watched_in_the_web_ui(scenarios, tmp_path):
     """With --web-port each probe's master serves Locust's web UI there while it runs, and the live dashboard's
     progress line says which probe it is (--run-label before every phase)."""
     port, notes = free_port(), []
@@ -239,7 +233,7 @@ def test_a_search_is_watched_in_the_web_ui(tmp_path):
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
     assert (
-        main(
+        scenarios(
             [
                 "search",
                 "--scenario",

@@ -17,8 +17,6 @@ from vllm_stress.client import options as opts
 from vllm_stress.client.checks import StopTarget, check_model, validate
 from vllm_stress.core.failures import StreamError, failure_name
 
-pytestmark = pytest.mark.fast
-
 
 class Parser(configargparse.ArgumentParser):
     """The parser Locust's own builds on (configargparse), without its web-UI keywords."""

@@ -11,7 +11,8 @@ import threading
 
 import pytest
 
-from tests.conftest import read_rows, run_locust, server_completed
+from benchmarks.harness import read_rows
+from tests.helpers import server_completed
 from vllm_stress.core import schema
 from vllm_stress.core.metrics import histogram_quantile
 from vllm_stress.master.telemetry import ServerScraper, parse_metrics
@@ -47,7 +48,6 @@ def column(row: list, name: str):
     return row[schema.SERVER_METRICS_COLUMNS.index(name)]
 
 
-@pytest.mark.fast
 def test_samples_are_summed_over_engines_and_labels():
     snapshot = parse_metrics(exposition())
     assert snapshot.values["vllm:num_requests_running"] == 6
@@ -57,7 +57,6 @@ def test_samples_are_summed_over_engines_and_labels():
     assert snapshot.buckets["vllm:time_to_first_token_seconds"] == {0.1: 4, 0.5: 8, math.inf: 8}
 
 
-@pytest.mark.fast
 def test_quantiles_interpolate_like_promql():
     buckets = {0.1: 10, 0.5: 30, 1.0: 40, math.inf: 40}
     assert histogram_quantile(0.25, buckets) == pytest.approx(0.1)  # rank 10: the top of the first bucket
@@ -67,7 +66,6 @@ def test_quantiles_interpolate_like_promql():
     assert histogram_quantile(0.5, {0.1: 0, math.inf: 0}) is None
 
 
-@pytest.mark.fast
 def test_histograms_are_deltas_since_the_previous_scrape():
     first = parse_metrics(exposition(ttft_buckets=((0.1, 2), (0.5, 4))))
     second = parse_metrics(exposition(generated=150, ttft_buckets=((0.1, 2), (0.5, 14))))
@@ -154,14 +152,13 @@ def test_unreachable_server_gives_no_rows(server):
     assert ServerScraper(gone.url).scrape(users=1) is None
 
 
-@pytest.mark.fast
 def test_client_cpu_limit_is_locusts():
     code = "from locust.runners import CPU_WARNING_THRESHOLD; print(CPU_WARNING_THRESHOLD)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True).stdout
     assert int(out) == schema.CLIENT_CPU_LIMIT_PERCENT
 
 
-def test_a_run_writes_plausible_server_metrics(simulator, tmp_path):
+def test_a_run_writes_plausible_server_metrics(run_locust, simulator, tmp_path):
     sim = simulator("--profile", "cpu-tiny")
     out = tmp_path / "run"
     proc = run_locust(
@@ -211,7 +208,7 @@ def test_a_run_writes_plausible_server_metrics(simulator, tmp_path):
     assert health and all(h["worker"] == "local" and float(h["cpu_percent"]) >= 0 for h in health)
 
 
-def test_scraping_can_be_turned_off(simulator, tmp_path):
+def test_scraping_can_be_turned_off(run_locust, simulator, tmp_path):
     sim = simulator("--profile", "cpu-tiny")
     out = tmp_path / "run"
     proc = run_locust(

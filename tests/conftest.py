@@ -9,6 +9,7 @@ Processes run on 127.0.0.1 (or in network namespaces of their own) and are stopp
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import os
 import shutil
@@ -48,6 +49,20 @@ CHROMIUM_ARGS = [
     "--no-first-run",
 ]
 REAL_VLLM_SCRIPT = REPO / "deploy" / "real-vllm.sh"
+
+
+def import_locust_unpatched() -> None:
+    """Locust here, without its import-time gevent monkey-patching: the units that import Locust (the load shape,
+    the level window, the suite's events) are tested in this process, which has imported ssl already (patching after
+    that breaks ssl) and runs threads and asyncio loops. The Locust processes the tests start patch themselves."""
+    os.environ["LOCUST_SKIP_MONKEY_PATCH"] = "1"
+    try:
+        importlib.import_module("locust")
+    finally:
+        del os.environ["LOCUST_SKIP_MONKEY_PATCH"]
+
+
+import_locust_unpatched()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -10,11 +10,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import configargparse
 import pandas as pd
 
 from benchmarks.harness import scrape
 from vllm_stress.analysis.cli import main as analysis_main
 from vllm_stress.analysis.synthetic import closed_loop_rows, step_levels, write_run
+from vllm_stress.client import options
 
 REPO = Path(__file__).resolve().parent.parent
 NOWHERE = "http://127.0.0.1:1"  # nothing listens: runs given it must stop before contacting a server
@@ -72,3 +74,17 @@ def small_run(folder, model="m", loops=(5, 8), complete=True):
         for (users, ramp_start, _, hold_end), n in zip(LEVELS, loops, strict=True)
     ]
     return write_run(folder, pd.concat(parts), LEVELS, meta={"model": model, "complete": complete})
+
+
+class OptionParser(configargparse.ArgumentParser):
+    """The parser Locust's own builds on (configargparse), without its web-UI keywords."""
+
+    def add_argument(self, *args, include_in_web_ui=True, is_secret=False, **kwargs):
+        return super().add_argument(*args, **kwargs)
+
+
+def parsed_options(*args: str):
+    """The suite's options (vllm_stress.client.options) as Locust parses them from ``args``, without Locust."""
+    parser = OptionParser()
+    options.add_arguments(parser)
+    return parser.parse_args(list(args))

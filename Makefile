@@ -38,8 +38,7 @@ browser:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
 	  echo "chromium is not installed: the browser test will be skipped"
 
-# the developers' loop: the fast tier (the tests that use no fixture starting a server, Locust, vLLM, a browser or a
-# namespace: tests/conftest.py marks them; under a minute on 2 cores) and lint
+# the developers' loop: the tests marked fast (no load runs; under a minute on 2 cores) and lint
 test-fast: $(STAMP) lint
 	$(PY) -m pytest -m fast -q $(PYTEST_ARGS)
 

@@ -29,8 +29,8 @@ from pathlib import Path
 
 from benchmarks.client_streams import pinned
 from benchmarks.crosscheck_vllm_bench import BENCH, HOME, VLLM_PYTHON
+from benchmarks.harness import scrape
 from benchmarks.simulator_streams import cpu_seconds, generated_tokens
-from tests.conftest import scrape
 from vllm_stress.simulator.process import start_simulator
 
 REPO = Path(__file__).resolve().parent.parent

@@ -30,7 +30,7 @@ import requests
 
 from benchmarks.client_streams import pinned
 from benchmarks.crosscheck_vllm_bench import real_vllm
-from tests.conftest import read_rows
+from benchmarks.harness import read_rows
 from vllm_stress.core.metrics import percentile
 
 REPO = Path(__file__).resolve().parent.parent

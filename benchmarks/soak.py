@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import csv
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -21,17 +20,12 @@ from pathlib import Path
 
 import psutil
 
+from vllm_stress.scenarios.runner import free_port
 from vllm_stress.simulator.process import start_simulator
 
 REPO = Path(__file__).resolve().parent.parent
 
 RAMP_S = 20.0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def main() -> int:

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tests.conftest import read_rows, two_workers
+from benchmarks.harness import read_rows, two_workers
 from vllm_stress.core.metrics import percentile
 from vllm_stress.simulator.process import start_simulator
 from vllm_stress.simulator.requestlog import read_request_log

@@ -1,93 +1,280 @@
-"""Shared fixtures: the embedded simulator and Locust, as real processes on 127.0.0.1."""
+"""The fixtures that start servers, Locust, vLLM, a browser or network namespaces, and the tiers they make.
+
+Every such fixture is named in ``TIERS`` with the markers it gives the tests that use it, directly or through
+another fixture; a test that uses none of them is marked ``fast`` (``make test-fast`` runs ``pytest -m fast``).
+So a test that starts one of these things gets it from a fixture here, never by starting it in its body.
+Processes run on 127.0.0.1 (or in network namespaces of their own) and are stopped after their test or module.
+"""
 
 from __future__ import annotations
 
-import csv
+import contextlib
+import importlib
+import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+from tests.faultserver import FaultServer
+from tests.helpers import REPO, Server
+from tests.netns import Network, netns_unavailable
+from vllm_stress.simulator.process import start_simulator
+
+TIERS = {
+    "simulator": ("server",),
+    "module_simulator": ("server",),
+    "fault_servers": ("server",),
+    "docker": ("server",),  # its containers are simulators
+    "run_locust": ("locust",),
+    "processes": ("locust",),  # Locust and the scenario runner, in the background
+    "scenarios": ("locust", "server"),  # a scenario run starts the simulator (without --target) and Locust
+    "installed_suite": ("locust", "server"),  # its commands run the simulator and Locust
+    "real_vllm": ("realvllm",),
+    "browser": ("browser",),
+    "network": ("netns",),
+}
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+]
+REAL_VLLM_SCRIPT = REPO / "deploy" / "real-vllm.sh"
+
+
+def import_locust_unpatched() -> None:
+    """Locust here, without its import-time gevent monkey-patching: the units that import Locust (the load shape,
+    the level window, the suite's events) are tested in this process, which has imported ssl already (patching after
+    that breaks ssl) and runs threads and asyncio loops. The Locust processes the tests start patch themselves."""
+    os.environ["LOCUST_SKIP_MONKEY_PATCH"] = "1"
+    try:
+        importlib.import_module("locust")
+    finally:
+        del os.environ["LOCUST_SKIP_MONKEY_PATCH"]
+
+
+import_locust_unpatched()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        markers = {marker for name in item.fixturenames for marker in TIERS.get(name, ())}
+        for marker in sorted(markers) or ["fast"]:
+            item.add_marker(marker)
+
+
+@contextlib.contextmanager
+def stopped_after(start):
+    """``start`` for the block: everything it started is stopped (``.stop()``) when the block ends."""
+    started = []
+
+    def start_one(*args, **kwargs):
+        started.append(start(*args, **kwargs))
+        return started[-1]
+
+    try:
+        yield start_one
+    finally:
+        for thing in started:
+            thing.stop()
 
 
 @pytest.fixture
 def simulator():
-    """Start simulators with the given arguments; all are stopped after the test."""
-    from vllm_stress.simulator.process import start_simulator
+    """Start simulators (``simulator("--profile", "cpu-tiny")``: a SimulatorProcess, also a context manager);
+    all are stopped after the test."""
+    with stopped_after(start_simulator) as start:
+        yield start
 
-    started = []
 
-    def start(*args: str):
-        sim = start_simulator(*args)
-        started.append(sim)
-        return sim
+@pytest.fixture(scope="module")
+def module_simulator():
+    """As ``simulator``, stopped after the module: one server for the module's tests."""
+    with stopped_after(start_simulator) as start:
+        yield start
+
+
+@pytest.fixture(scope="module")
+def fault_servers():
+    """Start fault servers (tests/faultserver.py, ``fault_servers(ssl_context=None)``) in this process; all are
+    stopped after the module."""
+    with stopped_after(lambda **options: FaultServer(**options).start()) as start:
+        yield start
+
+
+@pytest.fixture(scope="module")
+def fault_server(fault_servers):
+    """One plain fault server for the module's tests."""
+    return fault_servers()
+
+
+@pytest.fixture(scope="session")
+def run_locust():
+    """``run_locust(*args, timeout=120, env=None)``: the locust CLI run from the repository root to its end; returns
+    the finished process (output captured). A run past its timeout is killed."""
+
+    def run(*args: str, timeout: float = 120, env: dict | None = None) -> subprocess.CompletedProcess:
+        cmd = [sys.executable, "-m", "locust", *args]
+        environment = os.environ | {"PYTHONUNBUFFERED": "1"} | (env or {})
+        return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout, env=environment)
+
+    return run
+
+
+def hear_ctrl_c() -> None:
+    """In the child: SIGINT back to its default. A test runner started in the background by a non-interactive shell
+    ignores SIGINT and its children inherit that, so Locust would never see the Ctrl-C a test sends."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+@pytest.fixture
+def processes():
+    """``processes(command, log, env=None, cwd=REPO)``: start a command in the background with its output in the file
+    ``log``; whatever still runs after the test is killed."""
+    started: list[subprocess.Popen] = []
+
+    def start(command: list, log: Path, env: dict | None = None, cwd: Path = REPO) -> subprocess.Popen:
+        with open(log, "w") as out:
+            proc = subprocess.Popen(
+                [str(part) for part in command],
+                cwd=cwd,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=os.environ | {"PYTHONUNBUFFERED": "1"} | (env or {}),
+                preexec_fn=hear_ctrl_c,
+            )
+        started.append(proc)
+        return proc
 
     yield start
-    for sim in started:
-        sim.stop()
+    for proc in started:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
-def run_locust(*args: str, timeout: float = 120, env: dict | None = None) -> subprocess.CompletedProcess:
-    """Run the locust CLI from the repository root and return the finished process (output captured)."""
-    cmd = [sys.executable, "-m", "locust", *args]
-    environment = os.environ | {"PYTHONUNBUFFERED": "1"} | (env or {})
-    return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout, env=environment)
+@pytest.fixture(scope="session")
+def scenarios():
+    """The scenarios command (``python -m scenarios``) in this process: ``scenarios(argv)`` returns its exit code.
+    A run starts the simulator (without --target), a Locust master and its workers."""
+    from vllm_stress.scenarios.cli import main
+
+    return main
 
 
-def two_workers() -> list[str]:
-    """Locust arguments for a master with two forked workers (--processes 2) on a free loopback port.
-
-    With --processes the workers dial --master-port, so it must be set with --master-bind-port.
-    """
-    from vllm_stress.scenarios.runner import free_port
-
-    port = str(free_port())
-    return [
-        "--processes",
-        "2",
-        "--master-bind-host",
-        "127.0.0.1",
-        "--master-bind-port",
-        port,
-        "--master-port",
-        port,
-        "--expect-workers-max-wait",
-        "30",
-    ]
-
-
-def read_rows(path: Path) -> list[dict]:
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
+@pytest.fixture
+def docker(tmp_path, monkeypatch):
+    """A fake ``docker`` first on PATH (tests/fake_docker.py: its containers are simulators); returns a function that
+    reads its recorded calls. A container a failed test left running is stopped."""
+    state = tmp_path / "docker"
+    state.mkdir()
+    (state / "docker").write_text(f'#!/bin/sh\nexec {sys.executable} {REPO / "tests" / "fake_docker.py"} "$@"\n')
+    (state / "docker").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{state}:{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_DOCKER_DIR", str(state))
+    monkeypatch.setenv("HOME", str(tmp_path))  # the cache mounts of vllm-serve.sh point here
+    yield (
+        lambda: (
+            [json.loads(line) for line in (state / "calls.jsonl").read_text().splitlines()]
+            if (state / "calls.jsonl").exists()
+            else []
+        )
+    )
+    for pid_file in state.glob("*.pid"):
+        subprocess.run([str(state / "docker"), "stop", pid_file.stem], capture_output=True, timeout=60)
 
 
-def scrape(url: str) -> dict[str, float]:
-    """The server's /metrics as {sample name with labels: value} (prometheus_client's parser)."""
-    import requests
-    from prometheus_client.parser import text_string_to_metric_families
+@dataclass
+class InstalledSuite:
+    """The suite installed in a virtualenv of its own: ``bin`` holds its commands, ``env`` the environment to run
+    them in (no PYTHONPATH or VIRTUAL_ENV of the test run)."""
 
-    samples = {}
-    for family in text_string_to_metric_families(requests.get(url + "/metrics", timeout=10).text):
-        for sample in family.samples:
-            labels = ",".join(f"{k}={v}" for k, v in sorted(sample.labels.items()) if k not in ("engine", "model_name"))
-            samples[f"{sample.name}{{{labels}}}"] = sample.value
-    return samples
+    bin: Path
+    env: dict
+
+    def run(self, *command: str, cwd: Path, timeout: float) -> subprocess.CompletedProcess:
+        """One of the venv's commands (``vllm-stress``, ``locust``, ``python``) run in ``cwd`` to its end."""
+        return subprocess.run(
+            [str(self.bin / command[0]), *command[1:]],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=self.env,
+        )
 
 
-def server_completed(url: str) -> int:
-    """Requests the server finished, whatever their finish reason (vLLM's request_success_total)."""
-    return int(sum(v for k, v in scrape(url).items() if k.startswith("vllm:request_success_total{")))
+@pytest.fixture(scope="module")
+def installed_suite(tmp_path_factory):
+    """A regular (not editable) ``pip install`` of a copy of the tracked files into a fresh virtualenv: what a worker
+    machine or a CI job gets without the repository. The copy keeps symlinks as symlinks (``git ls-files`` lists a
+    symlinked folder as one entry: the package's links to the data)."""
+    folder = tmp_path_factory.mktemp("install")
+    source = folder / "source"  # a copy: the build leaves nothing in the repository
+    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, text=True, check=True)
+    for name in filter(None, tracked.stdout.split("\0")):
+        (source / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO / name, source / name, follow_symlinks=False)
+    venv = folder / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    install = subprocess.run(
+        [venv / "bin" / "python", "-m", "pip", "install", "-q", str(source)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert install.returncode == 0, install.stderr[-3000:]
+    env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    return InstalledSuite(venv / "bin", env | {"PYTHONUNBUFFERED": "1"})
+
+
+@pytest.fixture(scope="module")
+def real_vllm(tmp_path_factory):
+    """One real vLLM (CPU build, deploy/real-vllm.sh) for the module, stopped when the module ends rather than idling
+    through the rest of the suite. It has its own state file, so a server the user started is left alone. The server
+    is pinned to its cores and this process, with the Locust processes it starts, to the others."""
+    state = tmp_path_factory.mktemp("real-vllm") / "server.env"
+    env = os.environ | {"REAL_VLLM_STATE": str(state)}
+    started = subprocess.run(["bash", REAL_VLLM_SCRIPT, "start"], env=env, capture_output=True, text=True, timeout=540)
+    own_cpus = os.sched_getaffinity(0)
+    try:
+        assert started.returncode == 0, started.stderr[-3000:]
+        values = dict(line.split("=", 1) for line in state.read_text().splitlines())
+        if values.get("CLIENT_CPUS"):  # the Locust processes started from here inherit it
+            subprocess.run(["taskset", "-pc", values["CLIENT_CPUS"], str(os.getpid())], check=True, capture_output=True)
+        yield Server(values["URL"], values["MODEL"])
+    finally:
+        os.sched_setaffinity(0, own_cpus)
+        subprocess.run(["bash", REAL_VLLM_SCRIPT, "stop"], env=env, capture_output=True, timeout=60)
+
+
+@pytest.fixture
+def browser():
+    """A headless Chromium (Debian's, driven by playwright), closed after the test; skips without either."""
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"{CHROMIUM} is missing (Debian: apt-get install -y chromium)")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
+    with sync_api.sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield launched
+        finally:
+            launched.close()
 
 
 @pytest.fixture
 def network():
     """A bridge in its own network namespace for hosts (``network.add_host(name)``); skips without namespaces.
     Every process started in the hosts is stopped and every namespace deleted after the test, pass or fail."""
-    from tests.netns import Network, netns_unavailable
-
     if reason := netns_unavailable():
         pytest.skip(reason)
     net = Network()

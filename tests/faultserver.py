@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-import time
 from collections import defaultdict
 
 from aiohttp import web
@@ -194,11 +193,3 @@ class FaultServer:
             await response.write(b"data: " + json.dumps(error_body(500, "engine died")).encode() + b"\n\n")
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
-
-
-def wait_until(condition, timeout: float = 10.0, interval: float = 0.1) -> bool:
-    """Poll ``condition()`` until it is true or ``timeout`` passes; returns its last value."""
-    deadline = time.monotonic() + timeout
-    while not (result := condition()) and time.monotonic() < deadline:
-        time.sleep(interval)
-    return result

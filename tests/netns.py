@@ -21,9 +21,9 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from tests.helpers import REPO
+
 PREFIX = f"vs{os.getpid()}"  # namespaces vs<pid>-<host>, veths v<pid><index>{h,p}
 SUBNET = f"10.213.{os.getpid() % 250}"
 

@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-import pytest
-
 from vllm_stress.core import schema
 from vllm_stress.master.accounting import RequestAccounting
-
-pytestmark = pytest.mark.fast
 
 
 def request_row(**fields) -> list:

@@ -6,10 +6,8 @@ import re
 import pandas as pd
 import pytest
 
-from tests.analysis_runs import run_cli, small_run
+from tests.helpers import run_cli, small_run
 from vllm_stress.analysis.cli import main
-
-pytestmark = pytest.mark.fast  # no load runs: the developers' loop (make test-fast)
 
 CONTRACT_LEVEL_KEYS = {
     "users",

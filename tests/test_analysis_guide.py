@@ -18,8 +18,6 @@ import pytest
 from vllm_stress.analysis.report import analyse
 from vllm_stress.analysis.synthetic import closed_loop_rows, write_run
 
-pytestmark = pytest.mark.fast  # no load runs: the developers' loop (make test-fast)
-
 USERS = [10, 50, 100, 200, 500, 750, 1000]
 TOKENS = 2048 + 512  # per request
 GUIDE_TABLES = {  # model: [(total tok/s, p99 latency s) per level of USERS]

@@ -21,8 +21,6 @@ from vllm_stress.core.schema import (
     SERVER_METRICS_FILE,
 )
 
-pytestmark = pytest.mark.fast  # no load runs: the developers' loop (make test-fast)
-
 T0 = 1_700_000_000.0
 # Level 10 ramps from T0+980 and holds [T0+1000, T0+1100): 100 s. Level 20 ramps from T0+1100, holds [T0+1120, T0+1220).
 LEVELS = [(10, T0 + 980, T0 + 1000, T0 + 1100), (20, T0 + 1100, T0 + 1120, T0 + 1220)]

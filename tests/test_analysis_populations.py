@@ -13,8 +13,6 @@ from vllm_stress.analysis.load import load_run
 from vllm_stress.analysis.synthetic import closed_loop_rows, request_rows, step_levels, write_run
 from vllm_stress.core.schema import ABORTED, SERVER_METRICS_COLUMNS, SERVER_METRICS_FILE
 
-pytestmark = pytest.mark.fast  # no load runs: the developers' loop (make test-fast)
-
 T0 = 1.7e9
 LEVELS = step_levels([10, 20], hold_s=100.0, ramp_s=10.0, t0=T0)  # holds [T0+10, T0+110) and [T0+120, T0+220)
 

@@ -9,8 +9,6 @@ from vllm_stress.analysis import stats
 from vllm_stress.analysis.report import analyse
 from vllm_stress.analysis.synthetic import closed_loop_rows, step_levels, write_run
 
-pytestmark = pytest.mark.fast  # no load runs: the developers' loop (make test-fast)
-
 
 def curve(throughput: list[float], p99: list[float] | None = None) -> pd.DataFrame:
     return pd.DataFrame(

@@ -8,29 +8,13 @@ import sys
 
 import pytest
 
-from tests.conftest import REPO, run_locust
-from tests.faultserver import MAX_MODEL_LEN, MODEL, FaultServer
+from tests.faultserver import MAX_MODEL_LEN, MODEL
+from tests.helpers import NOWHERE, REPO, refused
 from vllm_stress.analysis.cli import main as analysis_main
 from vllm_stress.core import schema
 from vllm_stress.scenarios.levels import parse_levels
 
-NOWHERE = "http://127.0.0.1:1"  # nothing listens: these runs must stop before contacting a server
 SHORT = ["--headless", "--only-summary", "-u", "1", "-t", "5s"]
-
-
-@pytest.fixture(scope="module")
-def fault_server():
-    server = FaultServer().start()
-    yield server
-    server.stop()
-
-
-def refused(proc: subprocess.CompletedProcess, message: str) -> None:
-    """Exit code 2, one ERROR line holding ``message``, no traceback."""
-    assert proc.returncode == 2, proc.stderr[-2000:]
-    assert "Traceback" not in proc.stderr
-    errors = [line for line in proc.stderr.splitlines() if "/ERROR/" in line]
-    assert len(errors) == 1 and message in errors[0], errors
 
 
 def scenarios_cli(*args: str) -> subprocess.CompletedProcess:
@@ -54,7 +38,6 @@ def test_unknown_scenario():
         (" , ", "--levels is empty"),
     ],
 )
-@pytest.mark.fast
 def test_parse_levels(text, message):
     with pytest.raises(ValueError) as error:
         parse_levels(text)
@@ -71,7 +54,7 @@ def test_parse_levels(text, message):
         ),
     ],
 )
-def test_bad_ramp_is_refused_by_the_shape(tmp_path, args, message):
+def test_bad_ramp_is_refused_by_the_shape(run_locust, tmp_path, args, message):
     proc = run_locust(
         "-f",
         "locustfiles/chat.py,scenarios/shape.py",
@@ -99,14 +82,14 @@ def test_bad_ramp_is_refused_by_the_shape(tmp_path, args, message):
         (["--think-time", "-1"], "--think-time must not be negative, got -1"),
     ],
 )
-def test_bad_options_are_refused_at_test_start(tmp_path, args, message):
+def test_bad_options_are_refused_at_test_start(run_locust, tmp_path, args, message):
     proc = run_locust(
         "-f", "locustfiles/chat.py", "-H", NOWHERE, *SHORT, "--results-dir", str(tmp_path / "run"), *args, timeout=60
     )
     refused(proc, message)
 
 
-def test_sessions_refuse_a_schedule(fault_server, tmp_path):
+def test_sessions_refuse_a_schedule(run_locust, fault_server, tmp_path):
     proc = run_locust(
         "-f",
         "locustfiles/session.py",
@@ -131,7 +114,7 @@ def test_sessions_refuse_a_schedule(fault_server, tmp_path):
         (b'[{"conversations": [{"from": "gpt", "value": "no human turn"}]}]', ": no conversation with a human turn"),
     ],
 )
-def test_unreadable_dataset_is_refused(tmp_path, content, message):
+def test_unreadable_dataset_is_refused(run_locust, tmp_path, content, message):
     dataset = tmp_path / "prompts.jsonl"
     dataset.write_bytes(content)
     proc = run_locust(
@@ -149,7 +132,7 @@ def test_unreadable_dataset_is_refused(tmp_path, content, message):
     refused(proc, message)
 
 
-def test_lengths_over_max_model_len_are_refused_with_the_numbers(fault_server, tmp_path):
+def test_lengths_over_max_model_len_are_refused_with_the_numbers(run_locust, fault_server, tmp_path):
     prefix = "/fault/ok-too-long"
     proc = run_locust(
         "-f",
@@ -173,7 +156,7 @@ def test_lengths_over_max_model_len_are_refused_with_the_numbers(fault_server, t
     assert fault_server.chat_requests(prefix) == 0
 
 
-def test_locust_refuses_a_results_dir_that_holds_a_run(tmp_path):
+def test_locust_refuses_a_results_dir_that_holds_a_run(run_locust, tmp_path):
     run = tmp_path / "run"
     run.mkdir()
     (run / schema.REQUESTS_FILE).write_text("earlier rows\n")

@@ -57,7 +57,6 @@ def report_bound(folder) -> str:
     return stats.bounds(level).iloc[0]
 
 
-@pytest.mark.fast
 @pytest.mark.parametrize(
     ("waiting_share", "cpu", "expected"),
     [
@@ -82,7 +81,6 @@ def test_the_live_bound_is_the_reports(tmp_path, waiting_share, cpu, expected):
     assert live == report_bound(folder) == expected
 
 
-@pytest.mark.fast
 def test_a_level_without_its_hold_or_files_waits_then_says_nothing(tmp_path):
     folder = tmp_path / "run"
     folder.mkdir()
@@ -91,7 +89,6 @@ def test_a_level_without_its_hold_or_files_waits_then_says_nothing(tmp_path):
     assert hold_bound(folder, {"users": 20}, now=T0 + 60) == ""
 
 
-@pytest.mark.fast
 def test_frontend_and_gateway_bounds_need_the_http_layer_to_tell_apart():
     base = {"users": 100, "server_waiting_mean": 0.0}
     assert level_bound(base | {"server_in_system_mean": 40.0, "server_http_held_mean": 98.0}) == (

@@ -5,12 +5,8 @@ from __future__ import annotations
 import csv
 from types import SimpleNamespace
 
-import pytest
-
 from vllm_stress.core import schema
 from vllm_stress.master.clienthealth import CPU_REPORT_KEY, ClientHealth, report_worker_cpu
-
-pytestmark = pytest.mark.fast
 
 
 class Hook:

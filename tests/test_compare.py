@@ -8,11 +8,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tests.analysis_runs import run_cli, small_run
+from tests.helpers import run_cli, small_run
 from vllm_stress.analysis import compare, store, vllm_json
 from vllm_stress.analysis.synthetic import closed_loop_rows, step_levels, write_run
 
-fast = pytest.mark.fast
 GATE = "output_tok_s<-5%,e2e_p50>+10%"
 
 # A vllm bench serve --save-result file in vLLM's own layout (vllm/benchmarks/serve.py, default percentile metrics
@@ -60,7 +59,6 @@ def baseline_and_candidate(tmp_path, candidate_loops=(5, 8)):
     return small_run(tmp_path / "base", loops=(5, 10)), small_run(tmp_path / "cand", loops=candidate_loops)
 
 
-@fast
 def test_fail_on_parses_limits_and_refuses_others():
     limits = compare.parse_fail_on("output_tok_s<-5%, ttft_p99>+10%")
     assert [(limit.metric, limit.direction, limit.change) for limit in limits] == [
@@ -73,7 +71,6 @@ def test_fail_on_parses_limits_and_refuses_others():
             compare.parse_fail_on(bad)
 
 
-@fast
 def test_a_throughput_drop_fails_the_gate(tmp_path, capsys):
     base, cand = baseline_and_candidate(tmp_path)
     code, out, _ = run_cli(capsys, "compare", base, cand, "--fail-on", GATE, "--out", tmp_path / "cmp")
@@ -89,7 +86,6 @@ def test_a_throughput_drop_fails_the_gate(tmp_path, capsys):
     assert (tmp_path / "cmp" / "throughput.png").stat().st_size > 0 and (tmp_path / "cmp" / "compare.html").is_file()
 
 
-@fast
 def test_the_same_configuration_twice_flags_nothing(tmp_path, capsys):
     base, cand = baseline_and_candidate(tmp_path, candidate_loops=(5, 10))
     code, out, _ = run_cli(capsys, "compare", "--baseline", base, "--candidate", cand, "--fail-on", GATE)
@@ -102,7 +98,6 @@ def one_level(output_tok_s: float) -> pd.DataFrame:
     return pd.DataFrame([level | {"users": 8, "runs": 1, "steady": True}]).set_index("users")
 
 
-@fast
 def test_a_single_run_change_under_the_minimum_effect_does_not_gate():
     limits = compare.parse_fail_on("output_tok_s<-1%")
     (small,) = compare.differences(one_level(100.0), one_level(95.0), limits)
@@ -111,7 +106,6 @@ def test_a_single_run_change_under_the_minimum_effect_does_not_gate():
     assert large.test == "minimum effect 10%" and large.significant and large.regression
 
 
-@fast
 def test_repeats_are_tested_with_welch(tmp_path, capsys):
     """Two repeats a side: the CI of the change comes from their spread (Welch), not from a minimum effect; repeats
     this far apart leave a 21 % drop within the noise."""
@@ -130,7 +124,6 @@ def test_repeats_are_tested_with_welch(tmp_path, capsys):
     assert diff["test"] == "Welch t" and diff["crossed"] == ["output_tok_s<-5%"] and not diff["significant"]
 
 
-@fast
 def test_reads_a_vllm_bench_serve_result(tmp_path, capsys):
     path = tmp_path / "vllm.json"
     path.write_text(json.dumps(VLLM_RESULT))
@@ -156,7 +149,6 @@ def test_reads_a_vllm_bench_serve_result(tmp_path, capsys):
 VLLM_FILE = Path(__file__).parent / "fixtures" / "vllm-bench-serve-c8.json"
 
 
-@fast
 def test_reads_what_vllm_bench_serve_wrote(tmp_path, capsys):
     (level,) = vllm_json.read_results(VLLM_FILE)
     row = level.iloc[0]
@@ -178,7 +170,6 @@ def test_reads_what_vllm_bench_serve_wrote(tmp_path, capsys):
     assert e2e["baseline"] == pytest.approx(0.1) and e2e["candidate"] == pytest.approx(0.09357, abs=1e-5)
 
 
-@fast
 def test_appended_results_and_one_per_line(tmp_path):
     lines = [VLLM_RESULT | {"max_concurrency": users} for users in (10, 10, 20)]
     path = tmp_path / "append.json"
@@ -187,7 +178,6 @@ def test_appended_results_and_one_per_line(tmp_path):
     assert levels["runs"].to_dict() == {10: 2, 20: 1}
 
 
-@fast
 def test_export_writes_vllm_results_that_compare_equal_to_the_run(tmp_path, capsys):
     run = small_run(tmp_path / "run", model="m", loops=(5, 10))
     code, _, _ = run_cli(capsys, run, "--out", tmp_path / "report", "--export-vllm", tmp_path / "vllm")
@@ -218,7 +208,6 @@ def test_export_writes_vllm_results_that_compare_equal_to_the_run(tmp_path, caps
         assert code == 0 and "compared 2 level(s): 0 regression(s)" in out and "ungated" not in out
 
 
-@fast
 def test_the_store_records_lists_and_compares(tmp_path, capsys, monkeypatch):
     monkeypatch.delenv(store.DB_ENV, raising=False)
     base, cand = baseline_and_candidate(tmp_path)
@@ -241,7 +230,6 @@ def test_the_store_records_lists_and_compares(tmp_path, capsys, monkeypatch):
     assert commit is None or len(commit) == 40
 
 
-@fast
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -261,7 +249,6 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, monkeypatch, args, m
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1
 
 
-@fast
 def test_a_json_that_is_not_a_closed_loop_vllm_result_is_refused(tmp_path, capsys):
     base = small_run(tmp_path / "base")
     for name, content in (("open.json", VLLM_RESULT | {"max_concurrency": None}), ("other.json", {"x": 1})):
@@ -270,14 +257,12 @@ def test_a_json_that_is_not_a_closed_loop_vllm_result_is_refused(tmp_path, capsy
         assert code == 2 and name in err and len(err.strip().splitlines()) == 1
 
 
-def test_simulator_runs_differing_only_in_max_num_seqs(tmp_path, capsys):
+def test_simulator_runs_differing_only_in_max_num_seqs(scenarios, tmp_path, capsys):
     """Smoke runs at 4 and 8 users: --max-num-seqs 4 against 8 halves nothing at 4 users and caps 8 users at the
     throughput of 4; two repeats of one configuration flag nothing."""
-    from vllm_stress.scenarios.cli import main as scenarios_main
-
     for name, seqs, repeats in (("seq8", 8, 2), ("seq4", 4, 1)):
         assert (
-            scenarios_main(
+            scenarios(
                 [
                     "run",
                     "--scenario",
@@ -315,7 +300,6 @@ def test_simulator_runs_differing_only_in_max_num_seqs(tmp_path, capsys):
     )  # run.json tells the two servers apart
 
 
-@fast
 def test_the_servers_of_two_sides_are_shown_when_they_differ(tmp_path, capsys, monkeypatch):
     """run.json's server_version and server_launch reach the store, and compare names both servers when they
     differ (and nothing when they are the same or a side does not say)."""

@@ -20,8 +20,6 @@ from vllm_stress.analysis.compare_report import (
 from vllm_stress.analysis.load import AnalysisError
 from vllm_stress.analysis.render import Heading, Paragraph, Table, to_markdown
 
-pytestmark = pytest.mark.fast  # no load runs: the developers' loop (make test-fast)
-
 
 def difference(users: int, metric: str, baseline: float, candidate: float, **changes) -> Difference:
     """A steady, single-run difference; ``changes`` override any field."""

@@ -18,8 +18,6 @@ from vllm_stress.scenarios.config import (
 from vllm_stress.scenarios.errors import ScenarioError
 from vllm_stress.scenarios.levels import longest_run_s
 
-pytestmark = pytest.mark.fast
-
 
 def test_the_bundled_scenarios_are_listed_and_read():
     assert {"smoke", "demo", "mi325x-sweep"} <= set(scenario_names())

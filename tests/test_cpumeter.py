@@ -6,8 +6,6 @@ import pytest
 
 from vllm_stress.master import cpumeter
 
-pytestmark = pytest.mark.fast
-
 
 class Clock:
     def __init__(self) -> None:

@@ -4,11 +4,7 @@ from __future__ import annotations
 
 import csv
 
-import pytest
-
 from vllm_stress.master.csvappender import CsvAppender
-
-pytestmark = pytest.mark.fast
 
 
 def read(path) -> list[list[str]]:

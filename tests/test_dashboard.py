@@ -10,8 +10,6 @@ from flask import Blueprint, Flask
 
 from vllm_stress.webui import dashboard
 
-pytestmark = pytest.mark.fast
-
 
 class Hook:
     def add_listener(self, listener) -> None:

@@ -8,8 +8,6 @@ from vllm_stress.client.exchange import Exchange, error_event, response_error
 from vllm_stress.core import schema
 from vllm_stress.master.runfolder import RunFolder, RunFolderExists
 
-pytestmark = pytest.mark.fast  # no load runs: the developers' loop (make test-fast)
-
 
 def streamed(gaps, completion_tokens=None, prompt_tokens=None, target_prompt=100, max_tokens=4, check=True):
     ex = Exchange("chat", 10, target_prompt, max_tokens, check_output=check)

@@ -10,19 +10,17 @@ from __future__ import annotations
 import csv
 import json
 import math
-import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, read_rows, run_locust, server_completed
-from tests.faultserver import FAULTS, SLOW_HEADERS_S, FaultServer, wait_until
+from benchmarks.harness import read_rows
+from tests.faultserver import FAULTS, SLOW_HEADERS_S
+from tests.helpers import LOCUST, analyse, server_completed, wait_until
 from vllm_stress.scenarios.runner import free_port
-from vllm_stress.simulator.process import start_simulator
 
 SHORT = ["--input-tokens", "16", "--output-tokens", "8", "--headless", "--only-summary"]
 SLOW_SIM = ["--profile", "cpu-tiny", "--set", "t_fixed=0.02"]  # ~0.2 s per request: few rows, little CPU
@@ -44,44 +42,6 @@ EXPECTED = {  # fault -> the rows' error column ("" = success)
     "stall": "Timeout",
     "slow-headers": "",
 }
-
-
-@pytest.fixture(scope="module")
-def fault_server():
-    server = FaultServer().start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def procs():
-    """Start processes with output in files; whatever still runs after the test is killed."""
-    started: list[subprocess.Popen] = []
-
-    def start(args: list[str], log: Path) -> subprocess.Popen:
-        with open(log, "w") as out:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "locust", *args],
-                cwd=REPO,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env=os.environ | {"PYTHONUNBUFFERED": "1"},
-                preexec_fn=hear_ctrl_c,
-            )
-        started.append(proc)
-        return proc
-
-    yield start
-    for proc in started:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-
-
-def hear_ctrl_c() -> None:
-    """In the child: SIGINT back to its default. A test runner started in the background by a non-interactive shell
-    ignores SIGINT and its children inherit that, so Locust would never see the Ctrl-C these tests send."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def row_count(path: Path) -> int:
@@ -118,19 +78,11 @@ def run_json(folder: Path) -> dict:
     return json.loads((folder / "run.json").read_text())
 
 
-def analyse(folder: Path, out: Path) -> dict:
-    """``python -m analysis FOLDER --out OUT`` (in this process) and its summary.json."""
-    from vllm_stress.analysis.cli import main
-
-    assert main([str(folder), "--out", str(out)]) == 0
-    return json.loads((out / "summary.json").read_text())
-
-
 # --- the target's faults ----------------------------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
-def matrix_run(fault_server, tmp_path_factory):
+def matrix_run(fault_server, run_locust, tmp_path_factory):
     """One user through every fault in turn (one run for the whole matrix); the current request finishes at the end
     (--stop-timeout), so every request the server received is a finished row."""
     prefix = "/cycle/" + ",".join(FAULTS)
@@ -178,7 +130,7 @@ def test_fault_matrix(matrix_run, fault):
 
 
 @pytest.mark.parametrize("fault", ["ok", "no-done"])
-def test_sdk_user_follows_the_same_stream_rules(fault_server, tmp_path, fault):
+def test_sdk_user_follows_the_same_stream_rules(fault_server, run_locust, tmp_path, fault):
     """The SDK consumes [DONE] itself and ends its iteration the same way without it: the SDK user still knows."""
     out = tmp_path / fault
     proc = run_locust(
@@ -204,7 +156,7 @@ def test_sdk_user_follows_the_same_stream_rules(fault_server, tmp_path, fault):
     assert rows and {r["error"] for r in rows} == {EXPECTED[fault]}
 
 
-def test_server_not_running_at_start(tmp_path):
+def test_server_not_running_at_start(run_locust, tmp_path):
     port = free_port()
     out = tmp_path / "run"
     proc = run_locust(
@@ -230,7 +182,7 @@ def test_server_not_running_at_start(tmp_path):
     assert row_count(out / "requests.csv") == 0
 
 
-def test_wrong_model_is_refused_before_any_request(fault_server, tmp_path):
+def test_wrong_model_is_refused_before_any_request(fault_server, run_locust, tmp_path):
     proc = run_locust(
         "-f",
         "locustfiles/chat.py",
@@ -252,12 +204,13 @@ def test_wrong_model_is_refused_before_any_request(fault_server, tmp_path):
     assert fault_server.chat_requests("/fault/ok-wrong-model") == 0
 
 
-def test_server_killed_and_restarted_on_the_same_port(procs, tmp_path):
+def test_server_killed_and_restarted_on_the_same_port(simulator, processes, tmp_path):
     port = free_port()
-    first, second = start_simulator(*SLOW_SIM, "--port", str(port)), None
+    first = simulator(*SLOW_SIM, "--port", str(port))
     out = tmp_path / "run"
-    locust = procs(
+    locust = processes(
         [
+            *LOCUST,
             "-f",
             "locustfiles/chat.py",
             "-H",
@@ -280,20 +233,15 @@ def test_server_killed_and_restarted_on_the_same_port(procs, tmp_path):
         ],
         tmp_path / "locust.log",
     )
-    try:
-        assert wait_until(lambda: row_count(out / "requests.csv") >= 8, timeout=15)
-        killed = time.time()
-        first.proc.send_signal(signal.SIGKILL)
-        first.proc.wait()
-        time.sleep(1.5)  # the server is down: requests are refused
-        second = start_simulator(*SLOW_SIM, "--port", str(port))
-        down_s = time.time() - killed
-        assert locust.wait(timeout=30) == 1  # 1: there were failures
-        completed = server_completed(second.url)
-    finally:
-        for sim in (first, second):
-            if sim:
-                sim.stop()
+    assert wait_until(lambda: row_count(out / "requests.csv") >= 8, timeout=15)
+    killed = time.time()
+    first.proc.send_signal(signal.SIGKILL)
+    first.proc.wait()
+    time.sleep(1.5)  # the server is down: requests are refused
+    second = simulator(*SLOW_SIM, "--port", str(port))
+    down_s = time.time() - killed
+    assert locust.wait(timeout=30) == 1  # 1: there were failures
+    completed = server_completed(second.url)
     log = (tmp_path / "locust.log").read_text()
     assert "Traceback" not in log
     rows = read_rows(out / "requests.csv")
@@ -323,11 +271,12 @@ def check_partial_run(out: Path, url: str, tmp_path: Path) -> list[dict]:
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
-def test_interrupted_local_run_keeps_every_row(simulator, procs, tmp_path, signum):
+def test_interrupted_local_run_keeps_every_row(simulator, processes, tmp_path, signum):
     sim = simulator(*SLOW_SIM)
     out = tmp_path / "run"
-    locust = procs(
+    locust = processes(
         [
+            *LOCUST,
             "-f",
             "locustfiles/chat.py",
             "-H",
@@ -353,12 +302,12 @@ def test_interrupted_local_run_keeps_every_row(simulator, procs, tmp_path, signu
     check_partial_run(out, sim.url, tmp_path)
 
 
-def test_interrupted_master_keeps_the_workers_rows(simulator, procs, tmp_path):
+def test_interrupted_master_keeps_the_workers_rows(simulator, processes, tmp_path):
     sim = simulator(*SLOW_SIM)
     out = tmp_path / "run"
     port = str(free_port())
-    common = ["-f", "locustfiles/chat.py", "-H", sim.url, *SHORT]
-    master = procs(
+    common = [*LOCUST, "-f", "locustfiles/chat.py", "-H", sim.url, *SHORT]
+    master = processes(
         [
             *common,
             "--master",
@@ -381,7 +330,7 @@ def test_interrupted_master_keeps_the_workers_rows(simulator, procs, tmp_path):
         ],
         tmp_path / "master.log",
     )
-    workers = [procs([*common, "--worker", "--master-port", port], tmp_path / f"worker{i}.log") for i in range(2)]
+    workers = [processes([*common, "--worker", "--master-port", port], tmp_path / f"worker{i}.log") for i in range(2)]
     assert wait_until(lambda: len({r["worker"] for r in rows_so_far(out / "requests.csv")}) == 2, timeout=20)
     master.send_signal(signal.SIGTERM)
     assert master.wait(timeout=15) in (0, 1)
@@ -393,11 +342,11 @@ def test_interrupted_master_keeps_the_workers_rows(simulator, procs, tmp_path):
 # --- distributed faults -----------------------------------------------------------------------------------------
 
 
-def start_master_and_workers(procs, tmp_path: Path, locustfile: str, url: str, workers: int, *args: str):
+def start_master_and_workers(processes, tmp_path: Path, locustfile: str, url: str, workers: int, *args: str):
     out = tmp_path / "run"
     port = str(free_port())
-    common = ["-f", locustfile, "-H", url, *SHORT]
-    master = procs(
+    common = [*LOCUST, "-f", locustfile, "-H", url, *SHORT]
+    master = processes(
         [
             *common,
             "--master",
@@ -417,15 +366,15 @@ def start_master_and_workers(procs, tmp_path: Path, locustfile: str, url: str, w
     )
 
     def worker(name: str) -> subprocess.Popen:
-        return procs([*common, "--worker", "--master-port", port], tmp_path / f"{name}.log")
+        return processes([*common, "--worker", "--master-port", port], tmp_path / f"{name}.log")
 
     return out, master, [worker(f"worker{i}") for i in range(workers)], worker
 
 
-def test_worker_killed_mid_run_is_named_and_the_master_goes_on(simulator, procs, tmp_path):
+def test_worker_killed_mid_run_is_named_and_the_master_goes_on(simulator, processes, tmp_path):
     sim = simulator(*SLOW_SIM)
     out, master, (first, _), _ = start_master_and_workers(
-        procs, tmp_path, "locustfiles/chat.py", sim.url, 2, "-u", "6", "-r", "6", "-t", "60s"
+        processes, tmp_path, "locustfiles/chat.py", sim.url, 2, "-u", "6", "-r", "6", "-t", "60s"
     )
     assert wait_until(lambda: len({r["worker"] for r in rows_so_far(out / "requests.csv")}) == 2, timeout=20)
     first.kill()
@@ -446,10 +395,10 @@ def test_worker_killed_mid_run_is_named_and_the_master_goes_on(simulator, procs,
     assert "Lost workers" in report and lost_id in report
 
 
-def test_late_worker_rows_carry_the_level(simulator, procs, tmp_path):
+def test_late_worker_rows_carry_the_level(simulator, processes, tmp_path):
     sim = simulator(*SLOW_SIM)
     out, master, _, worker = start_master_and_workers(
-        procs,
+        processes,
         tmp_path,
         "locustfiles/chat.py,scenarios/shape.py",
         sim.url,
@@ -480,10 +429,10 @@ def test_late_worker_rows_carry_the_level(simulator, procs, tmp_path):
     assert wait_until(lambda: server_completed(sim.url) == len(rows), timeout=5), (server_completed(sim.url), len(rows))
 
 
-def test_workers_quit_by_themselves_when_the_master_dies(simulator, procs, tmp_path):
+def test_workers_quit_by_themselves_when_the_master_dies(simulator, processes, tmp_path):
     sim = simulator(*SLOW_SIM)
     out, master, workers, _ = start_master_and_workers(
-        procs, tmp_path, "locustfiles/chat.py", sim.url, 2, "-u", "4", "-r", "4", "-t", "60s"
+        processes, tmp_path, "locustfiles/chat.py", sim.url, 2, "-u", "4", "-r", "4", "-t", "60s"
     )
     assert wait_until(lambda: row_count(out / "requests.csv") >= 4, timeout=20)
     master.kill()

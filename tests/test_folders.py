@@ -10,8 +10,6 @@ from vllm_stress.core import schema
 from vllm_stress.scenarios.errors import ScenarioError
 from vllm_stress.scenarios.folders import complete, has_rows, prepare_out
 
-pytestmark = pytest.mark.fast
-
 
 def test_an_output_folder_is_new_or_overwritten(tmp_path):
     out = tmp_path / "a" / "b"

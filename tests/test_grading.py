@@ -6,8 +6,6 @@ import pytest
 
 from vllm_stress.core.grading import accuracy_by_level, agreement, extract_choice, extract_number, grade
 
-pytestmark = pytest.mark.fast  # no load runs: the developers' loop (make test-fast)
-
 
 @pytest.mark.parametrize(
     "text,letter",

@@ -10,9 +10,9 @@ from collections import Counter
 
 import pytest
 
-from tests.conftest import read_rows
+from benchmarks.harness import read_rows
+from tests.helpers import analyse
 from tests.netns import netns_unavailable, readme_commands, substitute
-from tests.test_faults import analyse
 from vllm_stress.simulator.process import READY_LINE
 
 WORKER_HOSTS = ("worker1", "worker2")
@@ -70,7 +70,7 @@ class Cluster:
 
     def server_completed(self) -> int:
         return int(
-            self.server.python(f"from tests.conftest import server_completed; print(server_completed({self.url!r}))")
+            self.server.python(f"from tests.helpers import server_completed; print(server_completed({self.url!r}))")
         )
 
 

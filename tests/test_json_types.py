@@ -9,8 +9,6 @@ import pytest
 
 from vllm_stress.analysis.json_types import to_json_types
 
-pytestmark = pytest.mark.fast  # no load runs: the developers' loop (make test-fast)
-
 
 def test_numpy_scalars_become_python_ones():
     converted = to_json_types({"users": np.int64(8), "tok_s": np.float64(1.5), "steady": np.bool_(True)})

@@ -9,8 +9,6 @@ import pytest
 from vllm_stress.client.recorder import Recorder
 from vllm_stress.master.leveltimes import LevelTimes
 
-pytestmark = pytest.mark.fast
-
 
 class Folder:
     def __init__(self) -> None:

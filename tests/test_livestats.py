@@ -7,8 +7,6 @@ import pytest
 from vllm_stress.core import schema
 from vllm_stress.master.livestats import LiveStats
 
-pytestmark = pytest.mark.fast
-
 
 def request_row(**fields) -> list:
     values = dict.fromkeys(schema.REQUEST_COLUMNS, "") | {"ok": 1, "count_mismatch": 0, "users": 4} | fields

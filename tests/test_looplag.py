@@ -9,8 +9,6 @@ import pytest
 
 from vllm_stress.master.looplag import LAG_PROBE_S, LoopLagMeter
 
-pytestmark = pytest.mark.fast
-
 
 @pytest.fixture
 def meter():

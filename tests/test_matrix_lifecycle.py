@@ -9,14 +9,13 @@ import json
 import os
 import shlex
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, read_rows, run_locust
-from tests.test_bad_input import NOWHERE, refused
+from benchmarks.harness import read_rows
+from tests.helpers import NOWHERE, refused
 from vllm_stress.client import options
 from vllm_stress.core import schema
 from vllm_stress.scenarios import config, runner, servers
@@ -36,27 +35,6 @@ input-tokens = 64
 output-tokens = 16
 repeats = 2
 """
-
-
-@pytest.fixture
-def docker(tmp_path, monkeypatch):
-    """A fake docker first on PATH; returns a function that reads its recorded calls."""
-    state = tmp_path / "docker"
-    state.mkdir()
-    (state / "docker").write_text(f'#!/bin/sh\nexec {sys.executable} {REPO / "tests" / "fake_docker.py"} "$@"\n')
-    (state / "docker").chmod(0o755)
-    monkeypatch.setenv("PATH", f"{state}:{os.environ['PATH']}")
-    monkeypatch.setenv("FAKE_DOCKER_DIR", str(state))
-    monkeypatch.setenv("HOME", str(tmp_path))  # the cache mounts of vllm-serve.sh point here
-    yield (
-        lambda: (
-            [json.loads(line) for line in (state / "calls.jsonl").read_text().splitlines()]
-            if (state / "calls.jsonl").exists()
-            else []
-        )
-    )
-    for pid_file in state.glob("*.pid"):  # a container a failed test left running
-        subprocess.run([str(state / "docker"), "stop", pid_file.stem], capture_output=True, timeout=60)
 
 
 @pytest.fixture
@@ -80,20 +58,16 @@ def write_matrix(path: Path, cells) -> str:
     return str(path)
 
 
-def test_matrix_stops_each_cells_container_before_the_next(tmp_path, docker, scenario, monkeypatch):
+def test_matrix_stops_each_cells_container_before_the_next(tmp_path, docker, scenario, scenarios, monkeypatch):
     port = free_port()
     key_file = tmp_path / "api-key"
     key_file.write_text(KEY + "\n")
     monkeypatch.setenv("OPENAI_API_KEY", KEY + "\n")  # as a Secret made with --from-file: the newline is dropped
     out = tmp_path / "out"
-    runner.run_scenario(
-        scenario,
-        out,
-        target=f"http://127.0.0.1:{port}",
-        workers=1,
-        matrix=write_matrix(tmp_path / "cells.toml", CELLS),
-        server_cmd=serve_cmd(port, key_file),
-    )
+    matrix = write_matrix(tmp_path / "cells.toml", CELLS)
+    target = f"http://127.0.0.1:{port}"
+    run = ["run", "--scenario", scenario, "--out", str(out), "--target", target, "--workers", "1", "--matrix", matrix]
+    assert scenarios([*run, "--server-cmd", serve_cmd(port, key_file)]) == 0
     calls = docker()
     assert [c["command"] for c in calls] == ["run", "stop", "run", "stop"]
     assert {c["name"] for c in calls} == {f"vllm-serve-{port}"}
@@ -113,34 +87,28 @@ def test_matrix_stops_each_cells_container_before_the_next(tmp_path, docker, sce
     assert not servers.answers(f"http://127.0.0.1:{port}")
 
 
-def test_a_container_that_outlives_its_client_stops_the_matrix(tmp_path, docker, scenario, monkeypatch):
+def test_a_container_that_outlives_its_client_stops_the_matrix(
+    tmp_path, docker, scenario, scenarios, monkeypatch, capsys
+):
     """A raw `docker run` as server command: its client dies on SIGTERM, its container does not."""
     port = free_port()
     monkeypatch.setattr(servers, "SERVER_STOP_GRACE_S", 3)
     cmd = f"docker run --name raw -p 127.0.0.1:{port}:8000 --entrypoint vllm img serve tiny"
-    with pytest.raises(ScenarioError, match=f"127.0.0.1:{port} still answers 3 s after the server command ended"):
-        runner.run_scenario(
-            scenario,
-            tmp_path / "out",
-            target=f"http://127.0.0.1:{port}",
-            workers=1,
-            matrix=write_matrix(tmp_path / "cells.toml", CELLS),
-            server_cmd=cmd,
-        )
+    matrix = write_matrix(tmp_path / "cells.toml", CELLS)
+    target = f"http://127.0.0.1:{port}"
+    run = ["run", "--scenario", scenario, "--out", str(tmp_path / "out"), "--target", target, "--workers", "1"]
+    assert scenarios([*run, "--matrix", matrix, "--server-cmd", cmd]) == 2
+    assert f"127.0.0.1:{port} still answers 3 s after the server command ended" in capsys.readouterr().err
     assert [c["command"] for c in docker()] == ["run"]  # the second cell never started
 
 
-def test_matrix_refuses_a_target_that_already_answers(tmp_path, docker, scenario, simulator):
+def test_matrix_refuses_a_target_that_already_answers(tmp_path, docker, scenario, scenarios, simulator, capsys):
     sim = simulator("--profile", "cpu-tiny")
     port = int(sim.url.rsplit(":", 1)[1])
-    with pytest.raises(ScenarioError, match=f"something already answers at {sim.url}: stop it first"):
-        runner.run_scenario(
-            scenario,
-            tmp_path / "out",
-            target=sim.url,
-            matrix=write_matrix(tmp_path / "m", CELLS),
-            server_cmd=serve_cmd(port, tmp_path / "unused"),
-        )
+    matrix = write_matrix(tmp_path / "m", CELLS)
+    run = ["run", "--scenario", scenario, "--out", str(tmp_path / "out"), "--target", sim.url, "--matrix", matrix]
+    assert scenarios([*run, "--server-cmd", serve_cmd(port, tmp_path / "unused")]) == 2
+    assert f"something already answers at {sim.url}: stop it first" in capsys.readouterr().err
     assert docker() == []
 
 
@@ -176,7 +144,7 @@ def test_api_key_whitespace_is_dropped(value, tmp_path):
     assert options.api_key(argparse.Namespace(api_key_file=str(tmp_path / "key"), api_key="")) == "key"
 
 
-def test_plain_locust_refuses_repeats(tmp_path):
+def test_plain_locust_refuses_repeats(run_locust, tmp_path):
     (tmp_path / "short.conf").write_text(CONFIG)
     proc = run_locust(
         "-f",

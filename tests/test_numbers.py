@@ -7,14 +7,12 @@ import pytest
 from vllm_stress.core import numbers
 
 
-@pytest.mark.fast
 @pytest.mark.parametrize("value", [None, math.nan])
 def test_a_missing_figure_is_a_dash_in_every_format(value):
     formats = [numbers.count, numbers.seconds, numbers.milliseconds, numbers.percent, numbers.ratio, numbers.cpu]
     assert [fmt(value) for fmt in formats] == ["-"] * len(formats)
 
 
-@pytest.mark.fast
 def test_each_kind_of_figure_in_its_unit():
     assert numbers.count(29751.4) == "29,751"
     assert numbers.count(1.23456, 4) == "1.2346"

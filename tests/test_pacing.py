@@ -1,8 +1,15 @@
-"""Open-loop arrivals (--arrival-rate): Poisson sends at the asked rate, whatever the answers do."""
+"""Open-loop arrivals (--arrival-rate, vllm_stress.client.pacing): Poisson sends at the asked rate, whatever the
+answers do — through Locust, and the arrival clock alone."""
 
 import statistics
+import time
+from types import SimpleNamespace
 
-from tests.conftest import read_rows, run_locust, two_workers
+import gevent
+import pytest
+
+from benchmarks.harness import read_rows, two_workers
+from vllm_stress.client.pacing import PoissonArrivals, arrivals_for
 
 ARGS = ["--input-tokens", "32", "--output-tokens", "8", "--headless", "--only-summary", "-L", "WARNING"]
 OPEN_LOOP_LOG = ["-L", "INFO"]  # after ARGS: the workers log what their open loop did
@@ -13,7 +20,7 @@ def arrival_gaps(rows):
     return [b - a for a, b in zip(starts, starts[1:], strict=False)]
 
 
-def test_open_loop_rate_on_two_workers(simulator, tmp_path):
+def test_open_loop_rate_on_two_workers(run_locust, simulator, tmp_path):
     sim = simulator("--profile", "cpu-tiny")
     out = tmp_path / "run"
     proc = run_locust(
@@ -47,7 +54,7 @@ def test_open_loop_rate_on_two_workers(simulator, tmp_path):
     assert len({r["worker"] for r in rows}) == 2
 
 
-def test_closed_loop_is_the_default(simulator, tmp_path):
+def test_closed_loop_is_the_default(run_locust, simulator, tmp_path):
     sim = simulator("--profile", "cpu-tiny")
     out = tmp_path / "run"
     proc = run_locust(
@@ -63,7 +70,7 @@ def test_closed_loop_is_the_default(simulator, tmp_path):
     assert all(r["schedule_lag_s"] == "" for r in rows)  # no schedule to lag behind
 
 
-def test_arrivals_waiting_for_a_free_user_are_reported(simulator, tmp_path):
+def test_arrivals_waiting_for_a_free_user_are_reported(run_locust, simulator, tmp_path):
     """Two users cannot carry 40 arrivals/s of ~0.25 s requests: arrivals wait for a free user, longer and longer.
     The wait is not in TTFT or e2e (they start at the send, as in vllm bench serve): it is each row's
     schedule_lag_s and the report's arrival wait per level."""
@@ -95,3 +102,64 @@ def test_arrivals_waiting_for_a_free_user_are_reported(simulator, tmp_path):
     assert all(float(r["e2e_s"]) < 1.0 for r in rows)  # while each request itself stayed short
     assert main([str(out), "--out", str(tmp_path / "report")]) == 0
     assert "Arrival wait p99" in (tmp_path / "report" / "report.md").read_text()
+
+
+# --- vllm_stress.client.pacing, in this process: a clock of the test's -----------------------------------------
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    """perf_counter as the test sets it; a gevent.sleep that moves it on instead of sleeping."""
+    now = [1000.0]
+    monkeypatch.setattr(time, "perf_counter", lambda: now[0])
+    monkeypatch.setattr(gevent, "sleep", lambda seconds=0: now.__setitem__(0, now[0] + seconds))
+    return now
+
+
+def test_arrivals_on_time_are_a_poisson_process_at_the_rate(clock):
+    arrivals = PoissonArrivals(50.0, seed=7)
+    sent = []
+    for _ in range(20_000):
+        assert arrivals.wait() == 0.0  # a free user was waiting for each arrival
+        sent.append(clock[0])
+    gaps = [b - a for a, b in zip(sent, sent[1:], strict=False)]
+    assert statistics.fmean(gaps) == pytest.approx(1 / 50, rel=0.02)
+    assert statistics.pstdev(gaps) / statistics.fmean(gaps) == pytest.approx(1.0, rel=0.03)  # exponential gaps
+    again = PoissonArrivals(50.0, seed=7)
+    assert [again.rng.expovariate(50.0) for _ in range(5)] == pytest.approx(gaps[:5])  # the seed fixes them
+
+
+def test_an_arrival_waiting_for_a_free_user_is_sent_late_and_says_how_late(clock, caplog):
+    arrivals = PoissonArrivals(2.0, seed=1)
+    assert arrivals.wait() == 0.0  # the first arrival is at the start
+    due = arrivals.next_arrival
+    clock[0] = due + 0.5
+    assert arrivals.wait() == pytest.approx(0.5) and arrivals.late == 0  # late, but not by a second
+    due = arrivals.next_arrival
+    clock[0] = due + 3.0
+    assert arrivals.wait() == pytest.approx(3.0) and arrivals.late == 1
+    clock[0] = arrivals.next_arrival + 2.0
+    arrivals.wait()
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warnings == [
+        "Arrivals wait for free users (3.0 s late): the open loop needs more users (-u) than arrival rate x e2e latency"
+    ]  # once
+    clock[0] = arrivals.started + 10.0
+    assert arrivals.summary() == (
+        "Open loop: 4 arrivals in 10.0 s (0.40/s, asked 2.00/s in this process), 2 sent over 1 s late"
+    )
+
+
+@pytest.mark.parametrize(
+    ("options", "rate"),
+    [
+        ({"arrival_rate": 0}, None),
+        ({"arrival_rate": 10.0}, 10.0),  # a local run
+        ({"arrival_rate": 10.0, "worker": True, "expect_workers": 4}, 2.5),  # a worker's share
+        ({"arrival_rate": 10.0, "worker": True, "expect_workers": 0}, 10.0),
+        ({"arrival_rate": 10.0, "worker": False, "expect_workers": 4}, 10.0),  # the master sends nothing itself
+    ],
+)
+def test_each_process_draws_its_share_of_the_rate(options, rate):
+    arrivals = arrivals_for(SimpleNamespace(**options))
+    assert (arrivals and arrivals.rate_per_s) == rate

@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import csv
 import json
-import subprocess
-import sys
 
 import pytest
 import requests
 
-from scenarios.data import make_synthetic
-from tests.conftest import REPO
+from tests.helpers import REPO
 from vllm_stress.core.grading import grade
+from vllm_stress.scenarios.data import make_synthetic
 from vllm_stress.scenarios.questions import DatasetError, load_questions, prompt
 from vllm_stress.simulator.answers import AnswerModel
 from vllm_stress.simulator.profiles import load_profile
@@ -122,16 +120,13 @@ def test_simulator_streams_the_same_answer(simulator):
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory):
+def run(scenarios, tmp_path_factory):
     """One run of the CLI: 48 multiple-choice and 16 math questions at P = 1, 4, 16 on the default profile."""
     folder = tmp_path_factory.mktemp("parallel")
     math = folder / "math16.jsonl"
     math.write_text("".join(MATH.read_text().splitlines(keepends=True)[:MATH_COUNT]))
     out = folder / "out"
-    command = [
-        sys.executable,
-        "-m",
-        "scenarios",
+    args = [
         "parallel",
         "--dataset",
         str(MC),
@@ -146,8 +141,7 @@ def run(tmp_path_factory):
         "--simulator-arg=--answer-flip-rate=0.01",
         "--simulator-arg=--set=output_len_mean=48",
     ]
-    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-3000:]
+    assert scenarios(args) == 0
     return out
 
 

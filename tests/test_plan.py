@@ -4,7 +4,7 @@ import csv
 
 import pandas as pd
 
-from tests.test_faults import analyse
+from tests.helpers import analyse
 from vllm_stress.analysis.synthetic import closed_loop_rows, step_levels, write_run
 from vllm_stress.core import schema
 from vllm_stress.core.sizing import CLIENT_CPU_US_PER_TOKEN, worker_processes

@@ -6,12 +6,10 @@ import json
 import pytest
 
 from vllm_stress.client.prompts import Workload
-from vllm_stress.scenarios.cli import main
 
 WORDS = [f"w{i}" for i in range(50)]
 
 
-@pytest.mark.fast
 def test_prompts_share_one_of_the_group_prefixes_on_every_worker():
     first, second = (
         Workload(128, 16, words=WORDS, overhead=5, seed=seed, prefix_tokens=20, prefix_groups=2) for seed in (1, 2)
@@ -22,10 +20,10 @@ def test_prompts_share_one_of_the_group_prefixes_on_every_worker():
         assert len(words) == 128 - 5 and " ".join(words[:20]) in first.prefixes
 
 
-def run(tmp_path, name, *args):
+def run(scenarios, tmp_path, name, *args):
     out = tmp_path / name
     assert (
-        main(
+        scenarios(
             [
                 "run",
                 "--scenario",
@@ -45,9 +43,9 @@ def run(tmp_path, name, *args):
     return json.loads((out / "report" / "summary.json").read_text())["levels"][0]
 
 
-def test_hit_rate_from_rows_agrees_with_the_server(tmp_path):
-    shared = run(tmp_path, "shared", "--locust-arg=--prefix-tokens=96", "--locust-arg=--prefix-groups=2")
-    random = run(tmp_path, "random")
+def test_hit_rate_from_rows_agrees_with_the_server(scenarios, tmp_path):
+    shared = run(scenarios, tmp_path, "shared", "--locust-arg=--prefix-tokens=96", "--locust-arg=--prefix-groups=2")
+    random = run(scenarios, tmp_path, "random")
     assert shared["prefix_hit_rate"] > 0.6  # 96 of 128 prompt tokens, in whole 16-token blocks
     assert shared["prefix_hit_rate"] == pytest.approx(shared["server_prefix_hit_rate"], abs=0.05)
     assert random["prefix_hit_rate"] == 0 and random["server_prefix_hit_rate"] == pytest.approx(0, abs=0.01)

@@ -6,16 +6,13 @@ from __future__ import annotations
 import re
 import time
 
-import pytest
-
-from vllm_stress.scenarios.cli import main
 from vllm_stress.scenarios.levels import clock, ramp_eta
 
 PHASES = ("ramping up", "warming up", "holding", "held")
 
 
-def test_repeated_runs_print_one_line_per_phase_with_run_k_of_n(tmp_path, capfd):
-    code = main(
+def test_repeated_runs_print_one_line_per_phase_with_run_k_of_n(scenarios, tmp_path, capfd):
+    code = scenarios(
         [
             "run",
             "--scenario",
@@ -54,7 +51,6 @@ def test_repeated_runs_print_one_line_per_phase_with_run_k_of_n(tmp_path, capfd)
     assert not periodic, periodic  # no progress line every few seconds besides the phases
 
 
-@pytest.mark.fast
 def test_eta_counts_a_level_that_runs_past_the_pace_from_now():
     now = time.time()  # level 1 took 10 s, level 2 has run for 50 s: it ends now, and level 3 10 s later
     text = ramp_eta(now, index=1, levels=3, ramp_started=now - 60, level_started=now - 50, level_s=600)

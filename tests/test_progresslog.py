@@ -4,11 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-import pytest
-
 from vllm_stress.master.progresslog import closing_line, progress_line
-
-pytestmark = pytest.mark.fast
 
 TOTALS = Counter({"requests": 120, "failures": 3, "aborted": 2, "mismatches": 1})
 

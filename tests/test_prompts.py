@@ -6,8 +6,6 @@ import pytest
 
 from vllm_stress.client.prompts import WORDS, Workload, load_dataset, single_token_words
 
-pytestmark = pytest.mark.fast  # no load runs: the developers' loop (make test-fast)
-
 
 class SplittingTokenizer:
     """A tokenizer that splits some words in two, counted the way /tokenize answers (with a template overhead)."""

@@ -7,13 +7,12 @@ import threading
 import aiohttp
 from aiohttp import web
 
-from tests.conftest import read_rows
-from vllm_stress.scenarios.cli import main
+from benchmarks.harness import read_rows
 
 
-def test_ramp_saturates_at_max_num_seqs(tmp_path):
+def test_ramp_saturates_at_max_num_seqs(scenarios, tmp_path):
     out = tmp_path / "ramp"
-    code = main(
+    code = scenarios(
         [
             "run",
             "--scenario",
@@ -50,12 +49,12 @@ def test_ramp_saturates_at_max_num_seqs(tmp_path):
     )
 
 
-def test_a_gateway_cap_is_reported_as_client_or_gateway_bound(simulator, tmp_path):
+def test_a_gateway_cap_is_reported_as_client_or_gateway_bound(scenarios, simulator, tmp_path):
     """A gateway that lets 4 requests through at a time: the users wait in it, the server never sees them."""
     sim = simulator("--profile", "cpu-tiny")
     with Gateway(sim.url, limit=4) as gateway:
         out = tmp_path / "capped"
-        code = main(
+        code = scenarios(
             [
                 "run",
                 "--scenario",

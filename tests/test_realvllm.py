@@ -10,22 +10,19 @@ import argparse
 import csv
 import json
 import os
-import subprocess
-import sys
-from dataclasses import dataclass
 
 import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.conftest import REPO, read_rows, run_locust, scrape, server_completed
-from tests.test_fidelity import FIXTURE, capture_shapes, differences, dump_shapes, simulator_differences
+from benchmarks.harness import read_rows, scrape
+from tests.helpers import REPO, Server, server_completed
+from tests.shapes import FIXTURE, capture_shapes, differences, dump_shapes, simulator_differences
 from vllm_stress.client.prompts import WORDS
 from vllm_stress.core.schema import CLIENT_LOOP_LAG_LIMIT_MS
 
-pytestmark = [pytest.mark.realvllm, pytest.mark.timeout(600)]
+pytestmark = pytest.mark.timeout(600)  # the real_vllm fixture marks the tests realvllm
 
-SCRIPT = REPO / "deploy" / "real-vllm.sh"
 SHORT = ["--input-tokens", "64", "--output-tokens", "16", "--headless", "--only-summary", "-L", "WARNING"]
 USERS = [("chat", "chat"), ("completions", "completions"), ("sdk", "sdk-chat")]
 # Families of the reference (docs/vllm-protocol.md §8.1), as prometheus_client names them.
@@ -45,32 +42,6 @@ METRIC_TYPES = {
     "vllm:request_generation_tokens": "histogram",
     "vllm:iteration_tokens_total": "histogram",
 }
-
-
-@dataclass
-class Server:
-    url: str
-    model: str
-
-
-@pytest.fixture(scope="module")
-def real_vllm(tmp_path_factory):
-    """One real vLLM for the tier (this module), stopped when the tier ends rather than idling through the rest of
-    the suite. It has its own state file, so a server the user started is left alone. The server is pinned to its
-    cores (deploy/real-vllm.sh) and this process, with the Locust processes it starts, to the others."""
-    state = tmp_path_factory.mktemp("real-vllm") / "server.env"
-    env = os.environ | {"REAL_VLLM_STATE": str(state)}
-    started = subprocess.run(["bash", SCRIPT, "start"], env=env, capture_output=True, text=True, timeout=540)
-    own_cpus = os.sched_getaffinity(0)
-    try:
-        assert started.returncode == 0, started.stderr[-3000:]
-        values = dict(line.split("=", 1) for line in state.read_text().splitlines())
-        if values.get("CLIENT_CPUS"):  # the Locust processes started from here inherit it
-            subprocess.run(["taskset", "-pc", values["CLIENT_CPUS"], str(os.getpid())], check=True, capture_output=True)
-        yield Server(values["URL"], values["MODEL"])
-    finally:
-        os.sched_setaffinity(0, own_cpus)
-        subprocess.run(["bash", SCRIPT, "stop"], env=env, capture_output=True, timeout=60)
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +76,7 @@ def delta(before: dict, after: dict) -> dict[str, float]:
     return {key: value - before.get(key, 0.0) for key, value in after.items() if value != before.get(key, 0.0)}
 
 
-def run_user(server: Server, out, locustfile: str, *args: str) -> list[dict]:
+def run_user(run_locust, server: Server, out, locustfile: str, *args: str) -> list[dict]:
     """Two users for 4 s (in-flight requests finish: --stop-timeout); returns the rows of requests.csv."""
     proc = run_locust(
         "-f",
@@ -149,10 +120,10 @@ def test_each_prompt_word_is_one_token(real_vllm):
 
 
 @pytest.mark.parametrize("locustfile,name", USERS)
-def test_streaming_user(real_vllm, tmp_path, locustfile, name):
+def test_streaming_user(run_locust, real_vllm, tmp_path, locustfile, name):
     before = counters(real_vllm.url)
     out = tmp_path / "run"
-    rows = run_user(real_vllm, out, locustfile, "--csv", str(out / "locust"), *SHORT)
+    rows = run_user(run_locust, real_vllm, out, locustfile, "--csv", str(out / "locust"), *SHORT)
     check_rows(rows, name)
     for r in rows:
         # a read's chunks share its timestamp (vllm_stress/client/stream.py): the tiny CPU model can send a whole 16-token
@@ -172,16 +143,16 @@ def test_streaming_user(real_vllm, tmp_path, locustfile, name):
 
 
 @pytest.mark.parametrize("locustfile,name", USERS)
-def test_non_streaming_user(real_vllm, tmp_path, locustfile, name):
+def test_non_streaming_user(run_locust, real_vllm, tmp_path, locustfile, name):
     before = server_completed(real_vllm.url)
-    rows = run_user(real_vllm, tmp_path / "run", locustfile, "--no-stream", *SHORT)
+    rows = run_user(run_locust, real_vllm, tmp_path / "run", locustfile, "--no-stream", *SHORT)
     check_rows(rows, name)
     assert all(r["ttft_s"] == "" and float(r["e2e_s"]) > 0 for r in rows)
     assert server_completed(real_vllm.url) - before == len(rows)
 
 
 @pytest.mark.parametrize("locustfile,args", [("chat", []), ("completions", ["--no-stream"]), ("sdk", [])])
-def test_prompt_too_long_fails_as_http_400(real_vllm, tmp_path, locustfile, args):
+def test_prompt_too_long_fails_as_http_400(run_locust, real_vllm, tmp_path, locustfile, args):
     """A dataset prompt over max_model_len (the option check cannot see it): every request fails with vLLM's 400."""
     dataset = tmp_path / "long.jsonl"
     dataset.write_text(json.dumps({"prompt": " ".join(["the"] * 5000)}) + "\n")
@@ -211,7 +182,7 @@ def test_prompt_too_long_fails_as_http_400(real_vllm, tmp_path, locustfile, args
     assert rows and {(r["ok"], r["error"], r["status"]) for r in rows} == {("0", "HTTP 400", "400")}
 
 
-def test_unknown_model_is_refused_before_the_load(real_vllm, tmp_path):
+def test_unknown_model_is_refused_before_the_load(run_locust, real_vllm, tmp_path):
     """vLLM answers an unknown model with 404 (tests/fixtures/vllm_shapes.json); the locustfiles check first."""
     out = tmp_path / "run"
     proc = run_locust(
@@ -244,13 +215,10 @@ def test_metric_names_and_types(real_vllm):
             assert sample.labels["engine"] == "0" and sample.labels["model_name"] == real_vllm.model, sample
 
 
-def test_smoke_scenario_through_master_and_workers(real_vllm, tmp_path):
+def test_smoke_scenario_through_master_and_workers(scenarios, real_vllm, tmp_path):
     before = counters(real_vllm.url)
     out = tmp_path / "smoke"
-    cmd = [
-        sys.executable,
-        "-m",
-        "scenarios",
+    args = [
         "run",
         "--scenario",
         "smoke",
@@ -261,8 +229,7 @@ def test_smoke_scenario_through_master_and_workers(real_vllm, tmp_path):
         "--workers",
         "2",
     ]
-    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert scenarios(args) == 0
     rows = read_rows(out / "run-1" / "requests.csv")
     assert len({r["worker"] for r in rows}) == 2
     done = [r for r in rows if r["error"] != "Aborted"]
@@ -292,14 +259,11 @@ def test_simulator_matches_live_vllm(vllm_shapes, simulator):
     assert not found, "\n".join(found)
 
 
-def test_parallel_questions_complete_and_are_graded(real_vllm, tmp_path):
+def test_parallel_questions_complete_and_are_graded(scenarios, real_vllm, tmp_path):
     """`python -m scenarios parallel` against vLLM: a random model cannot answer, so only check that every question
     at every level got a reply and a grade."""
     out = tmp_path / "parallel"
-    cmd = [
-        sys.executable,
-        "-m",
-        "scenarios",
+    args = [
         "parallel",
         "--target",
         real_vllm.url,
@@ -312,8 +276,7 @@ def test_parallel_questions_complete_and_are_graded(real_vllm, tmp_path):
         "--out",
         str(out),
     ]
-    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert scenarios(args) == 0
     rows = read_rows(out / "answers.csv")
     assert sorted((r["parallel"], r["question_id"]) for r in rows) == sorted(
         (p, f"syn-mc-{i:03d}") for p in ("1", "4") for i in range(1, 9)
@@ -327,16 +290,13 @@ def test_parallel_questions_complete_and_are_graded(real_vllm, tmp_path):
     assert summary["datasets"]["synthetic-mc"]["agreement"]["questions"] == 8
 
 
-def test_what_held_requests_back_is_measured_not_guessed(real_vllm, tmp_path):
+def test_what_held_requests_back_is_measured_not_guessed(scenarios, real_vllm, tmp_path):
     """No gateway stands between the suite and this vLLM, yet its HTTP layer held fewer requests than the users
     sent (a CPU vLLM's engine threads take every core of a small host): the report must not guess. It has vLLM's
     own HTTP-layer and API-server CPU figures and the load generator's event-loop lag, and names a starved load
     generator as client-bound rather than blaming a gateway."""
     out = tmp_path / "bound"
-    cmd = [
-        sys.executable,
-        "-m",
-        "scenarios",
+    args = [
         "run",
         "--scenario",
         "smoke",
@@ -349,8 +309,7 @@ def test_what_held_requests_back_is_measured_not_guessed(real_vllm, tmp_path):
         "--locust-arg=--levels=2,8",
         "--locust-arg=--step-time=10",
     ]
-    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert scenarios(args) == 0
     summary = json.loads((out / "report" / "summary.json").read_text())
     for level in summary["levels"]:
         assert 0 < level["server_http_held_mean"] <= 1.1 * level["users"], level
@@ -369,12 +328,13 @@ def cache_counters(url: str) -> dict[str, float]:
     }
 
 
-def test_sessions_carry_the_history_and_vllm_caches_it(real_vllm, tmp_path):
+def test_sessions_carry_the_history_and_vllm_caches_it(run_locust, real_vllm, tmp_path):
     """Three-turn sessions: each later turn's prompt is the server's count of the previous one plus the answer read
     back and the new message (count_mismatch 0 on every turn), and vLLM reports the history it found in its prefix
     cache (cached_tokens, with --enable-prompt-tokens-details, as deploy/real-vllm.sh starts it)."""
     before = cache_counters(real_vllm.url)
     rows = run_user(
+        run_locust,
         real_vllm,
         tmp_path / "run",
         "session",
@@ -402,8 +362,9 @@ def test_sessions_carry_the_history_and_vllm_caches_it(real_vllm, tmp_path):
     assert rows_hits == pytest.approx(after["hits"] - before["hits"], rel=0.05)  # the server's own hits
 
 
-def test_shared_prefix_rows_record_cached_tokens(real_vllm, tmp_path):
+def test_shared_prefix_rows_record_cached_tokens(run_locust, real_vllm, tmp_path):
     rows = run_user(
+        run_locust,
         real_vllm,
         tmp_path / "run",
         "chat",
@@ -424,7 +385,7 @@ def test_shared_prefix_rows_record_cached_tokens(real_vllm, tmp_path):
     assert sum(c > 0 for c in cached) >= len(cached) - 2 and max(cached) >= 256, cached  # all but the first ones
 
 
-def test_a_vllm_bench_serve_result_beside_a_locust_run_of_the_same_shape(real_vllm, tmp_path, capsys):
+def test_a_vllm_bench_serve_result_beside_a_locust_run_of_the_same_shape(scenarios, real_vllm, tmp_path, capsys):
     """vLLM's own client (``vllm bench serve --save-result``, 4 in flight, 48 chat requests of 128 prompt tokens
     with the template and 32 output tokens) and the smoke scenario at 4 users against the same server, set side by
     side by ``compare``: one level (4) on both sides, the vLLM side ungated (it has no steady-state verdict)."""
@@ -442,10 +403,7 @@ def test_a_vllm_bench_serve_result_beside_a_locust_run_of_the_same_shape(real_vl
     )  # this process is pinned already (the fixture); vllm bench inherits it
     bench = run_vllm_bench(shape, real_vllm.url, tmp_path, chat_overhead(real_vllm.url, real_vllm.model))
     assert bench["requests"] == 48 and bench["failed"] == 0
-    cmd = [
-        sys.executable,
-        "-m",
-        "scenarios",
+    args = [
         "run",
         "--scenario",
         "smoke",
@@ -459,8 +417,7 @@ def test_a_vllm_bench_serve_result_beside_a_locust_run_of_the_same_shape(real_vl
         "--locust-arg=--step-time=auto",
         "--locust-arg=--max-step-time=120",
     ]
-    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=400)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert scenarios(args) == 0
     meta = json.loads((tmp_path / "locust" / "run-1" / "run.json").read_text())
     assert meta["server_version"] and meta["server_launch"] is None  # its /version; started by the fixture
     code = compare(

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 
-from tests.conftest import read_rows, run_locust, two_workers
+from benchmarks.harness import read_rows, two_workers
 from vllm_stress.client.stream import KERNEL_CLOCK, KERNEL_ENABLED, USER_CLOCK
 from vllm_stress.core.kernelclock import KERNEL_PLATFORM
 from vllm_stress.simulator.requestlog import read_request_log
 
 
-def test_every_request_is_logged_under_the_id_the_client_sent(simulator, tmp_path):
+def test_every_request_is_logged_under_the_id_the_client_sent(run_locust, simulator, tmp_path):
     """Two workers: the ids differ across processes, and run.json says which clock each one timed chunks with."""
     log = tmp_path / "requests.jsonl"
     sim = simulator("--profile", "cpu-tiny", "--set", "t_fixed=0.005", "--request-log", str(log))

@@ -7,12 +7,9 @@ import json
 from types import SimpleNamespace
 
 import gevent
-import pytest
 
 from vllm_stress.core import schema
 from vllm_stress.master.runfiles import RunFiles, run_path
-
-pytestmark = pytest.mark.fast
 
 
 class ChatUser:

@@ -19,9 +19,9 @@ SLO_MS = 340
 DENSE = [24, 28, 32, 36, 40, 44, 48]
 
 
-def test_search_finds_what_a_dense_sweep_finds(tmp_path):
+def test_search_finds_what_a_dense_sweep_finds(scenarios, tmp_path):
     assert (
-        main(
+        scenarios(
             [
                 "run",
                 "--scenario",
@@ -38,7 +38,7 @@ def test_search_finds_what_a_dense_sweep_finds(tmp_path):
     levels = json.loads((tmp_path / "dense" / "report" / "summary.json").read_text())["levels"]
     by_hand = max(level["users"] for level in levels if level["steady"] and level["e2e_p50_s"] * 1000 <= SLO_MS)
     assert (
-        main(
+        scenarios(
             [
                 "search",
                 "--scenario",
@@ -67,7 +67,7 @@ def test_search_finds_what_a_dense_sweep_finds(tmp_path):
     assert len(result["probes"]) < dense_from_8_step_4
     # resumed: a second call re-judges the probes on disk and runs none
     assert (
-        main(
+        scenarios(
             [
                 "search",
                 "--scenario",
@@ -89,11 +89,11 @@ def test_search_finds_what_a_dense_sweep_finds(tmp_path):
     assert again["answer_users"] == result["answer_users"] and len(again["probes"]) == len(result["probes"])
 
 
-def test_search_over_arrival_rate(tmp_path):
+def test_search_over_arrival_rate(scenarios, tmp_path):
     """The open loop: each probe sends at its rate with ceil(rate x 2 s) users, and a passing probe did send at its
     rate. Above the server's capacity e2e grows without bound (or the pool runs dry), so a probe there fails."""
     assert (
-        main(
+        scenarios(
             [
                 "search",
                 "--scenario",
@@ -128,7 +128,6 @@ def test_search_over_arrival_rate(tmp_path):
     assert "Arrival wait p99" in (tmp_path / "rate" / "search.md").read_text()
 
 
-@pytest.mark.fast
 def test_bad_search_input_is_one_line_and_exit_2(tmp_path, capsys):
     for args, message in (
         (["--over", "users", "--low", "1.5"], "whole users"),
@@ -141,7 +140,7 @@ def test_bad_search_input_is_one_line_and_exit_2(tmp_path, capsys):
         assert code == 2 and message in err and len(err.strip().splitlines()) == 1
 
 
-def test_a_search_is_watched_in_the_web_ui(tmp_path):
+def test_a_search_is_watched_in_the_web_ui(scenarios, tmp_path):
     """With --web-port each probe's master serves Locust's web UI there while it runs, and the live dashboard's
     progress line says which probe it is (--run-label before every phase)."""
     port, notes = free_port(), []
@@ -159,7 +158,7 @@ def test_a_search_is_watched_in_the_web_ui(tmp_path):
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
     assert (
-        main(
+        scenarios(
             [
                 "search",
                 "--scenario",

@@ -4,12 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import pytest
-
 from vllm_stress.scenarios.search.bisection import bracket, next_load
 from vllm_stress.scenarios.search.space import Space
-
-pytestmark = pytest.mark.fast
 
 
 @dataclass

@@ -12,8 +12,6 @@ from vllm_stress.scenarios.errors import ScenarioError
 from vllm_stress.scenarios.search.judge import judge, parse_slos
 from vllm_stress.scenarios.search.space import Space
 
-pytestmark = pytest.mark.fast
-
 USERS = Space("users", 1, 64, 0.1)
 
 

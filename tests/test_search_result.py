@@ -14,8 +14,6 @@ from vllm_stress.scenarios.search.judge import Probe
 from vllm_stress.scenarios.search.result import RESULT_FILE, binding, excess, load_probes, result, save
 from vllm_stress.scenarios.search.space import Space
 
-pytestmark = pytest.mark.fast
-
 E2E = Slo("e2e_p50", "e2e_p50_s", 1.0)
 SUCCESS = Slo("success", "success_rate", 0.99)
 SPACE = Space("users", 4, 64, 0.1)

@@ -13,8 +13,6 @@ from vllm_stress.scenarios.search.judge import Probe, parse_slos
 from vllm_stress.scenarios.search.run import Probing, check_limits, probe, progress_note, write
 from vllm_stress.scenarios.search.space import Space
 
-pytestmark = pytest.mark.fast
-
 USERS = Space("users", 1, 64, 0.1)
 
 

@@ -7,8 +7,6 @@ import pytest
 from vllm_stress.scenarios.errors import ScenarioError
 from vllm_stress.scenarios.search.space import DEFAULT_POOL_SECONDS, Space, check_space
 
-pytestmark = pytest.mark.fast
-
 
 def test_over_users_a_load_is_a_number_of_users():
     space = Space("users", 1, 64, 0.1)

@@ -4,13 +4,9 @@ from __future__ import annotations
 
 import math
 
-import pytest
-
 from vllm_stress.core.slo import Slo
 from vllm_stress.scenarios.search.space import Space
 from vllm_stress.scenarios.search.writeup import markdown, value_text
-
-pytestmark = pytest.mark.fast
 
 E2E = Slo("e2e_p50", "e2e_p50_s", 0.3)
 SUCCESS = Slo("success", "success_rate", 0.999)

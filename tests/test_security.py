@@ -13,8 +13,8 @@ import psutil
 import pytest
 import requests
 
-from tests.conftest import REPO, read_rows, run_locust
-from tests.faultserver import FaultServer, wait_until
+from benchmarks.harness import read_rows
+from tests.helpers import LOCUST, REPO, wait_until
 from vllm_stress.scenarios.runner import free_port
 from vllm_stress.simulator.cli import build_parser
 
@@ -41,47 +41,40 @@ def listening(pid: int) -> set[str]:
     return {c.laddr.ip for c in conns if c.status == psutil.CONN_LISTEN}
 
 
-def test_api_key_only_in_the_bearer_header_of_a_full_scenario(simulator, tmp_path):
+def test_api_key_only_in_the_bearer_header_of_a_full_scenario(simulator, processes, tmp_path):
     sim = simulator("--profile", "cpu-tiny", "--set", "t_fixed=0.02", "--api-key", KEY)  # the server's own flag
     assert requests.get(sim.url + "/v1/models", timeout=5).status_code == 401  # so an accepted request carried it
     out = tmp_path / "out"
     logs = tmp_path / "runner.log"
-    with open(logs, "w") as log:
-        runner = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "scenarios",
-                "run",
-                "--scenario",
-                "smoke",
-                "--target",
-                sim.url,
-                "--workers",
-                "1",
-                "--out",
-                str(out),
-                "--locust-arg=--levels=2",
-                "--locust-arg=--step-time=2",
-            ],
-            cwd=REPO,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=os.environ | {"OPENAI_API_KEY": KEY},
-        )
+    runner = processes(
+        [
+            sys.executable,
+            "-m",
+            "scenarios",
+            "run",
+            "--scenario",
+            "smoke",
+            "--target",
+            sim.url,
+            "--workers",
+            "1",
+            "--out",
+            out,
+            "--locust-arg=--levels=2",
+            "--locust-arg=--step-time=2",
+        ],
+        logs,
+        env={"OPENAI_API_KEY": KEY},
+    )
     leaks, binds = [], {}
-    try:
-        while runner.poll() is None:  # while the master and the worker run
-            leaks += cmdlines_with_key(exclude={sim.proc.pid})
-            for child in psutil.Process(runner.pid).children(recursive=True):
-                try:
-                    binds.setdefault(child.pid, set()).update(listening(child.pid))
-                except psutil.NoSuchProcess:
-                    pass
-            time.sleep(0.5)
-    finally:
-        if runner.poll() is None:
-            runner.kill()
+    while runner.poll() is None:  # while the master and the worker run
+        leaks += cmdlines_with_key(exclude={sim.proc.pid})
+        for child in psutil.Process(runner.pid).children(recursive=True):
+            try:
+                binds.setdefault(child.pid, set()).update(listening(child.pid))
+            except psutil.NoSuchProcess:
+                pass
+        time.sleep(0.5)
     assert runner.wait() == 0, logs.read_text()[-3000:]
     assert not leaks
     assert len(binds) == 2 and set().union(*binds.values()) == {"127.0.0.1"}  # the master's port; the worker has none
@@ -94,42 +87,37 @@ def test_api_key_only_in_the_bearer_header_of_a_full_scenario(simulator, tmp_pat
     assert KEY not in logs.read_text()
 
 
-def test_api_key_is_not_in_the_web_ui(simulator, tmp_path):
+def test_api_key_is_not_in_the_web_ui(simulator, processes, tmp_path):
     sim = simulator("--profile", "cpu-tiny", "--set", "t_fixed=0.02", "--api-key", KEY)
     port = free_port()
-    with open(tmp_path / "locust.log", "w") as log:
-        locust = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "locust",
-                "-f",
-                "locustfiles/chat.py",
-                "-H",
-                sim.url,
-                "--web-host",
-                "127.0.0.1",
-                "--web-port",
-                str(port),
-                "--autostart",
-                "--autoquit",
-                "1",
-                "-u",
-                "1",
-                "-t",
-                "4s",
-                "--input-tokens",
-                "16",
-                "--output-tokens",
-                "8",
-                "--results-dir",
-                str(tmp_path / "run"),
-            ],
-            cwd=REPO,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=os.environ | {"OPENAI_API_KEY": KEY},
-        )
+    locust = processes(
+        [
+            *LOCUST,
+            "-f",
+            "locustfiles/chat.py",
+            "-H",
+            sim.url,
+            "--web-host",
+            "127.0.0.1",
+            "--web-port",
+            str(port),
+            "--autostart",
+            "--autoquit",
+            "1",
+            "-u",
+            "1",
+            "-t",
+            "4s",
+            "--input-tokens",
+            "16",
+            "--output-tokens",
+            "8",
+            "--results-dir",
+            tmp_path / "run",
+        ],
+        tmp_path / "locust.log",
+        env={"OPENAI_API_KEY": KEY},
+    )
     try:
         pages = {}
         requests_csv = tmp_path / "run" / "requests.csv"
@@ -145,7 +133,7 @@ def test_api_key_is_not_in_the_web_ui(simulator, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def tls_server(tmp_path_factory):
+def tls_server(fault_servers, tmp_path_factory):
     folder = tmp_path_factory.mktemp("tls")
     cert, key = folder / "cert.pem", folder / "key.pem"
     subprocess.run(
@@ -172,12 +160,10 @@ def tls_server(tmp_path_factory):
     )
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(cert, key)
-    server = FaultServer(ssl_context=context).start()
-    yield server, cert
-    server.stop()
+    return fault_servers(ssl_context=context), cert
 
 
-def test_tls_is_verified_unless_insecure(tls_server, tmp_path):
+def test_tls_is_verified_unless_insecure(run_locust, tls_server, tmp_path):
     server, cert = tls_server
     url = server.url + "/fault/ok"
     proc = run_locust(

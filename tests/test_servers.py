@@ -14,8 +14,6 @@ import pytest
 from vllm_stress.scenarios.errors import ScenarioError
 from vllm_stress.scenarios.servers import answers, api_headers, launch_args, server, wait_closed, wait_for_models
 
-pytestmark = pytest.mark.fast
-
 KEY = "key-4d2b9e71"
 
 

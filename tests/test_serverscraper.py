@@ -43,7 +43,6 @@ def column(row: list, name: str):
     return row[schema.SERVER_METRICS_COLUMNS.index(name)]
 
 
-@pytest.mark.fast
 def test_samples_are_summed_over_engines_and_labels():
     snapshot = parse_metrics(exposition())
     assert snapshot.values["vllm:num_requests_running"] == 6
@@ -53,7 +52,6 @@ def test_samples_are_summed_over_engines_and_labels():
     assert snapshot.buckets["vllm:time_to_first_token_seconds"] == {0.1: 4, 0.5: 8, math.inf: 8}
 
 
-@pytest.mark.fast
 def test_quantiles_interpolate_like_promql():
     buckets = {0.1: 10, 0.5: 30, 1.0: 40, math.inf: 40}
     assert histogram_quantile(0.25, buckets) == pytest.approx(0.1)  # rank 10: the top of the first bucket
@@ -63,7 +61,6 @@ def test_quantiles_interpolate_like_promql():
     assert histogram_quantile(0.5, {0.1: 0, math.inf: 0}) is None
 
 
-@pytest.mark.fast
 def test_histograms_are_deltas_since_the_previous_scrape():
     first = parse_metrics(exposition(ttft_buckets=((0.1, 2), (0.5, 4))))
     second = parse_metrics(exposition(generated=150, ttft_buckets=((0.1, 2), (0.5, 14))))

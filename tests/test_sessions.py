@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tests.conftest import REPO, read_rows, run_locust, scrape, two_workers
-from tests.faultserver import FaultServer
+from benchmarks.harness import read_rows, scrape, two_workers
+from tests.helpers import REPO
 from vllm_stress.analysis.cli import main as analyse
 from vllm_stress.analysis.levels import classify
 from vllm_stress.analysis.traffic import session_summary, turn_table, window_table
@@ -38,7 +38,6 @@ SESSION = [
 ]
 
 
-@pytest.mark.fast
 def test_sharegpt_gives_first_turns_to_the_chat_user_and_conversations_to_the_session_user(tmp_path):
     conversations = read_conversations(str(SHAREGPT))
     assert len(conversations) == 40 and all(2 <= len(turns) <= 6 for turns in conversations)
@@ -52,7 +51,6 @@ def test_sharegpt_gives_first_turns_to_the_chat_user_and_conversations_to_the_se
         read_conversations(str(bad))
 
 
-@pytest.mark.fast
 def test_think_times_follow_their_distribution_and_seed():
     draws = {dist: [think_time(random.Random(7), 2.0, dist) for _ in range(3)] for dist in ("constant", "exponential")}
     assert draws["constant"] == [2.0] * 3
@@ -65,7 +63,6 @@ def test_think_times_follow_their_distribution_and_seed():
     assert think_time(again, 2.0, "exponential") == think_time(random.Random(7), 2.0, "exponential")
 
 
-@pytest.mark.fast
 def test_turn_session_and_window_tables_from_rows():
     rows = pd.DataFrame(
         {
@@ -102,7 +99,7 @@ def test_turn_session_and_window_tables_from_rows():
     assert windows[0]["schedule_lag_max_s"] == 2.0
 
 
-def session_run(simulator, tmp_path, name, *args, sim_args=(), users=4, seconds=20):
+def session_run(simulator, run_locust, tmp_path, name, *args, sim_args=(), users=4, seconds=20):
     """A session run on a fresh simulator: its rows, its report's traffic tables, and the server's counters."""
     sim = simulator("--enable-prompt-tokens-details", *sim_args)
     out = tmp_path / name
@@ -136,9 +133,11 @@ def session_run(simulator, tmp_path, name, *args, sim_args=(), users=4, seconds=
     return read_rows(out / "requests.csv"), summary["traffic"][0], counters
 
 
-def test_prefix_caching_serves_the_history_and_turn_4_gets_faster(simulator, tmp_path):
-    rows, cached, server = session_run(simulator, tmp_path, "cached")
-    _, uncached, server_off = session_run(simulator, tmp_path, "uncached", sim_args=["--no-enable-prefix-caching"])
+def test_prefix_caching_serves_the_history_and_turn_4_gets_faster(simulator, run_locust, tmp_path):
+    rows, cached, server = session_run(simulator, run_locust, tmp_path, "cached")
+    _, uncached, server_off = session_run(
+        simulator, run_locust, tmp_path, "uncached", sim_args=["--no-enable-prefix-caching"]
+    )
     ok = [r for r in rows if r["ok"] == "1"]
     assert {r["turn"] for r in ok} == {"1", "2", "3", "4"} and all(r["session_id"] for r in rows)
     assert all(r["count_mismatch"] == "0" for r in ok)  # every turn's length check held, the history's included
@@ -155,9 +154,10 @@ def test_prefix_caching_serves_the_history_and_turn_4_gets_faster(simulator, tmp
     assert cached["sessions"]["turns_completed"].get("4", 0) >= 4  # whole conversations, then new ones
 
 
-def test_non_streaming_sessions_from_sharegpt_on_two_workers_carry_the_answers(simulator, tmp_path):
+def test_non_streaming_sessions_from_sharegpt_on_two_workers_carry_the_answers(simulator, run_locust, tmp_path):
     rows, traffic, server = session_run(
         simulator,
+        run_locust,
         tmp_path,
         "sharegpt",
         "--no-stream",
@@ -182,45 +182,41 @@ def test_non_streaming_sessions_from_sharegpt_on_two_workers_carry_the_answers(s
     assert server["hits"] > 0  # later turns found their history in the cache
 
 
-def test_a_failed_turn_ends_its_session_and_every_request_names_its_session(tmp_path):
+def test_a_failed_turn_ends_its_session_and_every_request_names_its_session(run_locust, fault_server, tmp_path):
     """Turns 1 and 2 answered, turn 3 fails (HTTP 503): the row says so, the conversation ends and a new one starts
     at turn 1; the server saw each request's session in the sticky header."""
-    server = FaultServer().start()
-    try:
-        prefix = "/cycle/ok,ok,http503"
-        out = tmp_path / "run"
-        proc = run_locust(
-            "-f",
-            "locustfiles/session.py",
-            "-H",
-            server.url + prefix,
-            "-u",
-            "1",
-            "-r",
-            "1",
-            "-t",
-            "4s",
-            "--stop-timeout",
-            "10",
-            "--input-tokens",
-            "20",
-            "--output-tokens",
-            "4",
-            "--turn-tokens",
-            "5",
-            "--think-time",
-            "0",
-            "--results-dir",
-            str(out),
-            *QUIET,
-        )
-        assert proc.returncode in (0, 1), proc.stderr[-3000:]  # 1: Locust's exit code for a run with failures
-        rows = read_rows(out / "requests.csv")
-        assert len(rows) >= 6
-        assert [(r["turn"], r["error"]) for r in rows[:6]] == [("1", ""), ("2", ""), ("3", "HTTP 503")] * 2
-        assert all(r["count_mismatch"] == "0" for r in rows if r["ok"] == "1")  # the answers are in the history
-        assert [int(r["prompt_tokens"]) for r in rows[:2]] == [20, 20 + 4 + 5]
-        assert server.session_ids[prefix][: len(rows)] == [r["session_id"] for r in rows]
-        assert len({r["session_id"] for r in rows[:6]}) == 2
-    finally:
-        server.stop()
+    prefix = "/cycle/ok,ok,http503"
+    out = tmp_path / "run"
+    proc = run_locust(
+        "-f",
+        "locustfiles/session.py",
+        "-H",
+        fault_server.url + prefix,
+        "-u",
+        "1",
+        "-r",
+        "1",
+        "-t",
+        "4s",
+        "--stop-timeout",
+        "10",
+        "--input-tokens",
+        "20",
+        "--output-tokens",
+        "4",
+        "--turn-tokens",
+        "5",
+        "--think-time",
+        "0",
+        "--results-dir",
+        str(out),
+        *QUIET,
+    )
+    assert proc.returncode in (0, 1), proc.stderr[-3000:]  # 1: Locust's exit code for a run with failures
+    rows = read_rows(out / "requests.csv")
+    assert len(rows) >= 6
+    assert [(r["turn"], r["error"]) for r in rows[:6]] == [("1", ""), ("2", ""), ("3", "HTTP 503")] * 2
+    assert all(r["count_mismatch"] == "0" for r in rows if r["ok"] == "1")  # the answers are in the history
+    assert [int(r["prompt_tokens"]) for r in rows[:2]] == [20, 20 + 4 + 5]
+    assert fault_server.session_ids[prefix][: len(rows)] == [r["session_id"] for r in rows]
+    assert len({r["session_id"] for r in rows[:6]}) == 2

@@ -9,8 +9,8 @@ import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from benchmarks.harness import metric_samples
 from vllm_stress.simulator.metrics import REQUEST_LATENCY_BUCKETS, TTFT_BUCKETS
-from vllm_stress.simulator.process import start_simulator
 
 CHAT = "/v1/chat/completions"
 COMPLETIONS = "/v1/completions"
@@ -63,22 +63,9 @@ def sse_events(data: bytes) -> list:
     return events
 
 
-def metric_samples(url: str) -> dict:
-    """``{(sample name, frozenset(labels minus model/engine)): value}`` from /metrics."""
-    status, _, data = request(url, "GET", "/metrics")
-    assert status == 200
-    samples = {}
-    for family in text_string_to_metric_families(data.decode()):
-        for sample in family.samples:
-            labels = {k: v for k, v in sample.labels.items() if k not in ("model_name", "engine")}
-            samples[sample.name, frozenset(labels.items())] = sample.value
-    return samples
-
-
 @pytest.fixture(scope="module")
-def sim():
-    with start_simulator("--profile", "cpu-tiny") as process:
-        yield process
+def sim(module_simulator):
+    return module_simulator("--profile", "cpu-tiny")
 
 
 @pytest.fixture(scope="module")
@@ -258,8 +245,8 @@ def test_errors_like_vllm(sim):
     assert request(sim.url, "GET", "/no/such/route")[::2] == (404, b'{"detail":"Not Found"}')
 
 
-def test_api_key():
-    with start_simulator("--api-key", "sekret", "--served-model-name", "my/model") as sim:
+def test_api_key(simulator):
+    with simulator("--api-key", "sekret", "--served-model-name", "my/model") as sim:
         assert sim.model == "my/model"
         for headers in ({}, {"Authorization": "Bearer wrong"}):
             status, body = post(sim.url, CHAT, {"messages": MESSAGES, "max_tokens": 1}, headers)
@@ -364,8 +351,8 @@ def test_prefix_cache_counters_count_identical_chat_requests(sim):
     assert 'enable_prefix_caching="True"' in data.decode()
 
 
-def test_no_enable_prefix_caching_flag():
-    with start_simulator("--no-enable-prefix-caching") as sim:
+def test_no_enable_prefix_caching_flag(simulator):
+    with simulator("--no-enable-prefix-caching") as sim:
         messages = [{"role": "user", "content": " ".join(["same"] * 100)}]
         for _ in range(2):
             assert post(sim.url, CHAT, {"messages": messages, "max_tokens": 2})[0] == 200

@@ -11,8 +11,8 @@ import time
 import aiohttp
 import pytest
 
-from tests.test_simulator_http import metric_samples
-from vllm_stress.simulator.process import SimulatorStartError, start_simulator
+from benchmarks.harness import metric_samples
+from vllm_stress.simulator.process import SimulatorStartError
 
 NO_LABELS = frozenset()
 
@@ -41,8 +41,8 @@ async def burst(url: str, concurrency: int, max_tokens: int, prompt: str = "Hi",
         return await asyncio.gather(*tasks), probed
 
 
-def test_burst_beyond_max_num_seqs_queues_requests():
-    with start_simulator("--max-num-seqs", "4") as sim:
+def test_burst_beyond_max_num_seqs_queues_requests(simulator):
+    with simulator("--max-num-seqs", "4") as sim:
 
         async def probe():
             await asyncio.sleep(0.2)
@@ -60,8 +60,8 @@ def test_burst_beyond_max_num_seqs_queues_requests():
         assert after["vllm:request_queue_time_seconds_sum", NO_LABELS] > 0.2
 
 
-def test_small_kv_cache_preempts():
-    with start_simulator("--max-model-len", "512", "--num-gpu-blocks-override", "40", "--time-scale", "4") as sim:
+def test_small_kv_cache_preempts(simulator):
+    with simulator("--max-model-len", "512", "--num-gpu-blocks-override", "40", "--time-scale", "4") as sim:
         prompt = " ".join(["word"] * 100)
         tokens, _ = asyncio.run(burst(sim.url, 8, 300, prompt))
         assert tokens == [300] * 8
@@ -70,8 +70,8 @@ def test_small_kv_cache_preempts():
         assert samples["vllm:kv_cache_usage_perc", NO_LABELS] == 0
 
 
-def test_client_disconnect_aborts_request():
-    with start_simulator() as sim:
+def test_client_disconnect_aborts_request(simulator):
+    with simulator() as sim:
 
         async def leave_early():
             body = {"prompt": "Hi", "max_tokens": 3000, "ignore_eos": True, "stream": True}
@@ -86,12 +86,12 @@ def test_client_disconnect_aborts_request():
         assert metric_samples(sim.url)["vllm:num_requests_running", NO_LABELS] == 0
 
 
-def test_a_client_that_stops_reading_still_gets_every_chunk_in_order():
+def test_a_client_that_stops_reading_still_gets_every_chunk_in_order(simulator):
     """A reader that stalls while the server generates: the writes pile up in the connection's buffers (7.5 MB, more
     than the kernel's largest send buffer here, 4 MB: past the simulator's write-buffer limit its per-token writes
     leave it to the handler, which waits for the buffer to drain); once it reads, the HTTP chunked framing and every
     SSE event of all choices are whole and in order."""
-    with start_simulator("--profile", "cpu-tiny", "--time-scale", "100") as sim:
+    with simulator("--profile", "cpu-tiny", "--time-scale", "100") as sim:
         host, port = sim.url.removeprefix("http://").split(":")
         connection = http.client.HTTPConnection(host, int(port), timeout=60)
         connection.sock = socket.socket()
@@ -118,10 +118,10 @@ def test_a_client_that_stops_reading_still_gets_every_chunk_in_order():
             assert len(choice) == 3000 and [c["finish_reason"] for c in choice[-2:]] == [None, "length"]
 
 
-def test_sigterm_stops_cleanly_and_start_errors_are_reported():
-    sim = start_simulator("--profile", "h100-llama-3.1-8b")
+def test_sigterm_stops_cleanly_and_start_errors_are_reported(simulator):
+    sim = simulator("--profile", "h100-llama-3.1-8b")
     assert sim.model == "meta-llama/Llama-3.1-8B-Instruct" and sim.profile == "h100-llama-3.1-8b"
     sim.proc.send_signal(signal.SIGTERM)
     assert sim.proc.wait(timeout=10) == 0
     with pytest.raises(SimulatorStartError, match="unknown profile 'no-such-profile'"):
-        start_simulator("--profile", "no-such-profile")
+        simulator("--profile", "no-such-profile")

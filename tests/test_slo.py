@@ -9,7 +9,6 @@ from vllm_stress.core.slo import level_slos, parse_items, request_slos
 COLUMNS = {"ttft": "ttft_s", "tpot": "tpot_s", "e2e": "e2e_s"}
 
 
-@pytest.mark.fast
 def test_limits_are_milliseconds_unless_they_say_seconds():
     assert parse_items("ttft=2s, tpot=50,e2e=1500ms") == [
         ("ttft", 2.0, "s"),
@@ -19,7 +18,6 @@ def test_limits_are_milliseconds_unless_they_say_seconds():
     assert {slo.name: slo.limit for slo in request_slos("ttft=2s,tpot=50", COLUMNS)} == {"ttft": 2.0, "tpot": 0.05}
 
 
-@pytest.mark.fast
 def test_level_slos_limit_a_percentile_or_the_success_rate():
     ttft, success, tpot = level_slos("ttft_p99=2000,success=99.9%,tpot_p50=0.05s", ["ttft", "tpot"], [50, 99])
     assert (ttft.field, ttft.limit) == ("ttft_p99_s", 2.0)
@@ -31,7 +29,6 @@ def test_level_slos_limit_a_percentile_or_the_success_rate():
     assert success.excess(0.998) == pytest.approx(2.0)
 
 
-@pytest.mark.fast
 @pytest.mark.parametrize(
     ("text", "message"),
     [
@@ -47,7 +44,6 @@ def test_bad_request_slos_are_one_line(text, message):
     assert "\n" not in str(error.value)
 
 
-@pytest.mark.fast
 def test_an_unknown_level_slo_lists_the_known_ones():
     with pytest.raises(ValueError, match=r"unknown 'ttft_p95' \(use ttft_p50, ttft_p99 or success\)"):
         level_slos("ttft_p95=1s", ["ttft"], [50, 99])

@@ -6,11 +6,10 @@ import json
 import numpy as np
 import pytest
 
-from tests.conftest import read_rows
+from benchmarks.harness import read_rows
 from vllm_stress.analysis.synthetic import closed_loop_rows
 from vllm_stress.core import steady
 from vllm_stress.core.metrics import mean_in_flight, percentile, streamed_tokens
-from vllm_stress.scenarios.cli import main
 
 T0 = 1_700_000_000.0
 
@@ -29,7 +28,6 @@ def requests_of(rows) -> steady.Requests:
     )
 
 
-@pytest.mark.fast
 def test_a_closed_loop_is_steady_over_enough_lifetimes():
     rows = closed_loop_rows(10, T0, T0 + 200, 5.0)  # 10 users, 5 s requests
     verdict = steady.judge(T0 + 20, T0 + 120, requests_of(rows))
@@ -37,7 +35,6 @@ def test_a_closed_loop_is_steady_over_enough_lifetimes():
     assert verdict.reason == "the window's halves agree over 20.0 request lifetimes"
 
 
-@pytest.mark.fast
 def test_a_window_shorter_than_three_lifetimes_is_not_steady():
     rows = closed_loop_rows(10, T0, T0 + 200, 5.0)
     verdict = steady.judge(T0 + 20, T0 + 32, requests_of(rows))
@@ -45,7 +42,6 @@ def test_a_window_shorter_than_three_lifetimes_is_not_steady():
     assert verdict.reason == "the 12 s window holds 2.4 request lifetimes (e2e p50 5.0 s); steady needs 3"
 
 
-@pytest.mark.fast
 def test_a_queue_that_is_still_filling_is_not_steady():
     """Every user's requests take longer and longer, 2 s to 8 s (a queue building up): the halves disagree."""
     rows = closed_loop_rows(20, T0, T0 + 400, np.linspace(2.0, 8.0, 60), spread=0)
@@ -54,7 +50,6 @@ def test_a_queue_that_is_still_filling_is_not_steady():
     assert verdict.reason.startswith(("completions fell", "e2e p50 rose")), verdict.reason
 
 
-@pytest.mark.fast
 def test_a_ttft_shift_small_against_the_lifetime_is_noise():
     """TTFT doubles from 10 to 20 ms inside 5 s requests: 0.2 % of a lifetime, steady."""
     rows = closed_loop_rows(10, T0, T0 + 200, 5.0)
@@ -62,7 +57,6 @@ def test_a_ttft_shift_small_against_the_lifetime_is_noise():
     assert steady.judge(T0 + 20, T0 + 120, requests_of(rows)).steady
 
 
-@pytest.mark.fast
 def test_metrics_of_a_window():
     first, end, tokens = np.array([0.0, 5.0, 9.0]), np.array([10.0, 5.0, 9.0]), np.array([100.0, 7.0, 3.0])
     assert streamed_tokens(first, end, tokens, 2.0, 6.0) == pytest.approx(40.0 + 7.0)  # 4 s of 10 tok/s + a burst
@@ -76,13 +70,13 @@ def levels_of(out) -> dict[int, dict]:
 
 
 @pytest.mark.parametrize("step_time", ["5", "auto"])
-def test_a_level_too_short_to_be_steady_and_the_auto_hold_that_fixes_it(tmp_path, step_time):
+def test_a_level_too_short_to_be_steady_and_the_auto_hold_that_fixes_it(scenarios, tmp_path, step_time):
     """Two sequences at a time, 256-token answers: 2 users get about 0.6 s requests, 8 users queue behind them for
     four times that. A 5 s hold is several lifetimes at 2 users and about two at 8 (not steady, so 2 users is the
     peak whatever 8 users measured); --step-time auto holds 8 users until steady, and then its e2e p50 is what
     Little's law says a closed loop of 8 users gets: users / completed requests per second."""
     out = tmp_path / step_time
-    code = main(
+    code = scenarios(
         [
             "run",
             "--scenario",

@@ -8,29 +8,13 @@ from __future__ import annotations
 import errno
 import ssl
 
-import configargparse
 import gevent
 import pytest
 from geventhttpclient.response import HTTPParseError
 
-from vllm_stress.client import options as opts
+from tests.helpers import parsed_options
 from vllm_stress.client.checks import StopTarget, check_model, validate
 from vllm_stress.core.failures import StreamError, failure_name
-
-pytestmark = pytest.mark.fast
-
-
-class Parser(configargparse.ArgumentParser):
-    """The parser Locust's own builds on (configargparse), without its web-UI keywords."""
-
-    def add_argument(self, *args, include_in_web_ui=True, is_secret=False, **kwargs):
-        return super().add_argument(*args, **kwargs)
-
-
-def parsed(*args: str):
-    parser = Parser()
-    opts.add_arguments(parser)
-    return parser.parse_args(list(args))
 
 
 @pytest.mark.parametrize(
@@ -53,12 +37,12 @@ def parsed(*args: str):
 )
 def test_options_no_run_can_use_are_refused_in_one_line(args, message):
     with pytest.raises(StopTarget) as refused:
-        validate(parsed(*args))
+        validate(parsed_options(*args))
     assert str(refused.value).startswith(message) and "\n" not in str(refused.value)
 
 
 def test_the_defaults_are_valid():
-    validate(parsed())
+    validate(parsed_options())
 
 
 @pytest.mark.parametrize(
@@ -79,12 +63,12 @@ def test_the_defaults_are_valid():
 )
 def test_the_model_must_be_served_and_fit(args, served, message):
     with pytest.raises(StopTarget, match=message.replace("(", r"\(").replace(")", r"\)").replace("+", r"\+")):
-        check_model(parsed(*args), "m", served, "http://h")
+        check_model(parsed_options(*args), "m", served, "http://h")
 
 
 @pytest.mark.parametrize("served", [{"m": 4096}, {"m": None}, {}])
 def test_a_fitting_or_unlisted_model_passes(served):
-    check_model(parsed("--input-tokens", "2048", "--output-tokens", "512"), "m", served, "http://h")
+    check_model(parsed_options("--input-tokens", "2048", "--output-tokens", "512"), "m", served, "http://h")
 
 
 class Wrapped(Exception):

@@ -5,20 +5,18 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import pytest
-
-from tests.conftest import read_rows, run_locust, server_completed
+from benchmarks.harness import read_rows
+from tests.helpers import server_completed
 from vllm_stress.core import schema
 
 
-@pytest.mark.fast
 def test_client_cpu_limit_is_locusts():
     code = "from locust.runners import CPU_WARNING_THRESHOLD; print(CPU_WARNING_THRESHOLD)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True).stdout
     assert int(out) == schema.CLIENT_CPU_LIMIT_PERCENT
 
 
-def test_a_run_writes_plausible_server_metrics(simulator, tmp_path):
+def test_a_run_writes_plausible_server_metrics(run_locust, simulator, tmp_path):
     sim = simulator("--profile", "cpu-tiny")
     out = tmp_path / "run"
     proc = run_locust(
@@ -68,7 +66,7 @@ def test_a_run_writes_plausible_server_metrics(simulator, tmp_path):
     assert health and all(h["worker"] == "local" and float(h["cpu_percent"]) >= 0 for h in health)
 
 
-def test_scraping_can_be_turned_off(simulator, tmp_path):
+def test_scraping_can_be_turned_off(run_locust, simulator, tmp_path):
     sim = simulator("--profile", "cpu-tiny")
     out = tmp_path / "run"
     proc = run_locust(

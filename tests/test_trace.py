@@ -5,7 +5,8 @@ import json
 
 import pytest
 
-from tests.conftest import REPO, read_rows, run_locust, two_workers
+from benchmarks.harness import read_rows, two_workers
+from tests.helpers import REPO
 from vllm_stress.analysis.cli import main as analyse
 from vllm_stress.client.trace import read_trace, select
 
@@ -14,7 +15,6 @@ AZURE = REPO / "scenarios" / "data" / "azure-sample.csv"
 ARGS = ["--headless", "--only-summary", "--stop-timeout", "30", "-L", "INFO"]
 
 
-@pytest.mark.fast
 def test_both_published_formats_are_read():
     mooncake, azure = read_trace(str(MOONCAKE)), read_trace(str(AZURE))
     assert len(mooncake) == len(azure) == 240 and mooncake[0].at_s == azure[0].at_s == 0
@@ -23,7 +23,7 @@ def test_both_published_formats_are_read():
     assert all(0 <= line.at_s < 5 for line in window) and len(window) == sum(10 <= x.at_s < 30 for x in mooncake)
 
 
-def replay(simulator, tmp_path, name, users, speedup, duration):
+def replay(simulator, run_locust, tmp_path, name, users, speedup, duration):
     sim = simulator("--profile", "cpu-tiny")
     out = tmp_path / name
     proc = run_locust(
@@ -63,10 +63,10 @@ def main_report(out):
 
 
 @pytest.mark.parametrize("speedup", [1, 4])
-def test_every_line_is_one_row_on_schedule(simulator, tmp_path, speedup):
+def test_every_line_is_one_row_on_schedule(simulator, run_locust, tmp_path, speedup):
     duration = 20 * speedup  # 20 s of replay either way
     lines = select(read_trace(str(MOONCAKE)), 0, duration, speedup)
-    rows, level = replay(simulator, tmp_path, f"x{speedup}", users=40, speedup=speedup, duration=duration)
+    rows, level = replay(simulator, run_locust, tmp_path, f"x{speedup}", users=40, speedup=speedup, duration=duration)
     assert len(rows) == len(lines)  # one row per trace line, over both workers
     assert len({r["worker"] for r in rows}) == 2
     assert sorted(int(r["target_prompt_tokens"]) for r in rows) == sorted(line.input_tokens for line in lines)
@@ -75,7 +75,7 @@ def test_every_line_is_one_row_on_schedule(simulator, tmp_path, speedup):
     assert not any(w["behind"] for w in level["windows"])
 
 
-def test_a_replay_the_client_cannot_carry_is_flagged(simulator, tmp_path):
-    rows, level = replay(simulator, tmp_path, "too-fast", users=2, speedup=8, duration=40)
+def test_a_replay_the_client_cannot_carry_is_flagged(simulator, run_locust, tmp_path):
+    rows, level = replay(simulator, run_locust, tmp_path, "too-fast", users=2, speedup=8, duration=40)
     assert level["schedule_lag_p99_s"] > 1.0 and "did not keep up with the schedule" in level["bound"]
     assert level["windows"][-1]["behind"]  # the window where the backlog built up is flagged

@@ -6,7 +6,8 @@ import csv
 
 import pytest
 
-from tests.conftest import read_rows, run_locust, server_completed, two_workers
+from benchmarks.harness import read_rows, scrape, two_workers
+from tests.helpers import server_completed
 from vllm_stress.simulator.requestlog import read_request_log
 
 SHORT = ["--input-tokens", "64", "--output-tokens", "16", "--headless", "--only-summary", "-L", "WARNING"]
@@ -30,7 +31,7 @@ def check_rows(rows: list[dict], name: str, prompt: int = 64, completion: int = 
 
 
 @pytest.mark.parametrize("locustfile,name", [("chat", "chat"), ("completions", "completions"), ("sdk", "sdk-chat")])
-def test_one_streaming_user(simulator, tmp_path, locustfile, name):
+def test_one_streaming_user(run_locust, simulator, tmp_path, locustfile, name):
     sim = simulator("--profile", "cpu-tiny")
     out = tmp_path / "run"
     proc = run_locust(
@@ -68,7 +69,7 @@ def test_one_streaming_user(simulator, tmp_path, locustfile, name):
 
 
 @pytest.mark.parametrize("locustfile,name", [("chat", "chat"), ("completions", "completions"), ("sdk", "sdk-chat")])
-def test_non_streaming_users(simulator, tmp_path, locustfile, name):
+def test_non_streaming_users(run_locust, simulator, tmp_path, locustfile, name):
     sim = simulator("--profile", "cpu-tiny")
     out = tmp_path / "run"
     proc = run_locust(
@@ -92,7 +93,7 @@ def test_non_streaming_users(simulator, tmp_path, locustfile, name):
         assert r["ttft_s"] == "" and r["tpot_s"] == "" and float(r["e2e_s"]) > 0
 
 
-def test_legacy_generate_user(simulator, tmp_path):
+def test_legacy_generate_user(run_locust, simulator, tmp_path):
     sim = simulator("--profile", "cpu-tiny")
     out = tmp_path / "run"
     proc = run_locust(
@@ -117,7 +118,7 @@ def test_legacy_generate_user(simulator, tmp_path):
     assert all(r["completion_tokens"] == "" and r["tpot_s"] == "" and 0 < int(r["chunks"]) <= 16 for r in rows)
 
 
-def test_many_users_on_master_and_two_workers(simulator, tmp_path):
+def test_many_users_on_master_and_two_workers(run_locust, simulator, tmp_path):
     sim = simulator("--profile", "cpu-tiny")
     out = tmp_path / "run"
     proc = run_locust(
@@ -148,14 +149,12 @@ def test_many_users_on_master_and_two_workers(simulator, tmp_path):
     assert int(stats[("POST", "chat")]["Request Count"]) == len(done)
 
 
-def test_ttft_matches_the_server_within_5ms(simulator, tmp_path):
+def test_ttft_matches_the_server_within_5ms(run_locust, simulator, tmp_path):
     """One request at a time, the client's TTFT is the server's own (first token written − request bytes received,
     its --request-log) within 5 ms, request by request; the engine's TTFT metric (from the request's submission to
     the engine, after the front end has read and tokenized it) is part of it. One output token: the write that
     carries it is the answer's only one, so a client that reads late cannot find a later chunk in the same read (a
     read is stamped with its newest segment's arrival, vllm_stress/client/stream.py)."""
-    from tests.conftest import scrape
-
     log = tmp_path / "requests.jsonl"
     sim = simulator("--profile", "cpu-tiny", "--request-log", str(log))
     out = tmp_path / "run"

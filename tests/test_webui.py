@@ -5,10 +5,8 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import secrets
 import subprocess
-import sys
 import time
 import zipfile
 from pathlib import Path
@@ -16,21 +14,13 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.conftest import REPO, read_rows
+from benchmarks.harness import read_rows
+from tests.helpers import LOCUST, REPO
 from vllm_stress.core import schema
 from vllm_stress.core.metrics import bucket_percentile
 from vllm_stress.scenarios.runner import free_port
 from vllm_stress.webui.llmtab import COLUMNS, CSV_ROUTE, TAB
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-]
 ARTIFACTS = REPO / "test-artifacts"
 LOCUST_OPTIONS = ["--input-tokens", "64", "--output-tokens", "16", "-L", "INFO"]
 RAMP = [
@@ -51,8 +41,9 @@ DEADLINE_S = 20.0
 class Master:
     """``locust --master`` with its web UI and one worker, as processes on 127.0.0.1."""
 
-    def __init__(self, folder: Path, *args: str, password: str = "") -> None:
+    def __init__(self, folder: Path, processes, *args: str, password: str = "") -> None:
         self.folder = folder
+        self.start_process = processes
         self.args = args
         self.session = requests.Session()  # logged in as admin when the web UI has a ``password``
         self.password = password
@@ -60,7 +51,6 @@ class Master:
         master_port, web_port = free_port(), free_port()
         self.url = f"http://127.0.0.1:{web_port}"
         self.processes: dict[str, subprocess.Popen] = {}
-        self.log_files = []
         self.start(
             "master",
             "--master",
@@ -78,12 +68,8 @@ class Master:
         self.start("worker", "--worker", "--master-host", "127.0.0.1", "--master-port", str(master_port))
 
     def start(self, name: str, *args: str) -> None:
-        log = open(self.folder / f"{name}.log", "w")  # noqa: SIM115 (the process keeps writing it)
-        self.log_files.append(log)
-        command = [sys.executable, "-m", "locust", *LOCUST_OPTIONS, *self.args, *args]
-        self.processes[name] = subprocess.Popen(
-            command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env=os.environ | {"PYTHONUNBUFFERED": "1"}
-        )
+        command = [*LOCUST, *LOCUST_OPTIONS, *self.args, *args]
+        self.processes[name] = self.start_process(command, self.folder / f"{name}.log")
 
     def logs(self) -> str:
         return "\n".join(f"--- {name}\n" + (self.folder / f"{name}.log").read_text()[-3000:] for name in self.processes)
@@ -114,8 +100,6 @@ class Master:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-        for log in self.log_files:
-            log.close()
 
 
 def until(condition, what: str, master: Master, deadline_s: float = DEADLINE_S):
@@ -129,12 +113,12 @@ def until(condition, what: str, master: Master, deadline_s: float = DEADLINE_S):
 
 
 @pytest.fixture
-def master(tmp_path):
+def master(tmp_path, processes):
     """Start the master and its worker with the given locust arguments; both are stopped after the test."""
     started = []
 
     def start(*args: str, password: str = "") -> Master:
-        started.append(Master(tmp_path, *args, password=password))
+        started.append(Master(tmp_path, processes, *args, password=password))
         started[-1].wait_for_worker()
         return started[-1]
 
@@ -208,58 +192,50 @@ def assert_ttft_p50_agrees(stats: dict, run, out) -> None:
         assert abs(other - report_ms) <= 1.0 + 0.15 * report_ms, (live_ms, locust_ms, report_ms)
 
 
-def test_browser_drives_a_ramp_from_the_form(master, simulator):
+def test_browser_drives_a_ramp_from_the_form(master, simulator, browser):
     """A 3-level ramp typed into the start form (a bad value first: the form says why, nothing starts): the LLM tab
     and the dashboard follow it — charts with points, a curve point per level with its verdict, a progress line that
     moves — and when it ends the report is built by itself, linked from both, with the level bounds the live curve
     showed; Locust's own tabs still work."""
-    if not os.path.exists(CHROMIUM):
-        pytest.skip(f"{CHROMIUM} is missing (Debian: apt-get install -y chromium)")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
+    from playwright import sync_api
+
     master = master("-f", "locustfiles/chat.py,scenarios/shape.py")  # the ramp comes from the form
     sim = simulator("--profile", "cpu-tiny")
     ARTIFACTS.mkdir(exist_ok=True)
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1600, "height": 700})
-            page.goto(master.url)
-            page.locator("input[name=host]").fill(sim.url)  # the shape sets the users: no user count asked
-            page.get_by_text("Custom parameters").click()
-            for name, value in FORM.items():
-                page.locator(f"input[name={name}]").fill(value)
-            page.locator("input[name=levels]").fill("2,x")
-            page.get_by_role("button", name="Start").click()
-            sync_api.expect(
-                page.get_by_text("--levels must be comma-separated whole numbers, got '2,x'")
-            ).to_be_visible()
-            page.locator("input[name=levels]").fill(FORM["levels"])
-            page.get_by_role("button", name="Start").click()
-            page.get_by_role("tab", name="LLM").click()
-            rows = page.get_by_role("row")
-            now = rows.filter(has_text="Level 1/3 (2 users): ")
-            until(lambda: shows_measurements(now, "output_tok_s"), "the first level's tok/s on the LLM tab", master)
-            page.screenshot(path=str(ARTIFACTS / "webui-llm-tab-during.png"), full_page=True)
-            dashboard = browser.new_page(viewport={"width": 1400, "height": 1100})
-            watch_dashboard(dashboard, master, sync_api)
-            page.reload()  # Locust's page stops polling when a run stops: a reload shows the end
-            page.get_by_role("tab", name="LLM").click()
-            until(
-                lambda: "ended: report ready" in "".join(cells(rows.nth(1))[:1]),
-                "the tab saying the report is ready",
-                master,
-            )
-            assert [cells(rows.nth(i))[0] for i in (2, 3, 4)] == ["2 users", "4 users", "6 users"]
-            page.screenshot(path=str(ARTIFACTS / "webui-llm-tab-after.png"), full_page=True)
-            page.get_by_role("tab", name="Statistics").click()
-            sync_api.expect(rows.filter(has_text="TTFT").first).to_be_visible()
-            page.get_by_role("tab", name="Download Data").click()
-            link = page.get_by_role("link", name="Report of the last run that ended").get_attribute("href")
-            report = browser.new_page()
-            report.goto(f"{master.url}/{link.removeprefix('./')}")
-            check_report(report, master, sync_api)
-        finally:
-            browser.close()
+    page = browser.new_page(viewport={"width": 1600, "height": 700})
+    page.goto(master.url)
+    page.locator("input[name=host]").fill(sim.url)  # the shape sets the users: no user count asked
+    page.get_by_text("Custom parameters").click()
+    for name, value in FORM.items():
+        page.locator(f"input[name={name}]").fill(value)
+    page.locator("input[name=levels]").fill("2,x")
+    page.get_by_role("button", name="Start").click()
+    sync_api.expect(page.get_by_text("--levels must be comma-separated whole numbers, got '2,x'")).to_be_visible()
+    page.locator("input[name=levels]").fill(FORM["levels"])
+    page.get_by_role("button", name="Start").click()
+    page.get_by_role("tab", name="LLM").click()
+    rows = page.get_by_role("row")
+    now = rows.filter(has_text="Level 1/3 (2 users): ")
+    until(lambda: shows_measurements(now, "output_tok_s"), "the first level's tok/s on the LLM tab", master)
+    page.screenshot(path=str(ARTIFACTS / "webui-llm-tab-during.png"), full_page=True)
+    dashboard = browser.new_page(viewport={"width": 1400, "height": 1100})
+    watch_dashboard(dashboard, master, sync_api)
+    page.reload()  # Locust's page stops polling when a run stops: a reload shows the end
+    page.get_by_role("tab", name="LLM").click()
+    until(
+        lambda: "ended: report ready" in "".join(cells(rows.nth(1))[:1]),
+        "the tab saying the report is ready",
+        master,
+    )
+    assert [cells(rows.nth(i))[0] for i in (2, 3, 4)] == ["2 users", "4 users", "6 users"]
+    page.screenshot(path=str(ARTIFACTS / "webui-llm-tab-after.png"), full_page=True)
+    page.get_by_role("tab", name="Statistics").click()
+    sync_api.expect(rows.filter(has_text="TTFT").first).to_be_visible()
+    page.get_by_role("tab", name="Download Data").click()
+    link = page.get_by_role("link", name="Report of the last run that ended").get_attribute("href")
+    report = browser.new_page()
+    report.goto(f"{master.url}/{link.removeprefix('./')}")
+    check_report(report, master, sync_api)
 
 
 FORM = {
@@ -390,7 +366,6 @@ def shows_measurements(row, key: str) -> bool:
     return float(texts[list(COLUMNS).index(key)] or 0) > 0
 
 
-@pytest.mark.fast
 def test_live_percentiles_come_from_bounded_histograms():
     histogram = {1.0: 50, 2.0: 45, 30.0: 5}  # bucket ms -> count
     assert bucket_percentile(histogram, 0.5) == 1 and bucket_percentile(histogram, 0.95) == 2  # ms buckets

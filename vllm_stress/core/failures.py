@@ -7,8 +7,6 @@ import errno
 import http.client
 import ssl
 
-import gevent
-
 
 class StreamError(Exception):
     """A failure inside a response whose HTTP status was fine; its ``name`` becomes the row's error class."""
@@ -25,7 +23,7 @@ def failure_name(exc: BaseException) -> str:
         return failure_name(original)
     if isinstance(exc, StreamError):
         return exc.name
-    if isinstance(exc, (gevent.Timeout, TimeoutError)):  # socket.timeout is TimeoutError
+    if isinstance(exc, TimeoutError) or is_gevent_timeout(exc):  # socket.timeout is TimeoutError
         return "Timeout"
     if isinstance(exc, ConnectionRefusedError) or (isinstance(exc, OSError) and exc.errno == errno.ECONNREFUSED):
         return "ConnectionRefused"  # the second form: aiohttp's ClientConnectorError carries the errno
@@ -36,3 +34,8 @@ def failure_name(exc: BaseException) -> str:
     if isinstance(exc, ValueError):
         return "MalformedJSON"
     return type(exc).__name__
+
+
+def is_gevent_timeout(exc: BaseException) -> bool:
+    """gevent's Timeout (the Locust users' deadlines), known by its class so that the core does not import gevent."""
+    return any(cls.__module__.startswith("gevent") and cls.__name__ == "Timeout" for cls in type(exc).__mro__)

@@ -15,7 +15,7 @@ from pathlib import Path
 import aiohttp
 import requests
 
-from vllm_stress.analysis.parallel_report import summarise, write_report
+from vllm_stress.analysis.parallel_report import ParallelSummary, summarise, write_report
 from vllm_stress.core import served
 from vllm_stress.core.failures import failure_name
 from vllm_stress.core.grading import grade
@@ -93,7 +93,7 @@ def parse_parallel(text: str) -> list[int]:
     return levels
 
 
-def run_from_args(args: argparse.Namespace) -> dict:
+def run_from_args(args: argparse.Namespace) -> ParallelSummary:
     if args.limit < 0 or args.timeout <= 0:
         raise ScenarioError("--limit must be positive and --timeout above 0")
     simulator_args = list(args.simulator_arg)
@@ -125,7 +125,7 @@ def run_parallel(
     timeout: float,
     api_key: str = "",
     overwrite: bool = False,
-) -> dict:
+) -> ParallelSummary:
     """Run every dataset at every level and write answers.csv and the report into ``out``; returns the summary."""
     datasets = load_datasets(paths, limit)
     prepare_out(out, overwrite)

@@ -11,6 +11,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from vllm_stress import users
 from vllm_stress.core import schema
@@ -28,6 +29,9 @@ from vllm_stress.scenarios.folders import has_rows, prepare_out
 from vllm_stress.scenarios.levels import longest_run_s
 from vllm_stress.scenarios.servers import SERVER_READY_TIMEOUT_S, api_headers, launch_args, server
 from vllm_stress.simulator.process import stop_process
+
+if TYPE_CHECKING:
+    from vllm_stress.analysis.summary import Summary
 
 log = logging.getLogger("scenarios")
 
@@ -167,7 +171,7 @@ def run_scenario(
     simulator_args: list[str] | None = None,
     locust_args: list[str] | None = None,
     server_ready_timeout: float = SERVER_READY_TIMEOUT_S,
-) -> dict:
+) -> Summary:
     """Run a scenario (and its matrix cells) and analyse it; returns the analysis summary."""
     from vllm_stress.analysis.report import analyse  # here: `vllm-stress locustfile shape` needs no pandas
 

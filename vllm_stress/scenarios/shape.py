@@ -18,6 +18,7 @@ from vllm_stress.master import hooks
 from vllm_stress.master.levelwindow import LevelWindow
 from vllm_stress.scenarios.levels import RAMP_DEFAULTS, RAMP_TIMES, check_times, parse_levels, ramp_eta, step_seconds
 
+NOT_IN_A_RUN = "the step ramp runs in a Locust run started from its command line (locust -f ...)"
 log = logging.getLogger(__name__)
 
 REACH_TIMEOUT_S = 120.0  # a level that is not reached by then (a worker lost, a server refusing) is held anyway
@@ -149,10 +150,12 @@ class StepRampShape(LoadTestShape):
         """Locust's environment and parsed options: a shape ticks in a run started from Locust's command line."""
         environment = self.runner.environment if self.runner else None
         if environment is None or environment.parsed_options is None:
-            raise RuntimeError("the step ramp runs in a Locust run started from its command line (locust -f ...)")
+            raise RuntimeError(NOT_IN_A_RUN)
         return environment, environment.parsed_options
 
     def moment(self, environment: Environment, options: argparse.Namespace, levels: list[int]) -> Moment:
+        if self.runner is None:
+            raise RuntimeError(NOT_IN_A_RUN)
         self.window = self.window or LevelWindow(self.runner)
         now = time.monotonic()
         target = levels[self.index]

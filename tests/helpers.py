@@ -1,0 +1,90 @@
+"""Helpers the test modules share (no test module imports another). What the benchmarks use too is in
+``benchmarks/harness.py``; the fixtures that start servers and Locust are in ``conftest.py``."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import configargparse
+import pandas as pd
+
+from benchmarks.harness import scrape
+from vllm_stress.analysis.cli import main as analysis_main
+from vllm_stress.analysis.synthetic import closed_loop_rows, step_levels, write_run
+from vllm_stress.client import options
+
+REPO = Path(__file__).resolve().parent.parent
+NOWHERE = "http://127.0.0.1:1"  # nothing listens: runs given it must stop before contacting a server
+LEVELS = step_levels([5, 10], hold_s=50.0)
+LOCUST = [sys.executable, "-m", "locust"]
+
+
+@dataclass
+class Server:
+    """A server under test: its base URL and the model it serves."""
+
+    url: str
+    model: str
+
+
+def server_completed(url: str) -> int:
+    """Requests the server finished, whatever their finish reason (vLLM's request_success_total)."""
+    return int(sum(v for k, v in scrape(url).items() if k.startswith("vllm:request_success_total{")))
+
+
+def wait_until(condition, timeout: float = 10.0, interval: float = 0.1):
+    """Poll ``condition()`` until it is true or ``timeout`` passes; returns its last value."""
+    deadline = time.monotonic() + timeout
+    while not (result := condition()) and time.monotonic() < deadline:
+        time.sleep(interval)
+    return result
+
+
+def refused(proc: subprocess.CompletedProcess, message: str) -> None:
+    """Exit code 2, one ERROR line holding ``message``, no traceback."""
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if "/ERROR/" in line]
+    assert len(errors) == 1 and message in errors[0], errors
+
+
+def analyse(folder: Path, out: Path) -> dict:
+    """``python -m analysis FOLDER --out OUT`` (in this process) and its summary.json."""
+    assert analysis_main([str(folder), "--out", str(out)]) == 0
+    return json.loads((out / "summary.json").read_text())
+
+
+def run_cli(capsys, *args) -> tuple[int, str, str]:
+    """``python -m analysis ARGS`` in this process: its exit code, stdout and stderr."""
+    code = analysis_main([str(a) for a in args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def small_run(folder, model="m", loops=(5, 8), complete=True):
+    """A synthetic run folder. Level 5: ``loops[0]`` users in a closed loop of 5 s requests (2,048 + 100 tokens)
+    through its 50 s hold, so 20 output tok/s per user; level 10: ``loops[1]`` users."""
+    parts = [
+        closed_loop_rows(users, ramp_start, hold_end, 5.0, loops=n, completion_tokens=100)
+        for (users, ramp_start, _, hold_end), n in zip(LEVELS, loops, strict=True)
+    ]
+    return write_run(folder, pd.concat(parts), LEVELS, meta={"model": model, "complete": complete})
+
+
+class OptionParser(configargparse.ArgumentParser):
+    """The parser Locust's own builds on (configargparse), without its web-UI keywords."""
+
+    def add_argument(self, *args, include_in_web_ui=True, is_secret=False, **kwargs):
+        return super().add_argument(*args, **kwargs)
+
+
+def parsed_options(*args: str):
+    """The suite's options (vllm_stress.client.options) as Locust parses them from ``args``, without Locust."""
+    parser = OptionParser()
+    options.add_arguments(parser)
+    return parser.parse_args(list(args))

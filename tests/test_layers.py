@@ -1,0 +1,213 @@
+"""The layer gate: the imports of every module under ``vllm_stress/`` (module-level and inside functions alike, read
+with ``ast``) point down the order below, and no two subpackages import each other, directly or round a cycle.
+
+Lowest first: ``core`` (nothing of vllm_stress, and none of the libraries of the layers above it); ``client``;
+``master``; ``webui``; ``users`` (the Locust side, each on those before it); ``simulator`` and ``analysis`` (on the
+core only); ``scenarios`` (on all of those); and the front end, ``vllm_stress/cli.py`` and ``__main__``, on anything.
+Outside the package: nothing but the tests imports ``tests``, and no file imports the repository's entry folders
+(``locustfiles``, ``scenarios``, ``analysis``, ``simulator``) as packages: they are run, never imported.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import REPO
+
+PACKAGE = "vllm_stress"
+FRONT_END = "cli"  # vllm_stress/cli.py, vllm_stress/__main__.py and vllm_stress/__init__.py
+BELOW = {  # subpackage -> the subpackages it may import (its own modules aside)
+    "core": set(),
+    "client": {"core"},
+    "master": {"client", "core"},
+    "webui": {"master", "client", "core"},
+    "users": {"webui", "master", "client", "core"},
+    "simulator": {"core"},
+    "analysis": {"core"},
+    "scenarios": {"users", "webui", "master", "client", "simulator", "analysis", "core"},
+}
+CORE_FORBIDDEN = {"locust", "gevent", "pandas", "matplotlib", "aiohttp"}  # numpy: its metrics are array math
+ENTRY_FOLDERS = {"locustfiles", "scenarios", "analysis", "simulator"}
+
+
+@dataclass(frozen=True)
+class Import:
+    path: str  # the importing file, relative to the repository
+    line: int
+    module: str  # the imported module, absolute (relative imports resolved)
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line} imports {self.module}"
+
+
+def python_files() -> list[str]:
+    """The repository's Python files, tracked or new (not the ignored ones: .venv, results ...)."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard", "*.py"], cwd=REPO, capture_output=True, text=True, check=True
+    )
+    return sorted(name for name in listed.stdout.splitlines() if (REPO / name).is_file())
+
+
+def module_name(path: str) -> str:
+    parts = list(Path(path).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports_of(path: str, known: set[str] = frozenset(), source: str | None = None) -> list[Import]:
+    """Every import in the file (``source``: its text, read when not given), at any depth; ``from P import n`` counts
+    as ``P.n`` when that is a module in ``known``."""
+    name = module_name(path)
+    package = name if path.endswith("__init__.py") else name.rpartition(".")[0]
+    found = []
+    text = (REPO / path).read_text() if source is None else source
+    for node in ast.walk(ast.parse(text, path)):
+        if isinstance(node, ast.Import):
+            found += [Import(path, node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1])
+                source = f"{base}.{node.module}" if node.module else base
+            else:
+                source = node.module
+            for alias in node.names:
+                submodule = f"{source}.{alias.name}"
+                found.append(Import(path, node.lineno, submodule if submodule in known else source))
+    return list(dict.fromkeys(found))  # ``from P import a, b``: P once
+
+
+def layer(module: str) -> str:
+    """The subpackage of a vllm_stress module, or the front end."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 2 or (len(parts) == 2 and parts[1] in BELOW) else FRONT_END
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The groups of subpackages that import each other round a cycle (strongly connected, more than one)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for other in sorted(edges.get(node, ())):
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for node in sorted(edges):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def package_imports() -> list[tuple[str, str, Import]]:
+    """(importing layer, imported layer, the import) of every import between two layers of the package."""
+    files = [path for path in python_files() if path.startswith(f"{PACKAGE}/")]
+    known = {module_name(path) for path in files}
+    between = []
+    for path in files:
+        here = layer(module_name(path))
+        for found in imports_of(path, known):
+            if found.module == PACKAGE or found.module.startswith(f"{PACKAGE}."):
+                there = layer(found.module)
+                if there != here:
+                    between.append((here, there, found))
+    return between
+
+
+def test_no_import_points_up():
+    upward = [
+        f"{found} ({here} may import {', '.join(sorted(BELOW[here])) or 'nothing of vllm_stress'})"
+        for here, there, found in package_imports()
+        if here != FRONT_END and there not in BELOW[here]
+    ]
+    assert not upward, "imports that point up:\n" + "\n".join(upward)
+
+
+def test_no_cycle_between_subpackages():
+    edges: dict[str, set[str]] = defaultdict(set)
+    why: dict[tuple[str, str], list[Import]] = defaultdict(list)
+    for here, there, found in package_imports():
+        edges[here].add(there)
+        why[here, there].append(found)
+    problems = []
+    for group in cycles(edges):
+        problems.append(f"{' <-> '.join(group)} import each other:")
+        problems += [f"  {found}" for a in group for b in group for found in why.get((a, b), [])]
+    assert not problems, "\n".join(problems)
+
+
+def test_the_core_imports_no_library_of_the_layers_above():
+    files = [path for path in python_files() if path.startswith(f"{PACKAGE}/core/")]
+    heavy = [
+        f"{found} (the core runs in every process: no {', '.join(sorted(CORE_FORBIDDEN))})"
+        for path in files
+        for found in imports_of(path)
+        if found.module.split(".")[0] in CORE_FORBIDDEN
+    ]
+    assert not heavy, "\n".join(heavy)
+
+
+def test_only_the_tests_import_the_tests():
+    outside = [
+        str(found)
+        for path in python_files()
+        if not path.startswith("tests/")
+        for found in imports_of(path)
+        if found.module.split(".")[0] == "tests"
+    ]
+    assert not outside, "\n".join(outside)
+
+
+def test_the_entry_folders_are_not_imported():
+    imported = [
+        f"{found} (an entry folder: import vllm_stress.{found.module} instead)"
+        for path in python_files()
+        for found in imports_of(path)
+        if found.module.split(".")[0] in ENTRY_FOLDERS
+    ]
+    assert not imported, "\n".join(imported)
+
+
+@pytest.mark.parametrize(
+    ("source", "module", "expected"),
+    [
+        ("import vllm_stress.core.schema", "vllm_stress/client/x.py", ["vllm_stress.core.schema"]),
+        ("from vllm_stress.core import schema", "vllm_stress/client/x.py", ["vllm_stress.core.schema"]),
+        ("from vllm_stress.core.schema import X", "vllm_stress/client/x.py", ["vllm_stress.core.schema"]),
+        ("from .engine import Engine", "vllm_stress/simulator/x.py", ["vllm_stress.simulator.engine"]),
+        ("from . import engine", "vllm_stress/simulator/__init__.py", ["vllm_stress.simulator.engine"]),
+        ("from ..core import schema", "vllm_stress/simulator/x.py", ["vllm_stress.core.schema"]),
+        ("def f():\n    import pandas\n", "vllm_stress/core/x.py", ["pandas"]),
+        ("from vllm_stress.core.schema import X, Y", "vllm_stress/client/x.py", ["vllm_stress.core.schema"]),
+    ],
+)
+def test_imports_are_read_at_any_depth_and_resolved(source, module, expected):
+    known = {"vllm_stress.core.schema", "vllm_stress.simulator.engine"}
+    assert [found.module for found in imports_of(module, known, source)] == expected
+
+
+def test_a_cycle_is_found_and_a_chain_is_not():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": {"c"}, "d": {"a"}}) == []
+    assert layer("vllm_stress.cli") == layer("vllm_stress") == layer("vllm_stress.__main__") == FRONT_END
+    assert layer("vllm_stress.core") == "core" and layer("vllm_stress.webui.bound") == "webui"

@@ -1,0 +1,78 @@
+"""vllm_stress.scenarios.levels: a ramp's options — parsing, checks, the bound of a run's length, the ETA line.
+(Its refusals as the command line shows them: test_bad_input.py; the ETA of a level run past its pace:
+test_progress.py.)"""
+
+import re
+import time
+
+import pytest
+
+from vllm_stress.scenarios.levels import (
+    RAMP_DEFAULTS,
+    RAMP_TIMES,
+    check_times,
+    clock,
+    longest_run_s,
+    parse_levels,
+    ramp_eta,
+    step_seconds,
+)
+
+
+def test_levels_are_read_whatever_the_spaces_and_a_trailing_comma():
+    assert parse_levels("10, 50 ,100,") == [10, 50, 100]
+    assert parse_levels(7) == [7]
+    assert parse_levels(RAMP_DEFAULTS["levels"]) == [10, 50, 100, 200, 500, 750, 1000]
+
+
+def test_step_time_auto_has_no_seconds():
+    assert step_seconds("auto") is None and step_seconds(" auto ") is None
+    assert step_seconds("60") == 60.0 and step_seconds(2.5) == 2.5
+
+
+def test_every_default_time_passes_its_own_check():
+    check_times({flag: RAMP_DEFAULTS[flag] for flag in RAMP_TIMES})
+    check_times({"step-time": "auto", "warmup": 0, "cooldown": "0.5"})
+
+
+@pytest.mark.parametrize(
+    ("times", "message"),
+    [
+        ({"warmup": "-1"}, "--warmup must be a number of seconds, at least 0, got '-1'"),
+        ({"ramp-time": None}, "--ramp-time must be a number of seconds, at least 0, got None"),
+        ({"step-time": "soon"}, "--step-time must be a number of seconds or auto, at least 0, got 'soon'"),
+        ({"cooldown": "1", "max-step-time": "x"}, "--max-step-time must be a number of seconds, at least 0, got 'x'"),
+    ],
+)
+def test_a_bad_time_is_refused_naming_its_flag(times, message):
+    with pytest.raises(ValueError) as error:
+        check_times(times)
+    assert str(error.value) == message
+
+
+def test_the_longest_run_bounds_every_level_at_its_longest():
+    # per level: ramp 5 + cooldown 0 + warm-up up to max-step-time 600 + hold 60, and 30 s margin; 120 s overall
+    assert longest_run_s({}) == 7 * (5 + 600 + 60 + 30) + 120
+    # --step-time auto: the hold may last up to max-step-time too
+    assert longest_run_s({"step-time": "auto"}) == 7 * (5 + 600 + 600 + 30) + 120
+    smoke = {"levels": "2,4", "step-time": "3", "max-step-time": "10", "warmup": "0", "ramp-time": "1"}
+    assert longest_run_s(smoke) == 2 * (1 + 10 + 3 + 30) + 120
+    assert longest_run_s(smoke | {"cooldown": "2", "warmup": "20"}) == 2 * (1 + 2 + 20 + 3 + 30) + 120
+
+
+def test_eta_of_the_first_level_is_the_latest_end_only():
+    now = time.time()
+    text = ramp_eta(now, index=0, levels=3, ramp_started=now, level_started=now, level_s=100)
+    assert text == f"the ramp ends by {clock(now + 300)} at the latest"
+
+
+def test_eta_goes_at_the_pace_of_the_levels_done_and_never_past_the_latest():
+    now = time.time()  # two levels took 100 s each; the third began 50 s ago
+    paced = ramp_eta(now, index=2, levels=5, ramp_started=now - 250, level_started=now - 50, level_s=300)
+    assert paced == f"ETA {clock(now + 50 + 2 * 100)}, ends by {clock(now + 3 * 300)} at the latest"
+    capped = ramp_eta(now, index=2, levels=5, ramp_started=now - 250, level_started=now - 50, level_s=60)
+    assert capped == f"ETA {clock(now + 3 * 60)}, ends by {clock(now + 3 * 60)} at the latest"
+
+
+def test_clock_is_local_hh_mm_ss():
+    assert re.fullmatch(r"\d\d:\d\d:\d\d", clock(0)) and clock(0) == time.strftime("%H:%M:%S", time.localtime(0))

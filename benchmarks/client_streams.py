@@ -13,7 +13,6 @@ including the streams still running when the run stopped).
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 import resource
 import shutil
@@ -22,6 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from benchmarks.harness import read_rows
 from vllm_stress.simulator.process import start_simulator
 
 REPO = Path(__file__).resolve().parent.parent
@@ -72,8 +72,7 @@ def run(url: str, locustfile: str, users: int, seconds: int, out: Path) -> tuple
     before = children_cpu()
     subprocess.run(cmd, cwd=REPO, check=True, timeout=seconds + 120)
     cpu = children_cpu() - before
-    with open(out / "requests.csv", newline="") as f:
-        rows = list(csv.DictReader(f))
+    rows = read_rows(out / "requests.csv")
     return cpu, sum(int(r["chunks"]) for r in rows), rows
 
 

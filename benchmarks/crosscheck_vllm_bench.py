@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import csv
 import json
 import os
 import statistics
@@ -29,6 +28,7 @@ from pathlib import Path
 import requests
 
 from benchmarks.client_streams import pinned
+from benchmarks.harness import read_rows
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -182,8 +182,7 @@ def run_locust(args, url: str, out: Path, seconds: float) -> dict:
     proc = subprocess.run(client_side(args, cmd), cwd=REPO, capture_output=True, text=True, timeout=seconds + 300)
     if proc.returncode != 0:
         sys.exit(f"locust failed:\n{proc.stderr[-3000:]}")
-    with open(out / "requests.csv", newline="") as f:
-        rows = list(csv.DictReader(f))
+    rows = read_rows(out / "requests.csv")
     done = [r for r in rows if r["ok"] == "1"]
     run = {
         "requests": len(done),

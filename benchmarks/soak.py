@@ -20,6 +20,7 @@ from pathlib import Path
 
 import psutil
 
+from benchmarks.harness import read_rows
 from vllm_stress.scenarios.runner import free_port
 from vllm_stress.simulator.process import start_simulator
 
@@ -134,8 +135,7 @@ def report(samples: list[dict], requests_csv: Path, run_s: float) -> None:
         b = sum(s[f"{name}_rss_mb"] for s in last) / len(last)
         cpu = sum(s[f"{name}_cpu_pct"] for s in steady) / len(steady)
         print(f"| {name} | {a:.1f} | {b:.1f} | {b - a:+.1f} ({(b - a) / a:+.1%}) | {cpu:.0f} |")
-    with open(requests_csv, newline="") as f:
-        rows = list(csv.DictReader(f))
+    rows = read_rows(requests_csv)
     failed = {}
     for r in rows:
         if r["ok"] == "0":

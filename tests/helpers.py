@@ -13,7 +13,7 @@ from pathlib import Path
 import configargparse
 import pandas as pd
 
-from benchmarks.harness import scrape
+from benchmarks.harness import read_rows, scrape
 from vllm_stress.analysis.cli import main as analysis_main
 from vllm_stress.analysis.synthetic import closed_loop_rows, step_levels, write_run
 from vllm_stress.client import options
@@ -35,6 +35,11 @@ class Server:
 def server_completed(url: str) -> int:
     """Requests the server finished, whatever their finish reason (vLLM's request_success_total)."""
     return int(sum(v for k, v in scrape(url).items() if k.startswith("vllm:request_success_total{")))
+
+
+def locust_stats(prefix: Path) -> dict[tuple[str, str], dict]:
+    """Locust's own ``PREFIX_stats.csv`` (its --csv) by (Type, Name), e.g. ``("POST", "chat")``."""
+    return {(r["Type"], r["Name"]): r for r in read_rows(Path(f"{prefix}_stats.csv"))}
 
 
 def wait_until(condition, timeout: float = 10.0, interval: float = 0.1):

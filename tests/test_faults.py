@@ -7,7 +7,6 @@ and restarted on the same port); the suite's from signals to the Locust master, 
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 import signal
@@ -19,7 +18,7 @@ import pytest
 
 from benchmarks.harness import read_rows
 from tests.faultserver import FAULTS, SLOW_HEADERS_S
-from tests.helpers import LOCUST, analyse, server_completed, wait_until
+from tests.helpers import LOCUST, analyse, locust_stats, server_completed, wait_until
 from vllm_stress.scenarios.runner import free_port
 
 SHORT = ["--input-tokens", "16", "--output-tokens", "8", "--headless", "--only-summary"]
@@ -56,14 +55,11 @@ def rows_so_far(path: Path) -> list[dict]:
 
 def locust_counts(prefix: Path) -> tuple[dict, dict[str, int]]:
     """Locust's own count of the chat requests ({column: value}) and of its failures by class."""
-    with open(f"{prefix}_stats.csv", newline="") as f:
-        stats = next(r for r in csv.DictReader(f) if (r["Type"], r["Name"]) == ("POST", "chat"))
-    with open(f"{prefix}_failures.csv", newline="") as f:
-        failures = {
-            r["Error"].removeprefix("CatchResponseError('").removesuffix("')"): int(r["Occurrences"])
-            for r in csv.DictReader(f)
-        }
-    return stats, failures
+    failures = {
+        r["Error"].removeprefix("CatchResponseError('").removesuffix("')"): int(r["Occurrences"])
+        for r in read_rows(Path(f"{prefix}_failures.csv"))
+    }
+    return locust_stats(prefix)["POST", "chat"], failures
 
 
 def assert_accounted(rows: list[dict], prefix: Path) -> None:

@@ -3,12 +3,12 @@ run against the simulator whose report shows the speedup and the answers that ch
 
 from __future__ import annotations
 
-import csv
 import json
 
 import pytest
 import requests
 
+from benchmarks.harness import read_rows
 from tests.helpers import REPO
 from vllm_stress.core.grading import grade
 from vllm_stress.scenarios.data import make_synthetic
@@ -146,8 +146,7 @@ def run(scenarios, tmp_path_factory):
 
 
 def test_answers_csv_rows_are_graded(run):
-    with open(run / "answers.csv", newline="") as file:
-        rows = list(csv.DictReader(file))
+    rows = read_rows(run / "answers.csv")
     assert len(rows) == 3 * (MC_COUNT + MATH_COUNT)
     for row in rows:
         kind = "mc" if row["dataset"] == "synthetic-mc" else "math"

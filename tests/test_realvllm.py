@@ -7,7 +7,6 @@ bash deploy/real-vllm.sh model          # once: venv + model (about 3 min the fi
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 
@@ -16,7 +15,7 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 from benchmarks.harness import read_rows, scrape
-from tests.helpers import REPO, Server, server_completed
+from tests.helpers import REPO, Server, locust_stats, server_completed
 from tests.shapes import FIXTURE, capture_shapes, differences, dump_shapes, simulator_differences
 from vllm_stress.client.prompts import WORDS
 from vllm_stress.core.schema import CLIENT_LOOP_LAG_LIMIT_MS
@@ -137,8 +136,7 @@ def test_streaming_user(run_locust, real_vllm, tmp_path, locustfile, name):
         "vllm:generation_tokens_total{}": 16 * len(rows),
         "vllm:time_to_first_token_seconds_count{}": len(rows),
     }
-    with open(out / "locust_stats.csv") as f:
-        stats = {(r["Type"], r["Name"]): r for r in csv.DictReader(f)}
+    stats = locust_stats(out / "locust")
     assert int(stats[("POST", name)]["Request Count"]) == len(rows) == int(stats[("TTFT", name)]["Request Count"])
 
 

@@ -2,20 +2,13 @@
 
 from __future__ import annotations
 
-import csv
-
 import pytest
 
 from benchmarks.harness import read_rows, scrape, two_workers
-from tests.helpers import server_completed
+from tests.helpers import locust_stats, server_completed
 from vllm_stress.simulator.requestlog import read_request_log
 
 SHORT = ["--input-tokens", "64", "--output-tokens", "16", "--headless", "--only-summary", "-L", "WARNING"]
-
-
-def locust_stats(prefix) -> dict[tuple[str, str], dict]:
-    with open(f"{prefix}_stats.csv", newline="") as f:
-        return {(r["Type"], r["Name"]): r for r in csv.DictReader(f)}
 
 
 def check_rows(rows: list[dict], name: str, prompt: int = 64, completion: int = 16) -> list[dict]:

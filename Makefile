@@ -41,7 +41,8 @@ browser:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
 	  echo "chromium is not installed: the browser test will be skipped"
 
-# the developers' loop: the gate and the tests marked fast (no load runs; under a minute on 2 cores)
+# the developers' loop: the gate and the fast tier (tests/conftest.py marks it: no server, Locust, vLLM, browser or
+# namespace fixture; about a minute on 2 cores)
 test-fast: $(STAMP) lint
 	$(PY) -m pytest -m fast -q $(PYTEST_ARGS)
 

@@ -7,11 +7,14 @@ import json
 import logging
 import random
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import requests
 
 from vllm_stress.client.sharegpt import is_sharegpt, read_conversations
-from vllm_stress.client.trace import TraceLine
+
+if TYPE_CHECKING:  # deploy/tiny_model.py reads WORDS where gevent is not installed
+    from vllm_stress.client.trace import TraceLine
 
 log = logging.getLogger(__name__)
 

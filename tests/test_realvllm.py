@@ -388,7 +388,7 @@ def test_a_vllm_bench_serve_result_beside_a_locust_run_of_the_same_shape(scenari
     with the template and 32 output tokens) and the smoke scenario at 4 users against the same server, set side by
     side by ``compare``: one level (4) on both sides, the vLLM side ungated (it has no steady-state verdict)."""
     from benchmarks.crosscheck_vllm_bench import HOME, chat_overhead, run_vllm_bench
-    from vllm_stress.analysis.compare import main as compare
+    from vllm_stress.analysis.cli import compare_main as compare
 
     shape = argparse.Namespace(
         model=real_vllm.model,

@@ -126,7 +126,7 @@ def test_arrivals_on_time_are_a_poisson_process_at_the_rate(clock):
     assert statistics.fmean(gaps) == pytest.approx(1 / 50, rel=0.02)
     assert statistics.pstdev(gaps) / statistics.fmean(gaps) == pytest.approx(1.0, rel=0.03)  # exponential gaps
     again = PoissonArrivals(50.0, seed=7)
-    assert [again.rng.expovariate(50.0) for _ in range(5)] == pytest.approx(gaps[:5])  # the seed fixes them
+    assert [again.rng.expovariate(50.0) for _ in range(5)] == pytest.approx(gaps[:5])  # seed=7 fixes them
 
 
 def test_an_arrival_waiting_for_a_free_user_is_sent_late_and_says_how_late(clock, caplog):

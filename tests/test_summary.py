@@ -6,12 +6,14 @@ import numpy as np
 import pandas as pd
 
 from vllm_stress.analysis.summary import build_summary, capacity, peak_summary
+from vllm_stress.core.formats import FORMAT_VERSION
 
 
 def test_one_configs_keys_are_also_at_the_top():
     one = {"a": {"runs": 2, "label": "a", "peak": None}}
     lost = [{"worker": "w1", "requests": 3}]
     assert build_summary(one, {"ttft": 2.0}, lost, []) == {
+        "format_version": FORMAT_VERSION,
         "runs": 2,
         "label": "a",
         "peak": None,
@@ -22,6 +24,7 @@ def test_one_configs_keys_are_also_at_the_top():
     }
     two = {"a": {"runs": 2}, "b": {"runs": 3}}
     assert build_summary(two, {}, [], []) == {
+        "format_version": FORMAT_VERSION,
         "runs": 5,
         "configs": two,
         "slo": None,

@@ -15,6 +15,7 @@ from vllm_stress.analysis.summary import ConfigSummary, Peak, Summary, Unaccount
 from vllm_stress.analysis.traffic import traffic_blocks
 from vllm_stress.core import bound
 from vllm_stress.core import steady as steady_rule
+from vllm_stress.core.formats import format_of
 from vllm_stress.core.numbers import count, cpu, percent, ratio, seconds
 from vllm_stress.core.schema import CLIENT_CPU_LIMIT_PERCENT, CLIENT_LOOP_LAG_LIMIT_MS
 from vllm_stress.core.sizing import worker_processes
@@ -37,6 +38,7 @@ def build_report(summary: Summary, plots: dict[str, Path]) -> list[Block]:
     partial = [f"{c['label']}: {', '.join(c['partial_runs'])}" for c in configs.values() if c["partial"]]
     if partial:
         blocks += [Heading("Partial runs"), Paragraph(PARTIAL_NOTE), Bullets(partial)]
+    blocks += earlier_format_blocks(configs)
     blocks += [Heading("Peak, saturation and scaling"), comparison_table(configs)]
     blocks += [Heading("Concurrency recommendations"), recommendation_table(configs), Paragraph(RECOMMENDATION_NOTE)]
     for label, config in configs.items():
@@ -46,6 +48,19 @@ def build_report(summary: Summary, plots: dict[str, Path]) -> list[Block]:
     blocks += [Heading("Plots")] + [Image(title, path) for title, path in plots.items()]
     blocks += method_blocks(summary)
     return blocks
+
+
+def earlier_format_blocks(configs: dict[str, ConfigSummary]) -> list[Block]:
+    """The runs written by an earlier release, each with what its format lacked; [] when there are none."""
+    earlier = [run for config in configs.values() for run in config["earlier_formats"]]
+    if not earlier:
+        return []
+    lines = [
+        f"{run['run']} (format {run['format_version']}, released {format_of(run['format_version']).released}): "
+        + ("; ".join(run["not_computed"]) or "every figure computed")
+        for run in earlier
+    ]
+    return [Heading("Runs written by an earlier release"), Paragraph(EARLIER_FORMAT_NOTE), Bullets(lines)]
 
 
 def overview(summary: Summary) -> str:
@@ -247,6 +262,11 @@ PARTIAL_NOTE = (
     "These runs stopped early (run.json complete=false, or the rows end before the last level's hold_end). They are "
     "analysed as far as they go: the last window is cut at the last request's end, levels never reached are absent, "
     "and the affected levels are marked partial."
+)
+EARLIER_FORMAT_NOTE = (
+    "These run folders were written by an earlier release of vllm-stress, in an earlier format "
+    "(docs/concepts/formats.md). They are analysed as written: what their format did not record is left out of "
+    "the tables, as listed here."
 )
 RECOMMENDATION_NOTE = (
     "Low latency = the smallest level measured. Balanced = among levels whose p99 e2e is at most "

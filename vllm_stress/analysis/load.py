@@ -12,22 +12,24 @@ from typing import Any
 
 import pandas as pd
 
+from vllm_stress.core.formats import FORMAT_VERSION, FORMATS, FormatError, added_after, format_of
 from vllm_stress.core.schema import (
     CLIENT_HEALTH_FILE,
+    FORMAT_KEY,
     ITL_COLUMNS,
     ITL_FILE,
     LEVEL_COLUMNS,
     LEVELS_FILE,
     LOCUST_CSV_PREFIX,
-    OPTIONAL_REQUEST_COLUMNS,
     REQUEST_COLUMNS,
     REQUESTS_FILE,
     RUN_FILE,
+    RUN_KEYS,
     SERVER_METRICS_FILE,
 )
 
-# The request columns the analysis reads (a subset of REQUEST_COLUMNS; all of REQUEST_COLUMNS but
-# OPTIONAL_REQUEST_COLUMNS must be present; those are read too when there).
+# The request columns the analysis reads (of REQUEST_COLUMNS). Those of the run's format must be present; those a
+# later format added (vllm_stress.core.formats) read as empty in an earlier run.
 READ_REQUEST_COLUMNS = [
     "start_time",
     "end_time",
@@ -45,35 +47,37 @@ READ_REQUEST_COLUMNS = [
     "finish_reason",
     "schedule_lag_s",
     "cached_tokens",
+    "session_id",
+    "turn",
 ]
-TEXT_REQUEST_COLUMNS = ["error", "finish_reason"]
+TEXT_REQUEST_COLUMNS = ["error", "finish_reason", "session_id"]
 NUMERIC_REQUEST_COLUMNS = [c for c in READ_REQUEST_COLUMNS if c not in TEXT_REQUEST_COLUMNS]
-SERVER_READ_COLUMNS = ["time", "e2e_count", "e2e_sum_s", "queue_sum_s"]  # of SERVER_METRICS_COLUMNS
-SERVER_OPTIONAL_COLUMNS = [
-    "http_count",
-    "http_sum_s",
-    "frontend_cpu_s",
-    "prefix_cache_queries",
-    "prefix_cache_hits",
-]  # newer columns: NaN in older runs
 
-# name -> (file in the run folder, columns it must have). Locust columns: docs/locust.md §6. A new per-run source
-# plugs in with an entry here and a per-level function in levels.py.
+# name -> (file in the run folder, the columns the analysis reads of it: those of the run's format must be there,
+# later ones read as NaN). Locust columns: docs/locust.md §6. A new per-run source plugs in with an entry here and a
+# per-level function in levels.py.
 OPTIONAL_TABLES = {
     "levels": (LEVELS_FILE, LEVEL_COLUMNS),
     "itl": (ITL_FILE, ITL_COLUMNS),
     "locust_failures": (f"{LOCUST_CSV_PREFIX}_failures.csv", ["Method", "Name", "Error", "Occurrences"]),
     "locust_exceptions": (f"{LOCUST_CSV_PREFIX}_exceptions.csv", ["Count", "Message", "Nodes"]),
-    "server": (SERVER_METRICS_FILE, SERVER_READ_COLUMNS),
-    "client_health": (CLIENT_HEALTH_FILE, ["time", "worker", "cpu_percent"]),
+    "server": (
+        SERVER_METRICS_FILE,
+        [
+            "time",
+            "e2e_count",
+            "e2e_sum_s",
+            "queue_sum_s",
+            "http_count",
+            "http_sum_s",
+            "frontend_cpu_s",
+            "prefix_cache_queries",
+            "prefix_cache_hits",
+        ],
+    ),
+    "client_health": (CLIENT_HEALTH_FILE, ["time", "worker", "cpu_percent", "loop_lag_ms"]),
 }
-NUMERIC_TABLE_COLUMNS = {
-    "levels": LEVEL_COLUMNS,
-    "itl": ITL_COLUMNS,
-    "server": SERVER_READ_COLUMNS,
-    "client_health": ["time", "cpu_percent"],
-}
-CLIENT_HEALTH_OPTIONAL_COLUMNS = ["loop_lag_ms"]
+TEXT_TABLE_COLUMNS = {"Method", "Name", "Error", "Message", "Nodes", "worker"}
 
 
 RunMeta = dict[str, Any]  # run.json as read: vllm_stress.core.schema.RUN_KEYS to JSON values
@@ -93,6 +97,12 @@ class Run:
     meta: RunMeta = field(default_factory=dict)
 
     @property
+    def format_version(self) -> int:
+        """The format the run folder was written in (run.json's, or inferred for a run from before it said)."""
+        version: int = self.meta.get(FORMAT_KEY, FORMAT_VERSION)
+        return version
+
+    @property
     def interrupted(self) -> bool:
         """run.json says the run did not finish (Ctrl-C, SIGTERM, lost master)."""
         return self.meta.get("complete") is False
@@ -103,43 +113,72 @@ def load_run(path: str | Path) -> Run:
     folder = Path(path)
     if not folder.is_dir():
         raise AnalysisError(f"{folder}: not a folder")
-    requests = read_requests(folder / REQUESTS_FILE)
-    tables = read_tables(folder)
+    meta = read_meta(folder / RUN_FILE)
+    version = run_format(folder, meta)
+    requests = read_requests(folder / REQUESTS_FILE, version)
+    tables = read_tables(folder, version=version)
     if "levels" in tables:
         check_levels(folder / LEVELS_FILE, tables)
-    return Run(folder, requests, tables, read_meta(folder / RUN_FILE))
+    later_keys = added_after(version, RUN_FILE)
+    return Run(
+        folder, requests, tables, {key: None for key in RUN_KEYS if key in later_keys} | meta | {FORMAT_KEY: version}
+    )
 
 
-def read_tables(folder: Path, names: Iterable[str] = OPTIONAL_TABLES) -> dict[str, pd.DataFrame]:
-    """The optional tables ``names`` (of OPTIONAL_TABLES) that the run folder has, their newer columns NaN when an
-    older run lacks them; AnalysisError for an unreadable one. (The live dashboard reads the server's and the
-    clients' tables of a running run this way too.)"""
+def run_format(folder: Path, meta: RunMeta) -> int:
+    """The run folder's format: run.json's ``format_version``, or for a run written before it said, the newest
+    format without it whose request columns requests.csv has (the oldest when none: its missing columns are named)."""
+    if FORMAT_KEY in meta:
+        try:
+            return format_of(meta[FORMAT_KEY]).version
+        except FormatError as error:
+            raise AnalysisError(f"{folder / RUN_FILE}: {error}") from None
+    header = set(header_of(folder / REQUESTS_FILE)) if (folder / REQUESTS_FILE).is_file() else set()
+    unsaid = [f.version for f in FORMATS if FORMAT_KEY in added_after(f.version, RUN_FILE)]
+    fitting = [v for v in unsaid if set(REQUEST_COLUMNS) - added_after(v, REQUESTS_FILE) <= header]
+    return max(fitting, default=min(unsaid))
+
+
+def read_tables(
+    folder: Path, names: Iterable[str] = OPTIONAL_TABLES, version: int = FORMAT_VERSION
+) -> dict[str, pd.DataFrame]:
+    """The optional tables ``names`` (of OPTIONAL_TABLES) that the run folder has, the columns a later format than
+    ``version`` added NaN when the run lacks them; AnalysisError for an unreadable one. (The live dashboard reads
+    the server's and the clients' tables of a running run this way too.)"""
     tables = {}
     for name in names:
         file_name, columns = OPTIONAL_TABLES[name]
         if (folder / file_name).is_file():
-            tables[name] = read_table(folder / file_name, columns, NUMERIC_TABLE_COLUMNS.get(name, []))
-    for name, optional in (("server", SERVER_OPTIONAL_COLUMNS), ("client_health", CLIENT_HEALTH_OPTIONAL_COLUMNS)):
-        if name in tables:
-            table = tables[name]
-            for column in optional:
-                table[column] = pd.to_numeric(table[column], errors="coerce") if column in table else float("nan")
+            later = added_after(version, file_name)
+            table = read_table(folder / file_name, [c for c in columns if c not in later])
+            for column in columns:
+                if column not in table:
+                    table[column] = float("nan")
+            require_numeric(folder / file_name, table, [c for c in columns if c not in TEXT_TABLE_COLUMNS])
+            tables[name] = table
     return tables
 
 
-def read_requests(path: Path) -> pd.DataFrame:
-    """requests.csv with the columns the analysis uses; users as int, ok as bool."""
+def read_requests(path: Path, version: int = FORMAT_VERSION) -> pd.DataFrame:
+    """requests.csv of format ``version`` with the columns the analysis uses (those added later empty); users as int,
+    ok as bool."""
     if not path.is_file():
         raise AnalysisError(f"{path}: file missing")
-    check_header(path, [column for column in REQUEST_COLUMNS if column not in OPTIONAL_REQUEST_COLUMNS])
+    later = added_after(version, REQUESTS_FILE)
+    check_header(path, [column for column in READ_REQUEST_COLUMNS if column not in later])
     try:
         rows = pd.read_csv(
             path,
-            usecols=lambda column: column in READ_REQUEST_COLUMNS + OPTIONAL_REQUEST_COLUMNS,
-            dtype=dict.fromkeys([*TEXT_REQUEST_COLUMNS, "session_id"], "string"),
+            usecols=lambda column: column in READ_REQUEST_COLUMNS,
+            dtype=dict.fromkeys(TEXT_REQUEST_COLUMNS, "string"),
         )
     except (pd.errors.ParserError, UnicodeDecodeError) as exc:
         raise AnalysisError(f"{path}: not a readable CSV ({unreadable(exc)})") from None
+    for column in READ_REQUEST_COLUMNS:  # added by a later format than the run's
+        if column not in rows:
+            rows[column] = (
+                pd.Series(pd.NA, index=rows.index, dtype="string") if column in TEXT_REQUEST_COLUMNS else float("nan")
+            )
     if not rows.empty and pd.isna(rows["users"].iloc[-1]):
         rows = rows.iloc[:-1]  # the half-written last line of a killed run
     if rows.empty:
@@ -151,34 +190,32 @@ def read_requests(path: Path) -> pd.DataFrame:
     backwards = rows["end_time"] < rows["start_time"]
     if backwards.any():
         raise AnalysisError(f"{path}: a request ends before it starts (line {line_of(backwards)})")
-    for column in OPTIONAL_REQUEST_COLUMNS:  # a run folder from before they existed
-        if column not in rows:
-            rows[column] = (
-                pd.Series(pd.NA, index=rows.index, dtype="string") if column == "session_id" else float("nan")
-            )
     rows["users"] = rows["users"].astype("int64")
     rows["ok"] = rows["ok"].astype(bool)
     rows["count_mismatch"] = rows["count_mismatch"].fillna(0).astype(bool)
     return rows
 
 
-def read_table(path: Path, columns: list[str], numeric: list[str]) -> pd.DataFrame:
-    """An optional CSV with its required columns checked; numeric ones must parse as numbers."""
+def read_table(path: Path, columns: list[str]) -> pd.DataFrame:
+    """An optional CSV with its required columns checked."""
     check_header(path, columns)
     try:
-        table = pd.read_csv(path)
+        return pd.read_csv(path)
     except (pd.errors.ParserError, UnicodeDecodeError) as exc:
         raise AnalysisError(f"{path}: not a readable CSV ({unreadable(exc)})") from None
-    require_numeric(path, table, numeric)
-    return table
+
+
+def header_of(path: Path) -> list[str]:
+    """The CSV's column names."""
+    try:
+        return list(pd.read_csv(path, nrows=0).columns)
+    except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError) as exc:
+        raise AnalysisError(f"{path}: not a readable CSV ({exc.__class__.__name__})") from None
 
 
 def check_header(path: Path, columns: list[str]) -> None:
     """Raise when the CSV's header lacks one of ``columns``."""
-    try:
-        header = pd.read_csv(path, nrows=0).columns
-    except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError) as exc:
-        raise AnalysisError(f"{path}: not a readable CSV ({exc.__class__.__name__})") from None
+    header = header_of(path)
     missing = [c for c in columns if c not in header]
     if missing:
         raise AnalysisError(f"{path}: missing column(s) {', '.join(missing)}")

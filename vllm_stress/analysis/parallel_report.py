@@ -10,6 +10,7 @@ from typing import Any, NotRequired, TypedDict, cast
 
 from vllm_stress.analysis.plots import new_figure
 from vllm_stress.analysis.render import Block, Bullets, Heading, Image, Paragraph, Table, to_html, to_markdown
+from vllm_stress.core.formats import FORMAT_VERSION
 from vllm_stress.core.grading import accuracy_by_level, agreement
 from vllm_stress.core.numbers import count, percent, ratio, seconds
 from vllm_stress.core.schema import REPORT_HTML, REPORT_MD, SUMMARY_JSON
@@ -61,6 +62,7 @@ class Dataset(TypedDict):
 class ParallelSummary(TypedDict):
     """summary.json of a parallel-query run."""
 
+    format_version: int  # vllm_stress.core.formats.FORMAT_VERSION of the suite that wrote it
     title: str
     target: str
     simulated: bool
@@ -90,7 +92,9 @@ def summarise(
             "levels": stats,
             "agreement": agreement(subset),
         }
-    return cast(ParallelSummary, {"title": TITLE, **meta, "datasets": datasets})  # meta: the run's other keys
+    return cast(
+        ParallelSummary, {"format_version": FORMAT_VERSION, "title": TITLE, **meta, "datasets": datasets}
+    )  # meta: the run's other keys
 
 
 def level_stats(rows: list[AnswerRow], wall_s: float, accuracy: float) -> ParallelLevel:

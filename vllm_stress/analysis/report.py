@@ -18,6 +18,7 @@ from vllm_stress.analysis.render import to_html, to_markdown
 from vllm_stress.analysis.store import StoredRun
 from vllm_stress.analysis.summary import ConfigSummary, RunInfo, Summary, Unaccounted, build_summary, summarise_config
 from vllm_stress.analysis.traffic import DEFAULT_WINDOW_S, traffic_tables
+from vllm_stress.core.formats import not_computed
 from vllm_stress.core.schema import REPORT_HTML, REPORT_MD, SUMMARY_JSON
 
 ANY_LABEL = "*"  # key of a gpus mapping that applies to every label not named
@@ -140,6 +141,8 @@ def describe_run(run: Run, partial: bool) -> RunInfo:
         "locust_failures": {}
         if failures is None
         else {str(error): int(n) for error, n in failures.groupby("Error")["Occurrences"].sum().items()},
+        "format_version": run.format_version,
+        "not_computed": not_computed(run.format_version),
     }
 
 

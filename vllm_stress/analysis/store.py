@@ -7,6 +7,7 @@ import json
 import os
 import sqlite3
 import subprocess
+import sys
 import time
 from contextlib import closing
 from pathlib import Path
@@ -19,6 +20,7 @@ from vllm_stress.analysis.json_types import Json, to_json_types
 from vllm_stress.analysis.levels import records
 from vllm_stress.analysis.load import AnalysisError, Run, RunMeta
 from vllm_stress.analysis.summary import ConfigSummary, Summary
+from vllm_stress.core.formats import FORMAT_VERSION, FormatError, format_of
 from vllm_stress.core.numbers import count
 
 DB_ENV = "VLLM_STRESS_DB"
@@ -36,13 +38,21 @@ HEADLINE = (
 )
 StoredRun = tuple[str, Run, pd.DataFrame]  # an analysed run: its config label, the run, its level_stats rows
 SCHEMA = f"""
-CREATE TABLE IF NOT EXISTS runs (
+CREATE TABLE runs (
     id INTEGER PRIMARY KEY, recorded REAL, dir TEXT, label TEXT, target TEXT, model TEXT, scenario TEXT,
-    complete INTEGER, server_version TEXT, suite_commit TEXT, meta TEXT, verdicts TEXT);
-CREATE TABLE IF NOT EXISTS levels (
+    complete INTEGER, server_version TEXT, suite_commit TEXT, meta TEXT, verdicts TEXT, format_version INTEGER);
+CREATE TABLE levels (
     run_id INTEGER REFERENCES runs(id), users INTEGER, steady INTEGER, steady_reason TEXT, bound TEXT,
     {", ".join(f"{field} REAL" for field in HEADLINE)}, fields TEXT, PRIMARY KEY (run_id, users));
+PRAGMA user_version = {FORMAT_VERSION};
 """
+# The store's format is SQLite's user_version: 0 in the stores of the releases before formats were numbered (they
+# held runs of format 2 only: those releases' analysis read no other). An older store is upgraded in place by the
+# steps from its version on, after a backup beside it.
+UNNUMBERED = 2
+UPGRADES = {
+    2: "ALTER TABLE runs ADD COLUMN format_version INTEGER; UPDATE runs SET format_version = 2;",
+}
 
 
 def default_db() -> str | None:
@@ -51,13 +61,43 @@ def default_db() -> str | None:
 
 
 def connect(db: str | Path) -> sqlite3.Connection:
-    """The store, its tables created if new."""
+    """The store: created if new, upgraded in place if older (one line on stderr names its backup); AnalysisError
+    for a file that is not a store or a store newer than this suite."""
     try:
         connection = sqlite3.connect(db)
-        connection.executescript(SCHEMA)
+        version = store_format(connection)
+        if version is None:
+            connection.executescript(SCHEMA)
+        elif version < FORMAT_VERSION:
+            upgrade(connection, Path(db), version)
     except sqlite3.Error as exc:
         raise AnalysisError(f"{db}: not a usable results store ({exc})") from None
+    except FormatError as exc:
+        raise AnalysisError(f"{db}: results store {exc}") from None
     return connection
+
+
+def store_format(connection: sqlite3.Connection) -> int | None:
+    """The store's format, None for a new (empty) file; FormatError for one newer than this suite."""
+    (version,) = connection.execute("PRAGMA user_version").fetchone()
+    if version == 0:
+        tables = connection.execute("SELECT COUNT(*) FROM sqlite_master WHERE name = 'runs'").fetchone()[0]
+        return UNNUMBERED if tables else None
+    return format_of(version).version
+
+
+def upgrade(connection: sqlite3.Connection, db: Path, version: int) -> None:
+    """Back the store up beside itself (``<db>.format-<version>.bak``), then apply the steps from ``version`` on."""
+    backup = db.with_name(f"{db.name}.format-{version}.bak")
+    with closing(sqlite3.connect(backup)) as copy:
+        connection.backup(copy)
+    with connection:
+        for step in range(version, FORMAT_VERSION):
+            connection.executescript(UPGRADES[step])
+        connection.execute(f"PRAGMA user_version = {FORMAT_VERSION}")
+    print(
+        f"upgraded the results store {db} from format {version} to {FORMAT_VERSION} (backup: {backup})", file=sys.stderr
+    )
 
 
 def suite_commit() -> str | None:
@@ -94,7 +134,7 @@ def insert_run(connection: sqlite3.Connection, label: str, run: Run, config: Con
     }
     cursor = connection.execute(
         "INSERT INTO runs (recorded, dir, label, target, model, scenario, complete, server_version, "
-        "suite_commit, meta, verdicts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "suite_commit, meta, verdicts, format_version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             time.time(),
             str(run.path.resolve()),
@@ -107,6 +147,7 @@ def insert_run(connection: sqlite3.Connection, label: str, run: Run, config: Con
             commit,
             json.dumps(meta),
             json.dumps(verdicts),
+            run.format_version,
         ),
     )
     return cast(int, cursor.lastrowid)  # an INSERT sets it (None only before any)

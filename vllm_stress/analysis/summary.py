@@ -13,6 +13,7 @@ from vllm_stress.analysis.json_types import to_json_types
 from vllm_stress.analysis.levels import Level, records
 from vllm_stress.analysis.load import AnalysisError, RunMeta
 from vllm_stress.analysis.traffic import TrafficTables
+from vllm_stress.core.formats import FORMAT_VERSION
 
 # The peak level: users, output/total tok/s, req/s and p99 e2e (their _std and _ci95 with repeats), per GPU with --gpus
 Peak = dict[str, float | None]
@@ -30,6 +31,16 @@ class RunInfo(TypedDict):
     aborted: int  # streams cut because the run stopped its users
     locust_exceptions: int
     locust_failures: dict[str, int]
+    format_version: int  # the run folder's (vllm_stress.core.formats)
+    not_computed: list[str]  # what its format lacked: "no schedule lag: written before 2026-11-23" ...
+
+
+class EarlierFormat(TypedDict):
+    """A run written in an earlier format than today's, and what the analysis could not compute for it."""
+
+    run: str
+    format_version: int
+    not_computed: list[str]
 
 
 class Capacity(TypedDict):
@@ -66,6 +77,7 @@ class ConfigSummary(Capacity):
     locust_failures: dict[str, int]
     locust_exceptions: int
     traffic: list[TrafficTables]  # per run with sessions or an open loop
+    earlier_formats: list[EarlierFormat]  # its runs written by an earlier release
 
 
 class Unaccounted(TypedDict):
@@ -82,6 +94,7 @@ class Summary(TypedDict):
     """The whole summary. With a single config, that config's keys are also at the top level (the contract other
     tools read)."""
 
+    format_version: int  # vllm_stress.core.formats.FORMAT_VERSION of the suite that wrote it
     runs: int
     configs: dict[str, ConfigSummary]
     slo: dict[str, float] | None
@@ -131,6 +144,11 @@ def summarise_config(
         "locust_failures": dict(sum((Counter(info["locust_failures"]) for info in run_info), Counter[str]())),
         "locust_exceptions": sum(info["locust_exceptions"] for info in run_info),
         "traffic": traffic,
+        "earlier_formats": [
+            {"run": info["dir"], "format_version": info["format_version"], "not_computed": info["not_computed"]}
+            for info in run_info
+            if info["format_version"] < FORMAT_VERSION
+        ],
     }
     return cast(ConfigSummary, to_json_types(config))  # its JSON form: numpy scalars unwrapped, NaN as None
 
@@ -182,6 +200,7 @@ def build_summary(
 ) -> Summary:
     """The whole summary; a single config's keys are repeated at the top level."""
     summary: Summary = {
+        "format_version": FORMAT_VERSION,
         "runs": sum(c["runs"] for c in configs.values()),
         "configs": configs,
         "slo": slo or None,

@@ -40,8 +40,6 @@ REQUEST_COLUMNS = [
     "session_id",  # multi-turn sessions (locustfiles/session.py): the conversation the request belongs to, else empty
     "turn",  # its turn in the conversation, 1 to --turns; empty outside sessions
 ]
-# Columns a run folder written before they existed lacks: the analysis reads them as empty.
-OPTIONAL_REQUEST_COLUMNS = ["session_id", "turn"]
 
 # The error class of a request whose stream was cut because the run (or, with --cooldown, its level) stopped the
 # users: the client ended it, not the server or the network. Such a row is kept (its tokens were streamed) but it is
@@ -60,7 +58,9 @@ LEVEL_COLUMNS = [
 ITL_COLUMNS = ["users", "itl_ms", "count"]
 
 # run.json: what the run was, written by the master at test start and rewritten at the end.
+FORMAT_KEY = "format_version"  # also in summary.json; the results store keeps it as SQLite's user_version
 RUN_KEYS = [
+    FORMAT_KEY,  # the run folder's format (vllm_stress.core.formats): what its files hold
     "scenario",  # scenario name, or "" for a plain locust run
     "target",  # base URL of the server under test
     "model",  # model name sent in the requests

@@ -12,6 +12,7 @@ import gevent
 from vllm_stress.client import serverinfo
 from vllm_stress.client.stream import clocks as receive_clocks
 from vllm_stress.core import schema
+from vllm_stress.core.formats import FORMAT_VERSION
 from vllm_stress.master.runfolder import RunFolder, RunFolderExists, default_path
 
 if TYPE_CHECKING:
@@ -32,6 +33,7 @@ def run_meta(environment: Environment, server: ServerUnderTest) -> dict[str, Any
     options = environment.parsed_options
     assert options is not None and environment.host is not None  # Locust's command line set both
     return {key: None for key in schema.RUN_KEYS} | {
+        schema.FORMAT_KEY: FORMAT_VERSION,
         "scenario": getattr(options, "scenario", "") or "",
         "target": environment.host,
         "model": options.model or server.model,

@@ -1,0 +1,90 @@
+"""The run folder's format versions: the number every run writes into run.json (and the analysis into summary.json
+and the results store), and what each released format lacked, so a reader knows every earlier one
+(docs/concepts/formats.md). Each format has its fixture in tests/fixtures/formats/v<N>/."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from vllm_stress.core.schema import (
+    CLIENT_HEALTH_FILE,
+    FORMAT_KEY,
+    REQUESTS_FILE,
+    RUN_FILE,
+    SERVER_METRICS_FILE,
+)
+
+
+@dataclass(frozen=True)
+class Addition:
+    """Columns (or run.json keys) a format added to a file, and what the analysis computes from them: a run of an
+    earlier format reads them as empty and its report says "no <feeds>" (nothing when ``feeds`` is empty)."""
+
+    file: str
+    names: tuple[str, ...]
+    feeds: str = ""
+
+
+@dataclass(frozen=True)
+class Format:
+    """A released format: its number, the date of the first release that wrote it and what it added."""
+
+    version: int
+    released: str
+    added: tuple[Addition, ...] = ()
+
+
+FORMATS = (
+    Format(1, "2026-11-22"),
+    Format(
+        2,
+        "2026-11-23",
+        (
+            Addition(REQUESTS_FILE, ("schedule_lag_s",), "schedule lag"),
+            Addition(REQUESTS_FILE, ("cached_tokens",), "client-side prefix-cache hit rate"),
+            Addition(REQUESTS_FILE, ("request_id", "session_id", "turn")),
+            Addition(RUN_FILE, ("server_requests", "unaccounted_requests"), "server-side request count"),
+            Addition(RUN_FILE, ("receive_clock", "server_version", "server_launch")),
+            Addition(
+                SERVER_METRICS_FILE, ("prefix_cache_queries", "prefix_cache_hits"), "server prefix-cache hit rate"
+            ),
+            Addition(SERVER_METRICS_FILE, ("frontend_cpu_s",), "server frontend CPU"),
+            Addition(SERVER_METRICS_FILE, ("http_count", "http_sum_s", "http_p50_s", "http_p99_s"), "server HTTP time"),
+            Addition(CLIENT_HEALTH_FILE, ("loop_lag_ms",), "client event-loop lag"),
+        ),
+    ),
+    Format(3, "2026-11-25", (Addition(RUN_FILE, (FORMAT_KEY,)),)),
+)
+FORMAT_VERSION = FORMATS[-1].version
+
+
+class FormatError(ValueError):
+    """A format this suite cannot read: the message is one line naming both versions."""
+
+
+def format_of(version: object) -> Format:
+    """The released format ``version``; FormatError for one newer than this suite, or for what is not a format."""
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise FormatError(f"format {version!r} is not a vllm-stress format (1 to {FORMAT_VERSION})")
+    if version > FORMAT_VERSION:
+        raise FormatError(
+            f"format {version} is newer than this vllm-stress reads (formats 1 to {FORMAT_VERSION}): update vllm-stress"
+        )
+    return FORMATS[version - 1]
+
+
+def added_after(version: int, file: str) -> set[str]:
+    """The columns (or keys) of ``file`` that a run of format ``version`` lacks: those added by later formats."""
+    later = FORMATS[format_of(version).version :]
+    return {name for format in later for addition in format.added if addition.file == file for name in addition.names}
+
+
+def not_computed(version: int) -> list[str]:
+    """What the analysis cannot compute for a run of format ``version``, a line per later format: "no schedule lag,
+    client event-loop lag: written before 2026-11-23" ..."""
+    lines = []
+    for later in FORMATS[format_of(version).version :]:
+        feeds = [addition.feeds for addition in later.added if addition.feeds]
+        if feeds:
+            lines.append(f"no {', '.join(feeds)}: written before {later.released}")
+    return lines

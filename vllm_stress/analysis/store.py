@@ -91,10 +91,8 @@ def upgrade(connection: sqlite3.Connection, db: Path, version: int) -> None:
     backup = db.with_name(f"{db.name}.format-{version}.bak")
     with closing(sqlite3.connect(backup)) as copy:
         connection.backup(copy)
-    with connection:
-        for step in range(version, FORMAT_VERSION):
-            connection.executescript(UPGRADES[step])
-        connection.execute(f"PRAGMA user_version = {FORMAT_VERSION}")
+    steps = "".join(UPGRADES[step] for step in range(version, FORMAT_VERSION))
+    connection.executescript(f"BEGIN; {steps} PRAGMA user_version = {FORMAT_VERSION}; COMMIT;")
     print(
         f"upgraded the results store {db} from format {version} to {FORMAT_VERSION} (backup: {backup})", file=sys.stderr
     )

@@ -441,3 +441,5 @@ def test_workers_quit_by_themselves_when_the_master_dies(simulator, processes, t
     rows = read_rows(out / "requests.csv")  # what the master had received is on disk, whole rows
     assert rows and all(r["name"] == "chat" for r in rows)
     assert run_json(out)["complete"] is False
+    summary = analyse(out, tmp_path / "report")  # the folder of a master killed with SIGKILL is analysable as it is
+    assert summary["partial"] is True and 0 < sum(level["requests"] for level in summary["levels"]) <= len(rows)

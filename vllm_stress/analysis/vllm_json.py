@@ -25,6 +25,7 @@ RATES = {
     "output_throughput": "output_tokens_per_s",
     "total_token_throughput": "total_tokens_per_s",
 }
+RENAMED = {"request_goodput:": "request_goodput"}  # a key as an older vLLM wrote it (0.6.4) -> as vLLM 0.32.0 does
 NO_VERDICT = (
     "a vllm bench serve result: figures over the whole benchmark, ramp-up and drain included; no steady-state verdict"
 )
@@ -67,7 +68,9 @@ def parse_results(path: Path, text: str) -> list[dict[str, Any]]:
 
 
 def level_row(path: Path, result: dict[str, Any]) -> Level:
-    """Our level fields from one vLLM result."""
+    """Our level fields from one vLLM result, of any release's field set (docs/concepts/analysis.md): a key the
+    release did not write reads as NaN."""
+    result = {RENAMED.get(key, key): value for key, value in result.items()}
     if "request_throughput" not in result:
         raise AnalysisError(f"{path}: not a vllm bench serve result (no request_throughput)")
     users = result.get("max_concurrency")
@@ -85,9 +88,9 @@ def level_row(path: Path, result: dict[str, Any]) -> Level:
         "steady_reason": result.get("steady_reason", NO_VERDICT),
     }
     row |= {field: number(result.get(key)) for key, field in RATES.items()}
-    completed, failed = result.get("completed"), result.get("failed") or 0
-    if isinstance(completed, int):
-        row |= {"requests": completed + failed, "failures": failed}
+    row["goodput_requests_per_s"] = number(result.get("request_goodput"))
+    failed = number(result.get("failed"))  # vLLM 0.6.4 writes none (its failures are only in its errors list)
+    row |= {"requests": number(result.get("completed")) + failed, "failures": failed}
     for metric, stem in LATENCIES.items():
         for q in PERCENTILES:
             milliseconds = result.get(f"p{q}_{metric}_ms", result.get(f"median_{metric}_ms") if q == 50 else None)

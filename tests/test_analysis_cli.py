@@ -138,7 +138,10 @@ def test_half_written_last_line_of_a_killed_run_is_dropped(tmp_path, capsys):
         requests.write("1700000100.5,17000")
     code, _, err = run_cli(capsys, run, "--out", tmp_path / "out")
     assert code == 0, err
-    assert json.loads((tmp_path / "out" / "summary.json").read_text())["partial"] is True
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    note = f"{run}: requests.csv line {len(pd.read_csv(run / 'requests.csv')) + 1}: half-written (its writer was killed), left out"
+    assert summary["partial"] is True and summary["input_notes"] == [note]
+    assert f"- {note}" in (tmp_path / "out" / "report.md").read_text()
 
 
 def break_columns(folder):

@@ -36,8 +36,9 @@ def build_report(summary: Summary, plots: dict[str, Path]) -> list[Block]:
     blocks: list[Block] = [Heading(TITLE, 1), Paragraph(overview(summary))]
     blocks += client_limit_blocks(configs) + lost_worker_blocks(summary["lost_workers"], summary["unaccounted"])
     partial = [f"{c['label']}: {', '.join(c['partial_runs'])}" for c in configs.values() if c["partial"]]
-    if partial:
-        blocks += [Heading("Partial runs"), Paragraph(PARTIAL_NOTE), Bullets(partial)]
+    notes = [note for config in configs.values() for note in config["input_notes"]]
+    if partial or notes:
+        blocks += [Heading("Partial runs"), Paragraph(PARTIAL_NOTE), Bullets(partial + notes)]
     blocks += earlier_format_blocks(configs)
     blocks += [Heading("Peak, saturation and scaling"), comparison_table(configs)]
     blocks += [Heading("Concurrency recommendations"), recommendation_table(configs), Paragraph(RECOMMENDATION_NOTE)]

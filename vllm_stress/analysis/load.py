@@ -95,6 +95,7 @@ class Run:
     requests: pd.DataFrame
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
     meta: RunMeta = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # what was left out of the input, and why
 
     @property
     def format_version(self) -> int:
@@ -115,14 +116,13 @@ def load_run(path: str | Path) -> Run:
         raise AnalysisError(f"{folder}: not a folder")
     meta = read_meta(folder / RUN_FILE)
     version = run_format(folder, meta)
-    requests = read_requests(folder / REQUESTS_FILE, version)
+    requests, notes = read_requests(folder / REQUESTS_FILE, version)
     tables = read_tables(folder, version=version)
     if "levels" in tables:
         check_levels(folder / LEVELS_FILE, tables)
     later_keys = added_after(version, RUN_FILE)
-    return Run(
-        folder, requests, tables, {key: None for key in RUN_KEYS if key in later_keys} | meta | {FORMAT_KEY: version}
-    )
+    meta = {key: None for key in RUN_KEYS if key in later_keys} | meta | {FORMAT_KEY: version}
+    return Run(folder, requests, tables, meta, notes)
 
 
 def run_format(folder: Path, meta: RunMeta) -> int:
@@ -159,9 +159,9 @@ def read_tables(
     return tables
 
 
-def read_requests(path: Path, version: int = FORMAT_VERSION) -> pd.DataFrame:
-    """requests.csv of format ``version`` with the columns the analysis uses (those added later empty); users as int,
-    ok as bool."""
+def read_requests(path: Path, version: int = FORMAT_VERSION) -> tuple[pd.DataFrame, list[str]]:
+    """requests.csv of format ``version`` with the columns the analysis uses (those added later empty; users as int,
+    ok as bool), and a note when its half-written last line was dropped."""
     if not path.is_file():
         raise AnalysisError(f"{path}: file missing")
     later = added_after(version, REQUESTS_FILE)
@@ -179,8 +179,10 @@ def read_requests(path: Path, version: int = FORMAT_VERSION) -> pd.DataFrame:
             rows[column] = (
                 pd.Series(pd.NA, index=rows.index, dtype="string") if column in TEXT_REQUEST_COLUMNS else float("nan")
             )
+    notes = []
     if not rows.empty and pd.isna(rows["users"].iloc[-1]):
-        rows = rows.iloc[:-1]  # the half-written last line of a killed run
+        notes.append(f"{REQUESTS_FILE} line {len(rows) + 1}: half-written (its writer was killed), left out")
+        rows = rows.iloc[:-1]
     if rows.empty:
         raise AnalysisError(f"{path}: empty run (no request rows)")
     require_numeric(path, rows, NUMERIC_REQUEST_COLUMNS)
@@ -193,7 +195,7 @@ def read_requests(path: Path, version: int = FORMAT_VERSION) -> pd.DataFrame:
     rows["users"] = rows["users"].astype("int64")
     rows["ok"] = rows["ok"].astype(bool)
     rows["count_mismatch"] = rows["count_mismatch"].fillna(0).astype(bool)
-    return rows
+    return rows, notes
 
 
 def read_table(path: Path, columns: list[str]) -> pd.DataFrame:

@@ -143,6 +143,7 @@ def describe_run(run: Run, partial: bool) -> RunInfo:
         else {str(error): int(n) for error, n in failures.groupby("Error")["Occurrences"].sum().items()},
         "format_version": run.format_version,
         "not_computed": not_computed(run.format_version),
+        "notes": run.notes,
     }
 
 

@@ -33,6 +33,7 @@ class RunInfo(TypedDict):
     locust_failures: dict[str, int]
     format_version: int  # the run folder's (vllm_stress.core.formats)
     not_computed: list[str]  # what its format lacked: "no schedule lag: written before 2026-11-23" ...
+    notes: list[str]  # what was left out of its input, and why (a killed writer's half-written last line)
 
 
 class EarlierFormat(TypedDict):
@@ -78,6 +79,7 @@ class ConfigSummary(Capacity):
     locust_exceptions: int
     traffic: list[TrafficTables]  # per run with sessions or an open loop
     earlier_formats: list[EarlierFormat]  # its runs written by an earlier release
+    input_notes: list[str]  # "<run folder>: <note>" for what was left out of its runs' input
 
 
 class Unaccounted(TypedDict):
@@ -149,6 +151,7 @@ def summarise_config(
             for info in run_info
             if info["format_version"] < FORMAT_VERSION
         ],
+        "input_notes": [f"{info['dir']}: {note}" for info in run_info for note in info["notes"]],
     }
     return cast(ConfigSummary, to_json_types(config))  # its JSON form: numpy scalars unwrapped, NaN as None
 

@@ -2,6 +2,7 @@
 (Its refusals as the command line shows them: test_bad_input.py; the ETA of a level run past its pace:
 test_progress.py.)"""
 
+import math
 import re
 import time
 
@@ -10,8 +11,11 @@ import pytest
 from vllm_stress.scenarios.levels import (
     RAMP_DEFAULTS,
     RAMP_TIMES,
+    LevelPace,
     check_times,
     clock,
+    expected_level_s,
+    expected_lifetime_s,
     longest_run_s,
     parse_levels,
     ramp_eta,
@@ -62,16 +66,32 @@ def test_the_longest_run_bounds_every_level_at_its_longest():
 
 def test_eta_of_the_first_level_is_the_latest_end_only():
     now = time.time()
-    text = ramp_eta(now, index=0, levels=3, ramp_started=now, level_started=now, level_s=100)
+    text = ramp_eta(now, [10, 50, 100], [], level_started=now, level_s=100)
     assert text == f"the ramp ends by {clock(now + 300)} at the latest"
 
 
-def test_eta_goes_at_the_pace_of_the_levels_done_and_never_past_the_latest():
-    now = time.time()  # two levels took 100 s each; the third began 50 s ago
-    paced = ramp_eta(now, index=2, levels=5, ramp_started=now - 250, level_started=now - 50, level_s=300)
-    assert paced == f"ETA {clock(now + 50 + 2 * 100)}, ends by {clock(now + 3 * 300)} at the latest"
-    capped = ramp_eta(now, index=2, levels=5, ramp_started=now - 250, level_started=now - 50, level_s=60)
-    assert capped == f"ETA {clock(now + 3 * 60)}, ends by {clock(now + 3 * 60)} at the latest"
+def test_lifetimes_grow_by_littles_law_past_the_best_rate():
+    done = [LevelPace(10, 20.0, 2.0), LevelPace(50, 20.0, 2.0)]  # 5 and 25 requests/s
+    assert expected_lifetime_s(20, done) == 2.0  # no shorter than at the last level
+    assert expected_lifetime_s(200, done) == 200 / 25  # the rate grows no further than the best one
+    assert expected_level_s(200, done) == 10 * 8.0  # the last level's 10 lifetimes, when lifetimes did not differ
+
+
+def test_a_level_is_a_fixed_part_and_a_number_of_lifetimes_fitted_to_the_levels_done():
+    done = [LevelPace(10, 15.0, 2.0), LevelPace(50, 25.0, 4.0)]  # 5 s + 5 lifetimes; 5 and 12.5 requests/s
+    assert expected_level_s(100, done) == pytest.approx(5 + 5 * 100 / 12.5)
+    assert expected_level_s(20, done) == pytest.approx(5 + 5 * 4.0)
+
+
+def test_eta_adds_the_levels_left_and_never_passes_the_latest():
+    now = time.time()  # levels 10 and 50 done: 10 lifetimes each, 25 requests/s at best; level 100 began 10 s ago
+    done = [LevelPace(10, 20.0, 2.0), LevelPace(50, 20.0, 2.0)]
+    paced = ramp_eta(now, [100, 200], done, level_started=now - 10, level_s=300)
+    assert paced == f"ETA {clock(now - 10 + 40 + 80)}, ends by {clock(now + 2 * 300)} at the latest"
+    capped = ramp_eta(now, [100, 200], done, level_started=now - 10, level_s=60)
+    assert capped == f"ETA {clock(now - 10 + 40 + 60)}, ends by {clock(now + 2 * 60)} at the latest"
+    unmeasured = [LevelPace(10, 20.0, math.nan), LevelPace(50, 30.0, math.nan)]  # no request of theirs ended:
+    assert ramp_eta(now, [100], unmeasured, now, 60).startswith(f"ETA {clock(now + 25)},")  # their mean length
 
 
 def test_clock_is_local_hh_mm_ss():

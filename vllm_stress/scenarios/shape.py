@@ -16,7 +16,15 @@ from locust.env import Environment
 
 from vllm_stress.master import hooks
 from vllm_stress.master.levelwindow import LevelWindow
-from vllm_stress.scenarios.levels import RAMP_DEFAULTS, RAMP_TIMES, check_times, parse_levels, ramp_eta, step_seconds
+from vllm_stress.scenarios.levels import (
+    RAMP_DEFAULTS,
+    RAMP_TIMES,
+    LevelPace,
+    check_times,
+    parse_levels,
+    ramp_eta,
+    step_seconds,
+)
 
 NOT_IN_A_RUN = "the step ramp runs in a Locust run started from its command line (locust -f ...)"
 log = logging.getLogger(__name__)
@@ -110,6 +118,9 @@ class StepRampShape(LoadTestShape):
         super().__init__()
         self.window: LevelWindow | None = None  # made at the first tick: Locust sets self.runner after __init__
         self.announced: tuple[str, str] | None = None  # the (level, phase) logged last
+        self.paces: list[LevelPace] = []  # the levels done, for the ETA
+        self.judged: tuple[int, float] | None = None  # the level's users and e2e p50, once its hold is judged
+        self.level_started = time.time()
         self.start_level(0)
 
     def reset_time(self) -> None:
@@ -117,10 +128,15 @@ class StepRampShape(LoadTestShape):
         self.start_level(0)
 
     def start_level(self, index: int) -> None:
-        self.index = index
-        self.level_started = time.time()
+        now = time.time()
         if index == 0:
-            self.ramp_started = self.level_started
+            self.paces = []
+        elif self.judged:
+            users, lifetime_s = self.judged
+            self.paces.append(LevelPace(users, now - self.level_started, lifetime_s))
+        self.index = index
+        self.level_started = now
+        self.judged = None
         self.current: tuple[int, float] | None = None  # the (users, spawn rate) asked for; Locust acts on a change
         self.phase = "ramp"
         self.phase_start = self.last_check = time.monotonic()
@@ -169,7 +185,9 @@ class StepRampShape(LoadTestShape):
             previous=levels[self.index - 1] if self.index and not options.cooldown else 0,
             name=f"{options.run_label} · {name}" if options.run_label else name,
             hold_s=hold_s,
-            eta=self.eta(len(levels), level_bound_s(options, hold_s)),
+            eta=ramp_eta(
+                time.time(), levels[self.index :], self.paces, self.level_started, level_bound_s(options, hold_s)
+            ),
             now=now,
             elapsed=now - self.phase_start,
         )
@@ -221,6 +239,7 @@ class StepRampShape(LoadTestShape):
         if not self.hold_over(moment):
             return
         verdict = moment.window.verdict()
+        self.judged = moment.target, verdict.e2e_p50_s
         hooks.level_ended.fire(
             environment=moment.environment,
             users=moment.target,
@@ -261,9 +280,6 @@ class StepRampShape(LoadTestShape):
         checked with it before a run starts: vllm_stress/webui/formcheck.py)."""
         check_times({flag: getattr(options, flag.replace("-", "_")) for flag in RAMP_TIMES})
         return parse_levels(options.levels)
-
-    def eta(self, levels: int, level_s: float) -> str:
-        return ramp_eta(time.time(), self.index, levels, self.ramp_started, self.level_started, level_s)
 
     def announce(self, name: str, phase: str, limit_s: float | None = None, eta: str = "") -> None:
         """One console line per phase change, with the ramp's ETA (``eta``); the web UI's LLM tab and dashboard show

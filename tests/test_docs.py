@@ -2,6 +2,7 @@
 resolves — and the generated reference pages (``vllm_stress.docsgen``) are what the code generates now: an option
 whose help changes without its page fails the check, and the build."""
 
+import re
 import subprocess
 import sys
 
@@ -74,3 +75,10 @@ def test_the_run_folder_page_names_every_column():
         *schema.CLIENT_HEALTH_COLUMNS,
     ]
     assert [column for column in columns if f"`{column}`" not in page] == []
+
+
+def test_the_readmes_links_into_the_docs_resolve():
+    """README.md is outside the site (MkDocs does not check it): each of its relative links names a file."""
+    text = (REPO / "README.md").read_text()
+    links = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", text)
+    assert links and [link for link in links if "://" not in link and not (REPO / link).exists()] == []

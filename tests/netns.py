@@ -187,10 +187,10 @@ class Network:
             subprocess.run(["ip", "netns", "del", netns], capture_output=True)
 
 
-def readme_commands(section: str = "## Distributed across machines") -> tuple[list[str], list[str]]:
-    """The master's and a worker's command of the README's distributed section, as argument lists (after `locust`)."""
-    text = (REPO / "README.md").read_text()
-    block = text.split(section, 1)[1].split("```bash", 1)[1].split("```", 1)[0]
+def guide_commands(page: str = "docs/guides/distributed.md") -> tuple[list[str], list[str]]:
+    """The master's and a worker's command of the distributed-runs guide, as argument lists (after `locust`)."""
+    text = (REPO / page).read_text()
+    block = text.split("```bash", 1)[1].split("```", 1)[0]
     commands = [
         shlex.split(command.split("#")[0])
         for command in block.replace("\\\n", " ").splitlines()

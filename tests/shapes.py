@@ -18,7 +18,7 @@ WORDS = "the of and castle river"
 CACHE_INFO_LABELS = {"engine", "model_name", "block_size", "gpu_memory_utilization", "num_gpu_blocks"}
 
 
-# Keys that vLLM 0.32.0 (the fixture) and 0.33 (docs/vllm-protocol.md, which the simulator follows)
+# Keys that vLLM 0.32.0 (the fixture) and 0.33 (docs/concepts/vllm-protocol.md, which the simulator follows)
 # disagree on, per shape; see benchmarks/fidelity.md.
 VERSION_KEYS = {
     "chat_stream": {"kv_transfer_params", "weight_versions", "system_fingerprint"},

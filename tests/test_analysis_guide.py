@@ -4,7 +4,7 @@ cross-model figures the guide publishes.
 Each level is a closed loop (``vllm_stress.analysis.synthetic.closed_loop_rows``): ``loops`` users, each repeating a cycle of 20
 requests of 2,048 prompt + 512 output tokens back to back — one taking the table's p99 latency, 19 taking the rest
 of the cycle (about 60 % of p99) — with the cycle length set so that the loops produce the table's tok/s (the guide's
-numbers read as total tok/s, see docs/vllm-scheduler.md §8). The hold is a whole number of cycles (about
+numbers read as total tok/s, see docs/concepts/vllm-scheduler.md §8). The hold is a whole number of cycles (about
 2,560 s), so each user contributes whole cycles to it: total tok/s = loops x 20 x 2,560 / cycle equals the table
 exactly, output tok/s is a fifth of it, and 1 request in 20 ended in the window takes p99, so the p99 e2e equals the
 table. Loops = the users in flight by Little's law at these latencies, at most the level's users.
@@ -139,7 +139,7 @@ def test_cross_model_table(guide_summary):
 
 
 def test_guide_levels_above_100_never_had_their_users_in_flight(guide_summary):
-    # Little's law (docs/vllm-scheduler.md §8): 11,218 tok/s / 2,560 tokens = 4.4 req/s x ~9.6 s mean e2e
+    # Little's law (docs/concepts/vllm-scheduler.md §8): 11,218 tok/s / 2,560 tokens = 4.4 req/s x ~9.6 s mean e2e
     # = ~42 requests in flight, whatever the nominal concurrency; the report flags such levels.
     qwen = guide_summary[0]["configs"]["Qwen3-VL-235B"]["levels"]
     assert qwen[-1]["concurrency_mean"] == pytest.approx(42.0)  # the 42 loops, each always with a request in flight

@@ -5,9 +5,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import REPO
 from vllm_stress import cli
+from vllm_stress.scenarios import cli as scenarios_cli
 from vllm_stress.scenarios.config import scenario_names
 from vllm_stress.scenarios.runner import SHAPE
+from vllm_stress.users import LOCUSTFILES
 
 PACKAGE = Path(cli.__file__).parent
 
@@ -44,3 +47,38 @@ def test_each_command_reaches_its_tool(tmp_path, capsys):
     with pytest.raises(SystemExit) as done:
         cli.main(["simulate", "--help"])
     assert done.value.code == 0 and "--profile" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("argv", "usage"),
+    [
+        (["run", "--help"], "usage: vllm-stress run "),
+        (["search", "--help"], "usage: vllm-stress search "),
+        (["plan", "--help"], "usage: vllm-stress plan "),
+        (["analyse", "--help"], "usage: vllm-stress analyse "),
+        (["analyse", "compare", "--help"], "usage: vllm-stress analyse compare "),
+        (["analyze", "history", "--help"], "usage: vllm-stress analyze history "),
+        (["simulate", "--help"], "usage: vllm-stress simulate "),
+    ],
+)
+def test_each_tools_help_names_the_command_that_ran_it(argv, usage, capsys):
+    with pytest.raises(SystemExit) as done:
+        cli.main(argv)
+    out = capsys.readouterr().out
+    assert done.value.code == 0 and out.startswith(usage) and "python -m" not in out
+
+
+def test_the_python_m_form_keeps_its_own_name(capsys):
+    with pytest.raises(SystemExit):
+        scenarios_cli.main(["run", "--help"])
+    assert capsys.readouterr().out.startswith("usage: python -m scenarios run ")
+
+
+def test_the_locustfile_help_lists_every_user_class_of_the_registry(capsys):
+    """One registry (vllm_stress.users.LOCUSTFILES): the package's user modules, the repository's locustfiles/ and
+    the help all name the same classes, the session user included."""
+    assert set(LOCUSTFILES) == {path.stem for path in (REPO / "locustfiles").glob("*.py")}
+    assert all((PACKAGE / "users" / f"{name}.py").is_file() for name in LOCUSTFILES) and "session" in LOCUSTFILES
+    for argv in (["locustfile", "--help"], ["--help"]):
+        assert cli.main(argv) == 0
+        assert f"({', '.join(LOCUSTFILES)}; chat by default)" in capsys.readouterr().out

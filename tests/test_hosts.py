@@ -1,4 +1,5 @@
-"""Master, workers and server on separate hosts (network namespaces on a bridge), run with the README's commands."""
+"""Master, workers and server on separate hosts (network namespaces on a bridge), run with the commands of
+docs/guides/distributed.md."""
 
 import json
 import os
@@ -12,11 +13,11 @@ import pytest
 
 from benchmarks.harness import read_rows
 from tests.helpers import analyse
-from tests.netns import netns_unavailable, readme_commands, substitute
+from tests.netns import guide_commands, netns_unavailable, substitute
 from vllm_stress.simulator.process import READY_LINE
 
 WORKER_HOSTS = ("worker1", "worker2")
-PROCESSES_PER_HOST = os.cpu_count()  # the README worker command's --processes, set to this machine's cores
+PROCESSES_PER_HOST = os.cpu_count()  # the guide's worker command's --processes, set to this machine's cores
 RAMP = ["--step-time", "6", "--warmup", "1", "--ramp-time", "1", "--expect-workers-max-wait", "60"]
 
 
@@ -43,9 +44,9 @@ class Cluster:
         self.url = simulator.wait_for(READY_LINE.pattern, 60)["url"]
 
     def start(self, *extra: str, levels: str = "2,4,6", url: str = "", out=None):
-        """The master and the workers, started with the README's commands (placeholders filled in), plus ``extra``
+        """The master and the workers, started with the guide's commands (placeholders filled in), plus ``extra``
         for the master; returns the master's process."""
-        master_args, worker_args = readme_commands()
+        master_args, worker_args = guide_commands()
         out = out or self.out
         options = {
             "--config": "scenarios/configs/smoke.conf",
@@ -64,7 +65,7 @@ class Cluster:
         return master
 
     def start_worker(self, host):
-        _, worker_args = readme_commands()
+        _, worker_args = guide_commands()
         options = {"--master-host": self.master_host.address, "--processes": str(PROCESSES_PER_HOST)}
         return host.start([sys.executable, "-m", "locust", *substitute(worker_args, options, {})])
 

@@ -21,7 +21,7 @@ import pytest
 from tests.helpers import REPO
 
 PACKAGE = "vllm_stress"
-FRONT_END = "cli"  # vllm_stress/cli.py, vllm_stress/__main__.py and vllm_stress/__init__.py
+FRONT_END = "cli"  # vllm_stress/cli.py, docsgen.py (the reference pages), __main__.py and __init__.py
 BELOW = {  # subpackage -> the subpackages it may import (its own modules aside)
     "core": set(),
     "client": {"core"},

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.timeout(600)  # the real_vllm fixture marks the tests r
 
 SHORT = ["--input-tokens", "64", "--output-tokens", "16", "--headless", "--only-summary", "-L", "WARNING"]
 USERS = [("chat", "chat"), ("completions", "completions"), ("sdk", "sdk-chat")]
-# Families of the reference (docs/vllm-protocol.md §8.1), as prometheus_client names them.
+# Families of the reference (docs/concepts/vllm-protocol.md §8.1), as prometheus_client names them.
 METRIC_TYPES = {
     "vllm:num_requests_running": "gauge",
     "vllm:num_requests_waiting": "gauge",

@@ -11,7 +11,7 @@ from vllm_stress.simulator.profiles import load_profile, parse_assignments, prof
 from vllm_stress.simulator.steptime import StepTimeModel
 from vllm_stress.simulator.virtual import closed_loop
 
-# docs/vllm-scheduler.md §7: decode (1,100-token contexts) at B=1/64/256 and a 2048-token prefill, ms
+# docs/concepts/vllm-scheduler.md §7: decode (1,100-token contexts) at B=1/64/256 and a 2048-token prefill, ms
 STEP_ANCHORS = {
     "h100-llama-3.1-8b": (7.5, 10.9, 21.3, 64),
     "mi300x-llama-3.1-8b": (6.4, 8.8, 16.3, 60),

@@ -1,22 +1,29 @@
-"""``vllm-stress``: one command for the suite's tools, the same as their ``python -m`` forms.
-
-vllm-stress run --scenario demo ...        python -m scenarios run ...
-vllm-stress list                           python -m scenarios list
-vllm-stress search --slo ttft_p99=2000 ... python -m scenarios search ...
-vllm-stress parallel --dataset FILE ...    python -m scenarios parallel ...
-vllm-stress analyse DIR --out OUT ...      python -m analysis DIR --out OUT ...
-vllm-stress analyse compare BASE CAND ...  python -m analysis compare BASE CAND ... (and analyse history)
-vllm-stress simulate --profile NAME ...    python -m simulator ...
-vllm-stress locustfile [NAME]              the path of a user class's locustfile (chat, session, sdk, ...) or of the
-                                           ramp shape (shape), for ``locust -f``
-"""
+"""``vllm-stress``: one command for the suite's tools, the same as their ``python -m`` forms (``HELP``); each tool's
+parser is named after the command that runs it (``vllm-stress run --help``)."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
+from vllm_stress.users import LOCUSTFILES
+
+PROG = "vllm-stress"
 SCENARIO_COMMANDS = ("run", "list", "search", "parallel", "plan")
+LOCUSTFILE_USAGE = f"""\
+{PROG} locustfile [NAME]              a locustfile's path, for locust -f: a user class's
+                                           ({", ".join(LOCUSTFILES)}; chat by default) or the ramp shape's (shape)"""
+HELP = f"""\
+{PROG} run --scenario demo ...        python -m scenarios run ...
+{PROG} list                           python -m scenarios list
+{PROG} search --slo ttft_p99=2000 ... python -m scenarios search ...
+{PROG} parallel --dataset FILE ...    python -m scenarios parallel ...
+{PROG} plan --users N ...             python -m scenarios plan ...
+{PROG} analyse DIR --out OUT ...      python -m analysis DIR --out OUT ...
+{PROG} analyse compare BASE CAND ...  python -m analysis compare BASE CAND ... (and analyse history)
+{PROG} simulate --profile NAME ...    python -m simulator ...
+{LOCUSTFILE_USAGE}
+{PROG} COMMAND --help                 that command's options"""
 
 
 def locustfile(name: str = "chat") -> Path:
@@ -39,17 +46,17 @@ def main(argv: list[str] | None = None) -> int:
     if command in SCENARIO_COMMANDS:
         from vllm_stress.scenarios.cli import main as scenarios_main
 
-        return scenarios_main([command, *rest])
+        return scenarios_main([command, *rest], PROG)
     if command in ("analyse", "analyze"):
         from vllm_stress.analysis.cli import main as analysis_main
 
-        return analysis_main(rest)
+        return analysis_main(rest, f"{PROG} {command}")
     if command == "simulate":
         from vllm_stress.simulator.cli import main as simulator_main
 
-        return simulator_main(rest)
+        return simulator_main(rest, f"{PROG} simulate")
     if command == "locustfile":
-        print(locustfile(*rest[:1]))
+        print(LOCUSTFILE_USAGE if rest[:1] in (["-h"], ["--help"]) else locustfile(*rest[:1]))
         return 0
-    print(__doc__.strip(), file=sys.stderr if command not in ("-h", "--help") else sys.stdout)
+    print(HELP, file=sys.stderr if command not in ("-h", "--help") else sys.stdout)
     return 0 if command in ("-h", "--help") else 2

@@ -27,18 +27,19 @@ scenario), so repeats of one scenario group by themselves; give --label to separ
 """
 EPILOG = """\
 examples:
-  python -m analysis results/demo/run-1 --out report/ --gpus 8
-  python -m analysis runs/q1 runs/q2 runs/q3 --label qwen --out report/ --slo ttft=2s,tpot=50ms
-  python -m analysis --label qwen=runs/q1,runs/q2 --label kimi=runs/k1 --gpus 8 --gpus kimi=4 \\
+  %(prog)s results/demo/run-1 --out report/ --gpus 8
+  %(prog)s runs/q1 runs/q2 runs/q3 --label qwen --out report/ --slo ttft=2s,tpot=50ms
+  %(prog)s --label qwen=runs/q1,runs/q2 --label kimi=runs/k1 --gpus 8 --gpus kimi=4 \\
       --scaling 10:200 --out compare/
-  python -m analysis compare BASELINE CANDIDATE [--fail-on 'output_tok_s<-5%'] [--out DIR]   (see compare --help)
-  python -m analysis history [--db PATH]                                                      (the results store)
+  %(prog)s compare BASELINE CANDIDATE [--fail-on 'output_tok_s<-5%%'] [--out DIR]   (see compare --help)
+  %(prog)s history [--db PATH]                                                      (the results store)
 """
+PROG = "python -m analysis"  # the installed command names it "vllm-stress analyse"
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
+def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m analysis",
+        prog=prog,
         description=DESCRIPTION,
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -87,7 +88,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         metavar="DIR",
         help="also write each level of each run as a vllm bench serve --save-result JSON into DIR",
     )
-    return parser.parse_args(argv)
+    return parser
 
 
 def parse_labels(values: list[str], dirs: list[str]) -> tuple[list[str], str | dict[str, str] | None]:
@@ -135,13 +136,13 @@ def parse_scaling(text: str | None) -> tuple[int, int] | None:
     return int(low), int(high)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, prog: str = PROG) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["compare"]:
-        return compare_main(argv[1:])
+        return compare_main(argv[1:], f"{prog} compare")
     if argv[:1] == ["history"]:
-        return history_main(argv[1:])
-    args = parse_args(argv)
+        return history_main(argv[1:], f"{prog} history")
+    args = build_parser(prog).parse_args(argv)
     try:
         if not args.window > 0:
             raise AnalysisError(f"--window must be more than 0 seconds, got {args.window:g}")
@@ -169,22 +170,22 @@ def main(argv: list[str] | None = None) -> int:
 
 
 COMPARE_DESCRIPTION = """\
-``python -m analysis compare BASELINE CANDIDATE``: per level, how every headline metric changed, whether the
+``%(prog)s BASELINE CANDIDATE``: per level, how every headline metric changed, whether the
 change is outside the noise, and a regression gate for CI (``--fail-on``)."""
 COMPARE_EPILOG = """\
 sources: a run folder, a vllm bench serve --save-result JSON file (or a vllm bench sweep folder of them), or db:ID
   (a run of the results store)
 examples:
-  python -m analysis compare results/a/run-1 results/b/run-1
-  python -m analysis compare --baseline results/a/run-* --candidate results/b/run-* --fail-on 'output_tok_s<-5%'
-  python -m analysis compare results/a/run-1,results/a/run-2 vllm-bench.json --out cmp/
+  %(prog)s results/a/run-1 results/b/run-1
+  %(prog)s --baseline results/a/run-* --candidate results/b/run-* --fail-on 'output_tok_s<-5%%'
+  %(prog)s results/a/run-1,results/a/run-2 vllm-bench.json --out cmp/
 exit status: 0 no regression, 1 a --fail-on limit crossed outside the noise at a steady level, 2 bad input
 """
 
 
-def parse_compare_args(argv: list[str]) -> argparse.Namespace:
+def build_compare_parser(prog: str = f"{PROG} compare") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m analysis compare",
+        prog=prog,
         description=COMPARE_DESCRIPTION,
         epilog=COMPARE_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -211,7 +212,7 @@ def parse_compare_args(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument("--out", metavar="DIR", help="write compare.md, compare.html, compare.json and plots here")
     parser.add_argument("--db", metavar="PATH", help="results store for db:ID sources (default: $VLLM_STRESS_DB)")
-    return parser.parse_args(argv)
+    return parser
 
 
 def sides_of(args: argparse.Namespace) -> tuple[list[str], list[str]]:
@@ -230,9 +231,9 @@ def sides_of(args: argparse.Namespace) -> tuple[list[str], list[str]]:
     return args.baseline, args.candidate
 
 
-def compare_main(argv: list[str]) -> int:
+def compare_main(argv: list[str], prog: str = f"{PROG} compare") -> int:
     """``python -m analysis compare``: 0 no regression, 1 a regression, 2 bad input."""
-    args = parse_compare_args(argv)
+    args = build_compare_parser(prog).parse_args(argv)
     try:
         baseline, candidate = sides_of(args)
         comparison = compare(baseline, candidate, parse_fail_on(args.fail_on), args.db or store.default_db())
@@ -260,18 +261,22 @@ def print_comparison(comparison: Comparison, out: str | None) -> None:
     )
 
 
-def history_main(argv: list[str]) -> int:
-    """``python -m analysis history``: the stored runs, one a line (exit 2 without a store)."""
+def build_history_parser(prog: str = f"{PROG} history") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m analysis history",
-        description="List the runs of the results store, newest first (ids as db:ID, for python -m analysis compare).",
+        prog=prog,
+        description="List the runs of the results store, newest first (ids as db:ID, for the compare command).",
     )
     parser.add_argument("--db", metavar="PATH", help=f"the store (default: ${store.DB_ENV})")
     parser.add_argument("--model", default="", help="only runs whose model contains this")
     parser.add_argument("--scenario", default="", help="only runs whose scenario contains this")
     parser.add_argument("--label", default="", help="only runs whose config label contains this")
     parser.add_argument("--limit", type=int, default=50, help="at most this many runs (default: %(default)s)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def history_main(argv: list[str], prog: str = f"{PROG} history") -> int:
+    """``python -m analysis history``: the stored runs, one a line (exit 2 without a store)."""
+    args = build_history_parser(prog).parse_args(argv)
     db = args.db or store.default_db()
     if not db or not Path(db).is_file():
         print(

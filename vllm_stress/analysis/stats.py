@@ -179,7 +179,7 @@ def scaled(values: np.ndarray) -> np.ndarray:
 
 
 def scaling_factor(levels: pd.DataFrame, low: int, high: int, field: str = PEAK_FIELD) -> float:
-    """``field`` at level ``high`` divided by ``field`` at level ``low`` (the MI325X tuning guide's "Scaling (10->200)", docs/sources.md §1.1); NaN when
+    """``field`` at level ``high`` divided by ``field`` at level ``low`` (the MI325X tuning guide's "Scaling (10->200)", docs/concepts/sources.md §1.1); NaN when
     the low level has no throughput."""
     by_users = levels.set_index("users")[field]
     return float(by_users[high] / by_users[low]) if by_users[low] else math.nan

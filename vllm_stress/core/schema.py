@@ -55,7 +55,11 @@ LEVEL_COLUMNS = [
 ]
 
 # itl_histogram.csv: inter-token gaps per level, summed over all workers.
-ITL_COLUMNS = ["users", "itl_ms", "count"]
+ITL_COLUMNS = [
+    "users",  # the level (target user count)
+    "itl_ms",  # the gap between two output-bearing chunks of a stream, ms (rounded by latency_bucket_ms)
+    "count",  # gaps of that length at that level
+]
 
 # run.json: what the run was, written by the master at test start and rewritten at the end.
 FORMAT_KEY = "format_version"  # also in summary.json; the results store keeps it as SQLite's user_version
@@ -87,26 +91,26 @@ RUN_KEYS = [
 # interpolated in the delta buckets the way PromQL's histogram_quantile does (server clock: no network, queue included).
 SERVER_METRICS_FILE = "server_metrics.csv"
 SERVER_GAUGES = {  # column -> scraped sample: the value at the scrape
-    "running": "vllm:num_requests_running",
-    "waiting": "vllm:num_requests_waiting",
-    "kv_cache_usage": "vllm:kv_cache_usage_perc",  # 0..1
+    "running": "vllm:num_requests_running",  # requests in the engine's running batch
+    "waiting": "vllm:num_requests_waiting",  # requests in its waiting queue
+    "kv_cache_usage": "vllm:kv_cache_usage_perc",  # share of the KV cache blocks in use, 0..1
 }
 SERVER_COUNTERS = {  # column -> scraped sample: cumulative since the server started
-    "preemptions": "vllm:num_preemptions_total",
-    "prompt_tokens": "vllm:prompt_tokens_total",
-    "generation_tokens": "vllm:generation_tokens_total",
+    "preemptions": "vllm:num_preemptions_total",  # preemption events (a request's KV blocks freed, recomputed later)
+    "prompt_tokens": "vllm:prompt_tokens_total",  # prompt tokens processed
+    "generation_tokens": "vllm:generation_tokens_total",  # output tokens generated
     "request_success": "vllm:request_success_total",  # every finish reason, aborts included
     "prefix_cache_queries": "vllm:prefix_cache_queries_total",  # prompt tokens looked up in the prefix cache
     "prefix_cache_hits": "vllm:prefix_cache_hits_total",  # of which found there
     "frontend_cpu_s": "process_cpu_seconds_total",  # CPU of vLLM's API server process (HTTP, templating, detokenizing)
 }
 SERVER_HISTOGRAMS = {  # column prefix -> histogram: {prefix}_count, {prefix}_sum_s, {prefix}_p50_s, {prefix}_p99_s
-    "ttft": "vllm:time_to_first_token_seconds",
-    "e2e": "vllm:e2e_request_latency_seconds",
-    "queue": "vllm:request_queue_time_seconds",
-    # vLLM's HTTP layer (prometheus_fastapi_instrumentator): from the request reaching its handler to the last byte
-    # of the response written, so it holds the frontend's own time (templating, tokenization, detokenization, SSE)
-    "http": "http_request_duration_highr_seconds",
+    "ttft": "vllm:time_to_first_token_seconds",  # the server's time to first token
+    "e2e": "vllm:e2e_request_latency_seconds",  # the server's end-to-end latency (arrival in its engine to finish)
+    "queue": "vllm:request_queue_time_seconds",  # time in the engine's waiting queue
+    "http": "http_request_duration_highr_seconds",  # vLLM's HTTP layer (prometheus_fastapi_instrumentator): from the
+    # request reaching its handler to the last byte of the response written, so it holds the frontend's own time
+    # (templating, tokenization, detokenization, SSE)
 }
 SERVER_QUANTILES = {"p50": 0.5, "p99": 0.99}
 SERVER_METRICS_COLUMNS = [

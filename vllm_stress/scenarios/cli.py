@@ -1,7 +1,5 @@
-"""python -m scenarios run --scenario NAME [--target URL] [--repeats N] [--out DIR] ...  |  python -m scenarios list
-|  python -m scenarios search --scenario NAME --slo ttft_p99=2000,... [--over users|rate] [--repeats N] [--out DIR]
-|  python -m scenarios parallel --dataset FILE [--parallel 1,4,16] [--target URL] [--limit N] --out DIR
-|  python -m scenarios plan --users N --tokens-per-s-per-stream R [--cores-per-machine C] | plan --from-run DIR"""
+"""The scenarios' command line: ``python -m scenarios COMMAND`` from the repository root, ``vllm-stress COMMAND``
+installed (the same parser, named after the command that runs it)."""
 
 from __future__ import annotations
 
@@ -21,9 +19,17 @@ from vllm_stress.scenarios.search.space import DEFAULT_POOL_SECONDS, OVER, UNITS
 from vllm_stress.scenarios.search.writeup import REPORT_FILE
 from vllm_stress.scenarios.servers import SERVER_READY_TIMEOUT_S
 
+PROG = "python -m scenarios"
+DESCRIPTION = """\
+%(prog)s run --scenario NAME [--target URL] [--repeats N] [--out DIR] ...  |  %(prog)s list
+|  %(prog)s search --scenario NAME --slo ttft_p99=2000,... [--over users|rate] [--repeats N] [--out DIR]
+|  %(prog)s parallel --dataset FILE [--parallel 1,4,16] [--target URL] [--limit N] --out DIR
+|  %(prog)s plan --users N --tokens-per-s-per-stream R [--cores-per-machine C] | plan --from-run DIR"""
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m scenarios", description=__doc__)
+
+def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
+    """The parser of every command; ``prog`` names the command in usage lines and errors (``vllm-stress``)."""
+    parser = argparse.ArgumentParser(prog=prog, description=DESCRIPTION)
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("list", help="List the scenarios and their settings")
     add_run_arguments(commands.add_parser("run", help="Run a scenario and write its report"))
@@ -46,7 +52,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
             "the client's CPU per token), or check that against a run",
         )
     )
-    return parser.parse_args(argv)
+    return parser
 
 
 def add_run_arguments(run: argparse.ArgumentParser) -> None:
@@ -149,9 +155,9 @@ def add_search_arguments(slo: argparse.ArgumentParser) -> None:
     slo.add_argument("--locust-arg", action="append", default=[], metavar="ARG", help="As for run")
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, prog: str = PROG) -> int:
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s] %(name)s: %(message)s")
-    args = parse_args(argv)
+    args = build_parser(prog).parse_args(argv)
     try:
         if args.command == "list":
             for name in scenario_names():

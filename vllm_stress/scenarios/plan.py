@@ -26,7 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--cores-per-machine",
         type=int,
         default=os.cpu_count() or 1,
-        help="Cores of each worker machine (default: this machine's, %(default)s)",
+        help="Cores of each worker machine (default: this machine's)",
     )
     parser.add_argument(
         "--from-run",

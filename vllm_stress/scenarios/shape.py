@@ -34,7 +34,7 @@ CHECK_INTERVAL_S = 5.0  # how often an auto hold is judged
 
 
 @events.init_command_line_parser.add_listener
-def _add_options(parser: LocustArgumentParser, **_kw: Any) -> None:
+def add_options(parser: LocustArgumentParser, **_kw: Any) -> None:
     parser.add_argument("--levels", default=RAMP_DEFAULTS["levels"], help="User counts of the ramp's steps")
     parser.add_argument(
         "--step-time",

@@ -32,9 +32,12 @@ VLLM_FLAGS = (
 ANSWER_FLAGS = ("answer_accuracy", "answer_flip_rate")
 
 
-def build_parser() -> argparse.ArgumentParser:
+PROG = "python -m simulator"  # the installed command names it "vllm-stress simulate"
+
+
+def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m simulator",
+        prog=prog,
         description="Simulated vLLM server: vLLM's HTTP API and metrics over a V1-scheduler engine model.",
         epilog=f"profiles: {', '.join(profile_names())}. --set fields: {', '.join(FIELD_TYPES)}.",
     )
@@ -172,8 +175,8 @@ async def serve(simulator: Simulator, host: str, port: int) -> None:
         await runner.cleanup()
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def main(argv: list[str] | None = None, prog: str = PROG) -> int:
+    args = build_parser(prog).parse_args(argv)
     try:
         profile = profile_from_args(args)
         simulator = Simulator(

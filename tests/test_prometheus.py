@@ -8,6 +8,8 @@ import bisect
 import json
 import math
 import os
+import signal
+import socket
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -20,7 +22,16 @@ import yaml
 from locust.event import Events
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.helpers import REPO, SLOW_SIM, analyse, run_json, start_master_and_workers, wait_until
+from tests.helpers import (
+    NOWHERE,
+    REPO,
+    SLOW_SIM,
+    analyse,
+    refused,
+    run_json,
+    start_master_and_workers,
+    wait_until,
+)
 from vllm_stress.core import schema
 from vllm_stress.master import hooks
 from vllm_stress.master.accounting import RequestAccounting
@@ -285,3 +296,43 @@ def test_prometheus_scrapes_a_ramp_and_the_dashboard_queries_all_answer(simulato
         (p99,) = server.query(f"histogram_quantile(0.99, {expr})", hold.hold_end + 3)
         expected = next(lvl for lvl in report["levels"] if lvl["users"] == hold.users)["ttft_p99_s"]
         assert abs(bucket_index(float(p99["value"][1])) - bucket_index(expected)) <= 1, (p99, expected)
+
+
+def test_a_killed_worker_shows_in_the_lost_workers_series_within_a_scrape(simulator, prometheus, processes, tmp_path):
+    sim = simulator(*SLOW_SIM)
+    port = free_port()
+    server = prometheus(f"127.0.0.1:{port}")
+    out, master, (first, _), _ = start_master_and_workers(
+        processes,
+        tmp_path,
+        "locustfiles/chat.py",
+        sim.url,
+        2,
+        "-u",
+        "4",
+        "-r",
+        "4",
+        "-t",
+        "60s",
+        "--metrics-port",
+        str(port),
+    )
+    reporting = f'vllm_stress_client_cpu_percent{{run="{out.name}", process!="master"}}'
+    assert wait_until(lambda: len(server.query(reporting, time.time())) == 2, timeout=30)  # both workers report
+    first.kill()
+    assert wait_until(lambda: run_json(out)["lost_workers"], timeout=30, interval=0.05)  # Locust's heartbeat liveness
+    named = time.time()
+    time.sleep(2 * SCRAPE_S)
+    lost = raw_samples(server, f'vllm_stress_lost_workers{{run="{out.name}"}}[60s]', time.time())
+    assert changes(lost, to=1)[0] <= named + SCRAPE_S, lost
+    master.send_signal(signal.SIGTERM)
+    assert master.wait(timeout=30) in (0, 1)
+
+
+def test_a_metrics_port_taken_is_refused_in_one_line(run_locust):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = run_locust("-f", "locustfiles/chat.py", "-H", NOWHERE, "--headless", "--metrics-port", str(port))
+    refused(proc, f"--metrics-port {port}: Address already in use")

@@ -3,15 +3,17 @@
 # `vllm-stress` command and `locust -f locustfiles/...` from anywhere) and reinstall only when a requirements file
 # or pyproject.toml changes. `make test-fast` runs the fast tier only.
 # `make test` also installs what its heavier tiers need: a CPU build of vLLM with a tiny model in .cache/ (the
-# real-vLLM tier, deploy/real-vllm.sh) and Debian's chromium (the web UI browser test). `make test QUICK=1` skips
+# real-vLLM tier, deploy/real-vllm.sh), Debian's chromium (the web UI browser test) and Debian's prometheus (the
+# Prometheus scrape test). `make test QUICK=1` skips
 # the real-vLLM tier for quick local runs.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 CHROMIUM := /usr/bin/chromium
+PROMETHEUS := /usr/bin/prometheus
 
-.PHONY: venv demo test test-fast lint real-vllm browser
+.PHONY: venv demo test test-fast lint real-vllm browser prometheus
 
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -41,15 +43,21 @@ browser:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
 	  echo "chromium is not installed: the browser test will be skipped"
 
+# the Prometheus server from Debian's packages when we may install it; without it the scrape test is skipped
+prometheus:
+	@test -x $(PROMETHEUS) || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus \
+	  >/dev/null; } || echo "prometheus is not installed: the Prometheus scrape test will be skipped"
+
 # the developers' loop: the gate and the fast tier (tests/conftest.py marks it: no server, Locust, vLLM, browser or
 # namespace fixture; about a minute on 2 cores)
 test-fast: $(STAMP) lint
 	$(PY) -m pytest -m fast -q $(PYTEST_ARGS)
 
 ifdef QUICK
-test: $(STAMP) browser lint
+test: $(STAMP) browser prometheus lint
 	$(PY) -m pytest -m "not realvllm" $(PYTEST_ARGS)
 else
-test: $(STAMP) browser lint real-vllm
+test: $(STAMP) browser prometheus lint real-vllm
 	$(PY) -m pytest $(PYTEST_ARGS)
 endif

@@ -17,11 +17,14 @@ from benchmarks.harness import read_rows, scrape
 from vllm_stress.analysis.cli import main as analysis_main
 from vllm_stress.analysis.synthetic import closed_loop_rows, step_levels, write_run
 from vllm_stress.client import options
+from vllm_stress.scenarios.runner import free_port
 
 REPO = Path(__file__).resolve().parent.parent
 NOWHERE = "http://127.0.0.1:1"  # nothing listens: runs given it must stop before contacting a server
 LEVELS = step_levels([5, 10], hold_s=50.0)
 LOCUST = [sys.executable, "-m", "locust"]
+SHORT = ["--input-tokens", "16", "--output-tokens", "8", "--headless", "--only-summary"]
+SLOW_SIM = ["--profile", "cpu-tiny", "--set", "t_fixed=0.02"]  # ~0.2 s per request: few rows, little CPU
 
 
 @dataclass
@@ -93,3 +96,42 @@ def parsed_options(*args: str):
     parser = OptionParser()
     options.add_arguments(parser)
     return parser.parse_args(list(args))
+
+
+def run_json(folder: Path) -> dict:
+    return json.loads((folder / "run.json").read_text())
+
+
+def start_master_and_workers(
+    processes, tmp_path: Path, locustfile: str, url: str, workers: int, *args: str, headless: bool = True
+):
+    """A master (its run in ``tmp_path/run``, its log in ``master.log``) and ``workers`` workers on 127.0.0.1, with
+    SHORT requests; ``headless=False``: the master's web UI starts the run by itself (``--autostart``) and stays up
+    after it. Returns the run folder, the master, the workers and a function that starts one more worker."""
+    out = tmp_path / "run"
+    port = str(free_port())
+    mode = SHORT if headless else [*(a for a in SHORT if a != "--headless"), "--autostart"]
+    common = [*LOCUST, "-f", locustfile, "-H", url, *mode]
+    master = processes(
+        [
+            *common,
+            "--master",
+            "--master-bind-host",
+            "127.0.0.1",
+            "--master-bind-port",
+            port,
+            "--expect-workers",
+            str(workers),
+            "--results-dir",
+            str(out),
+            "--csv",
+            str(out / "locust"),
+            *args,
+        ],
+        tmp_path / "master.log",
+    )
+
+    def worker(name: str) -> subprocess.Popen:
+        return processes([*common, "--worker", "--master-port", port], tmp_path / f"{name}.log")
+
+    return out, master, [worker(f"worker{i}") for i in range(workers)], worker

@@ -96,6 +96,11 @@ def compose() -> dict:
     return yaml.safe_load((DEPLOY / "compose.yaml").read_text())
 
 
+def suite_services() -> dict:
+    """The compose services that run the suite's image (not the monitoring profile's Prometheus and Grafana)."""
+    return {name: s for name, s in compose()["services"].items() if "monitoring" not in s.get("profiles", [])}
+
+
 def compose_default(text: str) -> str:
     """Interpolate ${NAME:-default} as compose does with NAME unset."""
     return re.sub(r"\$\{\w+:-([^}]*)\}", r"\1", text)
@@ -148,7 +153,7 @@ def test_k8s_manifest_matches_schema(name):
 
 
 def test_kustomization_applies_every_manifest_but_the_secret():
-    manifests = {p.name for p in K8S.glob("*.yaml")} - {"kustomization.yaml"}
+    manifests = {p.name for p in K8S.glob("*.yaml")} - {"kustomization.yaml", "servicemonitor.yaml"}
     assert set(kustomization()["resources"]) == manifests
     assert {(o["apiVersion"], o["kind"]) for o in k8s_objects()} == {
         ("v1", "Namespace"),
@@ -188,14 +193,42 @@ def test_web_ui_is_cluster_internal():
     (service,) = by_kind("Service").values()
     assert service["spec"].get("type", "ClusterIP") == "ClusterIP"
     assert service["spec"]["selector"] == MASTER_LABELS
-    assert {p["port"]: p["targetPort"] for p in service["spec"]["ports"]} == {5557: "master", 8089: "web"}
+    ports = {p["port"]: p["targetPort"] for p in service["spec"]["ports"]}
+    assert ports == {5557: "master", 8089: "web", 9646: "metrics"}
     master = by_kind("Deployment")["locust-master"]["spec"]["template"]
     assert master["metadata"]["labels"] == MASTER_LABELS
     assert {p["name"]: p["containerPort"] for p in master["spec"]["containers"][0]["ports"]} == {
         "master": 5557,
         "web": 8089,
+        "metrics": 9646,
     }
     assert not by_kind("Ingress")
+
+
+def test_service_monitor_scrapes_the_master_series_port():
+    """deploy/k8s/servicemonitor.yaml (Prometheus operator) names the master Service's metrics port, which the
+    master serves with --metrics-port."""
+    monitor = yaml.safe_load((K8S / "servicemonitor.yaml").read_text())
+    assert monitor["kind"] == "ServiceMonitor" and monitor["spec"]["selector"]["matchLabels"] == MASTER_LABELS
+    (endpoint,) = monitor["spec"]["endpoints"]
+    (service,) = by_kind("Service").values()
+    (port,) = [p for p in service["spec"]["ports"] if p["name"] == endpoint["port"]]
+    command = by_kind("Deployment")["locust-master"]["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert command[command.index("--metrics-port") + 1] == str(port["port"])
+
+
+def test_compose_monitoring_profile_scrapes_the_master_and_the_server():
+    """deploy/prometheus/prometheus.yml, mounted by the monitoring profile, scrapes the compose master's
+    --metrics-port and the simulator's port."""
+    services = compose()["services"]
+    assert {name for name, s in services.items() if "monitoring" in s.get("profiles", [])} == {"prometheus", "grafana"}
+    config = yaml.safe_load((DEPLOY / "prometheus" / "prometheus.yml").read_text())
+    targets = {job["job_name"]: job["static_configs"][0]["targets"] for job in config["scrape_configs"]}
+    master, sim = services["master"]["command"], services["simulator"]["command"]
+    assert targets == {
+        "vllm-stress": [f"master:{master[master.index('--metrics-port') + 1]}"],
+        "vllm": [f"simulator:{sim[sim.index('--port') + 1]}"],
+    }
 
 
 def test_network_policy_admits_only_workers_to_the_master_port():
@@ -235,13 +268,14 @@ def test_pods_run_unprivileged():
 
 
 def test_compose_defines_master_workers_and_simulator():
-    services = compose()["services"]
+    services = suite_services()
     assert set(services) == {"master", "worker", "simulator"}
     sim = services["simulator"]["command"]
     sim_port = sim[sim.index("--port") + 1]
     master = [compose_default(a) for a in services["master"]["command"]]
     assert master[master.index("-H") + 1] == f"http://simulator:{sim_port}"
-    assert services["master"]["expose"] == ["5557"]  # Locust's default master port, which workers dial
+    # Locust's default master port, which workers dial, and the port Prometheus scrapes
+    assert services["master"]["expose"] == ["5557", master[master.index("--metrics-port") + 1]]
     worker = services["worker"]["command"]
     assert worker[worker.index("--master-host") + 1] == "master"
     assert "--worker" in worker and {"--master", "--headless"} <= set(master)
@@ -251,7 +285,7 @@ def test_compose_defines_master_workers_and_simulator():
 
 
 def test_compose_key_comes_from_an_ignored_env_file():
-    for name, service in compose()["services"].items():
+    for name, service in suite_services().items():
         # variables passed on by name only (a value would sit in the file); none of them a key
         assert all("=" not in var and "KEY" not in var for var in service.get("environment", [])), name
         (env_file,) = service["env_file"]
@@ -313,7 +347,7 @@ def test_master_keeps_results_on_a_volume():
 def referenced_paths() -> set[str]:
     """Repository paths named by the commands of the compose services and the Kubernetes containers."""
     scenario = by_kind("ConfigMap")["locust-run"]["data"]["SCENARIO"]
-    commands = [[compose_default(a) for a in s["command"]] for s in compose()["services"].values()]
+    commands = [[compose_default(a) for a in s["command"]] for s in suite_services().values()]
     commands += [[a.replace("$(SCENARIO)", scenario) for a in c["command"]] for c in containers()]
     paths = set()
     for cmd in commands:

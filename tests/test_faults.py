@@ -7,10 +7,8 @@ and restarted on the same port); the suite's from signals to the Locust master, 
 
 from __future__ import annotations
 
-import json
 import math
 import signal
-import subprocess
 import time
 from pathlib import Path
 
@@ -18,11 +16,19 @@ import pytest
 
 from benchmarks.harness import read_rows
 from tests.faultserver import FAULTS, SLOW_HEADERS_S
-from tests.helpers import LOCUST, analyse, locust_stats, server_completed, wait_until
+from tests.helpers import (
+    LOCUST,
+    SHORT,
+    SLOW_SIM,
+    analyse,
+    locust_stats,
+    run_json,
+    server_completed,
+    start_master_and_workers,
+    wait_until,
+)
 from vllm_stress.scenarios.runner import free_port
 
-SHORT = ["--input-tokens", "16", "--output-tokens", "8", "--headless", "--only-summary"]
-SLOW_SIM = ["--profile", "cpu-tiny", "--set", "t_fixed=0.02"]  # ~0.2 s per request: few rows, little CPU
 TIMEOUT_S = 1.0
 EXPECTED = {  # fault -> the rows' error column ("" = success)
     "ok": "",
@@ -68,10 +74,6 @@ def assert_accounted(rows: list[dict], prefix: Path) -> None:
     failed = [r for r in rows if r["ok"] == "0"]
     assert int(stats["Request Count"]) == len(rows) and int(stats["Failure Count"]) == len(failed)
     assert failures == {error: sum(r["error"] == error for r in failed) for error in {r["error"] for r in failed}}
-
-
-def run_json(folder: Path) -> dict:
-    return json.loads((folder / "run.json").read_text())
 
 
 # --- the target's faults ----------------------------------------------------------------------------------------
@@ -336,35 +338,6 @@ def test_interrupted_master_keeps_the_workers_rows(simulator, processes, tmp_pat
 
 
 # --- distributed faults -----------------------------------------------------------------------------------------
-
-
-def start_master_and_workers(processes, tmp_path: Path, locustfile: str, url: str, workers: int, *args: str):
-    out = tmp_path / "run"
-    port = str(free_port())
-    common = [*LOCUST, "-f", locustfile, "-H", url, *SHORT]
-    master = processes(
-        [
-            *common,
-            "--master",
-            "--master-bind-host",
-            "127.0.0.1",
-            "--master-bind-port",
-            port,
-            "--expect-workers",
-            str(workers),
-            "--results-dir",
-            str(out),
-            "--csv",
-            str(out / "locust"),
-            *args,
-        ],
-        tmp_path / "master.log",
-    )
-
-    def worker(name: str) -> subprocess.Popen:
-        return processes([*common, "--worker", "--master-port", port], tmp_path / f"{name}.log")
-
-    return out, master, [worker(f"worker{i}") for i in range(workers)], worker
 
 
 def test_worker_killed_mid_run_is_named_and_the_master_goes_on(simulator, processes, tmp_path):

@@ -120,6 +120,14 @@ def add_arguments(parser: LocustArgumentParser) -> None:
         help="Seconds between scrapes of the server's Prometheus /metrics into server_metrics.csv (0: no scraping)",
     )
     parser.add_argument(
+        "--metrics-port",
+        type=int,
+        default=0,
+        include_in_web_ui=False,
+        help="Master or local runner: serve the load generator's own Prometheus series at /metrics on this port "
+        "(on --web-host's interface, no login; the web UI serves them at /metrics too) (0: not on a port of its own)",
+    )
+    parser.add_argument(
         "--arrival-rate",
         type=float,
         default=0.0,

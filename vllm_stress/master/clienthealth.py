@@ -38,7 +38,8 @@ class ClientHealth:
     def __init__(self, environment: Environment, recorder: LocalRecorder) -> None:
         self.recorder = recorder
         self.max_cpu_by_level: dict[int, float] = {}  # the highest CPU % of any load generator while at a level
-        self.latest_cpu: dict[str, float] = {}  # by process: its last figure
+        self.latest_cpu: dict[str, float] = {}  # by process: its last figures
+        self.latest_lag_ms: dict[str, float] = {}
         self.cpu_meter = CpuMeter()
         self.lag_meter = LoopLagMeter()
         self.file: CsvAppender | None = None
@@ -53,6 +54,7 @@ class ClientHealth:
             return
         self.max_cpu_by_level.clear()
         self.latest_cpu.clear()
+        self.latest_lag_ms.clear()
         self.cpu_meter.percent()  # from now on
         self.lag_meter.mean_ms()
         self.file = CsvAppender(folder.path, schema.CLIENT_HEALTH_FILE, schema.CLIENT_HEALTH_COLUMNS)
@@ -83,5 +85,5 @@ class ClientHealth:
         users = self.recorder.level
         if self.file:
             self.file.write([round(time.time(), 3), users, process, round(percent, 1), round(lag_ms, 1)])
-        self.latest_cpu[process] = percent
+        self.latest_cpu[process], self.latest_lag_ms[process] = percent, lag_ms
         self.max_cpu_by_level[users] = max(self.max_cpu_by_level.get(users, 0.0), percent)

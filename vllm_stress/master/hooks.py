@@ -3,6 +3,8 @@ recorder and the web UI (a plugin of your own can listen too)."""
 
 from locust.event import EventHook
 
+PHASES = ("ramping", "warming_up", "holding", "cooling_down")  # a level's phases, in order
+
 level_started = EventHook()
 """A level's ramp begins. Arguments: ``environment``, ``users`` (the level's target user count)."""
 
@@ -18,7 +20,8 @@ input of the level's bound)."""
 
 phase_changed = EventHook()
 """The load shape entered a phase. Arguments: ``environment``, ``text`` (e.g. "Level 2/6 (50 users): warming up ..."),
-``limit_s`` (the longest the phase lasts, None when unbounded)."""
+``limit_s`` (the longest the phase lasts, None when unbounded), ``phase`` ("ramping", "warming_up", "holding" or
+"cooling_down": ``PHASES``)."""
 
 rows_received = EventHook()
 """Finished requests reached the master or local runner (they are being written to ``requests.csv``). Arguments:

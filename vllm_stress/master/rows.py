@@ -2,7 +2,7 @@
 
 from vllm_stress.core import schema
 
-COMPLETION, END, OK, MISMATCH, USERS, TTFT, TPOT, E2E, START, CHUNKS, ERROR, FINISH, SCHEDULE_LAG = (
+COMPLETION, END, OK, MISMATCH, USERS, TTFT, TPOT, E2E, START, CHUNKS, ERROR, FINISH, SCHEDULE_LAG, PROMPT, NAME = (
     schema.REQUEST_COLUMNS.index(column)
     for column in (
         "completion_tokens",
@@ -18,6 +18,8 @@ COMPLETION, END, OK, MISMATCH, USERS, TTFT, TPOT, E2E, START, CHUNKS, ERROR, FIN
         "error",
         "finish_reason",
         "schedule_lag_s",
+        "prompt_tokens",
+        "name",
     )
 )
 

@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 
 REACH_TIMEOUT_S = 120.0  # a level that is not reached by then (a worker lost, a server refusing) is held anyway
 CHECK_INTERVAL_S = 5.0  # how often an auto hold is judged
+PHASE_NAMES = dict(zip(("ramp", "warmup", "hold", "cooldown"), hooks.PHASES, strict=True))  # as the suite's events say
 
 
 @events.init_command_line_parser.add_listener
@@ -289,5 +290,7 @@ class StepRampShape(LoadTestShape):
             return
         self.announced = (name, phase)
         text = f"{name}: {phase}" + (f"; {eta}" if eta else "")
-        hooks.phase_changed.fire(environment=self.locust()[0], text=text, limit_s=limit_s)
+        hooks.phase_changed.fire(
+            environment=self.locust()[0], text=text, limit_s=limit_s, phase=PHASE_NAMES[self.phase]
+        )
         log.info("%s", text)

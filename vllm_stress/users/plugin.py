@@ -3,7 +3,9 @@ process's ``Target`` ready at test start. Every user class imports it."""
 
 from __future__ import annotations
 
+import argparse
 import logging
+import sys
 from typing import TYPE_CHECKING
 
 import gevent
@@ -13,6 +15,7 @@ from locust import events
 from vllm_stress.client import options as opts
 from vllm_stress.client.stream import receive_clocks as receive_worker_clocks
 from vllm_stress.client.stream import report_clocks
+from vllm_stress.master import promexport
 from vllm_stress.users.target import TARGETS, Target, prepare_target
 from vllm_stress.webui import llmtab
 
@@ -48,8 +51,21 @@ def _on_init(environment: Environment, **_kw: object) -> None:
     target = Target(environment)
     if environment.web_ui and target.live:  # the master's or the local runner's
         llmtab.register(environment.web_ui, target.live)
+    if target.live and target.options.metrics_port:
+        _serve_metrics(target.options, target.live.metrics)
     if environment in _test_started_before_init:
         prepare_target(environment)
+
+
+def _serve_metrics(options: argparse.Namespace, export: promexport.PromExport) -> None:
+    """The Prometheus series on --metrics-port for the process's lifetime; a port that cannot be bound ends the
+    process at once (exit code 2, one line)."""
+    host = "" if options.web_host == "*" else options.web_host
+    try:
+        promexport.serve(export, host, options.metrics_port)
+    except OSError as e:
+        log.error("--metrics-port %d: %s", options.metrics_port, e.strerror or e)
+        sys.exit(2)
 
 
 @events.test_start.add_listener

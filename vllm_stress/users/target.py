@@ -22,6 +22,7 @@ from vllm_stress.client.recorder import Recorder, WorkerRecorder
 from vllm_stress.client.trace import TraceArrivals, arrivals_for_trace, read_trace
 from vllm_stress.core import served
 from vllm_stress.master.clienthealth import ClientHealth, report_worker_cpu
+from vllm_stress.master.promexport import PromExport
 from vllm_stress.master.runrecorder import LocalRecorder, MasterRecorder
 from vllm_stress.master.servermetrics import ServerMetrics
 from vllm_stress.webui.liverun import LiveRun
@@ -59,11 +60,13 @@ class Target:
                 else LocalRecorder(environment, self)
             )
             self.recorder = recorder
+            health = ClientHealth(environment, recorder)
             self.live = LiveRun(
                 recorder,
                 ServerMetrics(environment, recorder, self),
-                ClientHealth(environment, recorder),
+                health,
                 RampProgress(environment),
+                PromExport(environment, recorder, health),
             )
         self.workloads: dict[bool, Workload] = {}  # chat template or not -> its workload
         self.prepared = gevent.event.Event()  # set when prepare() is over (successful or not): users wait for it

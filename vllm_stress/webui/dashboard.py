@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import gevent
 import numpy as np
 from flask import Blueprint, Response, jsonify
+from prometheus_client import CONTENT_TYPE_LATEST
 
 from vllm_stress.core import schema
 from vllm_stress.core.metrics import percentile
@@ -168,6 +169,11 @@ def register(web_ui: WebUI, live: LiveRun, routes: Blueprint) -> Series:
     @web_ui.auth_required_if_enabled
     def _series() -> Response:
         return jsonify(series.payload())
+
+    @routes.route("/metrics")
+    @web_ui.auth_required_if_enabled
+    def _metrics() -> Response:
+        return Response(live.metrics.exposition(), content_type=CONTENT_TYPE_LATEST)
 
     @routes.route("/llm/report")
     @web_ui.auth_required_if_enabled

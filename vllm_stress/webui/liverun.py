@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from vllm_stress.master.clienthealth import ClientHealth
+    from vllm_stress.master.promexport import PromExport
     from vllm_stress.master.runrecorder import LocalRecorder
     from vllm_stress.master.servermetrics import ServerMetrics
     from vllm_stress.webui.progress import RampProgress
@@ -18,3 +19,4 @@ class LiveRun:
     server_metrics: ServerMetrics
     client_health: ClientHealth
     progress: RampProgress
+    metrics: PromExport

@@ -109,7 +109,7 @@ def unsteady_sentences(config: ConfigSummary) -> list[str]:
 
 
 def comparison_table(configs: dict[str, ConfigSummary]) -> Table:
-    """The MI325X tuning guide's cross-model table (docs/sources.md §1.1): one column per config."""
+    """The MI325X tuning guide's cross-model table (docs/concepts/sources.md §1.1): one column per config."""
     rows: dict[str, Callable[[ConfigSummary], str]] = {
         "Peak output tok/s": lambda c: count(peak_value(c, "output_tokens_per_s")),
         "Peak total tok/s": lambda c: count(peak_value(c, "total_tokens_per_s")),

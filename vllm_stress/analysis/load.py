@@ -54,7 +54,7 @@ TEXT_REQUEST_COLUMNS = ["error", "finish_reason", "session_id"]
 NUMERIC_REQUEST_COLUMNS = [c for c in READ_REQUEST_COLUMNS if c not in TEXT_REQUEST_COLUMNS]
 
 # name -> (file in the run folder, the columns the analysis reads of it: those of the run's format must be there,
-# later ones read as NaN). Locust columns: docs/locust.md §6. A new per-run source plugs in with an entry here and a
+# later ones read as NaN). Locust columns: docs/concepts/locust.md §6. A new per-run source plugs in with an entry here and a
 # per-level function in levels.py.
 OPTIONAL_TABLES = {
     "levels": (LEVELS_FILE, LEVEL_COLUMNS),

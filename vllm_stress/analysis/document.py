@@ -16,7 +16,7 @@ from vllm_stress.analysis.traffic import traffic_blocks
 from vllm_stress.core import bound
 from vllm_stress.core import steady as steady_rule
 from vllm_stress.core.formats import format_of
-from vllm_stress.core.numbers import count, cpu, percent, ratio, seconds
+from vllm_stress.core.numbers import count, cpu, dollars, percent, ratio, seconds
 from vllm_stress.core.schema import CLIENT_CPU_LIMIT_PERCENT, CLIENT_LOOP_LAG_LIMIT_MS
 from vllm_stress.core.sizing import worker_processes
 
@@ -121,6 +121,8 @@ def comparison_table(configs: dict[str, ConfigSummary]) -> Table:
         "Knee (users)": lambda c: "-" if c["knee_users"] is None else str(c["knee_users"]),
         "Scaling": lambda c: f"{ratio(c['scaling']['factor'])} ({c['scaling']['from']}→{c['scaling']['to']})",
         "p99 e2e @ peak": lambda c: seconds(peak_value(c, "e2e_p99_s")),
+        "$ per M output tokens @ peak": lambda c: cost_at_peak(c, "usd_per_m_output_tokens"),
+        "$ per M total tokens @ peak": lambda c: cost_at_peak(c, "usd_per_m_total_tokens"),
         "Levels not steady": lambda c: ", ".join(map(str, c["unsteady_levels"])) or "none",
         "Lowest success rate": lambda c: percent(min_or_none(level["success_rate"] for level in c["levels"])),
     }
@@ -142,6 +144,15 @@ def saturation_reason(config: ConfigSummary) -> str:
     if level is None:
         return "no queueing and nothing held back: the server's compute or bandwidth"
     return f"{level['bound']} from {level['users']} users"
+
+
+def cost_at_peak(config: ConfigSummary, key: str) -> str:
+    """What a million tokens cost at the peak, with the price it was computed from."""
+    if config["peak"] is None:
+        return "-"
+    if "gpu_hour_price" not in config:
+        return "- (no --gpu-hour-price)"
+    return f"{dollars(config['peak'][key])} ({config['gpus']} GPUs at {dollars(config['gpu_hour_price'])}/h)"
 
 
 def per_gpu(config: ConfigSummary, key: str) -> str:
@@ -201,6 +212,8 @@ def level_table(config: ConfigSummary) -> Table:
         for key in ("prefix_hit_rate", "server_prefix_hit_rate")
     )
     headers += ["Prefix hits (rows / server)"] if caching else []
+    priced = "gpu_hour_price" in config
+    headers += ["$/M output tok", "$/M total tok"] if priced else []
     rows = []
     for level in config["levels"]:
         row = [str(level["users"]), "yes" if level["steady"] else f"no: {level['steady_reason']}"]
@@ -219,6 +232,7 @@ def level_table(config: ConfigSummary) -> Table:
             if caching
             else []
         )
+        row += [dollars(level[cost]) for cost in level_defs.COST_FIELDS.values()] if priced else []
         flags = level_flags(level)
         if flags:
             row[0] = f"{row[0]} ({flags})"
@@ -337,6 +351,15 @@ def method_blocks(summary: Summary) -> list[Block]:
         limits = ", ".join(f"{name} ≤ {seconds(limit)}" for name, limit in summary["slo"].items())
         definitions.append(
             f"Goodput: share of requests that succeeded with {limits} (TPOT counts as met when undefined)."
+        )
+    prices = {label: c for label, c in summary["configs"].items() if "gpu_hour_price" in c}
+    if prices:
+        priced = ", ".join(
+            f"{label}: {c['gpus']} GPUs at {dollars(c['gpu_hour_price'])}/h" for label, c in prices.items()
+        )
+        definitions.append(
+            f"Cost ({priced}): $ per million tokens = price per GPU-hour × GPUs / (tok/s × 3600) × 1e6, from a level's "
+            "mean output (or total) tok/s: what serving at that level's throughput costs, the GPUs busy all hour."
         )
     glossary = [f"{name}: {text}" for name, text in level_defs.LEVEL_FIELDS.items()]
     return [Heading("Method"), Bullets(definitions), Heading("Fields", 3), Bullets(glossary)]

@@ -20,6 +20,8 @@ PERCENTILES = (50, 90, 99)
 Level = dict[str, Any]
 LEVEL_CLOCK_SLACK_S = 1.0  # worker rows of a new level may start slightly before the master wrote the last hold_end
 LATENCY_METRICS = {"ttft": "ttft_s", "tpot": "tpot_s", "e2e": "e2e_s"}  # SLO / percentile name -> request column
+# --gpu-hour-price: throughput field -> the level field of what a million of its tokens cost
+COST_FIELDS = {"output_tokens_per_s": "usd_per_m_output_tokens", "total_tokens_per_s": "usd_per_m_total_tokens"}
 
 # Every per-level field, defined once; the report's glossary prints this.
 LEVEL_FIELDS = {
@@ -71,6 +73,9 @@ LEVEL_FIELDS = {
     "server_prefix_hit_rate": "the same from the server's counters: vllm:prefix_cache_hits / queries during the window",
     "goodput_requests_per_s": "measured requests meeting every SLO / window_s (TPOT counts as met when undefined)",
     "goodput_ratio": "requests meeting every SLO / requests",
+    "usd_per_m_output_tokens": "with --gpu-hour-price: what a million output tokens cost at the level's output tok/s, "
+    "price per GPU-hour × GPUs / (output_tokens_per_s × 3600) × 1e6 (from the mean throughput over repeats)",
+    "usd_per_m_total_tokens": "the same per million total (prompt + output) tokens, from total_tokens_per_s",
     "partial": "the window was cut short because the run stopped early",
 }
 

@@ -1,12 +1,16 @@
 """The numbers a capacity plan is signed off on, checked against exact answers: the cost per million tokens from a
-synthetic run's level table (docs/concepts/analysis.md, "Capacity planning")."""
+synthetic run's level table; the KV-cache ceiling from vLLM's cache_config_info, and on the simulator with a small
+KV cache against what the server recorded (docs/concepts/analysis.md, "Capacity planning")."""
 
 import json
 
+import pandas as pd
 import pytest
 
 from tests.helpers import run_cli, small_run
+from vllm_stress.analysis.capacity import kv_ceiling
 from vllm_stress.core.numbers import dollars
+from vllm_stress.master.serverscraper import cache_config
 
 
 def hand_cost(tokens_per_s: float, price: float, gpus: int) -> float:
@@ -61,3 +65,59 @@ def test_a_price_per_config_and_none_without_one(tmp_path, capsys):
 def test_a_price_without_gpus_or_not_a_price_is_refused(tmp_path, capsys, args, message):
     code, _, err = run_cli(capsys, small_run(tmp_path / "run"), "--out", tmp_path / "out", *args)
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1
+
+
+CACHE_INFO = (
+    "# TYPE vllm:cache_config_info gauge\n"
+    'vllm:cache_config_info{block_size="16",cache_dtype="auto",engine="0",gpu_memory_utilization="0.9",'
+    'num_gpu_blocks="BLOCKS"} 1.0\n'
+    'vllm:num_requests_running{engine="0"} 0.0\n'
+)
+
+
+def test_the_kv_cache_is_read_from_vllms_cache_config_info():
+    assert cache_config(CACHE_INFO.replace("BLOCKS", "2048")) == {"block_size": 16, "num_gpu_blocks": 2048}
+    assert cache_config(CACHE_INFO.replace("BLOCKS", "None")) is None  # vLLM before its cache is sized
+    assert cache_config('vllm:num_requests_running{engine="0"} 0.0\n') is None
+
+
+def test_compute_bound_when_the_cache_holds_more_than_the_saturation_point():
+    levels = pd.DataFrame(
+        {"users": [8, 16, 32], "server_preemptions": [0.0, 0.0, 3.0], "server_kv_cache_usage_mean": [0.1, 0.25, 0.5]}
+    )
+    meta = {
+        "server_cache_config": {"block_size": 16, "num_gpu_blocks": 1001},
+        "input_tokens": 100,
+        "output_tokens": 28,
+    }
+    kv = kv_ceiling([{}, meta], levels, saturation_users=16)
+    assert kv["sequences"] == 1000 // 8 and kv["preemption_users"] == 32  # 128 tokens: 8 blocks of 16
+    assert kv["verdict"] == "compute-bound: saturates at 16 users with the cache 25.0 % full"
+    assert kv_ceiling([meta], levels, saturation_users=32)["memory_bound"]  # preemptions from the saturation point
+    assert kv_ceiling([{"input_tokens": 1, "output_tokens": 1}], levels, 16) is None
+
+
+def test_a_small_kv_cache_saturates_where_the_server_preempts(scenarios, tmp_path):
+    """41 blocks of 16 tokens (40 usable), sequences of 32 + 128 tokens (10 blocks): the cache holds 4 of them. Up to 4
+    users nothing is preempted; from 8 users the scheduler admits short prompts that then outgrow the cache."""
+    out = tmp_path / "kv"
+    args = ["--levels=2,4,8,16", "--input-tokens=32", "--output-tokens=128"]
+    sim = ["--num-gpu-blocks-override=41", "--max-model-len=256"]
+    run = ["run", "--scenario", "smoke", "--out", str(out), "--workers", "1"]
+    assert scenarios([*run, *(f"--locust-arg={a}" for a in args), *(f"--simulator-arg={a}" for a in sim)]) == 0
+    meta = json.loads((out / "run-1" / "run.json").read_text())
+    assert meta["server_cache_config"] == {"block_size": 16, "num_gpu_blocks": 41}
+    kv = json.loads((out / "report" / "summary.json").read_text())["kv_cache"]
+    assert kv["sequences"] == 4 and kv["tokens_per_sequence"] == 160
+    server = pd.read_csv(out / "run-1" / "server_metrics.csv")
+    levels = pd.read_csv(out / "run-1" / "levels.csv")
+    preempted = [
+        users
+        for users, start, end in zip(levels["users"], levels["hold_start"], levels["hold_end"], strict=True)
+        if server.loc[server["time"] <= end, "preemptions"].max()
+        > server.loc[server["time"] <= start, "preemptions"].max()
+    ]
+    assert kv["preemption_users"] == min(preempted) and min(preempted) > kv["sequences"]  # the cache held 2 and 4
+    assert kv["memory_bound"] and kv["verdict"].startswith(f"memory-bound: saturates at {kv['saturation_users']} users")
+    assert kv["verdict"].endswith("the KV cache holds 4 sequences of 160 tokens")
+    assert "memory-bound: saturates at" in (out / "report" / "report.md").read_text()

@@ -15,9 +15,9 @@ from vllm_stress.analysis.summary import ConfigSummary, Peak, Summary, Unaccount
 from vllm_stress.analysis.traffic import traffic_blocks
 from vllm_stress.core import bound
 from vllm_stress.core import steady as steady_rule
-from vllm_stress.core.formats import format_of
+from vllm_stress.core.formats import added_in, format_of
 from vllm_stress.core.numbers import count, cpu, dollars, percent, ratio, seconds
-from vllm_stress.core.schema import CLIENT_CPU_LIMIT_PERCENT, CLIENT_LOOP_LAG_LIMIT_MS
+from vllm_stress.core.schema import CLIENT_CPU_LIMIT_PERCENT, CLIENT_LOOP_LAG_LIMIT_MS, RUN_FILE
 from vllm_stress.core.sizing import worker_processes
 
 TITLE = "vLLM stress test report"
@@ -41,6 +41,7 @@ def build_report(summary: Summary, plots: dict[str, Path]) -> list[Block]:
         blocks += [Heading("Partial runs"), Paragraph(PARTIAL_NOTE), Bullets(partial + notes)]
     blocks += earlier_format_blocks(configs)
     blocks += [Heading("Peak, saturation and scaling"), comparison_table(configs)]
+    blocks += kv_cache_blocks(configs)
     blocks += [Heading("Concurrency recommendations"), recommendation_table(configs), Paragraph(RECOMMENDATION_NOTE)]
     for label, config in configs.items():
         blocks += [Heading(f"Per level: {label}"), Paragraph(config_caption(config)), level_table(config)]
@@ -168,6 +169,37 @@ def min_or_none(values: Iterable[float | None]) -> float | None:
     return min(present) if present else None
 
 
+def kv_cache_blocks(configs: dict[str, ConfigSummary]) -> list[Block]:
+    """Per config: the sequences its server's KV cache holds beside the saturation point and the onset of
+    preemptions, and the verdict; a line per config without a ceiling saying why."""
+    rows = []
+    for label, config in configs.items():
+        kv = config["kv_cache"]
+        if kv is None:
+            rows.append([label, f"no KV-cache ceiling: {no_ceiling_reason(config)}", *["-"] * 5])
+            continue
+        rows.append(
+            [
+                label,
+                kv["verdict"],
+                f"{count(kv['num_gpu_blocks'])} blocks of {kv['block_size']} tokens",
+                f"{count(kv['sequences'])} of {count(kv['tokens_per_sequence'])} tokens",
+                "-" if kv["saturation_users"] is None else str(kv["saturation_users"]),
+                "none" if kv["preemption_users"] is None else str(kv["preemption_users"]),
+                percent(kv["usage_at_saturation"]),
+            ]
+        )
+    headers = ["Config", "Verdict", "KV cache", "Sequences it holds", "Saturation (users)", "Preemptions from (users)"]
+    return [Heading("KV-cache ceiling"), Table([*headers, "KV cache used at saturation"], rows), Paragraph(KV_NOTE)]
+
+
+def no_ceiling_reason(config: ConfigSummary) -> str:
+    """Why a config has no KV-cache ceiling: its runs' format, or its server."""
+    if config["earlier_formats"] and len(config["earlier_formats"]) == config["runs"]:
+        return f"written before {added_in(RUN_FILE, 'server_cache_config').released}"
+    return "the server exported no vllm:cache_config_info (run.json server_cache_config), or no token targets"
+
+
 def recommendation_table(configs: dict[str, ConfigSummary]) -> Table:
     rows = []
     for label, config in configs.items():
@@ -273,6 +305,13 @@ def error_blocks(config: ConfigSummary) -> list[Block]:
     return [Paragraph("Failures over the whole runs (all levels, ramps included):"), Bullets(items)]
 
 
+KV_NOTE = (
+    "Sequences it holds: the server's KV-cache blocks (vLLM's vllm:cache_config_info, less its null block) over the "
+    "blocks one sequence of the run's prompt + output tokens takes (rounded up to whole blocks). Preemptions from: "
+    "the smallest level whose window saw the server preempt (vllm:num_preemptions_total). Memory-bound when the cache "
+    "holds no more sequences than the saturation point's users, or preemptions start at or below it; else "
+    "compute-bound, with the cache's mean use at the saturation point (vllm:kv_cache_usage_perc)."
+)
 PARTIAL_NOTE = (
     "These runs stopped early (run.json complete=false, or the rows end before the last level's hold_end). They are "
     "analysed as far as they go: the last window is cut at the last request's end, levels never reached are absent, "

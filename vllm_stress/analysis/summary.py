@@ -9,6 +9,7 @@ from typing import Any, NotRequired, TypedDict, cast
 import pandas as pd
 
 from vllm_stress.analysis import stats
+from vllm_stress.analysis.capacity import KvCeiling, kv_ceiling
 from vllm_stress.analysis.json_types import to_json_types
 from vllm_stress.analysis.levels import COST_FIELDS, Level, records
 from vllm_stress.analysis.load import AnalysisError, RunMeta
@@ -82,6 +83,7 @@ class ConfigSummary(Capacity):
     earlier_formats: list[EarlierFormat]  # its runs written by an earlier release
     input_notes: list[str]  # "<run folder>: <note>" for what was left out of its runs' input
     gpu_hour_price: NotRequired[float]  # $ per GPU-hour (--gpu-hour-price), when given
+    kv_cache: KvCeiling | None  # None when no run's run.json names the server's KV cache
 
 
 class Unaccounted(TypedDict):
@@ -146,7 +148,8 @@ def summarise_config(
         "levels": records(levels),
         "throughput_field": stats.throughput_field(levels),
         "unsteady_levels": levels.loc[~levels["steady"], "users"].tolist(),
-        **capacity(levels, gpus, low, high),
+        **(verdicts := capacity(levels, gpus, low, high)),
+        "kv_cache": kv_ceiling([info["meta"] for info in run_info], levels, verdicts["saturation_users"]),
         "errors": dict(sum((Counter(info["errors"]) for info in run_info), Counter[str]())),
         "aborted": sum(info["aborted"] for info in run_info),
         "locust_failures": dict(sum((Counter(info["locust_failures"]) for info in run_info), Counter[str]())),

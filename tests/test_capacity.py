@@ -4,11 +4,14 @@ KV cache against what the server recorded (docs/concepts/analysis.md, "Capacity 
 
 import json
 
+import numpy as np
 import pandas as pd
 import pytest
 
-from tests.helpers import run_cli, small_run
+from tests.helpers import LEVELS, run_cli, small_run
 from vllm_stress.analysis.capacity import kv_ceiling
+from vllm_stress.analysis.pareto import on_front, pareto_points
+from vllm_stress.analysis.synthetic import closed_loop_rows, write_run
 from vllm_stress.core.numbers import dollars
 from vllm_stress.master.serverscraper import cache_config
 
@@ -121,3 +124,39 @@ def test_a_small_kv_cache_saturates_where_the_server_preempts(scenarios, tmp_pat
     assert kv["memory_bound"] and kv["verdict"].startswith(f"memory-bound: saturates at {kv['saturation_users']} users")
     assert kv["verdict"].endswith("the KV cache holds 4 sequences of 160 tokens")
     assert "memory-bound: saturates at" in (out / "report" / "report.md").read_text()
+
+
+def two_level_run(folder, e2e_by_level):
+    """A synthetic run of levels 5 and 10 (LEVELS: 50 s holds), every request of a level lasting its e2e: output tok/s
+    per user 1 / TPOT = 99 / (0.9 e2e), output tok/s users x 100 / e2e."""
+    parts = [
+        closed_loop_rows(users, ramp_start, hold_end, e2e_by_level[users], completion_tokens=100)
+        for users, ramp_start, _, hold_end in LEVELS
+    ]
+    return write_run(folder, pd.concat(parts), LEVELS, meta={"model": folder.name})
+
+
+def test_the_pareto_front_is_the_levels_no_other_beats(tmp_path, capsys):
+    a = two_level_run(tmp_path / "a", {5: 2.5, 10: 5.0})  # (44, 200) and (22, 200): beaten by a/5
+    b = two_level_run(tmp_path / "b", {5: 5.0, 10: 4.0})  # (22, 100): beaten; (27.5, 250): the most tok/s
+    out = tmp_path / "out"
+    code, _, err = run_cli(
+        capsys, "--label", f"a={a}", "--label", f"b={b}", "--gpus", "2", "--slo", "tpot=30ms", "--out", out
+    )
+    assert code == 0, err
+    configs = json.loads((out / "summary.json").read_text())["configs"]
+    points = pareto_points(configs)
+    assert sorted(zip(points["label"], points["users"], points["front"], strict=True)) == [
+        ("a", 5, True), ("a", 10, False), ("b", 5, False), ("b", 10, True)
+    ]  # fmt: skip
+    front = points[points["front"]].set_index("label")
+    assert front.loc["a", "per_user"] == pytest.approx(99 / 2.25, rel=1e-4)  # tpot_s written to 6 decimals
+    assert front.loc["b", "per_gpu"] == pytest.approx(125)
+    report = (out / "report.md").read_text()
+    assert "| a | 5 | 44.0 | 100.0 | yes | yes |" in report and "| b | 10 | 27.5 | 125.0 | yes | no |" in report
+    assert (out / "pareto.png").stat().st_size > 0
+
+
+def test_the_front_keeps_ties_and_drops_the_dominated():
+    x, y = np.array([1.0, 2.0, 2.0, 3.0, 0.5]), np.array([5.0, 4.0, 4.0, 1.0, 5.0])
+    assert on_front(x, y).tolist() == [True, True, True, True, False]

@@ -77,6 +77,9 @@ LEVEL_FIELDS = {
     "averaged over the scrapes in the window",
     "goodput_requests_per_s": "measured requests meeting every SLO / window_s (TPOT counts as met when undefined)",
     "goodput_ratio": "requests meeting every SLO / requests",
+    "output_tokens_per_s_per_user": "interactivity: 1 / tpot_p50_s, the decode speed the median request streamed at "
+    "once its first token came (not output tok/s / users, which counts TTFT, queueing and idle users as slowness)",
+    "output_tokens_per_s_per_gpu": "with --gpus: output_tokens_per_s / GPUs",
     "usd_per_m_output_tokens": "with --gpu-hour-price: what a million output tokens cost at the level's output tok/s, "
     "price per GPU-hour × GPUs / (output_tokens_per_s × 3600) × 1e6 (from the mean throughput over repeats)",
     "usd_per_m_total_tokens": "the same per million total (prompt + output) tokens, from total_tokens_per_s",

@@ -14,6 +14,7 @@ from vllm_stress.analysis import store
 from vllm_stress.analysis.document import TITLE, build_report
 from vllm_stress.analysis.levels import LATENCY_METRICS, classify, error_counts, level_stats, level_windows, timeline
 from vllm_stress.analysis.load import AnalysisError, Run, load_run
+from vllm_stress.analysis.pareto import PARETO_PLOT, pareto_points, plot_pareto
 from vllm_stress.analysis.plots import Timeline, write_plots
 from vllm_stress.analysis.render import to_html, to_markdown
 from vllm_stress.analysis.store import StoredRun
@@ -161,7 +162,11 @@ def write_outputs(summary: Summary, timelines: dict[str, list[Timeline]], out: P
     if out.exists() and not out.is_dir():
         raise AnalysisError(f"{out}: output path exists and is not a folder")
     out.mkdir(parents=True, exist_ok=True)
-    blocks = build_report(summary, write_plots(summary["configs"], timelines, out))
+    plots = write_plots(summary["configs"], timelines, out)
+    points = pareto_points(summary["configs"])
+    if not points.empty:
+        plots[PARETO_PLOT] = plot_pareto(points, summary["slo"], out / "pareto.png")
+    blocks = build_report(summary, plots)
     (out / REPORT_MD).write_text(to_markdown(blocks))
     (out / REPORT_HTML).write_text(to_html(blocks, TITLE))
     (out / SUMMARY_JSON).write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n")

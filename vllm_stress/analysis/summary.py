@@ -121,6 +121,9 @@ def summarise_config(
     """The config summary from its per-run level rows (column ``run``), per-run info and traffic tables; with
     ``gpu_hour_price`` (and ``gpus``) what a million tokens cost at each level and at the peak."""
     levels = stats.aggregate_repeats(per_run).sort_values("users").reset_index(drop=True)
+    levels["output_tokens_per_s_per_user"] = 1 / levels["tpot_p50_s"]
+    if gpus:
+        levels["output_tokens_per_s_per_gpu"] = levels["output_tokens_per_s"] / gpus
     if gpu_hour_price is not None and gpus:
         levels = levels.join(stats.costs(levels, gpu_hour_price, gpus))
     levels["underloaded"] = stats.underloaded(levels)

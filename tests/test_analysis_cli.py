@@ -54,7 +54,7 @@ def test_html_is_self_contained(tmp_path, capsys):
     run_cli(capsys, small_run(tmp_path / "run"), "--out", tmp_path / "out")
     page = (tmp_path / "out" / "report.html").read_text()
     sources = re.findall(r'src="([^"]*)"', page)
-    assert len(sources) == 4 and all(s.startswith("data:image/png;base64,") for s in sources)
+    assert len(sources) == 5 and all(s.startswith("data:image/png;base64,") for s in sources)  # with the Pareto plot
     assert "<table>" in page and "href=" not in page
 
 

@@ -114,11 +114,14 @@ def test_each_format_is_analysed_with_both_levels(version, tmp_path, capsys):
     report = (tmp_path / schema.REPORT_MD).read_text()
     if version == FORMAT_VERSION:
         assert earlier == [] and "written by an earlier release" not in report
+        assert summary["kv_cache"]["num_gpu_blocks"] > 0 and "no KV-cache ceiling" not in report
     else:
         assert [run["format_version"] for run in earlier] == [version]
         assert "Runs written by an earlier release" in report
+        assert earlier[0]["not_computed"][-1] == "no KV-cache ceiling: written before 2026-11-25"
+        assert summary["kv_cache"] is None and "no KV-cache ceiling: written before 2026-11-25" in report
     if version == 1:
-        (line,) = earlier[0]["not_computed"]
+        line = earlier[0]["not_computed"][0]
         assert line.startswith("no schedule lag,") and line.endswith(": written before 2026-11-23")
         assert f"(format 1, released {FORMATS[0].released})" in report
 

@@ -5,6 +5,7 @@ is then given as ``./compare``."""
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
@@ -27,7 +28,7 @@ scenario), so repeats of one scenario group by themselves; give --label to separ
 """
 EPILOG = """\
 examples:
-  %(prog)s results/demo/run-1 --out report/ --gpus 8
+  %(prog)s results/demo/run-1 --out report/ --gpus 8 --gpu-hour-price 2.50
   %(prog)s runs/q1 runs/q2 runs/q3 --label qwen --out report/ --slo ttft=2s,tpot=50ms
   %(prog)s --label qwen=runs/q1,runs/q2 --label kimi=runs/k1 --gpus 8 --gpus kimi=4 \\
       --scaling 10:200 --out compare/
@@ -59,6 +60,14 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         default=[],
         metavar="N|NAME=N",
         help="GPUs serving a config, for per-GPU throughput: N for every config or NAME=N for one. Repeatable.",
+    )
+    parser.add_argument(
+        "--gpu-hour-price",
+        action="append",
+        default=[],
+        metavar="USD|NAME=USD",
+        help="$ per GPU-hour of a config (with --gpus), for the cost per million output and total tokens at each "
+        "level and at the peak: USD for every config or NAME=USD for one. Repeatable.",
     )
     parser.add_argument(
         "--slo",
@@ -106,7 +115,7 @@ def parse_labels(values: list[str], dirs: list[str]) -> tuple[list[str], str | d
     return dirs + [d for d in by_dir if d not in dirs], by_dir or None
 
 
-def parse_gpus(values: list[str]) -> int | dict[str, int] | None:
+def parse_gpus(values: list[str]) -> dict[str, int] | None:
     """--gpus N or NAME=N options -> the gpus argument of ``analyse`` (a plain N becomes the "*" entry)."""
     per_label = {}
     for value in values:
@@ -114,6 +123,21 @@ def parse_gpus(values: list[str]) -> int | dict[str, int] | None:
         if not count.isdigit() or int(count) < 1:
             raise AnalysisError(f"--gpus: {value!r} is not N or NAME=N with N a positive integer")
         per_label[name or ANY_LABEL] = int(count)
+    return per_label or None
+
+
+def parse_prices(values: list[str]) -> dict[str, float] | None:
+    """--gpu-hour-price USD or NAME=USD options -> the gpu_hour_price argument of ``analyse`` (as ``parse_gpus``)."""
+    per_label = {}
+    for value in values:
+        name, _, text = value.rpartition("=")
+        try:
+            price = float(text.removeprefix("$"))
+        except ValueError:
+            price = math.nan
+        if not 0 < price < math.inf:
+            raise AnalysisError(f"--gpu-hour-price: {value!r} is not USD or NAME=USD with USD a positive number")
+        per_label[name or ANY_LABEL] = price
     return per_label or None
 
 
@@ -156,6 +180,7 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
             scaling=parse_scaling(args.scaling),
             db=args.db,
             window_s=args.window,
+            gpu_hour_price=parse_prices(args.gpu_hour_price),
         )
         if args.export_vllm:
             vllm_json.export(summary, args.export_vllm)

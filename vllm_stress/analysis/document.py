@@ -10,14 +10,15 @@ from typing import Any
 from vllm_stress.analysis import levels as level_defs
 from vllm_stress.analysis import stats
 from vllm_stress.analysis.levels import Level
+from vllm_stress.analysis.pareto import pareto_blocks
 from vllm_stress.analysis.render import Block, Bullets, Heading, Image, Paragraph, Table
 from vllm_stress.analysis.summary import ConfigSummary, Peak, Summary, Unaccounted
 from vllm_stress.analysis.traffic import traffic_blocks
 from vllm_stress.core import bound
 from vllm_stress.core import steady as steady_rule
-from vllm_stress.core.formats import format_of
-from vllm_stress.core.numbers import count, cpu, percent, ratio, seconds
-from vllm_stress.core.schema import CLIENT_CPU_LIMIT_PERCENT, CLIENT_LOOP_LAG_LIMIT_MS
+from vllm_stress.core.formats import added_in, format_of
+from vllm_stress.core.numbers import count, cpu, dollars, percent, ratio, seconds
+from vllm_stress.core.schema import CLIENT_CPU_LIMIT_PERCENT, CLIENT_LOOP_LAG_LIMIT_MS, RUN_FILE
 from vllm_stress.core.sizing import worker_processes
 
 TITLE = "vLLM stress test report"
@@ -41,6 +42,7 @@ def build_report(summary: Summary, plots: dict[str, Path]) -> list[Block]:
         blocks += [Heading("Partial runs"), Paragraph(PARTIAL_NOTE), Bullets(partial + notes)]
     blocks += earlier_format_blocks(configs)
     blocks += [Heading("Peak, saturation and scaling"), comparison_table(configs)]
+    blocks += kv_cache_blocks(configs) + pareto_blocks(configs, summary["slo"])
     blocks += [Heading("Concurrency recommendations"), recommendation_table(configs), Paragraph(RECOMMENDATION_NOTE)]
     for label, config in configs.items():
         blocks += [Heading(f"Per level: {label}"), Paragraph(config_caption(config)), level_table(config)]
@@ -121,6 +123,8 @@ def comparison_table(configs: dict[str, ConfigSummary]) -> Table:
         "Knee (users)": lambda c: "-" if c["knee_users"] is None else str(c["knee_users"]),
         "Scaling": lambda c: f"{ratio(c['scaling']['factor'])} ({c['scaling']['from']}→{c['scaling']['to']})",
         "p99 e2e @ peak": lambda c: seconds(peak_value(c, "e2e_p99_s")),
+        "$ per M output tokens @ peak": lambda c: cost_at_peak(c, "usd_per_m_output_tokens"),
+        "$ per M total tokens @ peak": lambda c: cost_at_peak(c, "usd_per_m_total_tokens"),
         "Levels not steady": lambda c: ", ".join(map(str, c["unsteady_levels"])) or "none",
         "Lowest success rate": lambda c: percent(min_or_none(level["success_rate"] for level in c["levels"])),
     }
@@ -144,6 +148,15 @@ def saturation_reason(config: ConfigSummary) -> str:
     return f"{level['bound']} from {level['users']} users"
 
 
+def cost_at_peak(config: ConfigSummary, key: str) -> str:
+    """What a million tokens cost at the peak, with the price it was computed from."""
+    if config["peak"] is None:
+        return "-"
+    if "gpu_hour_price" not in config:
+        return "- (no --gpu-hour-price)"
+    return f"{dollars(config['peak'][key])} ({config['gpus']} GPUs at {dollars(config['gpu_hour_price'])}/h)"
+
+
 def per_gpu(config: ConfigSummary, key: str) -> str:
     if config["peak"] is None:
         return "-"
@@ -155,6 +168,37 @@ def per_gpu(config: ConfigSummary, key: str) -> str:
 def min_or_none(values: Iterable[float | None]) -> float | None:
     present = [v for v in values if v is not None]
     return min(present) if present else None
+
+
+def kv_cache_blocks(configs: dict[str, ConfigSummary]) -> list[Block]:
+    """Per config: the sequences its server's KV cache holds beside the saturation point and the onset of
+    preemptions, and the verdict; a line per config without a ceiling saying why."""
+    rows = []
+    for label, config in configs.items():
+        kv = config["kv_cache"]
+        if kv is None:
+            rows.append([label, f"no KV-cache ceiling: {no_ceiling_reason(config)}", *["-"] * 5])
+            continue
+        rows.append(
+            [
+                label,
+                kv["verdict"],
+                f"{count(kv['num_gpu_blocks'])} blocks of {kv['block_size']} tokens",
+                f"{count(kv['sequences'])} of {count(kv['tokens_per_sequence'])} tokens",
+                "-" if kv["saturation_users"] is None else str(kv["saturation_users"]),
+                "none" if kv["preemption_users"] is None else str(kv["preemption_users"]),
+                percent(kv["usage_at_saturation"]),
+            ]
+        )
+    headers = ["Config", "Verdict", "KV cache", "Sequences it holds", "Saturation (users)", "Preemptions from (users)"]
+    return [Heading("KV-cache ceiling"), Table([*headers, "KV cache used at saturation"], rows), Paragraph(KV_NOTE)]
+
+
+def no_ceiling_reason(config: ConfigSummary) -> str:
+    """Why a config has no KV-cache ceiling: its runs' format, or its server."""
+    if config["earlier_formats"] and len(config["earlier_formats"]) == config["runs"]:
+        return f"written before {added_in(RUN_FILE, 'server_cache_config').released}"
+    return "the server exported no vllm:cache_config_info (run.json server_cache_config), or no token targets"
 
 
 def recommendation_table(configs: dict[str, ConfigSummary]) -> Table:
@@ -201,6 +245,8 @@ def level_table(config: ConfigSummary) -> Table:
         for key in ("prefix_hit_rate", "server_prefix_hit_rate")
     )
     headers += ["Prefix hits (rows / server)"] if caching else []
+    priced = "gpu_hour_price" in config
+    headers += ["$/M output tok", "$/M total tok"] if priced else []
     rows = []
     for level in config["levels"]:
         row = [str(level["users"]), "yes" if level["steady"] else f"no: {level['steady_reason']}"]
@@ -219,6 +265,7 @@ def level_table(config: ConfigSummary) -> Table:
             if caching
             else []
         )
+        row += [dollars(level[cost]) for cost in level_defs.COST_FIELDS.values()] if priced else []
         flags = level_flags(level)
         if flags:
             row[0] = f"{row[0]} ({flags})"
@@ -259,6 +306,13 @@ def error_blocks(config: ConfigSummary) -> list[Block]:
     return [Paragraph("Failures over the whole runs (all levels, ramps included):"), Bullets(items)]
 
 
+KV_NOTE = (
+    "Sequences it holds: the server's KV-cache blocks (vLLM's vllm:cache_config_info, less its null block) over the "
+    "blocks one sequence of the run's prompt + output tokens takes (rounded up to whole blocks). Preemptions from: "
+    "the smallest level whose window saw the server preempt (vllm:num_preemptions_total). Memory-bound when the cache "
+    "holds no more sequences than the saturation point's users, or preemptions start at or below it; else "
+    "compute-bound, with the cache's mean use at the saturation point (vllm:kv_cache_usage_perc)."
+)
 PARTIAL_NOTE = (
     "These runs stopped early (run.json complete=false, or the rows end before the last level's hold_end). They are "
     "analysed as far as they go: the last window is cut at the last request's end, levels never reached are absent, "
@@ -337,6 +391,15 @@ def method_blocks(summary: Summary) -> list[Block]:
         limits = ", ".join(f"{name} ≤ {seconds(limit)}" for name, limit in summary["slo"].items())
         definitions.append(
             f"Goodput: share of requests that succeeded with {limits} (TPOT counts as met when undefined)."
+        )
+    prices = {label: c for label, c in summary["configs"].items() if "gpu_hour_price" in c}
+    if prices:
+        priced = ", ".join(
+            f"{label}: {c['gpus']} GPUs at {dollars(c['gpu_hour_price'])}/h" for label, c in prices.items()
+        )
+        definitions.append(
+            f"Cost ({priced}): $ per million tokens = price per GPU-hour × GPUs / (tok/s × 3600) × 1e6, from a level's "
+            "mean output (or total) tok/s: what serving at that level's throughput costs, the GPUs busy all hour."
         )
     glossary = [f"{name}: {text}" for name, text in level_defs.LEVEL_FIELDS.items()]
     return [Heading("Method"), Bullets(definitions), Heading("Fields", 3), Bullets(glossary)]

@@ -20,6 +20,8 @@ PERCENTILES = (50, 90, 99)
 Level = dict[str, Any]
 LEVEL_CLOCK_SLACK_S = 1.0  # worker rows of a new level may start slightly before the master wrote the last hold_end
 LATENCY_METRICS = {"ttft": "ttft_s", "tpot": "tpot_s", "e2e": "e2e_s"}  # SLO / percentile name -> request column
+# --gpu-hour-price: throughput field -> the level field of what a million of its tokens cost
+COST_FIELDS = {"output_tokens_per_s": "usd_per_m_output_tokens", "total_tokens_per_s": "usd_per_m_total_tokens"}
 
 # Every per-level field, defined once; the report's glossary prints this.
 LEVEL_FIELDS = {
@@ -69,8 +71,18 @@ LEVEL_FIELDS = {
     "prefix_hit_rate": "prompt tokens the server found in its prefix cache / prompt tokens, over the measured "
     "requests whose usage said (cached_tokens; vLLM with --enable-prompt-tokens-details)",
     "server_prefix_hit_rate": "the same from the server's counters: vllm:prefix_cache_hits / queries during the window",
+    "server_preemptions": "sequences the server preempted during the window (vllm:num_preemptions_total gained): "
+    "its KV cache could not hold every running sequence, so some were evicted to be recomputed",
+    "server_kv_cache_usage_mean": "the share of the server's KV-cache blocks in use (vllm:kv_cache_usage_perc, 0 to 1), "
+    "averaged over the scrapes in the window",
     "goodput_requests_per_s": "measured requests meeting every SLO / window_s (TPOT counts as met when undefined)",
     "goodput_ratio": "requests meeting every SLO / requests",
+    "output_tokens_per_s_per_user": "interactivity: 1 / tpot_p50_s, the decode speed the median request streamed at "
+    "once its first token came (not output tok/s / users, which counts TTFT, queueing and idle users as slowness)",
+    "output_tokens_per_s_per_gpu": "with --gpus: output_tokens_per_s / GPUs",
+    "usd_per_m_output_tokens": "with --gpu-hour-price: what a million output tokens cost at the level's output tok/s, "
+    "price per GPU-hour × GPUs / (output_tokens_per_s × 3600) × 1e6 (from the mean throughput over repeats)",
+    "usd_per_m_total_tokens": "the same per million total (prompt + output) tokens, from total_tokens_per_s",
     "partial": "the window was cut short because the run stopped early",
 }
 
@@ -187,6 +199,8 @@ def level_stats(run: Run, windows: pd.DataFrame, slo: dict[str, float] | None = 
     stats = stats.join(latency_percentiles(measured)).join(itl_percentiles(run.tables.get("itl")))
     stats["prefix_hit_rate"] = prefix_hit_rates(measured, "users").reindex(stats.index)
     stats["server_prefix_hit_rate"] = server_prefix_hit_rate(run.tables.get("server"), windows)
+    stats["server_preemptions"] = counter_gains(run.tables.get("server"), windows, "preemptions")
+    stats["server_kv_cache_usage_mean"] = gauge_means(run.tables.get("server"), windows, "kv_cache_usage")
     if slo:
         stats = stats.join(goodput(measured, slo, window_s, stats["requests"]))
     stats["partial"] = by_users["partial"]
@@ -261,21 +275,36 @@ def server_load(server: pd.DataFrame | None, windows: pd.DataFrame) -> pd.DataFr
 
 
 def server_prefix_hit_rate(server: pd.DataFrame | None, windows: pd.DataFrame) -> np.ndarray:
-    """vllm:prefix_cache_hits / queries gained during each window (cumulative counters: the last scrape in the
-    window minus the last one before it); NaN without them."""
-    if server is None or server.empty or server["prefix_cache_queries"].isna().all():
+    """vllm:prefix_cache_hits / queries gained during each window; NaN without them or without queries."""
+    queries = counter_gains(server, windows, "prefix_cache_queries")
+    hits = counter_gains(server, windows, "prefix_cache_hits")
+    rates: np.ndarray = np.divide(hits, queries, out=np.full(len(windows), np.nan), where=queries > 0)
+    return rates
+
+
+def counter_gains(server: pd.DataFrame | None, windows: pd.DataFrame, column: str) -> np.ndarray:
+    """What the cumulative counter ``column`` of server_metrics.csv gained during each window: the last scrape in
+    the window minus the last one before it; NaN without the counter or without a scrape on either side."""
+    if server is None or server.empty or server[column].isna().all():
         return np.full(len(windows), np.nan)
     server = server.sort_values("time")
-    rates = []
+    gains = []
     for w_start, w_end in zip(windows["start"], windows["end"], strict=True):
         before, upto = server[server["time"] <= w_start], server[server["time"] <= w_end]
-        if before.empty or len(upto) == len(before):
-            rates.append(np.nan)
-            continue
-        queries = upto["prefix_cache_queries"].iloc[-1] - before["prefix_cache_queries"].iloc[-1]
-        hits = upto["prefix_cache_hits"].iloc[-1] - before["prefix_cache_hits"].iloc[-1]
-        rates.append(hits / queries if queries > 0 else np.nan)
-    return np.array(rates, dtype=float)
+        empty = before.empty or len(upto) == len(before)
+        gains.append(np.nan if empty else upto[column].iloc[-1] - before[column].iloc[-1])
+    return np.array(gains, dtype=float)
+
+
+def gauge_means(server: pd.DataFrame | None, windows: pd.DataFrame, column: str) -> np.ndarray:
+    """The mean of the gauge ``column`` of server_metrics.csv over the scrapes in each window (NaN without one)."""
+    if server is None or server.empty:
+        return np.full(len(windows), np.nan)
+    means = [
+        server.loc[server["time"].between(w_start, w_end, inclusive="left"), column].mean()
+        for w_start, w_end in zip(windows["start"], windows["end"], strict=True)
+    ]
+    return np.array(means, dtype=float)
 
 
 def client_health_max(health: pd.DataFrame | None, windows: pd.DataFrame, column: str) -> np.ndarray:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 import pandas as pd
 
@@ -13,6 +14,7 @@ from vllm_stress.analysis import store
 from vllm_stress.analysis.document import TITLE, build_report
 from vllm_stress.analysis.levels import LATENCY_METRICS, classify, error_counts, level_stats, level_windows, timeline
 from vllm_stress.analysis.load import AnalysisError, Run, load_run
+from vllm_stress.analysis.pareto import PARETO_PLOT, pareto_points, plot_pareto
 from vllm_stress.analysis.plots import Timeline, write_plots
 from vllm_stress.analysis.render import to_html, to_markdown
 from vllm_stress.analysis.store import StoredRun
@@ -21,7 +23,8 @@ from vllm_stress.analysis.traffic import DEFAULT_WINDOW_S, traffic_tables
 from vllm_stress.core.formats import not_computed
 from vllm_stress.core.schema import REPORT_HTML, REPORT_MD, SUMMARY_JSON
 
-ANY_LABEL = "*"  # key of a gpus mapping that applies to every label not named
+ANY_LABEL = "*"  # key of a gpus or price mapping that applies to every label not named
+Number = TypeVar("Number", int, float)
 
 
 def analyse(
@@ -34,6 +37,7 @@ def analyse(
     scaling: tuple[int, int] | None = None,
     db: str | Path | None = None,
     window_s: float = DEFAULT_WINDOW_S,
+    gpu_hour_price: float | Mapping[str, float] | None = None,
 ) -> Summary:
     """Analyse run folders and write the report into ``out``; returns the summary (the summary.json content).
 
@@ -43,7 +47,8 @@ def analyse(
     ``scaling``: the two levels of the scaling factor (default: smallest and largest). ``db``: a results store
     (``vllm_stress.analysis.store``; default $VLLM_STRESS_DB) to append the runs to, their ids in the returned
     ``store_ids``. ``window_s``: the window of the per-window tables of open-loop runs and trace replays
-    (``vllm_stress.analysis.traffic``). Raises AnalysisError on bad input.
+    (``vllm_stress.analysis.traffic``). ``gpu_hour_price``: $ per GPU-hour for every config, or {label: price}
+    ("*" for the rest), for the cost per million tokens (needs the config's GPUs). Raises AnalysisError on bad input.
     """
     if not dirs:
         raise AnalysisError("no run folder given")
@@ -53,8 +58,11 @@ def analyse(
     groups = group_runs(dirs, labels)
     configs, timelines, analysed = {}, {}, []
     for label, runs in groups.items():
+        price = for_label(gpu_hour_price, label)
+        if price is not None and not for_label(gpus, label):
+            raise AnalysisError(f"--gpu-hour-price: give the GPUs of {label} too (--gpus): the price is per GPU-hour")
         configs[label], timelines[label], stored = summarise_runs(
-            label, runs, gpus_for(gpus, label), scaling, dict(slo or {}), window_s
+            label, runs, for_label(gpus, label), scaling, dict(slo or {}), window_s, price
         )
         analysed += stored
     every_run = [run for runs in groups.values() for run in runs]
@@ -75,6 +83,7 @@ def summarise_runs(
     scaling: tuple[int, int] | None,
     slo: dict[str, float],
     window_s: float,
+    gpu_hour_price: float | None = None,
 ) -> tuple[ConfigSummary, list[Timeline], list[StoredRun]]:
     """The summary of one config's runs, their timelines, and their level rows for the results store."""
     per_run, run_info, timelines, stored = [], [], [], []
@@ -85,7 +94,8 @@ def summarise_runs(
         run_info.append(describe_run(run, partial))
         timelines.append((str(run.path), timeline(run.requests), windows.assign(steady=stats["steady"].to_numpy())))
     traffic = [tables for run in runs if (tables := traffic_tables(run, window_s))]
-    return summarise_config(label, pd.concat(per_run), run_info, gpus, scaling, traffic), timelines, stored
+    config = summarise_config(label, pd.concat(per_run), run_info, gpus, scaling, traffic, gpu_hour_price)
+    return config, timelines, stored
 
 
 def windows_and_stats(run: Run, slo: dict[str, float] | None = None) -> tuple[pd.DataFrame, pd.DataFrame, bool]:
@@ -113,11 +123,11 @@ def group_runs(dirs: Sequence[str | Path], labels: str | Mapping[str, str] | Non
     return groups
 
 
-def gpus_for(gpus: int | Mapping[str, int] | None, label: str) -> int | None:
-    """The GPU count of one config."""
-    if isinstance(gpus, Mapping):
-        return gpus.get(label, gpus.get(ANY_LABEL))
-    return gpus
+def for_label(value: Number | Mapping[str, Number] | None, label: str) -> Number | None:
+    """One config's value of a per-config option (its GPU count, its GPU-hour price)."""
+    if isinstance(value, Mapping):
+        return value.get(label, value.get(ANY_LABEL))
+    return value
 
 
 def default_label(run: Run) -> str:
@@ -152,7 +162,11 @@ def write_outputs(summary: Summary, timelines: dict[str, list[Timeline]], out: P
     if out.exists() and not out.is_dir():
         raise AnalysisError(f"{out}: output path exists and is not a folder")
     out.mkdir(parents=True, exist_ok=True)
-    blocks = build_report(summary, write_plots(summary["configs"], timelines, out))
+    plots = write_plots(summary["configs"], timelines, out)
+    points = pareto_points(summary["configs"])
+    if not points.empty:
+        plots[PARETO_PLOT] = plot_pareto(points, summary["slo"], out / "pareto.png")
+    blocks = build_report(summary, plots)
     (out / REPORT_MD).write_text(to_markdown(blocks))
     (out / REPORT_HTML).write_text(to_html(blocks, TITLE))
     (out / SUMMARY_JSON).write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n")

@@ -9,7 +9,9 @@ import math
 import numpy as np
 import pandas as pd
 
+from vllm_stress.analysis.levels import COST_FIELDS
 from vllm_stress.core import bound
+from vllm_stress.core.capacity import usd_per_million_tokens
 
 SATURATION_TOLERANCE = 0.05
 KNEE_MIN_EXCESS = 0.1
@@ -134,6 +136,18 @@ def bounds(levels: pd.DataFrame) -> pd.Series:
     """Why each level's throughput is what it is (vllm_stress.core.bound.level_bound), "" where nothing says."""
     return (
         levels.apply(bound.level_bound, axis=1).astype(str) if not levels.empty else pd.Series("", index=levels.index)
+    )
+
+
+def costs(levels: pd.DataFrame, gpu_hour_price: float, gpus: int) -> pd.DataFrame:
+    """The COST_FIELDS of each level: what a million tokens cost at its mean throughput (a mean of per-run costs
+    would weigh the slow runs more: cost is the inverse of throughput)."""
+    return pd.DataFrame(
+        {
+            cost: levels[field].map(lambda tokens_per_s: usd_per_million_tokens(tokens_per_s, gpu_hour_price, gpus))
+            for field, cost in COST_FIELDS.items()
+        },
+        index=levels.index,
     )
 
 

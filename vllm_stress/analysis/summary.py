@@ -9,13 +9,15 @@ from typing import Any, NotRequired, TypedDict, cast
 import pandas as pd
 
 from vllm_stress.analysis import stats
+from vllm_stress.analysis.capacity import KvCeiling, kv_ceiling
 from vllm_stress.analysis.json_types import to_json_types
-from vllm_stress.analysis.levels import Level, records
+from vllm_stress.analysis.levels import COST_FIELDS, Level, records
 from vllm_stress.analysis.load import AnalysisError, RunMeta
 from vllm_stress.analysis.traffic import TrafficTables
 from vllm_stress.core.formats import FORMAT_VERSION
 
-# The peak level: users, output/total tok/s, req/s and p99 e2e (their _std and _ci95 with repeats), per GPU with --gpus
+# The peak level: users, output/total tok/s, req/s and p99 e2e (their _std and _ci95 with repeats), per GPU with --gpus,
+# its costs with --gpu-hour-price
 Peak = dict[str, float | None]
 Scaling = TypedDict("Scaling", {"from": int, "to": int, "factor": float | None})
 
@@ -80,6 +82,8 @@ class ConfigSummary(Capacity):
     traffic: list[TrafficTables]  # per run with sessions or an open loop
     earlier_formats: list[EarlierFormat]  # its runs written by an earlier release
     input_notes: list[str]  # "<run folder>: <note>" for what was left out of its runs' input
+    gpu_hour_price: NotRequired[float]  # $ per GPU-hour (--gpu-hour-price), when given
+    kv_cache: KvCeiling | None  # None when no run's run.json names the server's KV cache
 
 
 class Unaccounted(TypedDict):
@@ -112,9 +116,16 @@ def summarise_config(
     gpus: int | None,
     scaling: tuple[int, int] | None,
     traffic: list[TrafficTables],
+    gpu_hour_price: float | None = None,
 ) -> ConfigSummary:
-    """The config summary from its per-run level rows (column ``run``), per-run info and traffic tables."""
+    """The config summary from its per-run level rows (column ``run``), per-run info and traffic tables; with
+    ``gpu_hour_price`` (and ``gpus``) what a million tokens cost at each level and at the peak."""
     levels = stats.aggregate_repeats(per_run).sort_values("users").reset_index(drop=True)
+    levels["output_tokens_per_s_per_user"] = 1 / levels["tpot_p50_s"]
+    if gpus:
+        levels["output_tokens_per_s_per_gpu"] = levels["output_tokens_per_s"] / gpus
+    if gpu_hour_price is not None and gpus:
+        levels = levels.join(stats.costs(levels, gpu_hour_price, gpus))
     levels["underloaded"] = stats.underloaded(levels)
     levels["bound"] = stats.bounds(levels)
     low, high = scaling or (int(levels["users"].min()), int(levels["users"].max()))
@@ -140,7 +151,8 @@ def summarise_config(
         "levels": records(levels),
         "throughput_field": stats.throughput_field(levels),
         "unsteady_levels": levels.loc[~levels["steady"], "users"].tolist(),
-        **capacity(levels, gpus, low, high),
+        **(verdicts := capacity(levels, gpus, low, high)),
+        "kv_cache": kv_ceiling([info["meta"] for info in run_info], levels, verdicts["saturation_users"]),
         "errors": dict(sum((Counter(info["errors"]) for info in run_info), Counter[str]())),
         "aborted": sum(info["aborted"] for info in run_info),
         "locust_failures": dict(sum((Counter(info["locust_failures"]) for info in run_info), Counter[str]())),
@@ -153,6 +165,8 @@ def summarise_config(
         ],
         "input_notes": [f"{info['dir']}: {note}" for info in run_info for note in info["notes"]],
     }
+    if gpu_hour_price is not None:
+        config["gpu_hour_price"] = gpu_hour_price
     return cast(ConfigSummary, to_json_types(config))  # its JSON form: numpy scalars unwrapped, NaN as None
 
 
@@ -184,8 +198,9 @@ def capacity(levels: pd.DataFrame, gpus: int | None, low: int, high: int) -> Cap
 
 
 def peak_summary(peak: pd.Series, gpus: int | None) -> Peak:
-    """The peak level's throughput (output and total), p99 e2e, CIs when present and per-GPU figures."""
-    fields = ["output_tokens_per_s", "total_tokens_per_s", "requests_per_s", "e2e_p99_s"]
+    """The peak level's throughput (output and total), p99 e2e, CIs when present, per-GPU figures and, when priced,
+    its costs (COST_FIELDS)."""
+    fields = ["output_tokens_per_s", "total_tokens_per_s", "requests_per_s", "e2e_p99_s", *COST_FIELDS.values()]
     summary: Peak = {"users": int(peak["users"])}
     for name in fields:
         summary.update({key: float(peak[key]) for key in (name, f"{name}_std", f"{name}_ci95") if key in peak})

@@ -53,7 +53,11 @@ FORMATS = (
             Addition(CLIENT_HEALTH_FILE, ("loop_lag_ms",), "client event-loop lag"),
         ),
     ),
-    Format(3, "2026-11-25", (Addition(RUN_FILE, (FORMAT_KEY,)),)),
+    Format(
+        3,
+        "2026-11-25",
+        (Addition(RUN_FILE, (FORMAT_KEY,)), Addition(RUN_FILE, ("server_cache_config",), "KV-cache ceiling")),
+    ),
 )
 FORMAT_VERSION = FORMATS[-1].version
 
@@ -88,3 +92,8 @@ def not_computed(version: int) -> list[str]:
         if feeds:
             lines.append(f"no {', '.join(feeds)}: written before {later.released}")
     return lines
+
+
+def added_in(file: str, name: str) -> Format:
+    """The format that added the column (or run.json key) ``name`` to ``file``."""
+    return next(f for f in FORMATS for addition in f.added if addition.file == file and name in addition.names)

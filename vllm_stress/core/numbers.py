@@ -40,3 +40,8 @@ def ratio(value: float | None) -> str:
 def cpu(value: float | None) -> str:
     """A process's CPU in percent of one core."""
     return formatted(value, lambda v: f"{v:.0f} %")
+
+
+def dollars(value: float | None) -> str:
+    """Money in US dollars: cents from $0.10, two significant digits below ($0.034)."""
+    return formatted(value, lambda v: f"${v:,.2f}" if v >= 0.1 else f"${v:.2g}")

@@ -82,6 +82,8 @@ RUN_KEYS = [
     "server_version",  # the server's GET /version at test start ("0.11.0"), or null when it has none
     "server_launch",  # {"kind": "simulator" | "server-cmd", "command": [...]} when the scenario runner started the
     # server (its command line with every flag), or null
+    "server_cache_config",  # {"block_size", "num_gpu_blocks"}: the server's KV cache (vLLM's vllm:cache_config_info
+    # gauge, read at test start), or null when it exports none
 ]
 
 

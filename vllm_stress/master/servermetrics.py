@@ -50,6 +50,7 @@ class ServerMetrics:
         self.file = CsvAppender(folder.path, schema.SERVER_METRICS_FILE, schema.SERVER_METRICS_COLUMNS)
         self._scrape()  # the baseline, before the first request
         self.baseline = dict(self.latest)
+        self.recorder.run.update({"server_cache_config": self.scraper.cache_config})  # its KV cache, once per run
         self.greenlet = gevent.spawn(self._scrape_every, options.server_metrics_interval)
 
     def _stop(self, **_kw: object) -> None:

@@ -22,6 +22,8 @@ _SAMPLES = _SCALARS | {name + part for name in schema.SERVER_HISTOGRAMS.values()
 _LINE_STARTS = tuple(name + end for name in _SAMPLES for end in ("{", " "))  # exact sample names, labels or not
 
 Cell = float | int | str  # a CSV cell: a number, or "" when unknown
+CACHE_CONFIG_INFO = "vllm:cache_config_info"  # vLLM's info gauge of its CacheConfig: the labels carry the values
+CACHE_CONFIG_LABELS = ("block_size", "num_gpu_blocks")  # run.json server_cache_config keeps these
 
 
 class Snapshot:
@@ -46,6 +48,20 @@ def parse_metrics(text: str) -> Snapshot:
     return snapshot
 
 
+def cache_config(text: str) -> dict[str, int] | None:
+    """``block_size`` and ``num_gpu_blocks`` from the labels of vLLM's ``vllm:cache_config_info`` gauge in a
+    Prometheus text exposition (each engine's sample carries the frontend's CacheConfig, whose num_gpu_blocks sums
+    the data-parallel engines'), or None when the server exports no such gauge or a label is not a number (vLLM
+    writes "None" before its KV cache is sized)."""
+    lines = "\n".join(line for line in text.splitlines() if line.startswith(CACHE_CONFIG_INFO + "{"))
+    for family in text_string_to_metric_families(lines):
+        for sample in family.samples:
+            values = [sample.labels.get(label, "") for label in CACHE_CONFIG_LABELS]
+            if all(value.isdigit() for value in values):
+                return dict(zip(CACHE_CONFIG_LABELS, map(int, values), strict=True))
+    return None
+
+
 def cell(value: float | None) -> Cell:
     """A number as the CSV shows it: integers without a fraction, others to 6 digits, "" when unknown."""
     if value is None:
@@ -64,12 +80,14 @@ class ServerScraper:
         self.previous: Snapshot | None = None
         self.latest: dict[str, Cell] = {}  # the last row by column
         self.warned: set[str] = set()
+        self.cache_config: dict[str, int] | None = None  # the server's KV-cache blocks, from its first scrape
 
     def scrape(self, users: int) -> list[Cell] | None:
         try:
             response = self.session.get(self.url, timeout=SCRAPE_TIMEOUT_S, verify=self.verify)
             response.raise_for_status()
             snapshot = parse_metrics(response.text)
+            self.cache_config = self.cache_config or cache_config(response.text)
         except (requests.RequestException, ValueError) as e:
             self._warn_once(
                 "unreachable", "Cannot scrape %s (%s): no server_metrics.csv rows while this lasts", self.url, e

@@ -1,0 +1,28 @@
+"""The arithmetic a capacity plan is signed off on, shared by the report (``python -m analysis``) and ``python -m
+scenarios plan``: what a million tokens cost at a measured throughput (docs/concepts/analysis.md, "Capacity
+planning")."""
+
+from __future__ import annotations
+
+import math
+
+SECONDS_PER_HOUR = 3600.0
+PER_TOKENS = 1e6  # costs are per million tokens, as API prices are quoted
+
+
+def usd_per_million_tokens(tokens_per_s: float | None, gpu_hour_price: float, gpus: int) -> float:
+    """What a million tokens cost when ``gpus`` GPUs at ``gpu_hour_price`` $ an hour each produce ``tokens_per_s``:
+    price × gpus / (tok/s × 3600) × 1e6. NaN without a throughput (none, NaN or 0)."""
+    if tokens_per_s is None or not tokens_per_s > 0:
+        return math.nan
+    return gpu_hour_price * gpus / (tokens_per_s * SECONDS_PER_HOUR) * PER_TOKENS
+
+
+# vLLM's block pool keeps one block as its null block (v1/core/block_pool.py): num_gpu_blocks - 1 hold sequences
+NULL_BLOCKS = 1
+
+
+def kv_sequences(num_gpu_blocks: int, block_size: int, tokens_per_sequence: int) -> int:
+    """How many sequences of ``tokens_per_sequence`` tokens (prompt + output) the KV cache holds at once: its usable
+    blocks over the blocks one sequence takes, ceil(tokens / block_size) (a sequence's last block is whole)."""
+    return (num_gpu_blocks - NULL_BLOCKS) // -(-tokens_per_sequence // block_size)

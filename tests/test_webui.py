@@ -307,6 +307,7 @@ def test_web_login_guards_the_report_and_the_run(master, simulator, monkeypatch)
     )
     user = master.session
     assert user.get(master.url + "/llm/run-report", timeout=10).status_code == 404  # no run has ended yet
+    assert "# TYPE vllm_stress_" in user.get(master.url + "/metrics", timeout=10).text
     refused = user.post(master.url + "/swarm", data={"host": sim.url, "warmup": "soon"}, timeout=10).json()
     assert not refused["success"] and refused["message"] == "argument --warmup: invalid float value: 'soon'"
     assert user.post(master.url + "/swarm", data={"host": sim.url}, timeout=10).json()["success"]
@@ -351,6 +352,7 @@ ROUTES = [
     "/llm/summary.json",
     "/llm/run.zip",
     CSV_ROUTE,
+    "/metrics",  # the Prometheus series (vllm_stress.master.promexport)
 ]
 
 

@@ -302,33 +302,9 @@ def test_interrupted_local_run_keeps_every_row(simulator, processes, tmp_path, s
 
 def test_interrupted_master_keeps_the_workers_rows(simulator, processes, tmp_path):
     sim = simulator(*SLOW_SIM)
-    out = tmp_path / "run"
-    port = str(free_port())
-    common = [*LOCUST, "-f", "locustfiles/chat.py", "-H", sim.url, *SHORT]
-    master = processes(
-        [
-            *common,
-            "--master",
-            "--master-bind-host",
-            "127.0.0.1",
-            "--master-bind-port",
-            port,
-            "--expect-workers",
-            "2",
-            "-u",
-            "6",
-            "-r",
-            "6",
-            "-t",
-            "60s",
-            "--results-dir",
-            str(out),
-            "--csv",
-            str(out / "locust"),
-        ],
-        tmp_path / "master.log",
+    out, master, workers, _ = start_master_and_workers(
+        processes, tmp_path, "locustfiles/chat.py", sim.url, 2, "-u", "6", "-r", "6", "-t", "60s"
     )
-    workers = [processes([*common, "--worker", "--master-port", port], tmp_path / f"worker{i}.log") for i in range(2)]
     assert wait_until(lambda: len({r["worker"] for r in rows_so_far(out / "requests.csv")}) == 2, timeout=20)
     master.send_signal(signal.SIGTERM)
     assert master.wait(timeout=15) in (0, 1)

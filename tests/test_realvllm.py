@@ -241,6 +241,10 @@ def test_smoke_scenario_through_master_and_workers(scenarios, real_vllm, tmp_pat
     assert sorted(levels) == [2, 4]
     for level in levels.values():
         assert level["requests"] > 0 and level["failures"] == 0 and level["output_tokens_per_s"] > 0, level
+    cache = json.loads((out / "run-1" / "run.json").read_text())["server_cache_config"]  # vllm:cache_config_info
+    assert cache["block_size"] > 0 and cache["num_gpu_blocks"] > 0, cache
+    kv = summary["kv_cache"]
+    assert kv["sequences"] == (cache["num_gpu_blocks"] - 1) // -(-(128 + 32) // cache["block_size"]), kv
 
 
 def test_live_vllm_matches_the_fixture(vllm_shapes):

@@ -14,7 +14,7 @@ from vllm_stress.analysis.pareto import pareto_blocks
 from vllm_stress.analysis.render import Block, Bullets, Heading, Image, Paragraph, Table
 from vllm_stress.analysis.summary import ConfigSummary, Peak, Summary, Unaccounted
 from vllm_stress.analysis.traffic import traffic_blocks
-from vllm_stress.core import bound
+from vllm_stress.core import bound, capacity
 from vllm_stress.core import steady as steady_rule
 from vllm_stress.core.formats import added_in, format_of
 from vllm_stress.core.numbers import count, cpu, dollars, percent, ratio, seconds
@@ -337,7 +337,7 @@ RECOMMENDATION_NOTE = (
     "Low latency = the smallest level measured. Balanced = the level with the lowest p99 e2e among those that deliver "
     f"at least {stats.BALANCED_SHARE:.0%} of the peak's output tok/s: most of the deployment's throughput, with the "
     "rest as headroom, at the latency of a server that is not yet full. High throughput = the saturation point (the "
-    f"smallest level within {stats.SATURATION_TOLERANCE:.0%} of the peak): more users only lengthen the queue."
+    f"smallest level within {capacity.SATURATION_TOLERANCE:.0%} of the peak): more users only lengthen the queue."
 )
 
 
@@ -371,7 +371,7 @@ def method_blocks(summary: Summary) -> list[Block]:
         "itl_histogram.csv buckets (smallest bucket reaching the quantile), filled by the load generators from the "
         "level's successful streams that ended during its hold.",
         f"Peak: the steady level with the highest mean output tok/s (requests/s when no level has token counts). "
-        f"Saturation point: the smallest steady level within {stats.SATURATION_TOLERANCE:.0%} of the peak.",
+        f"Saturation point: the smallest steady level within {capacity.SATURATION_TOLERANCE:.0%} of the peak.",
         f"Knee: Kneedle — users and output tok/s scaled to [0, 1], the level where throughput exceeds the diagonal "
         f"most; none when that excess is below {stats.KNEE_MIN_EXCESS} or with fewer than three levels.",
         "Scaling: output tok/s at the second level divided by output tok/s at the first (total tok/s gives the same "

@@ -10,10 +10,8 @@ import numpy as np
 import pandas as pd
 
 from vllm_stress.analysis.levels import COST_FIELDS
-from vllm_stress.core import bound
-from vllm_stress.core.capacity import usd_per_million_tokens
+from vllm_stress.core import bound, capacity
 
-SATURATION_TOLERANCE = 0.05
 KNEE_MIN_EXCESS = 0.1
 UNSTABLE_LIMIT = 0.10
 BALANCED_SHARE = 0.6  # the share of the peak's throughput a balanced level delivers at least
@@ -144,7 +142,9 @@ def costs(levels: pd.DataFrame, gpu_hour_price: float, gpus: int) -> pd.DataFram
     would weigh the slow runs more: cost is the inverse of throughput)."""
     return pd.DataFrame(
         {
-            cost: levels[field].map(lambda tokens_per_s: usd_per_million_tokens(tokens_per_s, gpu_hour_price, gpus))
+            cost: levels[field].map(
+                lambda tokens_per_s: capacity.usd_per_million_tokens(tokens_per_s, gpu_hour_price, gpus)
+            )
             for field, cost in COST_FIELDS.items()
         },
         index=levels.index,
@@ -167,9 +167,9 @@ def peak_level(levels: pd.DataFrame, field: str = PEAK_FIELD) -> pd.Series:
 
 
 def saturation_users(levels: pd.DataFrame, field: str = PEAK_FIELD) -> int:
-    """The smallest level whose ``field`` is within SATURATION_TOLERANCE of the best level's."""
-    reached = levels[field] >= (1 - SATURATION_TOLERANCE) * levels[field].max()
-    return int(levels.loc[reached, "users"].min())
+    """The smallest level whose ``field`` is within SATURATION_TOLERANCE of the best level's
+    (vllm_stress.core.capacity.saturation_users)."""
+    return capacity.saturation_users(dict(zip(levels["users"].astype(int), levels[field].astype(float), strict=True)))
 
 
 def knee_users(levels: pd.DataFrame, field: str = PEAK_FIELD) -> int | None:

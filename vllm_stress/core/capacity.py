@@ -1,6 +1,6 @@
 """The arithmetic a capacity plan is signed off on, shared by the report (``python -m analysis``) and ``python -m
 scenarios plan``: what a million tokens cost at a measured throughput (docs/concepts/analysis.md, "Capacity
-planning")."""
+planning"), and the saturation point, shared by the report and the live dashboard."""
 
 from __future__ import annotations
 

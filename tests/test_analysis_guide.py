@@ -150,6 +150,8 @@ def test_recommendations_for_qwen_match_the_guide(guide_summary):
     # The guide: low latency 1-10, balanced 50, high throughput 100+.
     qwen = guide_summary[0]["configs"]["Qwen3-VL-235B"]
     assert qwen["recommendations"] == {"low_latency": 10, "balanced": 50, "high_throughput": 100}
+    report = (guide_summary[1] / "report.md").read_text()
+    assert "| Qwen3-VL-235B | balanced | 50 | 1,392 | 6,961 | 62.1 % | 12.50 s |" in report  # 6,961 of 11,218
 
 
 def test_summary_json_is_the_returned_summary(guide_summary):

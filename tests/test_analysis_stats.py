@@ -169,8 +169,36 @@ def test_scaling_factor():
 
 def test_recommendations():
     levels = curve([100.0, 150.0, 196.0, 200.0], p99=[10.0, 12.0, 16.0, 30.0])
-    # Within 1.5 x 10 s: levels 10 and 20; the best of those is 20. Saturation (>= 190): 40.
+    # At least 60 % of 200 tok/s: levels 20, 40 and 80; the lowest p99 of those is 20's. Saturation (>= 190): 40.
     assert stats.recommendations(levels) == {"low_latency": 10, "balanced": 20, "high_throughput": 40}
+
+
+DEMO = pd.DataFrame(  # the demo scenario's report (the simulator's default profile), output tok/s and p99 e2e
+    {
+        "users": [10, 50, 100, 200, 500, 1000],
+        "output_tokens_per_s": [771.0, 1392.0, 1530.0, 1709.0, 1706.0, 1702.0],
+        "e2e_p99_s": [1.68, 4.75, 8.31, 15.19, 39.02, 76.73],
+    }
+)
+
+
+def test_balanced_is_a_trade_off_where_latency_grows_from_the_first_step():
+    """The former rule (p99 e2e within 1.5x the smallest level's) kept only 10 users here: balanced was low latency,
+    at 45 % of the peak. 50 users give 81 % of it at a third of the saturation point's p99."""
+    assert stats.recommendations(DEMO) == {"low_latency": 10, "balanced": 50, "high_throughput": 200}
+
+
+@pytest.mark.parametrize(
+    ("p99", "expected"),
+    [
+        ([1.0, 5.0, 4.0, 9.0], 40),  # 40 users beat 20 on both counts
+        ([1.0, 5.0, 5.0, 9.0], 20),  # a tie: the smaller level
+        ([1.0, math.nan, 5.0, 9.0], 40),  # a level without a p99 e2e is not chosen for its latency
+        ([math.nan] * 4, 20),  # none has one: the smallest level with enough throughput
+    ],
+)
+def test_balanced_takes_the_lowest_p99_among_the_levels_with_enough_throughput(p99, expected):
+    assert stats.balanced_users(curve([100.0, 150.0, 196.0, 200.0], p99=p99)) == expected
 
 
 def test_analyse_three_repeats_end_to_end(tmp_path):

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import re
 from types import SimpleNamespace
 
 import pytest
 from flask import Blueprint, Flask
 
+from tests.helpers import REPO
 from vllm_stress.webui import dashboard
+
+ARTIFACTS = REPO / "test-artifacts"
 
 
 class Hook:
@@ -47,3 +51,100 @@ def test_without_a_run_the_downloads_say_so(client):
     for path in ("/llm/run.zip", "/llm/report", "/llm/run-report"):
         answer = client.get(path)
         assert answer.status_code == 404 and answer.mimetype == "text/plain"
+
+
+def test_the_saturation_point_of_the_steady_levels_so_far():
+    levels = [
+        {"users": 10, "steady": True, "output_tokens_per_s": 500.0},
+        {"users": 20, "steady": True, "output_tokens_per_s": 980.0},
+        {"users": 40, "steady": True, "output_tokens_per_s": 1000.0},
+        {"users": 80, "steady": False, "output_tokens_per_s": 2000.0},  # not steady: not the peak
+    ]
+    assert dashboard.saturation(levels) == 20  # 980 is within 5 % of 1,000
+    assert dashboard.saturation(levels[3:]) is None
+    assert dashboard.saturation([{"users": 4, "steady": True, "output_tokens_per_s": float("nan")}]) is None
+
+
+T0 = 1_700_000_000  # 22:13:20 UTC
+HOLDS = {10: (T0 + 10, T0 + 40, True), 20: (T0 + 50, T0 + 80, True), 40: (T0 + 90, T0 + 118, False)}
+TOKENS = {10: 500.0, 20: 1000.0, 40: 1020.0}
+
+
+def series() -> dict:
+    """A series.json of three held levels sampled every 2 s: 10 and 20 users steady, 40 users not."""
+    points = []
+    for time in range(T0, T0 + 120, 2):
+        held = [users for users, (start, end, _) in HOLDS.items() if start <= time < end]
+        users = held[0] if held else 0
+        points.append(
+            {
+                "time": time,
+                "users": users,
+                "measuring": bool(held),
+                "output_tok_s": TOKENS.get(users, 0.0),
+                "ttft_p50_ms": 80.0,
+                "ttft_p99_ms": 240.0,
+                "tpot_p50_ms": 20.0,
+                "tpot_p99_ms": 45.0,
+                "running": users,
+                "waiting": 0,
+                "kv_cache_usage": users / 100,
+            }
+        )
+    levels = [
+        {"users": users, "steady": steady, "reason": "ok", "output_tokens_per_s": TOKENS[users], "bound": ""}
+        for users, (_, _, steady) in HOLDS.items()
+    ]
+    return {
+        "points": points,
+        "levels": levels,
+        "saturation_users": dashboard.saturation(levels),
+        "phase": "",
+        "phase_since": T0,
+        "phase_limit_s": None,
+        "now": T0 + 120,
+        "running": True,
+        "totals": {"requests": 100},
+        "folder": "/tmp/run",
+        "report": None,
+    }
+
+
+def test_the_charts_have_clock_ticks_units_the_holds_and_the_saturation_point(browser):
+    """The page's own charts on a made-up series (served by the browser itself: no master), in UTC: every time chart
+    has HH:MM:SS ticks, a unit on its y axis and a shaded hold per level (red when not steady); the curve has both
+    axes labelled and ticked and the saturation point of its steady levels."""
+    files = {
+        "dashboard": ("text/html", dashboard.template("dashboard.html")),
+        "dashboard.js": ("text/javascript", dashboard.template("dashboard.js")),
+        "series.json": ("application/json", json.dumps(series())),
+    }
+
+    def serve(route) -> None:
+        content_type, body = files[route.request.url.rsplit("/", 1)[1]]
+        route.fulfill(content_type=content_type, body=body)
+
+    def texts(selector: str) -> list[str]:
+        return page.locator(selector).all_text_contents()
+
+    context = browser.new_context(timezone_id="UTC", viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    page.route("http://dashboard.test/llm/*", serve)
+    page.goto("http://dashboard.test/llm/dashboard")
+    page.wait_for_selector("#curve text.saturation")
+    units = {"tok": "output tok/s", "ttft": "TTFT (ms)", "tpot": "TPOT (ms)", "server": "requests"}
+    for chart, unit in units.items():
+        assert texts(f"#{chart} text.axis-y") == [unit]
+        assert texts(f"#{chart} text.axis-x") == ["time (HH:MM:SS, this browser's clock)"]
+        assert texts(f"#{chart} text.tick-x") == ["22:13:30", "22:14:00", "22:14:30", "22:15:00"]
+        assert texts(f"#{chart} text.tick-y")[0] == "0" and len(texts(f"#{chart} text.tick-y")) >= 3
+        assert page.locator(f"#{chart} rect.hold").count() == 3
+        assert page.locator(f"#{chart} rect.hold.unsteady").count() == 1
+    assert texts("#server text.axis-y2") == ["KV cache %"]
+    assert texts("#server text.tick-y2") == ["0", "25", "50", "75", "100"]
+    assert texts("#tok text.tick-y") == ["0", "200", "400", "600", "800", "1,000", "1,200"]
+    assert texts("#curve text.axis-x") == ["concurrency (users)"] and texts("#curve text.axis-y") == ["output tok/s"]
+    assert texts("#curve text.tick-x") == ["10", "20", "40"]
+    assert texts("#curve text.saturation") == ["saturation: 20 users"]
+    page.screenshot(path=str(ARTIFACTS / "dashboard-axes.png"), full_page=True)
+    context.close()

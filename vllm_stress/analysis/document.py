@@ -14,7 +14,7 @@ from vllm_stress.analysis.pareto import pareto_blocks
 from vllm_stress.analysis.render import Block, Bullets, Heading, Image, Paragraph, Table
 from vllm_stress.analysis.summary import ConfigSummary, Peak, Summary, Unaccounted
 from vllm_stress.analysis.traffic import traffic_blocks
-from vllm_stress.core import bound
+from vllm_stress.core import bound, capacity
 from vllm_stress.core import steady as steady_rule
 from vllm_stress.core.formats import added_in, format_of
 from vllm_stress.core.numbers import count, cpu, dollars, percent, ratio, seconds
@@ -202,9 +202,11 @@ def no_ceiling_reason(config: ConfigSummary) -> str:
 
 
 def recommendation_table(configs: dict[str, ConfigSummary]) -> Table:
+    """Per config and use case: the recommended users, their throughput, its share of the peak and p99 e2e."""
     rows = []
     for label, config in configs.items():
         by_users = {level["users"]: level for level in config["levels"]}
+        field = config["throughput_field"]
         for use_case, users in (config["recommendations"] or {}).items():
             level = by_users[users]
             rows.append(
@@ -214,10 +216,18 @@ def recommendation_table(configs: dict[str, ConfigSummary]) -> Table:
                     str(users),
                     count(level["output_tokens_per_s"]),
                     count(level["total_tokens_per_s"]),
+                    percent(share(level[field], config["peak"], field)),
                     seconds(level["e2e_p99_s"]),
                 ]
             )
-    return Table(["Config", "Use case", "Users", "Output tok/s", "Total tok/s", "p99 e2e"], rows)
+    headers = ["Config", "Use case", "Users", "Output tok/s", "Total tok/s", "Share of peak", "p99 e2e"]
+    return Table(headers, rows)
+
+
+def share(value: float | None, peak: Peak | None, field: str) -> float | None:
+    """``value`` as a share of the peak's ``field`` (None without either)."""
+    best = (peak or {}).get(field)
+    return value / best if value is not None and best else None
 
 
 def config_caption(config: ConfigSummary) -> str:
@@ -324,9 +334,10 @@ EARLIER_FORMAT_NOTE = (
     "the tables, as listed here."
 )
 RECOMMENDATION_NOTE = (
-    "Low latency = the smallest level measured. Balanced = among levels whose p99 e2e is at most "
-    f"{stats.LATENCY_BUDGET}x the smallest level's, the smallest one within {stats.SATURATION_TOLERANCE:.0%} of their "
-    "best output tok/s. High throughput = the saturation point."
+    "Low latency = the smallest level measured. Balanced = the level with the lowest p99 e2e among those that deliver "
+    f"at least {stats.BALANCED_SHARE:.0%} of the peak's output tok/s: most of the deployment's throughput, with the "
+    "rest as headroom, at the latency of a server that is not yet full. High throughput = the saturation point (the "
+    f"smallest level within {capacity.SATURATION_TOLERANCE:.0%} of the peak): more users only lengthen the queue."
 )
 
 
@@ -360,7 +371,7 @@ def method_blocks(summary: Summary) -> list[Block]:
         "itl_histogram.csv buckets (smallest bucket reaching the quantile), filled by the load generators from the "
         "level's successful streams that ended during its hold.",
         f"Peak: the steady level with the highest mean output tok/s (requests/s when no level has token counts). "
-        f"Saturation point: the smallest steady level within {stats.SATURATION_TOLERANCE:.0%} of the peak.",
+        f"Saturation point: the smallest steady level within {capacity.SATURATION_TOLERANCE:.0%} of the peak.",
         f"Knee: Kneedle — users and output tok/s scaled to [0, 1], the level where throughput exceeds the diagonal "
         f"most; none when that excess is below {stats.KNEE_MIN_EXCESS} or with fewer than three levels.",
         "Scaling: output tok/s at the second level divided by output tok/s at the first (total tok/s gives the same "

@@ -1,7 +1,11 @@
-"""PNG plots of a summary and of run timelines, drawn with matplotlib's Agg canvas (no pyplot, no display)."""
+"""PNG plots of a summary and of run timelines, drawn with matplotlib's Agg canvas (no pyplot, no display).
+
+Each plot is built as a Figure first (``*_figure``), then saved: the tests read the figures' axes, titles and
+marks rather than pixels."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -9,13 +13,20 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+from matplotlib.typing import ColorType
 
 from vllm_stress.analysis.levels import Level
 from vllm_stress.analysis.summary import ConfigSummary
 
 SMOOTHING_S = 10  # rolling mean of the timeline's output tok/s (shorter for runs under 300 s)
 LOG_X_RATIO = 20  # use a log concurrency axis when the largest level is at least this many times the smallest
+TITLE_CHARS = 60  # what one 6.5-inch panel's title holds at matplotlib's 12 pt title font
+LEGEND_CHARS = 40  # a config's label in a legend
+USERS_LABEL = "concurrency (users)"
 Timeline = tuple[str, pd.DataFrame, pd.DataFrame]  # a run: its folder, levels.timeline per second, its level windows
+Saturation = Mapping[str, int | None]  # config label -> its saturation point (users), None without one
 
 
 def new_figure(columns: int = 1, rows: int = 1, height: float = 4.0) -> tuple[Figure, list[Axes]]:
@@ -26,6 +37,21 @@ def new_figure(columns: int = 1, rows: int = 1, height: float = 4.0) -> tuple[Fi
     return figure, [ax for row in axes for ax in row]
 
 
+def save(figure: Figure, path: Path) -> Path:
+    """Write ``figure`` as a PNG at ``path``."""
+    figure.savefig(path, dpi=100)
+    return path
+
+
+def short(text: str, limit: int = TITLE_CHARS) -> str:
+    """``text`` cut to ``limit`` characters, its middle replaced by an ellipsis (a run folder's name keeps its
+    start and its timestamp)."""
+    if len(text) <= limit:
+        return text
+    head = (limit - 1) // 2
+    return text[:head] + "…" + text[len(text) - (limit - 1 - head) :]
+
+
 def level_frame(levels: list[Level]) -> pd.DataFrame:
     """A config's levels as a DataFrame sorted by users, missing values (None in the summary) as NaN."""
     frame = pd.DataFrame(levels).sort_values("users")
@@ -34,24 +60,47 @@ def level_frame(levels: list[Level]) -> pd.DataFrame:
     return frame
 
 
-def plot_against_users(levels_by_label: Mapping[str, list[Level]], fields: list[tuple[str, str]], path: Path) -> Path:
-    """One panel per (field, title): each label's mean against users, with 95 % CI error bars for repeats."""
+def plot_against_users(
+    levels_by_label: Mapping[str, list[Level]],
+    fields: list[tuple[str, str]],
+    path: Path,
+    saturation: Saturation | None = None,
+) -> Path:
+    """One panel per (field, label with its unit): each config's mean against users (see against_users_figure)."""
+    return save(against_users_figure(levels_by_label, fields, saturation or {}), path)
+
+
+def against_users_figure(
+    levels_by_label: Mapping[str, list[Level]], fields: list[tuple[str, str]], saturation: Saturation
+) -> Figure:
+    """One panel per (field, label with its unit): each config's mean against users, with 95 % CI error bars for
+    repeats, unsteady levels circled and each config's saturation point as a dotted vertical line."""
     figure, axes = new_figure(columns=len(fields))
-    for ax, (field, title) in zip(axes, fields, strict=True):
-        for label, records in levels_by_label.items():
+    users = pd.concat([level_frame(records)["users"] for records in levels_by_label.values()])
+    for ax, (field, label) in zip(axes, fields, strict=True):
+        for config, records in levels_by_label.items():
             levels = level_frame(records)
             errors = levels.get(f"{field}_ci95")
-            ax.errorbar(levels["users"], levels[field], yerr=errors, marker="o", capsize=3, label=label)
+            line = ax.errorbar(
+                levels["users"], levels[field], yerr=errors, marker="o", capsize=3, label=short(config, LEGEND_CHARS)
+            )
             mark_unsteady(ax, levels, "users", field)
-        users = pd.concat([level_frame(records)["users"] for records in levels_by_label.values()])
+            mark_saturation(ax, saturation.get(config), line.lines[0].get_color())
         if users.max() >= LOG_X_RATIO * users.min():
             ax.set_xscale("log")
-        ax.set(title=title, xlabel="concurrency (users)")
+        ax.set(title=short(f"{label} vs concurrency"), xlabel=USERS_LABEL, ylabel=label)
         ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
         ax.legend(fontsize="small")
-    figure.savefig(path, dpi=100)
-    return path
+    return figure
+
+
+def mark_saturation(ax: Axes, users: int | None, color: ColorType) -> None:
+    """A dotted vertical line at a config's saturation point (none without one)."""
+    if users is not None:
+        ax.axvline(
+            users, color=color, linestyle=":", linewidth=1.5, label=f"saturation: {users} users", gid="saturation"
+        )
 
 
 def mark_unsteady(ax: Axes, levels: pd.DataFrame, x: str, y: str) -> None:
@@ -70,73 +119,128 @@ def mark_unsteady(ax: Axes, levels: pd.DataFrame, x: str, y: str) -> None:
         )
 
 
-def plot_tradeoff(levels_by_label: Mapping[str, list[Level]], path: Path) -> Path:
-    """p99 e2e latency against output tok/s, each point labelled with its concurrency."""
+def tradeoff_figure(levels_by_label: Mapping[str, list[Level]], saturation: Saturation) -> Figure:
+    """p99 e2e latency against output tok/s, each point labelled with its concurrency, each config's saturation point
+    starred."""
     figure, (ax,) = new_figure()
     for label, records in levels_by_label.items():
         levels = level_frame(records)
-        ax.plot(levels["output_tokens_per_s"], levels["e2e_p99_s"], marker="o", label=label)
+        (line,) = ax.plot(
+            levels["output_tokens_per_s"], levels["e2e_p99_s"], marker="o", label=short(label, LEGEND_CHARS)
+        )
         mark_unsteady(ax, levels, "output_tokens_per_s", "e2e_p99_s")
         for _, level in levels.dropna(subset=["e2e_p99_s"]).iterrows():
             point = (level["output_tokens_per_s"], level["e2e_p99_s"])
-            ax.annotate(str(int(level["users"])), point, xytext=(4, 4), textcoords="offset points", fontsize=7)
+            ax.annotate(f"{int(level['users'])} users", point, xytext=(4, 4), textcoords="offset points", fontsize=7)
+        star_saturation(ax, levels, saturation.get(label), line.get_color())
     ax.set(title="Throughput-latency curve", xlabel="output tok/s", ylabel="p99 e2e latency (s)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize="small")
-    figure.savefig(path, dpi=100)
-    return path
+    return figure
 
 
-def plot_timeline(label: str, timelines: list[Timeline], path: Path) -> Path:
-    """Per run of a config: requests in flight, failures and output tok/s per second, steady-state windows shaded."""
-    figure, axes = new_figure(rows=len(timelines), height=2.6)
+def star_saturation(ax: Axes, levels: pd.DataFrame, users: int | None, color: ColorType) -> None:
+    """A star on the saturation level's point of the throughput-latency curve (none without one)."""
+    point = levels[levels["users"] == users]
+    if not point.empty:
+        ax.plot(
+            point["output_tokens_per_s"],
+            point["e2e_p99_s"],
+            marker="*",
+            markersize=16,
+            linestyle="none",
+            color=color,
+            label=f"saturation: {users} users",
+            gid="saturation",
+            zorder=4,
+        )
+
+
+def timeline_figure(label: str, timelines: list[Timeline]) -> Figure:
+    """Per run of a config: requests in flight, failures and output tok/s per second since its first request, each
+    level's hold shaded (hatched red when not steady) with its target users dashed."""
+    figure, axes = new_figure(rows=len(timelines), height=3.3)
     for ax, (run_dir, seconds, windows) in zip(axes, timelines, strict=True):
         ax.plot(seconds["second"], seconds["in_flight"], color="tab:blue", linewidth=1)
         if seconds["failed"].any():
-            ax.plot(seconds["second"], seconds["failed"], color="tab:red", linewidth=0.8, label="failed/s")
-            ax.legend(fontsize="small", loc="upper left")
-        ax.set_ylabel("in flight (dashed: target)", color="tab:blue")
-        tokens = ax.twinx()
-        smoothing_s = max(1, min(SMOOTHING_S, len(seconds) // 30))
-        smoothed = seconds["output_tokens"].rolling(smoothing_s, min_periods=1, center=True).mean()
-        tokens.plot(seconds["second"], smoothed, color="tab:orange", linewidth=1)
-        tokens.set_ylabel(f"output tok/s ({smoothing_s} s mean)", color="tab:orange")
-        tokens.set_ylim(bottom=0)
+            ax.plot(seconds["second"], seconds["failed"], color="tab:red", linewidth=0.8)
+        ax.set_ylabel("requests in flight", color="tab:blue")
+        plot_tokens(ax, seconds)
         origin = seconds["unix_time"].iloc[0]
         for _, window in windows.iterrows():
-            ax.axvspan(
-                window["start"] - origin,
-                window["end"] - origin,
-                alpha=0.1,
-                color="tab:blue" if window["steady"] else "tab:red",
-            )
-            ax.hlines(
-                window["users"], window["start"] - origin, window["end"] - origin, colors="tab:blue", linestyles="--"
-            )
-        ax.set(
-            title=f"{label}: {run_dir} (shaded: level windows, red when not steady)",
-            xlabel="seconds since first request",
-        )
-    figure.savefig(path, dpi=100)
-    return path
+            shade_hold(ax, window["start"] - origin, window["end"] - origin, int(window["users"]), window["steady"])
+        started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(origin))
+        ax.set(title=run_title(label, run_dir), xlabel=f"seconds since the first request ({started})")
+        legend = timeline_legend(bool(seconds["failed"].any()))
+        ax.legend(handles=legend, fontsize="x-small", loc="upper center", bbox_to_anchor=(0.5, -0.3), ncols=4)
+    return figure
+
+
+def run_title(label: str, run_dir: str) -> str:
+    """A timeline's title: the config's label and its run folder's name (once when they are the same), shortened."""
+    name = Path(run_dir).name
+    return short(name if label == name else f"{label}: {name}")
+
+
+def plot_tokens(ax: Axes, seconds: pd.DataFrame) -> None:
+    """The smoothed output tok/s on a right-hand axis of ``ax``."""
+    tokens = ax.twinx()
+    smoothing_s = max(1, min(SMOOTHING_S, len(seconds) // 30))
+    smoothed = seconds["output_tokens"].rolling(smoothing_s, min_periods=1, center=True).mean()
+    tokens.plot(seconds["second"], smoothed, color="tab:orange", linewidth=1)
+    tokens.set_ylabel(f"output tok/s ({smoothing_s} s mean)", color="tab:orange")
+    tokens.set_ylim(bottom=0)
+
+
+def shade_hold(ax: Axes, start: float, end: float, users: int, steady: bool) -> None:
+    """A level's hold [start, end) in seconds since the first request: shaded blue when steady, hatched red when not,
+    its target users dashed and written at the top."""
+    if steady:
+        ax.axvspan(start, end, alpha=0.1, color="tab:blue", gid="hold-steady")
+    else:
+        ax.axvspan(start, end, alpha=0.15, facecolor="tab:red", hatch="//", edgecolor="tab:red", gid="hold-unsteady")
+    ax.hlines(users, start, end, colors="tab:blue", linestyles="--")
+    ax.text(
+        (start + end) / 2, 0.97, f"{users} users", transform=ax.get_xaxis_transform(), ha="center", va="top", fontsize=7
+    )
+
+
+def timeline_legend(failed: bool) -> list[Line2D | Patch]:
+    """The timeline's legend: its lines and the two kinds of hold."""
+    handles: list[Line2D | Patch] = [
+        Line2D([], [], color="tab:blue", linewidth=1, label="in flight"),
+        Line2D([], [], color="tab:blue", linestyle="--", label="target users"),
+        Line2D([], [], color="tab:orange", linewidth=1, label="output tok/s"),
+        Patch(facecolor="tab:blue", alpha=0.1, label="steady hold"),
+        Patch(facecolor="tab:red", alpha=0.15, hatch="//", edgecolor="tab:red", label="hold not steady"),
+    ]
+    if failed:
+        handles.append(Line2D([], [], color="tab:red", linewidth=0.8, label="failed/s"))
+    return handles
+
+
+THROUGHPUT_FIELDS = [("output_tokens_per_s", "output tok/s"), ("total_tokens_per_s", "total (input+output) tok/s")]
+LATENCY_FIELDS = [("e2e_p99_s", "p99 e2e latency (s)"), ("ttft_p99_s", "p99 TTFT (s)")]
+
+
+def figures(
+    configs: Mapping[str, ConfigSummary], timelines: Mapping[str, list[Timeline]]
+) -> dict[str, tuple[Figure, str]]:
+    """Every plot of a summary's configs and their runs' timelines: {title: (figure, file name)}."""
+    levels = {label: config["levels"] for label, config in configs.items()}
+    saturation = {label: config["saturation_users"] for label, config in configs.items()}
+    plots = {
+        "Throughput vs concurrency": (against_users_figure(levels, THROUGHPUT_FIELDS, saturation), "throughput.png"),
+        "p99 latency vs concurrency": (against_users_figure(levels, LATENCY_FIELDS, saturation), "latency.png"),
+        "Throughput-latency curve": (tradeoff_figure(levels, saturation), "tradeoff.png"),
+    }
+    for index, (label, runs) in enumerate(timelines.items()):
+        plots[f"Timeline: {label}"] = (timeline_figure(label, runs), f"timeline_{index + 1}.png")
+    return plots
 
 
 def write_plots(
     configs: Mapping[str, ConfigSummary], timelines: Mapping[str, list[Timeline]], out: Path
 ) -> dict[str, Path]:
     """All plots of a summary's configs and their runs' timelines into ``out``; returns {title: path}."""
-    levels = {label: config["levels"] for label, config in configs.items()}
-    plots = {
-        "Throughput vs concurrency": plot_against_users(
-            levels,
-            [("output_tokens_per_s", "output tok/s"), ("total_tokens_per_s", "total (input+output) tok/s")],
-            out / "throughput.png",
-        ),
-        "p99 latency vs concurrency": plot_against_users(
-            levels, [("e2e_p99_s", "p99 e2e latency (s)"), ("ttft_p99_s", "p99 TTFT (s)")], out / "latency.png"
-        ),
-        "Throughput-latency curve": plot_tradeoff(levels, out / "tradeoff.png"),
-    }
-    for index, (label, runs) in enumerate(timelines.items()):
-        plots[f"Timeline: {label}"] = plot_timeline(label, runs, out / f"timeline_{index + 1}.png")
-    return plots
+    return {title: save(figure, out / name) for title, (figure, name) in figures(configs, timelines).items()}

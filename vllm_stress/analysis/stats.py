@@ -10,13 +10,11 @@ import numpy as np
 import pandas as pd
 
 from vllm_stress.analysis.levels import COST_FIELDS
-from vllm_stress.core import bound
-from vllm_stress.core.capacity import usd_per_million_tokens
+from vllm_stress.core import bound, capacity
 
-SATURATION_TOLERANCE = 0.05
 KNEE_MIN_EXCESS = 0.1
 UNSTABLE_LIMIT = 0.10
-LATENCY_BUDGET = 1.5
+BALANCED_SHARE = 0.6  # the share of the peak's throughput a balanced level delivers at least
 TRUST_FIELDS = ("output_tokens_per_s", "total_tokens_per_s", "e2e_p99_s")
 PEAK_FIELD = "output_tokens_per_s"
 NOT_AVERAGED = ("users", "run", "partial", "steady", "steady_reason")
@@ -144,7 +142,9 @@ def costs(levels: pd.DataFrame, gpu_hour_price: float, gpus: int) -> pd.DataFram
     would weigh the slow runs more: cost is the inverse of throughput)."""
     return pd.DataFrame(
         {
-            cost: levels[field].map(lambda tokens_per_s: usd_per_million_tokens(tokens_per_s, gpu_hour_price, gpus))
+            cost: levels[field].map(
+                lambda tokens_per_s: capacity.usd_per_million_tokens(tokens_per_s, gpu_hour_price, gpus)
+            )
             for field, cost in COST_FIELDS.items()
         },
         index=levels.index,
@@ -167,9 +167,9 @@ def peak_level(levels: pd.DataFrame, field: str = PEAK_FIELD) -> pd.Series:
 
 
 def saturation_users(levels: pd.DataFrame, field: str = PEAK_FIELD) -> int:
-    """The smallest level whose ``field`` is within SATURATION_TOLERANCE of the best level's."""
-    reached = levels[field] >= (1 - SATURATION_TOLERANCE) * levels[field].max()
-    return int(levels.loc[reached, "users"].min())
+    """The smallest level whose ``field`` is within SATURATION_TOLERANCE of the best level's
+    (vllm_stress.core.capacity.saturation_users)."""
+    return capacity.saturation_users(dict(zip(levels["users"].astype(int), levels[field].astype(float), strict=True)))
 
 
 def knee_users(levels: pd.DataFrame, field: str = PEAK_FIELD) -> int | None:
@@ -200,13 +200,18 @@ def scaling_factor(levels: pd.DataFrame, low: int, high: int, field: str = PEAK_
 
 
 def recommendations(levels: pd.DataFrame, field: str = PEAK_FIELD) -> dict[str, int]:
-    """Low latency (the smallest level), balanced (the saturation point of the levels whose p99 e2e is within
-    LATENCY_BUDGET x the smallest level's) and high throughput (the saturation point) concurrency."""
+    """Low latency (the smallest level), balanced (balanced_users) and high throughput (the saturation point)
+    concurrency."""
     ordered = levels.sort_values("users")
-    base_p99 = ordered["e2e_p99_s"].iloc[0]
-    within_budget = ordered[~(ordered["e2e_p99_s"] > LATENCY_BUDGET * base_p99)]
     return {
         "low_latency": int(ordered["users"].iloc[0]),
-        "balanced": saturation_users(within_budget, field),
+        "balanced": balanced_users(ordered, field),
         "high_throughput": saturation_users(ordered, field),
     }
+
+
+def balanced_users(levels: pd.DataFrame, field: str = PEAK_FIELD) -> int:
+    """The level with the lowest p99 e2e among those whose ``field`` is at least BALANCED_SHARE of the best level's
+    (the smallest on ties, and the smallest of them when none has a p99 e2e)."""
+    enough = levels[levels[field] >= BALANCED_SHARE * levels[field].max()]
+    return int(enough.sort_values(["e2e_p99_s", "users"], na_position="last")["users"].iloc[0])

@@ -1,11 +1,13 @@
 """The arithmetic a capacity plan is signed off on, shared by the report (``python -m analysis``) and ``python -m
 scenarios plan``: what a million tokens cost at a measured throughput (docs/concepts/analysis.md, "Capacity
-planning")."""
+planning"), and the saturation point, shared by the report and the live dashboard."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
+SATURATION_TOLERANCE = 0.05  # the saturation point is the smallest level within this share of the best throughput
 SECONDS_PER_HOUR = 3600.0
 PER_TOKENS = 1e6  # costs are per million tokens, as API prices are quoted
 
@@ -16,6 +18,14 @@ def usd_per_million_tokens(tokens_per_s: float | None, gpu_hour_price: float, gp
     if tokens_per_s is None or not tokens_per_s > 0:
         return math.nan
     return gpu_hour_price * gpus / (tokens_per_s * SECONDS_PER_HOUR) * PER_TOKENS
+
+
+def saturation_users(throughput: Mapping[int, float]) -> int:
+    """The saturation point of {users: throughput}: the smallest level whose throughput is within
+    SATURATION_TOLERANCE of the best level's (levels without a throughput left out; ValueError when none has one)."""
+    measured = {users: value for users, value in throughput.items() if math.isfinite(value)}
+    floor = (1 - SATURATION_TOLERANCE) * max(measured.values())
+    return min(users for users, value in measured.items() if value >= floor)
 
 
 # vLLM's block pool keeps one block as its null block (v1/core/block_pool.py): num_gpu_blocks - 1 hold sequences

@@ -4,19 +4,20 @@ from __future__ import annotations
 
 import io
 import logging
+import math
 import time
 import zipfile
 from collections import deque
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import gevent
 import numpy as np
 from flask import Blueprint, Response, jsonify
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from vllm_stress.core import schema
+from vllm_stress.core import capacity, schema
 from vllm_stress.core.metrics import percentile
 from vllm_stress.master.runfolder import write_final_locust_csvs
 from vllm_stress.master.runreport import Build
@@ -88,6 +89,7 @@ class Series:
         return {
             "points": list(self.points),
             "levels": [finite_dict(level) for level in progress.level_results],
+            "saturation_users": saturation(progress.level_results),
             "phase": progress.phase_text,
             "phase_since": progress.phase_since,
             "phase_limit_s": progress.phase_limit_s,
@@ -145,6 +147,17 @@ def finite(value: float | int | str | None) -> float | None:
 
 def finite_dict(level: dict[str, object]) -> dict[str, object]:
     return {key: finite(value) if isinstance(value, float) else value for key, value in level.items()}
+
+
+def saturation(levels: list[dict[str, Any]]) -> int | None:
+    """The saturation point of the steady levels held so far, by the report's rule on their live output tok/s; None
+    before one has a throughput."""
+    measured = {
+        level["users"]: level["output_tokens_per_s"]
+        for level in levels
+        if level["steady"] and math.isfinite(level["output_tokens_per_s"])
+    }
+    return capacity.saturation_users(measured) if measured else None
 
 
 def register(web_ui: WebUI, live: LiveRun, routes: Blueprint) -> Series:

@@ -1,48 +1,99 @@
 const COLORS = ["#2e7d32", "#c62828", "#1565c0", "#ef6c00"];
-function scale(values, lo, hi) {
-  const v = values.filter(x => x !== null && isFinite(x));
-  let min = v.length ? Math.min(...v, 0) : 0, max = v.length ? Math.max(...v) : 1;
-  if (max === min) max = min + 1;
-  return x => hi - (x - min) / (max - min) * (hi - lo);
+const H = 250, PAD = {left: 60, right: 12, right2: 48, top: 22, bottom: 44}; // room for the legend, the ticks, the units
+const TIME_STEPS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 14400];
+const LOG_X_RATIO = 20; // the report's rule: a log users axis when the largest level is 20x the smallest or more
+const esc = t => String(t).replace(/&/g, "&amp;").replace(/</g, "&lt;");
+function niceStep(span, count) {
+  const raw = span / count, mag = 10 ** Math.floor(Math.log10(raw)), m = raw / mag;
+  return mag * (m < 1.5 ? 1 : m < 3 ? 2 : m < 7 ? 5 : 10);
 }
-function draw(id, xs, lines, shade, labels) {
-  const svg = document.getElementById(id), W = svg.clientWidth || 600, H = 230, L = 48, B = 20;
+function valueAxis(values, lo, hi) {
+  // a scale from 0 to a round top, and its ticks: {Y, ticks}
+  const v = values.filter(x => x !== null && isFinite(x)), max = v.length ? Math.max(...v, 0) : 0;
+  const step = max > 0 ? niceStep(max, 4) : 1, top = Math.max(Math.ceil(max / step) * step, step);
+  const ticks = []; for (let t = 0; t <= top + step / 2; t += step) ticks.push(t);
+  return {Y: x => hi - x / top * (hi - lo), ticks, step};
+}
+const number = (v, step) => step < 1 ? v.toFixed(Math.min(3, Math.ceil(-Math.log10(step)))) : Math.round(v).toLocaleString("en");
+const clock = t => new Date(t * 1000).toTimeString().slice(0, 8);
+function frame(W, xTicks, yAxis, labels, right) {
+  // the grid, the ticks and the axis labels of a chart: xTicks [[x px, text]], yAxis {Y, ticks, step}, labels {x, y, y2},
+  // right: the 0-100 % axis {Y, ticks, step} on the right-hand side, if any
+  const bottom = H - PAD.bottom, end = W - (right ? PAD.right2 : PAD.right);
+  let out = `<line x1="${PAD.left}" y1="${bottom}" x2="${end}" y2="${bottom}" stroke="#999"/>`;
+  for (const t of yAxis.ticks) {
+    const y = yAxis.Y(t).toFixed(1);
+    out += `<line x1="${PAD.left}" y1="${y}" x2="${end}" y2="${y}" stroke="#eee"/><text class="tick-y" x="${PAD.left - 4}" y="${y}" dy="4" font-size="10" text-anchor="end">${number(t, yAxis.step)}</text>`;
+  }
+  for (const [x, text] of xTicks) out += `<line x1="${x}" y1="${bottom}" x2="${x}" y2="${bottom + 4}" stroke="#999"/><text class="tick-x" x="${x}" y="${bottom + 16}" font-size="10" text-anchor="middle">${text}</text>`;
+  out += `<text class="axis-label axis-x" x="${(PAD.left + end) / 2}" y="${H - 6}" font-size="11" text-anchor="middle">${labels.x}</text>`;
+  const mid = (PAD.top + bottom) / 2;
+  out += `<text class="axis-label axis-y" transform="rotate(-90)" x="${-mid}" y="13" font-size="11" text-anchor="middle">${labels.y}</text>`;
+  if (right) {
+    for (const t of right.ticks) out += `<text class="tick-y2" x="${end + 4}" y="${right.Y(t).toFixed(1)}" dy="4" font-size="10">${number(t, right.step)}</text>`;
+    out += `<text class="axis-label axis-y2" transform="rotate(90)" x="${mid}" y="${-(W - 6)}" font-size="11" text-anchor="middle">${labels.y2}</text>`;
+  }
+  return out;
+}
+function timeTicks(x0, x1, X) {
+  const step = TIME_STEPS.find(s => (x1 - x0) / s <= 6) || TIME_STEPS[TIME_STEPS.length - 1], ticks = [];
+  for (let t = Math.ceil(x0 / step) * step; t <= x1; t += step) ticks.push([X(t).toFixed(1), clock(t)]);
+  return ticks;
+}
+function draw(id, xs, lines, spans, unit, right) {
+  // a time chart: lines [{name, values}] on the left axis in ``unit``, those with right: true on a 0-100 % axis
+  const svg = document.getElementById(id), W = svg.clientWidth || 600, bottom = H - PAD.bottom;
   const x0 = Math.min(...xs), x1 = Math.max(...xs, x0 + 1);
-  const X = x => L + (x - x0) / (x1 - x0) * (W - L - 8);
-  const Y = scale(lines.flatMap(l => l.values), 8, H - B);
+  const X = x => PAD.left + (x - x0) / (x1 - x0) * (W - PAD.left - (right ? PAD.right2 : PAD.right));
+  const left = valueAxis(lines.filter(l => !l.right).flatMap(l => l.values), PAD.top, bottom);
+  const percent = right ? {Y: v => bottom - v / 100 * (bottom - PAD.top), ticks: [0, 25, 50, 75, 100], step: 25} : null;
   let out = "";
-  for (const [a, b] of shade || []) out += `<rect x="${X(a)}" y="8" width="${Math.max(X(b) - X(a), 1)}" height="${H - B - 8}" fill="#c8e6c9" opacity="0.6"/>`;
+  for (const s of spans) out += `<rect class="hold${s.steady === false ? " unsteady" : ""}" x="${X(s.start)}" y="${PAD.top}" width="${Math.max(X(s.end) - X(s.start), 1)}" height="${bottom - PAD.top}" fill="${s.steady === false ? "#ffcdd2" : "#c8e6c9"}" opacity="0.6"><title>hold of ${s.users} users${s.steady === false ? ": not steady" : ""}</title></rect>`;
+  out += frame(W, timeTicks(x0, x1, X), left, {x: "time (HH:MM:SS, this browser's clock)", y: unit, y2: right}, percent);
   lines.forEach((line, i) => {
+    const Y = line.right ? percent.Y : left.Y;
     const pts = xs.map((x, k) => line.values[k] === null ? null : `${X(x).toFixed(1)},${Y(line.values[k]).toFixed(1)}`).filter(p => p);
     out += `<polyline class="series" fill="none" stroke="${COLORS[i]}" stroke-width="1.6" points="${pts.join(" ")}"/>`;
   });
-  const all = lines.flatMap(l => l.values).filter(v => v !== null);
-  const top = all.length ? Math.max(...all) : 0;
-  out += `<text x="2" y="16" font-size="11">${top.toFixed(top < 10 ? 2 : 0)}</text><text x="2" y="${H - B}" font-size="11">0</text>`;
-  out += lines.map((l, i) => `<text x="${L + 4 + i * 110}" y="${H - 4}" font-size="11" fill="${COLORS[i]}">${l.name}</text>`).join("");
+  out += lines.map((l, i) => `<text class="legend" x="${PAD.left + 6 + i * 90}" y="${PAD.top - 8}" font-size="11" fill="${COLORS[i]}">${l.name}</text>`).join("");
   svg.innerHTML = out;
 }
-function holds(points) {
-  const spans = []; let start = null;
-  for (const p of points) { if (p.measuring && start === null) start = p.time; if (!p.measuring && start !== null) { spans.push([start, p.time]); start = null; } }
-  if (start !== null) spans.push([start, points[points.length - 1].time]);
+function holds(points, levels) {
+  // the holds as {start, end, users, steady}: steady from the level's verdict once it has one
+  const spans = []; let open = null;
+  const close = end => { const level = levels.find(l => l.users === open.users); spans.push({...open, end, steady: level ? level.steady : undefined}); open = null; };
+  for (const p of points) {
+    if (open && (!p.measuring || p.users !== open.users)) close(p.time);
+    if (p.measuring && !open) open = {start: p.time, users: p.users};
+  }
+  if (open) close(points[points.length - 1].time);
   return spans;
 }
 function kind(level) {
   if (level.bound === undefined) return "bound: pending";
   return level.bound ? level.bound.split(/[ (:]/)[0] : "not bound";
 }
-function curve(levels) {
-  const svg = document.getElementById("curve"), W = svg.clientWidth || 600, H = 230, L = 48, B = 20;
+function userTicks(us, X) {
+  // a tick per level, leaving out those that would overlap the previous one
+  const ticks = []; let last = -Infinity;
+  for (const u of [...new Set(us)].sort((a, b) => a - b)) if (X(u) - last >= 28) { ticks.push([X(u).toFixed(1), String(u)]); last = X(u); }
+  return ticks;
+}
+function curve(levels, saturation) {
+  const svg = document.getElementById("curve"), W = svg.clientWidth || 600, bottom = H - PAD.bottom;
   const table = document.getElementById("levels");
   if (!levels.length) { svg.innerHTML = '<text x="10" y="30" font-size="12">no level held yet</text>'; table.innerHTML = ""; return; }
   const us = levels.map(l => l.users), ys = levels.map(l => l.output_tokens_per_s || 0);
-  const x0 = Math.min(...us), x1 = Math.max(...us, x0 + 1), Y = scale(ys, 24, H - B);
-  const X = u => L + (u - x0) / (x1 - x0) * (W - L - 130);
-  let out = `<polyline class="series" fill="none" stroke="#2e7d32" stroke-width="1.6" points="${levels.map((l, i) => `${X(l.users).toFixed(1)},${Y(ys[i]).toFixed(1)}`).join(" ")}"/>`;
-  levels.forEach((l, i) => { out += `<circle class="level" cx="${X(l.users)}" cy="${Y(ys[i])}" r="5" fill="${l.steady ? "#2e7d32" : "#c62828"}"><title>${l.users} users: ${Math.round(ys[i])} tok/s, ${l.steady ? "steady" : "not steady"} (${l.reason}); ${l.bound === undefined ? "bound: pending" : l.bound || "no bound found"}</title></circle><text class="verdict" x="${X(l.users) + 7}" y="${Y(ys[i]) - 6}" font-size="11">${l.users}: ${kind(l)}</text>`; });
+  const x0 = Math.min(...us), x1 = Math.max(...us, x0 + 1), log = x1 >= LOG_X_RATIO * x0, axis = valueAxis(ys, PAD.top + 14, bottom), Y = axis.Y;
+  const f = log ? Math.log : u => u, span = f(x1) - f(x0) || 1;
+  const X = u => PAD.left + 10 + (f(u) - f(x0)) / span * (W - PAD.left - 130);
+  let out = frame(W, userTicks(us, X), axis, {x: `concurrency (users${log ? ", log scale" : ""})`, y: "output tok/s"});
+  if (saturation !== null && saturation !== undefined) {
+    out += `<line class="saturation" x1="${X(saturation)}" y1="${PAD.top}" x2="${X(saturation)}" y2="${bottom}" stroke="#1565c0" stroke-dasharray="4 3"/><text class="saturation" x="${X(saturation) + 4}" y="${PAD.top + 10}" font-size="11" fill="#1565c0">saturation: ${saturation} users</text>`;
+  }
+  out += `<polyline class="series" fill="none" stroke="#2e7d32" stroke-width="1.6" points="${levels.map((l, i) => `${X(l.users).toFixed(1)},${Y(ys[i]).toFixed(1)}`).join(" ")}"/>`;
+  levels.forEach((l, i) => { out += `<circle class="level" cx="${X(l.users)}" cy="${Y(ys[i])}" r="5" fill="${l.steady ? "#2e7d32" : "#c62828"}"><title>${l.users} users: ${Math.round(ys[i])} tok/s, ${l.steady ? "steady" : "not steady"} (${esc(l.reason)}); ${l.bound === undefined ? "bound: pending" : esc(l.bound || "no bound found")}</title></circle><text class="verdict" x="${X(l.users) + 7}" y="${Y(ys[i]) - 6}" font-size="11">${l.users}: ${kind(l)}</text>`; });
   svg.innerHTML = out;
-  const esc = t => String(t).replace(/&/g, "&amp;").replace(/</g, "&lt;");
   table.innerHTML = "<tr><th>Users</th><th>Output tok/s</th><th>Steady</th><th>Bound</th></tr>" + levels.map(l =>
     `<tr class="level-row"><td>${l.users}</td><td>${Math.round(l.output_tokens_per_s || 0)}</td><td>${l.steady ? "steady" : "not steady"} (${esc(l.reason)})</td><td>${l.bound === undefined ? "pending (read once the hold's samples are in)" : esc(l.bound || "none found: neither the server nor a load generator was at a limit")}</td></tr>`).join("");
 }
@@ -61,14 +112,14 @@ async function refresh() {
       (data.folder ? `running: ${data.totals.requests || 0} requests` : "no run yet");
     finalReport(data.report);
     if (pts.length) {
-      const xs = pts.map(p => p.time);
-      draw("tok", xs, [{name: "output tok/s", values: pts.map(p => p.output_tok_s)}], holds(pts));
-      draw("ttft", xs, [{name: "p50", values: pts.map(p => p.ttft_p50_ms)}, {name: "p99", values: pts.map(p => p.ttft_p99_ms)}], holds(pts));
-      draw("tpot", xs, [{name: "p50", values: pts.map(p => p.tpot_p50_ms)}, {name: "p99", values: pts.map(p => p.tpot_p99_ms)}], holds(pts));
+      const xs = pts.map(p => p.time), spans = holds(pts, data.levels);
+      draw("tok", xs, [{name: "output tok/s", values: pts.map(p => p.output_tok_s)}], spans, "output tok/s");
+      draw("ttft", xs, [{name: "p50", values: pts.map(p => p.ttft_p50_ms)}, {name: "p99", values: pts.map(p => p.ttft_p99_ms)}], spans, "TTFT (ms)");
+      draw("tpot", xs, [{name: "p50", values: pts.map(p => p.tpot_p50_ms)}, {name: "p99", values: pts.map(p => p.tpot_p99_ms)}], spans, "TPOT (ms)");
       draw("server", xs, [{name: "running", values: pts.map(p => p.running)}, {name: "waiting", values: pts.map(p => p.waiting)},
-        {name: "KV %", values: pts.map(p => p.kv_cache_usage === null ? null : p.kv_cache_usage * 100)}], holds(pts));
+        {name: "KV cache %", right: true, values: pts.map(p => p.kv_cache_usage === null ? null : p.kv_cache_usage * 100)}], spans, "requests", "KV cache %");
     }
-    curve(data.levels);
+    curve(data.levels, data.saturation_users);
   } catch (e) { document.getElementById("progress").textContent = "cannot reach the master: " + e; }
 }
 refresh(); setInterval(refresh, 2000);

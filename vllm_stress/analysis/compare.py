@@ -16,6 +16,7 @@ from vllm_stress.analysis.load import AnalysisError, read_meta
 from vllm_stress.analysis.report import run_levels
 from vllm_stress.core import schema
 from vllm_stress.core.capacity import usd_per_million_tokens
+from vllm_stress.core.numbers import dollars
 from vllm_stress.core.steady import RATE_TOLERANCE
 
 # --fail-on name -> level field (vllm_stress.analysis.levels.LEVEL_FIELDS): the headline metrics compared
@@ -91,7 +92,7 @@ class Pricing:
     gpu_hour_price: float
 
     def __str__(self) -> str:
-        return f"{self.gpus} GPUs at ${self.gpu_hour_price:,.2f}/h"
+        return f"{self.gpus} GPUs at {dollars(self.gpu_hour_price)}/h"
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ import pytest
 from tests.helpers import run_cli, small_run
 from vllm_stress.analysis import compare, store, vllm_json
 from vllm_stress.analysis.synthetic import closed_loop_rows, step_levels, write_run
+from vllm_stress.core.capacity import usd_per_million_tokens
 
 GATE = "output_tok_s<-5%,e2e_p50>+10%"
 
@@ -90,6 +91,55 @@ def test_the_same_configuration_twice_flags_nothing(tmp_path, capsys):
     base, cand = baseline_and_candidate(tmp_path, candidate_loops=(5, 10))
     code, out, _ = run_cli(capsys, "compare", "--baseline", base, "--candidate", cand, "--fail-on", GATE)
     assert code == 0 and "compared 2 level(s): 0 regression(s)" in out
+
+
+def test_the_cost_per_million_output_tokens_on_both_sides(tmp_path, capsys):
+    """The candidate's GPUs cost 20 % less an hour: at 5 users (100 tok/s on both sides) its tokens cost 20 % less,
+    at 10 users it makes 20 % fewer (160 against 200 tok/s) and they cost the same."""
+    base, cand = baseline_and_candidate(tmp_path)
+    out = tmp_path / "cmp"
+    code, lines, err = run_cli(
+        capsys, "compare", base, cand, "--gpus", "4", "--gpu-hour-price", "2.5", "--gpu-hour-price", "candidate=2",
+        "--out", out,
+    )  # fmt: skip
+    assert code == 0, err
+    document = json.loads((out / "compare.json").read_text())
+    assert document["pricing"] == {
+        "baseline": {"gpus": 4, "gpu_hour_price": 2.5},
+        "candidate": {"gpus": 4, "gpu_hour_price": 2.0},
+    }
+    tok_s = {(d["users"], side): d[side] for d in document["differences"] if d["metric"] == "output_tok_s"
+             for side in ("baseline", "candidate")}  # fmt: skip
+    costs = {cost["users"]: cost for cost in document["costs"]}
+    for users, cost in costs.items():  # exactly the report's formula on each side's mean output tok/s
+        assert cost["baseline"] == usd_per_million_tokens(tok_s[users, "baseline"], 2.5, 4)
+        assert cost["candidate"] == usd_per_million_tokens(tok_s[users, "candidate"], 2.0, 4)
+        assert cost["change"] == cost["candidate"] - cost["baseline"]
+    assert costs[5]["baseline"] == pytest.approx(2.5 * 4 / (100 * 3600) * 1e6)  # $27.78
+    assert costs[5]["candidate"] == pytest.approx(2.0 * 4 / (100 * 3600) * 1e6) and costs[5]["relative"] == (
+        pytest.approx(-0.2)
+    )
+    assert costs[10]["baseline"] == pytest.approx(2.5 * 4 / (200 * 3600) * 1e6)  # $13.89 on both sides
+    assert costs[10]["relative"] == pytest.approx(0, abs=1e-9)
+    assert "cost: 5 users: $27.78 -> $22.22 per million output tokens (-20.0 %)" in lines
+    assert "cost: 10 users: $13.89 -> $13.89 per million output tokens (" in lines  # ±0.0 %: rounding
+    report = (out / "compare.md").read_text()
+    assert "baseline 4 GPUs at $2.50/h; candidate 4 GPUs at $2.00/h" in report
+    assert "| 5 | $27.78 | $22.22 | -20.0 % |" in report
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--gpu-hour-price", "2"], "--gpu-hour-price: give the price and the GPUs (--gpus) of the baseline too"),
+        (["--gpus", "2", "--gpu-hour-price", "baseline=2"], "the GPUs (--gpus) of the candidate too"),
+        (["--gpus", "base=2", "--gpu-hour-price", "2"], "--gpus, --gpu-hour-price: base is not a side"),
+    ],
+)
+def test_compare_prices_both_sides_or_refuses(tmp_path, capsys, args, message):
+    base, cand = baseline_and_candidate(tmp_path)
+    code, _, err = run_cli(capsys, "compare", base, cand, *args)
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1
 
 
 def one_level(output_tok_s: float) -> pd.DataFrame:

@@ -138,8 +138,11 @@ def test_write_report_writes_the_three_files_and_the_plots(tmp_path):
         "baseline",
         "candidate",
         "differences",
+        "pricing",
+        "costs",
         "regressions",
     ]
+    assert document["pricing"] is None and document["costs"] == []  # no --gpu-hour-price
     assert document["candidate"] == {"sources": ["cand/run-1", "cand/run-2"]} and document["regressions"] == 1
     assert [d["regression"] for d in document["differences"]] == [True, False]
     assert document["differences"][0]["crossed"] == ["output_tok_s<-5%"]

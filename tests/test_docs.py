@@ -72,6 +72,7 @@ def test_the_run_folder_page_names_every_column():
         *schema.ITL_COLUMNS,
         *schema.RUN_KEYS,
         *schema.SERVER_METRICS_COLUMNS,
+        *schema.GPU_METRICS_COLUMNS,
         *schema.CLIENT_HEALTH_COLUMNS,
     ]
     assert [column for column in columns if f"`{column}`" not in page] == []

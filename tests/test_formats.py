@@ -44,6 +44,7 @@ def schema_drift(fixture: Path, tmp_path: Path) -> list[str]:
         schema.LEVELS_FILE: schema.LEVEL_COLUMNS,
         schema.ITL_FILE: schema.ITL_COLUMNS,
         schema.SERVER_METRICS_FILE: schema.SERVER_METRICS_COLUMNS,
+        schema.GPU_METRICS_FILE: schema.GPU_METRICS_COLUMNS,
         schema.CLIENT_HEALTH_FILE: schema.CLIENT_HEALTH_COLUMNS,
     }
     written = {name: csv_header(fixture / "run" / name) for name in files}
@@ -115,10 +116,12 @@ def test_each_format_is_analysed_with_both_levels(version, tmp_path, capsys):
     if version == FORMAT_VERSION:
         assert earlier == [] and "written by an earlier release" not in report
         assert summary["kv_cache"]["num_gpu_blocks"] > 0 and "no KV-cache ceiling" not in report
+        assert all(level["gpu_power_w"] == pytest.approx(1050.75) for level in summary["levels"])  # tests/gpuexporter
     else:
         assert [run["format_version"] for run in earlier] == [version]
         assert "Runs written by an earlier release" in report
-        assert earlier[0]["not_computed"][-1] == "no KV-cache ceiling: written before 2026-11-25"
+        assert earlier[0]["not_computed"][-1] == "no KV-cache ceiling, GPU power and energy: written before 2026-11-25"
+        assert "no GPU telemetry: written before 2026-11-25" in report
         assert summary["kv_cache"] is None and "no KV-cache ceiling: written before 2026-11-25" in report
     if version == 1:
         line = earlier[0]["not_computed"][0]

@@ -303,6 +303,11 @@ def run_folder_page() -> str:
         )
         for prefix, text in source.entries("SERVER_HISTOGRAMS").items()
     ]
+    gpu_rows = column_rows(source.entries("GPU_METRICS_COLUMNS"))
+    gpu_rows += [
+        (f"`{column}`", markdown_cell(f"{' or '.join(f'`{name}`' for name in schema.GPU_SAMPLES[column])}: {text}"))
+        for column, text in source.entries("GPU_SAMPLES").items()
+    ]
     lines = [
         GENERATED.format(source="vllm_stress/core/schema.py"),
         "",
@@ -346,6 +351,12 @@ def run_folder_page() -> str:
         described(schema.SERVER_METRICS_FILE, "SERVER_METRICS_FILE"),
         "",
         *table(("column", "meaning"), metric_rows),
+        "",
+        f"## `{schema.GPU_METRICS_FILE}`",
+        "",
+        described(schema.GPU_METRICS_FILE, "GPU_METRICS_FILE"),
+        "",
+        *table(("column", "meaning"), gpu_rows),
         "",
         f"## `{schema.CLIENT_HEALTH_FILE}`",
         "",

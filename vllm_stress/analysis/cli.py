@@ -10,11 +10,18 @@ import sys
 from pathlib import Path
 
 from vllm_stress.analysis import store, vllm_json
-from vllm_stress.analysis.compare import METRICS, SIDES, Comparison, compare, parse_fail_on
-from vllm_stress.analysis.compare_report import COMPARE_HTML, COMPARE_JSON, COMPARE_MD, verdict_line, write_report
+from vllm_stress.analysis.compare import METRICS, SIDES, Comparison, Pricing, compare, parse_fail_on
+from vllm_stress.analysis.compare_report import (
+    COMPARE_HTML,
+    COMPARE_JSON,
+    COMPARE_MD,
+    cost_line,
+    verdict_line,
+    write_report,
+)
 from vllm_stress.analysis.levels import LATENCY_METRICS
 from vllm_stress.analysis.load import AnalysisError
-from vllm_stress.analysis.report import ANY_LABEL, analyse
+from vllm_stress.analysis.report import ANY_LABEL, analyse, for_label
 from vllm_stress.analysis.traffic import DEFAULT_WINDOW_S
 from vllm_stress.core.slo import request_slos
 
@@ -204,6 +211,7 @@ examples:
   %(prog)s results/a/run-1 results/b/run-1
   %(prog)s --baseline results/a/run-* --candidate results/b/run-* --fail-on 'output_tok_s<-5%%'
   %(prog)s results/a/run-1,results/a/run-2 vllm-bench.json --out cmp/
+  %(prog)s results/a/run-1 results/b/run-1 --gpus 8 --gpus candidate=4 --gpu-hour-price 2.50
 exit status: 0 no regression, 1 a --fail-on limit crossed outside the noise at a steady level, 2 bad input
 """
 
@@ -237,7 +245,40 @@ def build_compare_parser(prog: str = f"{PROG} compare") -> argparse.ArgumentPars
     )
     parser.add_argument("--out", metavar="DIR", help="write compare.md, compare.html, compare.json and plots here")
     parser.add_argument("--db", metavar="PATH", help="results store for db:ID sources (default: $VLLM_STRESS_DB)")
+    parser.add_argument(
+        "--gpus",
+        action="append",
+        default=[],
+        metavar="N|SIDE=N",
+        help="GPUs serving a side, for the cost: N for both or baseline=N / candidate=N. Repeatable.",
+    )
+    parser.add_argument(
+        "--gpu-hour-price",
+        action="append",
+        default=[],
+        metavar="USD|SIDE=USD",
+        help="$ per GPU-hour of a side (with --gpus), for the cost per million output tokens at each level on both "
+        "sides and its change: USD for both or baseline=USD / candidate=USD. Repeatable.",
+    )
     return parser
+
+
+def parse_pricing(gpus: list[str], prices: list[str]) -> dict[str, Pricing] | None:
+    """compare's --gpus and --gpu-hour-price (the analysis' grammar, the names being the sides) -> each side's
+    Pricing; None without a price, AnalysisError when a side lacks its price or GPUs or a name is not a side."""
+    per_side_gpus, per_side_prices = parse_gpus(gpus), parse_prices(prices)
+    unknown = sorted((set(per_side_gpus or {}) | set(per_side_prices or {})) - {ANY_LABEL, *SIDES})
+    if unknown:
+        raise AnalysisError(f"--gpus, --gpu-hour-price: {', '.join(unknown)} is not a side (baseline, candidate)")
+    if not per_side_prices:
+        return None
+    pricing = {}
+    for side in SIDES:
+        count, price = for_label(per_side_gpus, side), for_label(per_side_prices, side)
+        if count is None or price is None:
+            raise AnalysisError(f"--gpu-hour-price: give the price and the GPUs (--gpus) of the {side} too")
+        pricing[side] = Pricing(int(count), float(price))
+    return pricing
 
 
 def sides_of(args: argparse.Namespace) -> tuple[list[str], list[str]]:
@@ -261,7 +302,8 @@ def compare_main(argv: list[str], prog: str = f"{PROG} compare") -> int:
     args = build_compare_parser(prog).parse_args(argv)
     try:
         baseline, candidate = sides_of(args)
-        comparison = compare(baseline, candidate, parse_fail_on(args.fail_on), args.db or store.default_db())
+        pricing = parse_pricing(args.gpus, args.gpu_hour_price)
+        comparison = compare(baseline, candidate, parse_fail_on(args.fail_on), args.db or store.default_db(), pricing)
         if args.out:
             write_report(comparison, Path(args.out))
     except AnalysisError as error:
@@ -272,10 +314,12 @@ def compare_main(argv: list[str], prog: str = f"{PROG} compare") -> int:
 
 
 def print_comparison(comparison: Comparison, out: str | None) -> None:
-    """The servers when they differ, each regression, and a one-line count."""
+    """The servers when they differ, the cost at each level when priced, each regression, and a one-line count."""
     if comparison.servers_differ:
         for side in SIDES:
             print(f"{side} server: {' / '.join(comparison.side(side).servers) or 'unknown'}")
+    for cost in comparison.costs:
+        print(f"cost: {cost_line(cost)}")
     for diff in comparison.regressions:
         print(f"regression: {verdict_line(diff)}")
     ungated = f", {len(comparison.ungated)} not steady (ungated)" if comparison.ungated else ""

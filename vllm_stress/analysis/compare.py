@@ -3,6 +3,7 @@ outside the noise, and the ``--fail-on`` regression gate (docs/concepts/analysis
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from dataclasses import dataclass
@@ -14,6 +15,8 @@ from vllm_stress.analysis import stats, store, vllm_json
 from vllm_stress.analysis.load import AnalysisError, read_meta
 from vllm_stress.analysis.report import run_levels
 from vllm_stress.core import schema
+from vllm_stress.core.capacity import usd_per_million_tokens
+from vllm_stress.core.numbers import dollars
 from vllm_stress.core.steady import RATE_TOLERANCE
 
 # --fail-on name -> level field (vllm_stress.analysis.levels.LEVEL_FIELDS): the headline metrics compared
@@ -81,6 +84,29 @@ class Difference:
         return self.gated and self.significant and bool(self.crossed)
 
 
+@dataclass(frozen=True)
+class Pricing:
+    """What a side's deployment costs: its GPUs and their $ per GPU-hour (compare --gpus, --gpu-hour-price)."""
+
+    gpus: int
+    gpu_hour_price: float
+
+    def __str__(self) -> str:
+        return f"{self.gpus} GPUs at {dollars(self.gpu_hour_price)}/h"
+
+
+@dataclass(frozen=True)
+class Cost:
+    """What a million output tokens cost at one level on each side (COST_FIELDS' usd_per_m_output_tokens, from the
+    level's mean output tok/s), and the change."""
+
+    users: int
+    baseline: float
+    candidate: float
+    change: float  # candidate - baseline
+    relative: float  # change / baseline
+
+
 @dataclass
 class Side:
     """One side of a comparison: its sources, their levels (``aggregate``) and the servers its runs name."""
@@ -99,6 +125,8 @@ class Comparison:
     fail_on: list[str]
     differences: list[Difference]
     ungated: dict[int, str]
+    pricing: dict[str, Pricing] | None = None  # side -> its GPUs and price, when priced
+    costs: list[Cost] = dataclasses.field(default_factory=list)  # per level on both sides, when priced
 
     @property
     def regressions(self) -> list[Difference]:
@@ -235,9 +263,14 @@ def differences(baseline: pd.DataFrame, candidate: pd.DataFrame, limits: list[Li
 
 
 def compare(
-    baseline_sources: list[str], candidate_sources: list[str], limits: list[Limit], db: str | None = None
+    baseline_sources: list[str],
+    candidate_sources: list[str],
+    limits: list[Limit],
+    db: str | None = None,
+    pricing: dict[str, Pricing] | None = None,
 ) -> Comparison:
-    """The comparison of the two sides' sources under ``limits``; AnalysisError when no level is on both sides."""
+    """The comparison of the two sides' sources under ``limits``, with the cost per million output tokens at each
+    level when ``pricing`` prices both sides; AnalysisError when no level is on both sides."""
     baseline, candidate = (
         Side(sources, aggregate(load_side(sources, db)), side_servers(sources, db))
         for sources in (baseline_sources, candidate_sources)
@@ -254,7 +287,23 @@ def compare(
         if (reason := ungated_reason(baseline.levels.loc[users], candidate.levels.loc[users]))
     }
     found = differences(baseline.levels, candidate.levels, limits)
-    return Comparison(baseline, candidate, [str(limit) for limit in limits], found, ungated)
+    costs = (
+        [level_cost(users, baseline.levels.loc[users], candidate.levels.loc[users], pricing) for users in common]
+        if pricing
+        else []
+    )
+    return Comparison(baseline, candidate, [str(limit) for limit in limits], found, ungated, pricing, costs)
+
+
+def level_cost(users: int, base: pd.Series, cand: pd.Series, pricing: dict[str, Pricing]) -> Cost:
+    """$ per million output tokens at one level on both sides, each side at its own GPUs and price (NaN without
+    output tok/s)."""
+    field = METRICS["output_tok_s"]
+    costs = [
+        usd_per_million_tokens(float(level[field]), side.gpu_hour_price, side.gpus)
+        for level, side in ((base, pricing["baseline"]), (cand, pricing["candidate"]))
+    ]
+    return Cost(users, costs[0], costs[1], costs[1] - costs[0], (costs[1] - costs[0]) / costs[0])
 
 
 def ungated_reason(base: pd.Series, cand: pd.Series) -> str:

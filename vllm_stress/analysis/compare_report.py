@@ -7,13 +7,13 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from vllm_stress.analysis.compare import SIDES, SINGLE_RUN_MIN_EFFECT, Comparison, Difference
+from vllm_stress.analysis.compare import SIDES, SINGLE_RUN_MIN_EFFECT, Comparison, Cost, Difference
 from vllm_stress.analysis.json_types import to_json_types
 from vllm_stress.analysis.levels import records
 from vllm_stress.analysis.load import AnalysisError
 from vllm_stress.analysis.plots import plot_against_users
 from vllm_stress.analysis.render import Block, Bullets, Heading, Image, Paragraph, Table, to_html, to_markdown
-from vllm_stress.core.numbers import count, milliseconds, percent
+from vllm_stress.core.numbers import count, dollars, milliseconds, percent
 
 COMPARE_MD, COMPARE_HTML, COMPARE_JSON = "compare.md", "compare.html", "compare.json"
 TITLE = "vLLM stress test comparison"
@@ -59,6 +59,33 @@ def verdict_line(diff: Difference) -> str:
     )
 
 
+def cost_line(cost: Cost) -> str:
+    """'10 users: $27.78 -> $17.36 per million output tokens (-37.5 %)': one level's cost on both sides."""
+    return (
+        f"{cost.users} users: {dollars(cost.baseline)} -> {dollars(cost.candidate)} per million output tokens "
+        f"({percent(cost.relative, signed=True)})"
+    )
+
+
+def cost_blocks(comparison: Comparison) -> list[Block]:
+    """What a million output tokens cost at each level on both sides, at each side's GPUs and price (nothing
+    without --gpu-hour-price)."""
+    if not comparison.pricing:
+        return []
+    priced = "; ".join(f"{side} {comparison.pricing[side]}" for side in SIDES)
+    rows = [
+        [str(c.users), dollars(c.baseline), dollars(c.candidate), percent(c.relative, signed=True)]
+        for c in comparison.costs
+    ]
+    return [
+        Heading("Cost per million output tokens"),
+        Paragraph(
+            f'At each level\'s mean output tok/s, with {priced} (docs/concepts/analysis.md, "Capacity planning").'
+        ),
+        Table(["users", "baseline", "candidate", "change"], rows),
+    ]
+
+
 def servers_text(comparison: Comparison, side: str) -> str:
     return " / ".join(comparison.side(side).servers) or "unknown"
 
@@ -70,7 +97,7 @@ def report_blocks(comparison: Comparison, plots: dict[str, Path]) -> list[Block]
     if comparison.servers_differ:
         servers = "; ".join(f"{side} {servers_text(comparison, side)}" for side in SIDES)
         blocks.append(Paragraph(f"The servers differ: {servers}."))
-    blocks += verdict_blocks(comparison)
+    blocks += verdict_blocks(comparison) + cost_blocks(comparison)
     for users in comparison.compared_users:
         blocks += level_blocks(comparison, users)
     blocks += one_side_blocks(comparison)
@@ -148,13 +175,16 @@ def write_plots(comparison: Comparison, out: Path) -> dict[str, Path]:
 
 
 def json_document(comparison: Comparison) -> dict[str, object]:
-    """compare.json: the limits, the ungated levels, the servers, the sources and every difference."""
+    """compare.json: the limits, the ungated levels, the servers, the sources, every difference and, when priced,
+    each side's GPUs and price and the cost per million output tokens at each level."""
     return {
         "fail_on": comparison.fail_on,
         "ungated": comparison.ungated,
         "servers": {side: comparison.side(side).servers for side in SIDES},
         **{side: {"sources": comparison.side(side).sources} for side in SIDES},
         "differences": [asdict(d) | {"regression": d.regression} for d in comparison.differences],
+        "pricing": {side: asdict(p) for side, p in comparison.pricing.items()} if comparison.pricing else None,
+        "costs": [asdict(cost) for cost in comparison.costs],
         "regressions": len(comparison.regressions),
     }
 

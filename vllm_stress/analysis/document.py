@@ -9,6 +9,7 @@ from typing import Any
 
 from vllm_stress.analysis import levels as level_defs
 from vllm_stress.analysis import stats
+from vllm_stress.analysis.gpus import gpu_blocks
 from vllm_stress.analysis.levels import Level
 from vllm_stress.analysis.pareto import pareto_blocks
 from vllm_stress.analysis.render import Block, Bullets, Heading, Image, Paragraph, Table
@@ -42,7 +43,7 @@ def build_report(summary: Summary, plots: dict[str, Path]) -> list[Block]:
         blocks += [Heading("Partial runs"), Paragraph(PARTIAL_NOTE), Bullets(partial + notes)]
     blocks += earlier_format_blocks(configs)
     blocks += [Heading("Peak, saturation and scaling"), comparison_table(configs)]
-    blocks += kv_cache_blocks(configs) + pareto_blocks(configs, summary["slo"])
+    blocks += kv_cache_blocks(configs) + gpu_blocks(configs) + pareto_blocks(configs, summary["slo"])
     blocks += [Heading("Concurrency recommendations"), recommendation_table(configs), Paragraph(RECOMMENDATION_NOTE)]
     for label, config in configs.items():
         blocks += [Heading(f"Per level: {label}"), Paragraph(config_caption(config)), level_table(config)]

@@ -20,6 +20,7 @@ PERCENTILES = (50, 90, 99)
 Level = dict[str, Any]
 LEVEL_CLOCK_SLACK_S = 1.0  # worker rows of a new level may start slightly before the master wrote the last hold_end
 LATENCY_METRICS = {"ttft": "ttft_s", "tpot": "tpot_s", "e2e": "e2e_s"}  # SLO / percentile name -> request column
+GPU_LOAD_FIELDS = ("gpu_power_w", "gpu_utilization_percent")  # per run, from gpu_metrics.csv
 # --gpu-hour-price: throughput field -> the level field of what a million of its tokens cost
 COST_FIELDS = {"output_tokens_per_s": "usd_per_m_output_tokens", "total_tokens_per_s": "usd_per_m_total_tokens"}
 
@@ -75,6 +76,12 @@ LEVEL_FIELDS = {
     "its KV cache could not hold every running sequence, so some were evicted to be recomputed",
     "server_kv_cache_usage_mean": "the share of the server's KV-cache blocks in use (vllm:kv_cache_usage_perc, 0 to 1), "
     "averaged over the scrapes in the window",
+    "gpu_power_w": "the GPUs' power (gpu_metrics.csv, with --gpu-metrics-url): each GPU's mean watts over its scrapes "
+    "in the window, summed over every GPU of every exporter",
+    "gpu_utilization_percent": "the GPUs' mean utilisation over the window, 0 to 100 (DCGM_FI_DEV_GPU_UTIL, AMD's "
+    "gpu_gfx_activity): the share of time a kernel ran, not how much of the GPU it used",
+    "gpu_joules_per_output_token": "energy per output token: gpu_power_w / output_tokens_per_s (from the means over "
+    "repeats)",
     "goodput_requests_per_s": "measured requests meeting every SLO / window_s (TPOT counts as met when undefined)",
     "goodput_ratio": "requests meeting every SLO / requests",
     "output_tokens_per_s_per_user": "interactivity: 1 / tpot_p50_s, the decode speed the median request streamed at "
@@ -193,7 +200,7 @@ def level_stats(run: Run, windows: pd.DataFrame, slo: dict[str, float] | None = 
     stats["output_tokens_per_s"] = (output_tokens / window_s).where(counted_tokens)
     stats["total_tokens_per_s"] = ((output_tokens + prompt_tokens) / window_s).where(counted_tokens)
     stats["concurrency_mean"] = mean_in_flight(rows, windows).to_numpy()
-    stats = stats.join(server_load(run.tables.get("server"), windows))
+    stats = stats.join(server_load(run.tables.get("server"), windows)).join(gpu_load(run.tables.get("gpu"), windows))
     stats["client_cpu_max_percent"] = client_health_max(run.tables.get("client_health"), windows, "cpu_percent")
     stats["client_loop_lag_max_ms"] = client_health_max(run.tables.get("client_health"), windows, "loop_lag_ms")
     stats = stats.join(latency_percentiles(measured)).join(itl_percentiles(run.tables.get("itl")))
@@ -272,6 +279,21 @@ def server_load(server: pd.DataFrame | None, windows: pd.DataFrame) -> pd.DataFr
         bound.server_load(scrapes, start, end) for start, end in zip(windows["start"], windows["end"], strict=True)
     ]
     return pd.DataFrame(loads, index=windows["users"], columns=list(bound.SERVER_LOAD_FIELDS), dtype=float)
+
+
+def gpu_load(gpus: pd.DataFrame | None, windows: pd.DataFrame) -> pd.DataFrame:
+    """The GPUs in each window (gpu_metrics.csv): each GPU's mean power over its scrapes in the window, summed over
+    the GPUs, and their mean utilisation; NaN without the file or a scrape in the window."""
+    loads = []
+    for start, end in zip(windows["start"], windows["end"], strict=True):
+        inside = gpus[gpus["time"].between(start, end, inclusive="left")] if gpus is not None else pd.DataFrame()
+        per_gpu = inside.groupby(["source", "gpu"])[["power_w", "utilization_percent"]].mean() if len(inside) else None
+        loads.append(
+            (np.nan, np.nan)
+            if per_gpu is None
+            else (per_gpu["power_w"].sum(min_count=1), per_gpu["utilization_percent"].mean())
+        )
+    return pd.DataFrame(loads, index=windows["users"], columns=list(GPU_LOAD_FIELDS), dtype=float)
 
 
 def server_prefix_hit_rate(server: pd.DataFrame | None, windows: pd.DataFrame) -> np.ndarray:

@@ -16,6 +16,7 @@ from vllm_stress.core.formats import FORMAT_VERSION, FORMATS, FormatError, added
 from vllm_stress.core.schema import (
     CLIENT_HEALTH_FILE,
     FORMAT_KEY,
+    GPU_METRICS_FILE,
     ITL_COLUMNS,
     ITL_FILE,
     LEVEL_COLUMNS,
@@ -76,8 +77,9 @@ OPTIONAL_TABLES = {
         ],
     ),
     "client_health": (CLIENT_HEALTH_FILE, ["time", "worker", "cpu_percent", "loop_lag_ms"]),
+    "gpu": (GPU_METRICS_FILE, ["time", "source", "gpu", "power_w", "utilization_percent"]),
 }
-TEXT_TABLE_COLUMNS = {"Method", "Name", "Error", "Message", "Nodes", "worker"}
+TEXT_TABLE_COLUMNS = {"Method", "Name", "Error", "Message", "Nodes", "worker", "source", "gpu"}
 
 
 RunMeta = dict[str, Any]  # run.json as read: vllm_stress.core.schema.RUN_KEYS to JSON values

@@ -122,6 +122,8 @@ def summarise_config(
     ``gpu_hour_price`` (and ``gpus``) what a million tokens cost at each level and at the peak."""
     levels = stats.aggregate_repeats(per_run).sort_values("users").reset_index(drop=True)
     levels["output_tokens_per_s_per_user"] = 1 / levels["tpot_p50_s"]
+    output = levels["output_tokens_per_s"].astype(float)
+    levels["gpu_joules_per_output_token"] = levels["gpu_power_w"].astype(float) / output.where(output > 0)
     if gpus:
         levels["output_tokens_per_s_per_gpu"] = levels["output_tokens_per_s"] / gpus
     if gpu_hour_price is not None and gpus:

@@ -120,6 +120,14 @@ def add_arguments(parser: LocustArgumentParser) -> None:
         help="Seconds between scrapes of the server's Prometheus /metrics into server_metrics.csv (0: no scraping)",
     )
     parser.add_argument(
+        "--gpu-metrics-url",
+        action="append",
+        default=[],
+        include_in_web_ui=False,
+        help="Master or local runner: a GPU exporter's Prometheus /metrics (NVIDIA's DCGM exporter, AMD's "
+        "device-metrics-exporter) to scrape into gpu_metrics.csv with the server's (repeatable: one per host)",
+    )
+    parser.add_argument(
         "--metrics-port",
         type=int,
         default=0,

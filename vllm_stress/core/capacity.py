@@ -1,6 +1,7 @@
 """The arithmetic a capacity plan is signed off on, shared by the report (``python -m analysis``) and ``python -m
-scenarios plan``: what a million tokens cost at a measured throughput (docs/concepts/analysis.md, "Capacity
-planning"), and the saturation point, shared by the report and the live dashboard."""
+scenarios plan``: what a million tokens cost at a measured throughput, how many replicas a target rate takes
+(docs/concepts/analysis.md, "Capacity planning"), and the saturation point, shared by the report and the live
+dashboard."""
 
 from __future__ import annotations
 
@@ -36,3 +37,15 @@ def kv_sequences(num_gpu_blocks: int, block_size: int, tokens_per_sequence: int)
     """How many sequences of ``tokens_per_sequence`` tokens (prompt + output) the KV cache holds at once: its usable
     blocks over the blocks one sequence takes, ceil(tokens / block_size) (a sequence's last block is whole)."""
     return (num_gpu_blocks - NULL_BLOCKS) // -(-tokens_per_sequence // block_size)
+
+
+# A level meets the report's per-request --slo when this share of its requests met every limit (its goodput_ratio):
+# the p99 that latency SLOs name
+SLO_SHARE = 0.99
+
+
+def replicas_for(target: float, headroom: float, per_replica: float) -> int:
+    """Replicas that serve ``target`` with ``headroom`` to spare (0.2: 20 %) when one sustains ``per_replica``:
+    ceil(target × (1 + headroom) / per_replica), the quotient rounded to 9 decimals first so that a product such
+    as 300 × 1.2 = 360.00000000000006 does not round up."""
+    return math.ceil(round(target * (1 + headroom) / per_replica, 9))

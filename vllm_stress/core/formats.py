@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from vllm_stress.core.schema import (
     CLIENT_HEALTH_FILE,
     FORMAT_KEY,
+    GPU_METRICS_COLUMNS,
+    GPU_METRICS_FILE,
     REQUESTS_FILE,
     RUN_FILE,
     SERVER_METRICS_FILE,
@@ -56,7 +58,11 @@ FORMATS = (
     Format(
         3,
         "2026-11-25",
-        (Addition(RUN_FILE, (FORMAT_KEY,)), Addition(RUN_FILE, ("server_cache_config",), "KV-cache ceiling")),
+        (
+            Addition(RUN_FILE, (FORMAT_KEY,)),
+            Addition(RUN_FILE, ("server_cache_config",), "KV-cache ceiling"),
+            Addition(GPU_METRICS_FILE, tuple(GPU_METRICS_COLUMNS), "GPU power and energy"),
+        ),
     ),
 )
 FORMAT_VERSION = FORMATS[-1].version

@@ -127,6 +127,24 @@ SERVER_METRICS_COLUMNS = [
     ),
 ]
 
+# gpu_metrics.csv: one row per GPU at each scrape of a --gpu-metrics-url (an NVIDIA DCGM exporter's or an AMD
+# device-metrics-exporter's Prometheus /metrics), written by the master (or the local runner) beside server_metrics.csv
+# every --server-metrics-interval seconds. A value the exporter does not export is empty.
+GPU_METRICS_FILE = "gpu_metrics.csv"
+GPU_SAMPLES = {  # column -> the samples it is read from, the first one a GPU has: NVIDIA's, then AMD's
+    "power_w": ("DCGM_FI_DEV_POWER_USAGE", "gpu_package_power", "gpu_power_usage"),  # power drawn, watts
+    "utilization_percent": ("DCGM_FI_DEV_GPU_UTIL", "gpu_gfx_activity"),  # share of the time it was busy, 0 to 100
+    "memory_used_mib": ("DCGM_FI_DEV_FB_USED", "gpu_used_vram"),  # device memory in use, MiB (AMD says MB)
+}
+GPU_LABELS = ("gpu", "gpu_id")  # the label that names a GPU on its exporter: DCGM's, AMD's
+GPU_METRICS_COLUMNS = [
+    "time",  # unix seconds of the scrape
+    "users",  # the level (target user count) at the scrape
+    "source",  # the --gpu-metrics-url scraped
+    "gpu",  # the GPU on that exporter (its gpu or gpu_id label)
+    *GPU_SAMPLES,
+]
+
 # client_health.csv: the CPU of every load-generating process, so a saturated client is not taken for a saturated
 # server. Written by the master (or the local runner): its own CPU every few seconds, and each worker's with every
 # worker report (3 s). A row's figure is averaged since that process's previous row; above CLIENT_CPU_LIMIT_PERCENT

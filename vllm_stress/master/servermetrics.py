@@ -1,4 +1,5 @@
-"""``server_metrics.csv`` over a run: the scrapes at its start, every interval and at its stop, and the served count."""
+"""``server_metrics.csv`` over a run: the scrapes at its start, every interval and at its stop, and the served count;
+``gpu_metrics.csv`` beside it from each ``--gpu-metrics-url``."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import gevent
 
 from vllm_stress.core import schema
 from vllm_stress.master.csvappender import CsvAppender
+from vllm_stress.master.gpuscraper import GpuScraper
 from vllm_stress.master.serverscraper import Cell, ServerScraper
 
 if TYPE_CHECKING:
@@ -31,6 +33,8 @@ class ServerMetrics:
         self.server = server
         self.scraper: ServerScraper | None = None
         self.file: CsvAppender | None = None
+        self.gpus: list[GpuScraper] = []
+        self.gpu_file: CsvAppender | None = None
         self.baseline: dict[str, Cell] = {}  # the first scrape's row by column
         self.greenlet: gevent.Greenlet[[float], None] | None = None
         environment.events.test_start.add_listener(self._start)  # after the recorder's: the run folder is open
@@ -48,6 +52,9 @@ class ServerMetrics:
         url = (self.environment.host or "").rstrip("/") + "/metrics"
         self.scraper = ServerScraper(url, self.server.headers, verify=not options.insecure)
         self.file = CsvAppender(folder.path, schema.SERVER_METRICS_FILE, schema.SERVER_METRICS_COLUMNS)
+        self.gpus = [GpuScraper(url, verify=not options.insecure) for url in options.gpu_metrics_url]  # no API key
+        if self.gpus:
+            self.gpu_file = CsvAppender(folder.path, schema.GPU_METRICS_FILE, schema.GPU_METRICS_COLUMNS)
         self._scrape()  # the baseline, before the first request
         self.baseline = dict(self.latest)
         self.recorder.run.update({"server_cache_config": self.scraper.cache_config})  # its KV cache, once per run
@@ -62,6 +69,9 @@ class ServerMetrics:
             self.recorder.account_unreported(self._requests_served())
             self.file.close()
             self.file = None
+        if self.gpu_file:
+            self.gpu_file.close()
+            self.gpu_file = None
 
     def _scrape_every(self, interval_s: float) -> None:
         while True:
@@ -71,6 +81,9 @@ class ServerMetrics:
     def _scrape(self) -> None:
         if self.scraper and self.file and (row := self.scraper.scrape(self.recorder.level)):
             self.file.write(row)
+        if self.gpu_file:
+            for gpus in self.gpus:
+                self.gpu_file.write_rows(gpus.scrape(self.recorder.level))
 
     def _scrape_settled(self) -> None:
         """Scrape until the server holds no request (at most SETTLE_TIMEOUT_S): the stop's aborts, and the requests

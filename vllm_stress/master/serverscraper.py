@@ -69,25 +69,42 @@ def cell(value: float | None) -> Cell:
     return int(value) if float(value).is_integer() else round(value, 6)
 
 
-class ServerScraper:
-    """Scrapes one ``/metrics`` URL; ``scrape(users)`` returns the ``server_metrics.csv`` row, or None."""
+class Exporter:
+    """One Prometheus ``/metrics`` URL: its HTTP session, and each problem with it logged once."""
 
     def __init__(self, url: str, headers: dict[str, str] | None = None, verify: bool = True) -> None:
         self.url = url
         self.session = requests.Session()
         self.session.headers.update(headers or {})
         self.verify = verify
+        self.warned: set[str] = set()
+
+    def text(self) -> str:
+        """The exposition; raises requests.RequestException when there is none."""
+        response = self.session.get(self.url, timeout=SCRAPE_TIMEOUT_S, verify=self.verify)
+        response.raise_for_status()
+        return response.text
+
+    def _warn_once(self, problem: str, message: str, *args: object) -> None:
+        if problem not in self.warned:
+            self.warned.add(problem)
+            log.warning(message, *args)
+
+
+class ServerScraper(Exporter):
+    """Scrapes one ``/metrics`` URL; ``scrape(users)`` returns the ``server_metrics.csv`` row, or None."""
+
+    def __init__(self, url: str, headers: dict[str, str] | None = None, verify: bool = True) -> None:
+        super().__init__(url, headers, verify)
         self.previous: Snapshot | None = None
         self.latest: dict[str, Cell] = {}  # the last row by column
-        self.warned: set[str] = set()
         self.cache_config: dict[str, int] | None = None  # the server's KV-cache blocks, from its first scrape
 
     def scrape(self, users: int) -> list[Cell] | None:
         try:
-            response = self.session.get(self.url, timeout=SCRAPE_TIMEOUT_S, verify=self.verify)
-            response.raise_for_status()
-            snapshot = parse_metrics(response.text)
-            self.cache_config = self.cache_config or cache_config(response.text)
+            text = self.text()
+            snapshot = parse_metrics(text)
+            self.cache_config = self.cache_config or cache_config(text)
         except (requests.RequestException, ValueError) as e:
             self._warn_once(
                 "unreachable", "Cannot scrape %s (%s): no server_metrics.csv rows while this lasts", self.url, e
@@ -130,8 +147,3 @@ class ServerScraper:
             row += [cell(count), cell(total)]
             row += [cell(histogram_quantile(q, buckets)) for q in schema.SERVER_QUANTILES.values()]
         return row
-
-    def _warn_once(self, problem: str, message: str, *args: object) -> None:
-        if problem not in self.warned:
-            self.warned.add(problem)
-            log.warning(message, *args)

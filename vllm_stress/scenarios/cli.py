@@ -24,7 +24,8 @@ DESCRIPTION = """\
 %(prog)s run --scenario NAME [--target URL] [--repeats N] [--out DIR] ...  |  %(prog)s list
 |  %(prog)s search --scenario NAME --slo ttft_p99=2000,... [--over users|rate] [--repeats N] [--out DIR]
 |  %(prog)s parallel --dataset FILE [--parallel 1,4,16] [--target URL] [--limit N] --out DIR
-|  %(prog)s plan --users N --tokens-per-s-per-stream R [--cores-per-machine C] | plan --from-run DIR"""
+|  %(prog)s plan --users N --tokens-per-s-per-stream R [--cores-per-machine C] | plan --from-run DIR
+|  %(prog)s plan --target-rate 300req/s --from-report DIR [--headroom 0.2] [--gpus N --gpu-hour-price USD]"""
 
 
 def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
@@ -49,7 +50,8 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         commands.add_parser(
             "plan",
             help="How many worker processes and machines a load needs (from "
-            "the client's CPU per token), or check that against a run",
+            "the client's CPU per token), or check that against a run; with --target-rate, how many server "
+            "replicas, GPUs and dollars an hour a rate needs",
         )
     )
     return parser

@@ -1,5 +1,6 @@
 """``python -m scenarios plan``: how many Locust worker processes and machines a load needs, from the client's
-measured CPU per streamed token, or that figure checked against a run (docs/concepts/scenarios.md, section 6)."""
+measured CPU per streamed token, or that figure checked against a run; with ``--target-rate``, how many server
+replicas a rate needs (``replicas.py``) (docs/concepts/scenarios.md, section 6)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 
 from vllm_stress.core import schema
 from vllm_stress.core.sizing import CLIENT_CPU_US_PER_TOKEN, TIMING_CPU_PERCENT, cores_for, worker_processes
+from vllm_stress.scenarios import replicas
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -33,6 +35,38 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="",
         metavar="DIR",
         help="A run folder: compare its workers' measured CPU with the plan's per level",
+    )
+    parser.add_argument(
+        "--target-rate",
+        default="",
+        metavar="R",
+        help="Plan server replicas instead: the rate to serve, in req/s or tok/s (output tokens), e.g. 300req/s",
+    )
+    parser.add_argument(
+        "--from-report",
+        default="",
+        metavar="DIR",
+        help="With --target-rate: a report folder (its level meeting --slo, else its peak) or an SLO search folder "
+        "(its answer), whose rate one replica sustains",
+    )
+    parser.add_argument(
+        "--label", default="", help="With --from-report: the report's config to plan from (when it holds several)"
+    )
+    parser.add_argument(
+        "--headroom",
+        type=float,
+        default=0.0,
+        help="With --target-rate: spare capacity on top of the target, e.g. 0.2 for 20 %% (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--gpus", type=int, default=0, help="With --target-rate: GPUs per replica (default: the report's --gpus)"
+    )
+    parser.add_argument(
+        "--gpu-hour-price",
+        type=float,
+        default=0.0,
+        metavar="USD",
+        help="With --target-rate: $ per GPU-hour (default: the report's --gpu-hour-price)",
     )
 
 
@@ -88,8 +122,21 @@ def check_run(folder: Path) -> str:
 
 
 def run_from_args(args: argparse.Namespace) -> str:
+    if args.target_rate or args.from_report:
+        return replicas_from_args(args)
     if args.from_run:
         return check_run(Path(args.from_run))
     if args.users <= 0 or args.tokens_per_s_per_stream <= 0 or args.cores_per_machine <= 0:
         raise ValueError("plan needs --users N and --tokens-per-s-per-stream R (both positive), or --from-run DIR")
     return plan(args.users, args.tokens_per_s_per_stream, args.cores_per_machine)
+
+
+def replicas_from_args(args: argparse.Namespace) -> str:
+    """The replica plan of --target-rate R --from-report DIR; ValueError for anything it cannot use."""
+    if not (args.target_rate and args.from_report) or args.users or args.from_run:
+        raise ValueError("plan --target-rate R needs --from-report DIR, and neither --users nor --from-run")
+    if args.headroom < 0 or args.gpus < 0 or args.gpu_hour_price < 0:
+        raise ValueError("--headroom, --gpus and --gpu-hour-price must not be negative")
+    target, unit = replicas.parse_rate(args.target_rate)
+    source = replicas.read_source(Path(args.from_report), args.label)
+    return replicas.replica_plan(source, target, unit, args.headroom, args.gpus, args.gpu_hour_price)

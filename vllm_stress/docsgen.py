@@ -320,59 +320,47 @@ def run_folder_page() -> str:
         "[formats](../concepts/formats.md) says what each released format held. The metrics' definitions: "
         "[metrics](../concepts/metrics.md).",
         "",
-        f"## `{schema.REQUESTS_FILE}`",
-        "",
-        described(schema.REQUESTS_FILE, "REQUEST_COLUMNS")
-        + f" A stream the run's stop cut has the error `{schema.ABORTED}`: counted apart, neither a success nor a "
-        "failure.",
-        "",
-        *table(("column", "meaning"), column_rows(source.entries("REQUEST_COLUMNS"))),
-        "",
-        f"## `{schema.LEVELS_FILE}`",
-        "",
-        described(schema.LEVELS_FILE, "LEVEL_COLUMNS"),
-        "",
-        *table(("column", "meaning"), column_rows(source.entries("LEVEL_COLUMNS"))),
-        "",
-        f"## `{schema.ITL_FILE}`",
-        "",
-        described(schema.ITL_FILE, "ITL_COLUMNS"),
-        "",
-        *table(("column", "meaning"), column_rows(source.entries("ITL_COLUMNS"))),
-        "",
-        f"## `{schema.RUN_FILE}`",
-        "",
-        described(schema.RUN_FILE, "RUN_KEYS"),
-        "",
-        *table(("key", "meaning"), column_rows(source.entries("RUN_KEYS"))),
-        "",
-        f"## `{schema.SERVER_METRICS_FILE}`",
-        "",
-        described(schema.SERVER_METRICS_FILE, "SERVER_METRICS_FILE"),
-        "",
-        *table(("column", "meaning"), metric_rows),
-        "",
-        f"## `{schema.GPU_METRICS_FILE}`",
-        "",
-        described(schema.GPU_METRICS_FILE, "GPU_METRICS_FILE"),
-        "",
-        *table(("column", "meaning"), gpu_rows),
-        "",
-        f"## `{schema.CLIENT_HEALTH_FILE}`",
-        "",
-        described(schema.CLIENT_HEALTH_FILE, "CLIENT_HEALTH_FILE")
-        + f" The bound verdict reads it: a load generator at {schema.CLIENT_CPU_LIMIT_PERCENT} % CPU or more, or "
-        f"whose loop lag reaches {schema.CLIENT_LOOP_LAG_LIMIT_MS:g} ms, is the limit "
-        "([bounds](../concepts/bounds.md)).",
-        "",
-        *table(("column", "meaning"), column_rows(source.entries("CLIENT_HEALTH_COLUMNS"))),
-        "",
+        *file_section(
+            schema.REQUESTS_FILE,
+            described(schema.REQUESTS_FILE, "REQUEST_COLUMNS")
+            + f" A stream the run's stop cut has the error `{schema.ABORTED}`: counted apart, neither a success nor "
+            "a failure.",
+            column_rows(source.entries("REQUEST_COLUMNS")),
+        ),
+        *file_section(
+            schema.LEVELS_FILE,
+            described(schema.LEVELS_FILE, "LEVEL_COLUMNS"),
+            column_rows(source.entries("LEVEL_COLUMNS")),
+        ),
+        *file_section(
+            schema.ITL_FILE, described(schema.ITL_FILE, "ITL_COLUMNS"), column_rows(source.entries("ITL_COLUMNS"))
+        ),
+        *file_section(
+            schema.RUN_FILE, described(schema.RUN_FILE, "RUN_KEYS"), column_rows(source.entries("RUN_KEYS")), "key"
+        ),
+        *file_section(
+            schema.SERVER_METRICS_FILE, described(schema.SERVER_METRICS_FILE, "SERVER_METRICS_FILE"), metric_rows
+        ),
+        *file_section(schema.GPU_METRICS_FILE, described(schema.GPU_METRICS_FILE, "GPU_METRICS_FILE"), gpu_rows),
+        *file_section(
+            schema.CLIENT_HEALTH_FILE,
+            described(schema.CLIENT_HEALTH_FILE, "CLIENT_HEALTH_FILE")
+            + f" The bound verdict reads it: a load generator at {schema.CLIENT_CPU_LIMIT_PERCENT} % CPU or more, or "
+            f"whose loop lag reaches {schema.CLIENT_LOOP_LAG_LIMIT_MS:g} ms, is the limit "
+            "([bounds](../concepts/bounds.md)).",
+            column_rows(source.entries("CLIENT_HEALTH_COLUMNS")),
+        ),
         "## The report folder",
         "",
         f"`vllm-stress analyse RUN --out OUT` writes `{schema.REPORT_MD}`, `{schema.REPORT_HTML}` (self-contained), "
         f"the PNG plots and `{schema.SUMMARY_JSON}` (its level fields: [the report's fields](report-fields.md)).",
     ]
     return "\n".join(lines) + "\n"
+
+
+def file_section(file: str, text: str, rows: Sequence[tuple[str, ...]], key: str = "column") -> list[str]:
+    """A run-folder file's section: its heading, what it holds and a table of its columns (or keys)."""
+    return [f"## `{file}`", "", text, "", *table((key, "meaning"), rows), ""]
 
 
 # --- the pages -------------------------------------------------------------------------------------------------------

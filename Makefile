@@ -54,10 +54,13 @@ prometheus:
 test-fast: $(STAMP) lint
 	$(PY) -m pytest -m fast -q $(PYTEST_ARGS)
 
+# the whole suite on TEST_PROCESSES processes, a test file to each in turn (pytest-xdist), its 25 slowest tests listed
+TEST_PROCESSES ?= 2
+PARALLEL := -n $(TEST_PROCESSES) --dist loadfile --durations=25
 ifdef QUICK
 test: $(STAMP) browser prometheus lint
-	$(PY) -m pytest -m "not realvllm" $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not realvllm" $(PARALLEL) $(PYTEST_ARGS)
 else
 test: $(STAMP) browser prometheus lint real-vllm
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest $(PARALLEL) $(PYTEST_ARGS)
 endif

@@ -3,8 +3,8 @@ own fields (the whole report from synthetic runs: test_analysis_cli.py)."""
 
 from typing import Any, cast
 
-from vllm_stress.analysis.document import level_flags, saturation_reason
-from vllm_stress.analysis.summary import ConfigSummary
+from vllm_stress.analysis.document import level_flags, overview, saturation_reason
+from vllm_stress.analysis.summary import ConfigSummary, Summary, simulated
 
 
 def level(users: int, **fields: Any) -> dict[str, Any]:
@@ -46,3 +46,19 @@ def test_the_saturation_reason_is_the_first_bound_from_the_saturation_point_on()
     )
     assert saturation_reason(config(100, level(100))) == "- (no server_metrics.csv or client_health.csv)"
     assert saturation_reason(config(None, *levels)) == "-"
+
+
+def test_the_first_line_says_what_was_simulated():
+    launch = {
+        "kind": "simulator",
+        "command": ["python", "-m", "vllm_stress.simulator", "--profile", "p", "--set", "a=1"],
+    }
+    args = simulated({"server_launch": launch})
+    assert args == "--profile p --set a=1"
+    assert simulated({"server_launch": {"kind": "server-cmd", "command": ["vllm", "serve"]}}) is None
+    assert simulated({}) is None  # a server the runner did not start
+    unsteady = {"runs": 1, "peak": None, "recommendations": None, "levels": [], "simulated": args}
+    text = overview(cast(Summary, {"configs": {"demo": unsteady}}))
+    assert text.startswith(
+        "demo: simulated — the embedded vLLM simulator, no GPU: `--profile p --set a=1`. demo (1 run)"
+    )

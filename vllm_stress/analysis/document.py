@@ -71,6 +71,8 @@ def overview(summary: Summary) -> str:
     """One sentence per config answering the four questions, and what could not be measured."""
     sentences = []
     for label, c in summary["configs"].items():
+        if c["simulated"]:
+            sentences.append(f"{label}: simulated — the embedded vLLM simulator, no GPU: `{c['simulated']}`.")
         runs = f"{label} ({c['runs']} run{'s' if c['runs'] > 1 else ''})"
         peak, recommended = c["peak"], c["recommendations"]
         if peak is None or recommended is None:  # both None together: no steady level

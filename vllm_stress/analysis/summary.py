@@ -71,6 +71,7 @@ class ConfigSummary(Capacity):
     input_tokens: int | None
     output_tokens: int | None
     target: str | None
+    simulated: str | None  # the embedded simulator's arguments when it was the server (run.json server_launch)
     gpus: int | None
     levels: list[Level]
     throughput_field: str  # output_tokens_per_s, or requests_per_s without token counts
@@ -149,6 +150,7 @@ def summarise_config(
         "input_tokens": meta.get("input_tokens"),
         "output_tokens": meta.get("output_tokens"),
         "target": meta.get("target"),
+        "simulated": simulated(meta),
         "gpus": gpus,
         "levels": records(levels),
         "throughput_field": stats.throughput_field(levels),
@@ -170,6 +172,13 @@ def summarise_config(
     if gpu_hour_price is not None:
         config["gpu_hour_price"] = gpu_hour_price
     return cast(ConfigSummary, to_json_types(config))  # its JSON form: numpy scalars unwrapped, NaN as None
+
+
+def simulated(meta: RunMeta) -> str | None:
+    """The embedded simulator's arguments (``--profile … --max-num-seqs …``) when the scenario runner started it
+    as the run's server, else None."""
+    launch = meta.get("server_launch") or {}
+    return " ".join(launch["command"][3:]) if launch.get("kind") == "simulator" else None
 
 
 def capacity(levels: pd.DataFrame, gpus: int | None, low: int, high: int) -> Capacity:

@@ -10,7 +10,7 @@ import pytest
 
 from tests.helpers import LEVELS, run_cli, small_run
 from vllm_stress.analysis.capacity import kv_ceiling
-from vllm_stress.analysis.pareto import on_front, pareto_points
+from vllm_stress.analysis.pareto import on_front, pareto_points, throughput_axis
 from vllm_stress.analysis.synthetic import closed_loop_rows, write_run
 from vllm_stress.core.numbers import dollars
 from vllm_stress.master.serverscraper import cache_config
@@ -152,6 +152,8 @@ def test_the_pareto_front_is_the_levels_no_other_beats(tmp_path, capsys):
     front = points[points["front"]].set_index("label")
     assert front.loc["a", "per_user"] == pytest.approx(99 / 2.25, rel=1e-4)  # tpot_s written to 6 decimals
     assert front.loc["b", "per_gpu"] == pytest.approx(125)
+    assert throughput_axis(points) == "output tok/s per GPU"
+    assert throughput_axis(points.assign(gpus_given=False)) == "output tok/s per deployment (no --gpus)"
     report = (out / "report.md").read_text()
     assert "| a | 5 | 44.0 | 100.0 | yes | yes |" in report and "| b | 10 | 27.5 | 125.0 | yes | no |" in report
     assert (out / "pareto.png").stat().st_size > 0

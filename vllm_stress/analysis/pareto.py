@@ -30,14 +30,20 @@ PARETO_NOTE = (
 
 def pareto_points(configs: Mapping[str, ConfigSummary]) -> pd.DataFrame:
     """One row per steady level with both figures: label, users, per_user, per_gpu (output tok/s per deployment for
-    a config without --gpus) and front (no other point is at least as good on both and better on one)."""
+    a config without --gpus, gpus_given False) and front (no other point is at least as good on both and better on one)."""
     frames = []
     for label, config in configs.items():
         levels = level_frame(config["levels"])
         per_gpu = levels[PER_GPU] if PER_GPU in levels else levels["output_tokens_per_s"]
         frames.append(
             pd.DataFrame(
-                {"label": label, "users": levels["users"], "per_user": levels[PER_USER], "per_gpu": per_gpu}
+                {
+                    "label": label,
+                    "users": levels["users"],
+                    "per_user": levels[PER_USER],
+                    "per_gpu": per_gpu,
+                    "gpus_given": PER_GPU in levels,
+                }
             ).loc[levels["steady"].astype(bool).to_numpy()]
         )
     points = pd.concat(frames, ignore_index=True).dropna(subset=["per_user", "per_gpu"])
@@ -78,11 +84,23 @@ def plot_pareto(points: pd.DataFrame, slo: Mapping[str, float] | None, path: Pat
     if slo and slo.get("tpot"):
         ax.axvline(1 / slo["tpot"], color="tab:red", linestyle="--", label=f"TPOT {slo['tpot'] * 1000:g} ms")
     ax.set(title="Throughput vs interactivity", xlabel="output tok/s per user (1 / TPOT p50)")
-    ax.set(ylabel="output tok/s per GPU (per deployment without --gpus)")
+    ax.set(ylabel=throughput_axis(points))
     ax.grid(alpha=0.3)
     ax.legend(fontsize="small")
     figure.savefig(path, dpi=100)
     return path
+
+
+def throughput_axis(points: pd.DataFrame) -> str:
+    """The y axis' label: per GPU when every config gave --gpus, per deployment when none did."""
+    given = set(points["gpus_given"])
+    if given == {True}:
+        return "output tok/s per GPU"
+    return (
+        "output tok/s per deployment (no --gpus)"
+        if given == {False}
+        else "output tok/s per GPU (per deployment without --gpus)"
+    )
 
 
 def pareto_blocks(configs: Mapping[str, ConfigSummary], slo: Mapping[str, float] | None) -> list[Block]:

@@ -104,8 +104,8 @@ def test_captured_vllm_shapes_give_their_output_chunks_and_usage_however_the_byt
 def test_the_fast_path_counts_what_a_full_parse_counts_on_vllm_byte_layout():
     """The simulator's chunks are byte-for-byte vLLM's layout (test_fidelity): most skip JSON, none is lost."""
     fmt = ChunkFormat(True, "m", False, 7)
-    body = fmt.role(0) + b"".join(fmt.content(0, b"w ", None, n) for n in range(1, 5))
-    body += fmt.content(0, b"end", "length", 5) + fmt.usage(5) + DONE
+    body = fmt.role(0) + b"".join(fmt.content(0, b"w ", None, n - 1, n) for n in range(1, 5))
+    body += fmt.content(0, b"end", "length", 4, 5) + fmt.usage(5) + DONE
     fast = parse(body, CHAT_MARKER, chat_is_output, list(range(7, len(body), 97)))
     full = parse(body, b"\0", chat_is_output, list(range(7, len(body), 97)))
     assert (fast.chunks, fast.completion_tokens, fast.finish_reason) == (5, 5, "length")

@@ -15,6 +15,7 @@ import uvloop
 from aiohttp import web
 
 from .profiles import DEFAULT_PROFILE, FIELD_TYPES, Profile, load_profile, parse_assignments, profile_names
+from .protocol import Reasoning
 from .server import Simulator
 
 READY_PREFIX = "vllm-stress simulator ready:"
@@ -96,6 +97,20 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         "(vllm_stress/simulator/requestlog.py)",
     )
     parser.add_argument(
+        "--reasoning-tokens",
+        type=int,
+        default=0,
+        metavar="R",
+        help="serve a reasoning model: the first R output tokens of each chat choice are streamed as reasoning, "
+        "and usage counts them in completion_tokens_details (%(default)s: none)",
+    )
+    parser.add_argument(
+        "--reasoning-field",
+        choices=("reasoning", "reasoning_content"),
+        default="reasoning",
+        help="the delta field of the reasoning: vLLM's current name or its older one (%(default)s)",
+    )
+    parser.add_argument(
         "--set",
         action="append",
         default=[],
@@ -111,6 +126,13 @@ def profile_from_args(args: argparse.Namespace) -> Profile:
         {flag: getattr(args, flag) for flag in VLLM_FLAGS + ANSWER_FLAGS if getattr(args, flag) is not None}
     )
     return load_profile(args.profile, overrides)
+
+
+def reasoning_from_args(args: argparse.Namespace) -> Reasoning | None:
+    """The reasoning model ``--reasoning-tokens`` asks for, or None; ValueError for a negative count."""
+    if args.reasoning_tokens < 0:
+        raise ValueError(f"--reasoning-tokens must not be negative, got {args.reasoning_tokens}")
+    return Reasoning(args.reasoning_tokens, args.reasoning_field.encode()) if args.reasoning_tokens else None
 
 
 def accept_all(
@@ -186,6 +208,7 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
             time_scale=args.time_scale,
             prompt_details=args.enable_prompt_tokens_details,
             request_log=args.request_log,
+            reasoning=reasoning_from_args(args),
         )
     except ValueError as error:
         print(f"simulator: {error}", file=sys.stderr)

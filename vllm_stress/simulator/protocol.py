@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from dataclasses import dataclass
 
 DONE = b"data: [DONE]\n\n"
 _CHAT_ROLE_TAIL = b',"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]'
@@ -24,22 +25,43 @@ def new_request_id(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex}"
 
 
-def usage_json(prompt_tokens: int, completion_tokens: int, cached_tokens: int | None = None) -> bytes:
-    """The usage object; with ``cached_tokens`` (``--enable-prompt-tokens-details``) its prompt_tokens_details."""
+def usage_json(
+    prompt_tokens: int, completion_tokens: int, cached_tokens: int | None = None, reasoning_tokens: int | None = None
+) -> bytes:
+    """The usage object; with ``cached_tokens`` (``--enable-prompt-tokens-details``) its prompt_tokens_details, with
+    ``reasoning_tokens`` (a reasoning model) its completion_tokens_details."""
     total = prompt_tokens + completion_tokens
     body = b'{"prompt_tokens":%d,"total_tokens":%d,"completion_tokens":%d' % (prompt_tokens, total, completion_tokens)
     details = b',"prompt_tokens_details":{"cached_tokens":%d}' % cached_tokens if cached_tokens is not None else b""
+    if reasoning_tokens is not None:
+        details += b',"completion_tokens_details":{"reasoning_tokens":%d}' % reasoning_tokens
     return body + details + b"}"
+
+
+@dataclass(frozen=True)
+class Reasoning:
+    """A reasoning model's output (``--reasoning-tokens``): the first ``tokens`` of each chat choice are streamed as
+    ``delta.<field>`` (vLLM's reasoning parsers: ``reasoning``, before 0.10 ``reasoning_content``)."""
+
+    tokens: int
+    field: bytes = b"reasoning"
 
 
 class ChunkFormat:
     """Byte templates shared by all chunks of one streamed response (same id, created, model)."""
 
     def __init__(
-        self, chat: bool, model: str, continuous_usage: bool, prompt_tokens: int, prompt_details: bool = False
+        self,
+        chat: bool,
+        model: str,
+        continuous_usage: bool,
+        prompt_tokens: int,
+        prompt_details: bool = False,
+        reasoning: Reasoning | None = None,
     ) -> None:
         self.chat = chat
         self.prompt_details = prompt_details  # the final usage says how many prompt tokens were cached
+        self.reasoning = reasoning  # a reasoning model's thinking: the first tokens of each chat choice
         self.request_id = new_request_id("chatcmpl" if chat else "cmpl")
         self.created = int(time.time())
         kind = "chat.completion.chunk" if chat else "text_completion"
@@ -65,27 +87,28 @@ class ChunkFormat:
             )
         )
 
-    def content(self, index: int, text: bytes, finish_reason: str | None, completion_tokens: int) -> bytes:
-        """One chunk carrying ``text``; ``finish_reason`` set makes it the last chunk of the choice."""
+    def content(self, index: int, text: bytes, finish_reason: str | None, start: int, end: int) -> bytes:
+        """One chunk carrying ``text``, tokens ``start .. end - 1`` of its choice; ``finish_reason`` set makes it the
+        last chunk of the choice. A chat chunk that starts within the reasoning carries it as reasoning."""
+        field = self.reasoning.field if self.chat and self.reasoning and start < self.reasoning.tokens else b"content"
         if not self.chat:
             reason = b"null" if finish_reason is None else b'"%s"' % finish_reason.encode()
             middle = b',"text":"%s","logprobs":null,"finish_reason":%s' % (text, reason) + _COMPLETION_TAIL
         elif finish_reason is None:
-            middle = b',"delta":{"content":"' + text + _CHAT_CONTENT_TAIL
+            middle = b',"delta":{"%s":"%s' % (field, text) + _CHAT_CONTENT_TAIL
         else:
             middle = (
-                b',"delta":{"content":"%s"},"logprobs":null,"finish_reason":"%s'
-                % (
-                    text,
-                    finish_reason.encode(),
-                )
+                b',"delta":{"%s":"%s"},"logprobs":null,"finish_reason":"%s' % (field, text, finish_reason.encode())
                 + _CHAT_FINAL_TAIL
             )
-        return b"".join((self._choice_head, b"%d" % index, middle, self._usage(completion_tokens), _KV_TAIL))
+        return b"".join((self._choice_head, b"%d" % index, middle, self._usage(end), _KV_TAIL))
 
-    def usage(self, completion_tokens: int, cached_tokens: int = 0) -> bytes:
+    def usage(self, completion_tokens: int, cached_tokens: int = 0, reasoning_tokens: int = 0) -> bytes:
+        """The final usage chunk; a reasoning model's says how many of the completion tokens were reasoning."""
         cached = cached_tokens if self.prompt_details else None
-        return self._head + b'[],"usage":' + usage_json(self.prompt_tokens, completion_tokens, cached) + b"}\n\n"
+        reasoning = reasoning_tokens if self.reasoning else None
+        usage = usage_json(self.prompt_tokens, completion_tokens, cached, reasoning)
+        return self._head + b'[],"usage":' + usage + b"}\n\n"
 
 
 def _usage_dict(prompt_tokens: int, completion_tokens: int, cached_tokens: int | None) -> dict:

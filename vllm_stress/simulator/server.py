@@ -28,7 +28,7 @@ from .parsing import (
     resolve_max_tokens,
 )
 from .profiles import Profile
-from .protocol import ChunkFormat, chat_response, completion_response, json_bytes, model_list
+from .protocol import ChunkFormat, Reasoning, chat_response, completion_response, json_bytes, model_list
 from .requestlog import RequestLog
 from .streams import Generator, write_sse
 from .tokenizer import Tokenizer
@@ -40,6 +40,13 @@ TIMING_KEY = web.RequestKey("timing", object)  # a request's RequestTiming, with
 
 def _json(body: object, status: int = 200) -> web.Response:
     return web.Response(body=json_bytes(body), status=status, content_type="application/json")
+
+
+def thinking(body: dict) -> bool:
+    """Whether a chat request lets a reasoning model think: not when its ``chat_template_kwargs`` say
+    ``"enable_thinking": false`` (the Qwen3 and DeepSeek-R1 chat templates' switch)."""
+    kwargs = body.get("chat_template_kwargs")
+    return not (isinstance(kwargs, dict) and kwargs.get("enable_thinking") is False)
 
 
 class Simulator:
@@ -54,9 +61,11 @@ class Simulator:
         time_scale: float = 1.0,
         prompt_details: bool = False,
         request_log: str | None = None,
+        reasoning: Reasoning | None = None,
     ):
         self.profile = profile
         self.prompt_details = prompt_details  # vllm serve --enable-prompt-tokens-details: usage says cached_tokens
+        self.reasoning = reasoning  # a reasoning model (--reasoning-tokens): chat output starts with its thinking
         self.model = profile.served_model_name
         self.api_key = api_key
         self.created = int(time.time())
@@ -143,7 +152,10 @@ class Simulator:
         reply = None
         if not generation.ignore_eos and not generation.min_tokens:
             reply = self.answers.reply(messages, generation.seed or 0, self.driver.load)
-        return await self._generate(request, generation, [(token_ids, max_tokens)], chat=True, reply=reply)
+        reasoning = self.reasoning if thinking(body) else None
+        return await self._generate(
+            request, generation, [(token_ids, max_tokens)], chat=True, reply=reply, reasoning=reasoning
+        )
 
     async def completions(self, request: web.Request) -> web.StreamResponse:
         body = parse_json(await request.read())
@@ -165,6 +177,7 @@ class Simulator:
         prompts: list[tuple[list[int], int]],
         chat: bool,
         reply: Reply | None = None,
+        reasoning: Reasoning | None = None,
     ) -> web.StreamResponse:
         interval = max(generation.stream_interval or 1, self.profile.stream_interval)
         stream = self.generator.start(
@@ -181,7 +194,9 @@ class Simulator:
         timing = request.get(TIMING_KEY)
         try:
             if generation.stream:
-                fmt = ChunkFormat(chat, self.model, generation.continuous_usage, prompt_tokens, self.prompt_details)
+                fmt = ChunkFormat(
+                    chat, self.model, generation.continuous_usage, prompt_tokens, self.prompt_details, reasoning
+                )
                 return await write_sse(request, stream, fmt, generation.include_usage, timing)
             await stream.wait_finished()
         finally:

@@ -75,6 +75,11 @@ class RequestStream:
     def completion_tokens(self) -> int:
         return sum(self.published)
 
+    def reasoning_tokens(self, fmt: ChunkFormat) -> int:
+        """Output tokens of all choices that were reasoning (capped by each choice's length)."""
+        budget = fmt.reasoning.tokens if fmt.chat and fmt.reasoning else 0
+        return sum(min(budget, published) for published in self.published)
+
     @property
     def cached_tokens(self) -> int:
         """Prompt tokens found in the prefix cache when the request was first scheduled (of all its prompts)."""
@@ -149,7 +154,7 @@ def _due_chunks(stream: RequestStream, fmt: ChunkFormat, index: int) -> list[byt
             break
         if position == 0 and fmt.chat:
             chunks.append(fmt.role(index))
-        chunks.append(fmt.content(index, stream.text(index, position, end), reason if last else None, end))
+        chunks.append(fmt.content(index, stream.text(index, position, end), reason if last else None, position, end))
         position = end
     stream.sent[index] = position
     return chunks
@@ -204,7 +209,7 @@ async def write_sse(
             timing.output_write()  # the write below hands its bytes to the socket before it awaits anything
         if finished:
             if include_usage:
-                chunks.append(fmt.usage(stream.completion_tokens, stream.cached_tokens))
+                chunks.append(fmt.usage(stream.completion_tokens, stream.cached_tokens, stream.reasoning_tokens(fmt)))
             chunks.append(DONE)
         if chunks:
             await response.write(b"".join(chunks))

@@ -49,6 +49,9 @@ class Exchange:
         "start_real",
         "session_id",
         "turn",
+        "answer",
+        "reasoning_chunks",
+        "reasoning_tokens",
     )
 
     def __init__(
@@ -77,6 +80,9 @@ class Exchange:
         self.request_id = new_request_id()
         self.session_id = ""  # multi-turn sessions (locustfiles/session.py)
         self.turn: int | None = None
+        self.answer: float | None = None  # the first output chunk that was not reasoning (perf_counter seconds)
+        self.reasoning_chunks = 0
+        self.reasoning_tokens: int | None = None  # usage.completion_tokens_details, when the server says it
 
     def sent(self) -> None:
         """The request is about to be sent: the send time, as late as the caller can take it."""
@@ -89,8 +95,13 @@ class Exchange:
             self.start += unix_time - self.start_real
             self.start_real = self.start_wall = unix_time
 
-    def output(self, now: float) -> None:
-        """An output-bearing chunk arrived at ``now`` (perf_counter seconds)."""
+    def output(self, now: float, reasoning: bool = False) -> None:
+        """An output-bearing chunk arrived at ``now`` (perf_counter seconds); ``reasoning``: it carried a reasoning
+        model's thinking, not its answer."""
+        if reasoning:
+            self.reasoning_chunks += 1
+        elif self.answer is None:
+            self.answer = now
         if self.last is None:
             self.first = now
         else:
@@ -110,6 +121,7 @@ class Exchange:
         self.prompt_tokens = usage.get("prompt_tokens")
         self.completion_tokens = usage.get("completion_tokens")
         self.cached_tokens = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
+        self.reasoning_tokens = (usage.get("completion_tokens_details") or {}).get("reasoning_tokens")
 
     def fail(self, name: str) -> None:
         """Mark the request failed with error class ``name`` (the first failure wins)."""
@@ -134,6 +146,16 @@ class Exchange:
     @property
     def ttft(self) -> float | None:
         return None if self.first is None else self.first - self.start
+
+    @property
+    def ttfa(self) -> float | None:
+        """Time to the first answer chunk (after a reasoning model's thinking)."""
+        return None if self.answer is None else self.answer - self.start
+
+    @property
+    def reasoned(self) -> int | None:
+        """Reasoning tokens: the server's count, else the reasoning chunks (None when neither says any)."""
+        return self.reasoning_tokens if self.reasoning_tokens is not None else (self.reasoning_chunks or None)
 
     @property
     def tpot(self) -> float | None:
@@ -183,6 +205,8 @@ class Exchange:
             self.request_id,
             self.session_id,
             _opt(self.turn),
+            _opt(self.ttfa),
+            _opt(self.reasoned),
         ]
 
 
@@ -192,6 +216,12 @@ def is_output_delta(delta: dict[str, Any]) -> bool:
     if delta.get("content") or delta.get("reasoning") or delta.get("reasoning_content") or delta.get("tool_calls"):
         return True
     return delta.get("content") == "" and "role" not in delta
+
+
+def is_reasoning_delta(delta: dict[str, Any]) -> bool:
+    """Whether an output-bearing chat ``delta`` carries only a reasoning model's thinking: ``reasoning`` (vLLM's
+    current name) or ``reasoning_content`` (its older one), and no answer ``content``."""
+    return not delta.get("content") and bool(delta.get("reasoning") or delta.get("reasoning_content"))
 
 
 def _opt(value: float | int | str | None) -> float | int | str:

@@ -102,6 +102,13 @@ def add_arguments(parser: LocustArgumentParser) -> None:
         "--temperature", type=float, default=None, help="Sampling temperature (server default if unset)"
     )
     parser.add_argument(
+        "--thinking",
+        choices=("on", "off"),
+        default="on",
+        help="Chat requests to a reasoning model: off sends chat_template_kwargs enable_thinking=false (Qwen3, "
+        "DeepSeek-R1 templates: no reasoning); on leaves the server's default",
+    )
+    parser.add_argument(
         "--request-timeout",
         type=float,
         default=DEFAULT_REQUEST_TIMEOUT_S,

@@ -16,7 +16,7 @@ from geventhttpclient.connectionpool import ConnectionPool
 from geventhttpclient.response import HTTPSocketPoolResponse
 from geventhttpclient.url import URL
 
-from vllm_stress.client.exchange import Exchange, error_event
+from vllm_stress.client.exchange import Exchange, error_event, is_reasoning_delta
 from vllm_stress.core.failures import StreamError
 from vllm_stress.core.kernelclock import (
     BOTH_ANCILLARY_SIZE,
@@ -108,7 +108,7 @@ class SSEParser:
         if choices := chunk.get("choices"):
             choice = choices[0]
             if self.is_output(choice):
-                exchange.output(self.now)
+                exchange.output(self.now, is_reasoning_delta(choice.get("delta") or {}))
             if reason := choice.get("finish_reason"):
                 exchange.finish_reason = reason
 

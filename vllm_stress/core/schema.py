@@ -39,6 +39,11 @@ REQUEST_COLUMNS = [
     "request_id",  # the X-Request-Id header the request carried (vLLM's request id; the simulator's --request-log key)
     "session_id",  # multi-turn sessions (locustfiles/session.py): the conversation the request belongs to, else empty
     "turn",  # its turn in the conversation, 1 to --turns; empty outside sessions
+    "ttfa_s",  # time to first answer token: to the first output chunk that is not a reasoning model's thinking
+    # (delta.reasoning or delta.reasoning_content); equals ttft_s without reasoning, empty when no answer came
+    "reasoning_tokens",  # output tokens that were thinking: usage.completion_tokens_details.reasoning_tokens when the
+    # server sends it, else the reasoning chunks counted (exact with stream_interval 1); empty when neither says any.
+    # A row with reasoning_tokens > 0 and no ttfa_s reasoned and never answered (e.g. cut by max_tokens)
 ]
 
 # The error class of a request whose stream was cut because the run (or, with --cooldown, its level) stopped the

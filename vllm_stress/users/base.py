@@ -52,6 +52,7 @@ class FlowUser(Protocol):
     ignore_eos: bool
     timeout: float
     temperature: float | None
+    thinking: bool
 
 
 def log_token_stats(environment: Environment, exchange: Exchange) -> None:
@@ -112,6 +113,8 @@ def sampling(user: FlowUser, spec: RequestSpec) -> dict[str, Any]:
         fields |= {"ignore_eos": True, "min_tokens": spec.max_tokens}
     if user.temperature is not None:
         fields["temperature"] = user.temperature
+    if user.chat and not user.thinking:  # the Qwen3 and DeepSeek-R1 chat templates' switch (docs: --thinking)
+        fields["chat_template_kwargs"] = {"enable_thinking": False}
     if user.stream:
         fields["stream_options"] = {"include_usage": True}
     return fields
@@ -125,6 +128,7 @@ def read_options(user: FlowUser, environment: Environment) -> None:
     user.ignore_eos = not options.no_ignore_eos
     user.timeout = options.request_timeout
     user.temperature = options.temperature
+    user.thinking = options.thinking == "on"
 
 
 def start_user(user: FlowUser) -> None:
@@ -150,6 +154,7 @@ class LLMUser(FastHttpUser):
     ignore_eos: bool
     timeout: float
     temperature: float | None
+    thinking: bool
 
     def __init__(self, environment: Environment) -> None:
         options = TARGETS[environment].options

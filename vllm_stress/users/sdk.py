@@ -16,7 +16,7 @@ from locust import User, task
 from openai.types.chat import ChatCompletionChunk
 
 from vllm_stress.client import options as opts
-from vllm_stress.client.exchange import Exchange, is_output_delta
+from vllm_stress.client.exchange import Exchange, is_output_delta, is_reasoning_delta
 from vllm_stress.client.prompts import RequestSpec, Workload
 from vllm_stress.core.failures import StreamError, failure_name
 from vllm_stress.users.base import log_token_stats, read_options, run_request, sampling, start_user
@@ -92,6 +92,7 @@ class SdkChatUser(User):
     ignore_eos: bool
     timeout: float
     temperature: float | None
+    thinking: bool
 
     def __init__(self, environment: Environment) -> None:
         super().__init__(environment)
@@ -115,7 +116,7 @@ class SdkChatUser(User):
 
     def send(self, spec: RequestSpec, exchange: Exchange) -> None:
         fields = sampling(self, spec)
-        extra = {key: fields.pop(key) for key in ("ignore_eos", "min_tokens") if key in fields}
+        extra = {key: fields.pop(key) for key in ("ignore_eos", "min_tokens", "chat_template_kwargs") if key in fields}
         try:
             with gevent.Timeout(self.timeout, StreamError("Timeout")):
                 response = self.client.chat.completions.create(
@@ -150,8 +151,9 @@ class SdkChatUser(User):
                 exchange.usage(chunk.usage.model_dump())
             if chunk.choices:
                 choice = chunk.choices[0]
-                if is_output_delta(choice.delta.model_dump(exclude_none=True)):
-                    exchange.output(now)
+                delta = choice.delta.model_dump(exclude_none=True)
+                if is_output_delta(delta):
+                    exchange.output(now, is_reasoning_delta(delta))
                 if choice.finish_reason:
                     exchange.finish_reason = choice.finish_reason
         exchange.check_stream_end(self.transport.done)

@@ -64,6 +64,12 @@ LEVEL_FIELDS = {
     "about as much",
     "ttft_p50_s": "time to first token percentiles (p50/p90/p99) of the measured requests ended in the window",
     "tpot_p50_s": "time per output token after the first, same requests",
+    "ttfa_p50_s": "time to first answer token (p50/p99), same requests that answered: after a reasoning model's "
+    "thinking; equals TTFT without reasoning",
+    "reasoning_share": "reasoning tokens / output tokens of the measured requests; empty when none of the level's "
+    "rows says it reasoned",
+    "cut_before_answer": "successful requests ended in the window that reasoned and never answered (no ttfa_s): "
+    "their max_tokens ran out while thinking",
     "itl_p50_s": "inter-chunk latency of the level's successful streams that ended during its hold "
     "(itl_histogram.csv buckets)",
     "e2e_p50_s": "end-to-end latency, same requests",
@@ -204,6 +210,8 @@ def level_stats(run: Run, windows: pd.DataFrame, slo: dict[str, float] | None = 
     stats["client_cpu_max_percent"] = client_health_max(run.tables.get("client_health"), windows, "cpu_percent")
     stats["client_loop_lag_max_ms"] = client_health_max(run.tables.get("client_health"), windows, "loop_lag_ms")
     stats = stats.join(latency_percentiles(measured)).join(itl_percentiles(run.tables.get("itl")))
+    stats = stats.join(reasoning(measured))
+    stats["cut_before_answer"] = per_level(ended["ok"] & (ended["reasoning_tokens"] > 0) & ended["ttfa_s"].isna())
     stats["prefix_hit_rate"] = prefix_hit_rates(measured, "users").reindex(stats.index)
     stats["server_prefix_hit_rate"] = server_prefix_hit_rate(run.tables.get("server"), windows)
     stats["server_preemptions"] = counter_gains(run.tables.get("server"), windows, "preemptions")
@@ -358,6 +366,18 @@ def latency_percentiles(measured: pd.DataFrame) -> pd.DataFrame:
         users: [percentile(level[column].to_numpy(float), p) for column in columns for p in PERCENTILES]
         for users, level in measured.groupby("users")
     }
+    return pd.DataFrame.from_dict(result, orient="index", columns=fields).reindex(columns=fields)
+
+
+def reasoning(measured: pd.DataFrame) -> pd.DataFrame:
+    """ttfa_p50_s, ttfa_p99_s and reasoning_share per level (the share NaN where no row says reasoning tokens)."""
+    fields = ["ttfa_p50_s", "ttfa_p99_s", "reasoning_share"]
+    result = {}
+    for users, level in measured.groupby("users"):
+        ttfa = level["ttfa_s"].to_numpy(float)
+        told = level[level["reasoning_tokens"] > 0]
+        share = told["reasoning_tokens"].sum() / level["completion_tokens"].sum() if len(told) else np.nan
+        result[users] = [percentile(ttfa, 50), percentile(ttfa, 99), share]
     return pd.DataFrame.from_dict(result, orient="index", columns=fields).reindex(columns=fields)
 
 

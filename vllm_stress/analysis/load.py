@@ -50,6 +50,8 @@ READ_REQUEST_COLUMNS = [
     "cached_tokens",
     "session_id",
     "turn",
+    "ttfa_s",
+    "reasoning_tokens",
 ]
 TEXT_REQUEST_COLUMNS = ["error", "finish_reason", "session_id"]
 NUMERIC_REQUEST_COLUMNS = [c for c in READ_REQUEST_COLUMNS if c not in TEXT_REQUEST_COLUMNS]

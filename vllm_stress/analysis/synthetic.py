@@ -70,6 +70,8 @@ def request_rows(
             "request_id": "",
             "session_id": "",
             "turn": np.nan,
+            "ttfa_s": np.where(ok_flags, ttft, np.nan),
+            "reasoning_tokens": np.nan,
         }
     )
     return rows[REQUEST_COLUMNS]

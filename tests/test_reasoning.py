@@ -4,12 +4,20 @@ and a row that reasoned and never answered says so; the simulator's reasoning mo
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
+from benchmarks.harness import read_rows
+from tests.helpers import analyse
 from tests.test_stream import CHAT_MARKER, parse
 from vllm_stress.client.exchange import is_output_delta
 from vllm_stress.core import schema
+
+STEADY_SIM = ["--profile", "cpu-tiny", "--set", "t_fixed=0.02", "--set", "jitter=0"]  # every decode step 20 ms
+OUTPUT_TOKENS = 25
+RUN = ["-f", "locustfiles/chat.py", "-u", "1", "-r", "1", "-t", "4s", "--headless", "--only-summary", "-L", "WARNING"]
+RUN += ["--input-tokens", "32", "--output-tokens", str(OUTPUT_TOKENS)]
 
 
 def chat_is_output(choice: dict) -> bool:
@@ -35,6 +43,54 @@ def row_of(body: bytes) -> dict:
     exchange = parse(body, CHAT_MARKER, chat_is_output, list(range(1, len(body))))
     exchange.finish()
     return dict(zip(schema.REQUEST_COLUMNS, exchange.row("local"), strict=True))
+
+
+def reasoning_run(run_locust, simulator, out: Path, reasoning: list[str], *extra: str) -> list[dict]:
+    """One user against a simulator serving a reasoning model (``reasoning``: its flags) for 4 s: the run's
+    successful rows, the run folder in ``out``."""
+    sim = simulator(*STEADY_SIM, *reasoning)
+    proc = run_locust(*RUN, "-H", sim.url, "--results-dir", str(out), *extra)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [row for row in read_rows(out / schema.REQUESTS_FILE) if row["ok"] == "1"]
+    assert len(rows) >= 3
+    return rows
+
+
+def test_the_answer_comes_reasoning_tokens_steps_after_the_first_token(run_locust, simulator, tmp_path):
+    """R reasoning tokens then A answer tokens, one token per 20 ms step: the answer's first token comes R steps
+    after the first token (TTFT still counts the thinking), so ttfa - ttft = R x TPOT."""
+    reasoning, answer = 15, OUTPUT_TOKENS - 15
+    rows = reasoning_run(run_locust, simulator, tmp_path / "run", ["--reasoning-tokens", str(reasoning)])
+    for row in rows:
+        assert (int(row["reasoning_tokens"]), int(row["completion_tokens"]), int(row["chunks"])) == (
+            reasoning,
+            reasoning + answer,
+            reasoning + answer,
+        )
+        waited = float(row["ttfa_s"]) - float(row["ttft_s"])
+        assert waited == pytest.approx(reasoning * float(row["tpot_s"]), rel=0.05)
+    level = analyse(tmp_path / "run", tmp_path / "report")["levels"][0]
+    assert level["reasoning_share"] == pytest.approx(reasoning / OUTPUT_TOKENS)
+    assert level["cut_before_answer"] == 0 and level["ttfa_p50_s"] > level["ttft_p50_s"]
+
+
+def test_a_model_that_thinks_through_its_whole_budget_is_cut_before_answering(run_locust, simulator, tmp_path):
+    """R >= --output-tokens (older field name): every row succeeds without an answer, and the report counts each."""
+    flags = ["--reasoning-tokens", str(OUTPUT_TOKENS + 5), "--reasoning-field", "reasoning_content"]
+    rows = reasoning_run(run_locust, simulator, tmp_path / "run", flags)
+    assert {(row["ttfa_s"], row["reasoning_tokens"], row["finish_reason"]) for row in rows} == {
+        ("", str(OUTPUT_TOKENS), "length")
+    }
+    level = analyse(tmp_path / "run", tmp_path / "report")["levels"][0]
+    assert level["cut_before_answer"] == level["requests"] > 0 and level["reasoning_share"] == 1.0
+    assert "Cut before answer" in (tmp_path / "report" / schema.REPORT_MD).read_text()
+
+
+def test_thinking_off_asks_the_model_not_to_reason(run_locust, simulator, tmp_path):
+    """--thinking off sends chat_template_kwargs enable_thinking=false: no reasoning, the answer at the first token."""
+    rows = reasoning_run(run_locust, simulator, tmp_path / "run", ["--reasoning-tokens", "15"], "--thinking", "off")
+    assert {row["reasoning_tokens"] for row in rows} == {""}
+    assert all(row["ttfa_s"] == row["ttft_s"] != "" for row in rows)
 
 
 @pytest.mark.parametrize("field", ["reasoning", "reasoning_content"])

@@ -16,7 +16,7 @@ from vllm_stress.core import schema
 
 STEADY_SIM = ["--profile", "cpu-tiny", "--set", "t_fixed=0.02", "--set", "jitter=0"]  # every decode step 20 ms
 OUTPUT_TOKENS = 25
-RUN = ["-f", "locustfiles/chat.py", "-u", "1", "-r", "1", "-t", "4s", "--headless", "--only-summary", "-L", "WARNING"]
+RUN = ["-u", "1", "-r", "1", "-t", "4s", "--headless", "--only-summary", "-L", "WARNING"]
 RUN += ["--input-tokens", "32", "--output-tokens", str(OUTPUT_TOKENS)]
 
 
@@ -45,22 +45,26 @@ def row_of(body: bytes) -> dict:
     return dict(zip(schema.REQUEST_COLUMNS, exchange.row("local"), strict=True))
 
 
-def reasoning_run(run_locust, simulator, out: Path, reasoning: list[str], *extra: str) -> list[dict]:
-    """One user against a simulator serving a reasoning model (``reasoning``: its flags) for 4 s: the run's
-    successful rows, the run folder in ``out``."""
+def reasoning_run(
+    run_locust, simulator, out: Path, reasoning: list[str], *extra: str, locustfile: str = "chat"
+) -> list[dict]:
+    """One user of ``locustfile`` against a simulator serving a reasoning model (``reasoning``: its flags) for 4 s:
+    the run's successful rows, the run folder in ``out``."""
     sim = simulator(*STEADY_SIM, *reasoning)
-    proc = run_locust(*RUN, "-H", sim.url, "--results-dir", str(out), *extra)
+    proc = run_locust("-f", f"locustfiles/{locustfile}.py", *RUN, "-H", sim.url, "--results-dir", str(out), *extra)
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = [row for row in read_rows(out / schema.REQUESTS_FILE) if row["ok"] == "1"]
     assert len(rows) >= 3
     return rows
 
 
-def test_the_answer_comes_reasoning_tokens_steps_after_the_first_token(run_locust, simulator, tmp_path):
+@pytest.mark.parametrize("locustfile", ["chat", "sdk"])
+def test_the_answer_comes_reasoning_tokens_steps_after_the_first_token(run_locust, simulator, tmp_path, locustfile):
     """R reasoning tokens then A answer tokens, one token per 20 ms step: the answer's first token comes R steps
     after the first token (TTFT still counts the thinking), so ttfa - ttft = R x TPOT."""
     reasoning, answer = 15, OUTPUT_TOKENS - 15
-    rows = reasoning_run(run_locust, simulator, tmp_path / "run", ["--reasoning-tokens", str(reasoning)])
+    flags = ["--reasoning-tokens", str(reasoning)]
+    rows = reasoning_run(run_locust, simulator, tmp_path / "run", flags, locustfile=locustfile)
     for row in rows:
         assert (int(row["reasoning_tokens"]), int(row["completion_tokens"]), int(row["chunks"])) == (
             reasoning,
@@ -86,9 +90,11 @@ def test_a_model_that_thinks_through_its_whole_budget_is_cut_before_answering(ru
     assert "Cut before answer" in (tmp_path / "report" / schema.REPORT_MD).read_text()
 
 
-def test_thinking_off_asks_the_model_not_to_reason(run_locust, simulator, tmp_path):
+@pytest.mark.parametrize("locustfile", ["chat", "sdk"])
+def test_thinking_off_asks_the_model_not_to_reason(run_locust, simulator, tmp_path, locustfile):
     """--thinking off sends chat_template_kwargs enable_thinking=false: no reasoning, the answer at the first token."""
-    rows = reasoning_run(run_locust, simulator, tmp_path / "run", ["--reasoning-tokens", "15"], "--thinking", "off")
+    flags = ["--reasoning-tokens", "15"]
+    rows = reasoning_run(run_locust, simulator, tmp_path / "run", flags, "--thinking", "off", locustfile=locustfile)
     assert {row["reasoning_tokens"] for row in rows} == {""}
     assert all(row["ttfa_s"] == row["ttft_s"] != "" for row in rows)
 

@@ -260,6 +260,8 @@ def level_table(config: ConfigSummary) -> Table:
     headers += ["Prefix hits (rows / server)"] if caching else []
     priced = "gpu_hour_price" in config
     headers += ["$/M output tok", "$/M total tok"] if priced else []
+    fleet = any(level.get("replica_imbalance") is not None for level in config["levels"])
+    headers += ["Replica imbalance"] if fleet else []
     rows = []
     for level in config["levels"]:
         row = [str(level["users"]), "yes" if level["steady"] else f"no: {level['steady_reason']}"]
@@ -279,6 +281,7 @@ def level_table(config: ConfigSummary) -> Table:
             else []
         )
         row += [dollars(level[cost]) for cost in level_defs.COST_FIELDS.values()] if priced else []
+        row += [count(level.get("replica_imbalance"), 2)] if fleet else []
         flags = level_flags(level)
         if flags:
             row[0] = f"{row[0]} ({flags})"

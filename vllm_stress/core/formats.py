@@ -62,6 +62,7 @@ FORMATS = (
             Addition(RUN_FILE, (FORMAT_KEY,)),
             Addition(RUN_FILE, ("server_cache_config",), "KV-cache ceiling"),
             Addition(GPU_METRICS_FILE, tuple(GPU_METRICS_COLUMNS), "GPU power and energy"),
+            Addition(SERVER_METRICS_FILE, ("replica",)),
         ),
     ),
 )

@@ -9,6 +9,7 @@ from vllm_stress.analysis.levels import (
     latency_percentiles,
     level_stats,
     level_windows,
+    replica_levels,
     timeline,
     tokens_in_windows,
 )
@@ -296,3 +297,19 @@ def test_one_server_has_no_imbalance(tmp_path):
         folder / SERVER_METRICS_FILE, index=False
     )
     assert np.isnan(stats_of(folder).loc[20, "replica_imbalance"])
+
+
+def test_each_replicas_running_and_share_of_the_requests(tmp_path):
+    folder = write_run(tmp_path / "run", level_20_rows(), LEVELS[1:])
+    scrapes = np.arange(T0 + 1100, T0 + 1241, 10.0)
+    rows = []
+    for replica, running, per_scrape in (("a:1", 6, 30), ("b:1", 2, 10), ("c:1", 2, 10)):
+        server = pd.DataFrame({column: 0.0 for column in SERVER_METRICS_COLUMNS}, index=range(len(scrapes)))
+        finished = per_scrape * np.arange(len(scrapes))
+        rows.append(server.assign(time=scrapes, users=20, replica=replica, running=running, request_success=finished))
+    pd.concat(rows).to_csv(folder / SERVER_METRICS_FILE, index=False)
+    run = load_run(folder)
+    windows, _ = level_windows(run)
+    replicas = replica_levels(run.tables["server_replicas"], windows).set_index("replica")
+    assert replicas["running_mean"].tolist() == [6, 2, 2]
+    assert replicas["request_share"].tolist() == pytest.approx([0.6, 0.2, 0.2])

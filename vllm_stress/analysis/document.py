@@ -47,6 +47,7 @@ def build_report(summary: Summary, plots: dict[str, Path]) -> list[Block]:
     blocks += [Heading("Concurrency recommendations"), recommendation_table(configs), Paragraph(RECOMMENDATION_NOTE)]
     for label, config in configs.items():
         blocks += [Heading(f"Per level: {label}"), Paragraph(config_caption(config)), level_table(config)]
+        blocks += replica_blocks(config)
         blocks += error_blocks(config)
     blocks += [block for config in configs.values() for block in traffic_blocks(config["traffic"])]
     blocks += [Heading("Plots")] + [Image(title, path) for title, path in plots.items()]
@@ -287,6 +288,21 @@ def level_table(config: ConfigSummary) -> Table:
             row[0] = f"{row[0]} ({flags})"
         rows.append(row)
     return Table(headers, rows)
+
+
+def replica_blocks(config: ConfigSummary) -> list[Block]:
+    """Each replica behind the router at each level (--server-metrics-url): its mean running requests and its share
+    of the requests finished; nothing for one server."""
+    if not config.get("replicas"):
+        return []
+    rows = [
+        [str(row["users"]), row["replica"], count(row["running_mean"], 1), percent(row["request_share"])]
+        for row in config["replicas"]
+    ]
+    return [
+        Paragraph(f"Replicas of {config['label']} (their own /metrics):"),
+        Table(["Users", "Replica", "Running (mean)", "Share of requests finished"], rows),
+    ]
 
 
 def level_flags(level: Level) -> str:

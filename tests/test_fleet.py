@@ -104,6 +104,7 @@ def test_round_robin_spreads_the_requests_evenly(simulator, nginx, run_locust, t
     for level in summary["levels"]:
         print("level", level["users"], "imbalance", level["replica_imbalance"])
         assert 1.0 <= level["replica_imbalance"] <= 1.3
+        assert "router-bound" not in level["bound"]
     assert len(summary["replicas"]) == 3 * len(summary["levels"])
 
 
@@ -117,4 +118,5 @@ def test_a_heavy_weight_shows_as_the_replica_holding_most(simulator, nginx, run_
         print("level", level["users"], "imbalance", level["replica_imbalance"], "shares", shares)
         assert shares[heavy] == pytest.approx(0.6, abs=0.08)
         assert level["replica_imbalance"] > 1.5
+        assert level["bound"].startswith(f"router-bound: replica {heavy} held ")
     assert heavy in summary["report_md"] and "Replica imbalance" in summary["report_md"]

@@ -134,6 +134,8 @@ def summarise_config(
         levels = levels.join(stats.costs(levels, gpu_hour_price, gpus))
     levels["underloaded"] = stats.underloaded(levels)
     levels["bound"] = stats.bounds(levels)
+    replicas = replicas.groupby(["users", "replica"], as_index=False)[["running_mean", "request_share"]].mean()
+    levels["bound"] = stats.router_bounds(levels, replicas)
     low, high = scaling or (int(levels["users"].min()), int(levels["users"].max()))
     for level in (low, high):
         if level not in set(levels["users"]):
@@ -165,9 +167,7 @@ def summarise_config(
         "locust_failures": dict(sum((Counter(info["locust_failures"]) for info in run_info), Counter[str]())),
         "locust_exceptions": sum(info["locust_exceptions"] for info in run_info),
         "traffic": traffic,
-        "replicas": records(
-            replicas.groupby(["users", "replica"], as_index=False)[["running_mean", "request_share"]].mean()
-        ),
+        "replicas": records(replicas),
         "earlier_formats": [
             {"run": info["dir"], "format_version": info["format_version"], "not_computed": info["not_computed"]}
             for info in run_info

@@ -103,7 +103,7 @@ def test_round_robin_spreads_the_requests_evenly(simulator, nginx, run_locust, t
     assert sum(finished.values()) == len(rows) > 0
     for level in summary["levels"]:
         print("level", level["users"], "imbalance", level["replica_imbalance"])
-        assert 1.0 <= level["replica_imbalance"] <= 1.3
+        assert level["replica_imbalance"] <= 1.3  # max / mean: 1 at best
         assert "router-bound" not in level["bound"]
     assert len(summary["replicas"]) == 3 * len(summary["levels"])
 

@@ -53,21 +53,27 @@ http {{
 @pytest.fixture
 def nginx(processes, tmp_path):
     """``nginx(replicas, weights)``: Debian's nginx routing a loopback port to the replicas' URLs, its config and
-    logs in tmp_path, killed by its PID after the test (``processes``); returns its URL. Skips without nginx."""
+    logs in tmp_path, stopped by its PID after the test (SIGTERM: its master stops its workers; ``processes`` kills
+    what still runs); returns its URL. Skips without nginx."""
     if not os.path.exists(NGINX):
         pytest.skip(f"{NGINX} is missing (make nginx, or Debian: apt-get install -y nginx)")
+    started = []
 
     def start(replicas: list[str], weights: list[int]) -> str:
         folder, port = tmp_path / "nginx", free_port()
         folder.mkdir()
         hosts = [url.removeprefix("http://").rstrip("/") for url in replicas]
         (folder / "nginx.conf").write_text(nginx_config(folder, port, hosts, weights))
-        processes([NGINX, "-p", folder, "-e", folder / "error.log", "-c", folder / "nginx.conf"], folder / "out.log")
+        command = [NGINX, "-p", folder, "-e", folder / "error.log", "-c", folder / "nginx.conf"]
+        started.append(processes(command, folder / "out.log"))
         url = f"http://127.0.0.1:{port}"
         assert wait_until(lambda: answers(url), timeout=20), (folder / "error.log").read_text()[-2000:]
         return url
 
-    return start
+    yield start
+    for proc in started:
+        proc.terminate()
+        proc.wait(timeout=10)
 
 
 def answers(url: str) -> bool:

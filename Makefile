@@ -4,7 +4,7 @@
 # or pyproject.toml changes. `make test-fast` runs the fast tier only.
 # `make test` also installs what its heavier tiers need: a CPU build of vLLM with a tiny model in .cache/ (the
 # real-vLLM tier, deploy/real-vllm.sh), Debian's chromium (the web UI browser test) and Debian's prometheus (the
-# Prometheus scrape test). `make test QUICK=1` skips
+# Prometheus scrape test) and Debian's nginx (the router of the fleet test). `make test QUICK=1` skips
 # the real-vLLM tier for quick local runs.
 PYTHON ?= python3
 VENV := .venv
@@ -12,8 +12,9 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 CHROMIUM := /usr/bin/chromium
 PROMETHEUS := /usr/bin/prometheus
+NGINX := /usr/sbin/nginx
 
-.PHONY: venv demo test test-fast lint real-vllm browser prometheus
+.PHONY: venv demo test test-fast lint real-vllm browser prometheus nginx
 
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -49,6 +50,13 @@ prometheus:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus \
 	  >/dev/null; } || echo "prometheus is not installed: the Prometheus scrape test will be skipped"
 
+# nginx from Debian's packages when we may install it (the router in front of the fleet test's replicas); without it
+# the fleet test is skipped
+nginx:
+	@test -x $(NGINX) || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nginx \
+	  >/dev/null; } || echo "nginx is not installed: the fleet test will be skipped"
+
 # the developers' loop: the gate and the fast tier (tests/conftest.py marks it: no server, Locust, vLLM, browser or
 # namespace fixture; about a minute on 2 cores)
 test-fast: $(STAMP) lint
@@ -58,9 +66,9 @@ test-fast: $(STAMP) lint
 TEST_PROCESSES ?= 2
 PARALLEL := -n $(TEST_PROCESSES) --dist loadfile --durations=25
 ifdef QUICK
-test: $(STAMP) browser prometheus lint
+test: $(STAMP) browser prometheus nginx lint
 	$(PY) -m pytest -m "not realvllm" $(PARALLEL) $(PYTEST_ARGS)
 else
-test: $(STAMP) browser prometheus lint real-vllm
+test: $(STAMP) browser prometheus nginx lint real-vllm
 	$(PY) -m pytest $(PARALLEL) $(PYTEST_ARGS)
 endif

@@ -9,6 +9,7 @@ from vllm_stress.analysis.levels import (
     latency_percentiles,
     level_stats,
     level_windows,
+    replica_levels,
     timeline,
     tokens_in_windows,
 )
@@ -266,3 +267,49 @@ def test_server_held_and_waiting_by_littles_law_and_client_cpu(tmp_path):
     assert level["server_frontend_cpu_percent"] == pytest.approx(5.0)
     assert level["client_loop_lag_max_ms"] == 35.0
     assert level["client_cpu_max_percent"] == 99.0
+
+
+def test_replicas_sum_into_the_fleet_and_their_imbalance(tmp_path):
+    """Level 20 through a router to three replicas, each scraped on its own: the fleet holds what the three hold
+    together (5 requests by Little's law, as one server would), and the busiest replica's 6 running requests over
+    the replicas' mean of 4 make the imbalance 1.5."""
+    folder = write_run(tmp_path / "run", level_20_rows(), LEVELS[1:])
+    scrapes = np.arange(T0 + 1110, T0 + 1231, 10.0)
+    replicas = []
+    for replica, running, share in (("10.0.0.1:8000", 6, 0.5), ("10.0.0.2:8000", 3, 0.25), ("10.0.0.3:8000", 3, 0.25)):
+        server = pd.DataFrame({column: 0.0 for column in SERVER_METRICS_COLUMNS}, index=range(len(scrapes)))
+        replicas.append(
+            server.assign(time=scrapes, users=20, replica=replica, running=running, e2e_count=50 * share).assign(
+                e2e_sum_s=lambda s: s["e2e_count"] * 1.0
+            )
+        )
+    pd.concat(replicas).sort_values("time").to_csv(folder / SERVER_METRICS_FILE, index=False)
+    level = stats_of(folder).loc[20]
+    assert level["server_e2e_mean_s"] == pytest.approx(1.0)
+    assert level["server_in_system_mean"] == pytest.approx(5.0)
+    assert level["replica_imbalance"] == pytest.approx(1.5)
+
+
+def test_one_server_has_no_imbalance(tmp_path):
+    folder = write_run(tmp_path / "run", level_20_rows(), LEVELS[1:])
+    server = pd.DataFrame({column: 0.0 for column in SERVER_METRICS_COLUMNS}, index=range(3))
+    server.assign(time=T0 + np.array([1110.0, 1120.0, 1130.0]), replica=np.nan).to_csv(
+        folder / SERVER_METRICS_FILE, index=False
+    )
+    assert np.isnan(stats_of(folder).loc[20, "replica_imbalance"])
+
+
+def test_each_replicas_running_and_share_of_the_requests(tmp_path):
+    folder = write_run(tmp_path / "run", level_20_rows(), LEVELS[1:])
+    scrapes = np.arange(T0 + 1100, T0 + 1241, 10.0)
+    rows = []
+    for replica, running, per_scrape in (("a:1", 6, 30), ("b:1", 2, 10), ("c:1", 2, 10)):
+        server = pd.DataFrame({column: 0.0 for column in SERVER_METRICS_COLUMNS}, index=range(len(scrapes)))
+        finished = per_scrape * np.arange(len(scrapes))
+        rows.append(server.assign(time=scrapes, users=20, replica=replica, running=running, request_success=finished))
+    pd.concat(rows).to_csv(folder / SERVER_METRICS_FILE, index=False)
+    run = load_run(folder)
+    windows, _ = level_windows(run)
+    replicas = replica_levels(run.tables["server_replicas"], windows).set_index("replica")
+    assert replicas["running_mean"].tolist() == [6, 2, 2]
+    assert replicas["request_share"].tolist() == pytest.approx([0.6, 0.2, 0.2])

@@ -9,7 +9,7 @@ import pytest
 
 from vllm_stress.analysis import stats
 from vllm_stress.analysis.levels import client_health_max, server_load
-from vllm_stress.core.bound import level_bound
+from vllm_stress.core.bound import level_bound, router_note
 from vllm_stress.core.schema import (
     CLIENT_HEALTH_COLUMNS,
     CLIENT_HEALTH_FILE,
@@ -101,3 +101,9 @@ def test_frontend_and_gateway_bounds_need_the_http_layer_to_tell_apart():
     open_loop = base | {"server_in_system_mean": 3.0, "schedule_lag_p99_s": 0.2}  # the users are only a pool
     assert level_bound(open_loop) == ""
     assert level_bound({"users": 10, "server_frontend_cpu_percent": math.nan}) == ""
+
+
+def test_a_replica_far_over_its_share_makes_the_level_router_bound():
+    assert router_note({"a:1": 0.6, "b:1": 0.2, "c:1": 0.2}) == "router-bound: replica a:1 held 60 % of the requests"
+    assert router_note({"a:1": 0.4, "b:1": 0.3, "c:1": 0.3}) == ""  # under 1.5 times its third
+    assert router_note({"": 1.0}) == "" and router_note({}) == ""  # one server: no router to blame

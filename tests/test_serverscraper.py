@@ -11,6 +11,7 @@ import threading
 import pytest
 
 from vllm_stress.core import schema
+from vllm_stress.core.fleet import fleet_row
 from vllm_stress.core.metrics import histogram_quantile
 from vllm_stress.master.serverscraper import ServerScraper, parse_metrics
 
@@ -145,3 +146,19 @@ def test_unreachable_server_gives_no_rows(server):
     gone.shutdown()
     gone.server_close()
     assert ServerScraper(gone.url).scrape(users=1) is None
+
+
+def test_replicas_of_one_scrape_read_as_one_server():
+    """The live dashboard's fleet: counts summed, the KV cache's share averaged, a quantile the slowest replica's."""
+    first = {"time": 5.0, "users": 8, "replica": "a:1", "running": 3, "kv_cache_usage": 0.2, "ttft_p99_s": 0.5}
+    second = {"time": 5.0, "users": 8, "replica": "b:1", "running": 1, "kv_cache_usage": 0.4, "ttft_p99_s": ""}
+    fleet = fleet_row([first, second])
+    assert fleet == {
+        "time": 5.0,
+        "users": 8,
+        "replica": "a:1",
+        "running": 4,
+        "kv_cache_usage": pytest.approx(0.3),
+        "ttft_p99_s": 0.5,
+    }
+    assert fleet_row([first]) == first and fleet_row([]) == {}

@@ -47,6 +47,7 @@ def build_report(summary: Summary, plots: dict[str, Path]) -> list[Block]:
     blocks += [Heading("Concurrency recommendations"), recommendation_table(configs), Paragraph(RECOMMENDATION_NOTE)]
     for label, config in configs.items():
         blocks += [Heading(f"Per level: {label}"), Paragraph(config_caption(config)), level_table(config)]
+        blocks += replica_blocks(config)
         blocks += error_blocks(config)
     blocks += [block for config in configs.values() for block in traffic_blocks(config["traffic"])]
     blocks += [Heading("Plots")] + [Image(title, path) for title, path in plots.items()]
@@ -262,6 +263,8 @@ def level_table(config: ConfigSummary) -> Table:
     headers += ["Prefix hits (rows / server)"] if caching else []
     priced = "gpu_hour_price" in config
     headers += ["$/M output tok", "$/M total tok"] if priced else []
+    fleet = any(level.get("replica_imbalance") is not None for level in config["levels"])
+    headers += ["Replica imbalance"] if fleet else []
     rows = []
     for level in config["levels"]:
         row = [str(level["users"]), "yes" if level["steady"] else f"no: {level['steady_reason']}"]
@@ -282,6 +285,7 @@ def level_table(config: ConfigSummary) -> Table:
             else []
         )
         row += [dollars(level[cost]) for cost in level_defs.COST_FIELDS.values()] if priced else []
+        row += [count(level.get("replica_imbalance"), 2)] if fleet else []
         flags = level_flags(level)
         if flags:
             row[0] = f"{row[0]} ({flags})"
@@ -293,6 +297,21 @@ def reasoning_cells(level: Level) -> list[str]:
     """A level's TTFA p50 and p99, reasoning share and requests cut before their answer."""
     ttfa = [seconds(level.get("ttfa_p50_s")), seconds(level.get("ttfa_p99_s"))]
     return [*ttfa, percent(level.get("reasoning_share")), count(level.get("cut_before_answer"))]
+
+
+def replica_blocks(config: ConfigSummary) -> list[Block]:
+    """Each replica behind the router at each level (--server-metrics-url): its mean running requests and its share
+    of the requests finished; nothing for one server."""
+    if not config.get("replicas"):
+        return []
+    rows = [
+        [str(row["users"]), row["replica"], count(row["running_mean"], 1), percent(row["request_share"])]
+        for row in config["replicas"]
+    ]
+    return [
+        Paragraph(f"Replicas of {config['label']} (their own /metrics):"),
+        Table(["Users", "Replica", "Running (mean)", "Share of requests finished"], rows),
+    ]
 
 
 def level_flags(level: Level) -> str:

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from vllm_stress.analysis.load import AnalysisError, Run
-from vllm_stress.core import bound, steady
+from vllm_stress.core import bound, fleet, steady
 from vllm_stress.core.metrics import bucket_percentile, percentile, streamed_tokens
 from vllm_stress.core.metrics import mean_in_flight as in_flight_mean
 from vllm_stress.core.schema import ABORTED, LEVELS_FILE, REQUESTS_FILE
@@ -82,6 +82,8 @@ LEVEL_FIELDS = {
     "its KV cache could not hold every running sequence, so some were evicted to be recomputed",
     "server_kv_cache_usage_mean": "the share of the server's KV-cache blocks in use (vllm:kv_cache_usage_perc, 0 to 1), "
     "averaged over the scrapes in the window",
+    "replica_imbalance": "with --server-metrics-url (replicas behind a router): the busiest replica's mean running "
+    "requests over the window / the replicas' mean (1: even load)",
     "gpu_power_w": "the GPUs' power (gpu_metrics.csv, with --gpu-metrics-url): each GPU's mean watts over its scrapes "
     "in the window, summed over every GPU of every exporter",
     "gpu_utilization_percent": "the GPUs' mean utilisation over the window, 0 to 100 (DCGM_FI_DEV_GPU_UTIL, AMD's "
@@ -98,6 +100,9 @@ LEVEL_FIELDS = {
     "usd_per_m_total_tokens": "the same per million total (prompt + output) tokens, from total_tokens_per_s",
     "partial": "the window was cut short because the run stopped early",
 }
+
+
+REPLICA_LEVEL_COLUMNS = ("users", "replica", "running_mean", "request_share")  # a config's replicas rows
 
 
 def records(table: pd.DataFrame) -> list[dict[str, Any]]:
@@ -216,6 +221,7 @@ def level_stats(run: Run, windows: pd.DataFrame, slo: dict[str, float] | None = 
     stats["server_prefix_hit_rate"] = server_prefix_hit_rate(run.tables.get("server"), windows)
     stats["server_preemptions"] = counter_gains(run.tables.get("server"), windows, "preemptions")
     stats["server_kv_cache_usage_mean"] = gauge_means(run.tables.get("server"), windows, "kv_cache_usage")
+    stats["replica_imbalance"] = replica_imbalance(run.tables.get("server_replicas"), windows)
     if slo:
         stats = stats.join(goodput(measured, slo, window_s, stats["requests"]))
     stats["partial"] = by_users["partial"]
@@ -324,6 +330,35 @@ def counter_gains(server: pd.DataFrame | None, windows: pd.DataFrame, column: st
         empty = before.empty or len(upto) == len(before)
         gains.append(np.nan if empty else upto[column].iloc[-1] - before[column].iloc[-1])
     return np.array(gains, dtype=float)
+
+
+def replica_imbalance(replicas: pd.DataFrame | None, windows: pd.DataFrame) -> np.ndarray:
+    """vllm_stress.core.fleet.imbalance of each window's per-replica mean running requests (NaN without replicas)."""
+    if replicas is None:
+        return np.full(len(windows), np.nan)
+    per_replica = [gauge_means(table, windows, "running") for _, table in replicas.groupby("replica")]
+    return np.array([fleet.imbalance(list(means)) for means in zip(*per_replica, strict=True)], dtype=float)
+
+
+def replica_levels(replicas: pd.DataFrame | None, windows: pd.DataFrame) -> pd.DataFrame:
+    """Per level and replica (server_metrics.csv's replica rows): its mean running requests and its share of the
+    requests the replicas finished in the window (vllm:request_success gained); no rows without replicas."""
+    if replicas is None:
+        return pd.DataFrame(columns=list(REPLICA_LEVEL_COLUMNS))
+    per_replica = [
+        pd.DataFrame(
+            {
+                "users": windows["users"].to_numpy(),
+                "replica": replica,
+                "running_mean": gauge_means(table, windows, "running"),
+                "finished": counter_gains(table, windows, "request_success"),
+            }
+        )
+        for replica, table in replicas.groupby("replica")
+    ]
+    levels = pd.concat(per_replica, ignore_index=True)
+    levels["request_share"] = levels["finished"] / levels.groupby("users")["finished"].transform("sum")
+    return levels[list(REPLICA_LEVEL_COLUMNS)]
 
 
 def gauge_means(server: pd.DataFrame | None, windows: pd.DataFrame, column: str) -> np.ndarray:

@@ -12,6 +12,7 @@ from typing import Any
 
 import pandas as pd
 
+from vllm_stress.core import fleet
 from vllm_stress.core.formats import FORMAT_VERSION, FORMATS, FormatError, added_after, format_of
 from vllm_stress.core.schema import (
     CLIENT_HEALTH_FILE,
@@ -76,12 +77,13 @@ OPTIONAL_TABLES = {
             "frontend_cpu_s",
             "prefix_cache_queries",
             "prefix_cache_hits",
+            "replica",
         ],
     ),
     "client_health": (CLIENT_HEALTH_FILE, ["time", "worker", "cpu_percent", "loop_lag_ms"]),
     "gpu": (GPU_METRICS_FILE, ["time", "source", "gpu", "power_w", "utilization_percent"]),
 }
-TEXT_TABLE_COLUMNS = {"Method", "Name", "Error", "Message", "Nodes", "worker", "source", "gpu"}
+TEXT_TABLE_COLUMNS = {"Method", "Name", "Error", "Message", "Nodes", "worker", "source", "gpu", "replica"}
 
 
 RunMeta = dict[str, Any]  # run.json as read: vllm_stress.core.schema.RUN_KEYS to JSON values
@@ -121,12 +123,26 @@ def load_run(path: str | Path) -> Run:
     meta = read_meta(folder / RUN_FILE)
     version = run_format(folder, meta)
     requests, notes = read_requests(folder / REQUESTS_FILE, version)
-    tables = read_tables(folder, version=version)
+    tables = fleet_tables(read_tables(folder, version=version))
     if "levels" in tables:
         check_levels(folder / LEVELS_FILE, tables)
     later_keys = added_after(version, RUN_FILE)
     meta = {key: None for key in RUN_KEYS if key in later_keys} | meta | {FORMAT_KEY: version}
     return Run(folder, requests, tables, meta, notes)
+
+
+def fleet_tables(tables: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
+    """With several replicas in server_metrics.csv: their rows kept as "server_replicas" and "server" their sum at
+    each scrape (vllm_stress.core.fleet.combine), so a fleet reads like one server; else the tables as they are."""
+    server = tables.get("server")
+    if server is None or server["replica"].dropna().nunique() < 2:
+        return tables
+    how = {column: fleet.combine(column) for column in server.columns if column not in ("time", "replica")}
+    summed = server.groupby("time", as_index=False).agg(how)
+    for column, combined in how.items():
+        if combined == "sum":
+            summed[column] = server.groupby("time")[column].sum(min_count=1).to_numpy()
+    return tables | {"server": summed.assign(replica=""), "server_replicas": server}
 
 
 def run_format(folder: Path, meta: RunMeta) -> int:

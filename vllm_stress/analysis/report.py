@@ -12,7 +12,15 @@ import pandas as pd
 
 from vllm_stress.analysis import store
 from vllm_stress.analysis.document import TITLE, build_report
-from vllm_stress.analysis.levels import LATENCY_METRICS, classify, error_counts, level_stats, level_windows, timeline
+from vllm_stress.analysis.levels import (
+    LATENCY_METRICS,
+    classify,
+    error_counts,
+    level_stats,
+    level_windows,
+    replica_levels,
+    timeline,
+)
 from vllm_stress.analysis.load import AnalysisError, Run, load_run
 from vllm_stress.analysis.pareto import PARETO_PLOT, pareto_points, plot_pareto
 from vllm_stress.analysis.plots import Timeline, write_plots
@@ -86,15 +94,18 @@ def summarise_runs(
     gpu_hour_price: float | None = None,
 ) -> tuple[ConfigSummary, list[Timeline], list[StoredRun]]:
     """The summary of one config's runs, their timelines, and their level rows for the results store."""
-    per_run, run_info, timelines, stored = [], [], [], []
+    per_run, run_info, timelines, stored, replicas = [], [], [], [], []
     for index, run in enumerate(runs):
         windows, stats, partial = windows_and_stats(run, slo)
         per_run.append(stats.assign(run=index))
+        replicas.append(replica_levels(run.tables.get("server_replicas"), windows))
         stored.append((label, run, stats))
         run_info.append(describe_run(run, partial))
         timelines.append((str(run.path), timeline(run.requests), windows.assign(steady=stats["steady"].to_numpy())))
     traffic = [tables for run in runs if (tables := traffic_tables(run, window_s))]
-    config = summarise_config(label, pd.concat(per_run), run_info, gpus, scaling, traffic, gpu_hour_price)
+    config = summarise_config(
+        label, pd.concat(per_run), run_info, gpus, scaling, traffic, pd.concat(replicas), gpu_hour_price
+    )
     return config, timelines, stored
 
 

@@ -137,6 +137,19 @@ def bounds(levels: pd.DataFrame) -> pd.Series:
     )
 
 
+def router_bounds(levels: pd.DataFrame, replicas: pd.DataFrame) -> pd.Series:
+    """Each level's bound, led by vllm_stress.core.bound.router_note when one replica behind the router finished far
+    more than its share of the level's requests (``replicas``: REPLICA_LEVEL_COLUMNS rows of the config)."""
+    notes = [
+        bound.router_note(dict(zip(rows["replica"], rows["request_share"].astype(float), strict=True)))
+        for rows in (replicas[replicas["users"] == users] for users in levels["users"])
+    ]
+    return pd.Series(
+        ["; ".join(filter(None, (note, verdict))) for note, verdict in zip(notes, levels["bound"], strict=True)],
+        index=levels.index,
+    )
+
+
 def costs(levels: pd.DataFrame, gpu_hour_price: float, gpus: int) -> pd.DataFrame:
     """The COST_FIELDS of each level: what a million tokens cost at its mean throughput (a mean of per-run costs
     would weigh the slow runs more: cost is the inverse of throughput)."""

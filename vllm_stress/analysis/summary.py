@@ -81,6 +81,7 @@ class ConfigSummary(Capacity):
     locust_failures: dict[str, int]
     locust_exceptions: int
     traffic: list[TrafficTables]  # per run with sessions or an open loop
+    replicas: list[dict[str, Any]]  # per level and replica behind a router (levels.REPLICA_LEVEL_COLUMNS)
     earlier_formats: list[EarlierFormat]  # its runs written by an earlier release
     input_notes: list[str]  # "<run folder>: <note>" for what was left out of its runs' input
     gpu_hour_price: NotRequired[float]  # $ per GPU-hour (--gpu-hour-price), when given
@@ -117,9 +118,11 @@ def summarise_config(
     gpus: int | None,
     scaling: tuple[int, int] | None,
     traffic: list[TrafficTables],
+    replicas: pd.DataFrame,
     gpu_hour_price: float | None = None,
 ) -> ConfigSummary:
-    """The config summary from its per-run level rows (column ``run``), per-run info and traffic tables; with
+    """The config summary from its per-run level rows (column ``run``), per-run info, traffic tables and replicas'
+    rows (levels.replica_levels of each run, averaged over the repeats); with
     ``gpu_hour_price`` (and ``gpus``) what a million tokens cost at each level and at the peak."""
     levels = stats.aggregate_repeats(per_run).sort_values("users").reset_index(drop=True)
     levels["output_tokens_per_s_per_user"] = 1 / levels["tpot_p50_s"]
@@ -131,6 +134,8 @@ def summarise_config(
         levels = levels.join(stats.costs(levels, gpu_hour_price, gpus))
     levels["underloaded"] = stats.underloaded(levels)
     levels["bound"] = stats.bounds(levels)
+    replicas = replicas.groupby(["users", "replica"], as_index=False)[["running_mean", "request_share"]].mean()
+    levels["bound"] = stats.router_bounds(levels, replicas)
     low, high = scaling or (int(levels["users"].min()), int(levels["users"].max()))
     for level in (low, high):
         if level not in set(levels["users"]):
@@ -162,6 +167,7 @@ def summarise_config(
         "locust_failures": dict(sum((Counter(info["locust_failures"]) for info in run_info), Counter[str]())),
         "locust_exceptions": sum(info["locust_exceptions"] for info in run_info),
         "traffic": traffic,
+        "replicas": records(replicas),
         "earlier_formats": [
             {"run": info["dir"], "format_version": info["format_version"], "not_computed": info["not_computed"]}
             for info in run_info

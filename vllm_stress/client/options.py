@@ -127,6 +127,14 @@ def add_arguments(parser: LocustArgumentParser) -> None:
         help="Seconds between scrapes of the server's Prometheus /metrics into server_metrics.csv (0: no scraping)",
     )
     parser.add_argument(
+        "--server-metrics-url",
+        action="append",
+        default=[],
+        include_in_web_ui=False,
+        help="Master or local runner: a replica's Prometheus /metrics behind the router --host names, scraped into "
+        "server_metrics.csv instead of the target's (repeatable: one per replica; the analysis sums them)",
+    )
+    parser.add_argument(
         "--gpu-metrics-url",
         action="append",
         default=[],

@@ -13,6 +13,7 @@ from vllm_stress.core.schema import CLIENT_CPU_LIMIT_PERCENT, CLIENT_LOOP_LAG_LI
 UNDERLOADED_RATIO = 0.9  # the server (or its HTTP layer) held under this share of the users
 QUEUED_SHARE = 0.1  # requests waited this share of their time in the server
 FRONTEND_CPU_LIMIT_PERCENT = 90  # vLLM's API server process at this much of a core
+ROUTER_SHARE_RATIO = 1.5  # a replica finished this many times its even share (1 / replicas) of the requests
 SCHEDULE_LAG_LIMIT_S = 1.0  # open loop / trace replay: p99 of arrivals' wait for a free user
 # What the server held over a window (level fields, see vllm_stress.analysis.levels.LEVEL_FIELDS)
 SERVER_LOAD_FIELDS = (
@@ -74,6 +75,18 @@ def health_max(samples: Sequence[Row], column: str, start: float, end: float) ->
         if sample["time"] > start and previous < end and not math.isnan(sample[column]):
             values.append(sample[column])
     return max(values, default=math.nan)
+
+
+def router_note(shares: Mapping[str, float]) -> str:
+    """What says the router, not the replicas, set the pace: one of two or more replicas (``shares``: {replica: its
+    share of the requests finished}) finished ROUTER_SHARE_RATIO times its even share ("" when none did)."""
+    present = {replica: share for replica, share in shares.items() if not math.isnan(share)}
+    if len(present) < 2:
+        return ""
+    replica = max(present, key=present.__getitem__)
+    if present[replica] < ROUTER_SHARE_RATIO / len(present):
+        return ""
+    return f"router-bound: replica {replica} held {present[replica] * 100:.0f} % of the requests"
 
 
 def client_note(level: Row) -> str:

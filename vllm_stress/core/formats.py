@@ -63,6 +63,7 @@ FORMATS = (
             Addition(RUN_FILE, ("server_cache_config",), "KV-cache ceiling"),
             Addition(GPU_METRICS_FILE, tuple(GPU_METRICS_COLUMNS), "GPU power and energy"),
             Addition(REQUESTS_FILE, ("ttfa_s", "reasoning_tokens"), "time to first answer token, reasoning share"),
+            Addition(SERVER_METRICS_FILE, ("replica",)),
         ),
     ),
 )

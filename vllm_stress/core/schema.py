@@ -123,6 +123,8 @@ SERVER_QUANTILES = {"p50": 0.5, "p99": 0.99}
 SERVER_METRICS_COLUMNS = [
     "time",  # unix seconds of the scrape
     "users",  # the level (target user count) at the scrape
+    "replica",  # the --server-metrics-url's host:port scraped (a replica behind a router), "" for the target itself
+    # (one row per replica at each scrape, all with the scrape's time; the analysis sums them into the fleet's)
     *SERVER_GAUGES,
     *SERVER_COUNTERS,
     *(

@@ -1,14 +1,17 @@
 """``server_metrics.csv`` over a run: the scrapes at its start, every interval and at its stop, and the served count;
-``gpu_metrics.csv`` beside it from each ``--gpu-metrics-url``."""
+``gpu_metrics.csv`` beside it from each ``--gpu-metrics-url``. With ``--server-metrics-url`` each replica behind the
+router is scraped instead of the target, a row per replica at each scrape."""
 
 from __future__ import annotations
 
 import time
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 import gevent
 
 from vllm_stress.core import schema
+from vllm_stress.core.fleet import fleet_row
 from vllm_stress.master.csvappender import CsvAppender
 from vllm_stress.master.gpuscraper import GpuScraper
 from vllm_stress.master.serverscraper import Cell, ServerScraper
@@ -31,7 +34,7 @@ class ServerMetrics:
         self.environment = environment
         self.recorder = recorder
         self.server = server
-        self.scraper: ServerScraper | None = None
+        self.scrapers: list[ServerScraper] = []
         self.file: CsvAppender | None = None
         self.gpus: list[GpuScraper] = []
         self.gpu_file: CsvAppender | None = None
@@ -42,22 +45,22 @@ class ServerMetrics:
 
     @property
     def latest(self) -> dict[str, Cell]:
-        return self.scraper.latest if self.scraper else {}
+        """The last scrape by column, the replicas' numbers summed (a fleet reads like one server)."""
+        return fleet_row([scraper.latest for scraper in self.scrapers])
 
     def _start(self, **_kw: object) -> None:
-        self.scraper = None
+        self.scrapers = []
         folder, options = self.recorder.run.folder, self.environment.parsed_options
         if folder is None or options is None or options.server_metrics_interval <= 0:
             return
-        url = (self.environment.host or "").rstrip("/") + "/metrics"
-        self.scraper = ServerScraper(url, self.server.headers, verify=not options.insecure)
+        self.scrapers = self._scrapers(options.server_metrics_url, verify=not options.insecure)
         self.file = CsvAppender(folder.path, schema.SERVER_METRICS_FILE, schema.SERVER_METRICS_COLUMNS)
         self.gpus = [GpuScraper(url, verify=not options.insecure) for url in options.gpu_metrics_url]  # no API key
         if self.gpus:
             self.gpu_file = CsvAppender(folder.path, schema.GPU_METRICS_FILE, schema.GPU_METRICS_COLUMNS)
         self._scrape()  # the baseline, before the first request
         self.baseline = dict(self.latest)
-        self.recorder.run.update({"server_cache_config": self.scraper.cache_config})  # its KV cache, once per run
+        self.recorder.run.update({"server_cache_config": self.scrapers[0].cache_config})  # its KV cache, once per run
         self.greenlet = gevent.spawn(self._scrape_every, options.server_metrics_interval)
 
     def _stop(self, **_kw: object) -> None:
@@ -73,14 +76,25 @@ class ServerMetrics:
             self.gpu_file.close()
             self.gpu_file = None
 
+    def _scrapers(self, replica_urls: list[str], verify: bool) -> list[ServerScraper]:
+        """A scraper per replica URL, or the target's /metrics without one."""
+        if not replica_urls:
+            url = (self.environment.host or "").rstrip("/") + "/metrics"
+            return [ServerScraper(url, self.server.headers, verify=verify)]
+        return [
+            ServerScraper(url, self.server.headers, verify=verify, replica=urlsplit(url).netloc) for url in replica_urls
+        ]
+
     def _scrape_every(self, interval_s: float) -> None:
         while True:
             gevent.sleep(interval_s)
             self._scrape()
 
     def _scrape(self) -> None:
-        if self.scraper and self.file and (row := self.scraper.scrape(self.recorder.level)):
-            self.file.write(row)
+        now = time.time()
+        for scraper in self.scrapers:
+            if self.file and (row := scraper.scrape(self.recorder.level, now)):
+                self.file.write(row)
         if self.gpu_file:
             for gpus in self.gpus:
                 self.gpu_file.write_rows(gpus.scrape(self.recorder.level))

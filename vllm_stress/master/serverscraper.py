@@ -92,15 +92,18 @@ class Exporter:
 
 
 class ServerScraper(Exporter):
-    """Scrapes one ``/metrics`` URL; ``scrape(users)`` returns the ``server_metrics.csv`` row, or None."""
+    """Scrapes one ``/metrics`` URL; ``scrape(users)`` returns the ``server_metrics.csv`` row, or None. ``replica``
+    fills the row's replica column: a --server-metrics-url's host:port, "" for the target itself."""
 
-    def __init__(self, url: str, headers: dict[str, str] | None = None, verify: bool = True) -> None:
+    def __init__(self, url: str, headers: dict[str, str] | None = None, verify: bool = True, replica: str = "") -> None:
         super().__init__(url, headers, verify)
+        self.replica = replica
         self.previous: Snapshot | None = None
         self.latest: dict[str, Cell] = {}  # the last row by column
         self.cache_config: dict[str, int] | None = None  # the server's KV-cache blocks, from its first scrape
 
-    def scrape(self, users: int) -> list[Cell] | None:
+    def scrape(self, users: int, now: float | None = None) -> list[Cell] | None:
+        """The row of a scrape now (or at ``now``, the time every replica's row of one scrape shares)."""
         try:
             text = self.text()
             snapshot = parse_metrics(text)
@@ -121,16 +124,17 @@ class ServerScraper(Exporter):
             self._warn_once(
                 "partial", "%s lacks %s: those server_metrics.csv columns stay empty", self.url, ", ".join(missing)
             )
-        row = self.row(snapshot, self.previous, time.time(), users)
+        row = self.row(snapshot, self.previous, now or time.time(), users, self.replica)
         self.previous = snapshot
         self.latest = dict(zip(schema.SERVER_METRICS_COLUMNS, row, strict=True))
         return row
 
     @staticmethod
-    def row(snapshot: Snapshot, previous: Snapshot | None, now: float, users: int) -> list[Cell]:
-        """The row of ``snapshot``: gauges and counters as scraped, histograms since ``previous`` (empty without)."""
+    def row(snapshot: Snapshot, previous: Snapshot | None, now: float, users: int, replica: str = "") -> list[Cell]:
+        """The row of ``snapshot`` from ``replica``: gauges and counters as scraped, histograms since ``previous``
+        (empty without)."""
         values = snapshot.values
-        row: list[Cell] = [round(now, 3), users]
+        row: list[Cell] = [round(now, 3), users, replica]
         row += [cell(values.get(name)) for name in schema.SERVER_GAUGES.values()]
         row += [cell(values.get(name)) for name in schema.SERVER_COUNTERS.values()]
         for name in schema.SERVER_HISTOGRAMS.values():

@@ -106,17 +106,25 @@ def test_a_level_too_short_to_be_steady_and_the_auto_hold_that_fixes_it(scenario
     assert levels[8]["e2e_p50_s"] == pytest.approx(little, rel=0.15)
     assert levels[8]["lifetimes"] >= steady.MIN_LIFETIMES
     itl_counts = itl_gaps_by_level(out / "run-1")
-    for users, expected in hold_gaps_by_level(out / "run-1").items():  # ITL: the measured streams of the holds
-        assert itl_counts[users] == pytest.approx(expected, rel=0.02), users
+    inside, around = (
+        hold_gaps_by_level(out / "run-1", -MESSAGE_DELAY_S),
+        hold_gaps_by_level(out / "run-1", MESSAGE_DELAY_S),
+    )
+    for users, count in itl_counts.items():  # ITL: the measured streams of the holds
+        assert 0 < inside[users] <= count <= around[users], users
 
 
-def hold_gaps_by_level(run) -> dict[int, int]:
-    """The inter-chunk gaps of the successful requests that ended during their level's hold, from requests.csv."""
+MESSAGE_DELAY_S = 0.5  # a worker counts gaps while the master's "hold on" message says so: it reaches it this late
+
+
+def hold_gaps_by_level(run, margin_s: float) -> dict[int, int]:
+    """The inter-chunk gaps of the successful requests that ended during their level's hold widened by ``margin_s``
+    at each edge (narrowed when negative), from requests.csv."""
     holds = {int(r["users"]): (float(r["hold_start"]), float(r["hold_end"])) for r in read_rows(run / "levels.csv")}
     gaps = dict.fromkeys(holds, 0)
     for row in read_rows(run / "requests.csv"):
         start, end = holds[int(row["users"])]
-        if row["ok"] == "1" and start <= float(row["end_time"]) < end:
+        if row["ok"] == "1" and start - margin_s <= float(row["end_time"]) < end + margin_s:
             gaps[int(row["users"])] += int(row["chunks"]) - 1
     return gaps
 

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from vllm_stress.analysis.load import AnalysisError, Run
-from vllm_stress.analysis.serverview import ttft_split
+from vllm_stress.analysis.serverview import SPLIT_PERCENTS, TTFT_PARTS
 from vllm_stress.core import bound, fleet, steady
 from vllm_stress.core.metrics import bucket_percentile, percentile, streamed_tokens
 from vllm_stress.core.metrics import mean_in_flight as in_flight_mean
@@ -248,7 +248,7 @@ def level_stats(
     if slo:
         stats = stats.join(goodput(measured, slo, window_s, stats["requests"]))
     stats["partial"] = by_users["partial"]
-    return stats.reset_index()
+    return stats.reset_index().copy()  # the copy is one block per type: the columns above came one at a time
 
 
 def prefix_hit_rates(measured: pd.DataFrame, by: str) -> pd.Series:
@@ -394,28 +394,38 @@ def mean_in_flight(rows: pd.DataFrame, windows: pd.DataFrame) -> pd.Series:
     return pd.Series(means, index=windows["users"])
 
 
-def latency_percentiles(measured: pd.DataFrame) -> pd.DataFrame:
-    """ttft/tpot/e2e (and the open loop's schedule lag) p50/p90/p99 per level (vllm_stress.core.metrics.percentile:
-    linear interpolation, as ``vllm bench serve``)."""
-    columns = [*LATENCY_METRICS.values(), "schedule_lag_s"]
-    fields = [percentile_field(c, p / 100) for c in columns for p in PERCENTILES]
+def percentiles_by_level(rows: pd.DataFrame, columns: dict[str, str], percents: tuple[int, ...]) -> pd.DataFrame:
+    """Per level of ``rows``: each {name: row column}'s percentiles (vllm_stress.core.metrics.percentile: linear
+    interpolation, as ``vllm bench serve``), as fields ``{name}_p{percent}_s``."""
+    fields = [f"{name}_p{p}_s" for name in columns for p in percents]
     result = {
-        users: [percentile(level[column].to_numpy(float), p) for column in columns for p in PERCENTILES]
-        for users, level in measured.groupby("users")
+        users: [percentile(level[column].to_numpy(float), p) for column in columns.values() for p in percents]
+        for users, level in rows.groupby("users")
     }
     return pd.DataFrame.from_dict(result, orient="index", columns=fields).reindex(columns=fields)
 
 
+def latency_percentiles(measured: pd.DataFrame) -> pd.DataFrame:
+    """ttft/tpot/e2e (and the open loop's schedule lag) p50/p90/p99 per level."""
+    columns = [*LATENCY_METRICS.values(), "schedule_lag_s"]
+    return percentiles_by_level(measured, {column.removesuffix("_s"): column for column in columns}, PERCENTILES)
+
+
 def reasoning(measured: pd.DataFrame) -> pd.DataFrame:
     """ttfa_p50_s, ttfa_p99_s and reasoning_share per level (the share NaN where no row says reasoning tokens)."""
-    fields = ["ttfa_p50_s", "ttfa_p99_s", "reasoning_share"]
-    result = {}
-    for users, level in measured.groupby("users"):
-        ttfa = level["ttfa_s"].to_numpy(float)
-        told = level[level["reasoning_tokens"] > 0]
-        share = told["reasoning_tokens"].sum() / level["completion_tokens"].sum() if len(told) else np.nan
-        result[users] = [percentile(ttfa, 50), percentile(ttfa, 99), share]
-    return pd.DataFrame.from_dict(result, orient="index", columns=fields).reindex(columns=fields)
+    told = measured[measured["reasoning_tokens"] > 0]
+    share = told.groupby("users")["reasoning_tokens"].sum() / measured.groupby("users")["completion_tokens"].sum()
+    ttfa = percentiles_by_level(measured, {"ttfa": "ttfa_s"}, (50, 99))
+    return ttfa.assign(reasoning_share=share.reindex(ttfa.index))
+
+
+def ttft_split(measured: pd.DataFrame) -> pd.DataFrame:
+    """Per level: the measured requests with a server view, and p50/p99 of their time before vLLM (client TTFT −
+    server TTFT), in the queue and in the prefill (NaN without a server view)."""
+    viewed = measured[measured["server_ttft_s"].notna() & measured["ttft_s"].notna()]
+    split = percentiles_by_level(viewed, TTFT_PARTS, SPLIT_PERCENTS).reindex(measured["users"].unique())
+    counts = viewed.groupby("users").size().reindex(split.index, fill_value=0).rename("server_view_requests")
+    return pd.concat([counts, split], axis=1)
 
 
 def percentile_field(column: str, quantile: float) -> str:

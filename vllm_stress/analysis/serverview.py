@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from vllm_stress.analysis.render import Block, Paragraph, Table
-from vllm_stress.core.metrics import percentile
 from vllm_stress.core.numbers import count, seconds
 from vllm_stress.core.spans import trace_id_of
 
@@ -30,8 +29,7 @@ TTFT_PARTS = {
     "ttft_queue": "server_queue_s",
     "ttft_prefill": "server_prefill_s",
 }
-SPLIT_QUANTILES = ("p50", "p99")
-SPLIT_FIELDS = ["server_view_requests", *(f"{part}_{p}_s" for part in TTFT_PARTS for p in SPLIT_QUANTILES)]
+SPLIT_PERCENTS = (50, 99)  # of each part
 
 
 def with_server_view(rows: pd.DataFrame, spans: pd.DataFrame | None) -> tuple[pd.DataFrame, int | None]:
@@ -45,18 +43,6 @@ def with_server_view(rows: pd.DataFrame, spans: pd.DataFrame | None) -> tuple[pd
     view = rows.assign(**{column: trace_ids.map(by_trace[source]) for column, source in SERVER_VIEW_COLUMNS.items()})
     view["before_server_s"] = view["ttft_s"] - view["server_ttft_s"]
     return view, int((~spans["trace_id"].isin(trace_ids)).sum())
-
-
-def ttft_split(measured: pd.DataFrame) -> pd.DataFrame:
-    """Per level: the measured requests with a server view, and p50/p99 of their time before vLLM (client TTFT −
-    server TTFT), in the queue and in the prefill (NaN without a server view)."""
-    result = {}
-    for users, level in measured.groupby("users"):
-        viewed = level[level["server_ttft_s"].notna() & level["ttft_s"].notna()]
-        result[users] = [len(viewed)] + [
-            percentile(viewed[column].to_numpy(float), p) for column in TTFT_PARTS.values() for p in (50, 99)
-        ]
-    return pd.DataFrame.from_dict(result, orient="index", columns=SPLIT_FIELDS).reindex(columns=SPLIT_FIELDS)
 
 
 def split_blocks(config: ConfigSummary) -> list[Block]:
@@ -75,14 +61,14 @@ def split_blocks(config: ConfigSummary) -> list[Block]:
     )
     rows = [
         [str(level["users"]), count(level["server_view_requests"])]
-        + [seconds(level.get(f"{part}_{p}_s")) for part in TTFT_PARTS for p in ("p50", "p99")]
+        + [seconds(level.get(f"{part}_p{p}_s")) for part in TTFT_PARTS for p in SPLIT_PERCENTS]
         for level in levels
         if level.get("server_view_requests")
     ]
     headers = [
         "Users",
         "Server view",
-        *(f"{name} {p}" for name in ("Before vLLM", "Queue", "Prefill") for p in SPLIT_QUANTILES),
+        *(f"{name} p{p}" for name in ("Before vLLM", "Queue", "Prefill") for p in SPLIT_PERCENTS),
     ]
     blocks: list[Block] = [Paragraph(text)]
     return blocks + ([Table(headers, rows)] if rows else [])

@@ -65,6 +65,15 @@ def test_a_message_with_images_puts_the_text_first_and_one_image_url_part_per_im
     ]
 
 
+def test_the_simulator_reads_each_image_of_a_pool_once():
+    profile, pool = load_profile("cpu-tiny"), make_image_set(1, "64x32", "png", 2, "seed").pool
+    before = read_image.cache_info()
+    costs = [read_image(url, profile) for url in pool * 3]
+    after = read_image.cache_info()
+    assert costs[:2] == costs[2:4] == costs[4:] and costs[0].key != costs[1].key
+    assert (after.misses - before.misses, after.hits - before.hits) == (2, 4)
+
+
 @pytest.mark.parametrize("size", ["512", "0x10", "axb", "10x"])
 def test_a_bad_image_size_is_refused(size):
     with pytest.raises(ValueError, match="WIDTHxHEIGHT"):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import io
 import math
 import zlib
@@ -17,6 +18,7 @@ from .parsing import ApiError
 from .profiles import Profile
 
 MAX_ASPECT_RATIO = 200  # the processor refuses a longer side over 200 times the shorter
+IMAGES_KEPT = 64  # a workload's image pool is sent again and again: decoded once each
 
 
 def smart_resize(height: int, width: int, factor: int, min_pixels: int, max_pixels: int) -> tuple[int, int]:
@@ -69,8 +71,9 @@ def decode_data_url(url: str) -> bytes:
         raise ApiError("image_url: the data URL is not valid base64", param="messages") from None
 
 
+@functools.lru_cache(maxsize=IMAGES_KEPT)
 def read_image(url: str, profile: Profile) -> ImageCost:
-    """The cost of the image a data URL holds (Pillow reads its header only)."""
+    """The cost of the image a data URL holds (Pillow reads its header only); kept for the next request with it."""
     data = decode_data_url(url)
     try:
         width, height = Image.open(io.BytesIO(data)).size

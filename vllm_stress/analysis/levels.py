@@ -89,8 +89,8 @@ LEVEL_FIELDS = {
     "itl_p50_s": "inter-chunk latency of the level's successful streams that ended during its hold "
     "(itl_histogram.csv buckets)",
     "e2e_p50_s": "end-to-end latency, same requests",
-    "schedule_lag_p50_s": "open loop: how long the level's requests waited for a free user after their scheduled "
-    "arrival (p50/p99; TTFT and e2e start at the send, as in vllm bench serve, so this wait is not in them)",
+    "schedule_lag_p50_s": "open loop: how late the level's requests were sent after their scheduled arrival, "
+    "waiting for a free user or in a process that woke late (p50/p99; TTFT and e2e start at the send, as in vllm bench serve, so this wait is not in them)",
     "prefix_hit_rate": "prompt tokens the server found in its prefix cache / prompt tokens, over the measured "
     "requests whose usage said (cached_tokens; vLLM with --enable-prompt-tokens-details)",
     "server_prefix_hit_rate": "the same from the server's counters: vllm:prefix_cache_hits / queries during the window",

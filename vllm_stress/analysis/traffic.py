@@ -26,7 +26,7 @@ TURNS_NOTE = (
 )
 BEHIND_NOTE = (
     f"Windows marked behind: the sends waited {SCHEDULE_LAG_LIMIT_S:g} s or more "
-    "(p99) after their scheduled time for a free user; the client did not keep "
+    "(p99) after their scheduled time (no free user, or a late process); the client did not keep "
     "the schedule there (more users, or more workers)."
 )
 

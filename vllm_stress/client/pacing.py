@@ -25,14 +25,15 @@ class PoissonArrivals:
 
     def wait(self) -> float:
         """Sleep until the next arrival time (taken by this caller only); returns how late it is sent: the time the
-        arrival waited for a free user (0 when one was free), reported per request as ``schedule_lag_s``."""
+        arrival waited for a free user, or the process woke late (0 when on time), reported per request as
+        ``schedule_lag_s``."""
         arrival = self.next_arrival
         self.next_arrival += self.rng.expovariate(self.rate_per_s)
         self.sent += 1
         delay = arrival - time.perf_counter()
         if delay > 0:
             gevent.sleep(delay)
-            return 0.0
+            return max(time.perf_counter() - arrival, 0.0)
         if -delay > LATE_WARNING_S:
             self.late += 1
             if not self.warned:

@@ -98,11 +98,11 @@ class TraceArrivals:
             raise TraceDone()
         line = self.lines[self.next_index]
         self.next_index += 1
-        delay = self.started + line.at_s - time.perf_counter()
-        if delay > 0:
-            gevent.sleep(delay)
+        due = self.started + line.at_s
+        if due > time.perf_counter():
+            gevent.sleep(due - time.perf_counter())
         self.last = line
-        lag = max(-delay, 0.0)
+        lag = max(time.perf_counter() - due, 0.0)  # every user was busy, or the process woke late
         self.late += lag > 1.0
         return lag
 

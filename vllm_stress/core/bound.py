@@ -17,7 +17,7 @@ ROUTER_SHARE_RATIO = 1.5  # a replica finished this many times its even share (1
 QUEUE_MIN_WAITING = 1.0  # a replica whose waiting queue held this many requests on average queues
 IDLE_RUNNING_RATIO = 0.5  # ...while another, with no queue, ran at most this share of its running requests
 QUEUE_TTFT_SHARE = 0.5  # with the server's spans: the median request spent this share of its TTFT in vLLM's queue
-SCHEDULE_LAG_LIMIT_S = 1.0  # open loop / trace replay: p99 of arrivals' wait for a free user
+SCHEDULE_LAG_LIMIT_S = 1.0  # open loop / trace replay: p99 of how late arrivals were sent
 # What the server held over a window (level fields, see vllm_stress.analysis.levels.LEVEL_FIELDS)
 SERVER_LOAD_FIELDS = (
     "server_e2e_mean_s",
@@ -118,7 +118,7 @@ def client_note(level: Row) -> str:
         f"a load generator at {cpu:.0f} % CPU" if cpu >= CLIENT_CPU_LIMIT_PERCENT else "",
         f"a load generator's event loop {lag:.0f} ms late" if lag >= CLIENT_LOOP_LAG_LIMIT_MS else "",
         read_behind_note(level),
-        f"arrivals waited {schedule_lag:.1f} s (p99) for a free user: it did not keep up with the schedule"
+        f"arrivals were sent {schedule_lag:.1f} s late (p99): it did not keep up with the schedule"
         if schedule_lag >= SCHEDULE_LAG_LIMIT_S
         else "",
     )

@@ -33,7 +33,7 @@ REQUEST_COLUMNS = [
     "users",  # target user count (the level) when the request started
     "worker",  # worker id (host_pid) that ran the request, "local" without workers
     "name",  # the request's name: chat, completions, generate, sdk-chat ...
-    "schedule_lag_s",  # open loop: from the request's scheduled arrival to its send (waiting for a free user)
+    "schedule_lag_s",  # open loop: from the request's scheduled arrival to its send (no free user, or a late wake-up)
     "cached_tokens",  # prompt tokens the server found in its prefix cache (usage.prompt_tokens_details; vLLM sends
     # it with --enable-prompt-tokens-details), empty when it did not say
     "request_id",  # the X-Request-Id header the request carried (vLLM's request id; the simulator's --request-log key)

@@ -36,7 +36,11 @@ ROW_HISTOGRAMS = {  # name -> (row column, buckets, help): observed for measured
     "time_to_first_token_seconds": (rows.TTFT, LATENCY_BUCKETS_S, "Client time to first token"),
     "time_per_output_token_seconds": (rows.TPOT, TOKEN_GAP_BUCKETS_S, "Client time per output token after the first"),
     "e2e_request_latency_seconds": (rows.E2E, LATENCY_BUCKETS_S, "Client end-to-end request latency"),
-    "schedule_lag_seconds": (rows.SCHEDULE_LAG, LATENCY_BUCKETS_S, "Open loop: wait for a free user after arrival"),
+    "schedule_lag_seconds": (
+        rows.SCHEDULE_LAG,
+        LATENCY_BUCKETS_S,
+        "Open loop: how late a request was sent after its arrival",
+    ),
 }
 ITL_HISTOGRAM = "inter_token_latency_seconds"  # from the run's ITL counts: measured streams that ended in a hold
 TOKEN_COUNTERS = {"prompt_tokens_total": rows.PROMPT, "generation_tokens_total": rows.COMPLETION}

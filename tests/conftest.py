@@ -16,6 +16,7 @@ import shutil
 import signal
 import subprocess
 import sys
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,6 +41,8 @@ TIERS = {
     "browser": ("browser",),
     "network": ("netns",),
 }
+# fixtures of tests that run a whole load test or its like (a ramp, a cluster, a real vLLM): tens of seconds each
+WHOLE_RUNS = {"scenarios", "processes", "installed_suite", "real_vllm", "browser", "network"}
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--headless",
@@ -67,10 +70,16 @@ import_locust_unpatched()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test's tiers by the fixtures it uses, and put the longest files first: the test processes take a
+    file at a time (pytest-xdist's ``--dist loadfile``), so the files that start last decide when the suite ends. A
+    file's length is told by its tests that run whole load tests (WHOLE_RUNS), then by those that start anything."""
     for item in items:
         markers = {marker for name in item.fixturenames for marker in TIERS.get(name, ())}
         for marker in sorted(markers) or ["fast"]:
             item.add_marker(marker)
+    whole_runs = Counter(item.path for item in items if WHOLE_RUNS.intersection(item.fixturenames))
+    starting = Counter(item.path for item in items if item.get_closest_marker("fast") is None)
+    items.sort(key=lambda item: (-whole_runs[item.path], -starting[item.path]))  # stable: a file's tests in order
 
 
 @contextlib.contextmanager

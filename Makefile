@@ -63,7 +63,7 @@ test-fast: $(STAMP) lint
 	$(PY) -m pytest -m fast -q $(PYTEST_ARGS)
 
 # the whole suite on TEST_PROCESSES processes, a test file to each in turn (pytest-xdist), its 25 slowest tests listed
-TEST_PROCESSES ?= 2
+TEST_PROCESSES ?= 3
 PARALLEL := -n $(TEST_PROCESSES) --dist loadfile --durations=25
 ifdef QUICK
 test: $(STAMP) browser prometheus nginx lint

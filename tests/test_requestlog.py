@@ -9,6 +9,8 @@ from vllm_stress.client.stream import KERNEL_CLOCK, KERNEL_ENABLED, USER_CLOCK
 from vllm_stress.core.kernelclock import KERNEL_PLATFORM
 from vllm_stress.simulator.requestlog import read_request_log
 
+WRITE_DELAY_S = 0.5  # the most a loaded machine is allowed to hold the server's stamped write
+
 
 def test_every_request_is_logged_under_the_id_the_client_sent(run_locust, simulator, tmp_path):
     """Two workers: the ids differ across processes, and run.json says which clock each one timed chunks with."""
@@ -55,9 +57,11 @@ def test_every_request_is_logged_under_the_id_the_client_sent(run_locust, simula
         # the server's TTFT is part of the client's, which also holds the loopback delivery both ways: with kernel
         # times at both ends that is some µs, as fine as the CSV's rounding (1 µs per column)
         assert record["first"] - record["arrival"] < float(row["ttft_s"]) + 5e-6
-        # with kernel receive times the client's first token comes after the server wrote it (same host clock)
+        # with kernel receive times the client's first token comes after the server stamped its write (same host
+        # clock): some µs after on a quiet machine, but a loaded one may run the server's write itself late (by 0.1 s
+        # under a load average of 6 on 2 cores)
         if KERNEL_ENABLED:
-            assert record["first"] < float(row["start_time"]) + float(row["ttft_s"]) < record["first"] + 0.05
+            assert record["first"] < float(row["start_time"]) + float(row["ttft_s"]) < record["first"] + WRITE_DELAY_S
     clocks = json.loads((tmp_path / "run" / "run.json").read_text())["receive_clock"]
     assert set(clocks) == {row["worker"] for row in rows} and len(clocks) == 2
     assert set(clocks.values()) == {KERNEL_CLOCK if KERNEL_ENABLED else USER_CLOCK}

@@ -62,7 +62,8 @@ nginx:
 test-fast: $(STAMP) lint
 	$(PY) -m pytest -m fast -q $(PYTEST_ARGS)
 
-# the whole suite on TEST_PROCESSES processes, a test file to each in turn (pytest-xdist), its 25 slowest tests listed
+# the whole suite on TEST_PROCESSES processes, a test file to each in turn (pytest-xdist), its 25 slowest tests listed;
+# three on two cores: the tests mostly wait on the servers and Locust processes they start
 TEST_PROCESSES ?= 3
 PARALLEL := -n $(TEST_PROCESSES) --dist loadfile --durations=25
 ifdef QUICK

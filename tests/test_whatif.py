@@ -71,6 +71,24 @@ def test_a_plain_profile_is_not_a_twin(tmp_path, capsys):
     assert "not a calibrated twin" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--step-time", "600", "--levels", "1,2,3,4,5"], "take about 202 min, over --max-minutes 60"),
+        (["--step-time", "soon"], "--step-time must be a number of seconds"),
+        (["--levels", "4,x"], "--levels must be comma-separated whole numbers"),
+    ],
+)
+def test_a_matrix_too_long_or_badly_paced_is_refused_before_it_starts(tmp_path, capsys, extra, message):
+    baseline = small_run(tmp_path / "baseline")
+    profile = str(twin_profile(tmp_path / "twin.toml"))
+    vary = ["--vary", "max-num-seqs=1,2,3,4"]
+    args = ["whatif", "--profile", profile, "--baseline", str(baseline), "--scenario", "smoke", *vary, *extra]
+    assert scenarios_main([*args, "--out", str(tmp_path / "whatif")]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "whatif").exists()
+
+
 def test_whatif_halving_max_num_seqs_on_the_twin_halves_throughput(tmp_path):
     """At 4 users a twin allowed 1 running sequence decodes one at a time: its output tok/s is far below the twin
     allowed 4, and its requests queue for their first token."""

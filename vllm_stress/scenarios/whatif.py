@@ -22,7 +22,7 @@ from vllm_stress.core.numbers import count, milliseconds, percent, seconds
 from vllm_stress.scenarios.config import cell_name, read_config, with_overrides
 from vllm_stress.scenarios.errors import ScenarioError
 from vllm_stress.scenarios.folders import prepare_out
-from vllm_stress.scenarios.levels import longest_run_s, parse_levels
+from vllm_stress.scenarios.levels import RAMP_DEFAULTS, check_times, longest_run_s, parse_levels, step_seconds
 from vllm_stress.scenarios.runner import run_scenario
 from vllm_stress.simulator.cli import VLLM_FLAGS
 from vllm_stress.simulator.profiles import load_profile
@@ -42,6 +42,7 @@ FRACTION_SETTINGS = ("gpu-memory-utilization", "prefix-share")  # 0 <= value <= 
 WORKLOAD_SETTINGS = ("input-tokens", "output-tokens", "prefix-share")
 MAX_CELLS = 16  # a what-if matrix is a handful of questions, each a full ramp on the twin
 DEFAULT_MAX_MINUTES = 60.0
+RUN_OVERHEAD_S = 15.0  # a run's Locust processes starting and stopping, and its report
 METRICS = {  # level field -> (table heading, how its value is written)
     "output_tokens_per_s": ("output tok/s", count),
     "ttft_p50_s": ("TTFT p50", milliseconds),
@@ -190,13 +191,16 @@ def whatif(args: argparse.Namespace) -> tuple[Path, pd.DataFrame]:
     _, keys = read_config(scenario)
     levels = args.levels or ",".join(str(level["users"]) for level in baseline["levels"])
     parse_levels(levels)
+    if args.step_time:
+        check_times({"step-time": args.step_time})
     ramp = [f"--levels={levels}", *([f"--step-time={args.step_time}"] if args.step_time else [])]
-    bound_s = len(cells) * longest_run_s(with_overrides(keys, ramp))
-    if bound_s > args.max_minutes * 60:
+    expected_s = len(cells) * expected_run_s(with_overrides(keys, ramp))
+    if expected_s > args.max_minutes * 60:
         raise ScenarioError(
-            f"{len(cells)} cells of levels {levels} may take {bound_s / 60:.0f} min, over --max-minutes "
+            f"{len(cells)} cells of levels {levels} take about {expected_s / 60:.0f} min, over --max-minutes "
             f"{args.max_minutes:g}: fewer cells or levels, or a shorter --step-time"
         )
+    bound_s = longest_run_s(with_overrides(keys, ramp))
     out = Path(args.out or f"results/whatif-{scenario}").resolve()
     prepare_out(out, args.overwrite)
     tokens = (
@@ -207,11 +211,12 @@ def whatif(args: argparse.Namespace) -> tuple[Path, pd.DataFrame]:
     rows = level_rows(BASELINE, baseline, {})
     for index, cell in enumerate(cells, 1):
         log.info(
-            "whatif: cell %d of %d: %s (each run stopped after %.0f s at most)",
+            "whatif: cell %d of %d: %s (about %.0f s; stopped after %.0f s at most)",
             index,
             len(cells),
             cell.name,
-            bound_s / len(cells),
+            expected_s / len(cells),
+            bound_s,
         )
         summary = run_scenario(
             scenario,
@@ -234,6 +239,17 @@ def whatif(args: argparse.Namespace) -> tuple[Path, pd.DataFrame]:
     table.to_csv(out / CSV_FILE, index=False)
     (out / MD_FILE).write_text(markdown(first_line, table))
     return out, table
+
+
+def expected_run_s(keys: dict[str, str]) -> float:
+    """About how long one cell's run takes: each level's ramp, warm-up and hold (an ``auto`` hold at its bound), and
+    the processes' start and the analysis (RUN_OVERHEAD_S)."""
+    value = {key: keys.get(key, default) for key, default in RAMP_DEFAULTS.items()}
+    hold = step_seconds(value["step-time"])
+    per_level = (
+        float(value["ramp-time"]) + float(value["warmup"]) + (float(value["max-step-time"]) if hold is None else hold)
+    )
+    return len(parse_levels(value["levels"])) * per_level + RUN_OVERHEAD_S
 
 
 def write_matrix(path: Path, server: dict[str, str]) -> Path:
@@ -262,7 +278,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--max-minutes",
         type=float,
         default=DEFAULT_MAX_MINUTES,
-        help="refuse a matrix whose runs may take longer (each run's bound, %(default)g)",
+        help="refuse a matrix whose runs take longer, about (%(default)g; each run is also stopped at its bound)",
     )
     parser.add_argument("--workers", type=int, default=0, help="Locust worker processes (default: as for run)")
     parser.add_argument("--out", default="", help="output folder (default: results/whatif-<scenario>)")

@@ -195,6 +195,15 @@ def twin_lines(real: dict[int, dict], twin: dict[int, dict], fit: str) -> list[s
         "",
         f"Calibration on the steady levels {', '.join(map(str, fitted))} (of {len(low)}; a level that is not steady "
         f"is left out of the fit): {fit}.",
+        *(
+            []
+            if len(fitted) > 1
+            else [
+                "",
+                "**Fitted to fewer than two steady levels**: three figures cannot fix the step time's four constants, "
+                "so the prediction below does not test the twin. Run again with a longer --step-time.",
+            ]
+        ),
         "",
         "| users | steady (real / twin) | "
         + " | ".join(f"{name}: real | twin | error" for name, _ in METRICS.values())

@@ -11,8 +11,7 @@ import argparse
 import glob
 import statistics
 
-from vllm_stress.analysis.levels import level_stats, level_windows
-from vllm_stress.analysis.load import load_run
+from vllm_stress.analysis.report import run_levels
 
 METRICS = {
     "output_tokens_per_s": ("output tok/s", 1.0),
@@ -25,9 +24,7 @@ def per_level(pattern: str) -> dict[int, dict[str, list[float]]]:
     """users -> metric -> the value of every run matching ``pattern`` (steady or not: the table says which)."""
     values: dict[int, dict[str, list[float]]] = {}
     for folder in sorted(glob.glob(pattern)):
-        run = load_run(folder)
-        windows, _ = level_windows(run)
-        for level in level_stats(run, windows).to_dict("records"):
+        for level in run_levels(folder).to_dict("records"):  # the report's own levels
             slot = values.setdefault(int(level["users"]), {metric: [] for metric in [*METRICS, "steady"]})
             for metric in METRICS:
                 slot[metric].append(float(level[metric]) * METRICS[metric][1])

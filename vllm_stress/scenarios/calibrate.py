@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 from scipy.optimize import least_squares
 
-from vllm_stress.analysis.levels import level_stats, level_windows
 from vllm_stress.analysis.load import AnalysisError, load_run
+from vllm_stress.analysis.report import windows_and_stats
 from vllm_stress.simulator.cli import VLLM_FLAGS
 from vllm_stress.simulator.cli import build_parser as simulator_parser
 from vllm_stress.simulator.profiles import DEFAULT_PROFILE, FIELD_TYPES, Profile, load_profile
@@ -74,8 +74,10 @@ def measured_levels(folder: str) -> list[Level]:
     server = run.tables.get("server")
     if server is None or server["running"].isna().all():
         raise CalibrationError(f"{folder}: no server metrics (server_metrics.csv is empty: no vLLM /metrics)")
-    windows, _ = level_windows(run)
-    stats = level_stats(run, windows)
+    try:
+        _, stats, _, _ = windows_and_stats(run)  # the report's own levels: the twin's figures are the report's
+    except AnalysisError as error:
+        raise CalibrationError(str(error)) from None
     steady = stats[stats["steady"].astype(bool) & stats[list(METRICS)].notna().all(axis=1)]
     if steady.empty:
         raise CalibrationError(f"{folder}: no steady level (hold each level longer: docs/concepts/steady-state.md)")

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from vllm_stress.analysis.load import AnalysisError
-from vllm_stress.scenarios import parallel, plan, routercost
+from vllm_stress.scenarios import parallel, plan, routercost, whatif
 from vllm_stress.scenarios.config import read_config, scenario_names
 from vllm_stress.scenarios.errors import ScenarioError
 from vllm_stress.scenarios.runner import MAX_DEFAULT_WORKERS, run_scenario
@@ -26,7 +26,8 @@ DESCRIPTION = """\
 |  %(prog)s parallel --dataset FILE [--parallel 1,4,16] [--target URL] [--limit N] --out DIR
 |  %(prog)s plan --users N --tokens-per-s-per-stream R [--cores-per-machine C] | plan --from-run DIR
 |  %(prog)s plan --target-rate 300req/s --from-report DIR [--headroom 0.2] [--gpus N --gpu-hour-price USD]
-|  %(prog)s router-overhead --router URL --replicas URL,URL,... [--scenario NAME] [--out DIR]"""
+|  %(prog)s router-overhead --router URL --replicas URL,URL,... [--scenario NAME] [--out DIR]
+|  %(prog)s whatif --profile TWIN.toml --baseline RUN_DIR --vary max-num-seqs=4,16 [--vary input-tokens=256] ..."""
 
 
 def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
@@ -60,6 +61,13 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
             "router-overhead",
             help="Run a scenario straight at the replicas (each at its share) and through their router, and "
             "compare the two: what the router adds at each level",
+        )
+    )
+    whatif.add_arguments(
+        commands.add_parser(
+            "whatif",
+            help="Run a matrix of changed server settings and workloads against a calibrated twin and put them beside "
+            "the measured baseline in one table",
         )
     )
     return parser
@@ -180,6 +188,8 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
             print(search_from_args(args))
         elif args.command == "router-overhead":
             return routercost.run_from_args(args)
+        elif args.command == "whatif":
+            print(whatif.run_from_args(args))
         else:
             run_from_args(args)
     except (ScenarioError, AnalysisError, ValueError) as e:

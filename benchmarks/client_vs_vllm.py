@@ -156,6 +156,11 @@ def window_cost(url: str, cmd: list[str], args) -> tuple[float, float, float]:
     return cpu, tokens, requests
 
 
+def per_request_ms(cpu: float, requests: float) -> str:
+    """CPU per request finished in the window; "-" when none finished (answers longer than the window)."""
+    return f"{cpu / requests * 1e3:.2f}" if requests else "-"
+
+
 def spread(values: list[float]) -> str:
     middle = statistics.median(values)
     return f"{middle:.1f} (±{max(abs(value - middle) for value in values) / middle * 100:.0f} %)"
@@ -235,8 +240,8 @@ def main() -> None:
             (cpu, tokens, requests), (their_cpu, their_tokens, their_requests) = (c[-1] for c in costs.values())
             print(
                 f"{args.streams} streams: ours {cpu / tokens * 1e6:.1f} us CPU per token "
-                f"({cpu / max(requests, 1) * 1e3:.2f} ms per request), vllm.benchmarks.serve "
-                f"{their_cpu / their_tokens * 1e6:.1f} us ({their_cpu / max(their_requests, 1) * 1e3:.2f} ms), "
+                f"({per_request_ms(cpu, requests)} ms per request), vllm.benchmarks.serve "
+                f"{their_cpu / their_tokens * 1e6:.1f} us ({per_request_ms(their_cpu, their_requests)} ms), "
                 f"ratio {cpu / tokens / (their_cpu / their_tokens):.2f}; load {os.getloadavg()}",
                 flush=True,
             )

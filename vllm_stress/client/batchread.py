@@ -130,12 +130,12 @@ class BatchReader:
             stream.result.set_exception(error)
 
 
-readers: dict[int, BatchReader] = {}  # per process id: a forked worker makes its own epoll set
+readers: dict[tuple[int, int], BatchReader] = {}  # per process id and hub: a forked worker makes its own epoll set
 
 
 def batch_reader() -> BatchReader:
-    """This process's reader."""
-    pid = os.getpid()
-    if pid not in readers:
-        readers[pid] = BatchReader()
-    return readers[pid]
+    """The reader of this process and this thread's gevent hub (its greenlet can only run there)."""
+    key = os.getpid(), id(gevent.get_hub())
+    if key not in readers:
+        readers[key] = BatchReader()
+    return readers[key]

@@ -84,9 +84,11 @@ class BatchReader:
             while self.streams:
                 hub.wait(watcher)
                 self.read_ready()
-        finally:
+        finally:  # the set is empty, or this greenlet was killed: its streams' users must not wait for it
             self.running = False
             watcher.close()
+            for fd, stream in list(self.streams.items()):
+                self.end(fd, stream, StreamError("ReaderStopped", "the process's stream reader was stopped"))
 
     def read_ready(self) -> None:
         """One pass over the readable sockets: one ``recvmsg`` each, timed by its kernel arrival time (else by

@@ -20,7 +20,8 @@ out of it for both. The client is then stopped and the server drained before the
 both, vLLM's first; prints both and the ratio ours / vLLM's, and the load average.
 
 ``--short`` measures what users pay: answers of ``--output-tokens`` (200 unless given), so requests start and end
-throughout the window, and vLLM's client gets enough prompts to stay busy past it. The same window also gives the
+throughout the window, and vLLM's client gets enough prompts to stay busy past it. Both clients' requests start
+spread over one request lifetime (``STAGGER``), and the warm-up lasts at least two lifetimes. The same window also gives the
 requests the server finished in it (``vllm:request_success_total``): each round prints CPU per token, per request
 and per second of both, and the end prints their medians over the rounds with each one's spread (the farthest round
 from the median, in per cent of it).
@@ -49,6 +50,11 @@ REPO = Path(__file__).resolve().parent.parent
 
 MODEL = "tiny-qwen2"
 START_TIMEOUT_S = 300.0  # vLLM's client imports torch and builds its dataset before it sends anything
+# --short: vLLM's client sends at this many times the rate its streams can finish (Poisson arrivals, Locust's users
+# start at the rate that fills theirs in one lifetime), so that both clients' requests end spread over a lifetime and
+# no stream waits for an arrival; all sent at once, they would end in waves of every stream, and a window would catch
+# one wave more or less by its phase alone
+STAGGER = 1.25
 
 
 def ours(url: str, args) -> list[str]:
@@ -66,7 +72,7 @@ def ours(url: str, args) -> list[str]:
             "-u",
             str(args.streams),
             "-r",
-            str(max(args.streams // 5, 1)),
+            str(args.streams / lifetime_s(args) if args.short else max(args.streams // 5, 1)),
             "-t",
             "1h",
             "--input-tokens",
@@ -111,8 +117,14 @@ def theirs(url: str, args) -> list[str]:
             str(args.streams),
             "--ignore-eos",
             "--disable-tqdm",
+            *(["--request-rate", f"{STAGGER * args.streams / lifetime_s(args):.2f}"] if args.short else []),
         ],
     )
+
+
+def lifetime_s(args) -> float:
+    """The shortest lifetime of a request: its answer at one token per engine step of ``--step-s``."""
+    return args.output_tokens * args.step_s
 
 
 def prompts(args) -> int:
@@ -141,7 +153,7 @@ def window_cost(url: str, cmd: list[str], args) -> tuple[float, float, float]:
             if proc.poll() is not None or time.monotonic() > deadline:
                 sys.exit(f"{cmd[3:5]} did not stream (exit code {proc.poll()})")
             time.sleep(0.5)
-        time.sleep(args.warmup)
+        time.sleep(max(args.warmup, 2 * lifetime_s(args)) if args.short else args.warmup)
         cpu, tokens, requests = cpu_seconds(proc.pid), generated_tokens(url), finished_requests(url)
         time.sleep(args.seconds)
         if proc.poll() is not None:
@@ -154,6 +166,11 @@ def window_cost(url: str, cmd: list[str], args) -> tuple[float, float, float]:
     while scrape(url)["vllm:num_requests_running{}"]:  # the client's aborted streams to leave the engine
         time.sleep(0.5)
     return cpu, tokens, requests
+
+
+def per_request_ms(cpu: float, requests: float) -> str:
+    """CPU per request finished in the window; "-" when none finished (answers longer than the window)."""
+    return f"{cpu / requests * 1e3:.2f}" if requests else "-"
 
 
 def spread(values: list[float]) -> str:
@@ -198,7 +215,12 @@ def main() -> None:
     parser.add_argument("--short", action="store_true", help="short answers: requests start and end in the window")
     parser.add_argument("--fit", help="A,B: our client alone at two answer lengths, its CPU per token and request")
     parser.add_argument("--step-s", type=float, default=0.05, help="the simulator's shortest engine step (%(default)s)")
-    parser.add_argument("--warmup", type=float, default=10.0, help="seconds from the first token to the window")
+    parser.add_argument(
+        "--warmup",
+        type=float,
+        default=10.0,
+        help="seconds from the first token to the window (--short: 2 lifetimes at least)",
+    )
     parser.add_argument("--seconds", type=float, default=15.0, help="the measuring window (%(default)s)")
     parser.add_argument("--rounds", type=int, default=3, help="pairs of measurements (%(default)s)")
     args = parser.parse_args()
@@ -235,8 +257,8 @@ def main() -> None:
             (cpu, tokens, requests), (their_cpu, their_tokens, their_requests) = (c[-1] for c in costs.values())
             print(
                 f"{args.streams} streams: ours {cpu / tokens * 1e6:.1f} us CPU per token "
-                f"({cpu / max(requests, 1) * 1e3:.2f} ms per request), vllm.benchmarks.serve "
-                f"{their_cpu / their_tokens * 1e6:.1f} us ({their_cpu / max(their_requests, 1) * 1e3:.2f} ms), "
+                f"({per_request_ms(cpu, requests)} ms per request), vllm.benchmarks.serve "
+                f"{their_cpu / their_tokens * 1e6:.1f} us ({per_request_ms(their_cpu, their_requests)} ms), "
                 f"ratio {cpu / tokens / (their_cpu / their_tokens):.2f}; load {os.getloadavg()}",
                 flush=True,
             )

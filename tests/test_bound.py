@@ -24,9 +24,10 @@ T0 = 1.7e9
 HOLD = (T0 + 1100.0, T0 + 1200.0)
 
 
-def write_files(folder, waiting_share: float, cpu: float) -> None:
+def write_files(folder, waiting_share: float, cpu: float, read_behind_ms: float = 2.0, lag_ms: float = 35.0) -> None:
     """A hold of 20 users whose server held each request 1 s, ``waiting_share`` of it queued (50 end every 10 s:
-    5 in its engine by Little's law), and two load generators, one at ``cpu`` % just inside the hold."""
+    5 in its engine by Little's law), and two load generators, one at ``cpu`` %, its event loop ``lag_ms`` late and
+    reading ``read_behind_ms`` late (p99) just inside the hold."""
     folder.mkdir()
     pd.DataFrame([(20, T0 + 1090, *HOLD)], columns=LEVEL_COLUMNS).to_csv(folder / LEVELS_FILE, index=False)
     scrapes = np.arange(T0 + 1110, T0 + 1231, 10.0)
@@ -43,17 +44,19 @@ def write_files(folder, waiting_share: float, cpu: float) -> None:
     )
     server.to_csv(folder / SERVER_METRICS_FILE, index=False)
     health = [(T0 + t, 20, w, 40.0, 1.0, 2.0) for t in (1100, 1130, 1230) for w in ("w1", "w2")]
-    health[3] = (T0 + 1130, 20, "w2", cpu, 35.0, 2.0)
+    health[3] = (T0 + 1130, 20, "w2", cpu, lag_ms, read_behind_ms)
     pd.DataFrame(health, columns=CLIENT_HEALTH_COLUMNS).to_csv(folder / CLIENT_HEALTH_FILE, index=False)
 
 
-def report_bound(folder) -> str:
+def report_bound(folder, e2e_p50_s: float = math.nan) -> str:
     """The report's path: pandas tables, the analysis' per-window figures, stats.bounds."""
     windows = pd.DataFrame({"users": [20], "start": [HOLD[0]], "end": [HOLD[1]]})
     level = server_load(pd.read_csv(folder / SERVER_METRICS_FILE), windows).reset_index()
     health = pd.read_csv(folder / CLIENT_HEALTH_FILE)
     level["client_cpu_max_percent"] = client_health_max(health, windows, "cpu_percent")
     level["client_loop_lag_max_ms"] = client_health_max(health, windows, "loop_lag_ms")
+    level["client_read_behind_p99_ms"] = client_health_max(health, windows, "read_behind_p99_ms")
+    level["e2e_p50_s"] = e2e_p50_s
     return stats.bounds(level).iloc[0]
 
 
@@ -79,6 +82,28 @@ def test_the_live_bound_is_the_reports(tmp_path, waiting_share, cpu, expected):
     assert hold_bound(folder, {"users": 20}, now=HOLD[1] + SETTLE_S - 1) is None  # samples may still come
     live = hold_bound(folder, {"users": 20}, now=HOLD[1] + SETTLE_S)
     assert live == report_bound(folder) == expected
+
+
+@pytest.mark.parametrize(
+    ("read_behind_ms", "expected"),
+    [
+        (
+            150.0,
+            "client-bound (a load generator read its chunks 150 ms late (p99, 15% of the e2e p50): its users sent "
+            "their next requests as late; the server's engine held 5 of 20; no HTTP-layer metrics to tell which)",
+        ),
+        (
+            30.0,
+            "client/gateway- or frontend-bound (the server's engine held 5 of 20; no HTTP-layer metrics to tell which)",
+        ),
+    ],
+)
+def test_the_live_level_flags_late_reads_as_the_report_does(tmp_path, read_behind_ms, expected):
+    """The dashboard's level carries the hold's e2e p50 (its verdict's); 30 ms is under 5 % of 1 s."""
+    folder = tmp_path / "run"
+    write_files(folder, 0.0, 40.0, read_behind_ms, lag_ms=1.0)
+    live = hold_bound(folder, {"users": 20, "e2e_p50_s": 1.0}, now=HOLD[1] + SETTLE_S)
+    assert live == report_bound(folder, e2e_p50_s=1.0) == expected
 
 
 def test_a_level_without_its_hold_or_files_waits_then_says_nothing(tmp_path):

@@ -61,6 +61,7 @@ def test_the_levels_held_are_kept_until_the_next_run_starts(clock):
         "reason": "the queue is still filling",
         "output_tokens_per_s": 200.0,
         "schedule_lag_p99_s": 0.3,
+        "e2e_p50_s": 1.0,
     }
     env.events.test_start.fire()
     assert progress.level_results == []

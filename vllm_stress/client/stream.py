@@ -16,6 +16,7 @@ from geventhttpclient.connectionpool import ConnectionPool
 from geventhttpclient.response import HTTPSocketPoolResponse
 from geventhttpclient.url import URL
 
+from vllm_stress.client.batchread import READ_SIZE, TRUNCATED, batch_reader
 from vllm_stress.client.exchange import Exchange, error_event, is_reasoning_delta
 from vllm_stress.client.readbehind import read_behind
 from vllm_stress.core.failures import StreamError
@@ -33,7 +34,6 @@ if TYPE_CHECKING:
     from locust.contrib.fasthttp import FastHttpSession
 
 SSE_LINE_STARTS = (b":", b"data:", b"event:", b"id:", b"retry:", b"\r")  # comments, the SSE fields, CRLF ends
-READ_SIZE = 64 * 1024  # one read takes whatever the socket holds, up to this
 KERNEL_CLOCK = "kernel (SO_TIMESTAMPNS)"
 USER_CLOCK = "user (perf_counter after each read)"
 KERNEL_ENABLED = KERNEL_PLATFORM and os.environ.get("VLLM_STRESS_KERNEL_CLOCK", "1") != "0"  # =0: user clock
@@ -209,42 +209,48 @@ def use_send_time(response: HTTPSocketPoolResponse, exchange: Exchange) -> None:
 
 
 def read_body(response: HTTPSocketPoolResponse, parser: SSEParser, exchange: Exchange) -> None:
-    """Read a geventhttpclient response's streamed body to its end into ``parser``, each read timed by the kernel's
-    arrival time on a :class:`TimedSocket` (its read-behind time noted, readbehind.py), else by perf_counter when it
-    returned. ``response.feed`` (llhttp) de-chunks into the body buffer and releases the socket to the pool at the
-    message's end."""
+    """Read a geventhttpclient response's streamed body to its end into ``parser``. On a :class:`TimedSocket` the
+    process's batch reader (batchread.py) reads it, each read timed by the kernel's arrival time (its read-behind
+    time noted, readbehind.py); else this greenlet reads it, each read timed by perf_counter when it returned.
+    ``response.feed`` (llhttp) de-chunks into the body buffer and releases the socket to the pool at the message's
+    end."""
     sock = response._sock  # private: no public API hands out a response's socket
     body = response._body_buffer  # private: the public read() would read the socket for more than the parser has
-    clock = time.perf_counter
     timed = sock if isinstance(sock, TimedSocket) else None
-    to_perf = exchange.start - exchange.start_real  # kernel (unix) time -> perf_counter time of this request
     read_behind.trim()
-    behind = read_behind.samples.append
     if body:  # came with the headers: the header read's time
         arrived = timed.arrived if timed else None
-        parser.feed(bytes(body), clock() if arrived is None else arrived + to_perf)
+        parser.feed(
+            bytes(body), time.perf_counter() if arrived is None else arrived + exchange.start - exchange.start_real
+        )
         del body[:]
     try:
-        while not response.message_complete:
-            if sock is None or response._sock is None:  # released: closed, or returned early to the pool
-                raise StreamError("StreamTruncated", "connection closed before the end of the body")
-            data = sock.recv(READ_SIZE)
-            if not data:
-                raise StreamError("StreamTruncated", "connection closed before the end of the body")
-            arrived = timed.arrived if timed else None
-            if arrived is None:
-                now = clock()
-            else:
-                now = arrived + to_perf
-                behind(clock() - now)
-            response.feed(data)
-            if body:
-                parser.feed(bytes(body), now)
-                del body[:]
+        if response.message_complete:
+            pass
+        elif timed is not None and response._sock is timed:
+            batch_reader().read(response, parser, timed, exchange.start - exchange.start_real)
+        else:
+            read_untimed(response, parser)
     except BaseException:
         response.release()
         raise
     parser.finish()
+
+
+def read_untimed(response: HTTPSocketPoolResponse, parser: SSEParser) -> None:
+    """Read the body in this greenlet, each read timed by perf_counter when it returned (HTTPS, the user clock)."""
+    sock, body, clock = response._sock, response._body_buffer, time.perf_counter
+    while not response.message_complete:
+        if sock is None or response._sock is None:  # released: closed, or returned early to the pool
+            raise StreamError("StreamTruncated", TRUNCATED)
+        data = sock.recv(READ_SIZE)
+        if not data:
+            raise StreamError("StreamTruncated", TRUNCATED)
+        now = clock()
+        response.feed(data)
+        if body:
+            parser.feed(bytes(body), now)
+            del body[:]
 
 
 def report_clocks(client_id: str, data: dict[str, Any], **_kw: object) -> None:

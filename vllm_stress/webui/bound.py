@@ -39,8 +39,8 @@ def number(text: str | None) -> float | str:
 
 
 def hold_bound(folder: Path, level: dict[str, Any], now: float | None = None) -> str | None:
-    """The bound of the held ``level`` (a ``RampProgress.level_results`` entry): the report's label ("" when nothing
-    says), "unknown (...)" when a file cannot be read, or None until its hold is in ``levels.csv`` and SETTLE_S old."""
+    """The bound of the held ``level`` (a ``RampProgress.level_results`` entry: its users, schedule lag and e2e p50):
+    the report's label ("" when nothing says), "unknown (...)" when a file cannot be read, or None until its hold is in ``levels.csv`` and SETTLE_S old."""
     try:
         holds = [row for row in read_rows(folder / LEVELS_FILE) if row["users"] == level["users"]]
         if not holds or (now or time.time()) < holds[-1]["hold_end"] + SETTLE_S:
@@ -57,6 +57,8 @@ def hold_bound(folder: Path, level: dict[str, Any], now: float | None = None) ->
             "users": level["users"],
             "client_cpu_max_percent": bound.health_max(health, "cpu_percent", start, end),
             "client_loop_lag_max_ms": bound.health_max(health, "loop_lag_ms", start, end),
+            "client_read_behind_p99_ms": bound.health_max(health, "read_behind_p99_ms", start, end),
+            "e2e_p50_s": level.get("e2e_p50_s", math.nan),
             "schedule_lag_p99_s": level.get("schedule_lag_p99_s", math.nan),
         }
     )

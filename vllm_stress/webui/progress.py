@@ -21,7 +21,7 @@ class RampProgress:
         self.phase_limit_s: float | None = None  # ... and for how long at most
         self.level_results: list[
             dict[str, object]
-        ] = []  # per level held: users, steady, reason, output tok/s, schedule lag (live
+        ] = []  # per level held: users, steady, reason, output tok/s, schedule lag, e2e p50 (live
         # estimates) and, once the dashboard has read it (vllm_stress/webui/bound.py), its bound
         environment.events.test_start.add_listener(self._on_test_start)
         hooks.phase_changed.add_listener(self._on_phase)
@@ -59,5 +59,6 @@ class RampProgress:
                     "reason": verdict.reason,
                     "output_tokens_per_s": output_tokens_per_s,
                     "schedule_lag_p99_s": schedule_lag_p99_s,
+                    "e2e_p50_s": verdict.e2e_p50_s,  # of the hold's measured requests: the read-behind rule's scale
                 }
             )

@@ -15,13 +15,6 @@ ARGS = ["--input-tokens", "32", "--output-tokens", "8", "--headless", "--only-su
 OPEN_LOOP_LOG = ["-L", "INFO"]  # after ARGS: the workers log what their open loop did
 
 
-def arrival_gaps(rows):
-    """The gaps between the rows' arrival times: each send's time less its lateness (a busy pool or a late wake-up on
-    a loaded machine)."""
-    arrivals = sorted(float(r["start_time"]) - float(r["schedule_lag_s"]) for r in rows)
-    return [b - a for a, b in zip(arrivals, arrivals[1:], strict=False)]
-
-
 def test_open_loop_rate_on_two_workers(run_locust, simulator, tmp_path):
     sim = simulator("--profile", "cpu-tiny")
     out = tmp_path / "run"
@@ -51,8 +44,7 @@ def test_open_loop_rate_on_two_workers(run_locust, simulator, tmp_path):
     steady = [r for r in rows if float(r["start_time"]) > min(float(x["start_time"]) for x in rows) + 2]
     span = max(float(r["start_time"]) for r in steady) - min(float(r["start_time"]) for r in steady)
     assert 30 * 0.75 < len(steady) / span < 30 * 1.25, loops  # 30 req/s in total, not 30 per worker
-    gaps = arrival_gaps(steady)
-    assert 0.75 < statistics.stdev(gaps) / statistics.mean(gaps) < 1.3  # exponential gaps: coefficient of variation 1
+    # (that the gaps are exponential is the arrival clock's own test below: sends timed by a loaded process are not)
     assert len({r["worker"] for r in rows}) == 2
 
 

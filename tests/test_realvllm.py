@@ -236,7 +236,9 @@ def test_smoke_scenario_through_master_and_workers(scenarios, real_vllm, tmp_pat
     check_rows(done, "chat", prompt=128, completion=32)
     assert {r["users"] for r in done} == {"2", "4"}
     finished = delta(before, counters(real_vllm.url))["vllm:request_success_total{finished_reason=length}"]
-    assert finished == len(done)  # nothing lost between the workers and the master, nothing counted twice
+    # nothing lost between the workers and the master, nothing counted twice; a stream the stop cut may have had its
+    # last token already sent (the server finished it) before its reader got to it
+    assert len(done) <= finished <= len(rows)
     summary = json.loads((out / "report" / "summary.json").read_text())
     levels = {level["users"]: level for level in summary["levels"]}
     assert sorted(levels) == [2, 4]

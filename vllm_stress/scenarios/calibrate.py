@@ -28,6 +28,7 @@ METRICS = ("output_tokens_per_s", "ttft_p50_s", "tpot_p50_s")  # what the fit ma
 # charge, it only settles the directions the data leaves free (t_fixed against bw_eff when every step reads the same
 # weights)
 PRIOR_WEIGHT = 0.02
+SMALLEST_RATIO = 1e-6  # predicted / measured below it (a prediction of nothing) weighs as this: a finite miss
 REQUESTS_PER_USER = 8  # virtual requests per user and level: a few lifetimes after the first wave
 
 
@@ -133,7 +134,9 @@ def fit(base: Profile, levels: list[Level]) -> Profile:
 
     def residuals(log_values: np.ndarray) -> np.ndarray:
         profile = with_fitted(base, log_values)
-        misses = [math.log1p(e) for errors in relative_errors(profile, levels) for e in errors.values()]
+        misses = [
+            math.log(max(1 + e, SMALLEST_RATIO)) for errors in relative_errors(profile, levels) for e in errors.values()
+        ]
         return np.concatenate([misses, prior * (log_values - start)])
 
     start = np.log([getattr(base, name) or floor for name, floor in FITTED.items()])

@@ -7,7 +7,8 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 out=$1
 py=.venv/bin/python
-truth=(--simulator-arg=--set=t_fixed=0.003 --simulator-arg=--set=mfu=0.2 --simulator-arg=--set=bw_eff=0.4)
+truth=(--simulator-arg=--set=t_fixed=0.003 --simulator-arg=--set=mfu=0.2 --simulator-arg=--set=bw_eff=0.4
+  --simulator-arg=--set=t_frontend=0.002)
 short=--locust-arg=--step-time=20
 
 run() { $py -m scenarios run --workers 1 --overwrite "$short" "$@"; }

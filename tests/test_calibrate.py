@@ -15,7 +15,7 @@ from vllm_stress.scenarios import calibrate
 from vllm_stress.simulator.profiles import load_profile
 from vllm_stress.simulator.steptime import StepTimeModel
 
-TRUTH = {"t_fixed": 0.003, "mfu": 0.2, "bw_eff": 0.4}  # a server the base profile (cpu-tiny) is not
+TRUTH = {"t_fixed": 0.003, "mfu": 0.2, "bw_eff": 0.4, "t_frontend": 0.002}  # a server the base profile is not
 
 
 def decode_step(profile, batch: int, context: int) -> float:
@@ -36,6 +36,8 @@ def test_the_fit_recovers_a_known_step_time_and_predicts_unseen_settings():
     truth = load_profile("cpu-tiny", TRUTH)
     twin = calibrate.fit(load_profile("cpu-tiny"), virtual_levels(truth, (1, 2, 4, 8), {"max_num_seqs": 4}))
     assert twin.mfu == pytest.approx(truth.mfu, rel=0.1)  # prefill: compute-bound, identifiable
+    # the API server's time: one request at a time, so waits grow with the users, unlike a step's cost
+    assert twin.t_frontend == pytest.approx(truth.t_frontend, rel=0.1)
     # decode: t_fixed + weights / bandwidth, identifiable as a sum only (t_fixed against bw_eff)
     assert decode_step(twin, 4, 160) == pytest.approx(decode_step(truth, 4, 160), rel=0.03)
     unseen = virtual_levels(truth, (8, 16), {"max_num_seqs": 16}, prompt=256)

@@ -178,6 +178,22 @@ def test_stop_after_and_abort():
     assert engine.kv.free_blocks == engine.kv.usable_blocks
 
 
+def test_the_api_server_hands_requests_over_one_at_a_time():
+    engine = Engine(tiny(t_frontend=0.01))
+    first = Sequence(10, 2)
+    pair = (Sequence(10, 2, index=0), Sequence(10, 2, index=1))  # one request with n=2: one frontend time
+    late = Sequence(10, 2)
+    engine.add_request(first, arrival=0.0)
+    engine.add_request(*pair, arrival=0.0)
+    engine.add_request(late, arrival=0.5)  # the API server is idle again by then
+    assert [seq.ready for seq in (first, *pair, late)] == pytest.approx([0.01, 0.02, 0.02, 0.51])
+    assert engine.step() == (0.0, []) and engine.clock == pytest.approx(0.01)  # idle until the first is handed over
+    run_until_idle(engine)
+    assert first.first_scheduled == pytest.approx(0.01) and pair[0].first_scheduled >= 0.02
+    assert late.first_scheduled == pytest.approx(0.51) and late.queue_time() == pytest.approx(0.0)
+    assert late.ttft() == pytest.approx(0.01 + late.prefill_time())  # vLLM's TTFT counts from the HTTP arrival
+
+
 def test_max_tokens_clamped_to_context():
     engine = Engine(tiny())
     seq = Sequence(4000, 1000)

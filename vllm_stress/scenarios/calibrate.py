@@ -20,9 +20,9 @@ from vllm_stress.simulator.cli import build_parser as simulator_parser
 from vllm_stress.simulator.profiles import DEFAULT_PROFILE, FIELD_TYPES, Profile, load_profile
 from vllm_stress.simulator.virtual import closed_loop
 
-# the engine's own step-time fields (steptime.py), nothing else, each with the value a fit starts from when the base
-# profile's is 0 (the fit works on logarithms)
-FITTED = {"t_fixed": 1e-4, "t_per_seq": 1e-5, "mfu": 0.01, "bw_eff": 0.01}
+# the engine's own step-time fields (steptime.py) and the API server's time per request (engine.py), nothing else,
+# each with the value a fit starts from when the base profile's is 0 (the fit works on logarithms)
+FITTED = {"t_fixed": 1e-4, "t_per_seq": 1e-5, "mfu": 0.01, "bw_eff": 0.01, "t_frontend": 1e-4}
 METRICS = ("output_tokens_per_s", "ttft_p50_s", "tpot_p50_s")  # what the fit matches, per steady level
 # weight of a pull towards the base profile's nonzero constants, per unit of log: small enough to leave the data in
 # charge, it only settles the directions the data leaves free (t_fixed against bw_eff when every step reads the same
@@ -176,8 +176,8 @@ def level_lines(levels: list[Level], errors: list[dict[str, float]]) -> list[str
 def build_parser(prog: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=prog,
-        description="Fit the simulator's step-time constants (t_fixed, t_per_seq, mfu, bw_eff) to the steady levels "
-        "of measured runs, and write a profile that makes the simulator a twin of that server.",
+        description="Fit the simulator's step-time constants (t_fixed, t_per_seq, mfu, bw_eff) and the API server's "
+        "time per request (t_frontend) to the steady levels of measured runs, and write a profile that makes the simulator a twin of that server.",
     )
     parser.add_argument("--from-run", nargs="+", required=True, metavar="DIR", help="run folders of the sweep")
     parser.add_argument("--out", required=True, metavar="PROFILE.toml", help="the calibrated profile to write")

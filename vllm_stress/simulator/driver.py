@@ -35,9 +35,7 @@ class EngineDriver:
             await asyncio.gather(self._task, return_exceptions=True)
 
     def submit(self, seqs: list[Sequence]) -> None:
-        now = self.engine_now()
-        for seq in seqs:
-            self.engine.add_request(seq, arrival=now)
+        self.engine.add_request(*seqs, arrival=self.engine_now())
         self._wake.set()
 
     def abort(self, seqs: list[Sequence]) -> None:
@@ -66,7 +64,8 @@ class EngineDriver:
             ahead = (engine.clock - self.engine_now()) / self.time_scale
             if ahead > 0:
                 await asyncio.sleep(ahead)
-            self.metrics.observe_step(result)
+            if result.duration:  # not a wait for the API server
+                self.metrics.observe_step(result)
             pending.update(result.outputs)
             if ahead > 0 or loop.time() - published_at >= HOLD_S:
                 self._publish(pending)

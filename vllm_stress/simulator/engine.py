@@ -42,6 +42,7 @@ class Sequence:
         "num_preemptions",
         "finish_reason",
         "arrival",
+        "ready",
         "first_scheduled",
         "first_token",
         "previous_token",
@@ -73,7 +74,8 @@ class Sequence:
         self.num_cached_tokens = 0  # prompt tokens found in the prefix cache at its first admission
         self.num_preemptions = 0
         self.finish_reason: str | None = None
-        self.arrival = 0.0
+        self.arrival = 0.0  # the request reached the server (its HTTP request was read)
+        self.ready = 0.0  # the API server handed it to the engine core: arrival + its wait for and time in the frontend
         self.first_scheduled: float | None = None
         self.first_token: float | None = None
         self.previous_token: float | None = None  # time of the token before the last one (inter-token latency)
@@ -93,7 +95,8 @@ class Sequence:
         return _between(self.arrival, self.finished_at)
 
     def queue_time(self) -> float:
-        return _between(self.arrival, self.first_scheduled)
+        """In the engine core's waiting queue (vLLM's queue time starts when the engine core receives it)."""
+        return _between(self.ready, self.first_scheduled)
 
     def prefill_time(self) -> float:
         return _between(self.first_scheduled, self.first_token)
@@ -139,6 +142,8 @@ class Engine:
         self.prefix_cache_queries = 0  # prompt tokens looked up in the prefix cache, at first admission
         self.prefix_cache_hits = 0  # of which found cached
         self.last_num_scheduled_tokens = 0
+        self.t_frontend = profile.t_frontend
+        self.frontend_free_at = 0.0  # when the API server has handled every request it was given
 
     @property
     def has_work(self) -> bool:
@@ -148,10 +153,16 @@ class Engine:
         """Move the engine clock forward to ``now`` (idle time); never backwards."""
         self.clock = max(self.clock, now)
 
-    def add_request(self, seq: Sequence, arrival: float | None = None) -> None:
-        seq.arrival = self.clock if arrival is None else arrival
-        seq.max_tokens = min(seq.max_tokens, self.max_model_len - seq.prompt_len)
-        self.waiting.append(seq)
+    def add_request(self, *seqs: Sequence, arrival: float | None = None) -> None:
+        """One request (its ``n`` sequences) arriving at ``arrival`` (default: now). The API server takes
+        ``t_frontend`` seconds for it, one request at a time, before the engine may schedule it."""
+        arrival = self.clock if arrival is None else arrival
+        self.frontend_free_at = max(self.frontend_free_at, arrival) + self.t_frontend
+        for seq in seqs:
+            seq.arrival = arrival
+            seq.ready = self.frontend_free_at
+            seq.max_tokens = min(seq.max_tokens, self.max_model_len - seq.prompt_len)
+            self.waiting.append(seq)
 
     def abort(self, seq: Sequence) -> None:
         """Drop an unfinished sequence (client went away); it finishes with ``abort``."""
@@ -164,6 +175,11 @@ class Engine:
         self._finish(seq, "abort")
 
     def step(self) -> StepResult:
+        """One forward pass. With nothing to run but requests still in the API server, the clock moves to when the
+        first of them reaches the engine, and nothing is scheduled (a zero-duration result)."""
+        if not self.running and self.waiting and self.waiting[0].ready > self.clock:
+            self.clock = self.waiting[0].ready
+            return StepResult(0.0, [])
         scheduled: list[tuple[Sequence, int]] = []
         budget, preempted = self._schedule_running(scheduled)
         if not preempted:
@@ -206,7 +222,7 @@ class Engine:
         waiting, kv = self.waiting, self.kv
         while waiting and budget > 0 and len(self.running) < self.max_num_seqs:
             seq = waiting[0]
-            if seq.arrival > self.clock:
+            if seq.ready > self.clock:
                 return
             hits = kv.lookup(seq)
             computed = len(hits) * kv.block_size

@@ -72,6 +72,9 @@ class Profile:
     # step-time seconds per sequence scheduled in the step, outside the roofline (per-request host work: scheduling,
     # sampling, input preparation); 0 in the bundled profiles, fitted by calibrate
     t_per_seq: float = 0.0
+    # API-server seconds per request before the engine core gets it (HTTP, chat template, tokenization), one request
+    # at a time, so that requests arriving together wait for each other; 0 in the bundled profiles, fitted by calibrate
+    t_frontend: float = 0.0
     # a twin (``python -m simulator calibrate``): the runs its step time was fitted to, and its error on them
     twin_source: str = ""
     twin_error: str = ""

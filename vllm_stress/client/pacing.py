@@ -14,6 +14,14 @@ log = logging.getLogger(__name__)
 LATE_WARNING_S = 1.0
 
 
+def sleep_until(due: float) -> float:
+    """Sleep until ``time.perf_counter()`` reaches ``due``; returns how late it is now (0 when on time): late because
+    the caller came after ``due``, or because a busy process woke it late."""
+    if due > time.perf_counter():
+        gevent.sleep(due - time.perf_counter())
+    return max(time.perf_counter() - due, 0.0)
+
+
 class PoissonArrivals:
     def __init__(self, rate_per_s: float, seed: int | None = None) -> None:
         self.rate_per_s = rate_per_s
@@ -30,20 +38,17 @@ class PoissonArrivals:
         arrival = self.next_arrival
         self.next_arrival += self.rng.expovariate(self.rate_per_s)
         self.sent += 1
-        delay = arrival - time.perf_counter()
-        if delay > 0:
-            gevent.sleep(delay)
-            return max(time.perf_counter() - arrival, 0.0)
-        if -delay > LATE_WARNING_S:
+        behind = time.perf_counter() - arrival
+        if behind > LATE_WARNING_S:
             self.late += 1
             if not self.warned:
                 self.warned = True
                 log.warning(
                     "Arrivals wait for free users (%.1f s late): the open loop needs more users (-u) "
                     "than arrival rate x e2e latency",
-                    -delay,
+                    behind,
                 )
-        return -delay
+        return sleep_until(arrival)
 
     def summary(self) -> str:
         """What this process's open loop did, for the log at test stop."""

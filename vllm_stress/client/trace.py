@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 
-import gevent
+from .pacing import sleep_until
 
 log = logging.getLogger(__name__)
 
@@ -98,11 +98,8 @@ class TraceArrivals:
             raise TraceDone()
         line = self.lines[self.next_index]
         self.next_index += 1
-        due = self.started + line.at_s
-        if due > time.perf_counter():
-            gevent.sleep(due - time.perf_counter())
+        lag = sleep_until(self.started + line.at_s)  # every user was busy, or the process woke late
         self.last = line
-        lag = max(time.perf_counter() - due, 0.0)  # every user was busy, or the process woke late
         self.late += lag > 1.0
         return lag
 

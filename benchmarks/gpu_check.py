@@ -219,7 +219,7 @@ def twin_lines(real: dict[int, dict], twin: dict[int, dict], fit: str) -> list[s
 
 def frontend_lines(real: dict[int, dict]) -> list[str]:
     """Per real level, the time vLLM's API server held a request outside its engine (Little's law on its own HTTP
-    and e2e histograms): what the engine model, and so the twin, does not have."""
+    and e2e histograms): the twin has a part of it, its API server's time before the engine (t_frontend, fitted)."""
     lines = [
         "",
         "## Outside the engine: vLLM's API server per request (real levels)",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
 from typing import TYPE_CHECKING
 
@@ -49,6 +50,7 @@ def _on_init(environment: Environment, **_kw: object) -> None:
     # gevent's loop caches "now" between iterations and the locustfile's imports (the openai SDK's take seconds) ran
     # while it did not iterate: without a refresh, a timer set next, e.g. Locust's --run-time, fires that much early
     gevent.get_hub().loop.update_now()
+    _interrupt_here_on_sigint()
     target = Target(environment)
     if environment.web_ui and target.live:  # the master's or the local runner's
         llmtab.register(environment.web_ui, target.live)
@@ -58,6 +60,15 @@ def _on_init(environment: Environment, **_kw: object) -> None:
         _serve_spans(target.options, target.spans)
     if environment in _test_started_before_init:
         prepare_target(environment)
+
+
+def _interrupt_here_on_sigint() -> None:
+    """Ctrl-C raises KeyboardInterrupt in the greenlet that fires init, Locust's main one, where Locust shuts down on
+    it: Python's own handler raises it in whichever greenlet runs when the signal comes, and a user greenlet dies of it
+    with a traceback before gevent passes it on. A process started with SIGINT ignored (a shell's background job) keeps
+    ignoring it."""
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        gevent.signal_handler(signal.SIGINT, gevent.getcurrent().throw, KeyboardInterrupt)
 
 
 def _serve_metrics(options: argparse.Namespace, export: promexport.PromExport) -> None:

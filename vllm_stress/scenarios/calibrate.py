@@ -177,7 +177,8 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=prog,
         description="Fit the simulator's step-time constants (t_fixed, t_per_seq, mfu, bw_eff) and the API server's "
-        "time per request (t_frontend) to the steady levels of measured runs, and write a profile that makes the simulator a twin of that server.",
+        "time per request (t_frontend) to the steady levels of measured runs, and write a profile that makes the "
+        "simulator a twin of that server.",
     )
     parser.add_argument("--from-run", nargs="+", required=True, metavar="DIR", help="run folders of the sweep")
     parser.add_argument("--out", required=True, metavar="PROFILE.toml", help="the calibrated profile to write")

@@ -1,7 +1,7 @@
 """The first command on a GPU host: can this suite, and a twin calibrated on it, be trusted on this hardware?
 
     .venv/bin/python -m benchmarks.gpu_check --platform cuda|rocm --model PATH [--profile low-latency]
-    .venv/bin/python -m benchmarks.gpu_check --platform cpu --concurrency 1,4,16      # vLLM's CPU build, tiny model
+    .venv/bin/python -m benchmarks.gpu_check --platform cpu --concurrency 1,2,4,8,16  # vLLM's CPU build, tiny model
 
 1. starts vLLM with a launch profile (deploy/profiles/; on cuda/rocm with deploy/vllm-serve.sh, on cpu with
    deploy/real-vllm.sh and its tiny model), pinned apart from the load generator on cpu;

@@ -36,7 +36,7 @@ def spread(values: list[float]) -> str:
     median = statistics.median(values)
     if len(values) < 2:
         return f"{median:.4g}"
-    return f"{median:.4g} ({min(values):.3g}–{max(values):.3g})"
+    return f"{median:.4g} ({min(values):.4g}–{max(values):.4g})"
 
 
 def rows(case: str, measured: str, twin: str) -> list[str]:

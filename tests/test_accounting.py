@@ -37,6 +37,8 @@ def test_requests_the_server_finished_without_a_row_are_unaccounted():
     keys = accounting.run_keys()
     assert keys["unaccounted_requests"] == 6 and keys["server_requests"] == 10
     assert keys["lost_workers"] == [{"worker": "w1", "last_seen": 123.0, "rows": 4}]
+    accounting.count([SUCCESS], worker="w1")  # its link came back: a report sent before the loss still arrived
+    assert accounting.run_keys()["lost_workers"] == [{"worker": "w1", "last_seen": 123.0, "rows": 5}]
     accounting.server_requests = 2  # another client's requests cannot make it negative
     assert accounting.unaccounted() == 0
 

@@ -124,9 +124,9 @@ def test_a_worker_host_cut_off_mid_level_is_accounted_and_the_run_completes(netw
     )
     lost_ids = {lost["worker"] for lost in meta["lost_workers"]}
     assert lost_line[1] in lost_ids and {w.split("_")[0] for w in lost_ids} == {"worker2"}
-    # each lost process is named with the rows it had sent before the cut, as requests.csv holds them (none when the
-    # cut came before its first report: rows travel with the reports every 3 s); what the server served beyond the
-    # rows is counted below
+    # each lost process is named with the rows it sent, as requests.csv holds them (none when the cut came before its
+    # first report: rows travel with the reports every 3 s; more than at the loss when the link comes back and a
+    # report sent before the cut still arrives); what the server served beyond the rows is counted below
     rows_by_worker = Counter(row["worker"] for row in rows)
     assert len(lost_ids) == PROCESSES_PER_HOST
     assert all(lost["rows"] == rows_by_worker[lost["worker"]] for lost in meta["lost_workers"]), meta["lost_workers"]

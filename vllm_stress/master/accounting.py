@@ -14,7 +14,7 @@ class RequestAccounting:
     def __init__(self) -> None:
         self.totals: Counter[str] = Counter()  # requests (successes and failures), failures, aborted, mismatches
         self.rows_by_worker: Counter[str] = Counter()  # rows received from each worker, in the order they came
-        self.lost_workers: list[dict[str, Any]] = []  # {"worker", "last_seen", "rows"} of each worker lost
+        self.lost_workers: list[dict[str, Any]] = []  # {"worker", "last_seen"} of each worker lost
         self.server_requests: int | None = None  # requests the server finished in the run, by its own counter
 
     def reset(self) -> None:
@@ -35,8 +35,9 @@ class RequestAccounting:
             self.rows_by_worker[worker] += len(new_rows)
 
     def lose_worker(self, worker: str, last_seen: float | None) -> None:
-        """A worker went missing: its requests in flight, and its rows since its last report, have no row."""
-        self.lost_workers.append({"worker": worker, "last_seen": last_seen, "rows": self.rows_by_worker[worker]})
+        """A worker went missing: its requests in flight, and its rows since its last report, have no row (unless its
+        link comes back and they still arrive: run_keys counts its rows when it is asked)."""
+        self.lost_workers.append({"worker": worker, "last_seen": last_seen})
 
     def unaccounted(self) -> int | None:
         """Requests the server finished that have no row (None without the server's count). The server counts an
@@ -49,7 +50,7 @@ class RequestAccounting:
         """The run.json keys these counts fill."""
         return {
             "workers": list(self.rows_by_worker),
-            "lost_workers": self.lost_workers,
+            "lost_workers": [{**lost, "rows": self.rows_by_worker[lost["worker"]]} for lost in self.lost_workers],
             "server_requests": self.server_requests,
             "unaccounted_requests": self.unaccounted(),
         }

@@ -86,7 +86,7 @@ RUN_KEYS = [
     "ended",  # unix seconds, or null while running
     "complete",  # false when the run was interrupted (Ctrl-C, SIGTERM, lost master): analyse as partial
     "workers",  # worker ids seen during the run
-    "lost_workers",  # [{"worker", "last_seen", "rows"}] for workers that went missing mid-run (rows received from each in the whole run)
+    "lost_workers",  # [{"worker", "last_seen", "rows"}] for workers that went missing mid-run (rows received, late too)
     "server_requests",  # requests the server finished during the run (its request_success_total), or null
     "unaccounted_requests",  # of those, how many have no row: lost with a worker (a lower bound), or null
     "receive_clock",  # {worker id or "local": the clock its streaming users timed chunks with} (stream.py)

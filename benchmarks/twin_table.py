@@ -1,8 +1,11 @@
 """The twin's fidelity table for benchmarks/twin.md: per case and level, output tok/s, TTFT p50 and TPOT p50 of the
 measured runs and of the twin's runs (medians over the runs a glob matches, with their range), and the twin's error.
+With --waves, per run folder and level instead: how the closed loop's requests bunch (for each request started in the
+level's window, the others that started within 5 ms of it, on average) and the TTFT p10 / p50 / p90 this gives.
 
 .venv/bin/python -m benchmarks.twin_table CASE=MEASURED_GLOB:TWIN_GLOB ...
 e.g. p128='results/twin-real/round-*/real-p128/run-1':'results/twin-real/round-*/twin-p128/run-1'
+.venv/bin/python -m benchmarks.twin_table --waves RUN_DIR ...
 """
 
 from __future__ import annotations
@@ -11,7 +14,13 @@ import argparse
 import glob
 import statistics
 
+import numpy as np
+
+from vllm_stress.analysis.levels import level_windows
+from vllm_stress.analysis.load import load_run
 from vllm_stress.analysis.report import run_levels
+
+WAVE_S = 0.005  # two requests started this close are in one wave
 
 METRICS = {
     "output_tokens_per_s": ("output tok/s", 1.0),
@@ -52,10 +61,36 @@ def rows(case: str, measured: str, twin: str) -> list[str]:
     return lines
 
 
+def waves(folder: str) -> list[str]:
+    """Per level of one run: the requests started in its window, the others started within WAVE_S of each (mean),
+    and their TTFT p10 / p50 / p90 in ms."""
+    run = load_run(folder)
+    windows, _ = level_windows(run)
+    rows = run.requests[run.requests["ok"] == 1]
+    lines = []
+    for window in windows.itertuples():
+        level = rows[rows["start_time"].between(window.start, window.end)]
+        starts = level["start_time"].to_numpy()
+        together = (np.abs(starts[:, None] - starts[None, :]) < WAVE_S).sum(axis=1) - 1
+        ttft = np.percentile(level["ttft_s"], [10, 50, 90]) * 1e3
+        lines.append(
+            f"| {folder} | {window.users} | {len(level)} | {together.mean():.2f} | "
+            + " / ".join(f"{value:.1f}" for value in ttft)
+            + " |"
+        )
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("cases", nargs="+", metavar="CASE=MEASURED_GLOB:TWIN_GLOB")
+    parser.add_argument("cases", nargs="+", metavar="CASE=MEASURED_GLOB:TWIN_GLOB (or RUN_DIR with --waves)")
+    parser.add_argument("--waves", action="store_true", help="how each run's requests bunch into waves, per level")
     args = parser.parse_args()
+    if args.waves:
+        print("| run | users | requests | others started within 5 ms | TTFT p10 / p50 / p90 ms |")
+        print("|---|---|---|---|---|")
+        print("\n".join(line for folder in args.cases for line in waves(folder)))
+        return
     header = " | ".join(f"{name}: measured | twin | error" for name, _ in METRICS.values())
     print(f"| case | users | steady (measured) | {header} |")
     print("|---|---|---|" + "---|---|---|" * len(METRICS))

@@ -39,6 +39,16 @@ def test_a_held_level_is_written_when_it_ends(parts):
     assert users == 2 and ramp_start <= hold_start <= hold_end
 
 
+def test_an_auto_hold_ends_where_its_verdict_window_ended(parts):
+    environment, _, folder, levels = parts
+    levels.started(environment, users=2)
+    levels.held(environment)
+    hold_end = levels.open_level[2] + 0.5  # the workers had reported up to then; the verdict judged that window
+    levels.ended(environment, hold_end=hold_end)
+    [(_, _, _, written)] = folder.levels
+    assert written == hold_end
+
+
 def test_a_level_never_held_gets_a_hold_of_zero_length(parts):
     environment, recorder, folder, levels = parts
     levels.started(environment, users=4)

@@ -2,6 +2,7 @@
 to be steady with a fixed hold and steady with --step-time auto."""
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -10,8 +11,10 @@ from benchmarks.harness import read_rows
 from vllm_stress.analysis.synthetic import closed_loop_rows
 from vllm_stress.core import steady
 from vllm_stress.core.metrics import mean_in_flight, percentile, streamed_tokens
+from vllm_stress.master.runrecorder import REPORT_LAG_S
 
 T0 = 1_700_000_000.0
+HELD_STEADY = re.compile(r"\((\d+) users\): held \d+ s: steady \(.*? over ([\d.]+) request lifetimes")  # console
 
 
 def requests_of(rows) -> steady.Requests:
@@ -70,11 +73,12 @@ def levels_of(out) -> dict[int, dict]:
 
 
 @pytest.mark.parametrize("step_time", ["5", "auto"])
-def test_a_level_too_short_to_be_steady_and_the_auto_hold_that_fixes_it(scenarios, tmp_path, step_time):
+def test_a_level_too_short_to_be_steady_and_the_auto_hold_that_fixes_it(scenarios, tmp_path, capfd, step_time):
     """Two sequences at a time, 256-token answers: 2 users get about 0.6 s requests, 8 users queue behind them for
     four times that. A 5 s hold is several lifetimes at 2 users and about two at 8 (not steady, so 2 users is the
     peak whatever 8 users measured); --step-time auto holds 8 users until steady, and then its e2e p50 is what
-    Little's law says a closed loop of 8 users gets: users / completed requests per second."""
+    Little's law says a closed loop of 8 users gets: users / completed requests per second. The report judges an
+    auto hold on the window the ramp judged live (the worker's last report before the verdict ends it)."""
     out = tmp_path / step_time
     code = scenarios(
         [
@@ -105,10 +109,13 @@ def test_a_level_too_short_to_be_steady_and_the_auto_hold_that_fixes_it(scenario
     little = 8 / levels[8]["requests_per_s"]
     assert levels[8]["e2e_p50_s"] == pytest.approx(little, rel=0.15)
     assert levels[8]["lifetimes"] >= steady.MIN_LIFETIMES
+    judged_live = dict(HELD_STEADY.findall(capfd.readouterr().err))
+    for users, level in levels.items():
+        assert level["lifetimes"] == pytest.approx(float(judged_live[str(users)]), abs=0.06), users
     itl_counts = itl_gaps_by_level(out / "run-1")
     inside, around = (
-        hold_gaps_by_level(out / "run-1", -MESSAGE_DELAY_S),
-        hold_gaps_by_level(out / "run-1", MESSAGE_DELAY_S),
+        hold_gaps_by_level(out / "run-1", -MESSAGE_DELAY_S, -MESSAGE_DELAY_S),
+        hold_gaps_by_level(out / "run-1", MESSAGE_DELAY_S, REPORT_LAG_S + MESSAGE_DELAY_S),
     )
     for users, count in itl_counts.items():  # ITL: the measured streams of the holds
         assert 0 < inside[users] <= count <= around[users], users
@@ -117,14 +124,15 @@ def test_a_level_too_short_to_be_steady_and_the_auto_hold_that_fixes_it(scenario
 MESSAGE_DELAY_S = 0.5  # a worker counts gaps while the master's "hold on" message says so: it reaches it this late
 
 
-def hold_gaps_by_level(run, margin_s: float) -> dict[int, int]:
-    """The inter-chunk gaps of the successful requests that ended during their level's hold widened by ``margin_s``
-    at each edge (narrowed when negative), from requests.csv."""
+def hold_gaps_by_level(run, start_margin_s: float, end_margin_s: float) -> dict[int, int]:
+    """The inter-chunk gaps of the successful requests that ended during their level's hold widened by the margins
+    at its start and end (narrowed when negative), from requests.csv. An auto hold's workers hear of its end up to a
+    report interval after the end of the window it was judged on."""
     holds = {int(r["users"]): (float(r["hold_start"]), float(r["hold_end"])) for r in read_rows(run / "levels.csv")}
     gaps = dict.fromkeys(holds, 0)
     for row in read_rows(run / "requests.csv"):
         start, end = holds[int(row["users"])]
-        if row["ok"] == "1" and start - margin_s <= float(row["end_time"]) < end + margin_s:
+        if row["ok"] == "1" and start - start_margin_s <= float(row["end_time"]) < end + end_margin_s:
             gaps[int(row["users"])] += int(row["chunks"]) - 1
     return gaps
 

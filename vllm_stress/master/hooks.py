@@ -15,8 +15,9 @@ level_held = EventHook()
 level_ended = EventHook()
 """The open level's hold is over. Arguments: ``environment``, ``users``, ``verdict`` (a
 ``vllm_stress.core.steady.Verdict`` on the hold, None when it was not judged), ``output_tokens_per_s`` (streamed
-during the hold, NaN if unknown) and ``schedule_lag_p99_s`` (open loop: of the hold's requests, NaN otherwise; an
-input of the level's bound)."""
+during the hold, NaN if unknown), ``schedule_lag_p99_s`` (open loop: of the hold's requests, NaN otherwise; an
+input of the level's bound) and ``hold_end`` (unix seconds: where the hold ends in ``levels.csv``; an auto hold ends
+where the window its verdict judged ends, so the report judges the same window; None: now)."""
 
 phase_changed = EventHook()
 """The load shape entered a phase. Arguments: ``environment``, ``text`` (e.g. "Level 2/6 (50 users): warming up ..."),

@@ -51,7 +51,7 @@ class LevelTimes:
             self.open_level = (users, ramp_start, time.time())
             self.recorder.set_level(users, measuring=True)
 
-    def ended(self, environment: Environment, **_kw: object) -> None:
+    def ended(self, environment: Environment, hold_end: float | None = None, **_kw: object) -> None:
         if environment is self.environment:
-            self.close(time.time())
+            self.close(time.time() if hold_end is None else hold_end)
             self.recorder.set_level(self.recorder.level, measuring=False)

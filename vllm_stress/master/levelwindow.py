@@ -51,6 +51,10 @@ class LevelWindow:
             return steady.Verdict(False, "the level is not held", np.nan, np.nan)
         return steady.judge(*sample)
 
+    def known_until(self) -> float:
+        """The end of the window the verdict judges: the time up to which every live process has reported."""
+        return self.in_flight()[0]
+
     def output_tokens_per_s(self) -> float:
         """Output tokens/s streamed during the hold so far (vllm_stress.core.metrics.streamed_tokens)."""
         sample = self.sample()

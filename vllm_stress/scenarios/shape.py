@@ -257,6 +257,7 @@ class StepRampShape(LoadTestShape):
             verdict=verdict,
             output_tokens_per_s=moment.window.output_tokens_per_s(),
             schedule_lag_p99_s=moment.window.schedule_lag_p99_s(),
+            hold_end=moment.window.known_until() if moment.hold_s is None else None,
         )
         self.begin("cooldown", moment.now)
         steadiness = "steady" if verdict.steady else "not steady"

@@ -45,8 +45,11 @@ def test_an_auto_hold_ends_where_its_verdict_window_ended(parts):
     levels.held(environment)
     hold_end = levels.open_level[2] + 0.5  # the workers had reported up to then; the verdict judged that window
     levels.ended(environment, hold_end=hold_end)
-    [(_, _, _, written)] = folder.levels
-    assert written == hold_end
+    levels.started(environment, users=4)
+    levels.held(environment)
+    levels.ended(environment, hold_end=levels.open_level[2] - 1)  # a worker had sent nothing since the hold began
+    (_, _, _, written), (_, _, four_start, four_end) = folder.levels
+    assert written == hold_end and four_end == four_start
 
 
 def test_a_level_never_held_gets_a_hold_of_zero_length(parts):

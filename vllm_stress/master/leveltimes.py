@@ -28,10 +28,12 @@ class LevelTimes:
             self.recorder.set_level(target_user_count)
 
     def close(self, now: float) -> None:
-        """Write the open level, its hold ending ``now`` (a level never held: a zero-length hold at ``now``)."""
+        """Write the open level, its hold ending ``now`` (a level never held: a zero-length hold at ``now``; a hold
+        whose processes had not reported since it began: a zero-length hold at its start)."""
         if self.open_level and self.run.folder:
             users, ramp_start, hold_start = self.open_level
-            self.run.folder.write_level(users, ramp_start, hold_start or now, now)
+            hold_start = hold_start or now
+            self.run.folder.write_level(users, ramp_start, hold_start, max(now, hold_start))
         self.open_level = None
 
     def started(self, environment: Environment, users: int, **_kw: object) -> None:

@@ -19,6 +19,7 @@ import numpy as np
 from vllm_stress.analysis.levels import level_windows
 from vllm_stress.analysis.load import load_run
 from vllm_stress.analysis.report import run_levels
+from vllm_stress.core.metrics import percentile
 
 WAVE_S = 0.005  # two requests started this close are in one wave
 
@@ -66,16 +67,16 @@ def waves(folder: str) -> list[str]:
     and their TTFT p10 / p50 / p90 in ms."""
     run = load_run(folder)
     windows, _ = level_windows(run)
-    rows = run.requests[run.requests["ok"] == 1]
+    succeeded = run.requests[run.requests["ok"] == 1]
     lines = []
     for window in windows.itertuples():
-        level = rows[rows["start_time"].between(window.start, window.end)]
+        level = succeeded[succeeded["start_time"].between(window.start, window.end)]
         starts = level["start_time"].to_numpy()
         together = (np.abs(starts[:, None] - starts[None, :]) < WAVE_S).sum(axis=1) - 1
-        ttft = np.percentile(level["ttft_s"], [10, 50, 90]) * 1e3
+        ttft = level["ttft_s"].to_numpy(float)
         lines.append(
             f"| {folder} | {window.users} | {len(level)} | {together.mean():.2f} | "
-            + " / ".join(f"{value:.1f}" for value in ttft)
+            + " / ".join(f"{percentile(ttft, q) * 1e3:.1f}" for q in (10, 50, 90))
             + " |"
         )
     return lines

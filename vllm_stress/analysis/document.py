@@ -14,7 +14,7 @@ from vllm_stress.analysis.levels import Level
 from vllm_stress.analysis.method import method_blocks
 from vllm_stress.analysis.pareto import pareto_blocks
 from vllm_stress.analysis.render import Block, Bullets, Heading, Image, Paragraph, Table
-from vllm_stress.analysis.serverview import split_blocks
+from vllm_stress.analysis.serverview import SPLIT_PERCENTS, TTFT_PARTS
 from vllm_stress.analysis.summary import ConfigSummary, Peak, Summary, Unaccounted
 from vllm_stress.analysis.traffic import traffic_blocks
 from vllm_stress.core import capacity
@@ -324,6 +324,35 @@ def reasoning_cells(level: Level) -> list[str]:
     ttfa = [seconds(level.get("ttfa_p50_s")), seconds(level.get("ttfa_p99_s"))]
     share = [percent(level.get("reasoning_share")), count(level.get("answer_tokens_per_s"))]
     return [*ttfa, *share, count(level.get("cut_before_answer"))]
+
+
+def split_blocks(config: ConfigSummary) -> list[Block]:
+    """The report's TTFT split of a config per level, and how many rows have a server view; [] when none of its
+    runs received spans (no server_spans.csv)."""
+    if config["unjoined_spans"] is None:
+        return []
+    levels = config["levels"]
+    viewed = sum(level.get("server_view_requests") or 0 for level in levels)
+    measured = sum(level["requests"] - level["failures"] - (level.get("off_target") or 0) for level in levels)
+    text = (
+        f"Where the client's TTFT went, from the server's own span of each request: {count(viewed)} of the "
+        f"{count(measured)} measured requests of the levels have one; {count(config['unjoined_spans'])} spans "
+        "joined no row (other clients'). Before vLLM = client TTFT − the span's TTFT (network, gateway, vLLM's "
+        "HTTP layer and frontend); queue and prefill are the span's."
+    )
+    rows = [
+        [str(level["users"]), count(level["server_view_requests"])]
+        + [seconds(level.get(f"{part}_p{p}_s")) for part in TTFT_PARTS for p in SPLIT_PERCENTS]
+        for level in levels
+        if level.get("server_view_requests")
+    ]
+    headers = [
+        "Users",
+        "Server view",
+        *(f"{name} p{p}" for name in ("Before vLLM", "Queue", "Prefill") for p in SPLIT_PERCENTS),
+    ]
+    blocks: list[Block] = [Paragraph(text)]
+    return blocks + ([Table(headers, rows)] if rows else [])
 
 
 def replica_blocks(config: ConfigSummary) -> list[Block]:

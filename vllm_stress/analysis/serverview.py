@@ -1,19 +1,12 @@
 """The server's view of each request, from its OpenTelemetry spans (server_spans.csv): the spans joined to the rows
-by trace id, each level's client TTFT split into the time before vLLM, the queue and the prefill, and that split in
-the report (docs/concepts/traces.md)."""
+by trace id, each level's client TTFT split into the time before vLLM, the queue and the prefill (its table in the
+report: ``document.split_blocks``) (docs/concepts/traces.md)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import pandas as pd
 
-from vllm_stress.analysis.render import Block, Paragraph, Table
-from vllm_stress.core.numbers import count, seconds
 from vllm_stress.core.spans import trace_id_of
-
-if TYPE_CHECKING:
-    from vllm_stress.analysis.summary import ConfigSummary
 
 # row column -> server_spans.csv column: empty when no span of the request came
 SERVER_VIEW_COLUMNS = {
@@ -43,32 +36,3 @@ def with_server_view(rows: pd.DataFrame, spans: pd.DataFrame | None) -> tuple[pd
     view = rows.assign(**{column: trace_ids.map(by_trace[source]) for column, source in SERVER_VIEW_COLUMNS.items()})
     view["before_server_s"] = view["ttft_s"] - view["server_ttft_s"]
     return view, int((~spans["trace_id"].isin(trace_ids)).sum())
-
-
-def split_blocks(config: ConfigSummary) -> list[Block]:
-    """The report's TTFT split of a config per level, and how many rows have a server view; [] when none of its
-    runs received spans (no server_spans.csv)."""
-    if config["unjoined_spans"] is None:
-        return []
-    levels = config["levels"]
-    viewed = sum(level.get("server_view_requests") or 0 for level in levels)
-    measured = sum(level["requests"] - level["failures"] - (level.get("off_target") or 0) for level in levels)
-    text = (
-        f"Where the client's TTFT went, from the server's own span of each request: {count(viewed)} of the "
-        f"{count(measured)} measured requests of the levels have one; {count(config['unjoined_spans'])} spans "
-        "joined no row (other clients'). Before vLLM = client TTFT − the span's TTFT (network, gateway, vLLM's "
-        "HTTP layer and frontend); queue and prefill are the span's."
-    )
-    rows = [
-        [str(level["users"]), count(level["server_view_requests"])]
-        + [seconds(level.get(f"{part}_p{p}_s")) for part in TTFT_PARTS for p in SPLIT_PERCENTS]
-        for level in levels
-        if level.get("server_view_requests")
-    ]
-    headers = [
-        "Users",
-        "Server view",
-        *(f"{name} p{p}" for name in ("Before vLLM", "Queue", "Prefill") for p in SPLIT_PERCENTS),
-    ]
-    blocks: list[Block] = [Paragraph(text)]
-    return blocks + ([Table(headers, rows)] if rows else [])

@@ -1,5 +1,6 @@
 """The layer gate: the imports of every module under ``vllm_stress/`` (module-level and inside functions alike, read
-with ``ast``) point down the order below, and no two subpackages import each other, directly or round a cycle.
+with ``ast``) point down the order below, and no two subpackages import each other, directly or round a cycle; nor
+do the modules of the analysis, a pipeline (load -> levels -> stats -> summary -> document).
 
 Lowest first: ``core`` (nothing of vllm_stress, and none of the libraries of the layers above it); ``client``;
 ``master``; ``webui``; ``users`` (the Locust side, each on those before it); ``simulator`` and ``analysis`` (on the
@@ -154,6 +155,46 @@ def test_no_cycle_between_subpackages():
         problems.append(f"{' <-> '.join(group)} import each other:")
         problems += [f"  {found}" for a in group for b in group for found in why.get((a, b), [])]
     assert not problems, "\n".join(problems)
+
+
+PIPELINES = ("analysis",)  # subpackages whose modules import one way: load -> levels -> stats -> summary -> document
+
+
+def module_imports(subpackage: str) -> dict[str, set[str]]:
+    """{module: the modules of the same subpackage it imports}, type-checking imports included."""
+    files = [path for path in python_files() if path.startswith(f"{PACKAGE}/{subpackage}/")]
+    known = {module_name(path) for path in files}
+    return {
+        module_name(path): {found.module for found in imports_of(path, known) if found.module in known}
+        - {module_name(path)}
+        for path in files
+    }
+
+
+@pytest.mark.parametrize("subpackage", PIPELINES)
+def test_no_import_cycle_inside_a_pipeline(subpackage):
+    edges = module_imports(subpackage)
+    problems = [" <-> ".join(name.rpartition(".")[2] for name in group) for group in cycles(edges)]
+    assert not problems, f"modules of {subpackage} that import each other round a cycle:\n" + "\n".join(problems)
+
+
+def test_the_analysis_reads_as_a_pipeline():
+    edges = module_imports("analysis")
+    chain = [f"{PACKAGE}.analysis.{name}" for name in ("load", "levels", "stats", "summary", "document")]
+    for lower, upper in zip(chain, chain[1:], strict=False):
+        assert lower in reachable(edges, upper) and upper not in reachable(edges, lower), (lower, upper)
+
+
+def reachable(edges: dict[str, set[str]], start: str) -> set[str]:
+    """The modules ``start`` imports, directly or through others (depth first)."""
+    seen: set[str] = set()
+    stack = [start]
+    while stack:
+        for other in edges.get(stack.pop(), ()):
+            if other not in seen:
+                seen.add(other)
+                stack.append(other)
+    return seen
 
 
 def test_the_core_imports_no_library_of_the_layers_above():

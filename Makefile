@@ -58,7 +58,7 @@ nginx:
 	  >/dev/null; } || echo "nginx is not installed: the fleet test will be skipped"
 
 # the developers' loop: the gate and the fast tier (tests/conftest.py marks it: no server, Locust, vLLM, browser or
-# namespace fixture; about a minute on 2 cores)
+# namespace fixture; about two minutes on 2 cores)
 test-fast: $(STAMP) lint
 	$(PY) -m pytest -m fast -q $(PYTEST_ARGS)
 

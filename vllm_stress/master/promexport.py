@@ -7,7 +7,6 @@ generators' health, lost workers) are read at each scrape. One run's series at a
 
 from __future__ import annotations
 
-import bisect
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +18,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
+from vllm_stress.core.histogram import Histogram
 from vllm_stress.master import hooks, rows
 
 if TYPE_CHECKING:
@@ -47,30 +47,6 @@ TOKEN_COUNTERS = {"prompt_tokens_total": rows.PROMPT, "generation_tokens_total":
 MAX_ERROR_CLASSES = 20  # failure classes kept as label values; the rest are "other"
 RUN_LABELS = ["scenario", "run"]
 ROW_LABELS = [*RUN_LABELS, "user_class"]
-
-
-class Histogram:
-    """Bucket counts (not cumulative), count and sum of one histogram."""
-
-    def __init__(self, bounds: tuple[float, ...]) -> None:
-        self.bounds = bounds
-        self.counts = [0] * len(bounds)
-        self.count, self.sum = 0, 0.0
-
-    def observe(self, value: float, times: int = 1) -> None:
-        index = bisect.bisect_left(self.bounds, value)  # the first bound >= value: Prometheus' le
-        if index < len(self.counts):
-            self.counts[index] += times
-        self.count += times
-        self.sum += value * times
-
-    def buckets(self) -> list[tuple[str, float]]:
-        """Cumulative (le, count) pairs, +Inf last, as the exposition wants them."""
-        cumulative, running = [], 0
-        for bound, count in zip(self.bounds, self.counts, strict=True):
-            running += count
-            cumulative.append((floatToGoString(bound), running))
-        return [*cumulative, ("+Inf", self.count)]
 
 
 class RunSeries:
@@ -150,7 +126,7 @@ class PromExport(Collector):
             family = HistogramMetricFamily(PREFIX + name, text + " (measured requests)", labels=ROW_LABELS)
             for (histogram_name, user_class), histogram in sorted(series.histograms.items()):
                 if histogram_name == name:
-                    family.add_metric([*labels, user_class], histogram.buckets(), histogram.sum)
+                    family.add_metric([*labels, user_class], histogram.buckets(floatToGoString), histogram.sum)
             yield family
         itl = HistogramMetricFamily(
             PREFIX + ITL_HISTOGRAM,
@@ -158,7 +134,7 @@ class PromExport(Collector):
             labels=RUN_LABELS,
         )
         histogram = self.itl_histogram()
-        itl.add_metric(labels, histogram.buckets(), histogram.sum)
+        itl.add_metric(labels, histogram.buckets(floatToGoString), histogram.sum)
         yield itl
         requests = CounterMetricFamily(
             PREFIX + "requests",

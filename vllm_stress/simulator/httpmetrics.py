@@ -8,8 +8,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric, SummaryMetricFamily
+from prometheus_client.utils import floatToGoString
 
-from .metrics import Histogram
+from vllm_stress.core.histogram import Histogram
+
+from .metrics import NamedHistogram
 
 EXCLUDED_HANDLERS = frozenset({"/metrics", "/health", "/load", "/ping", "/version", "/server_info"})
 HIGHR_BUCKETS = [
@@ -53,7 +56,7 @@ class HttpMetrics:
         self.requests: defaultdict[tuple[str, str, str], int] = defaultdict(int)
         self.request_sizes: defaultdict[str, Sizes] = defaultdict(Sizes)
         self.response_sizes: defaultdict[str, Sizes] = defaultdict(Sizes)
-        self.highr = Histogram(
+        self.highr = NamedHistogram(
             "http_request_duration_highr_seconds",
             "Latency with many buckets but no API specific labels.",
             HIGHR_BUCKETS,
@@ -74,7 +77,7 @@ class HttpMetrics:
             sizes.total += size
         self.highr.observe(seconds)
         if (handler, method) not in self.durations:
-            self.durations[handler, method] = Histogram("http_request_duration_seconds", "", LOWR_BUCKETS)
+            self.durations[handler, method] = Histogram(LOWR_BUCKETS)
         self.durations[handler, method].observe(seconds)
 
     def collect(self) -> Iterator[Metric]:
@@ -99,5 +102,5 @@ class HttpMetrics:
             "http_request_duration_seconds", "Latency with only few buckets by handler.", labels=["handler", "method"]
         )
         for handler_method, histogram in self.durations.items():
-            durations.add_metric(list(handler_method), histogram.points(), histogram.sum)
+            durations.add_metric(list(handler_method), histogram.buckets(floatToGoString), histogram.sum)
         yield durations

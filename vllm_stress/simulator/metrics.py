@@ -3,12 +3,14 @@ step (docs/concepts/simulator.md, section 11)."""
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from collections import Counter
 from collections.abc import Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.utils import floatToGoString
+
+from vllm_stress.core.histogram import Histogram
 
 from .engine import Engine, Sequence, StepResult
 
@@ -100,7 +102,8 @@ ZERO_COUNTERS = {
 
 
 def one_two_five_buckets(maximum: int) -> list[float]:
-    """vLLM's ``build_1_2_5_buckets``: 1, 2, 5, 10, 20, 50, ... up to ``maximum`` (whole numbers, printed so)."""
+    """vLLM's ``build_1_2_5_buckets``: 1, 2, 5, 10, 20, 50, ... up to ``maximum`` (le="1.0" ..., as prometheus_client
+    prints them)."""
     buckets: list[float] = []
     exponent = 0
     while True:
@@ -112,31 +115,19 @@ def one_two_five_buckets(maximum: int) -> list[float]:
         exponent += 1
 
 
-class Histogram:
+class NamedHistogram(Histogram):
+    """A histogram with its vLLM series name and help, exposed as one family."""
+
     def __init__(self, name: str, documentation: str, buckets: list[float]) -> None:
+        super().__init__(buckets)
         self.name = name
         self.documentation = documentation
-        self.buckets = buckets
-        self.counts = [0] * (len(buckets) + 1)
-        self.sum = 0.0
-
-    def observe(self, value: float, count: int = 1) -> None:
-        self.counts[bisect_left(self.buckets, value)] += count
-        self.sum += value * count
-
-    def points(self) -> list[tuple[str, int]]:
-        """Cumulative ``(le, count)`` pairs, as ``HistogramMetricFamily.add_metric`` takes them."""
-        cumulative, points = 0, []
-        for bound, count in zip([*map(str, self.buckets), "+Inf"], self.counts, strict=True):
-            cumulative += count
-            points.append((bound, cumulative))
-        return points
 
     def family(
         self, labels: list[str], labelnames: tuple[str, ...] = ("model_name", "engine")
     ) -> HistogramMetricFamily:
         family = HistogramMetricFamily(self.name, self.documentation, labels=list(labelnames))
-        family.add_metric(labels, self.points(), self.sum)
+        family.add_metric(labels, self.buckets(floatToGoString), self.sum)
         return family
 
 
@@ -152,13 +143,13 @@ class EngineMetrics:
         self.generation_tokens = 0
         self.finished = Counter({reason: 0 for reason in FINISHED_REASONS})
         lengths = one_two_five_buckets(engine.max_model_len)
-        self.ttft = Histogram(
+        self.ttft = NamedHistogram(
             "vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", TTFT_BUCKETS
         )
-        self.itl = Histogram(
+        self.itl = NamedHistogram(
             "vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", ITL_BUCKETS
         )
-        self.request_tpot = Histogram(
+        self.request_tpot = NamedHistogram(
             "vllm:request_time_per_output_token_seconds",
             "Histogram of time_per_output_token_seconds per request.",
             ITL_BUCKETS,
@@ -176,26 +167,30 @@ class EngineMetrics:
         self.inference = self._latency(
             "request_inference_time_seconds", "Histogram of time spent in RUNNING phase for request."
         )
-        self.request_prompt = Histogram("vllm:request_prompt_tokens", "Number of prefill tokens processed.", lengths)
-        self.request_generation = Histogram(
+        self.request_prompt = NamedHistogram(
+            "vllm:request_prompt_tokens", "Number of prefill tokens processed.", lengths
+        )
+        self.request_generation = NamedHistogram(
             "vllm:request_generation_tokens", "Number of generation tokens processed.", lengths
         )
-        self.request_max_tokens = Histogram(
+        self.request_max_tokens = NamedHistogram(
             "vllm:request_params_max_tokens", "Histogram of the max_tokens request parameter.", lengths
         )
-        self.iteration_tokens = Histogram(
+        self.iteration_tokens = NamedHistogram(
             "vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.", ITERATION_TOKENS_BUCKETS
         )
-        self.request_max_generation = Histogram(
+        self.request_max_generation = NamedHistogram(
             "vllm:request_max_num_generation_tokens",
             "Histogram of maximum number of requested generation tokens.",
             lengths,
         )
-        self.request_kv_computed = Histogram(
+        self.request_kv_computed = NamedHistogram(
             "vllm:request_prefill_kv_computed_tokens", "Histogram of new KV tokens computed during prefill.", lengths
         )
-        self.request_n = Histogram("vllm:request_params_n", "Histogram of the n request parameter.", PARAMS_N_BUCKETS)
-        self.request_preemptions = Histogram(
+        self.request_n = NamedHistogram(
+            "vllm:request_params_n", "Histogram of the n request parameter.", PARAMS_N_BUCKETS
+        )
+        self.request_preemptions = NamedHistogram(
             "vllm:request_num_preemptions", "Number of preemptions per request.", PREEMPTIONS_BUCKETS
         )
         self.histograms = [
@@ -218,8 +213,8 @@ class EngineMetrics:
         ]
 
     @staticmethod
-    def _latency(name: str, documentation: str) -> Histogram:
-        return Histogram(f"vllm:{name}", documentation, REQUEST_LATENCY_BUCKETS)
+    def _latency(name: str, documentation: str) -> NamedHistogram:
+        return NamedHistogram(f"vllm:{name}", documentation, REQUEST_LATENCY_BUCKETS)
 
     def registry(self) -> CollectorRegistry:
         registry = CollectorRegistry()

@@ -4,20 +4,13 @@ and its arguments for two local workers."""
 
 from __future__ import annotations
 
-import csv
 import sys
-from pathlib import Path
 
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
+from vllm_stress.core.csvrows import read_rows as read_rows  # the tests' and benchmarks' rows
 from vllm_stress.scenarios.runner import free_port
-
-
-def read_rows(path: Path) -> list[dict]:
-    """The rows of a CSV file (``requests.csv``, ``levels.csv`` ...) as {column: text}."""
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
 
 
 def metric_samples(url: str) -> dict[tuple[str, frozenset], float]:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from vllm_stress.core import bound
+from vllm_stress.core.csvrows import numeric_rows
 from vllm_stress.core.schema import CLIENT_HEALTH_FILE, LEVELS_FILE, SERVER_METRICS_FILE
 
 log = logging.getLogger(__name__)
@@ -20,34 +21,16 @@ log = logging.getLogger(__name__)
 SETTLE_S = 8.0  # a worker's CPU sample comes with its next report (3 s), the master's own every 5 s
 
 
-def read_rows(path: Path) -> list[dict[str, Any]]:
-    """A CSV file's rows sorted by time, numbers as floats (NaN where empty); none when the file is not there."""
-    if not path.is_file():
-        return []
-    with path.open(newline="") as file:
-        rows = [{key: number(value) for key, value in row.items()} for row in csv.DictReader(file)]
-    return sorted(rows, key=lambda row: row.get("time", 0.0))
-
-
-def number(text: str | None) -> float | str:
-    if not text:
-        return math.nan
-    try:
-        return float(text)
-    except ValueError:
-        return text  # a worker's name
-
-
 def hold_bound(folder: Path, level: dict[str, Any], now: float | None = None) -> str | None:
     """The bound of the held ``level`` (a ``RampProgress.level_results`` entry: its users, schedule lag and e2e p50):
     the report's label ("" when nothing says), "unknown (...)" when a file cannot be read, or None until its hold is in ``levels.csv`` and SETTLE_S old."""
     try:
-        holds = [row for row in read_rows(folder / LEVELS_FILE) if row["users"] == level["users"]]
+        holds = [row for row in numeric_rows(folder / LEVELS_FILE) if row["users"] == level["users"]]
         if not holds or (now or time.time()) < holds[-1]["hold_end"] + SETTLE_S:
             return None
         start, end = holds[-1]["hold_start"], holds[-1]["hold_end"]
-        inputs = bound.server_load(read_rows(folder / SERVER_METRICS_FILE), start, end)
-        health = read_rows(folder / CLIENT_HEALTH_FILE)
+        inputs = bound.server_load(numeric_rows(folder / SERVER_METRICS_FILE), start, end)
+        health = numeric_rows(folder / CLIENT_HEALTH_FILE)
     except (OSError, KeyError, TypeError, csv.Error) as error:
         log.warning("The live bound of %d users: %s", level["users"], error)
         return f"unknown ({type(error).__name__}: {error})"

@@ -3,6 +3,7 @@ of requests, latency percentiles and the per-second timeline (docs/concepts/anal
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, cast
 
 import numpy as np
@@ -11,7 +12,7 @@ import pandas as pd
 from vllm_stress.analysis.load import AnalysisError, Run
 from vllm_stress.analysis.serverview import SPLIT_PERCENTS, TTFT_PARTS
 from vllm_stress.core import bound, fleet, steady
-from vllm_stress.core.metrics import bucket_percentile, percentile, streamed_tokens
+from vllm_stress.core.metrics import bucket_percentile, in_window, percentile, streamed_tokens
 from vllm_stress.core.metrics import mean_in_flight as in_flight_mean
 from vllm_stress.core.schema import ABORTED, LEVELS_FILE, REQUESTS_FILE
 
@@ -201,10 +202,7 @@ def level_stats(
     rows = classify(run.requests)
     by_users = windows.set_index("users")
     window_s = by_users["end"] - by_users["start"]
-    in_window = rows["end_time"].between(
-        rows["users"].map(by_users["start"]), rows["users"].map(by_users["end"]), inclusive="left"
-    )
-    ended = rows[in_window]
+    ended = rows[in_window(rows["end_time"], rows["users"].map(by_users["start"]), rows["users"].map(by_users["end"]))]
     counted = ended[~ended["aborted"]]
     measured = ended[ended["measured"]]
     stats = pd.DataFrame(index=by_users.index)
@@ -286,13 +284,17 @@ def steady_verdicts(rows: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
 NEVER_HELD = "the run stopped during this level's ramp or warm-up: it was never held"
 
 
+def per_window(windows: pd.DataFrame, measure: Callable[[float, float], float]) -> np.ndarray:
+    """``measure(start, end)`` of each window, in order."""
+    return np.array([measure(a, b) for a, b in zip(windows["start"], windows["end"], strict=True)], dtype=float)
+
+
 def tokens_in_windows(rows: pd.DataFrame, windows: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
-    """Output tokens streamed and prompt tokens prefilled inside each window (``token_times``)."""
+    """Output tokens streamed and prompt tokens prefilled inside each window (``token_times``; the rule:
+    vllm_stress.core.metrics): the report's and ``plan --from-run``'s."""
     first, end, output, prompt = token_times(rows)
-    outputs, prompts = [], []
-    for w_start, w_end in zip(windows["start"], windows["end"], strict=True):
-        outputs.append(streamed_tokens(first, end, output, w_start, w_end))
-        prompts.append(prompt[(first >= w_start) & (first < w_end)].sum())
+    outputs = per_window(windows, lambda a, b: streamed_tokens(first, end, output, a, b))
+    prompts = per_window(windows, lambda a, b: prompt[in_window(first, a, b)].sum())
     return pd.Series(outputs, index=windows["users"]), pd.Series(prompts, index=windows["users"])
 
 
@@ -323,7 +325,7 @@ def gpu_load(gpus: pd.DataFrame | None, windows: pd.DataFrame) -> pd.DataFrame:
     the GPUs, and their mean utilisation; NaN without the file or a scrape in the window."""
     loads = []
     for start, end in zip(windows["start"], windows["end"], strict=True):
-        inside = gpus[gpus["time"].between(start, end, inclusive="left")] if gpus is not None else pd.DataFrame()
+        inside = gpus[in_window(gpus["time"], start, end)] if gpus is not None else pd.DataFrame()
         per_gpu = inside.groupby(["source", "gpu"])[["power_w", "utilization_percent"]].mean() if len(inside) else None
         loads.append(
             (np.nan, np.nan)
@@ -342,17 +344,17 @@ def server_prefix_hit_rate(server: pd.DataFrame | None, windows: pd.DataFrame) -
 
 
 def counter_gains(server: pd.DataFrame | None, windows: pd.DataFrame, column: str) -> np.ndarray:
-    """What the cumulative counter ``column`` of server_metrics.csv gained during each window: the last scrape in
-    the window minus the last one before it; NaN without the counter or without a scrape on either side."""
+    """What the cumulative counter ``column`` of server_metrics.csv gained during each window: over the scrapes in
+    it, the last one minus the one before the first; NaN without the counter or without a scrape on either side."""
     if server is None or server.empty or server[column].isna().all():
         return np.full(len(windows), np.nan)
-    server = server.sort_values("time")
-    gains = []
-    for w_start, w_end in zip(windows["start"], windows["end"], strict=True):
-        before, upto = server[server["time"] <= w_start], server[server["time"] <= w_end]
-        empty = before.empty or len(upto) == len(before)
-        gains.append(np.nan if empty else upto[column].iloc[-1] - before[column].iloc[-1])
-    return np.array(gains, dtype=float)
+    times, values = server.sort_values("time")[["time", column]].to_numpy(float).T
+
+    def gain(a: float, b: float) -> float:
+        inside = np.flatnonzero(in_window(times, a, b))
+        return np.nan if not inside.size or not inside[0] else float(values[inside[-1]] - values[inside[0] - 1])
+
+    return per_window(windows, gain)
 
 
 def replica_imbalance(replicas: pd.DataFrame | None) -> pd.Series:
@@ -367,31 +369,20 @@ def gauge_means(server: pd.DataFrame | None, windows: pd.DataFrame, column: str)
     """The mean of the gauge ``column`` of server_metrics.csv over the scrapes in each window (NaN without one)."""
     if server is None or server.empty:
         return np.full(len(windows), np.nan)
-    means = [
-        server.loc[server["time"].between(w_start, w_end, inclusive="left"), column].mean()
-        for w_start, w_end in zip(windows["start"], windows["end"], strict=True)
-    ]
-    return np.array(means, dtype=float)
+    return per_window(windows, lambda a, b: server.loc[in_window(server["time"], a, b), column].mean())
 
 
 def client_health_max(health: pd.DataFrame | None, windows: pd.DataFrame, column: str) -> np.ndarray:
     """The highest ``column`` of client_health.csv in each window (vllm_stress.core.bound.health_max; NaN without
     the file)."""
     samples = [] if health is None else records(health.sort_values("time"))
-    return np.array(
-        [
-            bound.health_max(samples, column, start, end)
-            for start, end in zip(windows["start"], windows["end"], strict=True)
-        ],
-        dtype=float,
-    )
+    return per_window(windows, lambda a, b: bound.health_max(samples, column, a, b))
 
 
 def mean_in_flight(rows: pd.DataFrame, windows: pd.DataFrame) -> pd.Series:
     """Time-averaged number of requests in flight in each window (vllm_stress.core.metrics.mean_in_flight)."""
     start, end = rows["start_time"].to_numpy(), rows["end_time"].to_numpy()
-    means = [in_flight_mean(start, end, a, b) for a, b in zip(windows["start"], windows["end"], strict=True)]
-    return pd.Series(means, index=windows["users"])
+    return pd.Series(per_window(windows, lambda a, b: in_flight_mean(start, end, a, b)), index=windows["users"])
 
 
 def percentiles_by_level(rows: pd.DataFrame, columns: dict[str, str], percents: tuple[int, ...]) -> pd.DataFrame:

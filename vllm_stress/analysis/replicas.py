@@ -7,7 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from vllm_stress.analysis.levels import counter_gains, gauge_means, server_prefix_hit_rate
+from vllm_stress.analysis.levels import counter_gains, gauge_means, per_window, server_prefix_hit_rate
+from vllm_stress.core.metrics import in_window
 
 REPLICA_LEVEL_COLUMNS = (  # a config's replicas rows
     "users",
@@ -57,5 +58,4 @@ def rows_ended(rows: pd.DataFrame | None, windows: pd.DataFrame) -> np.ndarray:
     if rows is None:
         return np.zeros(len(windows))
     ends = rows["end_time"].to_numpy(dtype=float)
-    bounds = zip(windows["start"], windows["end"], strict=True)
-    return np.array([np.count_nonzero((ends >= start) & (ends < end)) for start, end in bounds], dtype=float)
+    return per_window(windows, lambda a, b: float(np.count_nonzero(in_window(ends, a, b))))

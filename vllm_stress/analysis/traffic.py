@@ -14,7 +14,7 @@ from vllm_stress.analysis.levels import classify, prefix_hit_rates, token_times
 from vllm_stress.analysis.load import Run
 from vllm_stress.analysis.render import Block, Heading, Paragraph, Table
 from vllm_stress.core.bound import SCHEDULE_LAG_LIMIT_S
-from vllm_stress.core.metrics import percentile, streamed_tokens
+from vllm_stress.core.metrics import in_window, percentile, streamed_tokens
 from vllm_stress.core.numbers import count, percent, seconds
 
 DEFAULT_WINDOW_S = 10.0
@@ -160,7 +160,7 @@ def window_table(rows: pd.DataFrame, window_s: float) -> list[Window]:
     for index in range(max(1, math.ceil((start.max() - origin) / window_s + 1e-9))):
         a = origin + index * window_s
         b = a + window_s
-        sent = rows[(start >= a) & (start < b)]
+        sent = rows[in_window(start, a, b)]
         lag = sent["schedule_lag_s"].to_numpy(float)
         span = min(b, last) - a
         ttft_p50, ttft_p99 = p50_p99(sent[sent["measured"]], "ttft_s")

@@ -8,6 +8,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from vllm_stress.core.metrics import health_samples, in_window
 from vllm_stress.core.schema import CLIENT_CPU_LIMIT_PERCENT, CLIENT_LOOP_LAG_LIMIT_MS, CLIENT_READ_BEHIND_SHARE
 
 UNDERLOADED_RATIO = 0.9  # the server (or its HTTP layer) held under this share of the users
@@ -37,13 +38,14 @@ def total(values: list[float]) -> float:
 
 
 def server_load(scrapes: Sequence[Row], start: float, end: float) -> dict[str, float]:
-    """What the server held between ``start`` and ``end`` by Little's law on its own histograms (``scrapes``:
-    server_metrics.csv rows sorted by time, each holding the observations since the previous scrape): the mean e2e,
+    """What the server held over ``[start, end)`` by Little's law on its own histograms (``scrapes``:
+    server_metrics.csv rows sorted by time, each holding the observations since the previous scrape, counted with
+    the scrapes in the window: vllm_stress.core.metrics.in_window): the mean e2e,
     the requests in its engine, waiting, in its HTTP layer, and its API server's CPU; NaN where nothing says."""
     inside = [
         (previous, scrape)
         for previous, scrape in zip(scrapes, scrapes[1:], strict=False)
-        if start < scrape["time"] <= end and not math.isnan(scrape["e2e_count"])
+        if in_window(scrape["time"], start, end) and not math.isnan(scrape["e2e_count"])
     ]
     span = math.fsum(scrape["time"] - previous["time"] for previous, scrape in inside)
     count = total([scrape["e2e_count"] for _, scrape in inside])
@@ -68,15 +70,9 @@ def server_load(scrapes: Sequence[Row], start: float, end: float) -> dict[str, f
 
 
 def health_max(samples: Sequence[Row], column: str, start: float, end: float) -> float:
-    """The highest ``column`` of client_health.csv (``samples`` sorted by time) between ``start`` and ``end``: a
-    process's sample covers the time since its previous one, so every sample whose span overlaps counts."""
-    since: dict[str, float] = {}
-    values = []
-    for sample in samples:
-        previous = since.get(sample["worker"], -math.inf)
-        since[sample["worker"]] = sample["time"]
-        if sample["time"] > start and previous < end and not math.isnan(sample[column]):
-            values.append(sample[column])
+    """The highest ``column`` of client_health.csv (``samples`` sorted by time) over ``[start, end)``: of every
+    sample whose span overlaps it (vllm_stress.core.metrics.health_samples)."""
+    values = [sample[column] for sample in health_samples(samples, start, end) if not math.isnan(sample[column])]
     return max(values, default=math.nan)
 
 

@@ -1,18 +1,48 @@
-"""Metrics over a time window and the quantile rules, defined once for the live view, the load shape and the
-analysis (docs/concepts/metrics.md). Arrays hold one entry per request (unix seconds); windows are ``[a, b)``."""
+"""Metrics over a time window and the quantile rules, defined once for the live view, the load shape, the analysis,
+``plan --from-run`` and calibrate (docs/concepts/metrics.md). Arrays hold one entry per request (unix seconds);
+windows are ``[a, b)``, and what belongs to one follows one rule per kind of data:
+
+- a moment (a request's end or first token, a scrape of the server or the GPUs) when its time is in ``[a, b)``
+  (``in_window``); a scrape's counters and histograms gained since the previous scrape count with it;
+- a load generator's health sample, which covers the time since the same process's previous sample, when that span
+  overlaps the window (``health_samples``), so a window's busiest stretch is never left out;
+- output tokens as streamed evenly from a request's first token to its end (``streamed_tokens``), prompt tokens at
+  its first token.
+"""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import numpy as np
+
+
+def in_window(times: Any, a: Any, b: Any) -> Any:
+    """Whether each time is in ``[a, b)``: a bool for one time (a float), a mask for a numpy array or pandas Series
+    of them (``a`` and ``b`` may be of the same length: a window per time)."""
+    return (times >= a) & (times < b)
+
+
+def health_samples(samples: Iterable[Mapping[str, Any]], a: float, b: float) -> list[Mapping[str, Any]]:
+    """The samples of client_health.csv (sorted by time; ``worker``, ``time``) whose span, since the same process's
+    previous sample, overlaps ``[a, b)``."""
+    since: dict[str, float] = {}
+    inside = []
+    for sample in samples:
+        previous = since.get(sample["worker"], -math.inf)
+        since[sample["worker"]] = sample["time"]
+        if sample["time"] > a and previous < b:
+            inside.append(sample)
+    return inside
 
 
 def streamed_tokens(first: np.ndarray, end: np.ndarray, tokens: np.ndarray, a: float, b: float) -> float:
     """Output tokens streamed during ``[a, b)`` (see the module docstring)."""
     span = end - first
     overlap = np.clip(np.minimum(end, b) - np.maximum(first, a), 0, None)
-    at_once = (span <= 0) & (end >= a) & (end < b)
+    at_once = (span <= 0) & in_window(end, a, b)
     share = np.where(span > 0, overlap / np.where(span > 0, span, 1), at_once)
     return float((tokens * share).sum())
 

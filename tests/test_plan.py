@@ -1,8 +1,8 @@
 """python -m scenarios plan: worker processes and machines from the client's CPU per token, checked against a run."""
 
-import csv
-
+import numpy as np
 import pandas as pd
+import pytest
 
 from tests.helpers import analyse
 from vllm_stress.analysis.synthetic import closed_loop_rows, step_levels, write_run
@@ -28,29 +28,49 @@ def test_worker_processes_keep_each_under_the_timing_limit():
         assert share <= 0.5 and (processes == 1 or tokens_per_s * CLIENT_CPU_US_PER_TOKEN / 1e6 / (processes - 1) > 0.5)
 
 
-def write_csv(path, columns, rows):
-    with open(path, "w", newline="") as f:
-        csv.writer(f).writerows([columns, *rows])
+def health_rows(levels, values):
+    """client_health.csv rows: a sample every 3 s from the first ramp to the last hold's end for each worker, with the
+    level of its time and CPU ``values[worker](time)``."""
+    times = np.arange(levels[0][1], levels[-1][3] + 3, 3.0)
+    users = [max(level[0] for level in levels if level[1] <= time) for time in times]
+    return [
+        (time, n, worker, cpu(time), 1.0, 2.0)
+        for time, n in zip(times, users, strict=True)
+        for worker, cpu in values.items()
+    ]
 
 
-def test_check_run_reads_tokens_and_worker_cpu_per_level(tmp_path):
-    write_csv(tmp_path / schema.LEVELS_FILE, ["users", "ramp_start", "hold_start", "hold_end"], [[10, 0, 100, 110]])
-    row = dict.fromkeys(schema.REQUEST_COLUMNS, "")
-    requests = [{**row, "users": 10, "end_time": 100 + i, "chunks": 2000} for i in range(10)]  # 2,000 tokens/s
-    requests.append({**row, "users": 10, "end_time": 120, "chunks": 10**6})  # after the hold: not counted
-    write_csv(tmp_path / schema.REQUESTS_FILE, schema.REQUEST_COLUMNS, [list(r.values()) for r in requests])
-    write_csv(
-        tmp_path / schema.CLIENT_HEALTH_FILE,
-        schema.CLIENT_HEALTH_COLUMNS,
-        [
-            [105, 10, "w1", 3.0, 1.0],
-            [108, 10, "w1", 5.0, 1.0],
-            [108, 10, "w2", 1.0, 1.0],
-            [108, 10, "master", 50.0, 1.0],
-        ],
+def test_report_and_plan_agree_on_the_same_run(tmp_path):
+    """Users in near step with requests of 8 s, so crediting a request's tokens at its end (597 tok/s at 40 users)
+    would not give the report's spread (643); w1's sample that spans the hold's start is its busiest, so skipping the
+    hold's first seconds of samples would not count what the report's maximum counts."""
+    levels = step_levels([10, 40], hold_s=60)
+    rows = pd.concat(
+        [closed_loop_rows(users, ramp, end, 8.0, spread=0.25, worker="w1") for users, ramp, _, end in levels]
     )
-    lines = check_run(tmp_path).splitlines()
-    assert lines[1] == "10 | 2,000 | 2 | 5 %, 4 % | 25.0 | 1"  # (4 + 1) % of a core over 2,000 tok/s = 25 us
+    folder = write_run(tmp_path / "run", rows, levels)
+    (_, _, _, end_10), (_, _, hold_40, end_40) = levels
+    first_in_40 = hold_40 + 3 - (hold_40 - levels[0][1]) % 3  # w1's first sample after hold_start: spans it
+    values = {
+        "w1": lambda time: 90.0 if time == first_in_40 else 40.0 if time < end_10 + 3 else 50.0,
+        "w2": lambda _: 20.0,
+        "master": lambda _: 30.0,  # the master's own: not in plan's worker CPU
+    }
+    health = pd.DataFrame(health_rows(levels, values), columns=schema.CLIENT_HEALTH_COLUMNS)
+    health.to_csv(folder / schema.CLIENT_HEALTH_FILE, index=False)
+    summary = analyse(folder, tmp_path / "report")
+    report = {level["users"]: level for level in summary["levels"]}
+    plan_lines = {int(line.split(" | ")[0]): line.split(" | ") for line in check_run(folder).splitlines()[1:]}
+    assert sorted(plan_lines) == [10, 40]
+    for users in (10, 40):
+        tokens_per_s = report[users]["output_tokens_per_s"]
+        assert tokens_per_s == pytest.approx(users * 512 / 8, rel=0.05)  # 512 tokens per 8 s cycle and user
+        assert plan_lines[users][1] == f"{tokens_per_s:,.0f}"
+    samples_40 = [time for time in np.arange(levels[0][1], end_40 + 3, 3.0) if hold_40 < time and time - 3 < end_40]
+    w1_mean = (90.0 + 50.0 * (len(samples_40) - 1)) / len(samples_40)  # the straddling sample is counted by both
+    assert plan_lines[40][2:4] == ["2", f"{w1_mean + 20:.0f} %, {w1_mean:.0f} %"]
+    assert report[40]["client_cpu_max_percent"] == 90.0
+    assert plan_lines[10][3] == "60 %, 40 %"
 
 
 def test_report_says_how_many_workers_a_client_bound_level_needed(tmp_path):

@@ -5,13 +5,15 @@ replicas a rate needs (``replicas.py``) (docs/concepts/scenarios.md, section 6).
 from __future__ import annotations
 
 import argparse
-import csv
 import math
 import os
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
-from vllm_stress.core import schema
+from vllm_stress.analysis.levels import level_windows, records, tokens_in_windows
+from vllm_stress.analysis.load import load_run
+from vllm_stress.core.metrics import health_samples
 from vllm_stress.core.sizing import CLIENT_CPU_US_PER_TOKEN, TIMING_CPU_PERCENT, cores_for, worker_processes
 from vllm_stress.scenarios import replicas
 
@@ -88,29 +90,19 @@ def plan(users: int, tokens_per_s_per_stream: float, cores_per_machine: int) -> 
 
 
 def check_run(folder: Path) -> str:
-    """Per level of a run: tokens/s streamed in its hold, the workers' CPU, the CPU per token, the plan for it."""
-    with open(folder / schema.LEVELS_FILE, newline="") as f:
-        holds = {int(row["users"]): (float(row["hold_start"]), float(row["hold_end"])) for row in csv.DictReader(f)}
-    tokens: defaultdict[int, float] = defaultdict(float)
-    cpu: defaultdict[int, defaultdict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    with open(folder / schema.REQUESTS_FILE, newline="") as f:
-        for row in csv.DictReader(f):
-            users = int(row["users"])
-            if users in holds and holds[users][0] <= float(row["end_time"]) <= holds[users][1]:
-                tokens[users] += int(row["chunks"] or 0)
-    with open(folder / schema.CLIENT_HEALTH_FILE, newline="") as f:
-        for row in csv.DictReader(f):  # a row covers the process's previous few seconds: skip the hold's first
-            users = int(row["users"])
-            if (
-                row["worker"] not in ("master", "local")
-                and users in holds
-                and holds[users][0] + 3 < float(row["time"]) <= holds[users][1]
-            ):
-                cpu[users][row["worker"]].append(float(row["cpu_percent"]))
+    """Per held level of a run: tokens/s streamed in its window, the workers' CPU, the CPU per token, the plan for it.
+    The windows, the tokens in them and the health samples over them are the report's (analysis/levels.py and the
+    rules of vllm_stress.core.metrics), so the two agree on the same run."""
+    run = load_run(folder)
+    windows, _ = level_windows(run)
+    windows = windows[windows["held"]]
+    tokens, _ = tokens_in_windows(run.requests, windows)
+    health = run.tables.get("client_health")
+    samples = [] if health is None else records(health.sort_values("time"))
     lines = ["users | tokens/s | workers | worker CPU (sum, busiest) | us per token | planned processes"]
-    for users, (start, end) in sorted(holds.items()):
-        per_worker = {worker: sum(values) / len(values) for worker, values in cpu[users].items()}
-        if not per_worker or not tokens[users]:
+    for users, start, end in zip(windows["users"], windows["start"], windows["end"], strict=True):
+        per_worker = worker_cpu(samples, start, end)
+        if not per_worker or not tokens[users] > 0:
             continue
         tokens_per_s = tokens[users] / (end - start)
         total = sum(per_worker.values())
@@ -119,6 +111,16 @@ def check_run(folder: Path) -> str:
             f" | {total / 100 / tokens_per_s * 1e6:.1f} | {worker_processes(tokens_per_s)}"
         )
     return "\n".join(lines)
+
+
+def worker_cpu(samples: list[dict[str, Any]], start: float, end: float) -> dict[str, float]:
+    """Each worker's mean CPU % over its client_health.csv samples in ``[start, end)``
+    (vllm_stress.core.metrics.health_samples: those whose span overlaps it); the master's own apart."""
+    cpu: defaultdict[str, list[float]] = defaultdict(list)
+    for sample in health_samples(samples, start, end):
+        if sample["worker"] not in ("master", "local") and not math.isnan(sample["cpu_percent"]):
+            cpu[sample["worker"]].append(sample["cpu_percent"])
+    return {worker: sum(values) / len(values) for worker, values in cpu.items()}
 
 
 def run_from_args(args: argparse.Namespace) -> str:

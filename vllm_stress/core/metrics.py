@@ -27,11 +27,12 @@ def in_window(times: Any, a: Any, b: Any) -> Any:
 
 def health_samples(samples: Iterable[Mapping[str, Any]], a: float, b: float) -> list[Mapping[str, Any]]:
     """The samples of client_health.csv (sorted by time; ``worker``, ``time``) whose span, since the same process's
-    previous sample, overlaps ``[a, b)``."""
+    previous sample, overlaps ``[a, b)``; a process's first sample spans only its own time (what came before it is
+    not known, and a worker that joins late must not count in the windows before it came)."""
     since: dict[str, float] = {}
     inside = []
     for sample in samples:
-        previous = since.get(sample["worker"], -math.inf)
+        previous = since.get(sample["worker"], sample["time"])
         since[sample["worker"]] = sample["time"]
         if sample["time"] > a and previous < b:
             inside.append(sample)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from vllm_stress.core.metrics import mean_in_flight, streamed_tokens
+from vllm_stress.core.metrics import in_window, mean_in_flight, streamed_tokens
 
 MIN_LIFETIMES = 3.0
 MIN_PER_HALF = 5
@@ -50,7 +50,7 @@ class Verdict:
 
 def judge(a: float, b: float, requests: Requests) -> Verdict:
     """The verdict on the window ``[a, b)`` (see the module docstring)."""
-    ended = requests.measured & (requests.end >= a) & (requests.end < b)
+    ended = requests.measured & in_window(requests.end, a, b)
     if not ended.any():
         return Verdict(False, "no measured request of the level ended in the window", math.nan, math.nan)
     e2e_p50 = float(np.median(requests.e2e[ended]))
@@ -72,7 +72,7 @@ def judge(a: float, b: float, requests: Requests) -> Verdict:
 def halves_disagree(a: float, b: float, requests: Requests, ended: np.ndarray, e2e_p50: float) -> str:
     """Why the window's two halves differ, or "" when they agree."""
     mid = (a + b) / 2
-    first_half, second_half = ended & (requests.end < mid), ended & (requests.end >= mid)
+    first_half, second_half = ended & in_window(requests.end, a, mid), ended & in_window(requests.end, mid, b)
     n1, n2 = int(first_half.sum()), int(second_half.sum())
     if min(n1, n2) < MIN_PER_HALF:
         return f"only {min(n1, n2)} measured requests ended in one half of the window (at least {MIN_PER_HALF})"

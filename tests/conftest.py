@@ -2,7 +2,8 @@
 
 Every such fixture is named in ``TIERS`` with the markers it gives the tests that use it, directly or through
 another fixture; a test that uses none of them is marked ``fast`` (``make test-fast`` runs ``pytest -m fast``).
-So a test that starts one of these things gets it from a fixture here, never by starting it in its body.
+So a test that starts one of these things gets it from a fixture here, never by starting it in its body: a fast test
+that starts one anyway, directly or through a CLI entry point, fails (tests/startguard/sitecustomize.py).
 Processes run on 127.0.0.1 (or in network namespaces of their own) and are stopped after their test or module.
 """
 
@@ -25,6 +26,7 @@ import pytest
 from tests.faultserver import FaultServer
 from tests.helpers import REPO, Server
 from tests.netns import Network, netns_unavailable
+from tests.startguard import sitecustomize as startguard
 from vllm_stress.scenarios.runner import free_port
 from vllm_stress.simulator.process import start_simulator
 
@@ -80,6 +82,24 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     whole_runs = Counter(item.path for item in items if WHOLE_RUNS.intersection(item.fixturenames))
     starting = Counter(item.path for item in items if item.get_closest_marker("fast") is None)
     items.sort(key=lambda item: (-whole_runs[item.path], -starting[item.path]))  # stable: a file's tests in order
+
+
+@pytest.fixture(autouse=True)
+def fast_tests_start_nothing(request, tmp_path_factory, monkeypatch):
+    """A fast test fails if it, or any Python process it starts, starts a server, Locust, vLLM or a browser (in
+    this process as in its children, through tests/startguard/sitecustomize.py)."""
+    if request.node.get_closest_marker("fast") is None:
+        yield
+        return
+    starts = tmp_path_factory.mktemp("starts") / "starts.log"
+    starts.touch()
+    guard = Path(startguard.__file__).parent
+    monkeypatch.setenv(startguard.STARTS_FILE, str(starts))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(guard), os.environ.get("PYTHONPATH")])))
+    monkeypatch.setattr(subprocess.Popen, "__init__", startguard.watching(subprocess.Popen.__init__))
+    yield
+    if started := starts.read_text():
+        pytest.fail(f"a fast test started these: use a fixture of tests/conftest.py (TIERS)\n{started}")
 
 
 @contextlib.contextmanager

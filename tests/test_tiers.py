@@ -91,10 +91,11 @@ def test_every_marker_is_registered(request):
         ([sys.executable, "-m", "locust", "-f", "x.py"], True),
         ([sys.executable, "-m", "vllm_stress.simulator", "--port", "0"], True),
         ("/usr/sbin/nginx -c /tmp/nginx.conf", True),
-        (["bash", "deploy/real-vllm.sh", "start"], True),
-        (["taskset", "-c", "1", "/venv/bin/locust", "--worker"], True),
+        (["/venv/bin/python", "/venv/bin/locust", "--worker"], True),  # a console script, as it sees itself
+        (["bash", "-c", "exec vllm serve"], False),  # vLLM is caught at its own start-up
         ([sys.executable, "-c", "from locust.runners import CPU_WARNING_THRESHOLD"], False),
         (["bash", "-n", "deploy/vllm-serve.sh"], False),
+        ([sys.executable, "-m", "vllm_stress", "--help"], False),
         (["git", "ls-files"], False),
     ],
 )
@@ -104,14 +105,17 @@ def test_a_command_is_a_starter_by_the_program_it_runs(args, starts):
 
 def test_a_fast_test_that_starts_one_through_a_cli_entry_point_is_caught(tmp_path, monkeypatch):
     """The guard of tests/conftest.py, on its own file: a Python process the test starts (here a stand-in for a CLI
-    entry point) starts Locust in turn, and so does the test's own process (an in-process ``main()``); both are
-    recorded. ``locust --version`` only prints: the starts are caught by their command, not by what they do."""
+    entry point) starts Locust in turn through bash, and the test's own process starts it too (an in-process
+    ``main()``); each is recorded. ``locust --version`` only prints: a start is told by its command, not by what
+    it does."""
     starts = tmp_path / "starts.log"
     monkeypatch.setenv(startguard.STARTS_FILE, str(starts))
     locust = [sys.executable, "-m", "locust", "--version"]
-    entry_point = f"import subprocess; subprocess.run({locust!r}, capture_output=True, check=True)"
+    through_bash = ["bash", "-c", " ".join(locust)]
+    entry_point = f"import subprocess; subprocess.run({through_bash!r}, capture_output=True, check=True)"
     subprocess.run([sys.executable, "-c", entry_point], check=True, timeout=120)
+    assert [line.split(":", 1)[0].split()[2] for line in starts.read_text().splitlines()] == ["is"]  # Locust itself
     subprocess.run(locust, capture_output=True, check=True, timeout=120)
     recorded = starts.read_text().splitlines()
-    assert len(recorded) == 2 and all(line.endswith("-m locust --version") for line in recorded), recorded
-    assert len({line.split(" started")[0] for line in recorded}) == 2  # the child's record, then this process's
+    assert [line.split(":", 1)[0].split()[2] for line in recorded] == ["is", "started", "is"], recorded
+    assert all(line.endswith("-m locust --version") for line in recorded), recorded

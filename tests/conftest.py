@@ -45,7 +45,7 @@ TIERS = {
 }
 # fixtures of tests that run a whole load test or its like (a ramp, a cluster, a real vLLM): tens of seconds each
 WHOLE_RUNS = {"scenarios", "processes", "installed_suite", "real_vllm", "browser", "network"}
-CHROMIUM = "/usr/bin/chromium"
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")  # the Makefile's
 CHROMIUM_ARGS = [
     "--headless",
     "--no-sandbox",
@@ -55,6 +55,7 @@ CHROMIUM_ARGS = [
     "--no-first-run",
 ]
 REAL_VLLM_SCRIPT = REPO / "deploy" / "real-vllm.sh"
+CI = os.environ.get("CI") == "true"  # CI=true: a test that would skip fails instead
 
 
 def import_locust_unpatched() -> None:
@@ -82,6 +83,32 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     whole_runs = Counter(item.path for item in items if WHOLE_RUNS.intersection(item.fixturenames))
     starting = Counter(item.path for item in items if item.get_closest_marker("fast") is None)
     items.sort(key=lambda item: (-whole_runs[item.path], -starting[item.path]))  # stable: a file's tests in order
+
+
+def skip_reason(report: pytest.TestReport) -> str:
+    """Why a test was skipped, as its skip said (which names the make target that installs what it lacks)."""
+    longrepr = report.longrepr
+    reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+    return reason.removeprefix("Skipped: ")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    """With CI=true nothing skips: a test that lacks a program or a privilege fails, saying which."""
+    outcome = yield
+    report = outcome.get_result()
+    if CI and report.skipped and not hasattr(report, "wasxfail"):
+        report.outcome = "failed"
+        report.longrepr = f"CI=true runs every test, and this one cannot run here: {skip_reason(report)}"
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """The run's last lines: one per reason tests were skipped for, with how many."""
+    reasons = Counter(skip_reason(report) for report in terminalreporter.stats.get("skipped", []))
+    if reasons:
+        terminalreporter.section("skipped, and why")
+    for reason, count in reasons.most_common():
+        terminalreporter.write_line(f"{count} skipped: {reason}")
 
 
 @pytest.fixture(autouse=True)
@@ -295,8 +322,8 @@ def real_vllm(tmp_path_factory):
 def browser():
     """A headless Chromium (Debian's, driven by playwright), closed after the test; skips without either."""
     if not os.path.exists(CHROMIUM):
-        pytest.skip(f"{CHROMIUM} is missing (Debian: apt-get install -y chromium)")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
+        pytest.skip(f"{CHROMIUM} is missing: make browser")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed: make venv")
     with sync_api.sync_playwright() as playwright:
         launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
@@ -310,7 +337,7 @@ def network():
     """A bridge in its own network namespace for hosts (``network.add_host(name)``); skips without namespaces.
     Every process started in the hosts is stopped and every namespace deleted after the test, pass or fail."""
     if reason := netns_unavailable():
-        pytest.skip(reason)
+        pytest.skip(f"{reason}: run the tests as root on Linux")
     net = Network()
     try:
         yield net

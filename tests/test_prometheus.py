@@ -164,7 +164,7 @@ def test_rows_outside_an_open_run_folder_are_not_counted_as_requests_csv_does_no
 
 # --- a real Prometheus ------------------------------------------------------------------------------------------------
 
-PROMETHEUS = "/usr/bin/prometheus"
+PROMETHEUS = os.environ.get("PROMETHEUS", "/usr/bin/prometheus")  # the Makefile's
 DASHBOARD = REPO / "deploy" / "grafana" / "vllm-stress.json"
 SCRAPE_S = 1.0
 SCRAPE_SLACK_S = 0.1  # a sample is stamped when its scrape starts, a moment before the master answers it
@@ -194,7 +194,7 @@ def prometheus(processes, tmp_path):
     """``prometheus(*targets)``: Debian's Prometheus on a loopback port scraping ``host:port`` targets every second,
     its storage in tmp_path; skips without it."""
     if not os.path.exists(PROMETHEUS):
-        pytest.skip(f"{PROMETHEUS} is missing (make prometheus, or Debian: apt-get install -y prometheus)")
+        pytest.skip(f"{PROMETHEUS} is missing: make prometheus")
 
     def start(*targets: str) -> Prometheus:
         config = tmp_path / "prometheus.yml"

@@ -5,14 +5,19 @@
 # `make test` also installs what its heavier tiers need: a CPU build of vLLM with a tiny model in .cache/ (the
 # real-vLLM tier, deploy/real-vllm.sh), Debian's chromium (the web UI browser test) and Debian's prometheus (the
 # Prometheus scrape test) and Debian's nginx (the router of the fleet test). `make test QUICK=1` skips
-# the real-vLLM tier for quick local runs.
+# the real-vLLM tier for quick local runs. Without one of those (or root, for the network namespaces) its tests are
+# skipped, and the run ends with a line per reason; with CI=true they fail instead, naming the make target.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-CHROMIUM := /usr/bin/chromium
-PROMETHEUS := /usr/bin/prometheus
-NGINX := /usr/sbin/nginx
+CHROMIUM ?= /usr/bin/chromium
+PROMETHEUS ?= /usr/bin/prometheus
+NGINX ?= /usr/sbin/nginx
+export CHROMIUM PROMETHEUS NGINX  # where the tests look for them
+# a program that cannot be installed here: its tests are skipped, or with CI=true the run stops
+NOT_INSTALLED = { echo "$(1) is not installed: run 'make $(2)' as root (Debian's apt-get); its tests $(if \
+  $(filter true,$(CI)),fail with CI=true,will be skipped)"; $(if $(filter true,$(CI)),exit 1,true); }
 
 .PHONY: venv demo test test-fast lint real-vllm browser prometheus nginx
 
@@ -38,27 +43,26 @@ real-vllm:
 	bash deploy/real-vllm.sh install
 	bash deploy/real-vllm.sh model
 
-# chromium from Debian's packages when we may install it; without it the browser test is skipped
+# chromium from Debian's packages when we may install it (the browser test)
 browser:
 	@test -x $(CHROMIUM) || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
-	  echo "chromium is not installed: the browser test will be skipped"
+	  $(call NOT_INSTALLED,chromium,browser)
 
-# the Prometheus server from Debian's packages when we may install it; without it the scrape test is skipped
+# the Prometheus server from Debian's packages when we may install it (the scrape test)
 prometheus:
 	@test -x $(PROMETHEUS) || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus \
-	  >/dev/null; } || echo "prometheus is not installed: the Prometheus scrape test will be skipped"
+	  >/dev/null; } || $(call NOT_INSTALLED,prometheus,prometheus)
 
-# nginx from Debian's packages when we may install it (the router in front of the fleet test's replicas); without it
-# the fleet test is skipped
+# nginx from Debian's packages when we may install it (the router in front of the fleet test's replicas)
 nginx:
 	@test -x $(NGINX) || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nginx \
-	  >/dev/null; } || echo "nginx is not installed: the fleet test will be skipped"
+	  >/dev/null; } || $(call NOT_INSTALLED,nginx,nginx)
 
 # the developers' loop: the gate and the fast tier (tests/conftest.py marks it: no server, Locust, vLLM, browser or
-# namespace fixture; about two minutes on 2 cores)
+# namespace fixture, and fails if it starts one anyway; about two minutes on 2 cores)
 test-fast: $(STAMP) lint
 	$(PY) -m pytest -m fast -q $(PYTEST_ARGS)
 

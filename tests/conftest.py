@@ -2,7 +2,8 @@
 
 Every such fixture is named in ``TIERS`` with the markers it gives the tests that use it, directly or through
 another fixture; a test that uses none of them is marked ``fast`` (``make test-fast`` runs ``pytest -m fast``).
-So a test that starts one of these things gets it from a fixture here, never by starting it in its body.
+So a test that starts one of these things gets it from a fixture here, never by starting it in its body: a fast test
+that starts one anyway, directly or through a CLI entry point, fails (tests/startguard/sitecustomize.py).
 Processes run on 127.0.0.1 (or in network namespaces of their own) and are stopped after their test or module.
 """
 
@@ -25,6 +26,7 @@ import pytest
 from tests.faultserver import FaultServer
 from tests.helpers import REPO, Server
 from tests.netns import Network, netns_unavailable
+from tests.startguard import sitecustomize as startguard
 from vllm_stress.scenarios.runner import free_port
 from vllm_stress.simulator.process import start_simulator
 
@@ -43,7 +45,7 @@ TIERS = {
 }
 # fixtures of tests that run a whole load test or its like (a ramp, a cluster, a real vLLM): tens of seconds each
 WHOLE_RUNS = {"scenarios", "processes", "installed_suite", "real_vllm", "browser", "network"}
-CHROMIUM = "/usr/bin/chromium"
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")  # the Makefile's
 CHROMIUM_ARGS = [
     "--headless",
     "--no-sandbox",
@@ -53,6 +55,7 @@ CHROMIUM_ARGS = [
     "--no-first-run",
 ]
 REAL_VLLM_SCRIPT = REPO / "deploy" / "real-vllm.sh"
+CI = os.environ.get("CI") == "true"  # CI=true: a test that would skip fails instead
 
 
 def import_locust_unpatched() -> None:
@@ -80,6 +83,50 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     whole_runs = Counter(item.path for item in items if WHOLE_RUNS.intersection(item.fixturenames))
     starting = Counter(item.path for item in items if item.get_closest_marker("fast") is None)
     items.sort(key=lambda item: (-whole_runs[item.path], -starting[item.path]))  # stable: a file's tests in order
+
+
+def skip_reason(report: pytest.TestReport) -> str:
+    """Why a test was skipped, as its skip said (which names the make target that installs what it lacks)."""
+    longrepr = report.longrepr
+    reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+    return reason.removeprefix("Skipped: ")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    """With CI=true nothing skips: a test that lacks a program or a privilege fails, saying which."""
+    outcome = yield
+    report = outcome.get_result()
+    if CI and report.skipped and not hasattr(report, "wasxfail"):
+        report.outcome = "failed"
+        report.longrepr = f"CI=true runs every test, and this one cannot run here: {skip_reason(report)}"
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """The run's last lines: one per reason tests were skipped for, with how many."""
+    reasons = Counter(skip_reason(report) for report in terminalreporter.stats.get("skipped", []))
+    if reasons:
+        terminalreporter.section("skipped, and why")
+    for reason, count in reasons.most_common():
+        terminalreporter.write_line(f"{count} skipped: {reason}")
+
+
+@pytest.fixture(autouse=True)
+def fast_tests_start_nothing(request, tmp_path_factory, monkeypatch):
+    """A fast test fails if it, or any Python process it starts, starts a server, Locust, vLLM or a browser (in
+    this process as in its children, through tests/startguard/sitecustomize.py)."""
+    if request.node.get_closest_marker("fast") is None:
+        yield
+        return
+    starts = tmp_path_factory.mktemp("starts") / "starts.log"
+    starts.touch()
+    guard = Path(startguard.__file__).parent
+    monkeypatch.setenv(startguard.STARTS_FILE, str(starts))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(guard), os.environ.get("PYTHONPATH")])))
+    monkeypatch.setattr(subprocess.Popen, "__init__", startguard.watching(subprocess.Popen.__init__))
+    yield
+    if started := starts.read_text():
+        pytest.fail(f"a fast test started these: use a fixture of tests/conftest.py (TIERS)\n{started}")
 
 
 @contextlib.contextmanager
@@ -275,8 +322,8 @@ def real_vllm(tmp_path_factory):
 def browser():
     """A headless Chromium (Debian's, driven by playwright), closed after the test; skips without either."""
     if not os.path.exists(CHROMIUM):
-        pytest.skip(f"{CHROMIUM} is missing (Debian: apt-get install -y chromium)")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
+        pytest.skip(f"{CHROMIUM} is missing: make browser")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed: make venv")
     with sync_api.sync_playwright() as playwright:
         launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
@@ -290,7 +337,7 @@ def network():
     """A bridge in its own network namespace for hosts (``network.add_host(name)``); skips without namespaces.
     Every process started in the hosts is stopped and every namespace deleted after the test, pass or fail."""
     if reason := netns_unavailable():
-        pytest.skip(reason)
+        pytest.skip(f"{reason}: run the tests as root on Linux")
     net = Network()
     try:
         yield net

@@ -4,6 +4,8 @@ The fault is chosen by a path prefix, so one server serves every case and the us
 ``-H {server.url}/fault/http503`` makes ``POST /fault/http503/v1/chat/completions`` answer 503, while
 ``/fault/http503/v1/models`` and ``/fault/http503/tokenize`` behave normally (the users can prepare).
 ``/cycle/ok,cut,hang/...`` applies the listed faults in turn, request after request. No prefix: no fault.
+``/llm-d/...`` answers without a fault and pins like llm-d's session-affinity scorer: a chat request that sends no
+``llm-d-session`` cookie gets one naming a new "pod" (``pod-1``, ``pod-2``...) on its response.
 
 Faults (``FAULTS``): ``ok``; ``http<code>`` (vLLM's JSON error body with that status); ``cut`` (the connection is
 closed after a few chunks); ``no-done`` (the body ends cleanly without ``data: [DONE]``); ``malformed-json``;
@@ -12,7 +14,8 @@ closed after a few chunks); ``no-done`` (the body ends cleanly without ``data: [
 ``slow-headers`` (the headers come after ``SLOW_HEADERS_S``).
 
 Every chat request is counted when it arrives, before its fault: ``received`` lists the fault each one got, per
-prefix, in arrival order, and ``session_ids`` its ``X-Session-Id`` header (the session user's). Tokens are words: ``/tokenize`` and ``usage`` agree (a prompt of n words is n + 3 tokens).
+prefix, in arrival order, ``headers`` its headers (cookies included), and ``pinned`` the llm-d cookie each response
+set (``""``: none). Tokens are words: ``/tokenize`` and ``usage`` agree (a prompt of n words is n + 3 tokens).
 """
 
 from __future__ import annotations
@@ -21,11 +24,13 @@ import asyncio
 import json
 import threading
 from collections import defaultdict
+from collections.abc import Mapping
 
 from aiohttp import web
 
 MODEL = "fault-model"
 MAX_MODEL_LEN = 4096
+LLM_D_COOKIE = "llm-d-session"  # llm-d-inference-scheduler, pkg/plugins/scorer/session_affinity.go
 TEMPLATE_TOKENS = 3  # what the "chat template" adds to a prompt's words
 TOKEN_DELAY_S = 0.002
 SLOW_HEADERS_S = 0.5
@@ -78,7 +83,8 @@ class FaultServer:
     def __init__(self, ssl_context=None) -> None:
         self.ssl_context = ssl_context
         self.received: dict[str, list[str]] = defaultdict(list)  # prefix -> fault of each chat request
-        self.session_ids: dict[str, list[str]] = defaultdict(list)  # prefix -> X-Session-Id of each chat request
+        self.headers: dict[str, list[Mapping[str, str]]] = defaultdict(list)  # prefix -> each chat request's headers
+        self.pinned: dict[str, list[str]] = defaultdict(list)  # prefix -> llm-d cookie set on each chat response
         self.url = ""
         self._cycles: dict[str, int] = defaultdict(int)
         self._loop = asyncio.new_event_loop()
@@ -144,12 +150,15 @@ class FaultServer:
             return web.json_response({"count": count_tokens(text), "max_model_len": MAX_MODEL_LEN})
         fault = self._fault(prefix)
         self.received[prefix].append(fault)
-        self.session_ids[prefix].append(request.headers.get("X-Session-Id", ""))
+        self.headers[prefix].append(request.headers.copy())
+        unpinned = prefix.startswith("/llm-d") and LLM_D_COOKIE not in request.cookies
+        pod = f"pod-{sum(map(bool, self.pinned[prefix])) + 1}" if unpinned else ""
+        self.pinned[prefix].append(pod)
         if body.get("model") != MODEL:
             return web.json_response(error_body(404, f"The model `{body.get('model')}` does not exist."), status=404)
-        return await self._chat(request, body, fault)
+        return await self._chat(request, body, fault, pod)
 
-    async def _chat(self, request: web.Request, body: dict, fault: str) -> web.StreamResponse:
+    async def _chat(self, request: web.Request, body: dict, fault: str, pod: str = "") -> web.StreamResponse:
         if fault.startswith("http"):
             code = int(fault[4:])
             return web.json_response(error_body(code, f"injected {code}"), status=code)
@@ -158,6 +167,8 @@ class FaultServer:
         if fault == "slow-headers":
             await asyncio.sleep(SLOW_HEADERS_S)
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream; charset=utf-8"})
+        if pod:
+            response.set_cookie(LLM_D_COOKIE, pod)
         await response.prepare(request)
         await response.write(chunk({"role": "assistant", "content": ""}, prompt_token_ids=None))
         if fault == "stall":

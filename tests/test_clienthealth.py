@@ -7,6 +7,7 @@ import math
 from types import SimpleNamespace
 
 from vllm_stress.core import schema
+from vllm_stress.master import cpumeter
 from vllm_stress.master.clienthealth import CPU_REPORT_KEY, ClientHealth, report_worker_cpu
 
 
@@ -50,12 +51,16 @@ def test_worker_reports_and_own_readings_are_written_per_level(tmp_path):
     assert health.latest_cpu["w1"] == 40.0
 
 
-def test_a_worker_adds_its_figures_to_every_report():
+def test_a_worker_adds_its_figures_to_every_report(monkeypatch):
+    # the process's clocks as the meter reads them: 0.5 s of CPU over 1 s of wall time between the two readings
+    cpu_s, wall_s = iter([10.0, 10.5]), iter([100.0, 101.0])
+    clocks = SimpleNamespace(process_time=lambda: next(cpu_s), perf_counter=lambda: next(wall_s))
+    monkeypatch.setattr(cpumeter, "time", clocks)
     environment = SimpleNamespace(events=events())
     report_worker_cpu(environment)
     [add_cpu] = environment.events.report_to_master.listeners
     data: dict = {}
     add_cpu("w1", data)
     percent, lag_ms, read_behind_ms = data[CPU_REPORT_KEY]
-    assert percent >= 0.0 and lag_ms == 0.0  # no probe ran yet
+    assert percent == 50.0 and lag_ms == 0.0  # half a core; no probe ran yet
     assert math.isnan(read_behind_ms)  # no chunk read yet

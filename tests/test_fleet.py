@@ -17,7 +17,7 @@ from vllm_stress.core import schema
 from vllm_stress.scenarios.runner import free_port
 from vllm_stress.simulator.requestlog import read_request_log
 
-NGINX = "/usr/sbin/nginx"
+NGINX = os.environ.get("NGINX", "/usr/sbin/nginx")  # the Makefile's
 RAMP = [
     "--levels",
     "6,12",
@@ -60,7 +60,7 @@ def nginx(processes, tmp_path):
     logs in tmp_path, stopped by its PID after the test (SIGTERM: its master stops its workers; ``processes`` kills
     what still runs); returns its URL. Skips without nginx."""
     if not os.path.exists(NGINX):
-        pytest.skip(f"{NGINX} is missing (make nginx, or Debian: apt-get install -y nginx)")
+        pytest.skip(f"{NGINX} is missing: make nginx")
     started = []
 
     def start(replicas: list[str], weights: list[int], balance: str = "") -> str:

@@ -67,6 +67,7 @@ def test_a_smoke_run_measures_the_gpus_power_and_energy_per_token(scenarios, tmp
     for level in summary["levels"]:
         assert level["gpu_power_w"] == pytest.approx(gpuexporter.POWER_W)  # 1,050.75 W
         assert level["gpu_utilization_percent"] == pytest.approx(gpuexporter.UTILIZATION_PERCENT)  # 80 %
-        assert level["gpu_joules_per_output_token"] == level["gpu_power_w"] / level["output_tokens_per_s"]
+        # joules = watts x seconds: the exporters' known draw over the level's tokens per second
+        assert level["gpu_joules_per_output_token"] * level["output_tokens_per_s"] == pytest.approx(1050.75)
     report = (out / "report" / "report.md").read_text()
     assert "## GPU power and energy" in report and "| 1,051 | 80.0 |" in report

@@ -88,10 +88,19 @@ def test_the_simulator_takes_only_image_data_urls():
         read_image("data:image/png;base64," + base64.b64encode(b"not an image").decode(), profile)
 
 
-SMALL, LARGE = "224x224", "896x896"  # 8 x 8 and 32 x 32 tokens of 28 x 28 pixels
+SMALL, LARGE = "224x224", "896x896"
+# by hand: 224 / 28 = 8 and 896 / 28 = 32 tokens a side (14-pixel patches merged 2 x 2), inside the pixel bounds
+IMAGE_TOKENS = {SMALL: 8 * 8, LARGE: 32 * 32}
+VISION_PARAMS = 5e6
 # a slow device (a quarter of cpu-tiny's FLOP/s): the prefill of the larger image takes ~0.3 s, far above what its
 # 0.8 MB body costs to send and parse; the whole prompt in one step; no step-time jitter
-VISION_SET = ["flops=1e12", "max_num_batched_tokens=8192", "vision_params=5e6", "t_fixed=0.02", "jitter=0"]
+VISION_SET = [
+    "flops=1e12",
+    "max_num_batched_tokens=8192",
+    f"vision_params={VISION_PARAMS:g}",
+    "t_fixed=0.02",
+    "jitter=0",
+]
 IMAGE_RUN = ["-u", "1", "-r", "1", "-t", "3s", "--headless", "--only-summary", "-L", "WARNING"]
 IMAGE_RUN += ["--input-tokens", "32", "--output-tokens", "4", "--images", "1", "--image-pool", "4"]
 
@@ -114,19 +123,18 @@ def test_image_tokens_are_exact_per_row_and_ttft_grows_as_the_profiles_prefill_r
         rows = [row for row in read_rows(out / schema.REQUESTS_FILE) if row["ok"] == "1"]
         assert len(rows) >= 4
         width, height = parse_size(size)
-        image = image_cost(width, height, 0, profile)
+        tokens = IMAGE_TOKENS[size]
         assert {(row["images"], row["image_tokens"], row["count_mismatch"]) for row in rows} == {
-            ("1", str(image.tokens + 2), "0")  # the image's tokens between <|vision_start|> and <|vision_end|>
+            ("1", str(tokens + 2), "0")  # the image's tokens between <|vision_start|> and <|vision_end|>
         }
-        assert {int(row["prompt_tokens"]) for row in rows} == {32 + image.tokens + 2}
+        assert {int(row["prompt_tokens"]) for row in rows} == {32 + tokens + 2}
         assert all(int(row["image_bytes"]) > width * height // 2 for row in rows)  # noise barely compresses
-        prompt = 32 + image.tokens + 2
-        steps[size] = StepTimeModel(profile).ideal(
-            prompt, prompt * prompt / 2, prompt, encoder_flops=image.encoder_flops
-        )
+        prompt = 32 + tokens + 2
+        encoder_flops = 2 * VISION_PARAMS * tokens * 4  # 2 FLOPs per parameter per 14 x 14 patch, 4 to a token
+        steps[size] = StepTimeModel(profile).ideal(prompt, prompt * prompt / 2, prompt, encoder_flops=encoder_flops)
         ttfts[size] = statistics.median(float(row["ttft_s"]) for row in rows)
         level = analyse(out, tmp_path / f"report-{size}")["levels"][0]
-        assert level["image_tokens_mean"] == image.tokens + 2 and level["image_bytes_mean"] > 0
+        assert level["image_tokens_mean"] == tokens + 2 and level["image_bytes_mean"] > 0
     expected = steps[LARGE] - steps[SMALL]
     assert ttfts[LARGE] - ttfts[SMALL] == pytest.approx(expected, rel=0.15), (ttfts, steps)
 

@@ -164,7 +164,7 @@ def test_rows_outside_an_open_run_folder_are_not_counted_as_requests_csv_does_no
 
 # --- a real Prometheus ------------------------------------------------------------------------------------------------
 
-PROMETHEUS = "/usr/bin/prometheus"
+PROMETHEUS = os.environ.get("PROMETHEUS", "/usr/bin/prometheus")  # the Makefile's
 DASHBOARD = REPO / "deploy" / "grafana" / "vllm-stress.json"
 SCRAPE_S = 1.0
 SCRAPE_SLACK_S = 0.1  # a sample is stamped when its scrape starts, a moment before the master answers it
@@ -194,7 +194,7 @@ def prometheus(processes, tmp_path):
     """``prometheus(*targets)``: Debian's Prometheus on a loopback port scraping ``host:port`` targets every second,
     its storage in tmp_path; skips without it."""
     if not os.path.exists(PROMETHEUS):
-        pytest.skip(f"{PROMETHEUS} is missing (make prometheus, or Debian: apt-get install -y prometheus)")
+        pytest.skip(f"{PROMETHEUS} is missing: make prometheus")
 
     def start(*targets: str) -> Prometheus:
         config = tmp_path / "prometheus.yml"
@@ -237,6 +237,12 @@ def dashboard_queries(substitutions: dict[str, str]) -> list[str]:
     return exprs
 
 
+def scraped_since(server: Prometheus, moment: float) -> bool:
+    """Whether Prometheus has scraped every target at or after ``moment`` (unix seconds)."""
+    scrapes = server.query("timestamp(up)", time.time())
+    return bool(scrapes) and min(float(scrape["value"][1]) for scrape in scrapes) >= moment
+
+
 def raw_samples(server: Prometheus, selector: str, at: float) -> list[tuple[float, float]]:
     """The samples of the one series a range ``selector`` names, with the times they were scraped."""
     (series,) = server.query(selector, at)
@@ -258,8 +264,8 @@ def test_prometheus_scrapes_a_ramp_and_the_dashboard_queries_all_answer(simulato
         processes, tmp_path, "locustfiles/chat.py,scenarios/shape.py", sim.url, 2, *ramp, *web_ui, headless=False
     )
     assert wait_until(lambda: (out / "run.json").is_file() and run_json(out)["ended"], timeout=90)
-    time.sleep(3 * SCRAPE_S)  # the last figures scraped
     started, ended = run_json(out)["started"], run_json(out)["ended"] + 2 * SCRAPE_S
+    assert wait_until(lambda: scraped_since(server, ended), timeout=30)  # the last figures scraped
     run = {"$run": out.name, "$model_name": sim.model, "$__rate_interval": RATE_INTERVAL}
     silent = [expr for expr in dashboard_queries(run) if not server.query_range(expr, started, ended)]
     assert not silent, silent
@@ -315,11 +321,11 @@ def test_a_killed_worker_shows_in_the_lost_workers_series_within_a_scrape(simula
     first.kill()
     assert wait_until(lambda: run_json(out)["lost_workers"], timeout=30, interval=0.05)  # Locust's heartbeat liveness
     named = time.time()
-    time.sleep(2 * SCRAPE_S)
+    assert wait_until(lambda: scraped_since(server, named + SCRAPE_S), timeout=30)
     lost = raw_samples(server, f'vllm_stress_lost_workers{{run="{out.name}"}}[60s]', time.time())
     assert changes(lost, to=1)[0] <= named + SCRAPE_S, lost
     master.send_signal(signal.SIGTERM)
-    assert master.wait(timeout=30) in (0, 1)
+    assert master.wait(timeout=30) == 0  # the lost worker is no failure, nor are the requests aborted at the stop
 
 
 def test_a_metrics_port_taken_is_refused_in_one_line(run_locust):

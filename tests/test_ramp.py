@@ -38,7 +38,8 @@ def test_ramp_saturates_at_max_num_seqs(scenarios, tmp_path):
     for users, level in levels.items():  # every level got its users: that many requests in flight
         assert level["concurrency_mean"] > 0.9 * users, (users, level["concurrency_mean"])
         assert level["client_cpu_max_percent"] > 0  # the workers' own CPU reports reach client_health.csv
-        assert not KERNEL_ENABLED or level["client_read_behind_p99_ms"] >= 0  # and their read-behind times
+        # and their read-behind times: after the chunks' arrival, within the level's 5 s
+        assert not KERNEL_ENABLED or 0 < level["client_read_behind_p99_ms"] < 5000
     tok_s = {users: level["output_tokens_per_s"] for users, level in levels.items()}
     assert tok_s[8] > 1.5 * tok_s[4]  # below max_num_seqs more users means more throughput
     assert abs(tok_s[16] / tok_s[8] - 1) < 0.15 and abs(tok_s[32] / tok_s[8] - 1) < 0.15  # then it stops growing

@@ -218,5 +218,6 @@ def test_a_failed_turn_ends_its_session_and_every_request_names_its_session(run_
     assert [(r["turn"], r["error"]) for r in rows[:6]] == [("1", ""), ("2", ""), ("3", "HTTP 503")] * 2
     assert all(r["count_mismatch"] == "0" for r in rows if r["ok"] == "1")  # the answers are in the history
     assert [int(r["prompt_tokens"]) for r in rows[:2]] == [20, 20 + 4 + 5]
-    assert fault_server.session_ids[prefix][: len(rows)] == [r["session_id"] for r in rows]
+    sent = [headers.get("X-Session-Id", "") for headers in fault_server.headers[prefix][: len(rows)]]
+    assert sent == [r["session_id"] for r in rows]
     assert len({r["session_id"] for r in rows[:6]}) == 2

@@ -15,6 +15,8 @@ from vllm_stress.client.stream import SSEParser, TimedClientPool, read_body, use
 from vllm_stress.core.failures import StreamError
 from vllm_stress.core.kernelclock import KERNEL_PLATFORM, SO_TIMESTAMPNS, kernel_time
 from vllm_stress.simulator.protocol import DONE, ChunkFormat
+from vllm_stress.users.chat import ChatUser
+from vllm_stress.users.completions import CompletionsUser
 
 SHAPES = json.loads((Path(__file__).parent / "fixtures" / "vllm_shapes.json").read_text())
 CHAT_MARKER = b'"delta":{"content":"'  # locustfiles/chat.py
@@ -56,8 +58,7 @@ def sse_body(kind: str) -> bytes:
 
 
 def chat_is_output(choice: dict) -> bool:
-    delta = choice.get("delta") or {}
-    return bool(delta.get("content")) or (delta.get("content") == "" and "role" not in delta)
+    return ChatUser.is_output(ChatUser, choice)  # the chat user's own rule
 
 
 def parse(body: bytes, marker: bytes, is_output, pieces: list[int] = ()) -> Exchange:
@@ -73,19 +74,21 @@ def parse(body: bytes, marker: bytes, is_output, pieces: list[int] = ()) -> Exch
 
 
 @pytest.mark.parametrize(
-    "kind, marker, is_output",
-    [
-        ("chat_stream", CHAT_MARKER, chat_is_output),
-        ("completions_stream", COMPLETIONS_MARKER, lambda choice: "text" in choice),
+    "kind, marker, is_output, expected",
+    [  # counted by hand in the captures: chat's first chunk is its role (no output), then four content chunks
+        ("chat_stream", CHAT_MARKER, chat_is_output, 4),
+        (
+            "completions_stream",
+            COMPLETIONS_MARKER,
+            lambda choice: CompletionsUser.is_output(CompletionsUser, choice),
+            4,
+        ),
     ],
 )
-def test_captured_vllm_shapes_give_their_output_chunks_and_usage_however_the_bytes_are_cut(kind, marker, is_output):
+def test_captured_vllm_shapes_give_their_output_chunks_and_usage_however_the_bytes_are_cut(
+    kind, marker, is_output, expected
+):
     body = sse_body(kind)
-    expected = sum(
-        1
-        for c in SHAPES[kind]["chunks"]
-        if isinstance(c, dict) and "choice" in c and ("role" not in c.get("delta", []))
-    )
     whole = parse(body, marker, is_output)
     assert (whole.chunks, whole.completion_tokens, whole.prompt_tokens, whole.finish_reason) == (
         expected,

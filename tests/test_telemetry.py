@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import resource
 import subprocess
 import sys
 
@@ -20,6 +22,7 @@ def test_client_cpu_limit_is_locusts():
 def test_a_run_writes_plausible_server_metrics(run_locust, simulator, tmp_path):
     sim = simulator("--profile", "cpu-tiny")
     out = tmp_path / "run"
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     proc = run_locust(
         "-f",
         "locustfiles/chat.py",
@@ -44,6 +47,7 @@ def test_a_run_writes_plausible_server_metrics(run_locust, simulator, tmp_path):
         "--results-dir",
         str(out),
     )
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr and "WARNING" not in proc.stderr
     requests_rows = read_rows(out / schema.REQUESTS_FILE)
@@ -64,10 +68,18 @@ def test_a_run_writes_plausible_server_metrics(run_locust, simulator, tmp_path):
     busy = [s for s in scrapes[1:] if int(s["ttft_count"])]
     assert all(0 < float(s["ttft_p50_s"]) <= float(s["ttft_p99_s"]) for s in busy)
     health = read_rows(out / schema.CLIENT_HEALTH_FILE)
-    assert health and all(h["worker"] == "local" and float(h["cpu_percent"]) >= 0 for h in health)
+    cores = os.cpu_count() or 1
+    assert health and all(h["worker"] == "local" and 0 <= float(h["cpu_percent"]) <= 100 * cores for h in health)
+    # the CPU the rows add up to is at most what the kernel charged the Locust process for its whole life (its
+    # first row's span is counted from its first request, later than the test start the meter counts from)
+    times = [min(float(r["start_time"]) for r in requests_rows)] + [float(h["time"]) for h in health]
+    spans = zip(health, times, times[1:], strict=False)
+    measured_s = sum(float(h["cpu_percent"]) / 100 * (end - begin) for h, begin, end in spans)
+    charged_s = sum(getattr(after, f) - getattr(before, f) for f in ("ru_utime", "ru_stime"))
+    assert 0 < measured_s <= charged_s, (measured_s, charged_s)
     if KERNEL_ENABLED:  # kernel-timed reads: how late the process read them, p99 per row
-        assert any(h["read_behind_p99_ms"] for h in health)
-        assert all(float(h["read_behind_p99_ms"]) >= 0 for h in health if h["read_behind_p99_ms"])
+        read_behind_ms = [float(h["read_behind_p99_ms"]) for h in health if h["read_behind_p99_ms"]]
+        assert read_behind_ms and all(0 < ms < 5000 for ms in read_behind_ms)  # after arrival, within the 5 s run
 
 
 def test_scraping_can_be_turned_off(run_locust, simulator, tmp_path):

@@ -1,12 +1,16 @@
 """The tiers (tests/conftest.py): a test is marked by the fixtures it uses — those in TIERS start a server, Locust,
 vLLM, a browser or network namespaces — and is fast when it uses none. For that to hold, the test modules start none
-of those things themselves: their calls are read (ast) and none is found."""
+of those things themselves: their calls are read (ast) and none is found; and a fast test that starts one anyway,
+through a CLI entry point or an in-process ``main()``, fails when it runs (tests/startguard/sitecustomize.py)."""
 
 import ast
+import subprocess
+import sys
 
 import pytest
 
 from tests.helpers import REPO
+from tests.startguard import sitecustomize as startguard
 
 # What only a fixture of conftest.py may call: each starts a server, Locust, a browser or namespaces; and the
 # programs a subprocess call may not run in a test module (the ones that listen).
@@ -79,3 +83,39 @@ def test_every_marker_is_registered(request):
 
     registered = {line.split(":", 1)[0] for line in request.config.getini("markers")}
     assert {marker for markers in TIERS.values() for marker in markers} | {"fast"} <= registered
+
+
+@pytest.mark.parametrize(
+    ("args", "starts"),
+    [
+        ([sys.executable, "-m", "locust", "-f", "x.py"], True),
+        ([sys.executable, "-m", "vllm_stress.simulator", "--port", "0"], True),
+        ("/usr/sbin/nginx -c /tmp/nginx.conf", True),
+        (["/venv/bin/python", "/venv/bin/locust", "--worker"], True),  # a console script, as it sees itself
+        (["bash", "-c", "exec vllm serve"], False),  # vLLM is caught at its own start-up
+        ([sys.executable, "-c", "from locust.runners import CPU_WARNING_THRESHOLD"], False),
+        (["bash", "-n", "deploy/vllm-serve.sh"], False),
+        ([sys.executable, "-m", "vllm_stress", "--help"], False),
+        (["git", "ls-files"], False),
+    ],
+)
+def test_a_command_is_a_starter_by_the_program_it_runs(args, starts):
+    assert bool(startguard.starter(args)) is starts
+
+
+def test_a_fast_test_that_starts_one_through_a_cli_entry_point_is_caught(tmp_path, monkeypatch):
+    """The guard of tests/conftest.py, on its own file: a Python process the test starts (here a stand-in for a CLI
+    entry point) starts Locust in turn through bash, and the test's own process starts it too (an in-process
+    ``main()``); each is recorded. ``locust --version`` only prints: a start is told by its command, not by what
+    it does."""
+    starts = tmp_path / "starts.log"
+    monkeypatch.setenv(startguard.STARTS_FILE, str(starts))
+    locust = [sys.executable, "-m", "locust", "--version"]
+    through_bash = ["bash", "-c", " ".join(locust)]
+    entry_point = f"import subprocess; subprocess.run({through_bash!r}, capture_output=True, check=True)"
+    subprocess.run([sys.executable, "-c", entry_point], check=True, timeout=120)
+    assert [line.split(":", 1)[0].split()[2] for line in starts.read_text().splitlines()] == ["is"]  # Locust itself
+    subprocess.run(locust, capture_output=True, check=True, timeout=120)
+    recorded = starts.read_text().splitlines()
+    assert [line.split(":", 1)[0].split()[2] for line in recorded] == ["is", "started", "is"], recorded
+    assert all(line.endswith("-m locust --version") for line in recorded), recorded

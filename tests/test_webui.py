@@ -137,6 +137,11 @@ def both_counted(stats: dict) -> dict | None:
     return stats if locust_counted and measured(stats) else None
 
 
+def counted_past(stats: dict, requests: int) -> dict | None:
+    """The stats once both tables count and the LLM table's level has at least ``requests``, else None."""
+    return stats if both_counted(stats) and llm_table(stats)[1]["requests"] >= requests else None
+
+
 def measured(stats: dict) -> list[dict] | None:
     """The LLM table once it shows output tok/s and a level's TTFT, else None."""
     table = llm_table(stats)
@@ -170,8 +175,8 @@ def test_llm_table_in_stats_of_a_distributed_run(master, simulator):
     worker = stats["workers"][0]["id"]
     assert len(rows) >= level["requests"] and {r["worker"] for r in rows} == {worker}
 
-    time.sleep(4)  # more requests, then the same moment in all three views
-    final = until(lambda: both_counted(master.stats()), "the stats before the stop", master)
+    # twice the requests measured, then the same moment in all three views
+    final = until(lambda: counted_past(master.stats(), 2 * level["requests"]), "twice the requests", master)
     assert requests.post(master.url + "/stop", timeout=10).json()["success"]
     health = master.results / schema.CLIENT_HEALTH_FILE
     until(lambda: {"master", worker} <= {r["worker"] for r in read_rows(health)}, "CPU rows at the stop", master)

@@ -89,11 +89,11 @@ def test_a_matrix_too_long_or_badly_paced_is_refused_before_it_starts(tmp_path, 
     assert not (tmp_path / "whatif").exists()
 
 
-def test_whatif_halving_max_num_seqs_on_the_twin_halves_throughput(tmp_path):
+def test_whatif_halving_max_num_seqs_on_the_twin_halves_throughput(scenarios, tmp_path):
     """At 4 users a twin allowed 1 running sequence decodes one at a time: its output tok/s is far below the twin
     allowed 4, and its requests queue for their first token."""
     baseline = small_run(tmp_path / "baseline")
-    code = scenarios_main(
+    code = scenarios(
         [
             "whatif",
             *("--profile", str(twin_profile(tmp_path / "twin.toml")), "--baseline", str(baseline)),

@@ -4,7 +4,6 @@ counters, and turn 4's TTFT drops), and the per-turn and per-session tables repo
 
 import json
 import random
-import subprocess
 import sys
 import time
 
@@ -232,7 +231,7 @@ def served(url: str, handler: str) -> float:
 
 @pytest.mark.parametrize("source", ["words", "sharegpt"])
 def test_sessions_send_the_server_nothing_but_their_turns_and_still_size_each_turn_exactly(
-    simulator, run_locust, tmp_path, source
+    simulator, processes, tmp_path, source
 ):
     """Turns are sized before the run (/tokenize at test start) and from the previous turn's usage: once the first
     turn has been answered the server sees no /tokenize, and every turn's prompt is the size the user announced
@@ -242,20 +241,14 @@ def test_sessions_send_the_server_nothing_but_their_turns_and_still_size_each_tu
     dataset = ["--dataset", str(SHAREGPT), "--session-seed", "5"] if source == "sharegpt" else []
     args = ["-f", "locustfiles/session.py", "-H", sim.url, "-u", "3", "-r", "3", "-t", "8s", "--stop-timeout", "20"]
     args += ["--results-dir", str(out), *SESSION, "--turns", "3", "--no-ignore-eos", *dataset, *QUIET]
-    locust = subprocess.Popen(
-        [sys.executable, "-m", "locust", *args], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while served(sim.url, "/v1/chat/completions") < 1:  # the first turn answered
-            assert locust.poll() is None and time.monotonic() < deadline, "no turn was answered"
-            time.sleep(0.05)
-        sized = served(sim.url, "/tokenize")
-        _, stderr = locust.communicate(timeout=90)
-    finally:
-        if locust.poll() is None:
-            locust.kill()
-    assert locust.returncode == 0, stderr[-3000:]
+    log = tmp_path / f"{source}.log"
+    locust = processes([sys.executable, "-m", "locust", *args], log)
+    deadline = time.monotonic() + 60
+    while served(sim.url, "/v1/chat/completions") < 1:  # the first turn answered
+        assert locust.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+        time.sleep(0.05)
+    sized = served(sim.url, "/tokenize")
+    assert locust.wait(timeout=90) == 0, log.read_text()[-3000:]
     assert sized > 0 and served(sim.url, "/tokenize") == sized  # none during the run
     ok = [r for r in read_rows(out / "requests.csv") if r["ok"] == "1"]
     later = [r for r in ok if r["turn"] != "1"]

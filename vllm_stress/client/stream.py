@@ -73,13 +73,13 @@ class SSEParser:
     def feed(self, data: bytes, now: float) -> None:
         """Body bytes that arrived at ``now`` (perf_counter seconds)."""
         self.now = now
-        if self.after_cr and data[:1] == b"\n":
-            data = data[1:]
+        if self.after_cr and data:
+            self.after_cr = False
+            if data[:1] == b"\n":
+                data = data[1:]
         if b"\r" in data:
             self.after_cr = data[-1:] == b"\r"
             data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        else:
-            self.after_cr = False
         lines = data.split(b"\n")
         last = lines.pop()  # the start of a line not yet ended (often empty)
         if self.open_line and lines:

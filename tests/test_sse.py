@@ -97,6 +97,8 @@ def test_a_cr_ending_one_read_and_an_lf_opening_the_next_are_one_line_end():
     rest = b'\ndata: "finish_reason":"length"}]}\r\n\r\ndata: [DONE]\r\n\r\n'
     exchange = parse(half + rest, [len(half)])
     assert (exchange.chunks, exchange.finish_reason, exchange.first) == (1, "length", 2.0)
+    with_empty_read = parse(half + rest, [len(half), len(half)])  # an empty read between the CR and the LF
+    assert (with_empty_read.chunks, with_empty_read.first) == (1, 3.0)
 
 
 def test_an_event_without_its_empty_line_at_the_end_of_the_body_still_counts():

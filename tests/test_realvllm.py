@@ -334,9 +334,11 @@ def cache_counters(url: str) -> dict[str, float]:
 
 
 def test_sessions_carry_the_history_and_vllm_caches_it(run_locust, real_vllm, tmp_path):
-    """Three-turn sessions: each later turn's prompt is the server's count of the previous one plus the answer read
-    back and the new message (count_mismatch 0 on every turn), and vLLM reports the history it found in its prefix
-    cache (cached_tokens, with --enable-prompt-tokens-details, as deploy/real-vllm.sh starts it)."""
+    """Three-turn sessions: each later turn carries the history (the first turn's 512 tokens and 128 new ones at
+    least), and vLLM reports the history it found in its prefix cache (cached_tokens, with
+    --enable-prompt-tokens-details, as deploy/real-vllm.sh starts it). The first turns' lengths are exact; a later
+    turn's target (from the previous usage) is not checked here: this random-weight model's answers do not read
+    back as the tokens it generated (194 of 200 random 16-token answers re-tokenize to another length)."""
     before = cache_counters(real_vllm.url)
     rows = run_user(
         run_locust,
@@ -359,8 +361,10 @@ def test_sessions_carry_the_history_and_vllm_caches_it(run_locust, real_vllm, tm
     )
     ok = [r for r in rows if r["ok"] == "1"]
     assert {r["turn"] for r in ok} == {"1", "2", "3"} and all(r["name"] == "chat-session" for r in ok)
-    assert all(r["count_mismatch"] == "0" and r["cached_tokens"] != "" for r in ok), ok
+    assert all(r["cached_tokens"] != "" for r in ok), ok
+    assert all(r["count_mismatch"] == "0" for r in ok if r["turn"] == "1"), ok
     later = [r for r in ok if r["turn"] != "1"]
+    assert all(int(r["prompt_tokens"]) >= 512 + 128 and r["target_prompt_tokens"] for r in later), later
     assert all(int(r["cached_tokens"]) >= 512 - 128 for r in later), later  # the first turn's whole blocks at least
     after = cache_counters(real_vllm.url)
     rows_hits = sum(int(r["cached_tokens"]) for r in ok)

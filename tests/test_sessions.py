@@ -4,6 +4,8 @@ counters, and turn 4's TTFT drops), and the per-turn and per-session tables repo
 
 import json
 import random
+import sys
+import time
 
 import numpy as np
 import pandas as pd
@@ -221,3 +223,39 @@ def test_a_failed_turn_ends_its_session_and_every_request_names_its_session(run_
     sent = [headers.get("X-Session-Id", "") for headers in fault_server.headers[prefix][: len(rows)]]
     assert sent == [r["session_id"] for r in rows]
     assert len({r["session_id"] for r in rows[:6]}) == 2
+
+
+def served(url: str, handler: str) -> float:
+    """Requests to ``handler`` the server has finished, by its own counter (vLLM's http_requests_total)."""
+    return sum(v for k, v in scrape(url).items() if k.startswith(f"http_requests_total{{handler={handler},"))
+
+
+@pytest.mark.parametrize("source", ["words", "sharegpt"])
+def test_sessions_send_the_server_nothing_but_their_turns_and_still_size_each_turn_exactly(
+    simulator, processes, tmp_path, source
+):
+    """Turns are sized before the run (/tokenize at test start) and from the previous turn's usage: once the first
+    turn has been answered the server sees no /tokenize, and every turn's prompt is the size the user announced
+    (target_prompt_tokens = the server's usage.prompt_tokens), after answers that ended on EOS too."""
+    sim = simulator("--profile", "cpu-tiny", "--set", "output_len_mean=8", "--set", "t_fixed=0.005")
+    out = tmp_path / source
+    dataset = ["--dataset", str(SHAREGPT), "--session-seed", "5"] if source == "sharegpt" else []
+    args = ["-f", "locustfiles/session.py", "-H", sim.url, "-u", "3", "-r", "3", "-t", "8s", "--stop-timeout", "20"]
+    args += ["--results-dir", str(out), *SESSION, "--turns", "3", "--no-ignore-eos", *dataset, *QUIET]
+    log = tmp_path / f"{source}.log"
+    locust = processes([sys.executable, "-m", "locust", *args], log)
+    deadline = time.monotonic() + 60
+    while served(sim.url, "/v1/chat/completions") < 1:  # the first turn answered
+        assert locust.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+        time.sleep(0.05)
+    sized = served(sim.url, "/tokenize")
+    assert locust.wait(timeout=90) == 0, log.read_text()[-3000:]
+    assert sized > 0 and served(sim.url, "/tokenize") == sized  # none during the run
+    ok = [r for r in read_rows(out / "requests.csv") if r["ok"] == "1"]
+    later = [r for r in ok if r["turn"] != "1"]
+    assert len(later) >= 3 and all(r["target_prompt_tokens"] == r["prompt_tokens"] for r in ok)
+    sessions = {}
+    for r in ok:
+        sessions.setdefault(r["session_id"], {})[int(r["turn"])] = r
+    # a turn after an answer that stopped on EOS (its EOS token is in completion_tokens but not in the text)
+    assert any(turns[n]["finish_reason"] == "stop" and n + 1 in turns for turns in sessions.values() for n in turns)

@@ -2,42 +2,38 @@
 
 from __future__ import annotations
 
-import logging
 import random
+from collections.abc import Iterable
 
-import requests
-
+from vllm_stress.client.exchange import Exchange
 from vllm_stress.client.prompts import Tokenizer
-
-log = logging.getLogger(__name__)
 
 
 class TurnSizer:
-    """Token counts of the pieces a turn adds to a conversation, from the server's ``/tokenize`` (chat template).
-    Measuring the constants raises when ``/tokenize`` fails; a later piece that cannot be measured is None."""
+    """Token counts of the pieces a turn adds to a conversation, all measured before the run with the server's
+    ``/tokenize`` (chat template): the template around a message and between an answer and the next message, and
+    each human turn of the dataset's conversations. Raises when ``/tokenize`` fails."""
 
-    def __init__(self, tokenizer: Tokenizer) -> None:
-        self.tokenizer = tokenizer
+    def __init__(self, tokenizer: Tokenizer, texts: Iterable[str] = ()) -> None:
         self.empty = tokenizer.count_messages([user_message("")])
         # the template between an answer's text and the next user message's text, generation prompt included
         self.joint = tokenizer.count_messages([user_message(""), assistant_message(""), user_message("")]) - self.empty
-
-    def count(self, messages: list[dict]) -> int | None:
-        try:
-            return self.tokenizer.count_messages(messages)
-        except (requests.RequestException, ValueError, KeyError) as e:
-            log.warning("/tokenize failed mid-run (%s): this session turn is not length-checked", e)
-            return None
+        self.messages = {text: tokenizer.count_messages([user_message(text)]) - self.empty for text in set(texts)}
 
     def message(self, text: str) -> int | None:
-        """Tokens of a user message's text."""
-        count = self.count([user_message(text)])
-        return None if count is None else count - self.empty
+        """Tokens of a user message's text, if it was measured."""
+        return self.messages.get(text)
 
-    def answer(self, text: str) -> int | None:
-        """Tokens of an answer's text, read back inside a conversation."""
-        count = self.count([user_message(""), assistant_message(text), user_message("")])
-        return None if count is None else count - self.empty - self.joint
+    def history(self, answered: Exchange) -> int | None:
+        """The prompt tokens of the turn after ``answered`` without its new message, from ``answered``'s usage: its
+        prompt, its answer's tokens and the template between the answer and the next message. The history carries
+        the answer's text only: not the reasoning tokens, nor a final EOS (finish_reason "stop"), which has no text.
+        None when the usage does not say."""
+        prompt, completion = answered.prompt_tokens, answered.completion_tokens
+        reasoning = answered.reasoning_tokens
+        if prompt is None or completion is None or (reasoning is None and answered.reasoning_chunks):
+            return None
+        return prompt + completion - (reasoning or 0) - (answered.finish_reason == "stop") + self.joint
 
 
 def user_message(text: str) -> dict:

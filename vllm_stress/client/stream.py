@@ -33,7 +33,6 @@ from vllm_stress.core.kernelclock import (
 if TYPE_CHECKING:
     from locust.contrib.fasthttp import FastHttpSession
 
-SSE_LINE_STARTS = (b":", b"data:", b"event:", b"id:", b"retry:", b"\r")  # comments, the SSE fields, CRLF ends
 KERNEL_CLOCK = "kernel (SO_TIMESTAMPNS)"
 USER_CLOCK = "user (perf_counter after each read)"
 KERNEL_ENABLED = KERNEL_PLATFORM and os.environ.get("VLLM_STRESS_KERNEL_CLOCK", "1") != "0"  # =0: user clock
@@ -49,50 +48,85 @@ def receive_clock(url: str) -> str:
 
 class SSEParser:
     """Turns the bytes of an OpenAI-style SSE body into ``exchange`` updates, each event timed with the ``now`` of
-    the bytes that completed it."""
+    the bytes that completed it.
 
-    __slots__ = ("exchange", "marker", "is_output", "rest", "done", "now")
+    Lines and fields follow the WHATWG HTML standard's event-stream rules: a line ends at LF, CR or CRLF (also a CR
+    at the end of one read and the LF at the start of the next); ``data:`` loses one leading space and an event's
+    data lines are joined by LF; a line starting with ``:`` is a comment; ``event``, ``id`` and ``retry`` are valid
+    fields without a use here (no listeners by type, no reconnection); a line without a colon is a field with an
+    empty value; an empty line dispatches the event. Stricter than the standard, a field of another name fails the
+    stream as ``MalformedSSE`` (no OpenAI-compatible server sends one: the body is not the stream it claims). Work is
+    linear in the bytes: each read is split once, and a line left open is kept in pieces joined when it ends."""
+
+    __slots__ = ("exchange", "marker", "is_output", "open_line", "data", "after_cr", "done", "now")
 
     def __init__(self, exchange: Exchange, marker: bytes, is_output: Callable[[dict[str, Any]], bool]) -> None:
         self.exchange = exchange
         self.marker = marker  # bytes only an output-bearing chunk in vLLM's layout has
         self.is_output = is_output  # choice dict -> bool, for the chunks parsed in full
-        self.rest = b""  # an incomplete event
+        self.open_line: list[bytes] = []  # the pieces of a line not yet ended
+        self.data: list[bytes] = []  # the data lines of the event not yet dispatched
+        self.after_cr = False  # the last read ended with CR: an LF opening the next one ends no line
         self.done = False  # data: [DONE] seen
         self.now = 0.0
 
     def feed(self, data: bytes, now: float) -> None:
         """Body bytes that arrived at ``now`` (perf_counter seconds)."""
         self.now = now
-        events_ = (self.rest + data).split(b"\n\n")
-        self.rest = events_.pop()
-        marker = self.marker
-        output = self.exchange.output
-        for event in events_:
-            if event.startswith(b"data: ") and b"\n" not in event:  # the usual event: one data line
-                data = event[6:]
-                if marker in data and b'"finish_reason":null' in data and b'"usage"' not in data:
-                    output(now)
-                else:
-                    self.read_data(data)
-            elif event:
-                self.read_lines(event)
-
-    def finish(self) -> None:
-        """The body ended: an unterminated last event still counts; the stream must have ended with [DONE]."""
-        if self.rest.strip():
-            self.read_lines(self.rest)
-            self.rest = b""
-        self.exchange.check_stream_end(self.done)
-
-    def read_lines(self, event: bytes) -> None:
-        """Several lines, comments, or no space after "data:"."""
-        lines = event.split(b"\n")
-        if bad := next((line for line in lines if line and not line.startswith(SSE_LINE_STARTS)), None):
-            raise StreamError("MalformedSSE", f"not an SSE line: {bad[:80]!r}")
+        if self.after_cr and data:
+            self.after_cr = False
+            if data[:1] == b"\n":
+                data = data[1:]
+        if b"\r" in data:
+            self.after_cr = data[-1:] == b"\r"
+            data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        lines = data.split(b"\n")
+        last = lines.pop()  # the start of a line not yet ended (often empty)
+        if self.open_line and lines:
+            self.open_line.append(lines[0])
+            lines[0] = b"".join(self.open_line)
+            self.open_line = []
+        if last:
+            self.open_line.append(last)
+        event, marker, output = self.data, self.marker, self.exchange.output
         for line in lines:
             if line.startswith(b"data:"):
-                self.read_data(line[5:].strip())
+                event.append(line[6:] if line[5:6] == b" " else line[5:])
+            elif line:
+                if line[:1] != b":":
+                    self.field(line)
+            elif len(event) == 1 and marker in (one := event[0]) and b'"finish_reason":null' in one:
+                event.clear()
+                if b'"usage"' in one:  # vLLM's continuous usage: parsed in full
+                    self.read_data(one)
+                else:  # the usual event: an output chunk in vLLM's layout, no JSON parse
+                    output(now)
+            elif event:
+                self.dispatch()
+
+    def field(self, line: bytes) -> None:
+        """A field line other than ``data: ...`` (which ``feed`` reads itself)."""
+        name = line.partition(b":")[0]
+        if name == b"data":  # "data" without a colon: an empty data line
+            self.data.append(b"")
+        elif name not in (b"event", b"id", b"retry"):
+            raise StreamError("MalformedSSE", f"not an SSE line: {line[:80]!r}")
+
+    def dispatch(self) -> None:
+        """The event's data is complete (``feed`` counts the usual output chunk itself)."""
+        lines = self.data  # the list feed appends to: emptied in place
+        data = lines[0] if len(lines) == 1 else b"\n".join(lines)
+        lines.clear()
+        self.read_data(data)
+
+    def finish(self) -> None:
+        """The body ended: a last event without its empty line still counts (the standard would drop it); the
+        stream must have ended with [DONE]."""
+        if self.open_line:
+            self.feed(b"\n", self.now)
+        if self.data:
+            self.dispatch()
+        self.exchange.check_stream_end(self.done)
 
     def read_data(self, data: bytes) -> None:
         if data == b"[DONE]":

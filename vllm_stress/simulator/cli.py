@@ -15,7 +15,7 @@ import uvloop
 from aiohttp import web
 
 from .profiles import DEFAULT_PROFILE, FIELD_TYPES, Profile, load_profile, parse_assignments, profile_names
-from .protocol import Reasoning
+from .protocol import LINE_ENDINGS, Reasoning
 from .server import Simulator
 
 READY_PREFIX = "vllm-stress simulator ready:"
@@ -118,6 +118,13 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         help="the delta field of the reasoning: vLLM's current name or its older one (%(default)s)",
     )
     parser.add_argument(
+        "--sse-line-ending",
+        choices=tuple(LINE_ENDINGS),
+        default="lf",
+        help="how streamed SSE lines end: LF as vLLM, or CRLF or CR as the SSE standard also allows (and some "
+        "gateways send) (%(default)s)",
+    )
+    parser.add_argument(
         "--set",
         action="append",
         default=[],
@@ -217,6 +224,7 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
             request_log=args.request_log,
             reasoning=reasoning_from_args(args),
             otlp_traces_endpoint=args.otlp_traces_endpoint,
+            sse_line_ending=LINE_ENDINGS[args.sse_line_ending],
         )
     except ValueError as error:
         print(f"simulator: {error}", file=sys.stderr)

@@ -14,6 +14,7 @@ _CHAT_CONTENT_TAIL = b'"},"logprobs":null,"finish_reason":null,"token_ids":null}
 _CHAT_FINAL_TAIL = b'","stop_reason":null,"token_ids":null,"weight_versions":null}]'
 _COMPLETION_TAIL = b',"stop_reason":null,"prompt_token_ids":null,"token_ids":null,"weight_versions":null}]'
 _KV_TAIL = b',"kv_transfer_params":null}\n\n'
+LINE_ENDINGS = {"lf": b"\n", "crlf": b"\r\n", "cr": b"\r"}  # the SSE standard's three (--sse-line-ending)
 
 
 def json_bytes(body: object) -> bytes:
@@ -58,8 +59,10 @@ class ChunkFormat:
         prompt_tokens: int,
         prompt_details: bool = False,
         reasoning: Reasoning | None = None,
+        line_ending: bytes = b"\n",
     ) -> None:
         self.chat = chat
+        self.line_ending = line_ending  # vLLM ends SSE lines with LF; a gateway may use CRLF or CR
         self.prompt_details = prompt_details  # the final usage says how many prompt tokens were cached
         self.reasoning = reasoning  # a reasoning model's thinking: the first tokens of each chat choice
         self.request_id = new_request_id("chatcmpl" if chat else "cmpl")
@@ -72,6 +75,10 @@ class ChunkFormat:
         self._choice_head = self._head + b'[{"index":'
         self.continuous_usage = continuous_usage
         self.prompt_tokens = prompt_tokens
+
+    def frame(self, events: bytes) -> bytes:
+        """SSE events made with LF line ends (JSON has none inside), with this response's line ends."""
+        return events if self.line_ending == b"\n" else events.replace(b"\n", self.line_ending)
 
     def _usage(self, completion_tokens: int) -> bytes:
         return b',"usage":' + usage_json(self.prompt_tokens, completion_tokens) if self.continuous_usage else b""

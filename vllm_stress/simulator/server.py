@@ -67,10 +67,12 @@ class Simulator:
         request_log: str | None = None,
         reasoning: Reasoning | None = None,
         otlp_traces_endpoint: str | None = None,
+        sse_line_ending: bytes = b"\n",
     ):
         self.profile = profile
         self.prompt_details = prompt_details  # vllm serve --enable-prompt-tokens-details: usage says cached_tokens
         self.reasoning = reasoning  # a reasoning model (--reasoning-tokens): chat output starts with its thinking
+        self.sse_line_ending = sse_line_ending  # --sse-line-ending: how streamed events end their lines
         self.model = profile.served_model_name
         self.api_key = api_key
         self.created = int(time.time())
@@ -215,7 +217,13 @@ class Simulator:
         try:
             if generation.stream:
                 fmt = ChunkFormat(
-                    chat, self.model, generation.continuous_usage, prompt_tokens, self.prompt_details, reasoning
+                    chat,
+                    self.model,
+                    generation.continuous_usage,
+                    prompt_tokens,
+                    self.prompt_details,
+                    reasoning,
+                    self.sse_line_ending,
                 )
                 return await write_sse(request, stream, fmt, generation.include_usage, timing)
             await stream.wait_finished()

@@ -184,7 +184,7 @@ class DirectWrites:
         transport = self.transport
         if transport is None or transport.is_closing() or transport.get_write_buffer_size() > WRITE_BUFFER_LIMIT:
             return False
-        body = b"".join(_due_chunks(self.stream, self.fmt, index))
+        body = self.fmt.frame(b"".join(_due_chunks(self.stream, self.fmt, index)))
         if body:
             if self.timing:
                 self.timing.output_write()
@@ -215,7 +215,7 @@ async def write_sse(
                 chunks.append(fmt.usage(stream.completion_tokens, stream.cached_tokens, stream.reasoning_tokens(fmt)))
             chunks.append(DONE)
         if chunks:
-            await response.write(b"".join(chunks))
+            await response.write(fmt.frame(b"".join(chunks)))
             transport = writer.transport
             if transport is not None and transport.get_write_buffer_size() > WRITE_BUFFER_LIMIT:
                 await writer.drain()

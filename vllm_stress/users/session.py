@@ -8,9 +8,8 @@ import itertools
 import logging
 import random
 import weakref
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import gevent.lock
 import requests
 from locust import task
 from locust.exception import StopUser
@@ -23,12 +22,14 @@ from vllm_stress.client.sharegpt import is_sharegpt, read_conversations
 from vllm_stress.users import chat  # the module, not the class: Locust would run every User class in this file
 from vllm_stress.users.base import send_request
 
+if TYPE_CHECKING:
+    from vllm_stress.users.target import Target
+
 NEVER_IN_JSON = b"\0"  # an output marker no event has: every SSE event is parsed, so the answer text is collected
 
 log = logging.getLogger(__name__)
 _user_numbers = itertools.count(1)
-_sizing = gevent.lock.Semaphore()
-_sizers: weakref.WeakKeyDictionary[Workload, TurnSizer | None] = weakref.WeakKeyDictionary()  # per process
+_sizers: weakref.WeakKeyDictionary[Workload, TurnSizer | None] = weakref.WeakKeyDictionary()  # made at test start
 _datasets: dict[str, list[list[str]] | None] = {}  # --dataset path -> conversations (human turns), per process
 
 
@@ -74,7 +75,8 @@ class ChatSessionUser(chat.ChatUser):
         if conversation.over:
             self.conversation = None
             return
-        conversation.next_target = self.history_tokens(exchange, answer, workload)
+        sizer = _sizers.get(workload)
+        conversation.next_target = sizer.history(exchange) if sizer else None
 
     def new_conversation(self) -> Conversation:
         options = self.environment.parsed_options
@@ -98,7 +100,7 @@ class ChatSessionUser(chat.ChatUser):
     def new_message(self, conversation: Conversation, workload: Workload) -> tuple[str, int | None]:
         """The text of the turn's user message and its tokens (None when unknown)."""
         options = self.environment.parsed_options
-        sizer = self.turn_sizer(workload)
+        sizer = _sizers.get(workload)
         if conversation.texts:
             text = conversation.texts[conversation.turn - 1]
             return text, sizer.message(text) if sizer else None
@@ -114,29 +116,24 @@ class ChatSessionUser(chat.ChatUser):
         tokens = max(options.input_tokens, workload.overhead + 1)
         return workload.prompt(tokens, self.rng), tokens - workload.overhead
 
-    def history_tokens(self, exchange: Exchange, answer: str, workload: Workload) -> int | None:
-        """The prompt tokens of the next turn without its new message: this turn's (the server's usage), the
-        answer read back, and the template between them; None when unknown."""
-        sizer = self.turn_sizer(workload)
-        if sizer is None or exchange.prompt_tokens is None or (answer_tokens := sizer.answer(answer)) is None:
-            return None
-        return exchange.prompt_tokens + answer_tokens + sizer.joint
-
-    def turn_sizer(self, workload: Workload) -> TurnSizer | None:
-        """The process's TurnSizer for ``workload``, measured once (None without /tokenize)."""
-        with _sizing:  # the first user measures; the others wait for it
-            if workload not in _sizers:
-                _sizers[workload] = None
-                if workload.exact:
-                    target = self.target
-                    tokenizer = Tokenizer(
-                        target.host, target.model, target.headers, chat=True, verify=not self.insecure
-                    )
-                    try:
-                        _sizers[workload] = TurnSizer(tokenizer)
-                    except (requests.RequestException, ValueError, KeyError) as e:
-                        log.warning("Session turns after the first are not length-checked: /tokenize failed (%s)", e)
-        return _sizers[workload]
+    @classmethod
+    def prepare_workload(cls, target: Target, workload: Workload) -> None:
+        """At test start, before any user runs (``Target.prepare``): measure what the turns add, the dataset's human
+        turns included, so that no request but the measured load reaches the server during the run (a later turn
+        is sized from the previous one's usage). Without /tokenize, turns after the first are not length-checked."""
+        _sizers[workload] = None
+        if not workload.exact:
+            return
+        options = target.options
+        conversations = dataset_conversations(options.dataset, options.num_prompts) if options.dataset else None
+        texts = [text for turns in conversations or () for text in turns[: options.turns]]
+        tokenizer = Tokenizer(target.host, target.model, target.headers, chat=True, verify=not options.insecure)
+        try:
+            _sizers[workload] = TurnSizer(tokenizer, texts)
+        except (requests.RequestException, ValueError, KeyError) as e:
+            log.warning("Session turns after the first are not length-checked: /tokenize failed (%s)", e)
+            return
+        log.info("Session turns sized with %d /tokenize calls", tokenizer.calls)
 
     def body(self, spec: RequestSpec) -> dict[str, Any]:
         assert self.conversation is not None  # the turn in flight is its conversation's

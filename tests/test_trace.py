@@ -103,6 +103,7 @@ def test_every_line_is_one_row_on_schedule(simulator, run_locust, tmp_path, spee
     print(f"less the reported lag: p50 {p(deviations, 50):.1f} ms, p99 {p(deviations, 99):.1f} ms; top {raw[-5:]}")
     assert p(deviations, 99) < ARRIVAL_P99_LIMIT_MS, deviations
     start = meta["schedule_start"]  # one start, sent by the master; each worker's clock offset from one round trip
+    print(f"schedule start: {start}")
     assert sorted(start["workers"]) == sorted({r["worker"] for r in rows})
     for worker in start["workers"].values():  # one host, one clock: NTP's estimate is within half the round trip
         assert abs(worker["clock_offset_ms"]) <= worker["round_trip_ms"] / 2 + 0.001, start

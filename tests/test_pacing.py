@@ -10,6 +10,7 @@ import pytest
 
 from benchmarks.harness import read_rows, two_workers
 from vllm_stress.client.pacing import PoissonArrivals, arrivals_for
+from vllm_stress.master.schedulestart import clock_offset
 
 ARGS = ["--input-tokens", "32", "--output-tokens", "8", "--headless", "--only-summary", "-L", "WARNING"]
 OPEN_LOOP_LOG = ["-L", "INFO"]  # after ARGS: the workers log what their open loop did
@@ -112,6 +113,7 @@ def clock(monkeypatch):
 
 def test_arrivals_on_time_are_a_poisson_process_at_the_rate(clock):
     arrivals = PoissonArrivals(50.0, seed=7)
+    arrivals.start_at(clock[0])
     sent = []
     for _ in range(20_000):
         assert arrivals.wait() == 0.0  # a free user was waiting for each arrival
@@ -125,14 +127,13 @@ def test_arrivals_on_time_are_a_poisson_process_at_the_rate(clock):
 
 def test_an_arrival_waiting_for_a_free_user_is_sent_late_and_says_how_late(clock, caplog):
     arrivals = PoissonArrivals(2.0, seed=1)
+    arrivals.start_at(clock[0])
     assert arrivals.wait() == 0.0  # the first arrival is at the start
-    due = arrivals.next_arrival
-    clock[0] = due + 0.5
+    clock[0] = arrivals.started + arrivals.next_offset + 0.5
     assert arrivals.wait() == pytest.approx(0.5) and arrivals.late == 0  # late, but not by a second
-    due = arrivals.next_arrival
-    clock[0] = due + 3.0
+    clock[0] = arrivals.started + arrivals.next_offset + 3.0
     assert arrivals.wait() == pytest.approx(3.0) and arrivals.late == 1
-    clock[0] = arrivals.next_arrival + 2.0
+    clock[0] = arrivals.started + arrivals.next_offset + 2.0
     arrivals.wait()
     warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert warnings == [
@@ -146,6 +147,7 @@ def test_an_arrival_waiting_for_a_free_user_is_sent_late_and_says_how_late(clock
 
 def test_a_process_that_wakes_after_the_arrival_time_reports_it_as_lateness(clock, monkeypatch):
     arrivals = PoissonArrivals(2.0, seed=1)
+    arrivals.start_at(clock[0])
     arrivals.wait()
     monkeypatch.setattr(gevent, "sleep", lambda seconds=0: clock.__setitem__(0, clock[0] + seconds + 0.04))
     assert arrivals.wait() == pytest.approx(0.04) and arrivals.late == 0  # a loaded machine's late wake-up
@@ -164,3 +166,10 @@ def test_a_process_that_wakes_after_the_arrival_time_reports_it_as_lateness(cloc
 def test_each_process_draws_its_share_of_the_rate(options, rate):
     arrivals = arrivals_for(SimpleNamespace(**options))
     assert (arrivals and arrivals.rate_per_s) == rate
+
+
+def test_a_clock_offset_is_estimated_from_one_round_trip():
+    """The master's clock 5 s ahead of the worker's; 10 ms there, 20 ms back, 480 ms at the master in between."""
+    offset, round_trip = clock_offset(sent=100.0, received_there=105.01, sent_there=105.49, received=100.51)
+    assert round_trip == pytest.approx(0.030)
+    assert offset == pytest.approx(4.995) and abs(offset - 5.0) <= round_trip / 2

@@ -1,7 +1,9 @@
 """Trace replay of the bundled Mooncake-format trace on a master with two workers: every trace line is one row, sent
-on schedule when the users can carry it; sped up past what they can carry, the report flags the lag."""
+on schedule when the users can carry it, and reaches the server at its time in the trace whichever worker sends it;
+sped up past what they can carry, the report flags the lag."""
 
 import json
+import statistics
 
 import pytest
 
@@ -9,10 +11,12 @@ from benchmarks.harness import read_rows, two_workers
 from tests.helpers import REPO
 from vllm_stress.analysis.cli import main as analyse
 from vllm_stress.client.trace import read_trace, select
+from vllm_stress.simulator.requestlog import read_request_log
 
 MOONCAKE = REPO / "scenarios" / "data" / "mooncake-sample.jsonl"
 AZURE = REPO / "scenarios" / "data" / "azure-sample.csv"
 ARGS = ["--headless", "--only-summary", "--stop-timeout", "30", "-L", "INFO"]
+ARRIVAL_P99_LIMIT_MS = 10.0  # loopback, on a loaded machine: a process waking late; workers apart by 20 ms fail it
 
 
 def test_both_published_formats_are_read():
@@ -24,7 +28,10 @@ def test_both_published_formats_are_read():
 
 
 def replay(simulator, run_locust, tmp_path, name, users, speedup, duration):
-    sim = simulator("--profile", "cpu-tiny")
+    """The run's rows, its level in summary.json with the traffic windows, the server's arrival stamp (kernel receive
+    time, unix seconds) of each row's request with the row's schedule lag, and run.json."""
+    log = tmp_path / f"{name}-requests.jsonl"
+    sim = simulator("--profile", "cpu-tiny", "--request-log", str(log))
     out = tmp_path / name
     proc = run_locust(
         "-f",
@@ -55,7 +62,29 @@ def replay(simulator, run_locust, tmp_path, name, users, speedup, duration):
     summary = json.loads((out / "report" / "summary.json").read_text())
     windows = summary["traffic"][0]["windows"]  # vllm_stress/analysis/traffic.py: per 10 s of the replay
     assert sum(w["requests"] for w in windows) == len(rows) - sum(r["error"] == "Aborted" for r in rows)
-    return rows, summary["levels"][0] | {"windows": windows}
+    sim.stop()  # its request log is flushed as it stops
+    logged = read_request_log(str(log))
+    arrivals = [
+        (logged[r["request_id"]]["arrival"], float(r["schedule_lag_s"])) for r in rows if r["request_id"] in logged
+    ]
+    meta = json.loads((out / "run.json").read_text())
+    return rows, summary["levels"][0] | {"windows": windows}, arrivals, meta
+
+
+def deviations_ms(arrivals, lines, lag=False):
+    """|arrival - due| of each request at the server, ms: the k-th arrival against the k-th line of the trace, both
+    from their median difference (the schedule's start, robust to one late first request); with ``lag``, each
+    arrival less the lateness its process reported (schedule_lag_s: a loaded process woke late), which leaves what
+    the client cannot see itself, such as two workers on two schedules."""
+    times = sorted(arrival - (schedule_lag if lag else 0) for arrival, schedule_lag in arrivals)
+    gaps = [arrival - line.at_s for arrival, line in zip(times, lines, strict=True)]
+    start = statistics.median(gaps)
+    return sorted(abs(gap - start) * 1000 for gap in gaps)
+
+
+def p(values, q):
+    """The q-th percentile of sorted values, nearest rank."""
+    return values[round(q / 100 * (len(values) - 1))]
 
 
 def main_report(out):
@@ -66,8 +95,24 @@ def main_report(out):
 def test_every_line_is_one_row_on_schedule(simulator, run_locust, tmp_path, speedup):
     duration = 20 * speedup  # 20 s of replay either way
     lines = select(read_trace(str(MOONCAKE)), 0, duration, speedup)
-    rows, level = replay(simulator, run_locust, tmp_path, f"x{speedup}", users=40, speedup=speedup, duration=duration)
+    rows, level, arrivals, meta = replay(simulator, run_locust, tmp_path, f"x{speedup}", 40, speedup, duration)
     assert len(rows) == len(lines)  # one row per trace line, over both workers
+    deviations = deviations_ms(arrivals, lines, lag=True)  # each worker sends half the lines: both on one schedule
+    raw = deviations_ms(arrivals, lines)
+    print(f"arrival |deviation| at x{speedup}, {len(raw)} requests: p50 {p(raw, 50):.1f} ms, p99 {p(raw, 99):.1f} ms")
+    print(f"less the reported lag: p50 {p(deviations, 50):.1f} ms, p99 {p(deviations, 99):.1f} ms; top {raw[-5:]}")
+    assert p(deviations, 99) < ARRIVAL_P99_LIMIT_MS, deviations
+    start = meta["schedule_start"]  # one start, sent by the master; each worker's clock offset from one round trip
+    print(f"schedule start: {start}")
+    assert sorted(start["workers"]) == sorted({r["worker"] for r in rows})
+    for worker in start["workers"].values():  # one host, one clock: NTP's estimate is within half the round trip
+        assert abs(worker["clock_offset_ms"]) <= worker["round_trip_ms"] / 2 + 0.001, start
+    offsets = [worker["clock_offset_ms"] for worker in start["workers"].values()]
+    assert start["skew_ms"] == pytest.approx(max(offsets) - min(offsets), abs=0.002)
+    assert min(float(r["start_time"]) for r in rows) >= start["start"] - 0.001  # nothing sent before the start
+    report = (tmp_path / f"x{speedup}" / "report" / "report.md").read_text()
+    skew = f"their clocks were {start['skew_ms']:.1f} ms apart"
+    assert f"The 2 workers counted the schedule from one start sent by the master; {skew}" in report
     assert len({r["worker"] for r in rows}) == 2
     assert sorted(int(r["target_prompt_tokens"]) for r in rows) == sorted(line.input_tokens for line in lines)
     assert all(r["count_mismatch"] == "0" for r in rows if r["ok"] == "1")  # exact lengths, as traced
@@ -76,6 +121,6 @@ def test_every_line_is_one_row_on_schedule(simulator, run_locust, tmp_path, spee
 
 
 def test_a_replay_the_client_cannot_carry_is_flagged(simulator, run_locust, tmp_path):
-    rows, level = replay(simulator, run_locust, tmp_path, "too-fast", users=2, speedup=8, duration=40)
+    rows, level, _, _ = replay(simulator, run_locust, tmp_path, "too-fast", users=2, speedup=8, duration=40)
     assert level["schedule_lag_p99_s"] > 1.0 and "did not keep up with the schedule" in level["bound"]
     assert level["windows"][-1]["behind"]  # the window where the backlog built up is flagged

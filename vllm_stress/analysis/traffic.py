@@ -4,7 +4,7 @@ window of an open-loop run or a trace replay (docs/concepts/analysis.md, "Sessio
 from __future__ import annotations
 
 import math
-from typing import TypedDict, cast
+from typing import Any, TypedDict, cast
 
 import numpy as np
 import pandas as pd
@@ -78,6 +78,7 @@ class TrafficTables(TypedDict):
     sessions: Sessions | None
     window_s: float | None
     windows: list[Window]
+    schedule_start: dict[str, Any] | None  # run.json's: the start the master sent the workers, their clock skew
 
 
 def traffic_tables(run: Run, window_s: float = DEFAULT_WINDOW_S) -> TrafficTables | None:
@@ -92,6 +93,7 @@ def traffic_tables(run: Run, window_s: float = DEFAULT_WINDOW_S) -> TrafficTable
         "sessions": session_summary(rows),
         "window_s": window_s if windows else None,
         "windows": windows,
+        "schedule_start": run.meta.get("schedule_start"),
     }
     return cast(TrafficTables, to_json_types(tables))  # its JSON form: NaN as None
 
@@ -191,6 +193,8 @@ def traffic_blocks(traffic: list[TrafficTables]) -> list[Block]:
             blocks.append(sessions_paragraph(tables["sessions"]))
         if tables["windows"] and tables["window_s"]:
             blocks += window_blocks(tables["run"], tables["window_s"], tables["windows"])
+        if tables["windows"] and tables["schedule_start"]:
+            blocks.append(skew_paragraph(tables["schedule_start"]))
     return blocks
 
 
@@ -255,3 +259,15 @@ def window_blocks(run: str, window_s: float, windows: list[Window]) -> list[Bloc
     ]
     blocks: list[Block] = [Heading(f"Per {window_s:g} s window: {run}", 3), Table(headers, rows)]
     return blocks + ([Paragraph(BEHIND_NOTE)] if any(w["behind"] for w in windows) else [])
+
+
+def skew_paragraph(start: dict[str, Any]) -> Paragraph:
+    """The workers' one schedule start and how far apart their clocks were (run.json's schedule_start)."""
+    workers = start["workers"].values()
+    late = sum(worker["ahead_ms"] < 0 for worker in workers)
+    return Paragraph(
+        f"The {len(workers)} workers counted the schedule from one start sent by the master; their clocks were "
+        f"{start['skew_ms']:.1f} ms apart (each worker's offset from the master's, estimated within "
+        f"{max(worker['round_trip_ms'] for worker in workers) / 2:.1f} ms from a message round trip)"
+        + (f"; {late} had the start only after it: their first sends were late." if late else ".")
+    )

@@ -1,4 +1,5 @@
-"""Open-loop arrivals: requests sent at the times of a Poisson process (``--arrival-rate``)."""
+"""Open-loop arrivals: requests sent at the times of a Poisson process (``--arrival-rate``), and the start that such a
+schedule (and a trace's, vllm_stress.client.trace) counts from."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import random
 import time
 
 import gevent
+import gevent.event
 
 log = logging.getLogger(__name__)
 
@@ -22,11 +24,30 @@ def sleep_until(due: float) -> float:
     return max(time.perf_counter() - due, 0.0)
 
 
-class PoissonArrivals:
+class Schedule:
+    """A schedule's start (``time.perf_counter()``), set once by ``start_at``: the process's own moment in a local
+    run, the master's anchor on every worker (vllm_stress.master.schedulestart); its arrivals wait for it."""
+
+    def __init__(self) -> None:
+        self.started = 0.0
+        self.start_set = gevent.event.Event()
+
+    def start_at(self, started: float) -> None:
+        self.started = started
+        self.start_set.set()
+
+    def start(self) -> float:
+        """The schedule's start, once set (the caller waits until then)."""
+        self.start_set.wait()
+        return self.started
+
+
+class PoissonArrivals(Schedule):
     def __init__(self, rate_per_s: float, seed: int | None = None) -> None:
+        super().__init__()
         self.rate_per_s = rate_per_s
         self.rng = random.Random(seed)
-        self.started = self.next_arrival = time.perf_counter()
+        self.next_offset = 0.0  # the next arrival, seconds from the start
         self.sent = 0
         self.late = 0
         self.warned = False
@@ -35,8 +56,8 @@ class PoissonArrivals:
         """Sleep until the next arrival time (taken by this caller only); returns how late it is sent: the time the
         arrival waited for a free user, or the process woke late (0 when on time), reported per request as
         ``schedule_lag_s``."""
-        arrival = self.next_arrival
-        self.next_arrival += self.rng.expovariate(self.rate_per_s)
+        arrival = self.start() + self.next_offset
+        self.next_offset += self.rng.expovariate(self.rate_per_s)
         self.sent += 1
         behind = time.perf_counter() - arrival
         if behind > LATE_WARNING_S:
@@ -52,7 +73,9 @@ class PoissonArrivals:
 
     def summary(self) -> str:
         """What this process's open loop did, for the log at test stop."""
-        elapsed = time.perf_counter() - self.started
+        if not self.start_set.is_set():
+            return "Open loop: no arrivals (the schedule did not start)"
+        elapsed = max(time.perf_counter() - self.started, 1e-9)
         return (
             f"Open loop: {self.sent} arrivals in {elapsed:.1f} s ({self.sent / elapsed:.2f}/s, asked "
             f"{self.rate_per_s:.2f}/s in this process), {self.late} sent over {LATE_WARNING_S:.0f} s late"

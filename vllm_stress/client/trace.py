@@ -6,11 +6,10 @@ import argparse
 import csv
 import json
 import logging
-import time
 from dataclasses import dataclass
 from datetime import datetime
 
-from .pacing import sleep_until
+from .pacing import Schedule, sleep_until
 
 log = logging.getLogger(__name__)
 
@@ -82,14 +81,15 @@ class TraceDone(Exception):
     """This process has sent its share of the trace (its users stop)."""
 
 
-class TraceArrivals:
+class TraceArrivals(Schedule):
     """This process's share of the trace as an arrival clock: ``wait`` takes the next line, sleeps until its time
-    and returns how late it is sent; ``last`` is the line it took (read at once by the same user, before it yields)."""
+    from the schedule's start and returns how late it is sent; ``last`` is the line it took (read at once by the same
+    user, before it yields)."""
 
     def __init__(self, lines: list[TraceLine]) -> None:
+        super().__init__()
         self.lines = lines
         self.next_index = 0
-        self.started = time.perf_counter()
         self.last: TraceLine | None = None
         self.late = 0
 
@@ -98,7 +98,7 @@ class TraceArrivals:
             raise TraceDone()
         line = self.lines[self.next_index]
         self.next_index += 1
-        lag = sleep_until(self.started + line.at_s)  # every user was busy, or the process woke late
+        lag = sleep_until(self.start() + line.at_s)  # every user was busy, or the process woke late
         self.last = line
         self.late += lag > 1.0
         return lag

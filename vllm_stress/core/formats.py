@@ -78,6 +78,7 @@ FORMATS = (
             Addition(RUN_FILE, ("span_receiver",)),
             Addition(CLIENT_HEALTH_FILE, ("read_behind_p99_ms",), "client read-behind time"),
             Addition(RUN_FILE, ("server_twin",)),
+            Addition(RUN_FILE, ("schedule_start",)),
         ),
     ),
 )

@@ -99,6 +99,10 @@ RUN_KEYS = [
     # else null
     "server_twin",  # {"source", "error"}: the server is the simulator calibrated as a twin (GET /version's "twin":
     # the runs its step time was fitted to, its error on them), or null for a measured server
+    "schedule_start",  # --trace or --arrival-rate on workers: {"start" (unix seconds, sent by the master), "workers":
+    # {id: {"clock_offset_ms" (the master's clock minus the worker's, NTP's estimate), "round_trip_ms" (it is within
+    # half of it), "ahead_ms" (how long before the start the worker had it)}}, "skew_ms" (the spread of the offsets:
+    # how far apart the workers' schedules may be)}, or null (vllm_stress.master.schedulestart)
 ]
 
 

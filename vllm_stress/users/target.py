@@ -24,6 +24,7 @@ from vllm_stress.core import fleet, served
 from vllm_stress.master.clienthealth import ClientHealth, report_worker_cpu
 from vllm_stress.master.promexport import PromExport
 from vllm_stress.master.runrecorder import LocalRecorder, MasterRecorder
+from vllm_stress.master.schedulestart import MasterStart, WorkerStart, scheduled
 from vllm_stress.master.servermetrics import ServerMetrics
 from vllm_stress.master.spanreceiver import SpanReceiver
 from vllm_stress.webui.liverun import LiveRun
@@ -52,9 +53,11 @@ class Target:
         self.recorder: Recorder
         self.live: LiveRun | None = None  # the master's or local runner's, for its web UI
         self.spans: SpanReceiver | None = None  # the master's or local runner's, with --otlp-port
+        self.worker_start: WorkerStart | None = None  # a worker's: the master starts its schedule
         if isinstance(runner, WorkerRunner):
             self.recorder = WorkerRecorder(environment, runner.client_id)
             report_worker_cpu(environment)  # the master writes it into client_health.csv
+            self.worker_start = WorkerStart(runner)
         else:
             recorder = (
                 MasterRecorder(environment, self)
@@ -62,6 +65,8 @@ class Target:
                 else LocalRecorder(environment, self)
             )
             self.recorder = recorder
+            if isinstance(runner, MasterRunner):
+                MasterStart(environment, runner, recorder.run)
             health = ClientHealth(environment, recorder)
             self.live = LiveRun(
                 recorder,
@@ -93,6 +98,7 @@ class Target:
         """At test start: check the options, resolve the model and headers (the master or local runner checks them
         against the server), size the prompts and make the arrival clock. Raises StopTarget."""
         options = self.options
+        self.arrivals = None
         validate(options)
         if (options.trace or options.arrival_rate) and any(
             getattr(cls, "closed_loop_only", False) for cls in self.environment.user_classes
@@ -125,6 +131,8 @@ class Target:
                 self.arrivals = arrivals_for_trace(options, read_trace(options.trace), worker_index)
             else:
                 self.arrivals = arrivals_for(options, seed=os.getpid())
+            if self.arrivals and not self.is_worker:  # a local run's schedule starts now; a worker's when told
+                self.arrivals.start_at(time.perf_counter())
 
     def served_models(self, required: bool) -> dict[str, int | None]:
         """{model: max_model_len or None} from ``/v1/models``. A server that cannot be reached is refused; one that
@@ -178,3 +186,5 @@ def prepare_target(environment: Environment) -> None:
             gevent.spawn(runner.quit if headless else runner.stop)  # ... or keeps its web UI
     finally:
         llm_target.prepared.set()
+        if llm_target.worker_start and scheduled(llm_target.options):  # ready, or failed: the master need not wait
+            llm_target.worker_start.ready(llm_target.arrivals)

@@ -18,6 +18,7 @@ from vllm_stress.scenarios.search.run import search
 from vllm_stress.scenarios.search.space import DEFAULT_POOL_SECONDS, OVER, UNITS
 from vllm_stress.scenarios.search.writeup import REPORT_FILE
 from vllm_stress.scenarios.servers import SERVER_READY_TIMEOUT_S
+from vllm_stress.scenarios.stopping import exit_code, stop_on_signals
 
 PROG = "python -m scenarios"
 DESCRIPTION = """\
@@ -176,6 +177,7 @@ def add_search_arguments(slo: argparse.ArgumentParser) -> None:
 def main(argv: list[str] | None = None, prog: str = PROG) -> int:
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s] %(name)s: %(message)s")
     args = build_parser(prog).parse_args(argv)
+    stop_on_signals()
     try:
         if args.command == "list":
             for name in scenario_names():
@@ -195,9 +197,9 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
     except (ScenarioError, AnalysisError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as interrupt:  # Ctrl-C, SIGTERM, SIGHUP: the children are stopped by now
+        print(f"interrupted {interrupt}".strip(), file=sys.stderr)
+        return exit_code(interrupt)
     return 0
 
 

@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shlex
+import signal
 import socket
 import subprocess
 import sys
@@ -14,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from vllm_stress import users
-from vllm_stress.core import schema
+from vllm_stress.core import children, schema
 from vllm_stress.scenarios.config import (
     ROOT,
     cell_args,
@@ -75,10 +77,14 @@ def run_locust(
     master_cmd = common + master_args(name, run_dir, port, workers, web_port, label)
     worker_cmd = common + ["--worker", "--master-host", "127.0.0.1", "--master-port", port]
     # own sessions: a Ctrl-C reaches only this process, which stops the master first (it collects the workers' last
-    # rows and marks the run incomplete), then the workers
-    master = subprocess.Popen(master_cmd, cwd=ROOT, start_new_session=True)
-    children = [subprocess.Popen(worker_cmd, cwd=ROOT, start_new_session=True) for _ in range(workers)]
-    return wait_for_run(master, children, longest_run_s(keys))
+    # rows and marks the run incomplete), then the workers; they get SIGTERM if this process is killed
+    master = children.popen(master_cmd, cwd=ROOT)
+    workers_started = [children.popen(worker_cmd, cwd=ROOT) for _ in range(workers)]
+    try:
+        return wait_for_run(master, workers_started, longest_run_s(keys))
+    except KeyboardInterrupt:
+        mark_partial(run_dir)
+        raise
 
 
 def locust_command(config: Path, keys: dict[str, str], target: str, extra_args: list[str]) -> list[str]:
@@ -123,13 +129,35 @@ def wait_for_run(master: subprocess.Popen, workers: list[subprocess.Popen], limi
         code = master.wait(timeout=limit_s)
     except subprocess.TimeoutExpired:
         log.error("the run did not end within %.0f s: stopping it", limit_s)
-        code = stop_process(master, STOP_GRACE_S)
+        code = stop_master(master)
     finally:  # also on Ctrl-C: stop the master first so it keeps what the workers send
         if master.poll() is None:
-            stop_process(master, STOP_GRACE_S)
+            stop_master(master)
         for worker in workers:
             stop_process(worker, STOP_GRACE_S)
     return code
+
+
+def stop_master(master: subprocess.Popen) -> int:
+    """Stop a master as Ctrl-C does: it stops its users, collects the workers' last rows and closes the run folder.
+    A headless master running a load shape handles no SIGTERM until the shape ends (Locust installs that handler
+    after it), so SIGTERM would end it with the folder open; SIGTERM and SIGKILL follow if it does not end."""
+    master.send_signal(signal.SIGINT)
+    try:
+        return master.wait(timeout=STOP_GRACE_S)
+    except subprocess.TimeoutExpired:
+        return stop_process(master, STOP_GRACE_S)
+
+
+def mark_partial(run_dir: Path) -> None:
+    """Record in ``run.json`` that the run was stopped before its end: Locust stops a load shape's test before it
+    quits on Ctrl-C, so the master takes the stop for the shape's end."""
+    path = run_dir / schema.RUN_FILE
+    try:
+        meta = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return  # the master never wrote it: nothing was measured
+    path.write_text(json.dumps({**meta, "complete": False}, indent=2))
 
 
 @dataclass
@@ -142,12 +170,14 @@ class Repeats:
     url: str
     workers: int
     locust_args: list[str]
+    started: list[Path]  # every run folder begun, the one a stop interrupts included
 
     def run(self, folder: Path, repeats: int) -> list[Path]:
         """``repeats`` runs into ``folder/run-K``; a run that measured no request is a ScenarioError."""
         run_dirs = []
         for repeat in range(1, repeats + 1):
             run_dir = folder / f"run-{repeat}"
+            self.started.append(run_dir)
             log.info("%s: run %d of %d against %s -> %s", self.name, repeat, repeats, self.url, run_dir)
             label = f"Run {repeat} of {repeats}" if repeats > 1 else ""
             code = run_locust(
@@ -196,12 +226,37 @@ def run_scenario(
     prepare_out(out, overwrite)
     log.info("%s", " ".join(header_comment(config)))
     labels: dict[str, str] = {}  # run folder -> what the report calls it
-    for cell in cells:
-        sim_args = (base_sim_args if not server_cmd else []) + cell_args(cell) + span_args(keys, locust_args, target)
-        with server(target, sim_args, server_cmd, headers, server_ready_timeout) as url:
-            runs = Repeats(name, config, keys, url, workers, [*locust_args, *launch_args(target, sim_args, server_cmd)])
-            for run_dir in runs.run(out / cell_name(cell) if matrix else out, repeats):
-                labels[str(run_dir)] = cell_name(cell) if matrix else name
+    try:
+        for cell in cells:
+            own_args = base_sim_args if not server_cmd else []
+            sim_args = own_args + cell_args(cell) + span_args(keys, locust_args, target)
+            with server(target, sim_args, server_cmd, headers, server_ready_timeout) as url:
+                args = [*locust_args, *launch_args(target, sim_args, server_cmd)]
+                runs = Repeats(name, config, keys, url, workers, args, [])
+                try:
+                    runs.run(out / cell_name(cell) if matrix else out, repeats)
+                finally:  # a stopped run's folder too: its master closed it as partial
+                    labels |= {str(run_dir): cell_name(cell) if matrix else name for run_dir in runs.started}
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM/SIGHUP (stopping.py): the children are stopped; report what ran
+        report_stopped(labels, out / "report")
+        raise
     summary = analyse(list(labels), out / "report", labels=labels)
     log.info("report: %s", out / "report" / "report.md")
     return summary
+
+
+def report_stopped(labels: dict[str, str], report: Path) -> None:
+    """The report of the runs a stopped runner measured (a partial one among them), if any measured a request."""
+    from vllm_stress.analysis.load import AnalysisError
+    from vllm_stress.analysis.report import analyse
+
+    measured = {run: label for run, label in labels.items() if has_rows(Path(run) / schema.REQUESTS_FILE)}
+    if not measured:
+        log.warning("stopped before any request was measured: no report")
+        return
+    try:
+        analyse(list(measured), report, labels=measured)
+    except AnalysisError as e:
+        log.error("stopped: the report of the runs so far could not be written: %s", e)
+        return
+    log.warning("stopped: the report of the runs so far (the last one partial): %s", report / "report.md")

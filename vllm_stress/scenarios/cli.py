@@ -19,6 +19,7 @@ from vllm_stress.scenarios.search.space import DEFAULT_POOL_SECONDS, OVER, UNITS
 from vllm_stress.scenarios.search.writeup import REPORT_FILE
 from vllm_stress.scenarios.servers import SERVER_READY_TIMEOUT_S
 from vllm_stress.scenarios.stopping import exit_code, stop_on_signals
+from vllm_stress.scenarios.worker import MASTER_PORT
 
 PROG = "python -m scenarios"
 DESCRIPTION = """\
@@ -84,6 +85,28 @@ def add_run_arguments(run: argparse.ArgumentParser) -> None:
         type=int,
         default=0,
         help=f"Locust worker processes (default: one per core, at most {MAX_DEFAULT_WORKERS})",
+    )
+    run.add_argument(
+        "--master-bind-host",
+        default="",
+        metavar="ADDR",
+        help="Have the master listen at ADDR (an address the worker hosts reach) for --expect-workers workers that "
+        "`vllm-stress worker --master-host ADDR` keeps on each worker host for every repeat; this host then starts "
+        "no workers of its own unless --workers is given (default: 127.0.0.1, local workers only)",
+    )
+    run.add_argument(
+        "--master-bind-port",
+        type=int,
+        default=MASTER_PORT,
+        metavar="P",
+        help="With --master-bind-host: the master's port, the workers' --master-port (default: %(default)s)",
+    )
+    run.add_argument(
+        "--expect-workers",
+        type=int,
+        default=0,
+        metavar="N",
+        help="With --master-bind-host: worker processes of other hosts to wait for, the sum of their --processes",
     )
     run.add_argument("--overwrite", action="store_true", help="Replace the output folder if it exists")
     run.add_argument("--matrix", default="", help="TOML file of [[cell]] server settings to run the scenario in")
@@ -229,8 +252,8 @@ def search_from_args(args: argparse.Namespace) -> str:
 
 
 def run_from_args(args: argparse.Namespace) -> None:
-    if args.repeats < 0 or args.workers < 0 or args.server_ready_timeout <= 0:
-        raise ScenarioError("--repeats, --workers and --server-ready-timeout must be positive")
+    if args.repeats < 0 or args.workers < 0 or args.expect_workers < 0 or args.server_ready_timeout <= 0:
+        raise ScenarioError("--repeats, --workers, --expect-workers and --server-ready-timeout must be positive")
     run_scenario(
         args.scenario,
         Path(args.out or f"results/{args.scenario}").resolve(),
@@ -243,4 +266,7 @@ def run_from_args(args: argparse.Namespace) -> None:
         simulator_args=args.simulator_arg,
         locust_args=args.locust_arg,
         server_ready_timeout=args.server_ready_timeout,
+        master_bind_host=args.master_bind_host,
+        master_bind_port=args.master_bind_port,
+        expect_workers=args.expect_workers,
     )

@@ -30,6 +30,7 @@ from vllm_stress.scenarios.errors import ScenarioError
 from vllm_stress.scenarios.folders import has_rows, prepare_out
 from vllm_stress.scenarios.levels import longest_run_s
 from vllm_stress.scenarios.servers import SERVER_READY_TIMEOUT_S, api_headers, launch_args, server, span_args
+from vllm_stress.scenarios.worker import MASTER_PORT
 from vllm_stress.simulator.process import stop_process
 
 if TYPE_CHECKING:
@@ -58,28 +59,45 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+@dataclass(frozen=True)
+class Workers:
+    """The workers a run's master waits for: ``local`` processes the runner starts, and ``remote`` ones that
+    ``vllm-stress worker`` keeps on other hosts, which reach the master at ``bind_host:bind_port``."""
+
+    local: int
+    remote: int = 0
+    bind_host: str = "127.0.0.1"
+    bind_port: int = 0  # 0: a free port, for a master that only local workers reach
+
+    @property
+    def connect_host(self) -> str:
+        """The address the local workers dial."""
+        return "127.0.0.1" if self.bind_host in ("*", "0.0.0.0") else self.bind_host
+
+
 def run_locust(
     name: str,
     config: Path,
     keys: dict[str, str],
     target: str,
     run_dir: Path,
-    workers: int,
+    workers: int | Workers,
     extra_args: list[str],
     web_port: int = 0,
     label: str = "",
 ) -> int:
     """One run: a headless master (with ``web_port``: one serving Locust's web UI on 127.0.0.1:web_port, started at
-    once and quitting at the end) and ``workers`` worker processes on this machine; returns the master's exit code.
-    ``label`` goes before the run's progress lines ("Run 2 of 5", a search's probe)."""
-    port = str(free_port())
+    once and quitting at the end) and ``workers`` (a number of local processes, or :class:`Workers`); returns the
+    master's exit code. ``label`` goes before the run's progress lines ("Run 2 of 5", a search's probe)."""
+    spec = workers if isinstance(workers, Workers) else Workers(workers)
+    port = str(spec.bind_port or free_port())
     common = locust_command(config, keys, target, extra_args)
-    master_cmd = common + master_args(name, run_dir, port, workers, web_port, label)
-    worker_cmd = common + ["--worker", "--master-host", "127.0.0.1", "--master-port", port]
+    master_cmd = common + master_args(name, run_dir, spec, port, web_port, label)
+    worker_cmd = common + ["--worker", "--master-host", spec.connect_host, "--master-port", port]
     # own sessions: a Ctrl-C reaches only this process, which stops the master first (it collects the workers' last
     # rows and marks the run incomplete), then the workers; they get SIGTERM if this process is killed
     master = children.popen(master_cmd, cwd=ROOT)
-    workers_started = [children.popen(worker_cmd, cwd=ROOT) for _ in range(workers)]
+    workers_started = [children.popen(worker_cmd, cwd=ROOT) for _ in range(spec.local)]
     try:
         return wait_for_run(master, workers_started, longest_run_s(keys))
     except KeyboardInterrupt:
@@ -96,7 +114,7 @@ def locust_command(config: Path, keys: dict[str, str], target: str, extra_args: 
     return [*common, "--repeats", "1"]
 
 
-def master_args(name: str, run_dir: Path, port: str, workers: int, web_port: int, label: str) -> list[str]:
+def master_args(name: str, run_dir: Path, workers: Workers, port: str, web_port: int, label: str) -> list[str]:
     ui = (
         ["--web-host", "127.0.0.1", "--web-port", str(web_port), "--autostart", "--autoquit", "0"]
         if web_port
@@ -106,11 +124,11 @@ def master_args(name: str, run_dir: Path, port: str, workers: int, web_port: int
         "--master",
         *ui,
         "--master-bind-host",
-        "127.0.0.1",
+        workers.bind_host,
         "--master-bind-port",
         port,
         "--expect-workers",
-        str(workers),
+        str(workers.local + workers.remote),
         "--expect-workers-max-wait",
         str(WORKER_CONNECT_WAIT_S),
         "--results-dir",
@@ -168,7 +186,7 @@ class Repeats:
     config: Path
     keys: dict[str, str]
     url: str
-    workers: int
+    workers: Workers
     locust_args: list[str]
     started: list[Path]  # every run folder begun, the one a stop interrupts included
 
@@ -201,8 +219,13 @@ def run_scenario(
     simulator_args: list[str] | None = None,
     locust_args: list[str] | None = None,
     server_ready_timeout: float = SERVER_READY_TIMEOUT_S,
+    master_bind_host: str = "",
+    master_bind_port: int = MASTER_PORT,
+    expect_workers: int = 0,
 ) -> Summary:
-    """Run a scenario (and its matrix cells) and analyse it; returns the analysis summary."""
+    """Run a scenario (and its matrix cells) and analyse it; returns the analysis summary. With
+    ``master_bind_host``, the master listens there for ``expect_workers`` workers of other hosts (``vllm-stress
+    worker``) besides the ``workers`` it starts itself (none unless given)."""
     from vllm_stress.analysis.report import analyse  # here: `vllm-stress locustfile shape` needs no pandas
 
     config, keys = read_config(name)
@@ -215,7 +238,12 @@ def run_scenario(
             "command line (every user of the machine can read those)"
         )
     repeats = repeats or int(keys.get("repeats", 1))
-    workers = workers or default_workers()
+    if expect_workers and not master_bind_host:
+        raise ScenarioError("--expect-workers needs --master-bind-host: the address the worker hosts reach")
+    local = workers if workers is not None else 0 if expect_workers else default_workers()
+    spec = Workers(local, expect_workers, master_bind_host, master_bind_port) if master_bind_host else Workers(local)
+    if not spec.local + spec.remote:
+        raise ScenarioError("a run needs at least one worker process")
     cells = read_matrix(matrix) if matrix else [{}]
     if matrix and target and not server_cmd:
         raise ScenarioError("--matrix with --target needs --server-cmd to restart the server for each cell")
@@ -232,7 +260,7 @@ def run_scenario(
             sim_args = own_args + cell_args(cell) + span_args(keys, locust_args, target)
             with server(target, sim_args, server_cmd, headers, server_ready_timeout) as url:
                 args = [*locust_args, *launch_args(target, sim_args, server_cmd)]
-                runs = Repeats(name, config, keys, url, workers, args, [])
+                runs = Repeats(name, config, keys, url, spec, args, [])
                 try:
                     runs.run(out / cell_name(cell) if matrix else out, repeats)
                 finally:  # a stopped run's folder too: its master closed it as partial

@@ -4,6 +4,7 @@ also closes the run folder as partial and writes the report of what it measured.
 
 import json
 import signal
+import socket
 import sys
 import time
 from pathlib import Path
@@ -98,3 +99,22 @@ def test_a_stopped_runner_leaves_no_process_and_no_load(simulator, processes, tm
     before = server_state(url)
     time.sleep(QUIET_S)
     assert server_state(url) == before
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
+def test_a_stopped_worker_command_leaves_no_worker_process(processes, tmp_path, signum):
+    """`vllm-stress worker` starts its Locust workers once something listens at the master's address (here a bare
+    socket: they wait there for their locustfiles); stopped or killed, it leaves none of them running."""
+    log = tmp_path / "worker.log"
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = str(listener.getsockname()[1])
+        command = [sys.executable, "-m", "vllm_stress", "worker", "--master-host", "127.0.0.1", "--master-port", port]
+        worker = processes([*command, "--processes", "2"], log)
+        assert wait_until(lambda: len(descendants(worker.pid)) >= 2, timeout=60), log.read_text()
+        started = descendants(worker.pid)
+        worker.send_signal(signum)
+        code = worker.wait(timeout=60)
+    assert wait_until(lambda: not alive(started), timeout=30), (alive(started), log.read_text()[-3000:])
+    assert code == (0 if signum != signal.SIGKILL else -signal.SIGKILL), log.read_text()[-3000:]

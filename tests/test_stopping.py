@@ -84,8 +84,11 @@ def test_a_stopped_runner_leaves_no_process_and_no_load(simulator, processes, tm
     assert len(started) >= 3 + embedded, started  # the master and two workers (and the simulator)
 
     runner.send_signal(signum)
-    code = runner.wait(timeout=120)
+    sent = time.monotonic()
     assert wait_until(lambda: not alive(started), timeout=60), (alive(started), log.read_text()[-3000:])
+    children_gone_s = time.monotonic() - sent
+    code = runner.wait(timeout=120)
+    print(f"{signal.Signals(signum).name}: {len(started)} processes gone {children_gone_s:.1f} s after the signal")
     meta = json.loads((out / "run-1" / "run.json").read_text())
     assert meta["complete"] is False  # run.json says partial
     if signum != signal.SIGKILL:  # stopped by the runner: the master closed the run folder, the report is written

@@ -1,5 +1,8 @@
 """Runs a scenario: a Locust master and its workers as separate processes against the scenario's server,
-``--repeats`` times per matrix cell, then the analysis into ``OUT/report`` (docs/concepts/scenarios.md, section 4)."""
+``--repeats`` times per matrix cell, then the analysis into ``OUT/report`` (docs/concepts/scenarios.md, section 4).
+The workers are local processes, or those of other hosts (``vllm-stress worker``) with ``--master-bind-host``.
+Stopped (Ctrl-C, SIGTERM, SIGHUP), it stops its children in order and reports what ran; killed, its children end
+by themselves (``core/children.py``)."""
 
 from __future__ import annotations
 

@@ -67,3 +67,11 @@ def test_run_and_worker_commands_alone_serve_every_repeat(network, tmp_path):
     assert completed == sum(len(run_rows) for run_rows in rows.values())  # every request served is a row
     for worker in workers:  # no master comes back: each worker command ends by itself
         assert worker.wait(MASTER_WAIT_S + 60) == 0, worker.output[-3000:]
+
+
+def test_expect_workers_needs_the_address_they_reach(tmp_path, capsys):
+    from vllm_stress.scenarios.cli import main
+
+    assert main(["run", "--scenario", "smoke", "--expect-workers", "2", "--out", str(tmp_path / "out")]) == 2
+    assert "--expect-workers needs --master-bind-host" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()

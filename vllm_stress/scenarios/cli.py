@@ -12,7 +12,7 @@ from vllm_stress.analysis.load import AnalysisError
 from vllm_stress.scenarios import parallel, plan, routercost, whatif
 from vllm_stress.scenarios.config import read_config, scenario_names
 from vllm_stress.scenarios.errors import ScenarioError
-from vllm_stress.scenarios.runner import MAX_DEFAULT_WORKERS, run_scenario
+from vllm_stress.scenarios.runner import MAX_DEFAULT_WORKERS, REMOTE_WORKER_CONNECT_WAIT_S, run_scenario
 from vllm_stress.scenarios.search.judge import parse_slos
 from vllm_stress.scenarios.search.run import search
 from vllm_stress.scenarios.search.space import DEFAULT_POOL_SECONDS, OVER, UNITS
@@ -106,7 +106,8 @@ def add_run_arguments(run: argparse.ArgumentParser) -> None:
         type=int,
         default=0,
         metavar="N",
-        help="With --master-bind-host: worker processes of other hosts to wait for, the sum of their --processes",
+        help="With --master-bind-host: worker processes of other hosts to wait for (at most "
+        f"{REMOTE_WORKER_CONNECT_WAIT_S} s), the sum of their --processes (`vllm-stress plan` prints it)",
     )
     run.add_argument("--overwrite", action="store_true", help="Replace the output folder if it exists")
     run.add_argument("--matrix", default="", help="TOML file of [[cell]] server settings to run the scenario in")

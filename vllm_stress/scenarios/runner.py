@@ -44,6 +44,8 @@ log = logging.getLogger("scenarios")
 DEFAULT_LOCUSTFILE = "chat"
 SHAPE = Path(__file__).with_name("shape.py")
 WORKER_CONNECT_WAIT_S = 60
+# the first run of a multi-host run waits this long for the worker hosts: time to start `vllm-stress worker` on each
+REMOTE_WORKER_CONNECT_WAIT_S = 600
 STOP_GRACE_S = 30
 # Default worker processes: one per core, but at most this many. One worker core times about 20,000 streamed
 # tokens/s at half its CPU (benchmarks/client.md); 8 cover 160,000 tokens/s, more than 1,000 streams of any
@@ -133,7 +135,7 @@ def master_args(name: str, run_dir: Path, workers: Workers, port: str, web_port:
         "--expect-workers",
         str(workers.local + workers.remote),
         "--expect-workers-max-wait",
-        str(WORKER_CONNECT_WAIT_S),
+        str(REMOTE_WORKER_CONNECT_WAIT_S if workers.remote else WORKER_CONNECT_WAIT_S),
         "--results-dir",
         str(run_dir),
         "--csv",

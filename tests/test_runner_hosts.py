@@ -60,6 +60,7 @@ def test_run_and_worker_commands_alone_serve_every_repeat(network, tmp_path):
     for run, run_rows in rows.items():
         by_host = Counter(row["worker"].split("_")[0] for row in run_rows)  # Locust's ids: hostname_uuid
         assert set(by_host) == set(WORKER_HOSTS), (run, by_host)
+        print(f"{run}: {len(run_rows)} rows, by host {dict(sorted(by_host.items()))}")
         assert len({row["worker"] for row in run_rows}) == len(WORKER_HOSTS) * PROCESSES_PER_HOST
     # each repeat's worker processes are new ones: Locust workers quit with their master
     assert not {row["worker"] for row in rows["run-1"]} & {row["worker"] for row in rows["run-2"]}

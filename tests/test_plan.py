@@ -1,5 +1,7 @@
 """python -m scenarios plan: worker processes and machines from the client's CPU per token, checked against a run."""
 
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -7,7 +9,7 @@ import pytest
 from tests.helpers import analyse
 from vllm_stress.analysis.synthetic import closed_loop_rows, step_levels, write_run
 from vllm_stress.core import schema
-from vllm_stress.core.sizing import CLIENT_CPU_US_PER_TOKEN, worker_processes
+from vllm_stress.core.sizing import CLIENT_CPU_US_PER_TOKEN, machine_processes, worker_processes
 from vllm_stress.scenarios.cli import main
 from vllm_stress.scenarios.plan import check_run
 
@@ -19,6 +21,20 @@ def test_plan_sizes_1000_streams_at_20_and_50_tokens_per_s(capsys):
     out = capsys.readouterr().out
     assert "= 1.22 cores" in out and "worker processes: 3 " in out and "worker machines: 2 with 2 cores" in out
     assert main(["plan", "--users", "1000"]) == 2  # a rate is needed
+
+
+def test_plan_gives_one_worker_count_in_every_line(capsys):
+    """The process count, the worker machines' --processes and the master's --expect-workers agree; never -1."""
+    for rate, cores, processes, per_machine in ((20, 2, 1, [1]), (50, 2, 3, [2, 1]), (200, 8, 10, [8, 2])):
+        assert (
+            main(["plan", "--users", "1000", "--tokens-per-s-per-stream", str(rate), "--cores-per-machine", str(cores)])
+            == 0
+        )
+        out = capsys.readouterr().out
+        assert f"worker processes: {processes} " in out and f"--workers {processes}" in out
+        assert sorted(int(n) for n in re.findall(r"--processes (-?\d+)", out)) == sorted(set(per_machine))
+        assert f"--expect-workers {processes}\n" in out and "-1" not in out
+        assert machine_processes(processes, cores) == per_machine
 
 
 def test_worker_processes_keep_each_under_the_timing_limit():

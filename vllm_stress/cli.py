@@ -23,6 +23,7 @@ HELP = f"""\
 {PROG} analyse compare BASE CAND ...  python -m analysis compare BASE CAND ... (and analyse history)
 {PROG} simulate --profile NAME ...    python -m simulator ...
 {PROG} calibrate --from-run DIR ...   python -m simulator calibrate ... (a twin's profile from a sweep)
+{PROG} worker --master-host ADDR ...  a worker host's Locust workers for every run of `run --master-bind-host ADDR`
 {LOCUSTFILE_USAGE}
 {PROG} COMMAND --help                 that command's options"""
 
@@ -60,6 +61,10 @@ def main(argv: list[str] | None = None) -> int:
         from vllm_stress.scenarios.calibrate import main as calibrate_main
 
         return calibrate_main(rest, f"{PROG} calibrate")
+    if command == "worker":
+        from vllm_stress.scenarios.worker import main as worker_main
+
+        return worker_main(rest, f"{PROG} worker")
     if command == "locustfile":
         print(LOCUSTFILE_USAGE if rest[:1] in (["-h"], ["--help"]) else locustfile(*rest[:1]))
         return 0

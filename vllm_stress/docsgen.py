@@ -119,7 +119,7 @@ def command_section(parser: argparse.ArgumentParser, summary: str = "") -> list[
 
 def commands_page() -> str:
     from vllm_stress.analysis import cli as analysis_cli
-    from vllm_stress.scenarios import calibrate
+    from vllm_stress.scenarios import calibrate, worker
     from vllm_stress.scenarios import cli as scenarios_cli
     from vllm_stress.simulator import cli as simulator_cli
 
@@ -127,7 +127,7 @@ def commands_page() -> str:
     lines = [
         GENERATED.format(
             source="the parsers of vllm_stress/cli.py, scenarios/cli.py, analysis/cli.py, simulator/cli.py, "
-            "scenarios/calibrate.py"
+            "scenarios/calibrate.py, scenarios/worker.py"
         ),
         "",
         "# Commands",
@@ -147,6 +147,7 @@ def commands_page() -> str:
     lines += command_section(analysis_cli.build_history_parser(f"{analyse} history"))
     lines += command_section(simulator_cli.build_parser(f"{cli.PROG} simulate"))
     lines += command_section(calibrate.build_parser(f"{cli.PROG} calibrate"))
+    lines += command_section(worker.build_parser(f"{cli.PROG} worker"))
     return "\n".join(lines).rstrip() + "\n"
 
 

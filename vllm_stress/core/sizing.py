@@ -21,3 +21,11 @@ def cores_for(tokens_per_s: float) -> float:
 def worker_processes(tokens_per_s: float) -> int:
     """Worker processes that keep each under TIMING_CPU_PERCENT while streaming ``tokens_per_s`` in total."""
     return max(1, math.ceil(cores_for(tokens_per_s) * 100 / TIMING_CPU_PERCENT - 1e-9))
+
+
+def machine_processes(processes: int, cores_per_machine: int) -> list[int]:
+    """The ``--processes`` of each worker machine that runs ``processes`` in all, one per core, the fewest machines:
+    their sum is the master's ``--expect-workers``, so the two never disagree (``vllm-stress plan`` prints them, and
+    the docs' figures come from here)."""
+    full, rest = divmod(processes, cores_per_machine)
+    return [cores_per_machine] * full + ([rest] if rest else [])

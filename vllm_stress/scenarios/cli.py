@@ -12,12 +12,14 @@ from vllm_stress.analysis.load import AnalysisError
 from vllm_stress.scenarios import parallel, plan, routercost, whatif
 from vllm_stress.scenarios.config import read_config, scenario_names
 from vllm_stress.scenarios.errors import ScenarioError
-from vllm_stress.scenarios.runner import MAX_DEFAULT_WORKERS, run_scenario
+from vllm_stress.scenarios.runner import MAX_DEFAULT_WORKERS, REMOTE_WORKER_CONNECT_WAIT_S, run_scenario
 from vllm_stress.scenarios.search.judge import parse_slos
 from vllm_stress.scenarios.search.run import search
 from vllm_stress.scenarios.search.space import DEFAULT_POOL_SECONDS, OVER, UNITS
 from vllm_stress.scenarios.search.writeup import REPORT_FILE
 from vllm_stress.scenarios.servers import SERVER_READY_TIMEOUT_S
+from vllm_stress.scenarios.stopping import exit_code, stop_on_signals
+from vllm_stress.scenarios.worker import MASTER_PORT
 
 PROG = "python -m scenarios"
 DESCRIPTION = """\
@@ -83,6 +85,29 @@ def add_run_arguments(run: argparse.ArgumentParser) -> None:
         type=int,
         default=0,
         help=f"Locust worker processes (default: one per core, at most {MAX_DEFAULT_WORKERS})",
+    )
+    run.add_argument(
+        "--master-bind-host",
+        default="",
+        metavar="ADDR",
+        help="Have the master listen at ADDR (an address the worker hosts reach) for --expect-workers workers that "
+        "`vllm-stress worker --master-host ADDR` keeps on each worker host for every repeat; this host then starts "
+        "no workers of its own unless --workers is given (default: 127.0.0.1, local workers only)",
+    )
+    run.add_argument(
+        "--master-bind-port",
+        type=int,
+        default=MASTER_PORT,
+        metavar="P",
+        help="With --master-bind-host: the master's port, the workers' --master-port (default: %(default)s)",
+    )
+    run.add_argument(
+        "--expect-workers",
+        type=int,
+        default=0,
+        metavar="N",
+        help="With --master-bind-host: worker processes of other hosts to wait for (at most "
+        f"{REMOTE_WORKER_CONNECT_WAIT_S} s), the sum of their --processes (`vllm-stress plan` prints it)",
     )
     run.add_argument("--overwrite", action="store_true", help="Replace the output folder if it exists")
     run.add_argument("--matrix", default="", help="TOML file of [[cell]] server settings to run the scenario in")
@@ -176,6 +201,7 @@ def add_search_arguments(slo: argparse.ArgumentParser) -> None:
 def main(argv: list[str] | None = None, prog: str = PROG) -> int:
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s] %(name)s: %(message)s")
     args = build_parser(prog).parse_args(argv)
+    stop_on_signals()
     try:
         if args.command == "list":
             for name in scenario_names():
@@ -195,9 +221,9 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
     except (ScenarioError, AnalysisError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as interrupt:  # Ctrl-C, SIGTERM, SIGHUP: the children are stopped by now
+        print(f"interrupted {interrupt}".strip(), file=sys.stderr)
+        return exit_code(interrupt)
     return 0
 
 
@@ -227,8 +253,8 @@ def search_from_args(args: argparse.Namespace) -> str:
 
 
 def run_from_args(args: argparse.Namespace) -> None:
-    if args.repeats < 0 or args.workers < 0 or args.server_ready_timeout <= 0:
-        raise ScenarioError("--repeats, --workers and --server-ready-timeout must be positive")
+    if args.repeats < 0 or args.workers < 0 or args.expect_workers < 0 or args.server_ready_timeout <= 0:
+        raise ScenarioError("--repeats, --workers, --expect-workers and --server-ready-timeout must be positive")
     run_scenario(
         args.scenario,
         Path(args.out or f"results/{args.scenario}").resolve(),
@@ -241,4 +267,7 @@ def run_from_args(args: argparse.Namespace) -> None:
         simulator_args=args.simulator_arg,
         locust_args=args.locust_arg,
         server_ready_timeout=args.server_ready_timeout,
+        master_bind_host=args.master_bind_host,
+        master_bind_port=args.master_bind_port,
+        expect_workers=args.expect_workers,
     )

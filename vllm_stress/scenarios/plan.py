@@ -7,14 +7,20 @@ from __future__ import annotations
 import argparse
 import math
 import os
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
 from vllm_stress.analysis.levels import level_windows, records, tokens_in_windows
 from vllm_stress.analysis.load import load_run
 from vllm_stress.core.metrics import health_samples
-from vllm_stress.core.sizing import CLIENT_CPU_US_PER_TOKEN, TIMING_CPU_PERCENT, cores_for, worker_processes
+from vllm_stress.core.sizing import (
+    CLIENT_CPU_US_PER_TOKEN,
+    TIMING_CPU_PERCENT,
+    cores_for,
+    machine_processes,
+    worker_processes,
+)
 from vllm_stress.scenarios import replicas
 
 
@@ -76,17 +82,31 @@ def plan(users: int, tokens_per_s_per_stream: float, cores_per_machine: int) -> 
     tokens_per_s = users * tokens_per_s_per_stream
     cores = cores_for(tokens_per_s)
     processes = worker_processes(tokens_per_s)
-    machines = math.ceil(processes / cores_per_machine)
     return "\n".join(
         [
             f"{users:,} streams x {tokens_per_s_per_stream:g} tokens/s = {tokens_per_s:,.0f} tokens/s to time",
             f"client CPU: {CLIENT_CPU_US_PER_TOKEN} us per token (benchmarks/client.md) = {cores:.2f} cores",
             f"worker processes: {processes} (each at most {TIMING_CPU_PERCENT:.0f} % of a core for accurate timing: "
             f"{100 * cores / processes:.0f} % each)",
-            f"worker machines: {machines} with {cores_per_machine} cores each (--processes -1), "
-            f"--expect-workers {machines * cores_per_machine}",
+            *layout_lines(processes, cores_per_machine),
         ]
     )
+
+
+def layout_lines(processes: int, cores_per_machine: int) -> list[str]:
+    """Where the processes run: on the master's machine (``run --workers``) when they leave it a core, or on worker
+    machines (``vllm-stress worker --processes``, one process per core) whose processes the master expects in all."""
+    per_machine = machine_processes(processes, cores_per_machine)
+    fits = "" if processes < cores_per_machine else " (leaves the master no core of its own: use worker machines)"
+    return [
+        f"on the master's machine: vllm-stress run ... --workers {processes}{fits}",
+        f"or worker machines: {len(per_machine)} with {cores_per_machine} cores",
+        *(
+            f"  on {count} of them: vllm-stress worker --master-host ADDR --processes {each}"
+            for each, count in sorted(Counter(per_machine).items(), reverse=True)
+        ),
+        f"  the master: vllm-stress run ... --master-bind-host ADDR --expect-workers {sum(per_machine)}",
+    ]
 
 
 def check_run(folder: Path) -> str:

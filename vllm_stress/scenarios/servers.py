@@ -18,7 +18,7 @@ import requests
 
 from vllm_stress.client import options
 from vllm_stress.client.serverinfo import launch_option
-from vllm_stress.core import served
+from vllm_stress.core import children, served
 from vllm_stress.core.otlp import TRACES_PATH
 from vllm_stress.scenarios.config import ROOT
 from vllm_stress.scenarios.errors import ScenarioError
@@ -71,7 +71,7 @@ def started_command(
             f"something already answers at {target}: stop it first (docker ps), so that the "
             "server command's server is the one measured"
         )
-    proc = subprocess.Popen(shlex.split(server_cmd) + server_args, cwd=ROOT, env=os.environ | SPAN_EXPORT_ENV)
+    proc = children.popen(shlex.split(server_cmd) + server_args, cwd=ROOT, env=os.environ | SPAN_EXPORT_ENV)
     try:
         wait_for_models(target, proc, ready_timeout, headers)
         yield

@@ -11,6 +11,8 @@ import sys
 import threading
 import time
 
+from vllm_stress.core import children
+
 READY_LINE = re.compile(
     r"vllm-stress simulator ready: (?P<url>http://\S+) model=(?P<model>\S+) profile=(?P<profile>\S+)"
 )
@@ -60,10 +62,9 @@ def _pump(proc: subprocess.Popen, lines: queue.Queue, kept: collections.deque) -
 
 def start_simulator(*args: str, timeout: float = 30.0) -> SimulatorProcess:
     command = [sys.executable, "-m", "vllm_stress.simulator", "--port", "0", *args]
-    # its own session: a Ctrl-C meant for the caller must not kill the server before the caller's clients are done
-    proc = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
-    )
+    # its own session: a Ctrl-C meant for the caller must not kill the server before the caller's clients are done;
+    # it ends with the caller, even a killed one
+    proc = children.popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines: queue.Queue = queue.Queue()
     kept: collections.deque = collections.deque(maxlen=_OUTPUT_LINES_KEPT)
     threading.Thread(target=_pump, args=(proc, lines, kept), daemon=True, name="simulator-output").start()

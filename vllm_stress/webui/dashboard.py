@@ -154,14 +154,16 @@ def finite_dict(level: dict[str, object]) -> dict[str, object]:
 
 
 def saturation(levels: list[dict[str, Any]]) -> int | None:
-    """The saturation point of the steady levels held so far, by the report's rule on their live output tok/s; None
-    before one has a throughput."""
+    """The saturation point of the steady levels held so far, by the report's rule on their live output tok/s, once a
+    steady level above it shows the throughput no longer grows; None until then (one level shows no saturation, nor
+    do levels whose last one is still the best)."""
     measured = {
         level["users"]: level["output_tokens_per_s"]
         for level in levels
         if level["steady"] and math.isfinite(level["output_tokens_per_s"])
     }
-    return capacity.saturation_users(measured) if measured else None
+    point = capacity.saturation_users(measured) if measured else None
+    return point if point is not None and point < max(measured) else None
 
 
 def register(web_ui: WebUI, live: LiveRun, routes: Blueprint) -> Series:

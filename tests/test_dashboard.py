@@ -68,6 +68,29 @@ def test_the_saturation_point_of_the_steady_levels_so_far():
     assert dashboard.saturation(levels[:2]) is None  # nor two whose last is still the best: it may grow further
 
 
+def test_the_saturation_cause_is_the_reports_batch_rule_on_the_held_levels():
+    def level(users, tokens, running, waiting, cap=128):
+        return {
+            "users": users,
+            "steady": True,
+            "output_tokens_per_s": tokens,
+            "server_running_mean": running,
+            "server_waiting_mean": waiting,
+            "server_kv_cache_usage_mean": 0.07,
+            "max_num_seqs": cap,
+        }
+
+    held = [level(100, 15_000.0, 98.0, 0.0), level(200, 21_800.0, 127.0, 71.0), level(500, 21_700.0, 126.0, 374.0)]
+    assert dashboard.saturation(held) == 200
+    assert dashboard.saturation_cause(held, 200) == "batch-bound: max_num_seqs 128 reached"
+    unknown = [{**one, "max_num_seqs": None} for one in held]
+    assert dashboard.saturation_cause(unknown, 200) == "batch-bound: the batch runs flat at 127 (max_num_seqs?)"
+    assert dashboard.saturation_cause([{**one, "max_num_seqs": 1024} for one in held], 200) == ""  # compute
+    pending = [{key: value for key, value in one.items() if not key.startswith("server")} for one in held]
+    assert dashboard.saturation_cause(pending, 200) == ""  # the bounds are not read yet
+    assert dashboard.saturation_cause(held[:2], None) == ""
+
+
 T0 = 1_700_000_000  # 22:13:20 UTC
 HOLDS = {10: (T0 + 10, T0 + 40, False), 20: (T0 + 50, T0 + 80, True), 40: (T0 + 90, T0 + 118, True)}
 TOKENS = {10: 500.0, 20: 1000.0, 40: 1020.0}

@@ -95,7 +95,7 @@ function spread(svg, area) {
     if (spot) placed.push(text.getBBox()); else text.setAttribute("display", "none");
   }
 }
-function curve(levels, saturation, logRatio) {
+function curve(levels, saturation, logRatio, cause) {
   const svg = document.getElementById("curve"), W = svg.clientWidth || 600, bottom = H - PAD.bottom;
   const table = document.getElementById("levels");
   if (!levels.length) { svg.innerHTML = '<text x="10" y="30" font-size="12">no level held yet</text>'; table.innerHTML = ""; return; }
@@ -111,7 +111,7 @@ function curve(levels, saturation, logRatio) {
   levels.forEach((l, i) => { out += `<circle class="level" cx="${X(l.users)}" cy="${Y(ys[i])}" r="5" fill="${l.steady ? "#2e7d32" : "#c62828"}"><title>${l.users} users: ${Math.round(ys[i])} tok/s, ${l.steady ? "steady" : "not steady"} (${esc(l.reason)}); ${l.bound === undefined ? "bound: pending" : esc(l.bound || "no bound found")}</title></circle><text class="verdict" data-x="${X(l.users)}" data-y="${Y(ys[i])}" x="${X(l.users) + 7}" y="${Y(ys[i]) - 6}" font-size="11">${l.users}: ${kind(l)}</text>`; });
   svg.innerHTML = out;
   spread(svg, {left: PAD.left, right: W - PAD.right, top: PAD.top, bottom});
-  table.innerHTML = "<tr><th>Users</th><th>Output tok/s</th><th>Steady</th><th>Bound</th></tr>" + levels.map(l =>
+  table.innerHTML = (cause ? `<caption class="saturation-cause">Saturation at ${saturation} users: ${esc(cause)}</caption>` : "") + "<tr><th>Users</th><th>Output tok/s</th><th>Steady</th><th>Bound</th></tr>" + levels.map(l =>
     `<tr class="level-row"><td>${l.users}</td><td>${Math.round(l.output_tokens_per_s || 0)}</td><td>${l.steady ? "steady" : "not steady"} (${esc(l.reason)})</td><td>${l.bound === undefined ? "pending (read once the hold's samples are in)" : esc(l.bound || "none found: neither the server nor a load generator was at a limit")}</td></tr>`).join("");
 }
 function finalReport(report) {
@@ -139,7 +139,7 @@ async function refresh() {
       draw("server", xs, [{name: "running", values: pts.map(p => p.running)}, {name: "waiting", values: pts.map(p => p.waiting)},
         {name: "KV cache %", right: true, values: pts.map(p => p.kv_cache_usage === null ? null : p.kv_cache_usage * 100)}], spans, "requests", "KV cache %");
     }
-    curve(data.levels, data.saturation_users, data.log_users_axis_ratio);
+    curve(data.levels, data.saturation_users, data.log_users_axis_ratio, data.saturation_cause);
   } catch (e) { document.getElementById("progress").textContent = "cannot reach the master: " + e; }
 }
 refresh(); setInterval(refresh, 2000);

@@ -20,8 +20,8 @@ QUEUE_MIN_WAITING = 1.0  # a replica whose waiting queue held this many requests
 IDLE_RUNNING_RATIO = 0.5  # ...while another, with no queue, ran at most this share of its running requests
 QUEUE_TTFT_SHARE = 0.5  # with the server's spans: the median request spent this share of its TTFT in vLLM's queue
 SCHEDULE_LAG_LIMIT_S = 1.0  # open loop / trace replay: p99 of how late arrivals were sent
-BATCH_FULL_SHARE = 0.95  # a running batch at this share of max_num_seqs (or of its plateau) is at its cap
-PLATEAU_SPREAD = 0.05  # running means within this share of the highest over the saturated levels: a plateau
+BATCH_FULL_SHARE = 0.95  # a running batch at this share of max_num_seqs (or of its plateau) is at its cap, or
+# within one sequence of it for a small cap: a finished sequence's slot stays empty until the next step admits one
 KV_FULL_SHARE = 0.9  # a KV cache this full (vllm:kv_cache_usage_perc) holds no more sequences
 # What the server held over a window (level fields, see vllm_stress.analysis.levels.LEVEL_FIELDS)
 SERVER_LOAD_FIELDS = (
@@ -266,11 +266,16 @@ def queued_kind(level: Row, what: str) -> str:
     if usage >= KV_FULL_SHARE or preempted > 0:
         preemptions = f"{preempted:.0f} preemptions" if preempted > 0 else ""
         return f"memory-bound: {what} ({'; '.join(filter(None, (cache, preemptions)))})"
-    if cap > 0 and running >= BATCH_FULL_SHARE * cap:
+    if cap > 0 and at_cap(running, cap):
         waiting = level.get("server_waiting_mean", math.nan)
         figures = (f"{running:.0f} running", f"{waiting:.0f} waiting" if not math.isnan(waiting) else "", cache)
         return f"batch-bound: max_num_seqs {cap:.0f} reached ({', '.join(filter(None, figures))})"
     return f"server-bound: {what}"
+
+
+def at_cap(running: float, cap: float) -> bool:
+    """Whether a running batch's mean ``running`` sits at ``cap``: BATCH_FULL_SHARE of it, or one sequence short."""
+    return running >= cap - max(1.0, (1 - BATCH_FULL_SHARE) * cap)
 
 
 def batch_note(batch: Mapping[str, float], max_num_seqs: int | None) -> str:
@@ -283,8 +288,8 @@ def batch_note(batch: Mapping[str, float], max_num_seqs: int | None) -> str:
 def batch_ceiling(levels: Sequence[Row], saturation_users: int, max_num_seqs: int | None) -> dict[str, float] | None:
     """Whether the saturated levels (``levels`` with ``users`` from ``saturation_users`` on, sorted by users) ran their
     batch flat at a ceiling with requests waiting and the KV cache under KV_FULL_SHARE: the ceiling (``max_num_seqs``
-    when the launch settings name it and every saturated level ran BATCH_FULL_SHARE of it, else the highest running
-    mean when two or more levels ran within PLATEAU_SPREAD of it), the running means' range and the waiting
+    when the launch settings name it and every saturated level ran at it (at_cap), else the highest running mean
+    when two or more levels ran at it), the running means' range and the waiting
     (``running_min``, ``running_max``, ``waiting_min``, ``waiting_max``); None when they did not, or nothing says."""
     saturated = [level for level in levels if level["users"] >= saturation_users]
     running = [float(level.get("server_running_mean", math.nan)) for level in saturated]
@@ -295,9 +300,9 @@ def batch_ceiling(levels: Sequence[Row], saturation_users: int, max_num_seqs: in
     if not waiting[-1] >= QUEUE_MIN_WAITING or any(value >= KV_FULL_SHARE for value in usage):
         return None
     if max_num_seqs:
-        ceiling = float(max_num_seqs) if min(running) >= BATCH_FULL_SHARE * max_num_seqs else math.nan
+        ceiling = float(max_num_seqs) if at_cap(min(running), max_num_seqs) else math.nan
     else:
-        flat = len(running) >= 2 and min(running) >= (1 - PLATEAU_SPREAD) * max(running)
+        flat = len(running) >= 2 and at_cap(min(running), max(running))
         ceiling = max(running) if flat else math.nan
     if math.isnan(ceiling):
         return None

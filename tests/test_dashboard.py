@@ -209,9 +209,13 @@ def test_the_curves_labels_are_not_written_over_each_other(browser, users):
     """The throughput-vs-users curve at 1, 6 and 12 levels: no two of its drawn labels (the saturation mark's and each
     level's) overlap; a single level has no saturation mark; the marks it cannot label are in the table."""
     levels = capped_levels(users)
-    data = {**series(), "levels": levels, "saturation_users": dashboard.saturation(levels)}
+    point = dashboard.saturation(levels)
+    cause = "batch-bound: max_num_seqs 128 reached" if point else ""
+    data = {**series(), "levels": levels, "saturation_users": point, "saturation_cause": cause}
     context, page = opened(browser, data)
     page.wait_for_selector("#curve circle.level")
+    captions = page.locator("#levels caption").all_text_contents()
+    assert captions == ([f"Saturation at {point} users: {cause}"] if point else [])
     boxes = page.evaluate(
         """() => [...document.querySelectorAll("#curve text.verdict, #curve text.saturation")]
             .filter(t => t.getAttribute("display") !== "none")

@@ -56,12 +56,12 @@ def server_load(scrapes: Sequence[Row], start: float, end: float) -> dict[str, f
     ]
     span = math.fsum(scrape["time"] - previous["time"] for previous, scrape in inside)
     count = total([scrape["e2e_count"] for _, scrape in inside])
-    if not span > 0 or not count > 0:
-        return dict.fromkeys(SERVER_LOAD_FIELDS, math.nan)
+    running = mean([scrape.get("running", math.nan) for scrape in scrapes if start <= scrape["time"] <= end])
+    if not span > 0 or not count > 0:  # the gauge's samples need no interval
+        return {**dict.fromkeys(SERVER_LOAD_FIELDS, math.nan), "server_running_mean": running}
     e2e = total([scrape["e2e_sum_s"] for _, scrape in inside])
     has_http = any(not math.isnan(scrape["http_count"]) for _, scrape in inside)
     cpu = total([scrape["frontend_cpu_s"] - previous["frontend_cpu_s"] for previous, scrape in inside])
-    running = [scrape.get("running", math.nan) for scrape in scrapes if start <= scrape["time"] <= end]
     return dict(
         zip(
             SERVER_LOAD_FIELDS,
@@ -71,7 +71,7 @@ def server_load(scrapes: Sequence[Row], start: float, end: float) -> dict[str, f
                 total([scrape["queue_sum_s"] for _, scrape in inside]) / span,
                 total([scrape["http_sum_s"] for _, scrape in inside]) / span if has_http else math.nan,
                 cpu / span * 100,
-                mean(running),
+                running,
                 load_margin(e2e / count, span),
             ),
             strict=True,

@@ -162,9 +162,10 @@ def test_a_shortfall_inside_the_windows_margin_accuses_no_one():
     assert level_bound(judged) == "client/gateway-bound (vLLM's HTTP layer held 89 ± 1 of 100)"
     healthy = judged | {"concurrency_mean": 99.4, "client_cpu_max_percent": 24.0, "client_loop_lag_max_ms": 1.9}
     assert level_bound(healthy) == (
-        "gateway/frontend-bound (vLLM's HTTP layer held 89 ± 1 of 100; the load generators had 99 in flight)"
+        "gateway/frontend-bound (vLLM's HTTP layer held 89 ± 1 of 100; the load generators at 24 % CPU, 1.9 ms loop lag)"
     )
-    assert level_bound(healthy | {"concurrency_mean": 80.0}).startswith("client/gateway-bound")
+    assert level_bound(healthy | {"concurrency_mean": math.nan}).startswith("gateway/frontend-bound")  # the live tab's
+    assert level_bound(healthy | {"concurrency_mean": 80.0}).startswith("client/gateway-bound")  # they held back
 
 
 def test_waiting_requests_name_the_batch_cap_or_the_cache_when_their_figures_show_it():

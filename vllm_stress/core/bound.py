@@ -197,7 +197,8 @@ def level_bound(level: Row) -> str:
     batch or the KV cache says why they wait), "client-bound (...)", "client/gateway-bound (...)",
     "gateway/frontend-bound (...)", "frontend-bound (...)", or "" when nothing says. A shortfall of the server's
     Little's-law counts is judged only beyond their margin (server_load_margin), and the load generators are named only
-    when their own health does not say they kept their users' requests out."""
+    when their own health (CPU and loop lag under the limits, and in flight at least UNDERLOADED_RATIO of the users
+    where known) does not say they kept their users' requests out."""
     users = level["users"]
     held = level.get("server_in_system_mean", math.nan)
     http = level.get("server_http_held_mean", math.nan)
@@ -222,15 +223,20 @@ def level_bound(level: Row) -> str:
     open_loop = not math.isnan(level.get("schedule_lag_p99_s", math.nan))
     few = 0 if open_loop else UNDERLOADED_RATIO * users  # an open loop's users are only a pool
     in_flight = level.get("concurrency_mean", math.nan)
+    cpu, lag = level.get("client_cpu_max_percent", math.nan), level.get("client_loop_lag_max_ms", math.nan)
+    healthy = cpu < CLIENT_CPU_LIMIT_PERCENT and lag < CLIENT_LOOP_LAG_LIMIT_MS and not in_flight < few
 
     def short(value: float) -> bool:  # under ``few`` by more than the count's margin
         return value * (1 + margin) < few
 
     if (short(http) or short(held)) and frontend_cpu >= FRONTEND_CPU_LIMIT_PERCENT:
         kind, note = "frontend-bound", f"vLLM's API server process at {frontend_cpu:.0f} % CPU"
-    elif short(http) and not cpu_note and in_flight >= few:
+    elif short(http) and healthy and not cpu_note:
         kind = "gateway/frontend-bound"
-        note = f"vLLM's HTTP layer held {held_text(http, margin)} of {users:.0f}; the load generators had {in_flight:.0f} in flight"
+        note = (
+            f"vLLM's HTTP layer held {held_text(http, margin)} of {users:.0f}; the load generators at {cpu:.0f} % CPU, "
+            f"{lag:.1f} ms loop lag"
+        )
     elif short(http):
         kind, note = "client/gateway-bound", f"vLLM's HTTP layer held {held_text(http, margin)} of {users:.0f}"
     elif short(held) and not math.isnan(http):

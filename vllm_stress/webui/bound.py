@@ -50,7 +50,9 @@ def hold_level(folder: Path, level: dict[str, Any], now: float | None = None) ->
     lag and e2e p50) and its bound: the report's label ("" when nothing says), "unknown (...)" when a file cannot be
     read; with the level fields the bound and the saturation cause read (SERVER_LOAD_FIELDS,
     server_kv_cache_usage_mean, max_num_seqs from run.json's launch command, NaN or None when unknown). None until its
-    hold is in ``levels.csv`` and SETTLE_S old."""
+    hold is in ``levels.csv`` and SETTLE_S old. It has no preemption count nor client in-flight mean, which the report
+    has: a level the report calls memory-bound by preemptions alone, or client/gateway-bound by a short in-flight
+    count, reads otherwise here."""
     try:
         holds = [row for row in read_rows(folder / LEVELS_FILE) if row["users"] == level["users"]]
         if not holds or (now or time.time()) < holds[-1]["hold_end"] + SETTLE_S:

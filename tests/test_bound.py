@@ -9,7 +9,7 @@ import pytest
 
 from vllm_stress.analysis import stats
 from vllm_stress.analysis.levels import client_health_max, server_load
-from vllm_stress.core.bound import level_bound, router_note
+from vllm_stress.core.bound import batch_ceiling, launch_max_num_seqs, level_bound, router_note
 from vllm_stress.core.schema import (
     CLIENT_HEALTH_COLUMNS,
     CLIENT_HEALTH_FILE,
@@ -150,3 +150,69 @@ def test_a_queue_on_one_replica_while_another_idles_is_the_routers():
     )
     assert router_note(replicas((0.4, 8, 3.5), (0.3, 8, 2), (0.3, 7, 0))) == ""  # the others are busy too
     assert router_note(replicas((0.4, 8, 0.5), (0.3, 1, 0), (0.3, 1, 0))) == ""  # no queue to speak of
+
+
+def test_a_shortfall_inside_the_windows_margin_accuses_no_one():
+    """The demo's 100 users: vLLM's HTTP layer "held 89 of 100" by Little's law over a window of about two scrapes
+    whose requests lived 4 s: known to 40 % at best, so no verdict; the same figure from a 400 s window is judged,
+    and names the client only when its own health does not say it kept its requests out."""
+    level = {"users": 100, "server_waiting_mean": 0.0, "server_in_system_mean": 89.0, "server_http_held_mean": 89.0}
+    assert level_bound(level | {"server_load_margin": 4.0 / 10.0}) == ""
+    judged = level | {"server_load_margin": 4.0 / 400.0}
+    assert level_bound(judged) == "client/gateway-bound (vLLM's HTTP layer held 89 ± 1 of 100)"
+    healthy = judged | {"concurrency_mean": 99.4, "client_cpu_max_percent": 24.0, "client_loop_lag_max_ms": 1.9}
+    assert level_bound(healthy) == (
+        "gateway/frontend-bound (vLLM's HTTP layer held 89 ± 1 of 100; the load generators at 24 % CPU, 1.9 ms loop lag)"
+    )
+    assert level_bound(healthy | {"concurrency_mean": math.nan}).startswith("gateway/frontend-bound")  # the live tab's
+    assert level_bound(healthy | {"concurrency_mean": 80.0}).startswith("client/gateway-bound")  # they held back
+
+
+def test_waiting_requests_name_the_batch_cap_or_the_cache_when_their_figures_show_it():
+    queued = {"users": 200, "server_in_system_mean": 198.0, "server_waiting_mean": 71.0, "server_load_margin": 0.1}
+    capped = queued | {"server_running_mean": 127.0, "server_kv_cache_usage_mean": 0.069, "max_num_seqs": 128}
+    assert (
+        level_bound(capped) == "batch-bound: max_num_seqs 128 reached (127 running, 71 waiting, the KV cache 7 % full)"
+    )
+    full = capped | {"server_kv_cache_usage_mean": 0.97, "server_preemptions": 12.0}
+    assert level_bound(full) == "memory-bound: waiting requests (the KV cache 97 % full; 12 preemptions)"
+    assert level_bound(capped | {"max_num_seqs": 1024}) == "server-bound: waiting requests"  # its batch had room
+    assert level_bound(capped | {"max_num_seqs": math.nan}) == "server-bound: waiting requests"  # unknown cap
+    assert level_bound(queued | {"server_waiting_mean": 5.0, "server_load_margin": 0.9}) == ""  # 5 ± 4.5: unsure
+
+
+def saturated(running: list[float], waiting: list[float], usage: float = 0.07) -> list[dict]:
+    return [
+        {"users": users, "server_running_mean": r, "server_waiting_mean": w, "server_kv_cache_usage_mean": usage}
+        for users, r, w in zip((100, 200, 500, 1000), running, waiting, strict=True)
+    ]
+
+
+def test_a_batch_flat_at_its_cap_with_requests_waiting_and_room_in_the_cache_is_batch_bound():
+    demo = saturated([98.0, 127.0, 126.4, 127.2], [0.0, 71.0, 374.0, 874.0])
+    assert batch_ceiling(demo, 200, 128) == {
+        "ceiling": 128.0,
+        "running_min": 126.4,
+        "running_max": 127.2,
+        "waiting_min": 71.0,
+        "waiting_max": 874.0,
+    }
+    assert batch_ceiling(demo, 200, None)["ceiling"] == 127.2  # without the launch settings: the plateau
+    assert batch_ceiling(demo, 200, 1024) is None  # a cap it did not reach: compute
+    growing = saturated([98.0, 190.0, 480.0, 950.0], [0.0, 2.0, 10.0, 40.0])  # every user runs, the steps slow down
+    assert batch_ceiling(growing, 200, None) is None and batch_ceiling(growing, 200, 1024) is None
+    assert batch_ceiling(saturated([98.0, 127.0, 126.4, 127.2], [0.0, 71.0, 374.0, 874.0], 0.95), 200, 128) is None
+    assert batch_ceiling(saturated([98.0, 127.0, 126.4, 127.2], [0.0, 0.0, 0.0, 0.0]), 200, 128) is None  # no queue
+    assert batch_ceiling(demo[-1:], 1000, None) is None  # one level is no plateau
+
+
+def test_max_num_seqs_from_the_launch_command():
+    def launched(*command: str) -> dict:
+        return {"server_launch": {"kind": "simulator", "command": ["python", "-m", "simulator", *command]}}
+
+    assert launch_max_num_seqs(launched("--profile", "h100-llama-3.1-8b", "--max-num-seqs", "128")) == 128
+    assert launch_max_num_seqs(launched("--max-num-seqs=64")) == 64
+    assert launch_max_num_seqs(launched("--set", "tensor_parallel_size=8", "--set", "max_num_seqs=32")) == 32
+    assert launch_max_num_seqs(launched("--profile", "cpu-tiny")) is None
+    assert launch_max_num_seqs(launched("--max-num-seqs", "many")) is None
+    assert launch_max_num_seqs({"server_launch": None}) is None and launch_max_num_seqs({}) is None

@@ -124,6 +124,41 @@ def test_a_small_kv_cache_saturates_where_the_server_preempts(scenarios, tmp_pat
     assert kv["memory_bound"] and kv["verdict"].startswith(f"memory-bound: saturates at {kv['saturation_users']} users")
     assert kv["verdict"].endswith("the KV cache holds 4 sequences of 160 tokens")
     assert "memory-bound: saturates at" in (out / "report" / "report.md").read_text()
+    levels = json.loads((out / "report" / "summary.json").read_text())["levels"]
+    assert not any(level["bound"].startswith("batch-bound") for level in levels)
+
+
+def simulated_saturation(scenarios, out, levels: str, simulator: list[str]) -> dict:
+    """A smoke run at ``levels`` of 32 + 32 tokens against the simulator started with ``simulator``: its summary."""
+    args = [f"--levels={levels}", "--input-tokens=32", "--output-tokens=32", "--step-time=6"]
+    run = ["run", "--scenario", "smoke", "--out", str(out), "--workers", "1"]
+    assert scenarios([*run, *(f"--locust-arg={a}" for a in args), *(f"--simulator-arg={a}" for a in simulator)]) == 0
+    return json.loads((out / "report" / "summary.json").read_text())
+
+
+def test_a_batch_capped_by_max_num_seqs_is_batch_bound(scenarios, tmp_path):
+    """--max-num-seqs 4 under 8 and 16 users: the engine runs 4 with the rest waiting, its KV cache nearly empty."""
+    summary = simulated_saturation(scenarios, tmp_path / "batch", "8,16", ["--max-num-seqs=4", "--set=t_per_seq=0.002"])
+    server = pd.read_csv(tmp_path / "batch" / "run-1" / "server_metrics.csv")
+    assert server["running"].max() == 4 and server["waiting"].max() > 0  # what the simulator recorded
+    (config,) = summary["configs"].values()
+    kv = config["kv_cache"]
+    assert kv["max_num_seqs"] == 4 and kv["batch"]["ceiling"] == 4 and not kv["memory_bound"]
+    assert kv["verdict"].startswith(f"batch-bound: max_num_seqs 4 reached: saturates at {kv['saturation_users']} users")
+    assert [level["bound"].split(" (")[0] for level in config["levels"]] == ["batch-bound: max_num_seqs 4 reached"] * 2
+
+
+def test_a_step_time_that_grows_with_the_batch_is_compute_bound(scenarios, tmp_path):
+    """10 ms of step time per running sequence: the throughput is flat from 2 users while every user runs (the batch
+    grows with them, nothing waits, the cache has room): compute, not the batch."""
+    summary = simulated_saturation(scenarios, tmp_path / "compute", "2,4,8", ["--set=t_per_seq=0.01"])
+    server = pd.read_csv(tmp_path / "compute" / "run-1" / "server_metrics.csv")
+    assert server["running"].max() == 8 and server["preemptions"].max() == 0
+    (config,) = summary["configs"].values()
+    kv = config["kv_cache"]
+    assert kv["max_num_seqs"] is None and kv["batch"] is None and kv["memory_bound"] is False
+    assert kv["verdict"].startswith(f"compute-bound: saturates at {kv['saturation_users']} users")
+    assert not any(level["bound"].startswith(("batch-bound", "memory-bound")) for level in config["levels"])
 
 
 def two_level_run(folder, e2e_by_level):

@@ -64,15 +64,40 @@ def test_the_saturation_point_of_the_steady_levels_so_far():
     assert dashboard.saturation(levels) == 20  # 980 is within 5 % of 1,000
     assert dashboard.saturation(levels[3:]) is None
     assert dashboard.saturation([{"users": 4, "steady": True, "output_tokens_per_s": float("nan")}]) is None
+    assert dashboard.saturation(levels[:1]) is None  # one level shows no saturation
+    assert dashboard.saturation(levels[:2]) is None  # nor two whose last is still the best: it may grow further
+
+
+def test_the_saturation_cause_is_the_reports_batch_rule_on_the_held_levels():
+    def level(users, tokens, running, waiting, cap=128):
+        return {
+            "users": users,
+            "steady": True,
+            "output_tokens_per_s": tokens,
+            "server_running_mean": running,
+            "server_waiting_mean": waiting,
+            "server_kv_cache_usage_mean": 0.07,
+            "max_num_seqs": cap,
+        }
+
+    held = [level(100, 15_000.0, 98.0, 0.0), level(200, 21_800.0, 127.0, 71.0), level(500, 21_700.0, 126.0, 374.0)]
+    assert dashboard.saturation(held) == 200
+    assert dashboard.saturation_cause(held, 200) == "batch-bound: max_num_seqs 128 reached"
+    unknown = [{**one, "max_num_seqs": None} for one in held]
+    assert dashboard.saturation_cause(unknown, 200) == "batch-bound: the batch runs flat at 127 (max_num_seqs?)"
+    assert dashboard.saturation_cause([{**one, "max_num_seqs": 1024} for one in held], 200) == ""  # compute
+    pending = [{key: value for key, value in one.items() if not key.startswith("server")} for one in held]
+    assert dashboard.saturation_cause(pending, 200) == ""  # the bounds are not read yet
+    assert dashboard.saturation_cause(held[:2], None) == ""
 
 
 T0 = 1_700_000_000  # 22:13:20 UTC
-HOLDS = {10: (T0 + 10, T0 + 40, True), 20: (T0 + 50, T0 + 80, True), 40: (T0 + 90, T0 + 118, False)}
+HOLDS = {10: (T0 + 10, T0 + 40, False), 20: (T0 + 50, T0 + 80, True), 40: (T0 + 90, T0 + 118, True)}
 TOKENS = {10: 500.0, 20: 1000.0, 40: 1020.0}
 
 
 def series() -> dict:
-    """A series.json of three held levels sampled every 2 s: 10 and 20 users steady, 40 users not."""
+    """A series.json of three held levels sampled every 2 s: 20 and 40 users steady, 10 users not."""
     points = []
     for time in range(T0, T0 + 120, 2):
         held = [users for users, (start, end, _) in HOLDS.items() if start <= time < end]
@@ -112,27 +137,35 @@ def series() -> dict:
     }
 
 
-def test_the_charts_have_clock_ticks_units_the_holds_and_the_saturation_point(browser):
-    """The page's own charts on a made-up series (served by the browser itself: no master), in UTC: every time chart
-    has HH:MM:SS ticks, a unit on its y axis and a shaded hold per level (red when not steady); the curve has both
-    axes labelled and ticked and the saturation point of its steady levels."""
+def opened(browser, data: dict):
+    """A browser context and page showing the dashboard on the series ``data``, served by the browser itself (no
+    master), in UTC."""
     files = {
         "dashboard": ("text/html", dashboard.template("dashboard.html")),
         "dashboard.js": ("text/javascript", dashboard.template("dashboard.js")),
-        "series.json": ("application/json", json.dumps(series())),
+        "series.json": ("application/json", json.dumps(data)),
     }
 
     def serve(route) -> None:
         content_type, body = files[route.request.url.rsplit("/", 1)[1]]
         route.fulfill(content_type=content_type, body=body)
 
-    def texts(selector: str) -> list[str]:
-        return page.locator(selector).all_text_contents()
-
     context = browser.new_context(timezone_id="UTC", viewport={"width": 1400, "height": 1000})
     page = context.new_page()
     page.route("http://dashboard.test/llm/*", serve)
     page.goto("http://dashboard.test/llm/dashboard")
+    return context, page
+
+
+def test_the_charts_have_clock_ticks_units_the_holds_and_the_saturation_point(browser):
+    """The page's own charts on a made-up series (served by the browser itself: no master), in UTC: every time chart
+    has HH:MM:SS ticks, a unit on its y axis and a shaded hold per level (red when not steady); the curve has both
+    axes labelled and ticked and the saturation point of its steady levels."""
+    context, page = opened(browser, series())
+
+    def texts(selector: str) -> list[str]:
+        return page.locator(selector).all_text_contents()
+
     page.wait_for_selector("#curve text.saturation")
     units = {"tok": "output tok/s", "ttft": "TTFT (ms)", "tpot": "TPOT (ms)", "server": "requests"}
     for chart, unit in units.items():
@@ -150,3 +183,51 @@ def test_the_charts_have_clock_ticks_units_the_holds_and_the_saturation_point(br
     assert texts("#curve text.saturation") == ["saturation: 20 users"]
     page.screenshot(path=str(ARTIFACTS / "dashboard-axes.png"), full_page=True)
     context.close()
+
+
+BOUNDS = ["", "server-bound: waiting requests", "client/gateway-bound (vLLM's HTTP layer held 80 of 100)"]
+
+
+def capped_levels(users: list[int]) -> list[dict]:
+    """Steady levels of a server whose throughput stops growing at 128 users, with bounds of every length."""
+    return [
+        {
+            "users": count,
+            "steady": True,
+            "reason": "ok",
+            "output_tokens_per_s": 20_000.0 * min(count, 128) / 128,
+            "bound": BOUNDS[index % len(BOUNDS)],
+        }
+        for index, count in enumerate(users)
+    ]
+
+
+@pytest.mark.parametrize(
+    "users", [[4], [10, 50, 100, 200, 500, 1000], [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 768, 1024]]
+)
+def test_the_curves_labels_are_not_written_over_each_other(browser, users):
+    """The throughput-vs-users curve at 1, 6 and 12 levels: no two of its drawn labels (the saturation mark's and each
+    level's) overlap; a single level has no saturation mark; the marks it cannot label are in the table."""
+    levels = capped_levels(users)
+    point = dashboard.saturation(levels)
+    cause = "batch-bound: max_num_seqs 128 reached" if point else ""
+    data = {**series(), "levels": levels, "saturation_users": point, "saturation_cause": cause}
+    context, page = opened(browser, data)
+    page.wait_for_selector("#curve circle.level")
+    captions = page.locator("#levels caption").all_text_contents()
+    assert captions == ([f"Saturation at {point} users: {cause}"] if point else [])
+    boxes = page.evaluate(
+        """() => [...document.querySelectorAll("#curve text.verdict, #curve text.saturation")]
+            .filter(t => t.getAttribute("display") !== "none")
+            .map(t => { const b = t.getBBox(); return [t.textContent, b.x, b.y, b.width, b.height]; })"""
+    )
+    page.screenshot(path=str(ARTIFACTS / f"dashboard-curve-{len(users)}.png"), full_page=True)
+    context.close()
+    for index, (name, x, y, width, height) in enumerate(boxes):
+        for other, x2, y2, width2, height2 in boxes[index + 1 :]:
+            apart = x + width <= x2 or x2 + width2 <= x or y + height <= y2 or y2 + height2 <= y
+            assert apart, f"{name!r} is written over {other!r}"
+    saturation = [name for name, *_ in boxes if name.startswith("saturation")]
+    first_full = min((count for count in users if count >= 128), default=None)  # the first level at the full rate
+    assert saturation == ([] if len(users) == 1 else [f"saturation: {first_full} users"])
+    assert len(boxes) - len(saturation) >= min(len(users), 6)  # most levels keep their label

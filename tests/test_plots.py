@@ -8,6 +8,7 @@ from matplotlib.figure import Figure
 
 from vllm_stress.analysis import plots
 from vllm_stress.analysis.load import load_run
+from vllm_stress.analysis.pareto import pareto_figure
 from vllm_stress.analysis.report import summarise_runs
 from vllm_stress.analysis.synthetic import closed_loop_rows, write_run
 
@@ -105,3 +106,81 @@ def test_a_reasoning_models_run_plots_its_time_to_first_answer_beside_its_ttft(s
     ttft_ax, ttfa_ax = figure.axes
     assert name == "answer.png" and ttfa_ax.get_ylabel() == "p99 time to first answer (s)"
     assert list(ttfa_ax.lines[0].get_ydata()) == [2 * y for y in ttft_ax.lines[0].get_ydata()]
+
+
+DEMO_LEVELS = [10, 50, 100, 200, 500, 1000]
+TWELVE_LEVELS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 768, 1024]
+BATCH = 128  # the made-up server's batch cap: the throughput is flat and the TPOT the same from 128 users on
+
+
+def step_ramp(levels: list[int]) -> plots.Timeline:
+    """A run's timeline of a step ramp whose holds grow with the users as the demo's do (4 s at 1 user, 66 s at
+    1,024), every fifth not steady."""
+    t, windows = 0.0, []
+    for index, users in enumerate(levels):
+        hold = 2.0 + 2.0 * users**0.5
+        windows.append({"start": t + 2, "end": t + 2 + hold, "users": users, "steady": index % 5 != 4})
+        t += 2 + hold
+    seconds = pd.DataFrame({"second": range(int(t) + 1)})
+    seconds["in_flight"] = seconds["second"] * levels[-1] / t
+    seconds["failed"], seconds["output_tokens"] = 0.0, 100.0
+    seconds["unix_time"] = 1.7e9 + seconds["second"]
+    frame = pd.DataFrame(windows)
+    frame[["start", "end"]] += 1.7e9
+    return ("run", seconds, frame)
+
+
+def capped(levels: list[int]) -> list[dict]:
+    """Levels of a server that streams 1,000 tok/s from BATCH users on, its p99 e2e growing with the queue."""
+    return [
+        {
+            "users": users,
+            "steady": True,
+            "output_tokens_per_s": 1000.0 * min(users, BATCH) / BATCH,
+            "e2e_p99_s": 1.0 + max(0, users - BATCH) / 50,
+        }
+        for users in levels
+    ]
+
+
+def visible_labels(figure: Figure) -> list:
+    """The texts drawn inside the figure's axes (titles, ticks and legends are not in ``ax.texts``), drawn."""
+    figure.canvas.draw()
+    return [text for ax in figure.axes for text in ax.texts if text.get_visible()]
+
+
+def assert_apart(figure: Figure) -> None:
+    renderer = figure.canvas.get_renderer()
+    labels = visible_labels(figure)
+    boxes = [(text.get_text(), text.get_window_extent(renderer)) for text in labels]
+    for index, (name, box) in enumerate(boxes):
+        for other, other_box in boxes[index + 1 :]:
+            assert not box.overlaps(other_box), f"{name!r} is written over {other!r}"
+
+
+@pytest.mark.parametrize("levels", [DEMO_LEVELS, TWELVE_LEVELS], ids=["6 levels", "12 levels"])
+def test_no_label_is_written_over_another(levels):
+    timeline = plots.timeline_figure("demo", [step_ramp(levels)])
+    assert_apart(timeline)
+    assert [text.get_text() for text in visible_labels(timeline)] == [f"{users} users" for users in levels]
+    tradeoff = plots.tradeoff_figure({"demo": capped(levels)}, {"demo": BATCH})
+    assert_apart(tradeoff)
+    named = [users for text in visible_labels(tradeoff) for users in text.get_text().removesuffix(" users").split("/")]
+    assert sorted(map(int, named)) == levels  # each level named once, on its point or beside the ones it meets
+
+
+def test_pareto_points_that_coincide_share_one_label():
+    levels = capped(DEMO_LEVELS)
+    points = pd.DataFrame(
+        {
+            "label": "demo",
+            "users": DEMO_LEVELS,
+            "per_user": [20.0, 20.0, 19.0, 8.0, 8.0, 8.0],  # the same TPOT from 200 users on: the batch is full
+            "per_gpu": [level["output_tokens_per_s"] / 8 for level in levels],
+            "front": True,
+            "gpus_given": True,
+        }
+    )
+    figure = pareto_figure(points, None)
+    assert_apart(figure)
+    assert [text.get_text() for text in visible_labels(figure)] == ["10", "50", "100", "200/500/1000"]

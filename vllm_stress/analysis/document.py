@@ -17,7 +17,7 @@ from vllm_stress.analysis.render import Block, Bullets, Heading, Image, Paragrap
 from vllm_stress.analysis.serverview import SPLIT_PERCENTS, TTFT_PARTS
 from vllm_stress.analysis.summary import ConfigSummary, Peak, Summary, Unaccounted
 from vllm_stress.analysis.traffic import traffic_blocks
-from vllm_stress.core import capacity
+from vllm_stress.core import bound, capacity
 from vllm_stress.core import steady as steady_rule
 from vllm_stress.core.formats import added_in, format_of
 from vllm_stress.core.numbers import count, cpu, dollars, percent, ratio, seconds
@@ -424,8 +424,11 @@ KV_NOTE = (
     "Sequences it holds: the server's KV-cache blocks (vLLM's vllm:cache_config_info, less its null block) over the "
     "blocks one sequence of the run's prompt + output tokens takes (rounded up to whole blocks). Preemptions from: "
     "the smallest level whose window saw the server preempt (vllm:num_preemptions_total). Memory-bound when the cache "
-    "holds no more sequences than the saturation point's users, or preemptions start at or below it; else "
-    "compute-bound, with the cache's mean use at the saturation point (vllm:kv_cache_usage_perc)."
+    "holds no more sequences than the saturation point's users, or preemptions start at or below it; batch-bound "
+    "when from the saturation point on the running batch (vllm:num_requests_running) stayed at the launch's "
+    "--max-num-seqs (or, without it, flat over two or more levels) with requests waiting and the cache under "
+    f"{bound.KV_FULL_SHARE:.0%} full: raising --max-num-seqs comes before more compute; else compute-bound, with the cache's mean use at the "
+    "saturation point (vllm:kv_cache_usage_perc)."
 )
 PARTIAL_NOTE = (
     "These runs stopped early (run.json complete=false, or the rows end before the last level's hold_end). They are "

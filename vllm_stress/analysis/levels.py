@@ -52,13 +52,19 @@ LEVEL_FIELDS = {
     "server_e2e_mean_s": "the server's own mean e2e latency (arrival in its engine to finish, server_metrics.csv) of "
     "the requests it finished in the window",
     "server_in_system_mean": "requests the server's engine held (running + waiting), by Little's law from its own "
-    "e2e histogram alone: the sum of the e2e of the requests it finished in the window / the time the scrapes cover",
+    "e2e histogram alone: the sum of the e2e of the requests it finished in the scrape intervals wholly inside the window "
+    "/ the time those intervals cover (none: empty)",
     "server_waiting_mean": "requests waiting in the engine's queue, the same way from its queue-time histogram",
     "server_http_held_mean": "requests vLLM's HTTP layer held (its http_request_duration_highr_seconds histogram, the "
     "same way): the engine's time plus the frontend's (HTTP, chat template, tokenization, detokenization, streaming)",
     "server_frontend_cpu_percent": "CPU of vLLM's API server process during the window (its "
     "process_cpu_seconds_total; 100 = one core): near 100 its event loop is the limit, and requests wait in it "
     "before its HTTP layer times them",
+    "server_running_mean": "requests in the engine's running batch (vllm:num_requests_running), the mean of the "
+    "scrapes in the window: flat at max_num_seqs while requests wait, the batch is the limit",
+    "server_load_margin": "the relative margin of the Little's-law counts above (server_in_system_mean, "
+    "server_waiting_mean, server_http_held_mean): server_e2e_mean_s / the time the scrapes wholly inside the window "
+    "cover, as a request cut by either edge counts whole or not at all; a shortfall is judged only beyond it",
     "client_cpu_max_percent": "CPU of the busiest load-generating process (client_health.csv, 100 = one core): the "
     "highest of the samples whose span (since the process's previous sample) overlaps the window",
     "client_loop_lag_max_ms": "how late the most starved load generator's event loop ran its timers, on average over "

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from matplotlib.figure import Figure
 
 from vllm_stress.analysis.levels import records
-from vllm_stress.analysis.plots import level_frame, new_figure
+from vllm_stress.analysis.plots import label_points, level_frame, new_figure, save
 from vllm_stress.analysis.render import Block, Heading, Paragraph, Table
 from vllm_stress.analysis.summary import ConfigSummary
 from vllm_stress.core.numbers import count
@@ -71,14 +72,16 @@ def pareto_table(points: pd.DataFrame, slo: Mapping[str, float] | None) -> Table
 
 
 def plot_pareto(points: pd.DataFrame, slo: Mapping[str, float] | None, path: Path) -> Path:
-    """Throughput per GPU against interactivity, each config's levels labelled with their users, the front joined,
-    and the TPOT limit as the interactivity it allows."""
+    """The pareto_figure of ``points``, saved at ``path``."""
+    return save(pareto_figure(points, slo), path)
+
+
+def pareto_figure(points: pd.DataFrame, slo: Mapping[str, float] | None) -> Figure:
+    """Throughput per GPU against interactivity, each config's levels labelled with their users (levels that coincide
+    under one label, "200/500/1000"), the front joined, and the TPOT limit as the interactivity it allows."""
     figure, (ax,) = new_figure()
     for label, config_points in points.groupby("label", sort=False):
         ax.scatter(config_points["per_user"], config_points["per_gpu"], label=str(label), zorder=2)
-        for point in records(config_points):
-            xy = (point["per_user"], point["per_gpu"])
-            ax.annotate(str(point["users"]), xy, xytext=(4, 4), textcoords="offset points", fontsize=7)
     front = points[points["front"]].sort_values("per_user")
     ax.plot(front["per_user"], front["per_gpu"], color="black", linewidth=1, label="Pareto front", zorder=1)
     if slo and slo.get("tpot"):
@@ -87,8 +90,8 @@ def plot_pareto(points: pd.DataFrame, slo: Mapping[str, float] | None, path: Pat
     ax.set(ylabel=throughput_axis(points))
     ax.grid(alpha=0.3)
     ax.legend(fontsize="small")
-    figure.savefig(path, dpi=100)
-    return path
+    label_points(figure, ax, [(p["per_user"], p["per_gpu"], str(p["users"])) for p in records(points)])
+    return figure
 
 
 def throughput_axis(points: pd.DataFrame) -> str:

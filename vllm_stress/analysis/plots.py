@@ -5,9 +5,11 @@ marks rather than pixels."""
 
 from __future__ import annotations
 
+import math
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Literal
 
 import pandas as pd
 from matplotlib.axes import Axes
@@ -15,6 +17,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
+from matplotlib.text import Annotation
+from matplotlib.transforms import Bbox
 from matplotlib.typing import ColorType
 
 from vllm_stress.analysis.levels import Level
@@ -27,6 +31,16 @@ LEGEND_CHARS = 40  # a config's label in a legend
 USERS_LABEL = "concurrency (users)"
 Timeline = tuple[str, pd.DataFrame, pd.DataFrame]  # a run: its folder, levels.timeline per second, its level windows
 Saturation = Mapping[str, int | None]  # config label -> its saturation point (users), None without one
+LABEL_GAP_PX = 2.0  # two labels closer than this on the canvas count as overlapping
+MERGE_PX = 6.0  # points this close on the canvas share one label ("200/500/1000")
+LABEL_FONT = 7
+Offset = tuple[float, float, Literal["left", "center", "right"]]  # from the anchor, in points; the alignment
+# Where a point's label may go, tried in order: (x, y) offset in points from the point, horizontal alignment
+POINT_OFFSETS: list[Offset] = [
+    (dx, dy, "left" if dx > 0 else "right") for dy in (4, -11, 14, -21, 24, -31) for dx in (4, -4)
+]
+# Where a hold's label may go: rows down from the top of the timeline's axes
+HOLD_LABEL_ROWS: list[Offset] = [(0, -3 - 9 * row, "center") for row in range(5)]
 
 
 def new_figure(columns: int = 1, rows: int = 1, height: float = 4.0) -> tuple[Figure, list[Axes]]:
@@ -119,23 +133,76 @@ def mark_unsteady(ax: Axes, levels: pd.DataFrame, x: str, y: str) -> None:
         )
 
 
+def place_labels(figure: Figure, labels: Sequence[Annotation], offsets: Sequence[Offset]) -> None:
+    """Put each of ``labels`` (annotations in offset points) at the first of ``offsets`` where, as drawn, it lies
+    inside its axes and LABEL_GAP_PX clear of every label placed before it; hide it where none is (the report's
+    tables, or the plot's lines, say what it would). Drawing first lays the figure out as it will be saved."""
+    figure.canvas.draw()
+    renderer = figure.canvas.get_renderer()  # type: ignore[attr-defined]  # Agg's
+    placed: list[Bbox] = []
+    for label in labels:
+        for dx, dy, ha in offsets:
+            label.xyann = (dx, dy)
+            label.set_horizontalalignment(ha)
+            box = label.get_window_extent(renderer).padded(LABEL_GAP_PX / 2)
+            if label.axes is not None and inside(box, label.axes.bbox) and not any(map(box.overlaps, placed)):
+                placed.append(box)
+                break
+        else:
+            label.set_visible(False)
+
+
+def inside(box: Bbox, area: Bbox) -> bool:
+    """Whether ``box`` lies wholly in ``area`` (both in display coordinates)."""
+    return bool(area.x0 <= box.x0 and box.x1 <= area.x1 and area.y0 <= box.y0 and box.y1 <= area.y1)
+
+
+def label_points(
+    figure: Figure, ax: Axes, points: Sequence[tuple[float, float, str]], unit: str = ""
+) -> list[Annotation]:
+    """Label each (x, y, text) point of ``ax`` beside it with its text and ``unit``, every point MERGE_PX from the
+    first of a group on the canvas under one label joining their texts with "/" (levels that coincide: "200/500/1000
+    users"), each label clear of the others (place_labels); call once every mark of the figure is drawn (the axes'
+    limits are final)."""
+    figure.canvas.draw()
+    groups: list[tuple[float, float, list[str]]] = []
+    for x, y, text in points:
+        if math.isnan(x) or math.isnan(y):
+            continue
+        at = ax.transData.transform((x, y))
+        near = (group for group in groups if math.dist(ax.transData.transform(group[:2]), at) <= MERGE_PX)
+        if (group := next(near, None)) is not None:
+            group[2].append(text)
+        else:
+            groups.append((x, y, [text]))
+    labels = [
+        ax.annotate("/".join(texts) + unit, (x, y), xytext=(4, 4), textcoords="offset points", fontsize=LABEL_FONT)
+        for x, y, texts in groups
+    ]
+    place_labels(figure, labels, POINT_OFFSETS)
+    return labels
+
+
 def tradeoff_figure(levels_by_label: Mapping[str, list[Level]], saturation: Saturation) -> Figure:
     """p99 e2e latency against output tok/s, each point labelled with its concurrency, each config's saturation point
     starred."""
     figure, (ax,) = new_figure()
+    points = []
     for label, records in levels_by_label.items():
         levels = level_frame(records)
         (line,) = ax.plot(
             levels["output_tokens_per_s"], levels["e2e_p99_s"], marker="o", label=short(label, LEGEND_CHARS)
         )
         mark_unsteady(ax, levels, "output_tokens_per_s", "e2e_p99_s")
-        for _, level in levels.dropna(subset=["e2e_p99_s"]).iterrows():
-            point = (level["output_tokens_per_s"], level["e2e_p99_s"])
-            ax.annotate(f"{int(level['users'])} users", point, xytext=(4, 4), textcoords="offset points", fontsize=7)
+        points += [
+            (level["output_tokens_per_s"], level["e2e_p99_s"], str(int(level["users"])))
+            for _, level in levels.iterrows()
+        ]
         star_saturation(ax, levels, saturation.get(label), line.get_color())
     ax.set(title="Throughput-latency curve", xlabel="output tok/s", ylabel="p99 e2e latency (s)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize="small")
+    label_points(figure, ax, points, " users")
     return figure
 
 
@@ -160,6 +227,7 @@ def timeline_figure(label: str, timelines: list[Timeline]) -> Figure:
     """Per run of a config: requests in flight, failures and output tok/s per second since its first request, each
     level's hold shaded (hatched red when not steady) with its target users dashed."""
     figure, axes = new_figure(rows=len(timelines), height=3.3)
+    labels = []
     for ax, (run_dir, seconds, windows) in zip(axes, timelines, strict=True):
         ax.plot(seconds["second"], seconds["in_flight"], color="tab:blue", linewidth=1)
         if seconds["failed"].any():
@@ -168,11 +236,13 @@ def timeline_figure(label: str, timelines: list[Timeline]) -> Figure:
         plot_tokens(ax, seconds)
         origin = seconds["unix_time"].iloc[0]
         for _, window in windows.iterrows():
-            shade_hold(ax, window["start"] - origin, window["end"] - origin, int(window["users"]), window["steady"])
+            start, end = window["start"] - origin, window["end"] - origin
+            labels.append(shade_hold(ax, start, end, int(window["users"]), window["steady"]))
         started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(origin))
         ax.set(title=run_title(label, run_dir), xlabel=f"seconds since the first request ({started})")
         legend = timeline_legend(bool(seconds["failed"].any()))
         ax.legend(handles=legend, fontsize="x-small", loc="upper center", bbox_to_anchor=(0.5, -0.3), ncols=4)
+    place_labels(figure, labels, HOLD_LABEL_ROWS)
     return figure
 
 
@@ -192,16 +262,23 @@ def plot_tokens(ax: Axes, seconds: pd.DataFrame) -> None:
     tokens.set_ylim(bottom=0)
 
 
-def shade_hold(ax: Axes, start: float, end: float, users: int, steady: bool) -> None:
+def shade_hold(ax: Axes, start: float, end: float, users: int, steady: bool) -> Annotation:
     """A level's hold [start, end) in seconds since the first request: shaded blue when steady, hatched red when not,
-    its target users dashed and written at the top."""
+    its target users dashed and written at the top (the label returned, for place_labels to put in a free row)."""
     if steady:
         ax.axvspan(start, end, alpha=0.1, color="tab:blue", gid="hold-steady")
     else:
         ax.axvspan(start, end, alpha=0.15, facecolor="tab:red", hatch="//", edgecolor="tab:red", gid="hold-unsteady")
     ax.hlines(users, start, end, colors="tab:blue", linestyles="--")
-    ax.text(
-        (start + end) / 2, 0.97, f"{users} users", transform=ax.get_xaxis_transform(), ha="center", va="top", fontsize=7
+    return ax.annotate(
+        f"{users} users",
+        ((start + end) / 2, 1.0),
+        xycoords=ax.get_xaxis_transform(),
+        xytext=HOLD_LABEL_ROWS[0][:2],
+        textcoords="offset points",
+        ha="center",
+        va="top",
+        fontsize=LABEL_FONT,
     )
 
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from typing import Any, NotRequired, TypedDict, cast
 
@@ -15,6 +16,7 @@ from vllm_stress.analysis.levels import COST_FIELDS, Level, records
 from vllm_stress.analysis.load import AnalysisError, RunMeta
 from vllm_stress.analysis.replicas import REPLICA_LEVEL_COLUMNS
 from vllm_stress.analysis.traffic import TrafficTables
+from vllm_stress.core import bound
 from vllm_stress.core.formats import FORMAT_VERSION
 
 # The peak level: users, output/total tok/s, req/s and p99 e2e (their _std and _ci95 with repeats), per GPU with --gpus,
@@ -137,7 +139,8 @@ def summarise_config(
     if gpu_hour_price is not None and gpus:
         levels = levels.join(stats.costs(levels, gpu_hour_price, gpus))
     levels["underloaded"] = stats.underloaded(levels)
-    levels["bound"] = stats.bounds(levels)
+    cap = bound.launch_max_num_seqs(run_info[0]["meta"])  # the level's bound tells a full batch from compute
+    levels["bound"] = stats.bounds(levels.assign(max_num_seqs=cap or math.nan))
     replicas = replicas.groupby(["users", "replica"], as_index=False)[
         [column for column in REPLICA_LEVEL_COLUMNS if column not in ("users", "replica")]
     ].mean()

@@ -17,7 +17,7 @@ import numpy as np
 from flask import Blueprint, Response, jsonify
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from vllm_stress.core import capacity, schema
+from vllm_stress.core import bound, capacity, schema
 from vllm_stress.core.metrics import percentile
 from vllm_stress.core.numbers import LOG_USERS_AXIS_RATIO
 from vllm_stress.master.runfolder import write_final_locust_csvs
@@ -80,19 +80,20 @@ class Series:
         if not (pending and folder):
             return
         from vllm_stress.webui import (
-            bound,  # here: it reads the files with the analysis (pandas), which no worker needs
+            bound as live_bound,  # here: it reads the files with the analysis (pandas), which no worker needs
         )
 
         for level in pending:
-            if (verdict := bound.hold_bound(folder, level)) is not None:
-                level["bound"] = verdict
+            if (held := live_bound.hold_level(folder, level)) is not None:
+                level.update(held)
 
     def payload(self) -> dict[str, object]:
         recorder, progress = self.live.recorder, self.live.progress
         return {
             "points": list(self.points),
             "levels": [finite_dict(level) for level in progress.level_results],
-            "saturation_users": saturation(progress.level_results),
+            "saturation_users": (point := saturation(progress.level_results)),
+            "saturation_cause": saturation_cause(progress.level_results, point),
             "log_users_axis_ratio": LOG_USERS_AXIS_RATIO,
             "phase": progress.phase_text,
             "phase_since": progress.phase_since,
@@ -154,14 +155,28 @@ def finite_dict(level: dict[str, object]) -> dict[str, object]:
 
 
 def saturation(levels: list[dict[str, Any]]) -> int | None:
-    """The saturation point of the steady levels held so far, by the report's rule on their live output tok/s; None
-    before one has a throughput."""
+    """The saturation point of the steady levels held so far, by the report's rule on their live output tok/s, once a
+    steady level above it shows the throughput no longer grows; None until then (one level shows no saturation, nor
+    do levels whose last one is still the best)."""
     measured = {
         level["users"]: level["output_tokens_per_s"]
         for level in levels
         if level["steady"] and math.isfinite(level["output_tokens_per_s"])
     }
-    return capacity.saturation_users(measured) if measured else None
+    point = capacity.saturation_users(measured) if measured else None
+    return point if point is not None and point < max(measured) else None
+
+
+def saturation_cause(levels: list[dict[str, Any]], point: int | None) -> str:
+    """Why the throughput stops growing at the saturation point ``point``, as far as the held levels' server figures
+    say: the report's batch-bound rule (vllm_stress.core.bound.batch_ceiling) on the steady levels; "" when it does
+    not hold or nothing says yet."""
+    steady = sorted((level for level in levels if level["steady"]), key=lambda level: level["users"])
+    if point is None or not steady:
+        return ""
+    cap = next((level["max_num_seqs"] for level in steady if level.get("max_num_seqs")), None)
+    batch = bound.batch_ceiling(steady, point, cap)
+    return bound.batch_note(batch, cap) if batch else ""
 
 
 def register(web_ui: WebUI, live: LiveRun, routes: Blueprint) -> Series:

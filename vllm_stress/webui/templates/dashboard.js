@@ -78,7 +78,24 @@ function userTicks(us, X) {
   for (const u of [...new Set(us)].sort((a, b) => a - b)) if (X(u) - last >= 28) { ticks.push([X(u).toFixed(1), String(u)]); last = X(u); }
   return ticks;
 }
-function curve(levels, saturation, logRatio) {
+// where a point's label may go, tried in order: [dx, dy, anchor] from the point; then it is left out (the table has it)
+const LABEL_SPOTS = [[7, -6, "start"], [7, 15, "start"], [-7, -6, "end"], [-7, 15, "end"]];
+for (let row = 1; row <= 4; row++) for (const [dx, anchor] of [[7, "start"], [-7, "end"]]) LABEL_SPOTS.push([dx, -6 - 13 * row, anchor], [dx, 15 + 13 * row, anchor]);
+function spread(svg, area) {
+  // each point's label at the first spot inside ``area`` clear of the points, the saturation label and those placed
+  const placed = [], clear = b => b.x >= area.left && b.x + b.width <= area.right && b.y >= area.top - 12 && b.y + b.height <= area.bottom
+    && placed.every(p => b.x >= p.x + p.width + 2 || p.x >= b.x + b.width + 2 || b.y >= p.y + p.height + 1 || p.y >= b.y + b.height + 1);
+  for (const mark of svg.querySelectorAll("text.saturation, circle.level")) placed.push(mark.getBBox());
+  for (const text of svg.querySelectorAll("text.verdict")) {
+    const x = +text.dataset.x, y = +text.dataset.y;
+    const spot = LABEL_SPOTS.find(([dx, dy, anchor]) => {
+      text.setAttribute("x", x + dx); text.setAttribute("y", y + dy); text.setAttribute("text-anchor", anchor);
+      return clear(text.getBBox());
+    });
+    if (spot) placed.push(text.getBBox()); else text.setAttribute("display", "none");
+  }
+}
+function curve(levels, saturation, logRatio, cause) {
   const svg = document.getElementById("curve"), W = svg.clientWidth || 600, bottom = H - PAD.bottom;
   const table = document.getElementById("levels");
   if (!levels.length) { svg.innerHTML = '<text x="10" y="30" font-size="12">no level held yet</text>'; table.innerHTML = ""; return; }
@@ -88,12 +105,13 @@ function curve(levels, saturation, logRatio) {
   const X = u => PAD.left + 10 + (f(u) - f(x0)) / span * (W - PAD.left - 130);
   let out = frame(W, userTicks(us, X), axis, {x: `concurrency (users${log ? ", log scale" : ""})`, y: "output tok/s"});
   if (saturation !== null && saturation !== undefined) {
-    out += `<line class="saturation" x1="${X(saturation)}" y1="${PAD.top}" x2="${X(saturation)}" y2="${bottom}" stroke="#1565c0" stroke-dasharray="4 3"/><text class="saturation" x="${X(saturation) + 4}" y="${PAD.top + 10}" font-size="11" fill="#1565c0">saturation: ${saturation} users</text>`;
+    out += `<line class="saturation" x1="${X(saturation)}" y1="${PAD.top}" x2="${X(saturation)}" y2="${bottom}" stroke="#1565c0" stroke-dasharray="4 3"/><text class="saturation" x="${X(saturation) + 4}" y="${bottom - 4}" font-size="11" fill="#1565c0">saturation: ${saturation} users</text>`;
   }
   out += `<polyline class="series" fill="none" stroke="#2e7d32" stroke-width="1.6" points="${levels.map((l, i) => `${X(l.users).toFixed(1)},${Y(ys[i]).toFixed(1)}`).join(" ")}"/>`;
-  levels.forEach((l, i) => { out += `<circle class="level" cx="${X(l.users)}" cy="${Y(ys[i])}" r="5" fill="${l.steady ? "#2e7d32" : "#c62828"}"><title>${l.users} users: ${Math.round(ys[i])} tok/s, ${l.steady ? "steady" : "not steady"} (${esc(l.reason)}); ${l.bound === undefined ? "bound: pending" : esc(l.bound || "no bound found")}</title></circle><text class="verdict" x="${X(l.users) + 7}" y="${Y(ys[i]) - 6}" font-size="11">${l.users}: ${kind(l)}</text>`; });
+  levels.forEach((l, i) => { out += `<circle class="level" cx="${X(l.users)}" cy="${Y(ys[i])}" r="5" fill="${l.steady ? "#2e7d32" : "#c62828"}"><title>${l.users} users: ${Math.round(ys[i])} tok/s, ${l.steady ? "steady" : "not steady"} (${esc(l.reason)}); ${l.bound === undefined ? "bound: pending" : esc(l.bound || "no bound found")}</title></circle><text class="verdict" data-x="${X(l.users)}" data-y="${Y(ys[i])}" x="${X(l.users) + 7}" y="${Y(ys[i]) - 6}" font-size="11">${l.users}: ${kind(l)}</text>`; });
   svg.innerHTML = out;
-  table.innerHTML = "<tr><th>Users</th><th>Output tok/s</th><th>Steady</th><th>Bound</th></tr>" + levels.map(l =>
+  spread(svg, {left: PAD.left, right: W - PAD.right, top: PAD.top, bottom});
+  table.innerHTML = (cause ? `<caption class="saturation-cause">Saturation at ${saturation} users: ${esc(cause)}</caption>` : "") + "<tr><th>Users</th><th>Output tok/s</th><th>Steady</th><th>Bound</th></tr>" + levels.map(l =>
     `<tr class="level-row"><td>${l.users}</td><td>${Math.round(l.output_tokens_per_s || 0)}</td><td>${l.steady ? "steady" : "not steady"} (${esc(l.reason)})</td><td>${l.bound === undefined ? "pending (read once the hold's samples are in)" : esc(l.bound || "none found: neither the server nor a load generator was at a limit")}</td></tr>`).join("");
 }
 function finalReport(report) {
@@ -121,7 +139,7 @@ async function refresh() {
       draw("server", xs, [{name: "running", values: pts.map(p => p.running)}, {name: "waiting", values: pts.map(p => p.waiting)},
         {name: "KV cache %", right: true, values: pts.map(p => p.kv_cache_usage === null ? null : p.kv_cache_usage * 100)}], spans, "requests", "KV cache %");
     }
-    curve(data.levels, data.saturation_users, data.log_users_axis_ratio);
+    curve(data.levels, data.saturation_users, data.log_users_axis_ratio, data.saturation_cause);
   } catch (e) { document.getElementById("progress").textContent = "cannot reach the master: " + e; }
 }
 refresh(); setInterval(refresh, 2000);

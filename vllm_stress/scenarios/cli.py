@@ -7,17 +7,46 @@ import argparse
 import logging
 import sys
 from pathlib import Path
+from typing import Any
 
 from vllm_stress.analysis.load import AnalysisError
+from vllm_stress.core.slo import HELP as SLO_HELP
 from vllm_stress.scenarios import parallel, plan, routercost, whatif
 from vllm_stress.scenarios.config import read_config, scenario_names
 from vllm_stress.scenarios.errors import ScenarioError
+from vllm_stress.scenarios.levels import RUN_KEYS
 from vllm_stress.scenarios.runner import MAX_DEFAULT_WORKERS, run_scenario
-from vllm_stress.scenarios.search.judge import parse_slos
+from vllm_stress.scenarios.search.judge import SLO_METRICS, parse_slos
 from vllm_stress.scenarios.search.run import search
 from vllm_stress.scenarios.search.space import DEFAULT_POOL_SECONDS, OVER, UNITS
 from vllm_stress.scenarios.search.writeup import REPORT_FILE
 from vllm_stress.scenarios.servers import SERVER_READY_TIMEOUT_S
+from vllm_stress.users import LOCUSTFILES
+
+DEFAULT_SCENARIO = "quickstart"
+# `run`'s own options: each is the Locust option or the scenario key of the same name (RUN_KEYS, the ramp's, the user
+# class's), passed to the run as --locust-arg=--NAME=VALUE would be, after those
+RUN_OPTIONS: dict[str, dict[str, Any]] = {
+    "input-tokens": {"type": int, "metavar": "N", "help": "Prompt length in tokens"},
+    "output-tokens": {"type": int, "metavar": "N", "help": "Answer length in tokens"},
+    "levels": {"metavar": "N,N,...", "help": "Users of the step ramp's levels, e.g. 10,50,100"},
+    "repeats": {"type": int, "metavar": "N", "help": RUN_KEYS["repeats"]},
+    "max-minutes": {
+        "type": float,
+        "metavar": "MIN",
+        "help": "Time budget from the start to the report: the ETA is shown from the start, the levels and repeats "
+        "that no longer fit are cut with the reason, and the report covers what ran (0: none)",
+    },
+    "api-key-file": {"metavar": "FILE", "help": "File holding the server's API key (never the key on a command line)"},
+    "gpus": {"type": int, "metavar": "N", "help": RUN_KEYS["gpus"]},
+    "gpu-hour-price": {"type": float, "metavar": "USD", "help": RUN_KEYS["gpu-hour-price"]},
+    "slo": {"metavar": "NAME=LIMIT,...", "help": f"Per-request limits for the report's goodput: {SLO_HELP}"},
+    "workers": {
+        "type": int,
+        "metavar": "N",
+        "help": f"{RUN_KEYS['workers']}: one per core, at most {MAX_DEFAULT_WORKERS}, unless the scenario says",
+    },
+}
 
 PROG = "python -m scenarios"
 DESCRIPTION = """\
@@ -74,16 +103,15 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
 
 
 def add_run_arguments(run: argparse.ArgumentParser) -> None:
-    run.add_argument("--scenario", required=True, help="Name of a file in scenarios/configs (without .conf)")
-    run.add_argument("--target", default="", help="Base URL of the server (default: start the embedded simulator)")
-    run.add_argument("--repeats", type=int, default=0, help="Runs of the scenario (default: the scenario's own)")
-    run.add_argument("--out", default="", help="Output folder (default: results/<scenario>)")
     run.add_argument(
-        "--workers",
-        type=int,
-        default=0,
-        help=f"Locust worker processes (default: one per core, at most {MAX_DEFAULT_WORKERS})",
+        "--scenario",
+        default=DEFAULT_SCENARIO,
+        help="Name of a file in scenarios/configs (without .conf; `vllm-stress list` shows them) (default: %(default)s, "
+        "a first look bounded by its --max-minutes)",
     )
+    run.add_argument("--target", default="", help="Base URL of the server (default: start the embedded simulator)")
+    run.add_argument("--out", default="", help="Output folder (default: results/<scenario>)")
+    add_run_options(run)
     run.add_argument("--overwrite", action="store_true", help="Replace the output folder if it exists")
     run.add_argument("--matrix", default="", help="TOML file of [[cell]] server settings to run the scenario in")
     run.add_argument(
@@ -115,13 +143,28 @@ def add_run_arguments(run: argparse.ArgumentParser) -> None:
     )
 
 
+def add_run_options(run: argparse.ArgumentParser) -> None:
+    """The options a scenario file sets too (RUN_OPTIONS), each defaulting to the scenario's value."""
+    quickstart = read_config(DEFAULT_SCENARIO)[1]
+    for name, settings in RUN_OPTIONS.items():
+        default = f"; {quickstart[name]} in {DEFAULT_SCENARIO}" if name in quickstart else ""
+        help_text = f"{settings['help']} (default: the scenario's{default})"
+        run.add_argument(f"--{name}", **(settings | {"help": help_text}), default=None)
+    run.add_argument(
+        "--user",
+        choices=list(LOCUSTFILES),
+        default=None,
+        help="The user class (default: the scenario's locustfile)",
+    )
+
+
 def add_search_arguments(slo: argparse.ArgumentParser) -> None:
     slo.add_argument("--scenario", required=True, help="The scenario whose user class and token profile to probe")
     slo.add_argument(
         "--slo",
         required=True,
         metavar="NAME=LIMIT,...",
-        help="e.g. ttft_p99=2000,tpot_p99=50ms,success=99.9%% (a bare number is milliseconds)",
+        help=f"Limits on each probe's level (metrics {', '.join(SLO_METRICS)} or success): {SLO_HELP}",
     )
     slo.add_argument("--target", default="", help="Base URL of the server (default: start the embedded simulator)")
     slo.add_argument(
@@ -226,19 +269,27 @@ def search_from_args(args: argparse.Namespace) -> str:
     return f"{out / REPORT_FILE}: {answer}"
 
 
+def run_options(args: argparse.Namespace) -> list[str]:
+    """The run's own options given (RUN_OPTIONS) as the Locust arguments they stand for."""
+    given = {name: getattr(args, name.replace("-", "_")) for name in RUN_OPTIONS}
+    given = {name: value for name, value in given.items() if value is not None}
+    if any(given.get(name, 1) < 1 for name in ("repeats", "workers", "gpus")) or given.get("max-minutes", 0) < 0:
+        raise ScenarioError("--repeats, --workers and --gpus must be at least 1, --max-minutes at least 0")
+    return [f"--{name}={value}" for name, value in given.items()]
+
+
 def run_from_args(args: argparse.Namespace) -> None:
-    if args.repeats < 0 or args.workers < 0 or args.server_ready_timeout <= 0:
-        raise ScenarioError("--repeats, --workers and --server-ready-timeout must be positive")
+    if args.server_ready_timeout <= 0:
+        raise ScenarioError("--server-ready-timeout must be positive")
     run_scenario(
         args.scenario,
         Path(args.out or f"results/{args.scenario}").resolve(),
         target=args.target or None,
-        repeats=args.repeats or None,
-        workers=args.workers or None,
+        user=args.user or "",
         overwrite=args.overwrite,
         matrix=args.matrix,
         server_cmd=args.server_cmd,
         simulator_args=args.simulator_arg,
-        locust_args=args.locust_arg,
+        locust_args=[*args.locust_arg, *run_options(args)],
         server_ready_timeout=args.server_ready_timeout,
     )

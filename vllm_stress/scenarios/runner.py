@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from vllm_stress import users
 from vllm_stress.core import schema
+from vllm_stress.scenarios.budget import Budget
 from vllm_stress.scenarios.config import (
     ROOT,
     cell_args,
@@ -22,6 +23,7 @@ from vllm_stress.scenarios.config import (
     header_comment,
     read_config,
     read_matrix,
+    report_options,
     with_overrides,
 )
 from vllm_stress.scenarios.errors import ScenarioError
@@ -66,10 +68,12 @@ def run_locust(
     extra_args: list[str],
     web_port: int = 0,
     label: str = "",
+    limit_s: float | None = None,
 ) -> int:
     """One run: a headless master (with ``web_port``: one serving Locust's web UI on 127.0.0.1:web_port, started at
     once and quitting at the end) and ``workers`` worker processes on this machine; returns the master's exit code.
-    ``label`` goes before the run's progress lines ("Run 2 of 5", a search's probe)."""
+    ``label`` goes before the run's progress lines ("Run 2 of 5", a search's probe); the run is stopped after
+    ``limit_s`` (default: its longest by the ramp's options)."""
     port = str(free_port())
     common = locust_command(config, keys, target, extra_args)
     master_cmd = common + master_args(name, run_dir, port, workers, web_port, label)
@@ -78,7 +82,7 @@ def run_locust(
     # rows and marks the run incomplete), then the workers
     master = subprocess.Popen(master_cmd, cwd=ROOT, start_new_session=True)
     children = [subprocess.Popen(worker_cmd, cwd=ROOT, start_new_session=True) for _ in range(workers)]
-    return wait_for_run(master, children, longest_run_s(keys))
+    return wait_for_run(master, children, limit_s or longest_run_s(keys))
 
 
 def locust_command(config: Path, keys: dict[str, str], target: str, extra_args: list[str]) -> list[str]:
@@ -142,16 +146,22 @@ class Repeats:
     url: str
     workers: int
     locust_args: list[str]
+    budget: Budget
 
     def run(self, folder: Path, repeats: int) -> list[Path]:
         """``repeats`` runs into ``folder/run-K``; a run that measured no request is a ScenarioError."""
         run_dirs = []
         for repeat in range(1, repeats + 1):
             run_dir = folder / f"run-{repeat}"
+            budget_args = self.budget.run_args(repeat, repeats)
+            if budget_args is None:
+                break
             log.info("%s: run %d of %d against %s -> %s", self.name, repeat, repeats, self.url, run_dir)
             label = f"Run {repeat} of {repeats}" if repeats > 1 else ""
+            limit_s = self.budget.limit_s(longest_run_s(self.keys))
+            args = [*self.locust_args, *budget_args]
             code = run_locust(
-                self.name, self.config, self.keys, self.url, run_dir, self.workers, self.locust_args, label=label
+                self.name, self.config, self.keys, self.url, run_dir, self.workers, args, label=label, limit_s=limit_s
             )
             if not has_rows(run_dir / schema.REQUESTS_FILE):
                 raise ScenarioError(f"run {repeat} measured no request (Locust exit code {code}; its log says why)")
@@ -171,21 +181,25 @@ def run_scenario(
     simulator_args: list[str] | None = None,
     locust_args: list[str] | None = None,
     server_ready_timeout: float = SERVER_READY_TIMEOUT_S,
+    user: str = "",
 ) -> Summary:
-    """Run a scenario (and its matrix cells) and analyse it; returns the analysis summary."""
+    """Run a scenario (and its matrix cells) and analyse it; returns the analysis summary. The scenario's keys, or
+    the same options in ``locust_args``, set its repeats, workers, time budget and report options (``--gpus`` ...);
+    ``user`` names its user class instead of its config's locustfile."""
     from vllm_stress.analysis.report import analyse  # here: `vllm-stress locustfile shape` needs no pandas
 
     config, keys = read_config(name)
     out = out.resolve()  # the Locust processes run in the suite's folder
     locust_args = list(locust_args or [])
-    keys = with_overrides(keys, locust_args)
+    keys = with_overrides(keys, locust_args) | ({"locustfile": user} if user else {})
+    budget = Budget(float(keys.get("max-minutes") or 0))
     if any(arg.split("=", 1)[0] == "--api-key" for arg in locust_args):
         raise ScenarioError(
             "pass the API key as OPENAI_API_KEY or --locust-arg=--api-key-file=FILE, never on a "
             "command line (every user of the machine can read those)"
         )
-    repeats = repeats or int(keys.get("repeats", 1))
-    workers = workers or default_workers()
+    repeats = repeats or int(keys.get("repeats") or 1)
+    workers = workers or int(keys.get("workers") or 0) or default_workers()
     cells = read_matrix(matrix) if matrix else [{}]
     if matrix and target and not server_cmd:
         raise ScenarioError("--matrix with --target needs --server-cmd to restart the server for each cell")
@@ -195,13 +209,15 @@ def run_scenario(
     headers = api_headers(locust_args)
     prepare_out(out, overwrite)
     log.info("%s", " ".join(header_comment(config)))
+    budget.announce()
     labels: dict[str, str] = {}  # run folder -> what the report calls it
     for cell in cells:
         sim_args = (base_sim_args if not server_cmd else []) + cell_args(cell) + span_args(keys, locust_args, target)
         with server(target, sim_args, server_cmd, headers, server_ready_timeout) as url:
-            runs = Repeats(name, config, keys, url, workers, [*locust_args, *launch_args(target, sim_args, server_cmd)])
+            args = [*locust_args, *launch_args(target, sim_args, server_cmd)]
+            runs = Repeats(name, config, keys, url, workers, args, budget)
             for run_dir in runs.run(out / cell_name(cell) if matrix else out, repeats):
                 labels[str(run_dir)] = cell_name(cell) if matrix else name
-    summary = analyse(list(labels), out / "report", labels=labels)
+    summary = analyse(list(labels), out / "report", labels=labels, **report_options(keys))
     log.info("report: %s", out / "report" / "report.md")
     return summary

@@ -10,12 +10,13 @@ from pathlib import Path
 from typing import Any
 
 from vllm_stress.analysis.load import AnalysisError
+from vllm_stress.client.options import DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS
 from vllm_stress.core.slo import HELP as SLO_HELP
 from vllm_stress.scenarios import parallel, plan, routercost, whatif
 from vllm_stress.scenarios.config import read_config, scenario_names
 from vllm_stress.scenarios.errors import ScenarioError
-from vllm_stress.scenarios.levels import RUN_KEYS
-from vllm_stress.scenarios.runner import MAX_DEFAULT_WORKERS, run_scenario
+from vllm_stress.scenarios.levels import RAMP_DEFAULTS, RUN_KEYS, longest_run_s
+from vllm_stress.scenarios.runner import DEFAULT_LOCUSTFILE, MAX_DEFAULT_WORKERS, run_scenario
 from vllm_stress.scenarios.search.judge import SLO_METRICS, parse_slos
 from vllm_stress.scenarios.search.run import search
 from vllm_stress.scenarios.search.space import DEFAULT_POOL_SECONDS, OVER, UNITS
@@ -221,8 +222,7 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
     args = build_parser(prog).parse_args(argv)
     try:
         if args.command == "list":
-            for name in scenario_names():
-                print(f"{name}: {read_config(name)[1]}")
+            print(scenario_table())
         elif args.command == "plan":
             print(plan.run_from_args(args))
         elif args.command == "parallel":
@@ -242,6 +242,32 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
         print("interrupted", file=sys.stderr)
         return 130
     return 0
+
+
+def scenario_table() -> str:
+    """The scenarios side by side: user class, prompt and answer tokens, levels, runs, and how long each may take."""
+    rows = [("scenario", "user", "tokens in/out", "levels", "runs", "takes at most")]
+    for name in scenario_names():
+        keys = read_config(name)[1]
+        user = Path(keys.get("locustfile", DEFAULT_LOCUSTFILE)).stem
+        prompt = "dataset" if keys.get("dataset") else keys.get("input-tokens", str(DEFAULT_INPUT_TOKENS))
+        tokens = f"{prompt}/{keys.get('output-tokens', DEFAULT_OUTPUT_TOKENS)}"
+        levels = keys.get("levels", RAMP_DEFAULTS["levels"])
+        repeats = int(keys.get("repeats") or 1)
+        rows.append((name, user, tokens, levels, str(repeats), duration_bound(keys, repeats)))
+    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows
+    )
+
+
+def duration_bound(keys: dict[str, str], repeats: int) -> str:
+    """The longest a scenario's runs take (each level at its bound), or its --max-minutes when that is shorter."""
+    bound_min = repeats * longest_run_s(keys) / 60
+    budget_min = float(keys.get("max-minutes") or 0)
+    if budget_min and budget_min <= bound_min:
+        return f"{budget_min:g} min (max-minutes)"
+    return f"{bound_min // 60:.0f} h {bound_min % 60:02.0f} min" if bound_min >= 60 else f"{bound_min:.0f} min"
 
 
 def search_from_args(args: argparse.Namespace) -> str:

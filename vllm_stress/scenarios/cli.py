@@ -28,6 +28,7 @@ DEFAULT_SCENARIO = "quickstart"
 # `run`'s own options: each is the Locust option or the scenario key of the same name (RUN_KEYS, the ramp's, the user
 # class's), passed to the run as --locust-arg=--NAME=VALUE would be, after those
 RUN_OPTIONS: dict[str, dict[str, Any]] = {
+    "model": {"metavar": "NAME", "help": "Model name sent in requests (else the first model the server lists)"},
     "input-tokens": {"type": int, "metavar": "N", "help": "Prompt length in tokens"},
     "output-tokens": {"type": int, "metavar": "N", "help": "Answer length in tokens"},
     "levels": {"metavar": "N,N,...", "help": "Users of the step ramp's levels, e.g. 10,50,100"},

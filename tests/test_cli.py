@@ -133,3 +133,18 @@ def test_the_locustfile_help_lists_every_user_class_of_the_registry(capsys):
     assert f"a user class ({', '.join(LOCUSTFILES)}) or the step ramp's shape" in " ".join(
         capsys.readouterr().out.split()
     )
+
+
+def test_the_suites_options_in_locusts_help():
+    """``locust -f locustfiles/chat.py --help`` lists Locust's options only (Locust answers --help before it imports
+    the locustfile that adds the suite's); ``vllm-stress locustfile NAME --locust-help`` prints the same help with
+    them. Should Locust change that, the first assertion fails and the docs can send users to plain Locust again."""
+    locust = [str(ENTRY_POINT.with_name("locust")), "-f", "locustfiles/chat.py", "--help"]
+    plain = subprocess.run(locust, cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert plain.returncode == 0 and "--headless" in plain.stdout and "--output-tokens" not in plain.stdout
+    for name, option in (("chat", "--output-tokens"), ("shape", "--max-minutes")):
+        ours = subprocess.run(
+            [str(ENTRY_POINT), "locustfile", name, "--locust-help"], capture_output=True, text=True, timeout=120
+        )
+        assert ours.returncode == 0 and ours.stdout.startswith(plain.stdout.split("\n")[0])
+        assert "--headless" in ours.stdout and option in ours.stdout

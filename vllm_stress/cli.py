@@ -6,6 +6,7 @@ added by adding a ``Command`` to it. Each tool's parser is named after the comma
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -106,9 +107,32 @@ def locustfile(name: str = "chat") -> Path:
         raise SystemExit(f"error: {error} or shape") from None
 
 
+def locust_help(name: str) -> str:
+    """Locust's ``--help`` with the options the locustfile ``name`` adds. ``locust -f FILE --help`` lists Locust's own
+    only: Locust answers ``--help`` before it imports the locustfiles whose ``init_command_line_parser`` listeners add
+    theirs (locust/argument_parser.py, parse_locustfile_option)."""
+    import importlib
+
+    locustfile(name)  # a clear error for an unknown name
+    os.environ["LOCUST_SKIP_MONKEY_PATCH"] = "1"  # no run here: without gevent's patching (ssl is imported by now)
+    try:
+        importlib.import_module("vllm_stress.scenarios.shape" if name == "shape" else f"vllm_stress.users.{name}")
+    finally:
+        del os.environ["LOCUST_SKIP_MONKEY_PATCH"]
+    from locust.argument_parser import get_parser
+
+    return get_parser().format_help()
+
+
 def locustfile_parsers(prog: str) -> list[argparse.ArgumentParser]:
     parser = argparse.ArgumentParser(
         prog=prog, description="Print a locustfile's path, for locust -f (e.g. locust -f $(vllm-stress locustfile))."
+    )
+    parser.add_argument(
+        "--locust-help",
+        action="store_true",
+        help="print Locust's --help with the options the locustfile adds instead (locust -f FILE --help lists "
+        "Locust's own only: Locust reads --help before it imports a locustfile)",
     )
     parser.add_argument(
         "name",
@@ -121,7 +145,8 @@ def locustfile_parsers(prog: str) -> list[argparse.ArgumentParser]:
 
 
 def print_locustfile(argv: list[str], prog: str) -> int:
-    print(locustfile(locustfile_parsers(prog)[0].parse_args(argv).name))
+    args = locustfile_parsers(prog)[0].parse_args(argv)
+    print(locust_help(args.name) if args.locust_help else locustfile(args.name))
     return 0
 
 

@@ -172,7 +172,9 @@ def locust_options_page() -> str:
                 "",
                 "# Locust options",
                 "",
-                "The options the suite adds to Locust's own (`locust --help` lists both). Every user class takes the "
+                "The options the suite adds to Locust's own. `vllm-stress locustfile chat --locust-help` (or `shape`) "
+                "prints Locust's help with them; `locust -f FILE --help` lists Locust's own only, as Locust answers "
+                "--help before it imports a locustfile. Every user class takes the "
                 "user options; the ramp's come with the load shape (`scenarios/shape.py`). In a Locust config file "
                 "(`scenarios/configs/*.conf`) an option is a key without its dashes; `vllm-stress run` passes more "
                 "with `--locust-arg=--output-tokens=256`. The web UI's start form shows every option not marked "

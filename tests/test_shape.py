@@ -178,6 +178,7 @@ def test_a_hold_ends_when_the_budget_is_used_up_and_is_judged(ramp):
     assert r.ended == []
     r.tick(1006.0)
     assert [users for users, *_ in r.ended] == [2]
+    assert r.phases[-1].startswith("Level 1/2 (2 users): held 3 s, the end of --max-minutes: ")
     assert r.tick(1006.5) is None
 
 

@@ -280,7 +280,8 @@ class StepRampShape(LoadTestShape):
         )
         self.begin("cooldown", moment.now)
         steadiness = "steady" if verdict.steady else "not steady"
-        self.announce(moment.name, f"held {moment.elapsed:.0f} s: {steadiness} ({verdict.reason})")
+        budget = ", the end of --max-minutes" if self.used_up(moment.options) else ""
+        self.announce(moment.name, f"held {moment.elapsed:.0f} s{budget}: {steadiness} ({verdict.reason})")
 
     def cool_down(self, moment: Moment) -> tuple[int, float] | None:
         """No users for --cooldown seconds, then the next level."""

@@ -24,7 +24,7 @@ def test_a_budget_cuts_levels_and_repeats_and_the_report_is_still_written(
     assert held and held == sorted(held) and len(held) < len(LEVELS.split(","))
     assert not (out / "run-2").exists()
     assert (out / "report" / "report.md").is_file()
-    assert "time budget 0.5 min (--max-minutes): the report by " in caplog.text
+    assert "time budget 0.5 min (--max-minutes): 0.5 for the runs, then the report, by " in caplog.text
     assert "run 2 of 2 cut: 0." in caplog.text
     # the Locust master's console: the first level cut, and those after it, with the time used
     first_cut = LEVELS.split(",")[len(held)]

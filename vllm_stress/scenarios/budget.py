@@ -37,7 +37,13 @@ class Budget:
         """The console's first ETA: when the report is written at the latest."""
         if self.minutes:
             end = self.started + self.minutes * 60
-            log.info("time budget %g min (--max-minutes): the report by %s at the latest", self.minutes, clock(end))
+            runs_min = max(self.minutes * 60 - REPORT_RESERVE_S, LEAST_RUN_S) / 60
+            log.info(
+                "time budget %g min (--max-minutes): %g for the runs, then the report, by %s at the latest",
+                self.minutes,
+                runs_min,
+                clock(end),
+            )
 
     def run_args(self, repeat: int, repeats: int) -> list[str] | None:
         """The step ramp's --max-minutes for this repeat, [] with no budget, or None (logged) when it is cut."""

@@ -192,7 +192,7 @@ def test_bad_input_is_one_line_naming_the_file(tmp_path, capsys, damage, file_na
     ("args", "message"),
     [
         (["--slo", "ttft=fast"], "--slo: 'ttft=fast' is not NAME=LIMIT"),
-        (["--slo", "latency=2s"], "--slo: latency=2s is not a latency limit"),
+        (["--slo", "latency=2s"], "--slo: latency=2s is not a per-request latency limit"),
         (["--scaling", "5:20"], "--scaling: level 20 not measured for m (levels [5, 10])"),
         (["--gpus", "x=0"], "--gpus: 'x=0'"),
         (["--label", "a", "--label", "b=x"], "--label:"),

@@ -80,3 +80,38 @@ def test_run_time_limit_follows_locust_arg_overrides():
     assert with_overrides(keys, ["--step", "5"]) == keys  # no abbreviations: Locust would not take them either
     longer = with_overrides(keys, ["--step-time=600"])
     assert longest_run_s(longer) - longest_run_s(keys) == 2 * (600 - 120)
+
+
+def test_runs_own_options_stand_for_the_locust_arguments_of_the_same_name():
+    from vllm_stress.scenarios.cli import build_parser, run_options
+
+    args = build_parser().parse_args(
+        ["run", "--levels", "10,50", "--repeats", "2", "--slo", "ttft=2s", "--max-minutes", "15", "--model", "m"]
+    )
+    given = run_options(args)
+    assert given == ["--model=m", "--levels=10,50", "--repeats=2", "--max-minutes=15.0", "--slo=ttft=2s"]
+    keys = with_overrides({"levels": "1,2", "repeats": "5", "gpus": "4"}, ["--locust-arg-first=1", *given])
+    assert keys == {"levels": "10,50", "repeats": "2", "gpus": "4", "max-minutes": "15.0", "slo": "ttft=2s"}
+    for bad in (["--repeats", "0"], ["--workers", "-1"], ["--max-minutes", "-5"]):
+        with pytest.raises(ScenarioError, match="must be at least"):
+            run_options(build_parser().parse_args(["run", *bad]))
+
+
+def test_a_scenario_file_sets_the_same_names_locust_takes_them_all(tmp_path):
+    """Each of run's options is a Locust option too (the user class's or the step ramp's), so a scenario's config file
+    may set it: Locust reads the file and refuses a key it does not know."""
+    from vllm_stress.docsgen import locust_options_page
+    from vllm_stress.scenarios.cli import RUN_OPTIONS
+
+    page = locust_options_page()
+    assert all(f"`--{name} " in page for name in RUN_OPTIONS)
+
+
+def test_the_report_options_of_a_scenario_file():
+    keys = {"gpus": "8", "gpu-hour-price": "2.5", "slo": "ttft_p99=2s,tpot=50"}
+    assert config.report_options(keys) == {"gpus": 8, "gpu_hour_price": 2.5, "slo": {"ttft": 2.0, "tpot": 0.05}}
+    assert config.report_options({}) == {"gpus": None, "gpu_hour_price": None, "slo": None}
+    with pytest.raises(ScenarioError, match="--gpus must be at least 1"):
+        config.report_options({"gpus": "0"})
+    with pytest.raises(ScenarioError, match="slo: --slo: success=99% is not a per-request latency limit"):
+        config.report_options({"slo": "success=99%"})

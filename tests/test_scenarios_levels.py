@@ -107,5 +107,17 @@ def test_eta_adds_the_levels_left_and_never_passes_the_latest():
     assert ramp_eta(now, [100], unmeasured, now, 60, rule).startswith(f"ETA {clock(now + 25)},")  # ended: mean length
 
 
+def test_a_budget_caps_the_latest_end_and_leaves_out_the_levels_it_cuts():
+    now = time.time()  # as above: level 100 ends 14 s from now, level 200 35 s after it
+    done = [LevelPace(10, 20.0, 5.0, 10.0, 2.0), LevelPace(50, 20.0, 5.0, 10.0, 2.0)]
+    rule = LevelRule(0.0, None)
+    first = ramp_eta(now, [10, 50], [], level_started=now, level_s=300, rule=rule, deadline=now + 120)
+    assert first == f"the ramp ends by {clock(now + 120)} at the latest (--max-minutes)"
+    fits = ramp_eta(now, [100, 200], done, level_started=now - 10, level_s=300, rule=rule, deadline=now + 60)
+    assert fits == f"ETA {clock(now + 49)}, ends by {clock(now + 60)} at the latest (--max-minutes)"
+    cut = ramp_eta(now, [100, 200], done, level_started=now - 10, level_s=300, rule=rule, deadline=now + 40)
+    assert cut == f"ETA {clock(now + 14)}, ends by {clock(now + 40)} at the latest (--max-minutes)"
+
+
 def test_clock_is_local_hh_mm_ss():
     assert re.fullmatch(r"\d\d:\d\d:\d\d", clock(0)) and clock(0) == time.strftime("%H:%M:%S", time.localtime(0))

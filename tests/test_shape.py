@@ -16,6 +16,7 @@ from vllm_stress.scenarios.shape import StepRampShape, level_bound_s
 
 def options(**ramp) -> argparse.Namespace:
     defaults = {"levels": "2,4", "step_time": "10", "max_step_time": 60.0, "warmup": 1.0, "cooldown": 0.0}
+    defaults |= {"max_minutes": 0.0}
     return argparse.Namespace(**(defaults | {"ramp_time": 1.0, "run_label": ""} | ramp))
 
 
@@ -131,6 +132,70 @@ def test_a_level_never_reached_is_held_anyway(ramp, caplog):
     r.tick(1000.0 + shape.REACH_TIMEOUT_S + 1)
     assert r.phases[-1].startswith("Level 1/1 (8 users): warming up")
     assert "Level 8 users not reached in 120 s (5 running): holding anyway" in caplog.text
+
+
+def run_first_level(r: "Ramp", users: int = 2) -> None:
+    """The first level of ``r`` from 1000 s: running at 1001, one lifetime (1 s requests) by 1003.5, a 10 s hold."""
+    r.tick(1000.0)
+    r.runner.user_count = users
+    r.tick(1001.0)
+    r.rows(*(ended(users, 1002.0 + i) for i in range(2)))
+    r.tick(1003.5)
+    r.rows(*(ended(users, 1004.0 + i) for i in range(10)))
+    r.tick(1013.5)
+
+
+def test_a_budget_cuts_the_levels_that_no_longer_fit_with_the_reason(ramp, caplog):
+    """The first level took 14 s; the next one (4 users, requests living longer) would take about as long: with 0.4 min
+    (24 s) it would end after the budget, so it and those after it are cut and the ramp ends."""
+    r = ramp(levels="2,4,8", max_minutes=0.4)
+    run_first_level(r)
+    assert [users for users, *_ in r.ended] == [2]
+    assert r.tick(1014.0) is None and r.tick(1015.0) is None
+    assert (
+        r.phases[-1] == "Level 1/3 (2 users): held 10 s: steady (the window's halves agree over 10.0 request lifetimes)"
+    )
+    (cut,) = [record.message for record in caplog.records if " cut: " in record.message]
+    assert cut.startswith("levels 4, 8 cut: 0.2 of 0.4 min used; level 4 would take about 0.")
+
+
+def test_a_budget_that_fits_the_next_level_keeps_it(ramp, caplog):
+    r = ramp(levels="2,4,8", max_minutes=0.6)  # 36 s: the second level (about 15 s) fits after 14 s
+    run_first_level(r)
+    assert r.tick(1014.0) == (4, 2.0)
+    assert " cut: " not in caplog.text
+
+
+def test_a_hold_ends_when_the_budget_is_used_up_and_is_judged(ramp):
+    r = ramp(levels="2,4", step_time="auto", max_minutes=0.1)  # 6 s: the auto hold (at most 60 s) ends at 1006
+    r.tick(1000.0)
+    r.runner.user_count = 2
+    r.tick(1001.0)
+    r.rows(*(ended(2, 1001.5 + i) for i in range(2)))
+    r.tick(1003.0)
+    assert r.phases[-1].startswith("Level 1/2 (2 users): holding until steady")
+    r.tick(1005.9)
+    assert r.ended == []
+    r.tick(1006.0)
+    assert [users for users, *_ in r.ended] == [2]
+    assert r.phases[-1].startswith("Level 1/2 (2 users): held 3 s, the end of --max-minutes: ")
+    assert r.tick(1006.5) is None
+
+
+def test_a_budget_used_up_before_a_levels_hold_cuts_it(ramp, caplog):
+    r = ramp(levels="8,16", max_minutes=0.5)
+    r.tick(1000.0)
+    r.runner.user_count = 3  # never reaches 8 users
+    assert r.tick(1029.0) == (8, 8.0)
+    assert r.tick(1030.0) is None and r.ended == []
+    assert "levels 8, 16 cut: 0.5 of 0.5 min used" in caplog.text
+
+
+def test_the_eta_is_capped_by_the_budget(ramp):
+    r = ramp(levels="2,4", max_minutes=0.5)
+    r.tick(1000.0)
+    assert r.shape.deadline(r.environment.parsed_options) == 1030.0
+    assert r.shape.deadline(options()) is None
 
 
 def test_a_bad_option_stops_the_run_with_exit_code_2(ramp, caplog):

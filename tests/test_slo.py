@@ -34,8 +34,10 @@ def test_level_slos_limit_a_percentile_or_the_success_rate():
     [
         ("ttft=fast", "--slo: 'ttft=fast' is not NAME=LIMIT"),
         ("", "--slo: give at least one"),
-        ("latency=2s", "--slo: latency=2s is not a latency limit"),
-        ("ttft=5%", "--slo: ttft=5% is not a latency limit"),
+        ("latency=2s", "--slo: latency=2s is not a per-request latency limit"),
+        ("ttft=5%", "--slo: ttft=5% is not a per-request latency limit"),
+        ("success=99%", "--slo: success=99% is not a per-request latency limit"),
+        ("ttft=2s,ttft_p50=1s", "--slo: ttft is limited twice"),
     ],
 )
 def test_bad_request_slos_are_one_line(text, message):
@@ -45,5 +47,27 @@ def test_bad_request_slos_are_one_line(text, message):
 
 
 def test_an_unknown_level_slo_lists_the_known_ones():
-    with pytest.raises(ValueError, match=r"unknown 'ttft_p95' \(use ttft_p50, ttft_p99 or success\)"):
+    with pytest.raises(
+        ValueError, match=r"unknown 'ttft_p95' \(use ttft, each with an optional _p50 or _p99, or success\)"
+    ):
         level_slos("ttft_p95=1s", ["ttft"], [50, 99])
+
+
+def test_a_bare_metric_is_a_per_request_limit_and_a_levels_p99():
+    """One grammar: ``ttft=2s`` and ``ttft_p99=2000`` mean the same to every command."""
+    for text in ("ttft=2s", "ttft_p99=2000", "ttft_p99=2000ms"):
+        (per_request,) = request_slos(text, COLUMNS)
+        (judged,) = level_slos(text, ["ttft"], [50, 99])
+        assert (per_request.name, per_request.field, per_request.limit) == ("ttft", "ttft_s", 2.0)
+        assert (judged.name, judged.field, judged.limit) == ("ttft_p99", "ttft_p99_s", 2.0)
+    (median,) = level_slos("ttft_p50=0.5s", ["ttft"], [50, 99])
+    assert (median.name, median.limit) == ("ttft_p50", 0.5)
+
+
+def test_every_command_with_an_slo_takes_both_forms():
+    from vllm_stress.analysis.cli import parse_slo
+    from vllm_stress.scenarios.search.judge import parse_slos
+
+    assert parse_slo("ttft_p99=2000") == parse_slo("ttft=2s") == {"ttft": 2.0}
+    assert [slo.name for slo in parse_slos("ttft=2s,success=99%")] == ["ttft_p99", "success"]
+    assert parse_slos("ttft=2s") == parse_slos("ttft_p99=2000")

@@ -117,37 +117,34 @@ def command_section(parser: argparse.ArgumentParser, summary: str = "") -> list[
     return lines
 
 
-def commands_page() -> str:
-    from vllm_stress.analysis import cli as analysis_cli
-    from vllm_stress.scenarios import calibrate, worker
-    from vllm_stress.scenarios import cli as scenarios_cli
-    from vllm_stress.simulator import cli as simulator_cli
+def slo_doc() -> str:
+    """vllm_stress/core/slo.py's docstring in Markdown: its grammar line as a code block."""
+    from vllm_stress.core import slo
 
-    analyse = f"{cli.PROG} analyse"
+    head, _, rest = (slo.__doc__ or "").replace("``", "`").partition("::\n\n")
+    line, _, rest = rest.partition("\n")
+    return "\n".join([f"{head}:", "", "```text", line.strip(), "```", rest])
+
+
+def commands_page() -> str:
     lines = [
         GENERATED.format(
-            source="the parsers of vllm_stress/cli.py, scenarios/cli.py, analysis/cli.py, simulator/cli.py, "
-            "scenarios/calibrate.py, scenarios/worker.py"
+            source="the registry of vllm_stress/cli.py, each command's parser and vllm_stress/core/slo.py"
         ),
         "",
         "# Commands",
         "",
-        f"`{cli.PROG}` runs each of the suite's tools; from the repository's root the same parsers answer as "
-        "`python -m scenarios` (run, list, search, parallel, plan), `python -m analysis` and `python -m simulator`.",
+        f"`{cli.PROG}` runs each of the suite's tools (`{cli.PROG} COMMAND --help` for one's options).",
         "",
         "```text",
-        cli.HELP,
+        cli.help_text(),
         "```",
         "",
     ]
-    for sub, summary in subcommands(scenarios_cli.build_parser(cli.PROG)):
-        lines += command_section(sub, summary)
-    lines += command_section(analysis_cli.build_parser(analyse))
-    lines += command_section(analysis_cli.build_compare_parser(f"{analyse} compare"))
-    lines += command_section(analysis_cli.build_history_parser(f"{analyse} history"))
-    lines += command_section(simulator_cli.build_parser(f"{cli.PROG} simulate"))
-    lines += command_section(calibrate.build_parser(f"{cli.PROG} calibrate"))
-    lines += command_section(worker.build_parser(f"{cli.PROG} worker"))
+    for command in cli.COMMANDS:
+        for parser in command.parsers(f"{cli.PROG} {command.name}"):
+            lines += command_section(parser, command.summary if parser.prog.count(" ") == 1 else "")
+    lines += ["## The --slo grammar", "", slo_doc()]
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -175,7 +172,9 @@ def locust_options_page() -> str:
                 "",
                 "# Locust options",
                 "",
-                "The options the suite adds to Locust's own (`locust --help` lists both). Every user class takes the "
+                "The options the suite adds to Locust's own. `vllm-stress locustfile chat --locust-help` (or `shape`) "
+                "prints Locust's help with them; `locust -f FILE --help` lists Locust's own only, as Locust answers "
+                "--help before it imports a locustfile. Every user class takes the "
                 "user options; the ramp's come with the load shape (`scenarios/shape.py`). In a Locust config file "
                 "(`scenarios/configs/*.conf`) an option is a key without its dashes; `vllm-stress run` passes more "
                 "with `--locust-arg=--output-tokens=256`. The web UI's start form shows every option not marked "

@@ -25,6 +25,7 @@ from vllm_stress.analysis.levels import LATENCY_METRICS
 from vllm_stress.analysis.load import AnalysisError
 from vllm_stress.analysis.report import ANY_LABEL, analyse, for_label
 from vllm_stress.analysis.traffic import DEFAULT_WINDOW_S
+from vllm_stress.core.slo import HELP as SLO_HELP
 from vllm_stress.core.slo import request_slos
 
 Value = TypeVar("Value", int, float)
@@ -82,9 +83,9 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--slo",
-        metavar="METRIC=LIMIT,...",
-        help="goodput limits per request, e.g. ttft=2s,tpot=50ms,e2e=30s (metrics ttft, tpot, e2e; units s or ms; "
-        "a bare number is milliseconds, as in vllm bench serve --goodput)",
+        metavar="NAME=LIMIT,...",
+        help=f"goodput limits per request (metrics {', '.join(LATENCY_METRICS)}; ttft_p99=2000 reads as ttft=2000): "
+        + SLO_HELP,
     )
     parser.add_argument(
         "--scaling",

@@ -1,6 +1,16 @@
-"""The grammar of every ``--slo`` option: ``NAME=LIMIT[,NAME=LIMIT...]``, a limit in ``ms`` (a bare number, as in
-``vllm bench serve --goodput``), ``s``, or ``%`` (a success rate). Per-request SLOs (goodput) name a metric
-(``ttft=2s``); level SLOs (the SLO search) name a percentile of one (``ttft_p99=2000``) or ``success``."""
+"""The one grammar of every ``--slo`` option (``vllm-stress run``, ``search`` and ``analyse``)::
+
+    NAME[_pNN]=LIMIT[,NAME[_pNN]=LIMIT...]
+
+NAME is a latency metric (``ttft``, ``tpot``, ``itl``, ``e2e``; each command's help names the ones it takes) or
+``success``. A latency LIMIT is in milliseconds: a bare number (as in ``vllm bench serve --goodput``) or ``ms``; ``s``
+for seconds. ``success`` is a share of requests: ``99.9%`` or ``0.999``.
+
+A bare metric (``ttft=2s``) limits each request: the report's goodput counts the requests within every limit. Where a
+level is judged (the SLO search), a bare metric means that level's p99 (``ttft=2s`` is ``ttft_p99=2s``) and ``_pNN``
+names another percentile. The per-request reading of ``ttft_p99=2s`` is ``ttft=2s``: every command takes both forms.
+
+Examples: ``ttft=2s,tpot=50``; ``ttft_p99=2000,tpot_p90=50ms,success=99.9%``."""
 
 from __future__ import annotations
 
@@ -10,14 +20,19 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 LIMIT = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ms|s|%)?\s*$")
-PERCENTILE_NAME = re.compile(r"^(\w+)_p(\d+)$")
+PERCENTILE_NAME = re.compile(r"^(\w+?)_p(\d+)$")
 SUCCESS = "success"
 SUCCESS_FIELD = "success_rate"
+JUDGED_PERCENTILE = 99  # the percentile a bare metric means where a level is judged
+HELP = (
+    "NAME[_pNN]=LIMIT,...: a limit in ms (a bare number) or s, success in %%; a bare NAME limits each request and, "
+    "where a level is judged, its p99 (docs/reference/commands.md, the --slo grammar)"
+)
 
 
 @dataclass(frozen=True)
 class Slo:
-    name: str  # as given: ttft, ttft_p99, success
+    name: str  # a request's metric (ttft), a level's percentile (ttft_p99) or success
     field: str  # what it limits: a request column (ttft_s) or a level field (ttft_p99_s, success_rate)
     limit: float  # seconds, or a share from 0 to 1 for success
 
@@ -57,28 +72,43 @@ def seconds(value: float, unit: str | None) -> float:
     return value if unit == "s" else value / 1000
 
 
+def split_name(name: str) -> tuple[str, int | None]:
+    """'ttft_p99' -> ("ttft", 99); 'ttft' -> ("ttft", None)."""
+    match = PERCENTILE_NAME.match(name)
+    return (match[1], int(match[2])) if match else (name, None)
+
+
 def request_slos(text: str, columns: Mapping[str, str]) -> list[Slo]:
-    """Per-request latency limits (goodput); ``columns`` maps the names allowed to the request column they limit."""
-    slos = []
+    """Per-request latency limits (goodput), one per metric; ``columns`` maps the metrics allowed to the request
+    column they limit. ``ttft_p99=2s`` reads as ``ttft=2s`` (a percentile says how a level is judged)."""
+    slos: dict[str, Slo] = {}
     for name, value, unit in parse_items(text):
-        if name not in columns or unit == "%":
-            raise ValueError(f"--slo: {name}={value:g}{unit or ''} is not a latency limit (use {', '.join(columns)})")
-        slos.append(Slo(name, columns[name], seconds(value, unit)))
-    return slos
+        metric, _ = split_name(name)
+        if metric not in columns or unit == "%":
+            raise ValueError(
+                f"--slo: {name}={value:g}{unit or ''} is not a per-request latency limit "
+                f"(use {', '.join(columns)}, each with an optional _pNN)"
+            )
+        if metric in slos:
+            raise ValueError(f"--slo: {metric} is limited twice")
+        slos[metric] = Slo(metric, columns[metric], seconds(value, unit))
+    return list(slos.values())
 
 
 def level_slos(text: str, metrics: Iterable[str], percentiles: Iterable[int]) -> list[Slo]:
-    """Limits on a level's percentiles (``ttft_p99``: field ``ttft_p99_s``) or its success rate (``success``: 99.9 %,
-    99.9 or 0.999)."""
+    """Limits on a level's percentiles (``ttft_p99``: field ``ttft_p99_s``; a bare ``ttft`` is its p99) or its success
+    rate (``success``: 99.9 %, 99.9 or 0.999)."""
     metrics, percentiles = tuple(metrics), tuple(percentiles)
     slos = []
     for name, value, unit in parse_items(text):
-        latency = PERCENTILE_NAME.match(name)
+        metric, percentile = split_name(name)
+        percentile = JUDGED_PERCENTILE if percentile is None else percentile
         if name == SUCCESS:
             slos.append(Slo(SUCCESS, SUCCESS_FIELD, value / 100 if unit == "%" or value > 1 else value))
-        elif latency and latency[1] in metrics and int(latency[2]) in percentiles and unit != "%":
-            slos.append(Slo(name, f"{name}_s", seconds(value, unit)))
+        elif metric in metrics and percentile in percentiles and unit != "%":
+            judged = f"{metric}_p{percentile}"
+            slos.append(Slo(judged, f"{judged}_s", seconds(value, unit)))
         else:
-            known = ", ".join(f"{m}_p{p}" for m in metrics for p in percentiles)
-            raise ValueError(f"--slo: unknown {name!r} (use {known} or {SUCCESS})")
+            known = f"{', '.join(metrics)}, each with an optional _p{' or _p'.join(map(str, percentiles))}"
+            raise ValueError(f"--slo: unknown {name!r} (use {known}, or {SUCCESS})")
     return slos

@@ -7,19 +7,55 @@ import argparse
 import logging
 import sys
 from pathlib import Path
+from typing import Any
 
 from vllm_stress.analysis.load import AnalysisError
+from vllm_stress.client.options import DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS
+from vllm_stress.core.slo import HELP as SLO_HELP
 from vllm_stress.scenarios import parallel, plan, routercost, whatif
 from vllm_stress.scenarios.config import read_config, scenario_names
 from vllm_stress.scenarios.errors import ScenarioError
-from vllm_stress.scenarios.runner import MAX_DEFAULT_WORKERS, REMOTE_WORKER_CONNECT_WAIT_S, run_scenario
-from vllm_stress.scenarios.search.judge import parse_slos
+from vllm_stress.scenarios.levels import RAMP_DEFAULTS, RUN_KEYS, longest_run_s
+from vllm_stress.scenarios.runner import (
+    DEFAULT_LOCUSTFILE,
+    MAX_DEFAULT_WORKERS,
+    REMOTE_WORKER_CONNECT_WAIT_S,
+    run_scenario,
+)
+from vllm_stress.scenarios.search.judge import SLO_METRICS, parse_slos
 from vllm_stress.scenarios.search.run import search
 from vllm_stress.scenarios.search.space import DEFAULT_POOL_SECONDS, OVER, UNITS
 from vllm_stress.scenarios.search.writeup import REPORT_FILE
 from vllm_stress.scenarios.servers import SERVER_READY_TIMEOUT_S
 from vllm_stress.scenarios.stopping import exit_code, stop_on_signals
 from vllm_stress.scenarios.worker import MASTER_PORT
+from vllm_stress.users import LOCUSTFILES
+
+DEFAULT_SCENARIO = "quickstart"
+# `run`'s own options: each is the Locust option or the scenario key of the same name (RUN_KEYS, the ramp's, the user
+# class's), passed to the run as --locust-arg=--NAME=VALUE would be, after those
+RUN_OPTIONS: dict[str, dict[str, Any]] = {
+    "model": {"metavar": "NAME", "help": "Model name sent in requests (else the first model the server lists)"},
+    "input-tokens": {"type": int, "metavar": "N", "help": "Prompt length in tokens"},
+    "output-tokens": {"type": int, "metavar": "N", "help": "Answer length in tokens"},
+    "levels": {"metavar": "N,N,...", "help": "Users of the step ramp's levels, e.g. 10,50,100"},
+    "repeats": {"type": int, "metavar": "N", "help": RUN_KEYS["repeats"]},
+    "max-minutes": {
+        "type": float,
+        "metavar": "MIN",
+        "help": "Time budget from the start to the report: the ETA is shown from the start, the levels and repeats "
+        "that no longer fit are cut with the reason, and the report covers what ran (0: none)",
+    },
+    "api-key-file": {"metavar": "FILE", "help": "File holding the server's API key (never the key on a command line)"},
+    "gpus": {"type": int, "metavar": "N", "help": RUN_KEYS["gpus"]},
+    "gpu-hour-price": {"type": float, "metavar": "USD", "help": RUN_KEYS["gpu-hour-price"]},
+    "slo": {"metavar": "NAME=LIMIT,...", "help": f"Per-request limits for the report's goodput: {SLO_HELP}"},
+    "workers": {
+        "type": int,
+        "metavar": "N",
+        "help": f"{RUN_KEYS['workers']}: one per core, at most {MAX_DEFAULT_WORKERS}, unless the scenario says",
+    },
+}
 
 PROG = "python -m scenarios"
 DESCRIPTION = """\
@@ -76,16 +112,15 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
 
 
 def add_run_arguments(run: argparse.ArgumentParser) -> None:
-    run.add_argument("--scenario", required=True, help="Name of a file in scenarios/configs (without .conf)")
-    run.add_argument("--target", default="", help="Base URL of the server (default: start the embedded simulator)")
-    run.add_argument("--repeats", type=int, default=0, help="Runs of the scenario (default: the scenario's own)")
-    run.add_argument("--out", default="", help="Output folder (default: results/<scenario>)")
     run.add_argument(
-        "--workers",
-        type=int,
-        default=0,
-        help=f"Locust worker processes (default: one per core, at most {MAX_DEFAULT_WORKERS})",
+        "--scenario",
+        default=DEFAULT_SCENARIO,
+        help="Name of a file in scenarios/configs (without .conf; `vllm-stress list` shows them) (default: %(default)s, "
+        "a first look bounded by its --max-minutes)",
     )
+    run.add_argument("--target", default="", help="Base URL of the server (default: start the embedded simulator)")
+    run.add_argument("--out", default="", help="Output folder (default: results/<scenario>)")
+    add_run_options(run)
     run.add_argument(
         "--master-bind-host",
         default="",
@@ -140,13 +175,28 @@ def add_run_arguments(run: argparse.ArgumentParser) -> None:
     )
 
 
+def add_run_options(run: argparse.ArgumentParser) -> None:
+    """The options a scenario file sets too (RUN_OPTIONS), each defaulting to the scenario's value."""
+    quickstart = read_config(DEFAULT_SCENARIO)[1]
+    for name, settings in RUN_OPTIONS.items():
+        default = f"; {quickstart[name]} in {DEFAULT_SCENARIO}" if name in quickstart else ""
+        help_text = f"{settings['help']} (default: the scenario's{default})"
+        run.add_argument(f"--{name}", **(settings | {"help": help_text}), default=None)
+    run.add_argument(
+        "--user",
+        choices=list(LOCUSTFILES),
+        default=None,
+        help="The user class (default: the scenario's locustfile)",
+    )
+
+
 def add_search_arguments(slo: argparse.ArgumentParser) -> None:
     slo.add_argument("--scenario", required=True, help="The scenario whose user class and token profile to probe")
     slo.add_argument(
         "--slo",
         required=True,
         metavar="NAME=LIMIT,...",
-        help="e.g. ttft_p99=2000,tpot_p99=50ms,success=99.9%% (a bare number is milliseconds)",
+        help=f"Limits on each probe's level (metrics {', '.join(SLO_METRICS)} or success): {SLO_HELP}",
     )
     slo.add_argument("--target", default="", help="Base URL of the server (default: start the embedded simulator)")
     slo.add_argument(
@@ -204,8 +254,7 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
     stop_on_signals()
     try:
         if args.command == "list":
-            for name in scenario_names():
-                print(f"{name}: {read_config(name)[1]}")
+            print(scenario_table())
         elif args.command == "plan":
             print(plan.run_from_args(args))
         elif args.command == "parallel":
@@ -225,6 +274,32 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
         print(f"interrupted {interrupt}".strip(), file=sys.stderr)
         return exit_code(interrupt)
     return 0
+
+
+def scenario_table() -> str:
+    """The scenarios side by side: user class, prompt and answer tokens, levels, runs, and how long each may take."""
+    rows = [("scenario", "user", "tokens in/out", "levels", "runs", "takes at most")]
+    for name in scenario_names():
+        keys = read_config(name)[1]
+        user = Path(keys.get("locustfile", DEFAULT_LOCUSTFILE)).stem
+        prompt = "dataset" if keys.get("dataset") else keys.get("input-tokens", str(DEFAULT_INPUT_TOKENS))
+        tokens = f"{prompt}/{keys.get('output-tokens', DEFAULT_OUTPUT_TOKENS)}"
+        levels = keys.get("levels", RAMP_DEFAULTS["levels"])
+        repeats = int(keys.get("repeats") or 1)
+        rows.append((name, user, tokens, levels, str(repeats), duration_bound(keys, repeats)))
+    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows
+    )
+
+
+def duration_bound(keys: dict[str, str], repeats: int) -> str:
+    """The longest a scenario's runs take (each level at its bound), or its --max-minutes when that is shorter."""
+    bound_min = repeats * longest_run_s(keys) / 60
+    budget_min = float(keys.get("max-minutes") or 0)
+    if budget_min and budget_min <= bound_min:
+        return f"{budget_min:g} min (max-minutes)"
+    return f"{bound_min // 60:.0f} h {bound_min % 60:02.0f} min" if bound_min >= 60 else f"{bound_min:.0f} min"
 
 
 def search_from_args(args: argparse.Namespace) -> str:
@@ -252,20 +327,28 @@ def search_from_args(args: argparse.Namespace) -> str:
     return f"{out / REPORT_FILE}: {answer}"
 
 
+def run_options(args: argparse.Namespace) -> list[str]:
+    """The run's own options given (RUN_OPTIONS) as the Locust arguments they stand for."""
+    given = {name: getattr(args, name.replace("-", "_")) for name in RUN_OPTIONS}
+    given = {name: value for name, value in given.items() if value is not None}
+    if any(given.get(name, 1) < 1 for name in ("repeats", "workers", "gpus")) or given.get("max-minutes", 0) < 0:
+        raise ScenarioError("--repeats, --workers and --gpus must be at least 1, --max-minutes at least 0")
+    return [f"--{name}={value}" for name, value in given.items()]
+
+
 def run_from_args(args: argparse.Namespace) -> None:
-    if args.repeats < 0 or args.workers < 0 or args.expect_workers < 0 or args.server_ready_timeout <= 0:
-        raise ScenarioError("--repeats, --workers, --expect-workers and --server-ready-timeout must be positive")
+    if args.server_ready_timeout <= 0 or args.expect_workers < 0:
+        raise ScenarioError("--server-ready-timeout must be positive, --expect-workers at least 0")
     run_scenario(
         args.scenario,
         Path(args.out or f"results/{args.scenario}").resolve(),
         target=args.target or None,
-        repeats=args.repeats or None,
-        workers=args.workers or None,
+        user=args.user or "",
         overwrite=args.overwrite,
         matrix=args.matrix,
         server_cmd=args.server_cmd,
         simulator_args=args.simulator_arg,
-        locust_args=args.locust_arg,
+        locust_args=[*args.locust_arg, *run_options(args)],
         server_ready_timeout=args.server_ready_timeout,
         master_bind_host=args.master_bind_host,
         master_bind_port=args.master_bind_port,

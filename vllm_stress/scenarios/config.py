@@ -6,15 +6,19 @@ from __future__ import annotations
 import argparse
 import tomllib
 from pathlib import Path
+from typing import Any
 
+from vllm_stress.core.slo import request_slos
 from vllm_stress.scenarios.errors import ScenarioError
-from vllm_stress.scenarios.levels import RAMP_DEFAULTS, RAMP_TIMES, check_times, parse_levels
+from vllm_stress.scenarios.levels import RAMP_DEFAULTS, RAMP_TIMES, RUN_KEYS, check_times, parse_levels
 
 PACKAGE = Path(__file__).resolve().parents[1]
 # Where relative paths of a scenario (its config's dataset, a --server-cmd) are read from: the checkout's root, or
 # the installed package, which carries scenarios/configs and scenarios/data too.
 ROOT = PACKAGE.parent if (PACKAGE.parent / "scenarios" / "configs").is_dir() else PACKAGE
 CONFIGS = PACKAGE / "scenarios" / "configs"
+# The keys a command line's Locust arguments override for the runner: the ramp's, its time budget, the run's own.
+OVERRIDDEN = (*RAMP_DEFAULTS, "max-minutes", *RUN_KEYS)
 
 
 def scenario_names() -> list[str]:
@@ -68,10 +72,26 @@ def cell_name(cell: dict[str, str]) -> str:
 
 
 def with_overrides(keys: dict[str, str], locust_args: list[str]) -> dict[str, str]:
-    """The config's keys with the ramp options that ``locust_args`` give instead (Locust's command line beats its
-    config file), so that the run's time limit follows e.g. ``--locust-arg=--step-time=600``."""
+    """The config's keys with the ramp options and the run's keys (OVERRIDDEN) that ``locust_args`` give instead
+    (Locust's command line beats its config file), so that the run's time limit follows e.g.
+    ``--locust-arg=--step-time=600`` and its repeats ``--repeats 3``."""
     parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
-    for key in RAMP_DEFAULTS:
+    for key in OVERRIDDEN:
         parser.add_argument(f"--{key}")
     given = vars(parser.parse_known_args(locust_args)[0])
-    return keys | {key: given[key.replace("-", "_")] for key in RAMP_DEFAULTS if given[key.replace("-", "_")]}
+    return keys | {key: given[key.replace("-", "_")] for key in OVERRIDDEN if given[key.replace("-", "_")]}
+
+
+def report_options(keys: dict[str, str]) -> dict[str, Any]:
+    """The analysis's gpus, gpu_hour_price and slo from a scenario's keys (a ScenarioError for a bad one)."""
+    from vllm_stress.analysis.levels import LATENCY_METRICS  # here: `vllm-stress locustfile shape` needs no pandas
+
+    try:
+        gpus = int(keys["gpus"]) if keys.get("gpus") else None
+        price = float(keys["gpu-hour-price"]) if keys.get("gpu-hour-price") else None
+        slo = {s.name: s.limit for s in request_slos(keys["slo"], LATENCY_METRICS)} if keys.get("slo") else None
+    except ValueError as error:
+        raise ScenarioError(f"gpus, gpu-hour-price or slo: {error}") from None
+    if (gpus is not None and gpus < 1) or (price is not None and not price > 0):
+        raise ScenarioError("--gpus must be at least 1 and --gpu-hour-price more than 0")
+    return {"gpus": gpus, "gpu_hour_price": price, "slo": slo}

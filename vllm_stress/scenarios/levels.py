@@ -19,6 +19,15 @@ RAMP_DEFAULTS = {  # option -> default, as Locust's config files and command lin
     "cooldown": "0",
     "ramp-time": "5",
 }
+# The keys of a scenario file (and options of `vllm-stress run`) that `vllm-stress run` reads itself, beside the ramp's
+# and the user's options: declared to Locust with the ramp's options so that a config file may set them.
+RUN_KEYS = {
+    "repeats": "Runs of the scenario",
+    "workers": "Locust worker processes on this machine",
+    "gpus": "GPUs serving the target, for the report's per-GPU throughput",
+    "gpu-hour-price": "$ per GPU-hour (with gpus), for the report's cost per million tokens",
+    "slo": "Per-request limits for the report's goodput (the --slo grammar)",
+}
 RAMP_TIMES = ("step-time", "max-step-time", "warmup", "cooldown", "ramp-time")  # the shape's options in seconds
 CHECK_INTERVAL_S = 5.0  # how often an auto hold is judged
 FIT_LEVELS = 3  # the ETA's lifetimes follow the line through this many levels done
@@ -126,17 +135,30 @@ def expected_level_s(users: int, done: list[LevelPace], rule: LevelRule) -> floa
 
 
 def ramp_eta(
-    now: float, left: list[int], done: list[LevelPace], level_started: float, level_s: float, rule: LevelRule
+    now: float,
+    left: list[int],
+    done: list[LevelPace],
+    level_started: float,
+    level_s: float,
+    rule: LevelRule,
+    deadline: float | None = None,
 ) -> str:
     """When a ramp ends whose levels ``left`` are still to run, the first since ``level_started``: each as long as
     the levels ``done`` say (``expected_level_s``; from the second level on, this one ending no earlier than
-    ``now``), and at the latest, with this level and the rest each at their bound (``level_s``)."""
+    ``now``), and at the latest, with this level and the rest each at their bound (``level_s``). With a ``deadline``
+    (--max-minutes) the ramp ends by it at the latest, and the levels expected to end after it are cut."""
     latest = now + len(left) * level_s
-    text = f"the ramp ends by {clock(latest)} at the latest"
+    if deadline is not None:
+        latest = min(latest, max(deadline, now))
+    text = f"the ramp ends by {clock(latest)} at the latest" + (" (--max-minutes)" if latest == deadline else "")
     if done:
         this, *rest = (min(expected_level_s(n, done, rule), level_s) for n in left)
-        expected = min(max(level_started + this, now) + sum(rest), latest)
-        text = f"ETA {clock(expected)}, " + text.removeprefix("the ramp ")
+        expected = max(level_started + this, now)
+        for level_s_expected in rest:
+            if deadline is not None and expected + level_s_expected > deadline:
+                break  # the shape cuts it and those after it
+            expected += level_s_expected
+        text = f"ETA {clock(min(expected, latest))}, " + text.removeprefix("the ramp ")
     return text
 
 

@@ -54,8 +54,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--from-report",
         default="",
         metavar="DIR",
-        help="With --target-rate: a report folder (its level meeting --slo, else its peak) or an SLO search folder "
-        "(its answer), whose rate one replica sustains",
+        help="With --target-rate: a report folder (its level with the most users within the SLOs it was analysed "
+        "with, analyse --slo or run --slo; else its peak) or an SLO search folder (its answer), whose rate one "
+        "replica sustains",
     )
     parser.add_argument(
         "--label", default="", help="With --from-report: the report's config to plan from (when it holds several)"

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from vllm_stress import users
 from vllm_stress.core import children, schema
+from vllm_stress.scenarios.budget import Budget
 from vllm_stress.scenarios.config import (
     ROOT,
     cell_args,
@@ -27,6 +28,7 @@ from vllm_stress.scenarios.config import (
     header_comment,
     read_config,
     read_matrix,
+    report_options,
     with_overrides,
 )
 from vllm_stress.scenarios.errors import ScenarioError
@@ -90,10 +92,12 @@ def run_locust(
     extra_args: list[str],
     web_port: int = 0,
     label: str = "",
+    limit_s: float | None = None,
 ) -> int:
     """One run: a headless master (with ``web_port``: one serving Locust's web UI on 127.0.0.1:web_port, started at
     once and quitting at the end) and ``workers`` (a number of local processes, or :class:`Workers`); returns the
-    master's exit code. ``label`` goes before the run's progress lines ("Run 2 of 5", a search's probe)."""
+    master's exit code. ``label`` goes before the run's progress lines ("Run 2 of 5", a search's probe); the run is
+    stopped after ``limit_s`` (default: its longest by the ramp's options)."""
     spec = workers if isinstance(workers, Workers) else Workers(workers)
     port = str(spec.bind_port or free_port())
     common = locust_command(config, keys, target, extra_args)
@@ -104,7 +108,7 @@ def run_locust(
     master = children.popen(master_cmd, cwd=ROOT)
     workers_started = [children.popen(worker_cmd, cwd=ROOT) for _ in range(spec.local)]
     try:
-        return wait_for_run(master, workers_started, longest_run_s(keys))
+        return wait_for_run(master, workers_started, limit_s or longest_run_s(keys))
     except KeyboardInterrupt:
         mark_partial(run_dir)
         raise
@@ -193,6 +197,7 @@ class Repeats:
     url: str
     workers: Workers
     locust_args: list[str]
+    budget: Budget
     started: list[Path]  # every run folder begun, the one a stop interrupts included
 
     def run(self, folder: Path, repeats: int) -> list[Path]:
@@ -200,11 +205,16 @@ class Repeats:
         run_dirs = []
         for repeat in range(1, repeats + 1):
             run_dir = folder / f"run-{repeat}"
+            budget_args = self.budget.run_args(repeat, repeats)
+            if budget_args is None:
+                break
             self.started.append(run_dir)
             log.info("%s: run %d of %d against %s -> %s", self.name, repeat, repeats, self.url, run_dir)
             label = f"Run {repeat} of {repeats}" if repeats > 1 else ""
+            limit_s = self.budget.limit_s(longest_run_s(self.keys))
+            args = [*self.locust_args, *budget_args]
             code = run_locust(
-                self.name, self.config, self.keys, self.url, run_dir, self.workers, self.locust_args, label=label
+                self.name, self.config, self.keys, self.url, run_dir, self.workers, args, label=label, limit_s=limit_s
             )
             if not has_rows(run_dir / schema.REQUESTS_FILE):
                 raise ScenarioError(f"run {repeat} measured no request (Locust exit code {code}; its log says why)")
@@ -227,24 +237,29 @@ def run_scenario(
     master_bind_host: str = "",
     master_bind_port: int = MASTER_PORT,
     expect_workers: int = 0,
+    user: str = "",
 ) -> Summary:
-    """Run a scenario (and its matrix cells) and analyse it; returns the analysis summary. With
-    ``master_bind_host``, the master listens there for ``expect_workers`` workers of other hosts (``vllm-stress
-    worker``) besides the ``workers`` it starts itself (none unless given)."""
+    """Run a scenario (and its matrix cells) and analyse it; returns the analysis summary. The scenario's keys, or
+    the same options in ``locust_args``, set its repeats, workers, time budget and report options (``--gpus`` ...);
+    ``user`` names its user class instead of its config's locustfile. With ``master_bind_host``, the master listens
+    there for ``expect_workers`` workers of other hosts (``vllm-stress worker``) besides the ``workers`` it starts
+    itself (none unless given)."""
     from vllm_stress.analysis.report import analyse  # here: `vllm-stress locustfile shape` needs no pandas
 
     config, keys = read_config(name)
     out = out.resolve()  # the Locust processes run in the suite's folder
     locust_args = list(locust_args or [])
-    keys = with_overrides(keys, locust_args)
+    keys = with_overrides(keys, locust_args) | ({"locustfile": user} if user else {})
+    budget = Budget(float(keys.get("max-minutes") or 0))
     if any(arg.split("=", 1)[0] == "--api-key" for arg in locust_args):
         raise ScenarioError(
             "pass the API key as OPENAI_API_KEY or --locust-arg=--api-key-file=FILE, never on a "
             "command line (every user of the machine can read those)"
         )
-    repeats = repeats or int(keys.get("repeats", 1))
+    repeats = repeats or int(keys.get("repeats") or 1)
     if expect_workers and not master_bind_host:
         raise ScenarioError("--expect-workers needs --master-bind-host: the address the worker hosts reach")
+    workers = workers or int(keys.get("workers") or 0) or None
     local = workers if workers is not None else 0 if expect_workers else default_workers()
     spec = Workers(local, expect_workers, master_bind_host, master_bind_port) if master_bind_host else Workers(local)
     if not spec.local + spec.remote:
@@ -258,6 +273,7 @@ def run_scenario(
     headers = api_headers(locust_args)
     prepare_out(out, overwrite)
     log.info("%s", " ".join(header_comment(config)))
+    budget.announce()
     labels: dict[str, str] = {}  # run folder -> what the report calls it
     try:
         for cell in cells:
@@ -265,7 +281,7 @@ def run_scenario(
             sim_args = own_args + cell_args(cell) + span_args(keys, locust_args, target)
             with server(target, sim_args, server_cmd, headers, server_ready_timeout) as url:
                 args = [*locust_args, *launch_args(target, sim_args, server_cmd)]
-                runs = Repeats(name, config, keys, url, spec, args, [])
+                runs = Repeats(name, config, keys, url, spec, args, budget, [])
                 try:
                     runs.run(out / cell_name(cell) if matrix else out, repeats)
                 finally:  # a stopped run's folder too: its master closed it as partial
@@ -273,7 +289,7 @@ def run_scenario(
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM/SIGHUP (stopping.py): the children are stopped; report what ran
         report_stopped(labels, out / "report")
         raise
-    summary = analyse(list(labels), out / "report", labels=labels)
+    summary = analyse(list(labels), out / "report", labels=labels, **report_options(keys))
     log.info("report: %s", out / "report" / "report.md")
     return summary
 

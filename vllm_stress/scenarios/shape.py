@@ -20,9 +20,11 @@ from vllm_stress.scenarios.levels import (
     CHECK_INTERVAL_S,
     RAMP_DEFAULTS,
     RAMP_TIMES,
+    RUN_KEYS,
     LevelPace,
     LevelRule,
     check_times,
+    expected_level_s,
     parse_levels,
     ramp_eta,
     step_seconds,
@@ -68,16 +70,26 @@ def add_options(parser: LocustArgumentParser, **_kw: Any) -> None:
         default=float(RAMP_DEFAULTS["ramp-time"]),
         help="Seconds over which a level's new users start",
     )
+    parser.add_argument(
+        "--max-minutes",
+        type=float,
+        default=0.0,
+        help="Time budget of the ramp, minutes (0: none): a level that no longer fits (by the levels done) is cut, "
+        "with the reason on the console, and a hold still running at the end of the budget ends there",
+    )
     parser.add_argument("--scenario", default="", help="Scenario name, kept in run.json (it labels the report)")
-    # read by `python -m scenarios run` from the scenario's config file; declared so Locust accepts those keys
-    parser.add_argument("--repeats", type=int, default=1, include_in_web_ui=False, help="Runs of the scenario")
     parser.add_argument(
         "--run-label",
         default="",
         include_in_web_ui=False,
-        help="Text before every progress line: `python -m scenarios run --repeats N` sets 'Run K of N', "
-        "`python -m scenarios search` the probe",
+        help="Text before every progress line: `vllm-stress run --repeats N` sets 'Run K of N', "
+        "`vllm-stress search` the probe",
     )
+    # read by `vllm-stress run` from the scenario's config file; declared so Locust accepts those keys
+    parser.add_argument("--repeats", type=int, default=1, include_in_web_ui=False, help=RUN_KEYS["repeats"])
+    for key, text in RUN_KEYS.items():
+        if key != "repeats":
+            parser.add_argument(f"--{key}", default="", include_in_web_ui=False, help=text)
     parser.add_argument(
         "--simulator",
         default="",
@@ -135,6 +147,7 @@ class StepRampShape(LoadTestShape):
         now = time.time()
         if index == 0:
             self.paces = []
+            self.ramp_started = now
         elif self.judged:
             users, lifetime_s = self.judged
             warmup_s, hold_s = (self.phase_starts[b] - self.phase_starts[a] for a, b in PAIRS)
@@ -158,6 +171,11 @@ class StepRampShape(LoadTestShape):
         if self.index >= len(levels):
             return None
         moment = self.moment(environment, options, levels)
+        cut = self.cut(moment, levels)
+        if cut:
+            log.warning("%s", cut)
+            self.index = len(levels)
+            return None
         if self.phase == "ramp":
             self.ramp(moment)
         elif self.phase == "warmup":
@@ -198,6 +216,7 @@ class StepRampShape(LoadTestShape):
                 self.level_started,
                 level_bound_s(options, hold_s),
                 LevelRule(options.warmup, hold_s),
+                self.deadline(options),
             ),
             now=now,
             elapsed=now - self.phase_start,
@@ -261,7 +280,8 @@ class StepRampShape(LoadTestShape):
         )
         self.begin("cooldown", moment.now)
         steadiness = "steady" if verdict.steady else "not steady"
-        self.announce(moment.name, f"held {moment.elapsed:.0f} s: {steadiness} ({verdict.reason})")
+        budget = ", the end of --max-minutes" if self.used_up(moment.options) else ""
+        self.announce(moment.name, f"held {moment.elapsed:.0f} s{budget}: {steadiness} ({verdict.reason})")
 
     def cool_down(self, moment: Moment) -> tuple[int, float] | None:
         """No users for --cooldown seconds, then the next level."""
@@ -278,6 +298,8 @@ class StepRampShape(LoadTestShape):
 
     def hold_over(self, moment: Moment) -> bool:
         """A fixed hold is over after its seconds; an auto hold once it is steady or after --max-step-time."""
+        if self.used_up(moment.options):
+            return True
         if moment.hold_s is not None:
             return moment.elapsed >= moment.hold_s
         if moment.elapsed >= moment.options.max_step_time:
@@ -286,6 +308,33 @@ class StepRampShape(LoadTestShape):
             return False
         self.last_check = time.monotonic()
         return moment.window.verdict().steady
+
+    def deadline(self, options: argparse.Namespace) -> float | None:
+        """When --max-minutes runs out (unix time), or None without one."""
+        return self.ramp_started + options.max_minutes * 60 if options.max_minutes > 0 else None
+
+    def used_up(self, options: argparse.Namespace) -> bool:
+        deadline = self.deadline(options)
+        return deadline is not None and time.time() >= deadline
+
+    def cut(self, moment: Moment, levels: list[int]) -> str:
+        """Why the levels left are cut (--max-minutes), or "": at a level's start when the levels done say it would
+        end after the budget, in its ramp or warm-up when the budget is used up (a hold is judged at its end)."""
+        options = moment.options
+        if options.max_minutes <= 0 or self.phase not in ("ramp", "warmup"):
+            return ""
+        used_s = time.time() - self.ramp_started
+        left = levels[self.index :]
+        text = f"level{'s' if len(left) > 1 else ''} {', '.join(map(str, left))} cut: "
+        text += f"{used_s / 60:.1f} of {options.max_minutes:g} min used"
+        if self.used_up(options):
+            return text
+        if self.phase == "ramp" and self.current is None and self.paces:
+            rule = LevelRule(options.warmup, moment.hold_s)
+            need_s = min(expected_level_s(moment.target, self.paces, rule), level_bound_s(options, moment.hold_s))
+            if used_s + need_s > options.max_minutes * 60:
+                return f"{text}; level {moment.target} would take about {need_s / 60:.1f} more"
+        return ""
 
     @staticmethod
     def check_options(options: argparse.Namespace) -> list[int]:

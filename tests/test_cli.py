@@ -135,12 +135,11 @@ def test_the_locustfile_help_lists_every_user_class_of_the_registry(capsys):
     )
 
 
-def test_the_suites_options_in_locusts_help():
+def test_the_suites_options_in_locusts_help(run_locust):
     """``locust -f locustfiles/chat.py --help`` lists Locust's options only (Locust answers --help before it imports
     the locustfile that adds the suite's); ``vllm-stress locustfile NAME --locust-help`` prints the same help with
     them. Should Locust change that, the first assertion fails and the docs can send users to plain Locust again."""
-    locust = [str(ENTRY_POINT.with_name("locust")), "-f", "locustfiles/chat.py", "--help"]
-    plain = subprocess.run(locust, cwd=REPO, capture_output=True, text=True, timeout=120)
+    plain = run_locust("-f", "locustfiles/chat.py", "--help")
     assert plain.returncode == 0 and "--headless" in plain.stdout and "--output-tokens" not in plain.stdout
     for name, option in (("chat", "--output-tokens"), ("shape", "--max-minutes")):
         ours = subprocess.run(

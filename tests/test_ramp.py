@@ -45,11 +45,14 @@ def test_ramp_saturates_at_max_num_seqs(scenarios, tmp_path):
     assert abs(tok_s[16] / tok_s[8] - 1) < 0.15 and abs(tok_s[32] / tok_s[8] - 1) < 0.15  # then it stops growing
     ttft = {users: level["ttft_p50_s"] for users, level in levels.items()}
     assert ttft[32] > 2 * ttft[8]  # the extra users wait in the server's queue
-    assert [levels[u]["bound"] for u in (4, 8, 16, 32)] == ["", "", *["server-bound: waiting requests"] * 2]
-    assert (
-        "| Why it saturates there | server-bound: waiting requests from 16 users |"
-        in (out / "report" / "report.md").read_text()
-    )
+    bounds = {users: level["bound"] for users, level in levels.items()}
+    # below the cap nothing waits (a loaded test machine may still flag its own client); from 16 users the batch is
+    # at max_num_seqs 8 (run.json's launch command names it) with the rest waiting
+    assert all(bounds[users] in ("", "client-bound") or bounds[users].startswith("client-bound (") for users in (4, 8))
+    queued = ("batch-bound: max_num_seqs 8 reached (", "server-bound: waiting requests")
+    assert bounds[16].startswith(queued) and bounds[32].startswith(queued[0]), bounds
+    report = (out / "report" / "report.md").read_text()
+    assert f"| Why it saturates there | {bounds[16]} from 16 users |" in report
 
 
 def test_a_gateway_cap_is_reported_as_client_or_gateway_bound(scenarios, simulator, tmp_path):
@@ -77,7 +80,9 @@ def test_a_gateway_cap_is_reported_as_client_or_gateway_bound(scenarios, simulat
     summary = json.loads((out / "report" / "summary.json").read_text())
     levels = {level["users"]: level for level in summary["levels"]}
     assert levels[16]["server_in_system_mean"] <= 4.5  # the gateway's limit, whatever the users
-    assert levels[16]["bound"].startswith("client/gateway-bound (vLLM's HTTP layer held ")
+    # a gateway, told from vLLM's frontend only by what sits between: named whether or not the client is cleared
+    assert levels[16]["bound"].startswith(("gateway/frontend-bound", "client/gateway-bound"))
+    assert "(vLLM's HTTP layer held 4" in levels[16]["bound"]
     assert levels[16]["concurrency_mean"] > 14  # the client had them all in flight: the gap is in between
 
 

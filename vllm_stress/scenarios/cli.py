@@ -177,7 +177,7 @@ def add_run_arguments(run: argparse.ArgumentParser) -> None:
 
 def add_run_options(run: argparse.ArgumentParser) -> None:
     """The options a scenario file sets too (RUN_OPTIONS), each defaulting to the scenario's value."""
-    quickstart = read_config(DEFAULT_SCENARIO)[1]
+    quickstart = read_config(DEFAULT_SCENARIO)[1] if DEFAULT_SCENARIO in scenario_names() else {}
     for name, settings in RUN_OPTIONS.items():
         default = f"; {quickstart[name]} in {DEFAULT_SCENARIO}" if name in quickstart else ""
         help_text = f"{settings['help']} (default: the scenario's{default})"

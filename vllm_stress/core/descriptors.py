@@ -7,9 +7,8 @@ import math
 import resource
 
 PER_USER = 1  # a user holds one keep-alive connection to the server (its requests run one after another)
-# what a worker process holds before its first user: Python's modules, Locust's ZeroMQ sockets, the epoll set, logs;
-# measured at about 60 (ls /proc/PID/fd of an idle worker), doubled for the prompts' /tokenize calls and the files
-# a run opens
+# what a process holds besides its users' sockets: about 15 (a worker running 200 users held 215 descriptors, 201 of
+# them sockets, in /proc/PID/fd), with room for the prompts' /tokenize calls, the metrics port and a run's files
 PROCESS_BASE = 128
 
 

@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-from tests.helpers import LOCUST, SHORT, read_rows
+from tests.helpers import LOCUST, NOWHERE, SHORT, read_rows, refused
 from vllm_stress.client.sourceaddr import SourceAddresses
 
 PORTS = "40000 40029"  # 30 ephemeral ports in the load host's namespace
@@ -58,3 +58,12 @@ def test_two_source_addresses_hold_a_level_one_cannot(network, tmp_path):
     simulator.stop()  # its request log is complete once it has stopped
     peers = collections.Counter(json.loads(line)["peer"] for line in request_log.read_text().splitlines())
     assert peers["127.0.0.2"] > 0 and peers["127.0.0.3"] > 0, peers
+
+
+def test_the_sdk_user_is_refused_source_addresses(run_locust):
+    """The SDK user's connections are the openai client's: the addresses would be ignored, so the run is refused
+    at its start (before the server is contacted)."""
+    proc = run_locust(
+        "-f", "locustfiles/sdk.py", "-H", NOWHERE, *SHORT, "-u", "1", "-t", "5", "--source-addresses", "127.0.0.2"
+    )
+    refused(proc, "--source-addresses applies to an http:// target and the users whose connections are the suite's")

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import gevent
 import gevent.event
 import requests
+from locust import FastHttpUser
 from locust.runners import MasterRunner, WorkerRunner
 
 from vllm_stress.client import options as opts
@@ -142,8 +143,13 @@ class Target:
         use, or a target they would not apply to."""
         if not text or not self.runs_users:
             return
-        if receive_clock(self.environment.host or "") != KERNEL_CLOCK:
-            raise StopTarget("--source-addresses applies to an http:// target (its connections are the suite's own)")
+        if receive_clock(self.environment.host or "") != KERNEL_CLOCK or not all(
+            issubclass(cls, FastHttpUser) for cls in self.environment.user_classes
+        ):
+            raise StopTarget(
+                "--source-addresses applies to an http:// target and the users whose connections are the suite's "
+                "own (not the SDK user's)"
+            )
         try:
             SOURCES.use(text)
         except ValueError as e:

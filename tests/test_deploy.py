@@ -1,5 +1,7 @@
 """deploy/: launch scripts, compose file and Kubernetes manifests, checked offline (no docker, no cluster)."""
 
+import copy
+import json
 import os
 import re
 import shlex
@@ -8,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
@@ -17,6 +20,10 @@ DEPLOY = REPO / "deploy"
 K8S = DEPLOY / "k8s"
 SERVE = DEPLOY / "vllm-serve.sh"
 K8S_VERSION = "1.37.0"  # schema set bundled with kubernetes-validate (requirements-dev.txt)
+# the kinds kubernetes-validate has no schema for, checked against JSON Schemas written from their own definitions
+OWN_SCHEMAS = {"servicemonitor.yaml": "servicemonitor.schema.json", "kustomization.yaml": "kustomization.schema.json"}
+SCHEMAS = REPO / "tests" / "fixtures" / "k8s"
+WORKERS_AT_SCALE = 64  # the worker count the manifests must take (64 pods of one Locust process each)
 
 # Repository paths the containers run. Other parts of the suite provide them; test_referenced_path_exists
 # fails until they do.
@@ -150,6 +157,63 @@ def test_yaml_parses(path):
 def test_k8s_manifest_matches_schema(name):
     for obj in load_all(K8S / name):
         kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
+
+
+def own_schema(name: str) -> dict:
+    schema = json.loads((SCHEMAS / OWN_SCHEMAS[name]).read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return schema
+
+
+def validate(name: str, obj: dict) -> None:
+    """``obj`` of the file ``name`` against its Kubernetes schema (strict: no unknown field), or its own schema."""
+    if name in OWN_SCHEMAS:
+        jsonschema.validate(obj, own_schema(name), cls=jsonschema.Draft202012Validator)
+    else:
+        kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
+
+
+@pytest.mark.parametrize("name", sorted(OWN_SCHEMAS))
+def test_k8s_files_without_a_kubernetes_schema_match_their_own(name):
+    for obj in load_all(K8S / name):
+        validate(name, obj)
+
+
+def test_the_manifests_take_64_workers():
+    """The worker Deployment scaled to 64 pods (kustomize's replicas field, as a deployment sets it) is valid, and
+    the kustomization saying so is too."""
+    scaled = kustomization() | {"replicas": [{"name": "locust-worker", "count": WORKERS_AT_SCALE}]}
+    validate("kustomization.yaml", scaled)
+    worker = copy.deepcopy(by_kind("Deployment")["locust-worker"])
+    worker["spec"]["replicas"] = WORKERS_AT_SCALE
+    validate("worker.yaml", worker)
+
+
+def with_unknown_field(obj: dict, path: tuple) -> dict:
+    """A copy of ``obj`` with a field no schema knows added at ``path`` (keys and list indexes)."""
+    changed = copy.deepcopy(obj)
+    place = changed
+    for step in path:
+        place = place[step]
+    place["cpuCount"] = 1
+    return changed
+
+
+@pytest.mark.parametrize(
+    ("name", "path"),
+    [
+        ("worker.yaml", ("spec", "template", "spec", "containers", 0)),
+        ("master.yaml", ("spec",)),
+        ("servicemonitor.yaml", ("spec", "endpoints", 0)),
+        ("servicemonitor.yaml", ("spec",)),
+        ("kustomization.yaml", ()),
+    ],
+)
+def test_an_unknown_field_fails_validation(name, path):
+    (obj, *_rest) = load_all(K8S / name)
+    validate(name, obj)
+    with pytest.raises(jsonschema.ValidationError, match="cpuCount"):
+        validate(name, with_unknown_field(obj, path))
 
 
 def test_kustomization_applies_every_manifest_but_the_secret():

@@ -96,6 +96,8 @@ def refused_connector():
         (Wrapped(ConnectionRefusedError(errno.ECONNREFUSED, "refused")), "ConnectionRefused"),
         (refused_connector, "ConnectionRefused"),
         (ssl.SSLCertVerificationError("certificate verify failed"), "TLSError"),
+        (OSError(errno.EADDRNOTAVAIL, "Cannot assign requested address"), "NoLocalPort"),
+        (OSError(errno.EMFILE, "Too many open files"), "TooManyOpenFiles"),
         (ConnectionResetError(errno.ECONNRESET, "reset"), "StreamTruncated"),
         (HTTPParseError("invalid chunk"), "StreamTruncated"),
         (Wrapped(HTTPParseError("invalid chunk")), "StreamTruncated"),

@@ -302,6 +302,12 @@ def add_arguments(parser: LocustArgumentParser) -> None:
         include_in_web_ui=False,
         help="Allow --results-dir to hold an earlier run (its files are replaced)",
     )
+    parser.add_argument(
+        "--source-addresses",
+        default="",
+        help="Comma-separated local IPv4 addresses the connections to an http:// target leave from, in turn: each "
+        "adds an ephemeral port range (about 28,000 connections per server) (default: the kernel picks one)",
+    )
 
 
 def api_key(options: argparse.Namespace) -> str:

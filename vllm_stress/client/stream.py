@@ -19,6 +19,7 @@ from geventhttpclient.url import URL
 from vllm_stress.client.batchread import READ_SIZE, TRUNCATED, batch_reader
 from vllm_stress.client.exchange import Exchange, error_event, is_reasoning_delta
 from vllm_stress.client.readbehind import read_behind
+from vllm_stress.client.sourceaddr import SOURCES
 from vllm_stress.core.failures import StreamError
 from vllm_stress.core.kernelclock import (
     BOTH_ANCILLARY_SIZE,
@@ -207,10 +208,20 @@ class TimedSocket(gevent.socket.socket):
 
 class TimedConnectionPool(ConnectionPool):
     """geventhttpclient's plain-HTTP connection pool with :class:`TimedSocket` connections, made in its socket
-    factory (the place its docstring gives to change the socket)."""
+    factory (the place its docstring gives to change the socket), each bound to the process's next source address
+    (sourceaddr.py)."""
 
     def _create_tcp_socket(self, family: int, socktype: int, protocol: int) -> gevent.socket.socket:
-        return TimedSocket(family, socktype, protocol)
+        sock = TimedSocket(family, socktype, protocol)
+        SOURCES.bind(sock)
+        return sock
+
+    def _connect_socket(self, sock: gevent.socket.socket, address: Any) -> gevent.socket.socket:
+        try:
+            return super()._connect_socket(sock, address)
+        except OSError as e:
+            SOURCES.out_of_ports(e, f"{address[0]}:{address[1]}")
+            raise
 
 
 class TimedClientPool(HTTPClientPool):

@@ -27,6 +27,10 @@ def failure_name(exc: BaseException) -> str:
         return "Timeout"
     if isinstance(exc, ConnectionRefusedError) or (isinstance(exc, OSError) and exc.errno == errno.ECONNREFUSED):
         return "ConnectionRefused"  # the second form: aiohttp's ClientConnectorError carries the errno
+    if isinstance(exc, OSError) and exc.errno == errno.EADDRNOTAVAIL:  # connect: no local port left
+        return "NoLocalPort"
+    if isinstance(exc, OSError) and exc.errno == errno.EMFILE:
+        return "TooManyOpenFiles"
     if isinstance(exc, ssl.SSLError):  # e.g. an untrusted certificate (see --insecure)
         return "TLSError"
     if isinstance(exc, (http.client.HTTPException, ConnectionError, OSError)):

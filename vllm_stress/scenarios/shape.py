@@ -14,7 +14,7 @@ from locust import LoadTestShape, events
 from locust.argument_parser import LocustArgumentParser
 from locust.env import Environment
 
-from vllm_stress.master import hooks
+from vllm_stress.master import fdlimits, hooks
 from vllm_stress.master.levelwindow import LevelWindow
 from vllm_stress.scenarios.levels import (
     CHECK_INTERVAL_S,
@@ -174,6 +174,11 @@ class StepRampShape(LoadTestShape):
         cut = self.cut(moment, levels)
         if cut:
             log.warning("%s", cut)
+            self.index = len(levels)
+            return None
+        if self.phase == "ramp" and (refused := fdlimits.refusal(self.runner, moment.target)):
+            log.error("%s", refused)
+            environment.process_exit_code = 2
             self.index = len(levels)
             return None
         if self.phase == "ramp":

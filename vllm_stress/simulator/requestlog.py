@@ -29,10 +29,11 @@ class ArrivalSocket(socket.socket):
 class RequestTiming:
     """The server-side timestamps of one request (docs/concepts/simulator.md, section 12)."""
 
-    __slots__ = ("request_id", "arrival", "arrival_clock", "first", "last", "chunks", "queue")
+    __slots__ = ("request_id", "peer", "arrival", "arrival_clock", "first", "last", "chunks", "queue")
 
-    def __init__(self, request_id: str, arrived: float | None = None) -> None:
+    def __init__(self, request_id: str, arrived: float | None = None, peer: str = "") -> None:
         self.request_id = request_id
+        self.peer = peer  # the client's address (its source address: which one a client spreading them used)
         self.arrival = time.time() if arrived is None else arrived
         self.arrival_clock = "user" if arrived is None else "kernel"
         self.first: float | None = None
@@ -77,11 +78,13 @@ class RequestLog:
             return None
         sock = transport.get_extra_info("socket") if transport else None
         connection = self.connections.get(sock.fileno()) if sock else None
-        return RequestTiming(request_id, connection.arrived if connection else None)
+        peer = transport.get_extra_info("peername") if transport else None
+        return RequestTiming(request_id, connection.arrived if connection else None, peer[0] if peer else "")
 
     def write(self, timing: RequestTiming) -> None:
         record = {
             "id": timing.request_id,
+            "peer": timing.peer,
             "arrival": timing.arrival,
             "arrival_clock": timing.arrival_clock,
             "first": timing.first,

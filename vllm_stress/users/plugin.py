@@ -17,6 +17,7 @@ from vllm_stress.client import options as opts
 from vllm_stress.client.stream import receive_clocks as receive_worker_clocks
 from vllm_stress.client.stream import report_clocks
 from vllm_stress.master import promexport
+from vllm_stress.master.fdlimits import FdLimits
 from vllm_stress.master.spanreceiver import SpanReceiver
 from vllm_stress.users.target import TARGETS, Target, prepare_target
 from vllm_stress.webui import llmtab
@@ -51,6 +52,7 @@ def _on_init(environment: Environment, **_kw: object) -> None:
     # while it did not iterate: without a refresh, a timer set next, e.g. Locust's --run-time, fires that much early
     gevent.get_hub().loop.update_now()
     _interrupt_here_on_sigint()
+    FdLimits(environment)  # the soft RLIMIT_NOFILE up to the hard one; a worker tells the master
     target = Target(environment)
     if environment.web_ui and target.live:  # the master's or the local runner's
         llmtab.register(environment.web_ui, target.live)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import gevent
 import gevent.event
 import requests
+from locust import FastHttpUser
 from locust.runners import MasterRunner, WorkerRunner
 
 from vllm_stress.client import options as opts
@@ -19,6 +20,8 @@ from vllm_stress.client.checks import StopTarget, check_model, validate
 from vllm_stress.client.pacing import PoissonArrivals, arrivals_for
 from vllm_stress.client.prompts import Tokenizer, Workload, build_workload
 from vllm_stress.client.recorder import Recorder, WorkerRecorder
+from vllm_stress.client.sourceaddr import SOURCES
+from vllm_stress.client.stream import KERNEL_CLOCK, receive_clock
 from vllm_stress.client.trace import TraceArrivals, arrivals_for_trace, read_trace
 from vllm_stress.core import fleet, served
 from vllm_stress.master.clienthealth import ClientHealth, report_worker_cpu
@@ -113,6 +116,7 @@ class Target:
             key = opts.api_key(options)
         except OSError as e:
             raise StopTarget(f"--api-key-file: {e}") from None
+        self.use_source_addresses(options.source_addresses)
         self.headers = {"Accept-Encoding": "identity"} | ({"Authorization": f"Bearer {key}"} if key else {})
         needs_model = any(getattr(cls, "needs_model", True) for cls in self.environment.user_classes)
         models = self.served_models(required=not options.model) if needs_model else {}
@@ -133,6 +137,23 @@ class Target:
                 self.arrivals = arrivals_for(options, seed=os.getpid())
             if self.arrivals and not self.is_worker:  # a local run's schedule starts now; a worker's when told
                 self.arrivals.start_at(time.perf_counter())
+
+    def use_source_addresses(self, text: str) -> None:
+        """Where this process's connections leave from (--source-addresses); StopTarget for an address it cannot
+        use, or a target they would not apply to."""
+        if not text or not self.runs_users:
+            return
+        if receive_clock(self.environment.host or "") != KERNEL_CLOCK or not all(
+            issubclass(cls, FastHttpUser) for cls in self.environment.user_classes
+        ):
+            raise StopTarget(
+                "--source-addresses applies to an http:// target and the users whose connections are the suite's "
+                "own (not the SDK user's)"
+            )
+        try:
+            SOURCES.use(text)
+        except ValueError as e:
+            raise StopTarget(f"--source-addresses: {e}") from None
 
     def served_models(self, required: bool) -> dict[str, int | None]:
         """{model: max_model_len or None} from ``/v1/models``. A server that cannot be reached is refused; one that

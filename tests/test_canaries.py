@@ -3,9 +3,11 @@ simulator's answer fault seen end to end (answers changed above a batch of 8) an
 
 from __future__ import annotations
 
+import csv
 import json
 
 from benchmarks.harness import read_rows
+from tests.helpers import run_cli, small_run
 from vllm_stress.analysis.canaries import canary_levels, changed_line, first_diverging_word
 from vllm_stress.client.canary import Canaries
 from vllm_stress.core import schema
@@ -88,3 +90,27 @@ def test_without_the_fault_every_level_agrees(scenarios, tmp_path):
     summary = canary_ramp(scenarios, tmp_path / "clean")
     assert [level["agreement"] for level in summary["canaries"]] == [1.0, 1.0]
     assert "agree with the lowest level's at every level" in (tmp_path / "clean" / "report" / "report.md").read_text()
+
+
+def write_answers(folder, differing_at_10: int) -> None:
+    """answers.csv of a synthetic run (levels 5 and 10): 20 canaries per level, ``differing_at_10`` of level 10's
+    answering (D) where level 5 answered (B)."""
+    rows = [
+        [f"r{users}-{i}", users, "local", f"q{i}", 1, "B", "The answer is (B)."] for users in (5, 10) for i in range(20)
+    ]
+    for row in rows[20 : 20 + differing_at_10]:
+        row[-1] = "The answer is (D)."
+    with open(folder / schema.ANSWERS_FILE, "w", newline="", encoding="utf-8") as f:
+        csv.writer(f).writerows([schema.ANSWER_COLUMNS, *rows])
+
+
+def test_the_compare_gate_fails_an_agreement_drop_and_passes_a_repeat(tmp_path, capsys):
+    base, cand, repeat = (small_run(tmp_path / name, loops=(5, 10)) for name in ("base", "cand", "repeat"))
+    write_answers(base, 0)
+    write_answers(cand, 4)  # 16 of 20 agree at 10 users: -20 %
+    write_answers(repeat, 0)
+    gate = "canary_agreement<-5%"
+    code, out, _ = run_cli(capsys, "compare", base, cand, "--fail-on", gate)
+    assert code == 1 and "regression: 10 users: canary_agreement 100.0 % -> 80.0 % (-20.0 %" in out
+    code, out, _ = run_cli(capsys, "compare", base, repeat, "--fail-on", gate)
+    assert code == 0 and "0 regression(s)" in out

@@ -9,6 +9,7 @@ import json
 from benchmarks.harness import read_rows
 from tests.helpers import run_cli, small_run
 from vllm_stress.analysis.canaries import canary_levels, changed_line, first_diverging_word
+from vllm_stress.analysis.cli import main as analysis_main
 from vllm_stress.client.canary import Canaries
 from vllm_stress.core import schema
 from vllm_stress.core.questions import Question
@@ -87,9 +88,23 @@ def test_an_answer_fault_above_batch_8_is_named_in_the_report(scenarios, tmp_pat
 
 
 def test_without_the_fault_every_level_agrees(scenarios, tmp_path):
+    """And the canaries count in the figures unless the analysis is told to leave them out."""
     summary = canary_ramp(scenarios, tmp_path / "clean")
     assert [level["agreement"] for level in summary["canaries"]] == [1.0, 1.0]
     assert "agree with the lowest level's at every level" in (tmp_path / "clean" / "report" / "report.md").read_text()
+    run = tmp_path / "clean" / "run-1"
+    canaries = sum(1 for row in read_rows(run / schema.REQUESTS_FILE) if row["canary"])
+    without = analyse_args(run, tmp_path / "without", "--no-canaries")
+    assert f"{canaries} canary requests left out" in " ".join(without["input_notes"])
+    with_them = analyse_args(run, tmp_path / "with")
+    assert sum(level["requests"] for level in with_them["levels"]) > sum(
+        level["requests"] for level in without["levels"]
+    )
+
+
+def analyse_args(folder, out, *args: str) -> dict:
+    assert analysis_main([str(folder), "--out", str(out), *args]) == 0
+    return json.loads((out / "summary.json").read_text())
 
 
 def write_answers(folder, differing_at_10: int) -> None:

@@ -20,12 +20,12 @@ def questions(n: int) -> list[Question]:
 
 
 def test_the_first_requests_of_each_level_are_canaries_then_the_share():
-    canaries = Canaries(questions(3), share=0.1, minimum=2)
+    canaries = Canaries(questions(3), share=0.1, minimum=2)  # the first 2 questions in turn
     picked = [canaries.next(10) for _ in range(40)]
     ids = [c.id if c else None for c in picked]
     assert ids[:2] == ["q0", "q1"]  # the minimum first
     assert sum(c is not None for c in picked) == 4  # 10 % of 40
-    assert [c.id for c in picked if c] == ["q0", "q1", "q2", "q0"]  # the set in order, round again
+    assert [c.id for c in picked if c] == ["q0", "q1", "q0", "q1"]  # the first --canary-min prompts, round again
     assert canaries.next(20).id == "q0"  # a new level asks the same prompts from the first
 
 

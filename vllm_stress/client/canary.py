@@ -1,8 +1,8 @@
 """Correctness canaries (--canary-share): which of a level's requests are fixed prompts, and which prompt each is.
 
 A canary is a question of a graded set (``scenarios/data/*.jsonl``, the parallel command's, or a user file) sent at
-temperature 0 with a fixed seed. Each process asks, at each level, the set's questions in the same order from the
-first, so the lowest level's answer to a question is there to compare with (docs/concepts/metrics.md)."""
+temperature 0 with a fixed seed. Each process asks, at each level, the set's first ``--canary-min`` questions in
+turn, so the lowest level has answered every prompt a higher level asks (docs/concepts/metrics.md)."""
 
 from __future__ import annotations
 
@@ -36,6 +36,9 @@ class Canaries:
         self.canaries = [Canary(q.id, prompt(q), q.gold, MAX_TOKENS[q.kind]) for q in questions]
         self.share = share
         self.minimum = minimum
+        # the prompts asked in turn: the first ``minimum`` of the set, so that every level, the lowest included,
+        # answers each of them and each answer has the lowest level's to be compared with
+        self.pool = min(minimum, len(self.canaries)) if minimum > 0 else len(self.canaries)
         self.requests: Counter[int] = Counter()  # level -> requests taken at it
         self.asked: Counter[int] = Counter()  # level -> canaries sent at it
 
@@ -46,7 +49,7 @@ class Canaries:
         if asked >= self.minimum and asked >= math.ceil(self.requests[level] * self.share):
             return None
         self.asked[level] += 1
-        return self.canaries[asked % len(self.canaries)]
+        return self.canaries[asked % self.pool]
 
 
 def load_canaries(path: str, share: float, minimum: int) -> Canaries | None:

@@ -116,7 +116,8 @@ def add_arguments(parser: LocustArgumentParser) -> None:
         "--canary-min",
         type=int,
         default=DEFAULT_CANARY_MIN,
-        help="With --canary-share: at least this many canaries per level (and load-generating process)",
+        help="With --canary-share: at least this many canaries per level (and load-generating process); the set's "
+        "first N questions are the prompts asked, in turn",
     )
     parser.add_argument(
         "--canary-file",

@@ -54,7 +54,7 @@ def build_report(summary: Summary, plots: dict[str, Path]) -> list[Block]:
     for label, config in configs.items():
         blocks += [Heading(f"Per level: {label}"), Paragraph(config_caption(config)), level_table(config)]
         blocks += split_blocks(config) + replica_blocks(config)
-        blocks += canary_blocks(label, config["canaries"])
+        blocks += canary_blocks(label, config.get("canaries") or [])
         blocks += error_blocks(config)
     blocks += [block for config in configs.values() for block in traffic_blocks(config["traffic"])]
     blocks += [Heading("Plots")] + [Image(title, path) for title, path in plots.items()]
@@ -103,9 +103,9 @@ def overview(summary: Summary) -> str:
                 f"recommended concurrency {recommended['balanced']} (balanced)."
             )
         sentences += unsteady_sentences(c)
-        if changed := changed_line(c["canaries"]):
+        if changed := changed_line(c.get("canaries") or []):
             sentences.append(f"{label}: {changed}.")
-        elif c["canaries"]:
+        elif c.get("canaries"):
             sentences.append(f"{label}: canary answers agree with the lowest level's at every level.")
     return " ".join(sentences)
 

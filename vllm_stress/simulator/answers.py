@@ -172,8 +172,9 @@ class AnswerModel:
         first = right if right is not None and rng.random() < self.profile.answer_accuracy else rng.choice(wrong)
         candidates = wrong if right is None else [right] + wrong
         runner_up = rng.choice([candidate for candidate in candidates if candidate != first])
-        fault = self.profile.answer_fault_batch
-        if (fault and others + 1 > fault) or rng.random() < min(1.0, self.profile.answer_flip_rate * others):
+        flipped = rng.random() < min(1.0, self.profile.answer_flip_rate * others)  # drawn always: the rest of
+        fault = self.profile.answer_fault_batch  # the reply (its wording) stays the same whichever answer is given
+        if flipped or (fault and others + 1 > fault):
             return runner_up
         return first
 

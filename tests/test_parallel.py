@@ -11,8 +11,8 @@ import requests
 from benchmarks.harness import read_rows
 from tests.helpers import REPO
 from vllm_stress.core.grading import grade
+from vllm_stress.core.questions import DatasetError, load_questions, prompt
 from vllm_stress.scenarios.data import make_synthetic
-from vllm_stress.scenarios.questions import DatasetError, load_questions, prompt
 from vllm_stress.simulator.answers import AnswerModel
 from vllm_stress.simulator.profiles import load_profile
 

@@ -336,6 +336,12 @@ def run_folder_page() -> str:
             column_rows(source.entries("REQUEST_COLUMNS")),
         ),
         *file_section(
+            schema.ANSWERS_FILE,
+            described(schema.ANSWERS_FILE, "ANSWER_COLUMNS")
+            + f" Each answer is cut at {schema.ANSWER_MAX_CHARS:,} characters.",
+            column_rows(source.entries("ANSWER_COLUMNS")),
+        ),
+        *file_section(
             schema.LEVELS_FILE,
             described(schema.LEVELS_FILE, "LEVEL_COLUMNS"),
             column_rows(source.entries("LEVEL_COLUMNS")),

@@ -88,6 +88,12 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         + SLO_HELP,
     )
     parser.add_argument(
+        "--no-canaries",
+        action="store_true",
+        help="leave the correctness canaries' requests (--canary-share) out of every throughput and latency figure "
+        "(by default they count as the ordinary requests they are)",
+    )
+    parser.add_argument(
         "--scaling",
         metavar="LOW:HIGH",
         help="levels of the scaling factor, e.g. 10:200 (default: smallest and largest level)",
@@ -206,6 +212,7 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
             db=args.db,
             window_s=args.window,
             gpu_hour_price=parse_prices(args.gpu_hour_price),
+            canaries=not args.no_canaries,
         )
         if args.export_vllm:
             vllm_json.export(summary, args.export_vllm)

@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from vllm_stress.analysis import stats, store, vllm_json
+from vllm_stress.analysis.canaries import canary_levels, read_answers
 from vllm_stress.analysis.load import AnalysisError, read_meta
 from vllm_stress.analysis.report import run_levels
 from vllm_stress.core import schema
@@ -30,6 +31,7 @@ METRICS = {
     "tpot_p99": "tpot_p99_s",
     "e2e_p50": "e2e_p50_s",
     "e2e_p99": "e2e_p99_s",
+    "canary_agreement": "canary_agreement",  # a run folder's canaries (analysis.canaries): share agreeing, 0..1
 }
 SINGLE_RUN_MIN_EFFECT = RATE_TOLERANCE
 STORE_PREFIX = "db:"
@@ -180,7 +182,13 @@ def source_levels(source: str, db: str | None) -> list[pd.DataFrame]:
         return vllm_json.read_results(source)
     if files := vllm_json.result_files(source):
         return [level for path in files for level in vllm_json.read_results(path)]
-    return [run_levels(source)]
+    return [with_canary_agreement(run_levels(source), Path(source))]
+
+
+def with_canary_agreement(levels: pd.DataFrame, folder: Path) -> pd.DataFrame:
+    """A run's levels with ``canary_agreement``, its canaries' agreement with its lowest level (NaN without them)."""
+    agreement = {level["users"]: level["agreement"] for level in canary_levels(read_answers([folder]))}
+    return levels.assign(canary_agreement=levels["users"].map(agreement).astype(float))
 
 
 def load_side(sources: list[str], db: str | None) -> pd.DataFrame:

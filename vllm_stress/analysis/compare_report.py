@@ -46,6 +46,8 @@ def figure(metric: str, value: float | None) -> str:
     """A metric's value in its unit: tokens or requests per second, latencies in ms."""
     if metric in RATES:
         return count(value, 2 if metric == "req_s" else 0)
+    if metric == "canary_agreement":
+        return percent(value)
     return milliseconds(value, 1 if value is not None and abs(value * 1000) >= 10 else 2)
 
 

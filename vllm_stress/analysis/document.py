@@ -9,6 +9,7 @@ from typing import Any
 
 from vllm_stress.analysis import levels as level_defs
 from vllm_stress.analysis import stats
+from vllm_stress.analysis.canaries import canary_blocks, changed_line
 from vllm_stress.analysis.gpus import gpu_blocks
 from vllm_stress.analysis.levels import Level
 from vllm_stress.analysis.method import method_blocks
@@ -53,6 +54,7 @@ def build_report(summary: Summary, plots: dict[str, Path]) -> list[Block]:
     for label, config in configs.items():
         blocks += [Heading(f"Per level: {label}"), Paragraph(config_caption(config)), level_table(config)]
         blocks += split_blocks(config) + replica_blocks(config)
+        blocks += canary_blocks(label, config.get("canaries") or [])
         blocks += error_blocks(config)
     blocks += [block for config in configs.values() for block in traffic_blocks(config["traffic"])]
     blocks += [Heading("Plots")] + [Image(title, path) for title, path in plots.items()]
@@ -101,6 +103,10 @@ def overview(summary: Summary) -> str:
                 f"recommended concurrency {recommended['balanced']} (balanced)."
             )
         sentences += unsteady_sentences(c)
+        if changed := changed_line(c.get("canaries") or []):
+            sentences.append(f"{label}: {changed}.")
+        elif c.get("canaries"):
+            sentences.append(f"{label}: canary answers agree with the lowest level's at every level.")
     return " ".join(sentences)
 
 

@@ -60,8 +60,9 @@ READ_REQUEST_COLUMNS = [
     "image_tokens",
     "image_bytes",
     "request_id",
+    "canary",
 ]
-TEXT_REQUEST_COLUMNS = ["error", "finish_reason", "session_id", "replica", "request_id"]
+TEXT_REQUEST_COLUMNS = ["error", "finish_reason", "session_id", "replica", "request_id", "canary"]
 NUMERIC_REQUEST_COLUMNS = [c for c in READ_REQUEST_COLUMNS if c not in TEXT_REQUEST_COLUMNS]
 
 # name -> (file in the run folder, the columns the analysis reads of it: those of the run's format must be there,
@@ -124,14 +125,17 @@ class Run:
         return self.meta.get("complete") is False
 
 
-def load_run(path: str | Path) -> Run:
-    """Read one run folder, or raise AnalysisError."""
+def load_run(path: str | Path, canaries: bool = True) -> Run:
+    """Read one run folder, or raise AnalysisError; without ``canaries`` its canary requests are left out."""
     folder = Path(path)
     if not folder.is_dir():
         raise AnalysisError(f"{folder}: not a folder")
     meta = read_meta(folder / RUN_FILE)
     version = run_format(folder, meta)
     requests, notes = read_requests(folder / REQUESTS_FILE, version)
+    if not canaries and (is_canary := requests["canary"].fillna("") != "").any():
+        notes.append(f"{int(is_canary.sum())} canary requests left out of every figure (--no-canaries)")
+        requests = requests[~is_canary].reset_index(drop=True)
     tables = fleet_tables(read_tables(folder, version=version))
     if "levels" in tables:
         check_levels(folder / LEVELS_FILE, tables)

@@ -46,6 +46,7 @@ def analyse(
     db: str | Path | None = None,
     window_s: float = DEFAULT_WINDOW_S,
     gpu_hour_price: float | Mapping[str, float] | None = None,
+    canaries: bool = True,
 ) -> Summary:
     """Analyse run folders and write the report into ``out``; returns the summary (the summary.json content).
 
@@ -56,14 +57,15 @@ def analyse(
     (``vllm_stress.analysis.store``; default $VLLM_STRESS_DB) to append the runs to, their ids in the returned
     ``store_ids``. ``window_s``: the window of the per-window tables of open-loop runs and trace replays
     (``vllm_stress.analysis.traffic``). ``gpu_hour_price``: $ per GPU-hour for every config, or {label: price}
-    ("*" for the rest), for the cost per million tokens (needs the config's GPUs). Raises AnalysisError on bad input.
+    ("*" for the rest), for the cost per million tokens (needs the config's GPUs). ``canaries``: False leaves the
+    correctness canaries' requests out of every figure. Raises AnalysisError on bad input.
     """
     if not dirs:
         raise AnalysisError("no run folder given")
     unknown = sorted(set(slo or {}) - set(LATENCY_METRICS))
     if unknown:
         raise AnalysisError(f"--slo: unknown metric(s) {', '.join(unknown)} (use {', '.join(LATENCY_METRICS)})")
-    groups = group_runs(dirs, labels)
+    groups = group_runs(dirs, labels, canaries)
     configs, timelines, analysed = {}, {}, []
     for label, runs in groups.items():
         price = for_label(gpu_hour_price, label)
@@ -127,12 +129,15 @@ def run_levels(path: str | Path) -> pd.DataFrame:
     return levels
 
 
-def group_runs(dirs: Sequence[str | Path], labels: str | Mapping[str, str] | None) -> dict[str, list[Run]]:
-    """Load every dir and group the runs by label, in the order the labels first appear."""
+def group_runs(
+    dirs: Sequence[str | Path], labels: str | Mapping[str, str] | None, canaries: bool = True
+) -> dict[str, list[Run]]:
+    """Load every dir (its canary requests left out without ``canaries``) and group the runs by label, in the order
+    the labels first appear."""
     by_path = {} if labels is None or isinstance(labels, str) else {Path(d).resolve(): n for d, n in labels.items()}
     groups: dict[str, list[Run]] = {}
     for directory in dirs:
-        run = load_run(directory)
+        run = load_run(directory, canaries)
         label = labels if isinstance(labels, str) else by_path.get(Path(directory).resolve()) or default_label(run)
         groups.setdefault(label, []).append(run)
     return groups

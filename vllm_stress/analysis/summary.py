@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from pathlib import Path
 from typing import Any, NotRequired, TypedDict, cast
 
 import pandas as pd
 
 from vllm_stress.analysis import stats
+from vllm_stress.analysis.canaries import CanaryLevel, canary_levels, read_answers
 from vllm_stress.analysis.capacity import KvCeiling, kv_ceiling
 from vllm_stress.analysis.json_types import to_json_types
 from vllm_stress.analysis.levels import COST_FIELDS, Level, records
@@ -92,6 +94,7 @@ class ConfigSummary(Capacity):
     gpu_hour_price: NotRequired[float]  # $ per GPU-hour (--gpu-hour-price), when given
     kv_cache: KvCeiling | None  # None when no run's run.json names the server's KV cache
     unjoined_spans: int | None  # server spans of its runs that joined no row (other clients'), None: no span file
+    canaries: list[CanaryLevel]  # per level, the correctness canaries' agreement and accuracy ([]: none were sent)
 
 
 class Unaccounted(TypedDict):
@@ -185,6 +188,7 @@ def summarise_config(
         ],
         "input_notes": [f"{info['dir']}: {note}" for info in run_info for note in info["notes"]],
         "unjoined_spans": unjoined_spans(run_info),
+        "canaries": canary_levels(read_answers([Path(info["dir"]) for info in run_info])),
     }
     if gpu_hour_price is not None:
         config["gpu_hour_price"] = gpu_hour_price

@@ -76,6 +76,7 @@ def request_rows(
             "images": 0,
             "image_tokens": 0,
             "image_bytes": 0,
+            "canary": "",
         }
     )
     return rows[REQUEST_COLUMNS]

@@ -9,7 +9,8 @@ import secrets
 import time
 from typing import Any
 
-from vllm_stress.core import metrics
+from vllm_stress.client.canary import Canary
+from vllm_stress.core import metrics, schema
 from vllm_stress.core.failures import StreamError
 
 REQUEST_ID_HEADER = "X-Request-Id"  # vLLM takes it as the request id (and echoes it with --enable-request-id-headers)
@@ -27,6 +28,8 @@ class Exchange:
     """Collects what one request measured; ``row()`` turns it into a ``requests.csv`` row."""
 
     __slots__ = (
+        "canary",
+        "text",
         "name",
         "users",
         "target_prompt_tokens",
@@ -92,6 +95,8 @@ class Exchange:
         self.images = 0  # images sent with the prompt (--images)
         self.image_tokens = 0  # the prompt tokens they add, as measured at test start
         self.image_bytes = 0  # the bytes of their data URLs
+        self.canary: Canary | None = None  # a correctness canary (--canary-share): its answer is kept
+        self.text: list[str] | None = None  # a canary's answer as it came, piece by piece (None: not kept)
 
     def sent(self) -> None:
         """The request is about to be sent: the send time, as late as the caller can take it."""
@@ -220,7 +225,19 @@ class Exchange:
             self.images,
             self.image_tokens,
             self.image_bytes,
+            self.canary.id if self.canary else "",
         ]
+
+    def answer_row(self, worker: str) -> list[int | str]:
+        """A canary's ``answers.csv`` row, in ``vllm_stress.core.schema.ANSWER_COLUMNS`` order."""
+        assert self.canary is not None
+        text = "".join(self.text or ())[: schema.ANSWER_MAX_CHARS]
+        return [self.request_id, self.users, worker, self.canary.id, int(not self.error), self.canary.gold, text]
+
+    def keep_text(self, piece: object) -> None:
+        """Add a piece of a canary's answer (a chunk's content, or a whole non-streamed answer)."""
+        if self.text is not None and isinstance(piece, str):
+            self.text.append(piece)
 
 
 def is_output_delta(delta: dict[str, Any]) -> bool:

@@ -7,6 +7,7 @@ import os
 from typing import TYPE_CHECKING
 
 from vllm_stress.client.affinity import PRESETS
+from vllm_stress.client.canary import DEFAULT_CANARY_MIN
 from vllm_stress.client.images import DEFAULT_IMAGE_POOL, DEFAULT_IMAGE_SIZE, IMAGE_FORMATS
 
 if TYPE_CHECKING:
@@ -103,6 +104,26 @@ def add_arguments(parser: LocustArgumentParser) -> None:
     )
     parser.add_argument(
         "--temperature", type=float, default=None, help="Sampling temperature (server default if unset)"
+    )
+    parser.add_argument(
+        "--canary-share",
+        type=float,
+        default=0.0,
+        help="Correctness canaries: this share of each level's requests (e.g. 0.03) are fixed prompts of a graded set "
+        "at temperature 0 with a seed, their answers kept in answers.csv and compared across levels (0: none)",
+    )
+    parser.add_argument(
+        "--canary-min",
+        type=int,
+        default=DEFAULT_CANARY_MIN,
+        help="With --canary-share: at least this many canaries per level (and load-generating process); the set's "
+        "first N questions are the prompts asked, in turn",
+    )
+    parser.add_argument(
+        "--canary-file",
+        default="",
+        help="With --canary-share: a JSONL file of MMLU- or GSM8K-shaped questions "
+        "(default: the shipped scenarios/data/synthetic-mc.jsonl)",
     )
     parser.add_argument(
         "--thinking",

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import requests
 
+from vllm_stress.client.canary import Canary
 from vllm_stress.client.images import DEFAULT_IMAGE_POOL, ImageSet, make_image_set, message_content
 from vllm_stress.client.sharegpt import is_sharegpt, read_conversations
 
@@ -49,6 +50,7 @@ class RequestSpec:
     prefix_group: int | None = None  # the shared prefix it opens with (--prefix-tokens), else None
     images: tuple[str, ...] = ()  # data URLs sent with the chat message (--images)
     image_tokens: int = 0  # the prompt tokens they add (in target_prompt_tokens), measured on the server
+    canary: Canary | None = None  # a correctness canary (--canary-share): a fixed prompt at temperature 0, seeded
 
 
 class Tokenizer:

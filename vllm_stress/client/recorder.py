@@ -54,9 +54,11 @@ class Recorder:
         self.in_flight.discard(exchange)
         if self.measuring and exchange.measured:
             self.itl[exchange.users].update(map(schema.latency_bucket_ms, exchange.gaps))  # Counter's C loop
-        self.keep([exchange.row(self.worker_id)])
+        answers = [exchange.answer_row(self.worker_id)] if exchange.canary else []
+        self.keep([exchange.row(self.worker_id)], answers)
 
-    def keep(self, rows: list[list[Any]]) -> None:
+    def keep(self, rows: list[list[Any]], answers: list[list[Any]]) -> None:
+        """Write or ship finished requests' rows and their canaries' answers (answers.csv)."""
         raise NotImplementedError
 
 
@@ -68,6 +70,7 @@ class WorkerRecorder(Recorder):
     def __init__(self, environment: Environment, client_id: str) -> None:
         super().__init__(environment, client_id)
         self.pending_rows: list[list[Any]] = []
+        self.pending_answers: list[list[Any]] = []
         environment.events.report_to_master.add_listener(self._ship)
         environment.events.quitting.add_listener(self._flush)  # quitting by itself (SIGTERM, Ctrl-C, master gone)
         self.runner.register_message(LEVEL_MESSAGE, self._on_level_message)
@@ -77,19 +80,22 @@ class WorkerRecorder(Recorder):
         # Sent from a greenlet: a send that yields inside init lets the spawn message in before init is done.
         gevent.spawn(self.runner.send_message, LEVEL_REQUEST)
 
-    def keep(self, rows: list[list[Any]]) -> None:
+    def keep(self, rows: list[list[Any]], answers: list[list[Any]]) -> None:
         self.pending_rows += rows
+        self.pending_answers += answers
 
     def delta(self, final: bool) -> dict[str, Any]:
         """The rows and ITL counts since the last delta, and what the requests in flight streamed so far."""
         delta = {
             "rows": self.pending_rows,
+            "answers": self.pending_answers,
             "itl": {u: dict(h) for u, h in self.itl.items()},
             "final": final,
             "time": time.time(),
             "in_flight": self.in_flight_now(),
         }
         self.pending_rows = []
+        self.pending_answers = []
         self.itl = defaultdict(Counter)
         return delta
 

@@ -90,13 +90,14 @@ class SSEParser:
         if last:
             self.open_line.append(last)
         event, marker, output = self.data, self.marker, self.exchange.output
+        fast = self.exchange.text is None  # a canary's chunks are parsed in full: its answer's text is kept
         for line in lines:
             if line.startswith(b"data:"):
                 event.append(line[6:] if line[5:6] == b" " else line[5:])
             elif line:
                 if line[:1] != b":":
                     self.field(line)
-            elif len(event) == 1 and marker in (one := event[0]) and b'"finish_reason":null' in one:
+            elif fast and len(event) == 1 and marker in (one := event[0]) and b'"finish_reason":null' in one:
                 event.clear()
                 if b'"usage"' in one:  # vLLM's continuous usage: parsed in full
                     self.read_data(one)
@@ -145,6 +146,10 @@ class SSEParser:
             choice = choices[0]
             if self.is_output(choice):
                 exchange.output(self.now, is_reasoning_delta(choice.get("delta") or {}))
+                if exchange.text is not None:  # chat's answer content, or a completion's text
+                    exchange.keep_text(
+                        (choice["delta"] or {}).get("content") if "delta" in choice else choice.get("text")
+                    )
             if reason := choice.get("finish_reason"):
                 exchange.finish_reason = reason
 

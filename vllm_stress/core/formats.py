@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vllm_stress.core.schema import (
+    ANSWER_COLUMNS,
+    ANSWERS_FILE,
     CLIENT_HEALTH_FILE,
     FORMAT_KEY,
     GPU_METRICS_COLUMNS,
@@ -79,6 +81,8 @@ FORMATS = (
             Addition(CLIENT_HEALTH_FILE, ("read_behind_p99_ms",), "client read-behind time"),
             Addition(RUN_FILE, ("server_twin",)),
             Addition(RUN_FILE, ("schedule_start",)),
+            Addition(REQUESTS_FILE, ("canary",)),
+            Addition(ANSWERS_FILE, tuple(ANSWER_COLUMNS)),
         ),
     ),
 )

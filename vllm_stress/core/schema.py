@@ -6,6 +6,7 @@ from __future__ import annotations
 REQUESTS_FILE = "requests.csv"
 LEVELS_FILE = "levels.csv"
 ITL_FILE = "itl_histogram.csv"
+ANSWERS_FILE = "answers.csv"
 RUN_FILE = "run.json"
 # A report folder (python -m analysis RUN --out OUT)
 REPORT_MD = "report.md"
@@ -50,7 +51,21 @@ REQUEST_COLUMNS = [
     # one-token generation with them less the text's /tokenize count (vLLM's /tokenize counts an image as one
     # placeholder, not the tokens its processor expands it to)
     "image_bytes",  # bytes of the images' data URLs in the request body (base64, what went on the wire)
+    "canary",  # a correctness canary (--canary-share): the fixed prompt's id, its answer in answers.csv; else ""
 ]
+
+# answers.csv: one row per canary request (--canary-share), its answer text, written beside requests.csv. A canary
+# is a fixed prompt sent at temperature 0 with a seed, so the same prompt's answers can be compared across levels.
+ANSWER_COLUMNS = [
+    "request_id",  # the requests.csv row this answer belongs to
+    "users",  # the level when the request started
+    "worker",  # worker id, as in requests.csv
+    "canary",  # the fixed prompt's id (the graded set's question id)
+    "ok",  # 1 when the request succeeded (a failed or aborted one keeps what it streamed)
+    "gold",  # the set's expected answer (a letter or a number), "" when the prompt has none
+    "answer",  # the answer's text (content, not thinking), cut at ANSWER_MAX_CHARS
+]
+ANSWER_MAX_CHARS = 4000  # bounds answers.csv: at most this many characters of each answer are kept
 
 # The error class of a request whose stream was cut because the run (or, with --cooldown, its level) stopped the
 # users: the client ended it, not the server or the network. Such a row is kept (its tokens were streamed) but it is

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import gevent
@@ -51,8 +52,8 @@ class LocalRecorder(Recorder):
         hooks.level_ended.add_listener(self.levels.ended)
         gevent.spawn(self._watch)
 
-    def keep(self, rows: list[list[Any]]) -> None:
-        self._write(rows)
+    def keep(self, rows: list[list[Any]], answers: list[list[Any]]) -> None:
+        self._write(rows, answers=answers)
 
     def _on_test_start(self, **_kw: object) -> None:
         self.accounting.reset()  # before the folder opens: rows may come while run.json is being made
@@ -60,8 +61,10 @@ class LocalRecorder(Recorder):
         if self.run.open():
             self.set_level(self.runner.target_user_count)  # set just before test_start; the first users start after
 
-    def _write(self, new_rows: list[list[Any]], worker: str | None = None) -> None:
+    def _write(self, new_rows: list[list[Any]], worker: str | None = None, answers: Sequence[list[Any]] = ()) -> None:
         self.accounting.count(new_rows, worker)
+        if self.run.folder and answers:
+            self.run.folder.write_answers(answers)
         if not new_rows:
             return
         self.live_stats.add(new_rows)
@@ -157,7 +160,7 @@ class MasterRecorder(LocalRecorder):
             return
         for users, histogram in delta["itl"].items():
             self.itl[int(users)].update(histogram)
-        self._write(delta["rows"], worker=client_id)
+        self._write(delta["rows"], worker=client_id, answers=delta.get("answers", []))
         hooks.in_flight_reported.fire(
             environment=self.environment, source=client_id, report_time=delta["time"], entries=delta["in_flight"]
         )

@@ -166,12 +166,15 @@ class AnswerModel:
 
     def _pick(self, rng: random.Random, right: Answer | None, wrong: list[Answer], others: int) -> Answer:
         """The answer given: the first choice (right with probability ``answer_accuracy``), or a different runner-up
-        when the load flips it (probability ``answer_flip_rate`` per other sequence)."""
+        when the load flips it (probability ``answer_flip_rate`` per other sequence, or always above
+        ``answer_fault_batch`` sequences in flight)."""
         wrong = [candidate for candidate in wrong if candidate != right]
         first = right if right is not None and rng.random() < self.profile.answer_accuracy else rng.choice(wrong)
         candidates = wrong if right is None else [right] + wrong
         runner_up = rng.choice([candidate for candidate in candidates if candidate != first])
-        if rng.random() < min(1.0, self.profile.answer_flip_rate * others):
+        flipped = rng.random() < min(1.0, self.profile.answer_flip_rate * others)  # drawn always: the rest of
+        fault = self.profile.answer_fault_batch  # the reply (its wording) stays the same whichever answer is given
+        if flipped or (fault and others + 1 > fault):
             return runner_up
         return first
 

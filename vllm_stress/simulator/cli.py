@@ -30,7 +30,7 @@ VLLM_FLAGS = (
     "enable_prefix_caching",
     "stream_interval",
 )
-ANSWER_FLAGS = ("answer_accuracy", "answer_flip_rate")
+ANSWER_FLAGS = ("answer_accuracy", "answer_flip_rate", "answer_fault_batch")
 
 
 PROG = "python -m simulator"  # the installed command names it "vllm-stress simulate"
@@ -89,6 +89,12 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         "--answer-flip-rate",
         type=float,
         help="chance per other sequence in flight that an answer flips (default 0.0005)",
+    )
+    parser.add_argument(
+        "--answer-fault-batch",
+        type=int,
+        metavar="N",
+        help="a fault: every answer given while more than N sequences are in flight is a different one (default 0: off)",
     )
     parser.add_argument(
         "--request-log",

@@ -62,6 +62,9 @@ class Profile:
     # sequence in flight
     answer_accuracy: float = 0.8
     answer_flip_rate: float = 0.0005
+    # a fault for the correctness canaries' tests: with N > 0, every answer given while more than N sequences are in
+    # flight (this one included) is the runner-up, as if a kernel changed its numerics above that batch (0: never)
+    answer_fault_batch: int = 0
     # a vision-language model's image processor and encoder (vision.py; Qwen2-VL's defaults): pixels per patch side,
     # patches merged per token side, the resized area's bounds, the vision encoder's parameters (0: no encoder cost)
     vision_patch_size: int = 14

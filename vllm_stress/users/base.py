@@ -12,6 +12,7 @@ from locust import FastHttpUser, task
 from locust.exception import StopUser
 
 from vllm_stress.client.affinity import Spread, affinity_header
+from vllm_stress.client.canary import CANARY_SEED
 from vllm_stress.client.cookies import use_lean_cookies
 from vllm_stress.client.exchange import (
     REQUEST_ID_HEADER,
@@ -86,6 +87,9 @@ def run_request(user: FlowUser, send: Send) -> None:
         raise StopUser() from None
     line = getattr(user.target.arrivals, "last", None)  # the trace line just taken (the same greenlet, no yield)
     spec = user.workload.trace_request(line) if line else user.workload.next_request()
+    canaries = user.target.canaries if getattr(user, "takes_canaries", False) else None
+    if canaries and (canary := canaries.next(user.target.recorder.level)):
+        spec = RequestSpec(canary.text, None, canary.max_tokens, canary=canary)
     send_request(user, spec, send, lag)
 
 
@@ -99,8 +103,10 @@ def send_request(
         user.target.recorder.level,
         spec.target_prompt_tokens,
         spec.max_tokens,
-        check_output=user.ignore_eos,
+        check_output=user.ignore_eos and spec.canary is None,
     )
+    if spec.canary:
+        exchange.canary, exchange.text = spec.canary, []
     exchange.schedule_lag = lag
     exchange.images, exchange.image_tokens = len(spec.images), spec.image_tokens
     exchange.image_bytes = sum(len(url) for url in spec.images)
@@ -123,9 +129,11 @@ def sampling(user: FlowUser, spec: RequestSpec) -> dict[str, Any]:
     fields: dict[str, Any] = {"max_tokens": spec.max_tokens, "stream": user.stream}
     if user.target.model:
         fields["model"] = user.target.model
-    if user.ignore_eos:
+    if spec.canary:  # the same prompt must get the same answer: greedy, seeded, its own length
+        fields |= {"temperature": 0.0, "seed": CANARY_SEED}
+    elif user.ignore_eos:
         fields |= {"ignore_eos": True, "min_tokens": spec.max_tokens}
-    if user.temperature is not None:
+    if user.temperature is not None and not spec.canary:
         fields["temperature"] = user.temperature
     if user.chat and not user.thinking:  # Qwen3's switch, and DeepSeek-V3.1+'s and Kimi-K2's (docs: --thinking)
         fields["chat_template_kwargs"] = {"enable_thinking": False, "thinking": False}
@@ -173,6 +181,7 @@ class LLMUser(FastHttpUser):
     request_name = ""  # the name of its entries in Locust's stats and of its rows
     chat = False  # prompts are chat messages (the template's tokens count toward the input length)
     needs_model = True  # the API takes a model name (default: the first the server lists)
+    takes_canaries = False  # --canary-share replaces some of its prompts with fixed ones (chat and completions)
     output_marker = b"\0"  # bytes that only an output-bearing chunk in vLLM's layout has (see read_stream)
     sticky_headers: dict[str, str] = {}  # headers of every request of the user (a session's id, session.py)
     target: Target  # FlowUser's: set by read_options and start_user
@@ -277,4 +286,6 @@ class LLMUser(FastHttpUser):
         if "error" in response:
             raise error_event(response)
         exchange.usage(response.get("usage") or {})
-        exchange.finish_reason = (response.get("choices") or [{}])[0].get("finish_reason") or ""
+        choice = (response.get("choices") or [{}])[0]
+        exchange.finish_reason = choice.get("finish_reason") or ""
+        exchange.keep_text((choice.get("message") or {}).get("content") if "message" in choice else choice.get("text"))

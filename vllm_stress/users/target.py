@@ -16,6 +16,7 @@ from locust import FastHttpUser
 from locust.runners import MasterRunner, WorkerRunner
 
 from vllm_stress.client import options as opts
+from vllm_stress.client.canary import Canaries, load_canaries
 from vllm_stress.client.checks import StopTarget, check_model, validate
 from vllm_stress.client.pacing import PoissonArrivals, arrivals_for
 from vllm_stress.client.prompts import Tokenizer, Workload, build_workload
@@ -24,6 +25,7 @@ from vllm_stress.client.sourceaddr import SOURCES
 from vllm_stress.client.stream import KERNEL_CLOCK, receive_clock
 from vllm_stress.client.trace import TraceArrivals, arrivals_for_trace, read_trace
 from vllm_stress.core import fleet, served
+from vllm_stress.core.questions import DatasetError
 from vllm_stress.master.clienthealth import ClientHealth, report_worker_cpu
 from vllm_stress.master.promexport import PromExport
 from vllm_stress.master.runrecorder import LocalRecorder, MasterRecorder
@@ -83,6 +85,7 @@ class Target:
         self.workloads: dict[bool, Workload] = {}  # chat template or not -> its workload
         self.prepared = gevent.event.Event()  # set when prepare() is over (successful or not): users wait for it
         self.arrivals: PoissonArrivals | TraceArrivals | None = None  # open loop: the arrival clock
+        self.canaries: Canaries | None = None  # --canary-share: which requests are fixed prompts
 
     @property
     def options(self) -> argparse.Namespace:
@@ -124,6 +127,10 @@ class Target:
         if not self.is_worker:
             check_model(options, self.model, models, self.host)
         self.workloads.clear()
+        try:
+            self.canaries = load_canaries(options.canary_file, options.canary_share, options.canary_min)
+        except DatasetError as e:
+            raise StopTarget(f"--canary-file: {e}") from None
         if self.runs_users:
             for chat in {getattr(cls, "chat", False) for cls in self.environment.user_classes}:
                 self.workloads[chat] = self.build_workload(chat)

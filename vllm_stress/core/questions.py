@@ -74,7 +74,7 @@ def _question(path: Path, number: int, line: str) -> Question:
         raise DatasetError(f"{path}:{number}: not an MMLU or GSM8K line ({type(error).__name__}: {error})") from None
 
 
-def _choices(choices: list) -> tuple[str, ...]:
+def _choices(choices: list[object]) -> tuple[str, ...]:
     if len(choices) != len(LETTERS):
         raise ValueError(f"expected {len(LETTERS)} choices, got {len(choices)}")
     return tuple(str(choice) for choice in choices)

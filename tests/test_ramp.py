@@ -46,11 +46,11 @@ def test_ramp_saturates_at_max_num_seqs(scenarios, tmp_path):
     ttft = {users: level["ttft_p50_s"] for users, level in levels.items()}
     assert ttft[32] > 2 * ttft[8]  # the extra users wait in the server's queue
     bounds = {users: level["bound"] for users, level in levels.items()}
-    # below the cap nothing waits (a loaded test machine may still flag its own client); from 16 users the batch is
-    # at max_num_seqs 8 (run.json's launch command names it) with the rest waiting
+    # below the cap nothing waits (a loaded test machine may still flag its own client); from 16 users the rest wait,
+    # the batch at max_num_seqs 8 when its sampled running mean shows it (tests/test_capacity.py pins that verdict)
     assert all(bounds[users] in ("", "client-bound") or bounds[users].startswith("client-bound (") for users in (4, 8))
     queued = ("batch-bound: max_num_seqs 8 reached (", "server-bound: waiting requests")
-    assert bounds[16].startswith(queued) and bounds[32].startswith(queued[0]), bounds
+    assert bounds[16].startswith(queued) and bounds[32].startswith(queued), bounds
     report = (out / "report" / "report.md").read_text()
     assert f"| Why it saturates there | {bounds[16]} from 16 users |" in report
 

@@ -10,7 +10,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from vllm_stress.core.metrics import health_samples
+from vllm_stress.core.metrics import health_samples, in_window
 from vllm_stress.core.schema import CLIENT_CPU_LIMIT_PERCENT, CLIENT_LOOP_LAG_LIMIT_MS, CLIENT_READ_BEHIND_SHARE
 
 UNDERLOADED_RATIO = 0.9  # the server (or its HTTP layer) held under this share of the users
@@ -57,7 +57,7 @@ def server_load(scrapes: Sequence[Row], start: float, end: float) -> dict[str, f
     ]
     span = math.fsum(scrape["time"] - previous["time"] for previous, scrape in inside)
     count = total([scrape["e2e_count"] for _, scrape in inside])
-    running = mean([scrape.get("running", math.nan) for scrape in scrapes if start <= scrape["time"] <= end])
+    running = mean([scrape.get("running", math.nan) for scrape in scrapes if in_window(scrape["time"], start, end)])
     if not span > 0 or not count > 0:  # the gauge's samples need no interval
         return {**dict.fromkeys(SERVER_LOAD_FIELDS, math.nan), "server_running_mean": running}
     e2e = total([scrape["e2e_sum_s"] for _, scrape in inside])

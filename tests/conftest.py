@@ -40,11 +40,12 @@ TIERS = {
     "scenarios": ("locust", "server"),  # a scenario run starts the simulator (without --target) and Locust
     "installed_suite": ("locust", "server"),  # its commands run the simulator and Locust
     "real_vllm": ("realvllm",),
+    "real_vllm_traffic": ("realvllm",),
     "browser": ("browser",),
     "network": ("netns",),
 }
 # fixtures of tests that run a whole load test or its like (a ramp, a cluster, a real vLLM): tens of seconds each
-WHOLE_RUNS = {"scenarios", "processes", "installed_suite", "real_vllm", "browser", "network"}
+WHOLE_RUNS = {"scenarios", "processes", "installed_suite", "real_vllm", "real_vllm_traffic", "browser", "network"}
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")  # the Makefile's
 CHROMIUM_ARGS = [
     "--headless",
@@ -294,18 +295,27 @@ def installed_suite(tmp_path_factory):
     return InstalledSuite(venv / "bin", env | {"PYTHONUNBUFFERED": "1"})
 
 
-@pytest.fixture(scope="module")
-def real_vllm(tmp_path_factory):
-    """One real vLLM (CPU build, deploy/real-vllm.sh) for the module, stopped when the module ends rather than idling
-    through the rest of the suite. It has its own state file, so a server the user started is left alone. The server
-    is pinned to its cores and this process, with the Locust processes it starts, to the others."""
+# the traffic tier's server: LoRA adapters (loaded at runtime by /v1/load_lora_adapter) and priority scheduling
+TRAFFIC_FLAGS = ("--enable-lora", "--max-loras", "2", "--max-lora-rank", "8", "--max-cpu-loras", "4")
+TRAFFIC_FLAGS += ("--scheduling-policy", "priority")
+
+
+def serve_real_vllm(tmp_path_factory, *flags: str, env: dict[str, str] | None = None):
+    """A real vLLM (CPU build, deploy/real-vllm.sh) started with ``flags``, stopped when the generator closes. It has
+    its own state file, so a server the user started is left alone. The server is pinned to its cores and this
+    process, with the Locust processes it starts, to the others."""
     state = tmp_path_factory.mktemp("real-vllm") / "server.env"
     otlp_port = free_port()  # where it sends its request spans: a test's --otlp-port receives them
-    env = os.environ | {
-        "REAL_VLLM_STATE": str(state),
-        "REAL_VLLM_OTLP_ENDPOINT": f"http://127.0.0.1:{otlp_port}/v1/traces",
-    }
-    started = subprocess.run(["bash", REAL_VLLM_SCRIPT, "start"], env=env, capture_output=True, text=True, timeout=540)
+    env = (
+        os.environ
+        | (env or {})
+        | {
+            "REAL_VLLM_STATE": str(state),
+            "REAL_VLLM_OTLP_ENDPOINT": f"http://127.0.0.1:{otlp_port}/v1/traces",
+        }
+    )
+    command = ["bash", REAL_VLLM_SCRIPT, "start", *flags]
+    started = subprocess.run(command, env=env, capture_output=True, text=True, timeout=540)
     own_cpus = os.sched_getaffinity(0)
     try:
         assert started.returncode == 0, started.stderr[-3000:]
@@ -316,6 +326,19 @@ def real_vllm(tmp_path_factory):
     finally:
         os.sched_setaffinity(0, own_cpus)
         subprocess.run(["bash", REAL_VLLM_SCRIPT, "stop"], env=env, capture_output=True, timeout=60)
+
+
+@pytest.fixture(scope="module")
+def real_vllm(tmp_path_factory):
+    """One real vLLM for the module, stopped when the module ends rather than idling through the rest of the suite."""
+    yield from serve_real_vllm(tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def real_vllm_traffic(tmp_path_factory):
+    """One real vLLM for the module with LoRA adapters and priority scheduling on (TRAFFIC_FLAGS): the traffic
+    tests (tests/test_realvllm_traffic.py) share it, so the suite starts one such server, not one per feature."""
+    yield from serve_real_vllm(tmp_path_factory, *TRAFFIC_FLAGS, env={"VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True"})
 
 
 @pytest.fixture

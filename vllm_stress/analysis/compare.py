@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from vllm_stress.analysis import stats, store, vllm_json
+from vllm_stress.analysis import llmd, stats, store, vllm_json
 from vllm_stress.analysis.canaries import canary_levels, read_answers
 from vllm_stress.analysis.load import AnalysisError, read_meta
 from vllm_stress.analysis.report import run_levels
@@ -178,6 +178,8 @@ def source_levels(source: str, db: str | None) -> list[pd.DataFrame]:
     """The per-level rows of each run a source holds: a stored run, a vLLM result file or folder, or a run folder."""
     if source.startswith(STORE_PREFIX):
         return [store.run_levels(db, source.removeprefix(STORE_PREFIX))]
+    if reports := llmd.report_files(source):  # llm-d Benchmark Reports
+        return llmd.read_reports(reports)
     if Path(source).is_file():
         return vllm_json.read_results(source)
     if files := vllm_json.result_files(source):

@@ -10,6 +10,7 @@ from typing import Any
 from vllm_stress.analysis import levels as level_defs
 from vllm_stress.analysis import stats
 from vllm_stress.analysis.canaries import canary_blocks, changed_line
+from vllm_stress.analysis.disaggreport import pd_blocks
 from vllm_stress.analysis.gpus import gpu_blocks
 from vllm_stress.analysis.levels import Level
 from vllm_stress.analysis.method import method_blocks
@@ -53,7 +54,7 @@ def build_report(summary: Summary, plots: dict[str, Path]) -> list[Block]:
     blocks += [Heading("Concurrency recommendations"), recommendation_table(configs), Paragraph(RECOMMENDATION_NOTE)]
     for label, config in configs.items():
         blocks += [Heading(f"Per level: {label}"), Paragraph(config_caption(config)), level_table(config)]
-        blocks += split_blocks(config) + replica_blocks(config)
+        blocks += split_blocks(config) + replica_blocks(config) + pd_blocks(config)
         blocks += canary_blocks(label, config.get("canaries") or [])
         blocks += error_blocks(config)
     blocks += [block for config in configs.values() for block in traffic_blocks(config["traffic"])]

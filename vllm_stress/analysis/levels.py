@@ -9,11 +9,13 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
+from vllm_stress.analysis.disagg import pd_levels
 from vllm_stress.analysis.load import AnalysisError, Run
 from vllm_stress.analysis.serverview import SPLIT_PERCENTS, TTFT_PARTS
 from vllm_stress.core import bound, fleet, steady
 from vllm_stress.core.metrics import bucket_percentile, in_window, percentile, streamed_tokens
 from vllm_stress.core.metrics import mean_in_flight as in_flight_mean
+from vllm_stress.core.pdbound import PD_FIELDS
 from vllm_stress.core.schema import ABORTED, LEVELS_FILE, REQUESTS_FILE
 
 PERCENTILES = (50, 90, 99)
@@ -122,6 +124,7 @@ LEVEL_FIELDS = {
     "price per GPU-hour × GPUs / (output_tokens_per_s × 3600) × 1e6 (from the mean throughput over repeats)",
     "usd_per_m_total_tokens": "the same per million total (prompt + output) tokens, from total_tokens_per_s",
     "partial": "the window was cut short because the run stopped early",
+    **PD_FIELDS,
 }
 
 
@@ -237,7 +240,7 @@ def level_stats(
     stats["client_loop_lag_max_ms"] = client_health_max(health, windows, "loop_lag_ms")
     stats["client_read_behind_p99_ms"] = client_health_max(health, windows, "read_behind_p99_ms")
     stats = stats.join(latency_percentiles(measured)).join(itl_percentiles(run.tables.get("itl")))
-    stats = stats.join(reasoning(measured)).join(ttft_split(measured))
+    stats = stats.join(reasoning(measured)).join(ttft_split(measured)).join(pd_levels(run, windows, measured))
     stats["answer_tokens_per_s"] = stats["output_tokens_per_s"] * (1 - stats["reasoning_share"])
     stats["cut_before_answer"] = per_level(ended["ok"] & (ended["reasoning_tokens"] > 0) & ended["ttfa_s"].isna())
     with_images = measured[measured["images"] > 0].groupby("users")

@@ -10,7 +10,7 @@ from typing import Any, NotRequired, TypedDict, cast
 
 import pandas as pd
 
-from vllm_stress.analysis import stats
+from vllm_stress.analysis import disagg, stats
 from vllm_stress.analysis.canaries import CanaryLevel, canary_levels, read_answers
 from vllm_stress.analysis.capacity import KvCeiling, kv_ceiling
 from vllm_stress.analysis.json_types import to_json_types
@@ -147,7 +147,7 @@ def summarise_config(
     replicas = replicas.groupby(["users", "replica"], as_index=False)[
         [column for column in REPLICA_LEVEL_COLUMNS if column not in ("users", "replica")]
     ].mean()
-    levels["bound"] = stats.router_bounds(levels, replicas)
+    levels["bound"] = disagg.pd_bounds(levels) if disagg.has_roles(levels) else stats.router_bounds(levels, replicas)
     low, high = scaling or (int(levels["users"].min()), int(levels["users"].max()))
     for level in (low, high):
         if level not in set(levels["users"]):

@@ -13,6 +13,7 @@ from vllm_stress.core.schema import (
     FORMAT_KEY,
     GPU_METRICS_COLUMNS,
     GPU_METRICS_FILE,
+    KV_TRANSFER_COLUMNS,
     REQUESTS_FILE,
     RUN_FILE,
     SERVER_METRICS_FILE,
@@ -83,6 +84,8 @@ FORMATS = (
             Addition(RUN_FILE, ("schedule_start",)),
             Addition(REQUESTS_FILE, ("canary",)),
             Addition(ANSWERS_FILE, tuple(ANSWER_COLUMNS)),
+            Addition(SERVER_METRICS_FILE, KV_TRANSFER_COLUMNS),
+            Addition(RUN_FILE, ("replica_roles",)),
         ),
     ),
 )

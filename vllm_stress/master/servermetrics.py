@@ -14,6 +14,7 @@ import gevent
 
 from vllm_stress.core import fleet, schema
 from vllm_stress.core.fleet import fleet_row
+from vllm_stress.core.roles import DEFAULT_ROLE, split_role
 from vllm_stress.master.csvappender import CsvAppender
 from vllm_stress.master.gpuscraper import GpuScraper
 from vllm_stress.master.serverscraper import Cell, ServerScraper
@@ -42,7 +43,8 @@ class ServerMetrics:
         self.file: CsvAppender | None = None
         self.gpus: list[GpuScraper] = []
         self.gpu_file: CsvAppender | None = None
-        self.baseline: dict[str, Cell] = {}  # the first scrape's row by column
+        self.baseline: dict[str, Cell] = {}  # the first scrape's row by column (of the replicas finishing requests)
+        self.prefill: set[str] = set()  # the replicas --server-metrics-url names prefill instances
         self.greenlet: gevent.Greenlet[[float], None] | None = None
         environment.events.test_start.add_listener(self._start)  # after the recorder's: the run folder is open
         environment.events.test_stop.add_listener(self._stop)
@@ -57,14 +59,19 @@ class ServerMetrics:
         folder, options = self.recorder.run.folder, self.environment.parsed_options
         if folder is None or options is None or options.server_metrics_interval <= 0:
             return
-        replicas = [*options.server_metrics_url, *service_replicas(options.server_metrics_service)]
+        named = [split_role(value) for value in options.server_metrics_url]
+        replicas = [url for _, url in named] + service_replicas(options.server_metrics_service)
         self.scrapers = self._scrapers(replicas, verify=not options.insecure)
+        roles = {fleet.replica_name(url): role for role, url in named}
+        self.prefill = {replica for replica, role in roles.items() if role == "prefill"}
+        if any(role != DEFAULT_ROLE for role in roles.values()):  # a P/D fleet: each replica's role, for the analysis
+            self.recorder.run.update({"replica_roles": roles})
         self.file = CsvAppender(folder.path, schema.SERVER_METRICS_FILE, schema.SERVER_METRICS_COLUMNS)
         self.gpus = [GpuScraper(url, verify=not options.insecure) for url in options.gpu_metrics_url]  # no API key
         if self.gpus:
             self.gpu_file = CsvAppender(folder.path, schema.GPU_METRICS_FILE, schema.GPU_METRICS_COLUMNS)
         self._scrape()  # the baseline, before the first request
-        self.baseline = dict(self.latest)
+        self.baseline = self._finishing()
         self.recorder.run.update({"server_cache_config": self.scrapers[0].cache_config})  # its KV cache, once per run
         self.greenlet = gevent.spawn(self._scrape_every, options.server_metrics_interval)
 
@@ -117,9 +124,14 @@ class ServerMetrics:
             gevent.sleep(SETTLE_POLL_S)
             self._scrape()
 
+    def _finishing(self) -> dict[str, Cell]:
+        """The last scrape of the replicas that finish the requests, summed: a P/D fleet's prefill instances also
+        count each request they hand on to a decode instance."""
+        return fleet_row([scraper.latest for scraper in self.scrapers if scraper.replica not in self.prefill])
+
     def _requests_served(self) -> int | None:
         """Requests the server finished during the run (every finish reason), or None when it has no such counter."""
-        first, last = self.baseline.get("request_success", ""), self.latest.get("request_success", "")
+        first, last = self.baseline.get("request_success", ""), self._finishing().get("request_success", "")
         if isinstance(first, str) or isinstance(last, str):
             return None
         return int(last - first)

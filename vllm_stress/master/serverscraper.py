@@ -115,7 +115,8 @@ class ServerScraper(Exporter):
             return None
         missing = sorted(name for name in _SCALARS if name not in snapshot.values)
         missing += sorted(name for name in schema.SERVER_HISTOGRAMS.values() if name not in snapshot.buckets)
-        if len(missing) == len(_SCALARS) + len(schema.SERVER_HISTOGRAMS):
+        missing = [name for name in missing if name not in schema.KV_CONNECTOR_SAMPLES]  # P/D decode only
+        if len(missing) == len(_SCALARS) + len(schema.SERVER_HISTOGRAMS) - len(schema.KV_CONNECTOR_SAMPLES):
             self._warn_once(
                 "foreign", "%s has none of vLLM's metrics (%s ...): no server_metrics.csv rows", self.url, missing[0]
             )

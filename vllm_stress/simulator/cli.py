@@ -14,6 +14,7 @@ from collections.abc import Callable
 import uvloop
 from aiohttp import web
 
+from . import disagg
 from .profiles import DEFAULT_PROFILE, FIELD_TYPES, Profile, load_profile, parse_assignments, profile_names
 from .protocol import LINE_ENDINGS, Reasoning
 from .server import Simulator
@@ -137,6 +138,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         metavar="FIELD=VALUE",
         help="override one profile field, e.g. --set mfu=0.4 --set t_fixed=0.01 (repeatable)",
     )
+    disagg.add_arguments(parser)
     return parser
 
 
@@ -221,6 +223,10 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
     args = build_parser(prog).parse_args(argv)
     try:
         profile = profile_from_args(args)
+        if args.pd:
+            fleet = disagg.build_fleet(args, disagg.role_profiles(args, profile))
+            asyncio.run(disagg.serve_fleet(fleet, args.host, args.port, args.api_key, READY_PREFIX))
+            return 0
         simulator = Simulator(
             profile,
             api_key=args.api_key,

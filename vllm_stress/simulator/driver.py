@@ -34,8 +34,9 @@ class EngineDriver:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
 
-    def submit(self, seqs: list[Sequence]) -> None:
-        self.engine.add_request(*seqs, arrival=self.engine_now())
+    def submit(self, seqs: list[Sequence], arrival: float | None = None) -> None:
+        """Hand ``seqs`` to the engine, arrived now or at engine time ``arrival`` (a request that waited for its KV)."""
+        self.engine.add_request(*seqs, arrival=self.engine_now() if arrival is None else arrival)
         self._wake.set()
 
     def abort(self, seqs: list[Sequence]) -> None:

@@ -49,6 +49,7 @@ class Sequence:
         "last_token",
         "finished_at",
         "encoder_flops",
+        "external_computed",
     )
 
     def __init__(
@@ -82,6 +83,7 @@ class Sequence:
         self.last_token: float | None = None
         self.finished_at: float | None = None
         self.encoder_flops = 0.0  # the vision encoder's work on its images (vision.py), not yet charged to a step
+        self.external_computed = 0  # prompt tokens whose KV another instance computed and sent (disagg.py)
 
     # vLLM's timings of a sequence, in engine seconds: each is read once the engine has set the times it spans
     def ttft(self) -> float:
@@ -225,7 +227,8 @@ class Engine:
             if seq.ready > self.clock:
                 return
             hits = kv.lookup(seq)
-            computed = len(hits) * kv.block_size
+            local = len(hits) * kv.block_size
+            computed = max(local, seq.external_computed)  # a KV connector's tokens, as vLLM's scheduler takes them
             total = seq.prompt_len + seq.num_output
             n = min(total - computed, budget)
             if not kv.allocate(seq, computed + n, reserve_tokens=total, hits=hits):
@@ -235,12 +238,13 @@ class Engine:
             seq.num_computed = computed
             scheduled.append((seq, n))
             budget -= n
+            seq.external_computed = 0  # a preempted sequence recomputes them
             if seq.first_scheduled is None:
                 seq.first_scheduled = self.clock
-                seq.num_cached_tokens = computed
+                seq.num_cached_tokens = computed  # vLLM's num_cached_tokens counts the connector's too
                 if kv.caching:
                     self.prefix_cache_queries += total
-                    self.prefix_cache_hits += computed
+                    self.prefix_cache_hits += local
 
     def _preempt(self, seq: Sequence) -> None:
         self.kv.release(seq)

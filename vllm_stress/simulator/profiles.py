@@ -78,6 +78,9 @@ class Profile:
     # API-server seconds per request before the engine core gets it (HTTP, chat template, tokenization), one request
     # at a time, so that requests arriving together wait for each other; 0 in the bundled profiles, fitted by calibrate
     t_frontend: float = 0.0
+    # disaggregated prefill/decode (disagg.py): each decode instance's KV link in Gbit/s, and a transfer's latency
+    kv_transfer_gbps: float = 100.0
+    kv_transfer_latency_s: float = 0.001
     # a twin (``python -m simulator calibrate``): the runs its step time was fitted to, and its error on them
     twin_source: str = ""
     twin_error: str = ""

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 from aiohttp.typedefs import Handler
@@ -34,6 +35,9 @@ from .spanexport import SpanExporter
 from .streams import Generator, write_sse
 from .tokenizer import Tokenizer
 from .vision import message_images
+
+if TYPE_CHECKING:
+    from .disagg import KvConnector
 
 VLLM_VERSION = "0.33.0"
 AUTH_PREFIXES = ("/v1", "/v2", "/inference", "/cohere")
@@ -93,6 +97,7 @@ class Simulator:
         self.answers = AnswerModel(profile)
         self.request_log = RequestLog(request_log) if request_log else None
         self.spans = SpanExporter(otlp_traces_endpoint, time_scale) if otlp_traces_endpoint else None
+        self.connector: KvConnector | None = None  # a P/D instance's side of the KV transfer (disagg.py)
 
     def app(self) -> web.Application:
         app = web.Application(middlewares=[self._middleware], client_max_size=64 * 1024**2)
@@ -175,6 +180,7 @@ class Simulator:
             reply=reply,
             reasoning=reasoning,
             encoder_flops=encoder_flops,
+            kv_params=body.get("kv_transfer_params"),
         )
 
     async def completions(self, request: web.Request) -> web.StreamResponse:
@@ -188,7 +194,7 @@ class Simulator:
                 generation, len(token_ids), self.profile.max_model_len, COMPLETIONS_DEFAULT_MAX_TOKENS
             )
             prompts.append((token_ids, max_tokens))
-        return await self._generate(request, generation, prompts, chat=False)
+        return await self._generate(request, generation, prompts, chat=False, kv_params=body.get("kv_transfer_params"))
 
     async def _generate(
         self,
@@ -199,8 +205,11 @@ class Simulator:
         reply: Reply | None = None,
         reasoning: Reasoning | None = None,
         encoder_flops: float = 0.0,
+        kv_params: object = None,
     ) -> web.StreamResponse:
         interval = max(generation.stream_interval or 1, self.profile.stream_interval)
+        prompt_tokens = sum(len(token_ids) for token_ids, _ in prompts)
+        external = await self.connector.receive(kv_params, prompt_tokens) if self.connector else None
         stream = self.generator.start(
             prompts,
             generation.n,
@@ -211,8 +220,8 @@ class Simulator:
             streaming=generation.stream,
             reply=reply,
             encoder_flops=encoder_flops,
+            external=external,
         )
-        prompt_tokens = sum(len(token_ids) for token_ids, _ in prompts)
         timing = request.get(TIMING_KEY)
         try:
             if generation.stream:
@@ -233,7 +242,10 @@ class Simulator:
         choices = [(stream.full_text(index), reason) for index, reason in enumerate(stream.reasons)]
         build = chat_response if chat else completion_response
         cached = stream.cached_tokens if self.prompt_details else None
-        return _json(build(self.model, choices, prompt_tokens, stream.completion_tokens, cached))
+        body = build(self.model, choices, prompt_tokens, stream.completion_tokens, cached)
+        if self.connector and (produced := self.connector.produced(kv_params, prompt_tokens)):
+            body["kv_transfer_params"] = produced  # as vLLM's response carries a KV connector's parameters
+        return _json(body)
 
     def _record(self, request: web.Request, seq: Sequence, prompt_tokens: int) -> None:
         """The finished request in the request log and as a span (its first sequence's engine times)."""

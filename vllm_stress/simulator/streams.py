@@ -124,10 +124,12 @@ class Generator:
         streaming: bool,
         reply: Reply | None = None,
         encoder_flops: float = 0.0,
+        external: tuple[int, float] | None = None,
     ) -> RequestStream:
         """Submit ``n`` sequences for each ``(prompt token ids, max_tokens)``; choice index = prompt * n + i. With a
         ``reply`` (a question's answer), every choice generates it and ends after it; ``encoder_flops``: the vision
-        encoder's work on the prompt's images, charged to the step that first schedules each sequence."""
+        encoder's work on the prompt's images, charged to the step that first schedules each sequence; ``external``:
+        (prompt tokens whose KV arrived from a prefill instance, engine time the request arrived), disagg.py."""
         rng = random.Random(seed if seed is not None else self._rng.getrandbits(64))
         stream = RequestStream(interval, streaming)
         profile = self.profile
@@ -140,9 +142,10 @@ class Generator:
                     len(token_ids), max_tokens, stop_after, sink=stream, index=len(stream.seqs), block_hashes=hashes
                 )
                 seq.encoder_flops = encoder_flops
+                seq.external_computed = external[0] if external else 0
                 stream.add(seq, offset, reply)
         self.driver.metrics.request_n.observe(n, len(prompts))
-        self.driver.submit(stream.seqs)
+        self.driver.submit(stream.seqs, external[1] if external else None)
         return stream
 
 

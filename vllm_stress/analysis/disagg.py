@@ -69,7 +69,9 @@ def level_fields(prefill: pd.DataFrame | None, decode: pd.DataFrame | None, star
     transfer_s = ratio(window_sum(decode, start, end, "kv_transfer_sum_s"), transfers)
     gigabytes = counter_gain(decode, start, end, "kv_transfer_bytes") / GB
     decode_ttft = ratio(window_sum(decode, start, end, "ttft_sum_s"), window_sum(decode, start, end, "ttft_count"))
-    prefill_e2e = ratio(window_sum(prefill, start, end, "e2e_sum_s"), window_sum(prefill, start, end, "e2e_count"))
+    prefill_s = ratio(window_sum(prefill, start, end, "http_sum_s"), window_sum(prefill, start, end, "http_count"))
+    if math.isnan(prefill_s):  # a server without HTTP-layer metrics: its engine's time
+        prefill_s = ratio(window_sum(prefill, start, end, "e2e_sum_s"), window_sum(prefill, start, end, "e2e_count"))
     return [
         gauge_sum(prefill, start, end, "running"),
         gauge_sum(prefill, start, end, "waiting"),
@@ -79,7 +81,7 @@ def level_fields(prefill: pd.DataFrame | None, decode: pd.DataFrame | None, star
         gigabytes,
         gigabytes * 8 / (end - start),
         math.nan,
-        prefill_e2e,
+        prefill_s,
         transfer_s,
         decode_ttft - (0.0 if math.isnan(transfer_s) else transfer_s),
         math.nan,

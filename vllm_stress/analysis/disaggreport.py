@@ -55,7 +55,7 @@ def pd_blocks(config: Mapping[str, Any]) -> list[Block]:
     text = (
         f"Disaggregated prefill/decode, {config['label']}: each level's prefill and decode instances (summed means of "
         "their gauges), the KV transfers the decode instances pulled (vLLM's NixlConnector series), and the client's "
-        "mean TTFT split into the prefill instance's e2e, the transfer and the decode instance's TTFT less the "
+        "mean TTFT split into the prefill instance's HTTP time, the transfer and the decode instance's TTFT less the "
         "transfer. The bound names the stage whose part grew with the load."
     )
     return [Paragraph(text), Table(HEADERS, rows)]

@@ -26,7 +26,8 @@ PD_FIELDS = {
     "kv_transfer_gb": "KV bytes they pulled in the window (vllm:nixl_bytes_transferred sum), in GB",
     "kv_transfer_gbps": "the same as a rate: kv_transfer_gb × 8 / window_s, Gbit/s",
     "ttft_client_mean_s": "with roles: the measured requests' mean TTFT at the client, the whole the split divides",
-    "ttft_prefill_s": "its prefill part: the prefill instances' mean e2e (arrival to their one token)",
+    "ttft_prefill_s": "its prefill part: the prefill instances' mean HTTP time (http_request_duration_highr_seconds: "
+    "the request in, its one token out), or their engine's mean e2e without HTTP-layer metrics",
     "ttft_transfer_s": "its KV-transfer part: the decode instances' mean vllm:nixl_xfer_time_seconds",
     "ttft_first_decode_s": "its first-decode-step part: the decode instances' mean TTFT less the transfer",
     "ttft_split_ratio": "(prefill + transfer + first decode step) / ttft_client_mean_s: 1 when the split accounts for "

@@ -124,9 +124,9 @@ def scrape(time: float, replica: str, **cells: float) -> dict:
 
 def test_each_levels_fleet_by_role_from_the_replicas_rows():
     rows = [  # one prefill (p) and one decode (d) instance scraped at 0 (before the window), 1 and 2
-        scrape(0, "p", running=0, waiting=0, e2e_count=0, e2e_sum_s=0),
-        scrape(1, "p", running=2, waiting=1, e2e_count=4, e2e_sum_s=0.4),
-        scrape(2, "p", running=4, waiting=3, e2e_count=6, e2e_sum_s=0.8),
+        scrape(0, "p", running=0, waiting=0, e2e_count=0, e2e_sum_s=0, http_count=0, http_sum_s=0),
+        scrape(1, "p", running=2, waiting=1, e2e_count=4, e2e_sum_s=0.4, http_count=4, http_sum_s=0.5),
+        scrape(2, "p", running=4, waiting=3, e2e_count=6, e2e_sum_s=0.8, http_count=6, http_sum_s=1.0),
         scrape(0, "d", running=0, waiting=0, ttft_count=0, ttft_sum_s=0, kv_transfer_count=0, kv_transfer_sum_s=0),
         scrape(1, "d", running=6, waiting=0, ttft_count=5, ttft_sum_s=2.0, kv_transfer_count=5, kv_transfer_sum_s=1.5),
         scrape(2, "d", running=8, waiting=0, ttft_count=5, ttft_sum_s=2.0, kv_transfer_count=5, kv_transfer_sum_s=1.5),
@@ -138,15 +138,18 @@ def test_each_levels_fleet_by_role_from_the_replicas_rows():
     run.meta["replica_roles"]["d"] = "decode"
     windows = pd.DataFrame({"users": [4], "start": [0.5], "end": [2.5]})
     measured = pd.DataFrame({"users": [4, 4], "ttft_s": [0.6, 0.8]})
+    without_http = pd.DataFrame(rows).assign(http_count=math.nan, http_sum_s=math.nan)
+    engine_only = Run(Path("x"), pd.DataFrame(), {"server_replicas": without_http}, run.meta)
+    assert pd_levels(engine_only, windows, measured).loc[4, "ttft_prefill_s"] == pytest.approx(0.12)  # e2e: 1.2 / 10
     fields = pd_levels(run, windows, measured).loc[4]
     assert fields["prefill_running_mean"] == 3 and fields["prefill_waiting_mean"] == 2
     assert fields["decode_running_mean"] == 7 and fields["decode_waiting_mean"] == 0
     assert fields["kv_transfers"] == 10 and fields["ttft_transfer_s"] == pytest.approx(0.3)
     assert fields["kv_transfer_gb"] == pytest.approx(5.0) and fields["kv_transfer_gbps"] == pytest.approx(20.0)
-    assert fields["ttft_prefill_s"] == pytest.approx(0.12)  # 1.2 s over 10 prefills
+    assert fields["ttft_prefill_s"] == pytest.approx(0.15)  # HTTP: 1.5 s over 10 prefills
     assert fields["ttft_first_decode_s"] == pytest.approx(0.4 - 0.3)
     assert fields["ttft_client_mean_s"] == pytest.approx(0.7)
-    assert fields["ttft_split_ratio"] == pytest.approx((0.12 + 0.3 + 0.1) / 0.7)
+    assert fields["ttft_split_ratio"] == pytest.approx((0.15 + 0.3 + 0.1) / 0.7)
 
 
 def test_a_fleet_without_roles_has_no_pd_fields():

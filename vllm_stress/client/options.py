@@ -198,8 +198,8 @@ def add_arguments(parser: LocustArgumentParser) -> None:
         default=[],
         include_in_web_ui=False,
         help="Master or local runner: a replica's Prometheus /metrics behind the router --host names, scraped into "
-        "server_metrics.csv instead of the target's (repeatable: one per replica; the analysis sums them); ROLE=URL gives a "
-        "disaggregated fleet's role: prefill=URL, decode=URL or both=URL (docs/guides/disaggregated.md)",
+        "server_metrics.csv instead of the target's (repeatable: one per replica; the analysis sums them); ROLE=URL: a P/D "
+        "role, prefill, decode or both",
     )
     parser.add_argument(
         "--server-metrics-service",

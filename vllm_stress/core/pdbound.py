@@ -16,22 +16,19 @@ STAGES = {  # stage -> the level field of its part of the client's TTFT
     "transfer": "ttft_transfer_s",
     "decode": "ttft_first_decode_s",
 }
-PD_FIELDS = {
-    "prefill_running_mean": "with --server-metrics-url prefill=URL: the prefill instances' running requests, each "
-    "one's mean over the window, summed",
-    "prefill_waiting_mean": "the prefill instances' waiting requests, the same way",
-    "decode_running_mean": "with --server-metrics-url decode=URL: the decode instances' running requests, summed",
-    "decode_waiting_mean": "the decode instances' waiting requests, summed",
-    "kv_transfers": "KV transfers the decode instances finished in the window (vllm:nixl_xfer_time_seconds count)",
-    "kv_transfer_gb": "KV bytes they pulled in the window (vllm:nixl_bytes_transferred sum), in GB",
-    "kv_transfer_gbps": "the same as a rate: kv_transfer_gb × 8 / window_s, Gbit/s",
-    "ttft_client_mean_s": "with roles: the measured requests' mean TTFT at the client, the whole the split divides",
-    "ttft_prefill_s": "its prefill part: the prefill instances' mean HTTP time (http_request_duration_highr_seconds: "
-    "the request in, its one token out), or their engine's mean e2e without HTTP-layer metrics",
-    "ttft_transfer_s": "its KV-transfer part: the decode instances' mean vllm:nixl_xfer_time_seconds",
+PD_FIELDS = {  # with --server-metrics-url ROLE=URL; running and waiting: each instance's mean, summed
+    "prefill_running_mean": "prefill instances' running requests",
+    "prefill_waiting_mean": "prefill instances' waiting requests",
+    "decode_running_mean": "decode instances' running requests",
+    "decode_waiting_mean": "decode instances' waiting requests",
+    "kv_transfers": "KV transfers finished (vllm:nixl_xfer_time_seconds)",
+    "kv_transfer_gb": "KV GB moved (vllm:nixl_bytes_transferred)",
+    "kv_transfer_gbps": "the same in Gbit/s",
+    "ttft_client_mean_s": "the client's mean TTFT, which the split divides",
+    "ttft_prefill_s": "its prefill part: the prefill instances' mean HTTP time (else engine e2e)",
+    "ttft_transfer_s": "its transfer part: the mean KV transfer",
     "ttft_first_decode_s": "its first-decode-step part: the decode instances' mean TTFT less the transfer",
-    "ttft_split_ratio": "(prefill + transfer + first decode step) / ttft_client_mean_s: 1 when the split accounts for "
-    "the whole TTFT; the rest is the proxy and the network",
+    "ttft_split_ratio": "the three parts' sum / ttft_client_mean_s (the rest: proxy and network)",
 }
 
 Row = Mapping[str, Any]

@@ -118,8 +118,7 @@ RUN_KEYS = [
     # {id: {"clock_offset_ms" (the master's clock minus the worker's, NTP's estimate), "round_trip_ms" (it is within
     # half of it), "ahead_ms" (how long before the start the worker had it)}}, "skew_ms" (the spread of the offsets:
     # how far apart the workers' schedules may be)}, or null (vllm_stress.master.schedulestart)
-    "replica_roles",  # with --server-metrics-url ROLE=URL: {replica host:port: "prefill" | "decode" | "both"}
-    # (vllm_stress.core.roles), absent for a fleet without roles
+    "replica_roles",  # with --server-metrics-url ROLE=URL: {host:port: role} (vllm_stress.core.roles)
 ]
 
 
@@ -141,7 +140,7 @@ SERVER_COUNTERS = {  # column -> scraped sample: cumulative since the server sta
     "prefix_cache_queries": "vllm:prefix_cache_queries_total",  # prompt tokens looked up in the prefix cache
     "prefix_cache_hits": "vllm:prefix_cache_hits_total",  # of which found there
     "frontend_cpu_s": "process_cpu_seconds_total",  # CPU of vLLM's API server process (HTTP, templating, detokenizing)
-    "kv_transfer_bytes": "vllm:nixl_bytes_transferred_sum",  # KV bytes a decode instance's NixlConnector pulled
+    "kv_transfer_bytes": "vllm:nixl_bytes_transferred_sum",  # KV bytes a P/D decode instance pulled
 }
 SERVER_HISTOGRAMS = {  # column prefix -> histogram: {prefix}_count, {prefix}_sum_s, {prefix}_p50_s, {prefix}_p99_s
     "ttft": "vllm:time_to_first_token_seconds",  # the server's time to first token
@@ -150,7 +149,7 @@ SERVER_HISTOGRAMS = {  # column prefix -> histogram: {prefix}_count, {prefix}_su
     "http": "http_request_duration_highr_seconds",  # vLLM's HTTP layer (prometheus_fastapi_instrumentator): from the
     # request reaching its handler to the last byte of the response written, so it holds the frontend's own time
     # (templating, tokenization, detokenization, SSE)
-    "kv_transfer": "vllm:nixl_xfer_time_seconds",  # a decode instance's KV transfers (vLLM's NixlConnector)
+    "kv_transfer": "vllm:nixl_xfer_time_seconds",  # its KV transfers (vLLM's NixlConnector)
 }
 KV_CONNECTOR_SAMPLES = {"vllm:nixl_bytes_transferred_sum", "vllm:nixl_xfer_time_seconds"}  # only a P/D decode has them
 KV_TRANSFER_COLUMNS = (

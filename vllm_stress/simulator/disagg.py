@@ -142,20 +142,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--pd",
         metavar="PxD",
-        help="disaggregated prefill/decode: P prefill and D decode instances behind a proxy on --port, e.g. 2x2; "
-        "the instances on the next ports, prefill first (docs/guides/disaggregated.md)",
+        help="P prefill and D decode instances behind a proxy on --port, e.g. 2x2 (docs/guides/disaggregated.md)",
     )
-    parser.add_argument(
-        "--kv-transfer-gbps", type=float, help="with --pd: each decode instance's KV link, Gbit/s (profile's)"
-    )
-    parser.add_argument("--kv-transfer-latency-ms", type=float, help="with --pd: a KV transfer's latency (profile's)")
+    parser.add_argument("--kv-transfer-gbps", type=float, help="with --pd: KV link per decode instance, Gbit/s")
+    parser.add_argument("--kv-transfer-latency-ms", type=float, help="with --pd: KV transfer latency")
     for role in ROLES:
         parser.add_argument(
             f"--{role}-set",
             action="append",
             default=[],
             metavar="FIELD=VALUE",
-            help=f"with --pd: a profile field of the {role} instances only (repeatable)",
+            help=f"with --pd: a {role} instances' profile field",
         )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import os
 import signal
 import socket
@@ -223,25 +224,30 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
     args = build_parser(prog).parse_args(argv)
     try:
         profile = profile_from_args(args)
-        if args.pd:
-            fleet = disagg.build_fleet(args, disagg.role_profiles(args, profile))
-            asyncio.run(disagg.serve_fleet(fleet, args.host, args.port, args.api_key, READY_PREFIX))
-            return 0
-        simulator = Simulator(
-            profile,
+        make = functools.partial(  # what every instance of a P/D fleet shares too
+            Simulator,
             api_key=args.api_key,
-            seed=args.seed,
             time_scale=args.time_scale,
             prompt_details=args.enable_prompt_tokens_details,
-            request_log=args.request_log,
             reasoning=reasoning_from_args(args),
-            otlp_traces_endpoint=args.otlp_traces_endpoint,
             sse_line_ending=LINE_ENDINGS[args.sse_line_ending],
         )
+        if args.pd:
+            fleet = disagg.build_fleet(args, disagg.role_profiles(args, profile), make)
+        else:
+            simulator = make(
+                profile,
+                seed=args.seed,
+                request_log=args.request_log,
+                otlp_traces_endpoint=args.otlp_traces_endpoint,
+            )
     except ValueError as error:
         print(f"simulator: {error}", file=sys.stderr)
         return 2
     loop_factory = uvloop.new_event_loop if args.event_loop == "uvloop" else asyncio.new_event_loop
     with asyncio.Runner(loop_factory=loop_factory) as runner:
-        runner.run(serve(simulator, args.host, args.port))
+        if args.pd:
+            runner.run(disagg.serve_fleet(fleet, args.host, args.port, args.api_key, READY_PREFIX))
+        else:
+            runner.run(serve(simulator, args.host, args.port))
     return 0

@@ -16,7 +16,7 @@ import re
 import signal
 import socket
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from aiohttp import web
@@ -174,17 +174,19 @@ def role_profiles(args: argparse.Namespace, profile: Profile) -> dict[str, Profi
     return {role: profile.replace(**link, **parse_assignments(getattr(args, f"{role}_set"))) for role in ROLES}
 
 
-def build_fleet(args: argparse.Namespace, profiles: dict[str, Profile], make: type[Simulator] | None = None) -> Fleet:
+def build_fleet(args: argparse.Namespace, profiles: dict[str, Profile], make: Callable[..., Simulator]) -> Fleet:
     """The instances ``--pd`` asks for on --host, connected by their roles: the prefill instances on the ports after
     --port, then the decode instances (each on a free port with --port 0)."""
     counts = dict(zip(ROLES, parse_layout(args.pd), strict=True))
+    if args.request_log or args.otlp_traces_endpoint:  # every instance would see each request
+        raise ValueError("--pd serves no --request-log or --otlp-traces-endpoint (one request, two instances)")
     ports = itertools.count(args.port + 1) if args.port else itertools.repeat(0)
     family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
     fleet: dict[str, list[tuple[Simulator, socket.socket]]] = {role: [] for role in ROLES}
     for role in ROLES:
         profile = profiles[role]
         for index in range(counts[role]):
-            simulator = (make or Simulator)(profile, seed=args.seed + index, time_scale=args.time_scale)
+            simulator = make(profile, seed=args.seed + index)
             link = None
             if role == "decode":
                 link = KvLink(profile.kv_transfer_gbps * 1e9 / 8, profile.kv_transfer_latency_s)

@@ -21,6 +21,7 @@ from vllm_stress.analysis.json_types import Json, to_json_types
 from vllm_stress.analysis.levels import PERCENTILES, Level, classify, level_windows, tokens_in_windows
 from vllm_stress.analysis.load import AnalysisError, Run
 from vllm_stress.core.metrics import in_window
+from vllm_stress.core.schema import REQUESTS_FILE
 
 BR_VERSION = "0.2.1"
 REPORTS_DIR = "benchmark_report"  # under the report's folder: <label>/run-<n>/users-<N>.json
@@ -152,8 +153,11 @@ def is_report(document: object) -> bool:
 
 
 def report_files(source: str | Path) -> list[Path]:
-    """The Benchmark Report files a source names: itself, or the JSON files under a folder that are reports."""
+    """The Benchmark Report files a source names: itself, or the JSON files under a folder that are reports ([] for
+    a run folder)."""
     path = Path(source)
+    if (path / REQUESTS_FILE).is_file():
+        return []
     candidates = [path] if path.is_file() else sorted(path.rglob("*.json")) if path.is_dir() else []
     found = []
     for candidate in candidates:

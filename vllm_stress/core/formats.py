@@ -13,6 +13,8 @@ from vllm_stress.core.schema import (
     FORMAT_KEY,
     GPU_METRICS_COLUMNS,
     GPU_METRICS_FILE,
+    REPLICA_COLUMNS,
+    REPLICAS_FILE,
     REQUESTS_FILE,
     RUN_FILE,
     SERVER_METRICS_FILE,
@@ -83,6 +85,7 @@ FORMATS = (
             Addition(RUN_FILE, ("schedule_start",)),
             Addition(REQUESTS_FILE, ("canary",)),
             Addition(ANSWERS_FILE, tuple(ANSWER_COLUMNS)),
+            Addition(REPLICAS_FILE, tuple(REPLICA_COLUMNS), "replica set over time"),
         ),
     ),
 )

@@ -144,13 +144,15 @@ class Scaler:
                     self.leave(max(self.replicas))
 
     def join(self, slot: int) -> None:
-        """A replica asked for: its start-up delay, its start, then nginx's."""
+        """A replica asked for: its start-up delay, its start, then nginx's; the thread lives on until the scaler
+        stops, as the replica's parent-death signal is tied to it (vllm_stress.core.children)."""
         if self.stopping.wait(self.startup_delay_s):
             return
         self.launch(slot)
         with self.lock:
             self.pending.discard(slot)
             self.configure()
+        self.stopping.wait()
 
     def leave(self, slot: int) -> None:
         """Out of nginx at once; stopped once it has drained (called with the lock held)."""

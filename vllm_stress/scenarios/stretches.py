@@ -79,12 +79,19 @@ def parse_shape(text: str) -> tuple[str, list[float | str]]:
     if kind not in counts or not counts[kind][0] <= len(parts) <= counts[kind][1]:
         raise ValueError(f"--shape must be {GRAMMAR}, got {text!r}")
     try:
-        values: list[float | str] = [part if "/" in part else float(part) for part in parts]
+        values: list[float | str] = [table(part) if "/" in part else float(part) for part in parts]
     except ValueError:
         raise ValueError(f"--shape {text!r}: numbers expected ({GRAMMAR})") from None
     if any(isinstance(v, float) and v < 0 for v in values):
         raise ValueError(f"--shape {text!r}: no negative numbers")
     return kind, values
+
+
+def table(text: str) -> str:
+    """A diurnal table ``"2/4/8"`` as it is; ValueError when a part is not a number."""
+    for part in text.split("/"):
+        float(part)
+    return text
 
 
 def stretches_of(text: str, trace: list[TraceLine] | None = None) -> list[Stretch] | None:

@@ -145,7 +145,8 @@ class StepRampShape(LoadTestShape):
 
     def reset_time(self) -> None:
         super().reset_time()
-        self.timed = None
+        if self.timed:
+            self.timed.restart()
         self.start_level(0)
 
     def start_level(self, index: int) -> None:

@@ -36,13 +36,18 @@ class TimedRun:
     def __init__(self, stretches: list[Stretch]) -> None:
         self.stretches = stretches
         self.ends = list(accumulate(stretch.seconds for stretch in stretches))
+        self.window: LevelWindow | None = None
+        self.announced = ""
+        self.restart()
+
+    def restart(self) -> None:
+        """From the first stretch at the next tick (Locust ticks a shape once before the test starts, then resets it)."""
         self.started: float | None = None
         self.index = -1
         self.stretch_start = 0.0
         self.judged: set[int] = set()  # user counts judged so far
         self.judging = False  # the open stretch is a level
         self.held = False
-        self.window: LevelWindow | None = None
         self.current: tuple[int, float] | None = None
 
     def tick(self, runner: Runner, options: argparse.Namespace) -> tuple[int, float] | None:
@@ -78,8 +83,10 @@ class TimedRun:
         hooks.level_started.fire(environment=environment, users=stretch.users, judged=self.judging)
         state = "a level" if self.judging else "judged before: not a level"
         text = f"Stretch {index + 1}/{len(self.stretches)}: {stretch.users} users for {stretch.seconds:g} s ({state})"
-        hooks.phase_changed.fire(environment=environment, text=text, limit_s=stretch.seconds, phase=hooks.PHASES[0])
-        log.info("%s", text)
+        if text != self.announced:  # the first stretch, ticked again after the reset
+            self.announced = text
+            hooks.phase_changed.fire(environment=environment, text=text, limit_s=stretch.seconds, phase=hooks.PHASES[0])
+            log.info("%s", text)
 
     def close(self, environment: Environment) -> None:
         """The open stretch ends: a level held is judged over its hold."""

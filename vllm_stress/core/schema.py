@@ -163,16 +163,15 @@ SERVER_METRICS_COLUMNS = [
     ),
 ]
 
-# replicas.csv: the replica set over time (vllm_stress.master.replicaset), one row per replica known at each look
-# (every --server-metrics-interval) with --server-metrics-url (each listed /metrics URL, answering or not) or
-# --server-metrics-service (the addresses its name resolves to at each look, and those it resolved to before).
+# replicas.csv: the replica set over time (vllm_stress.master.replicaset): at each scrape, a row per replica
+# listed or ever resolved.
 REPLICAS_FILE = "replicas.csv"
 REPLICA_COLUMNS = [
-    "time",  # unix seconds of the look
-    "replica",  # host:port of the replica's /metrics (as server_metrics.csv names it)
-    "up",  # 1: its /metrics answered with vLLM's gauges; 0: it did not, or its address left the Service's DNS
-    "running",  # vllm:num_requests_running when up, else empty
-    "waiting",  # vllm:num_requests_waiting when up, else empty
+    "time",  # unix seconds
+    "replica",  # host:port, as in server_metrics.csv
+    "up",  # 1: its /metrics answered; 0: not, or it left the Service's DNS
+    "running",  # vllm:num_requests_running (empty when down)
+    "waiting",  # vllm:num_requests_waiting (empty when down)
 ]
 
 # server_spans.csv: one row per request span the server exported during the run (vLLM's OpenTelemetry "llm_request"

@@ -4,10 +4,13 @@ at a user count a judged level, a later one at the same count not."""
 
 from __future__ import annotations
 
+import time
+
+import gevent
 import pytest
 
 from tests.test_shape import Ramp, ended
-from vllm_stress.client.trace import TraceLine
+from vllm_stress.client.trace import TraceArrivals, TraceLine
 from vllm_stress.master import hooks
 from vllm_stress.scenarios.stretches import Stretch, sinusoid, stretches_of, total_s
 
@@ -87,3 +90,16 @@ def test_a_timed_spike_judges_base_and_peak_once_each(spike):
     assert started == [(2, True), (6, True), (2, False)]
     assert [users for users, *_ in r.ended] == [2, 6]
     assert r.phases[-1] == "Stretch 3/3: 2 users for 10 s (judged before: not a level)"
+
+
+def test_a_user_stopped_while_it_waits_gives_its_trace_line_back():
+    """A trace shape lowers the users between windows: a user stopped while it sleeps until its line's time gives the
+    line back, so the next waiter sends it and the replay loses none."""
+    lines = [TraceLine(60.0, 100, 10), TraceLine(61.0, 100, 10)]
+    arrivals = TraceArrivals(lines)
+    arrivals.start_at(time.perf_counter())
+    waiting = gevent.spawn(arrivals.wait)
+    gevent.sleep(0)  # it took the first line and sleeps until its time
+    waiting.kill()
+    assert arrivals.returned == [lines[0]] and arrivals.summary().startswith("Trace replay: 0 of 2 lines sent")
+    assert arrivals.take() == lines[0] and arrivals.take() == lines[1]

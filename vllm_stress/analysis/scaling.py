@@ -4,6 +4,7 @@ and those of them that failed, and the replica-hours with their cost (docs/guide
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -38,7 +39,8 @@ def joins(table: pd.DataFrame) -> list[tuple[str, float]]:
     for replica, looks in table.sort_values("time").groupby("replica"):
         up = looks["up"].fillna(0).astype(int).to_numpy()
         times = looks["time"].to_numpy(float)
-        rises = [i for i in range(len(up)) if up[i] == 1 and (i > 0 and up[i - 1] == 0 or i == 0 and times[0] > first)]
+        was_down = [i > 0 and up[i - 1] == 0 or i == 0 and times[0] > first for i in range(len(up))]
+        rises = [i for i in range(len(up)) if up[i] == 1 and was_down[i]]
         found += [(str(replica), float(times[i])) for i in rises]
     return sorted(found, key=lambda join: join[1])
 
@@ -61,7 +63,7 @@ def scale_up(
     mine = table[(table["replica"] == replica) & (table["time"] >= up_at) & (table["running"].fillna(0) > 0)]
     serving_at = float(mine["time"].min()) if not mine.empty else np.nan
     grew_at = queue_growth(series, up_at)
-    end = serving_at if serving_at == serving_at else float(series["time"].max())
+    end = float(series["time"].max()) if math.isnan(serving_at) else serving_at
     sent = requests[(requests["start_time"] >= grew_at) & (requests["start_time"] < end)]
     failed = sent[~sent["ok"] & (sent["error"].fillna("") != ABORTED)]
     queue = series[(series["time"] >= grew_at) & (series["time"] <= end)]["waiting"]

@@ -59,6 +59,7 @@ class Scaler:
         self.router = f"http://127.0.0.1:{self.router_port}"
         self.replicas: dict[int, SimulatorProcess] = {}  # slot -> its replica, serving behind nginx
         self.pending: set[int] = set()  # slots asked for, not serving yet
+        self.draining: set[int] = set()  # slots whose replica left nginx and has not stopped yet
         self.events: list[tuple[float, str, int]] = []
         self.lower_since: float | None = None  # since when the desired count is below the live one
         self.nginx: subprocess.Popen | None = None
@@ -130,9 +131,8 @@ class Scaler:
             desired = self.desired(self.waiting())
             with self.lock:
                 live = len(self.replicas) + len(self.pending)
-                free = [
-                    slot for slot in range(len(self.ports)) if slot not in self.replicas and slot not in self.pending
-                ]
+                busy = {*self.replicas, *self.pending, *self.draining}
+                free = [slot for slot in range(len(self.ports)) if slot not in busy]
                 for slot in free[: max(desired - live, 0)]:
                     self.pending.add(slot)
                     self.events.append((time.time(), "asked", slot))
@@ -157,6 +157,7 @@ class Scaler:
     def leave(self, slot: int) -> None:
         """Out of nginx at once; stopped once it has drained (called with the lock held)."""
         replica = self.replicas.pop(slot)
+        self.draining.add(slot)
         self.configure()
         self.events.append((time.time(), "left", slot))
         self.spawn(self.drain, slot, replica)
@@ -169,6 +170,8 @@ class Scaler:
                 break
             time.sleep(self.poll_s)
         replica.stop()
+        with self.lock:
+            self.draining.discard(slot)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -72,3 +72,12 @@ def test_the_report_shows_the_changes_and_the_scale_ups_and_the_plot_the_lag():
     assert list(top.lines[0].get_ydata()[[0, 14, 30]]) == [1, 2, 1]
     [shaded] = top.patches
     assert shaded.get_x() == 10 and shaded.get_width() == 5
+
+
+def test_a_replica_up_before_any_look_saw_a_queue_has_no_lag():
+    """The autoscaler saw a queue between two looks: the scale-up is listed, its lag unknown, no request counted."""
+    table = replica_set()
+    table.loc[table["replica"] == "a:8000", "waiting"] = 0
+    [up] = scaling("run", table, requests(), gpus=None, gpu_hour_price=None)["scale_ups"]
+    assert math.isnan(up["queue_grew_s"]) and math.isnan(up["lag_s"]) and up["requests"] == 0
+    assert up["up_s"] == 14

@@ -47,11 +47,12 @@ def joins(table: pd.DataFrame) -> list[tuple[str, float]]:
 
 def queue_growth(series: pd.DataFrame, before: float) -> float:
     """When the queue that a replica coming up at ``before`` answered began to grow: the first look with requests
-    waiting after the last look before ``before`` with none (the first look when none had none)."""
+    waiting after the last look before ``before`` with none (the first look when none had none); NaN when the looks
+    saw no request waiting before it (the autoscaler saw a queue between two looks, or scaled on something else)."""
     earlier = series[series["time"] < before]
     empty = earlier[earlier["waiting"] <= 0]
     after = earlier[earlier["time"] > empty["time"].max()] if not empty.empty else earlier
-    return float(after["time"].min()) if not after.empty else before
+    return float(after["time"].min()) if not after.empty else math.nan
 
 
 def scale_up(
@@ -61,10 +62,10 @@ def scale_up(
     requests sent in that lag (the queue's), those that failed, their TTFT p99 and the fleet's most waiting."""
     origin = float(series["time"].iloc[0])
     mine = table[(table["replica"] == replica) & (table["time"] >= up_at) & (table["running"].fillna(0) > 0)]
-    serving_at = float(mine["time"].min()) if not mine.empty else np.nan
+    serving_at = float(mine["time"].min()) if not mine.empty else math.nan
     grew_at = queue_growth(series, up_at)
     end = float(series["time"].max()) if math.isnan(serving_at) else serving_at
-    sent = requests[(requests["start_time"] >= grew_at) & (requests["start_time"] < end)]
+    sent = requests[(requests["start_time"] >= grew_at) & (requests["start_time"] < end)]  # none without a queue
     failed = sent[~sent["ok"] & (sent["error"].fillna("") != ABORTED)]
     queue = series[(series["time"] >= grew_at) & (series["time"] <= end)]["waiting"]
     return {

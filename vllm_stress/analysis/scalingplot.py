@@ -25,7 +25,7 @@ def scaling_figure(label: str, runs: list[dict[str, Any]]) -> Figure:
         bottom.plot(at, waiting, color="tab:red", linewidth=1, label="waiting")
         bottom.plot(at, running, color="tab:blue", linewidth=1, label="running")
         bottom.set(ylabel="requests (fleet)", xlabel="seconds since the first look at the replicas")
-        for up in run["scale_ups"]:
+        for up in [up for up in run["scale_ups"] if up["queue_grew_s"] is not None]:
             end = up["serving_s"] if up["serving_s"] is not None else at[-1]
             for ax in (top, bottom):
                 ax.axvspan(up["queue_grew_s"], end, color="tab:orange", alpha=0.15, linewidth=0)

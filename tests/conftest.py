@@ -34,6 +34,7 @@ TIERS = {
     "simulator": ("server",),
     "module_simulator": ("server",),
     "fault_servers": ("server",),
+    "scaler": ("server",),  # simulator replicas behind nginx, scaled by tests/scaler.py
     "docker": ("server",),  # its containers are simulators
     "run_locust": ("locust",),
     "processes": ("locust",),  # Locust and the scenario runner, in the background
@@ -159,6 +160,26 @@ def module_simulator():
     """As ``simulator``, stopped after the module: one server for the module's tests."""
     with stopped_after(start_simulator) as start:
         yield start
+
+
+@pytest.fixture
+def scaler(tmp_path):
+    """``scaler(slots, simulator_args, **rule)``: simulator replicas behind nginx that tests/scaler.py (a test fixture,
+    not a product) scales by their queue depth, one serving at first; stopped after the test. Skips without nginx."""
+    from tests.scaler import Scaler
+    from tests.test_fleet import NGINX
+
+    if not os.path.exists(NGINX):
+        pytest.skip(f"{NGINX} is missing: make nginx")
+    started = []
+
+    def start(slots: int, simulator_args: list[str], **rule) -> Scaler:
+        started.append(Scaler(tmp_path, slots, simulator_args, **rule).start())
+        return started[-1]
+
+    yield start
+    for made in started:
+        made.stop()
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,11 @@ K8S = DEPLOY / "k8s"
 SERVE = DEPLOY / "vllm-serve.sh"
 K8S_VERSION = "1.37.0"  # schema set bundled with kubernetes-validate (requirements-dev.txt)
 # the kinds kubernetes-validate has no schema for, checked against JSON Schemas written from their own definitions
-OWN_SCHEMAS = {"servicemonitor.yaml": "servicemonitor.schema.json", "kustomization.yaml": "kustomization.schema.json"}
+OWN_SCHEMAS = {
+    "servicemonitor.yaml": "servicemonitor.schema.json",
+    "kustomization.yaml": "kustomization.schema.json",
+    "keda-scaledobject.yaml": "scaledobject.schema.json",
+}
 SCHEMAS = REPO / "tests" / "fixtures" / "k8s"
 WORKERS_AT_SCALE = 64  # the worker count the manifests must take (64 pods of one Locust process each)
 
@@ -153,7 +157,9 @@ def test_yaml_parses(path):
     assert load_all(REPO / path)
 
 
-@pytest.mark.parametrize("name", [*kustomization()["resources"], "secret.yaml.example", "fleet-services.yaml"])
+@pytest.mark.parametrize(
+    "name", [*kustomization()["resources"], "secret.yaml.example", "fleet-services.yaml", "hpa.yaml"]
+)
 def test_k8s_manifest_matches_schema(name):
     for obj in load_all(K8S / name):
         kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
@@ -207,6 +213,9 @@ def with_unknown_field(obj: dict, path: tuple) -> dict:
         ("servicemonitor.yaml", ("spec", "endpoints", 0)),
         ("servicemonitor.yaml", ("spec",)),
         ("kustomization.yaml", ()),
+        ("keda-scaledobject.yaml", ("spec",)),
+        ("keda-scaledobject.yaml", ("spec", "triggers", 0)),
+        ("keda-scaledobject.yaml", ("spec", "triggers", 0, "metadata")),
     ],
 )
 def test_an_unknown_field_fails_validation(name, path):
@@ -217,7 +226,8 @@ def test_an_unknown_field_fails_validation(name, path):
 
 
 def test_kustomization_applies_every_manifest_but_the_secret():
-    applied_apart = {"kustomization.yaml", "servicemonitor.yaml", "fleet-services.yaml"}
+    applied_apart = {"kustomization.yaml", "servicemonitor.yaml", "fleet-services.yaml", "hpa.yaml"}
+    applied_apart |= {"keda-scaledobject.yaml"}
     manifests = {p.name for p in K8S.glob("*.yaml")} - applied_apart
     assert set(kustomization()["resources"]) == manifests
     assert {(o["apiVersion"], o["kind"]) for o in k8s_objects()} == {
@@ -650,3 +660,23 @@ def test_every_readme_launch_command_is_accepted(tmp_path):
         assert proc.returncode == 0, (command, proc.stderr)
     (kimi,) = [c for c in commands if "Kimi" in c]
     assert "--trust-remote-code" in kimi.split(" -- ", 1)[1]
+
+
+def test_the_autoscalers_scale_on_the_queue_depth_the_suite_reads():
+    """deploy/k8s/hpa.yaml's prometheus-adapter rule serves vLLM's waiting gauge (the one server_metrics.csv and
+    replicas.csv read) under the name its HPA scales on, per pod; the KEDA ScaledObject queries the same gauge, and
+    both aim at the same Deployment with the same target per replica."""
+    from vllm_stress.core.schema import SERVER_GAUGES
+
+    adapter, hpa = load_all(K8S / "hpa.yaml")
+    [rule] = yaml.safe_load(adapter["data"]["config.yaml"])["rules"]
+    assert rule["seriesQuery"].startswith(SERVER_GAUGES["waiting"] + "{")
+    assert re.fullmatch(rule["name"]["matches"], SERVER_GAUGES["waiting"])
+    [metric] = hpa["spec"]["metrics"]
+    assert metric["type"] == "Pods" and metric["pods"]["metric"]["name"] == rule["name"]["as"]
+    (keda,) = load_all(K8S / "keda-scaledobject.yaml")
+    [trigger] = keda["spec"]["triggers"]
+    assert f"sum({SERVER_GAUGES['waiting']}{{" in trigger["metadata"]["query"]
+    assert keda["spec"]["scaleTargetRef"]["name"] == hpa["spec"]["scaleTargetRef"]["name"]
+    assert float(trigger["metadata"]["threshold"]) == float(metric["pods"]["target"]["averageValue"])
+    assert trigger["metricType"] == metric["pods"]["target"]["type"] == "AverageValue"

@@ -72,3 +72,15 @@ def test_other_environments_and_runs_without_a_shape(parts):
     levels.started(environment, users=2)
     levels.follow(6)
     assert recorder.level == 2 and folder.levels == []
+
+
+def test_a_stretch_at_users_judged_before_stamps_its_rows_but_opens_no_level(parts):
+    environment, recorder, folder, levels = parts
+    levels.started(environment, users=2)
+    levels.held(environment)
+    levels.started(environment, users=8)  # the spike: the level of 2 users closes, 8 users open
+    levels.started(environment, users=2, judged=False)  # back to 2 users: closes 8, opens nothing
+    assert (recorder.level, recorder.measuring) == (2, False) and levels.open_level is None
+    assert [users for users, *_ in folder.levels] == [2, 8]
+    levels.ended(environment)
+    assert [users for users, *_ in folder.levels] == [2, 8]

@@ -358,6 +358,11 @@ def run_folder_page() -> str:
         *file_section(schema.GPU_METRICS_FILE, described(schema.GPU_METRICS_FILE, "GPU_METRICS_FILE"), gpu_rows),
         *file_section(schema.SERVER_SPANS_FILE, described(schema.SERVER_SPANS_FILE, "SERVER_SPANS_FILE"), span_rows),
         *file_section(
+            schema.REPLICAS_FILE,
+            described(schema.REPLICAS_FILE, "REPLICAS_FILE"),
+            column_rows(source.entries("REPLICA_COLUMNS")),
+        ),
+        *file_section(
             schema.CLIENT_HEALTH_FILE,
             described(schema.CLIENT_HEALTH_FILE, "CLIENT_HEALTH_FILE")
             + f" The bound verdict reads it: a load generator at {schema.CLIENT_CPU_LIMIT_PERCENT} % CPU or more, or "

@@ -24,6 +24,8 @@ from vllm_stress.core.schema import (
     LEVEL_COLUMNS,
     LEVELS_FILE,
     LOCUST_CSV_PREFIX,
+    REPLICA_COLUMNS,
+    REPLICAS_FILE,
     REQUEST_COLUMNS,
     REQUESTS_FILE,
     RUN_FILE,
@@ -91,6 +93,7 @@ OPTIONAL_TABLES = {
     "client_health": (CLIENT_HEALTH_FILE, ["time", "worker", "cpu_percent", "loop_lag_ms", "read_behind_p99_ms"]),
     "gpu": (GPU_METRICS_FILE, ["time", "source", "gpu", "power_w", "utilization_percent"]),
     "spans": (SERVER_SPANS_FILE, ["trace_id", *SERVER_VIEW_COLUMNS.values()]),  # joined to the rows (serverview.py)
+    "replica_set": (REPLICAS_FILE, REPLICA_COLUMNS),  # the replica set over time (scaling.py)
 }
 TEXT_TABLE_COLUMNS = {"Method", "Name", "Error", "Message", "Nodes", "worker", "source", "gpu", "replica", "trace_id"}
 

@@ -12,6 +12,7 @@ import pandas as pd
 
 from vllm_stress.analysis import llmd, store
 from vllm_stress.analysis.document import TITLE, build_report
+from vllm_stress.analysis.json_types import to_json_types
 from vllm_stress.analysis.levels import (
     LATENCY_METRICS,
     classify,
@@ -25,6 +26,8 @@ from vllm_stress.analysis.pareto import PARETO_PLOT, pareto_points, plot_pareto
 from vllm_stress.analysis.plots import Timeline, write_plots
 from vllm_stress.analysis.render import to_html, to_markdown
 from vllm_stress.analysis.replicas import replica_levels
+from vllm_stress.analysis.scaling import scaling as scale
+from vllm_stress.analysis.scalingplot import write_scaling_plots
 from vllm_stress.analysis.store import StoredRun
 from vllm_stress.analysis.summary import ConfigSummary, RunInfo, Summary, Unaccounted, build_summary, summarise_config
 from vllm_stress.analysis.traffic import DEFAULT_WINDOW_S, traffic_tables
@@ -109,6 +112,9 @@ def summarise_runs(
     config = summarise_config(
         label, pd.concat(per_run), run_info, gpus, scaling, traffic, pd.concat(replicas), gpu_hour_price
     )
+    if fleets := [run for run in runs if "replica_set" in run.tables]:  # replicas.csv: a fleet that may scale
+        scaled = [scale(str(run.path), run.tables["replica_set"], run.requests, gpus, gpu_hour_price) for run in fleets]
+        config["replica_set"] = to_json_types(scaled)  # type: ignore[typeddict-item]
     return config, timelines, stored
 
 
@@ -184,7 +190,7 @@ def write_outputs(summary: Summary, timelines: dict[str, list[Timeline]], out: P
     if out.exists() and not out.is_dir():
         raise AnalysisError(f"{out}: output path exists and is not a folder")
     out.mkdir(parents=True, exist_ok=True)
-    plots = write_plots(summary["configs"], timelines, out)
+    plots = write_plots(summary["configs"], timelines, out) | write_scaling_plots(summary["configs"], out)
     points = pareto_points(summary["configs"])
     if not points.empty:
         plots[PARETO_PLOT] = plot_pareto(points, summary["slo"], out / "pareto.png")

@@ -95,6 +95,7 @@ class ConfigSummary(Capacity):
     kv_cache: KvCeiling | None  # None when no run's run.json names the server's KV cache
     unjoined_spans: int | None  # server spans of its runs that joined no row (other clients'), None: no span file
     canaries: list[CanaryLevel]  # per level, the correctness canaries' agreement and accuracy ([]: none were sent)
+    replica_set: NotRequired[list[dict[str, Any]]]  # per run with replicas.csv: vllm_stress.analysis.scaling.scaling
 
 
 class Unaccounted(TypedDict):

@@ -90,22 +90,36 @@ class TraceArrivals(Schedule):
         super().__init__()
         self.lines = lines
         self.next_index = 0
+        self.returned: list[TraceLine] = []  # taken by users stopped before their time: the next waiters take them
         self.last: TraceLine | None = None
         self.late = 0
 
-    def wait(self) -> float:
+    def take(self) -> TraceLine:
+        """The earliest line not sent: one a stopped user gave back, or the next one; TraceDone after the last."""
+        if self.returned:
+            line = min(self.returned, key=lambda returned: returned.at_s)
+            self.returned.remove(line)
+            return line
         if self.next_index >= len(self.lines):
             raise TraceDone()
-        line = self.lines[self.next_index]
         self.next_index += 1
-        lag = sleep_until(self.start() + line.at_s)  # every user was busy, or the process woke late
+        return self.lines[self.next_index - 1]
+
+    def wait(self) -> float:
+        line = self.take()
+        try:
+            lag = sleep_until(self.start() + line.at_s)  # every user was busy, or the process woke late
+        except BaseException:  # the user was stopped while it waited (a load shape lowering the users)
+            self.returned.append(line)
+            raise
         self.last = line
         self.late += lag > 1.0
         return lag
 
     def summary(self) -> str:
         return (
-            f"Trace replay: {self.next_index} of {len(self.lines)} lines sent by this process, {self.late} more "
+            f"Trace replay: {self.next_index - len(self.returned)} of {len(self.lines)} lines sent by this process, "
+            f"{self.late} more "
             "than 1 s late"
         )
 

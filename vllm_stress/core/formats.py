@@ -14,6 +14,8 @@ from vllm_stress.core.schema import (
     GPU_METRICS_COLUMNS,
     GPU_METRICS_FILE,
     KV_TRANSFER_COLUMNS,
+    REPLICA_COLUMNS,
+    REPLICAS_FILE,
     REQUESTS_FILE,
     RUN_FILE,
     SERVER_METRICS_FILE,
@@ -86,6 +88,7 @@ FORMATS = (
             Addition(ANSWERS_FILE, tuple(ANSWER_COLUMNS)),
             Addition(SERVER_METRICS_FILE, KV_TRANSFER_COLUMNS),
             Addition(RUN_FILE, ("replica_roles",)),
+            Addition(REPLICAS_FILE, tuple(REPLICA_COLUMNS), "replica set over time"),
         ),
     ),
 )

@@ -174,6 +174,17 @@ SERVER_METRICS_COLUMNS = [
     ),
 ]
 
+# replicas.csv: the replica set over time (vllm_stress.master.replicaset): at each scrape, a row per replica
+# listed or ever resolved.
+REPLICAS_FILE = "replicas.csv"
+REPLICA_COLUMNS = [
+    "time",  # unix seconds
+    "replica",  # host:port, as in server_metrics.csv
+    "up",  # 1: its /metrics answered; 0: not, or it left the Service's DNS
+    "running",  # vllm:num_requests_running (empty when down)
+    "waiting",  # vllm:num_requests_waiting (empty when down)
+]
+
 # server_spans.csv: one row per request span the server exported during the run (vLLM's OpenTelemetry "llm_request"
 # span, vllm_stress.core.spans), received over OTLP/HTTP by the master (or the local runner) with --otlp-port. The
 # analysis joins a span to the requests.csv row whose request_id maps to its trace id; spans of other clients stay

@@ -6,7 +6,8 @@ from locust.event import EventHook
 PHASES = ("ramping", "warming_up", "holding", "cooling_down")  # a level's phases, in order
 
 level_started = EventHook()
-"""A level's ramp begins. Arguments: ``environment``, ``users`` (the level's target user count)."""
+"""A level's ramp begins. Arguments: ``environment``, ``users`` (the level's target user count), ``judged`` (False: a
+timed shape's stretch at users judged before, not a level; its rows carry ``users``)."""
 
 level_held = EventHook()
 """Every user of the open level runs and has warmed up: its measured window (the hold) begins. Arguments:

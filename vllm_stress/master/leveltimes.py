@@ -36,16 +36,17 @@ class LevelTimes:
             self.run.folder.write_level(users, ramp_start, hold_start, max(now, hold_start))
         self.open_level = None
 
-    def started(self, environment: Environment, users: int, **_kw: object) -> None:
-        """A level's ramp begins (announcing the level that is already ramping again changes nothing)."""
+    def started(self, environment: Environment, users: int, judged: bool = True, **_kw: object) -> None:
+        """A level's ramp begins (announcing the level that is already ramping again changes nothing); not ``judged``:
+        a stretch at users judged before, its rows stamped but no level opened."""
         if environment is not self.environment or (
-            self.open_level and self.open_level[0] == users and self.open_level[2] is None
+            judged and self.open_level and self.open_level[0] == users and self.open_level[2] is None
         ):
             return
         now = time.time()
         self.close(now)
         self.recorder.set_level(users, measuring=False)
-        self.open_level = (users, now, None)
+        self.open_level = (users, now, None) if judged else None
 
     def held(self, environment: Environment, **_kw: object) -> None:
         if environment is self.environment and self.open_level:

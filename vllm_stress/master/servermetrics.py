@@ -5,10 +5,8 @@ router is scraped instead of the target, a row per replica at each scrape."""
 from __future__ import annotations
 
 import logging
-import socket
 import time
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
 
 import gevent
 
@@ -17,6 +15,7 @@ from vllm_stress.core.fleet import fleet_row
 from vllm_stress.core.roles import DEFAULT_ROLE, split_role
 from vllm_stress.master.csvappender import CsvAppender
 from vllm_stress.master.gpuscraper import GpuScraper
+from vllm_stress.master.replicaset import resolve
 from vllm_stress.master.serverscraper import Cell, ServerScraper
 
 if TYPE_CHECKING:
@@ -142,13 +141,8 @@ def service_replicas(url: str) -> list[str]:
     sorted; [] for "" or a name that does not resolve (logged)."""
     if not url:
         return []
-    parts = urlsplit(url)
-    port = parts.port or (443 if parts.scheme == "https" else 80)
     try:
-        infos = socket.getaddrinfo(parts.hostname, port, type=socket.SOCK_STREAM)
-    except socket.gaierror as e:
+        return resolve(url)
+    except OSError as e:
         log.error("--server-metrics-service %s: %s; scraping the target instead", url, e)
         return []
-    addresses = sorted({str(info[4][0]) for info in infos})
-    hosts = [f"[{address}]" if ":" in address else address for address in addresses]
-    return [parts._replace(netloc=f"{host}:{port}").geturl() for host in hosts]

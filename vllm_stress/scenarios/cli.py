@@ -28,6 +28,7 @@ from vllm_stress.scenarios.search.space import DEFAULT_POOL_SECONDS, OVER, UNITS
 from vllm_stress.scenarios.search.writeup import REPORT_FILE
 from vllm_stress.scenarios.servers import SERVER_READY_TIMEOUT_S
 from vllm_stress.scenarios.stopping import exit_code, stop_on_signals
+from vllm_stress.scenarios.stretches import GRAMMAR
 from vllm_stress.scenarios.worker import MASTER_PORT
 from vllm_stress.users import LOCUSTFILES
 
@@ -39,6 +40,7 @@ RUN_OPTIONS: dict[str, dict[str, Any]] = {
     "input-tokens": {"type": int, "metavar": "N", "help": "Prompt length in tokens"},
     "output-tokens": {"type": int, "metavar": "N", "help": "Answer length in tokens"},
     "levels": {"metavar": "N,N,...", "help": "Users of the step ramp's levels, e.g. 10,50,100"},
+    "shape": {"metavar": "SHAPE", "help": f"The load over time instead of the step ramp: {GRAMMAR}"},
     "repeats": {"type": int, "metavar": "N", "help": RUN_KEYS["repeats"]},
     "max-minutes": {
         "type": float,

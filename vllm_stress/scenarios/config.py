@@ -11,6 +11,7 @@ from typing import Any
 from vllm_stress.core.slo import request_slos
 from vllm_stress.scenarios.errors import ScenarioError
 from vllm_stress.scenarios.levels import RAMP_DEFAULTS, RAMP_TIMES, RUN_KEYS, check_times, parse_levels
+from vllm_stress.scenarios.stretches import STEPS, parse_shape
 
 PACKAGE = Path(__file__).resolve().parents[1]
 # Where relative paths of a scenario (its config's dataset, a --server-cmd) are read from: the checkout's root, or
@@ -18,7 +19,7 @@ PACKAGE = Path(__file__).resolve().parents[1]
 ROOT = PACKAGE.parent if (PACKAGE.parent / "scenarios" / "configs").is_dir() else PACKAGE
 CONFIGS = PACKAGE / "scenarios" / "configs"
 # The keys a command line's Locust arguments override for the runner: the ramp's, its time budget, the run's own.
-OVERRIDDEN = (*RAMP_DEFAULTS, "max-minutes", *RUN_KEYS)
+OVERRIDDEN = (*RAMP_DEFAULTS, "shape", "max-minutes", *RUN_KEYS)
 
 
 def scenario_names() -> list[str]:
@@ -39,6 +40,7 @@ def read_config(name: str) -> tuple[Path, dict[str, str]]:
     try:
         parse_levels(keys.get("levels", RAMP_DEFAULTS["levels"]))
         check_times({flag: keys[flag] for flag in RAMP_TIMES if flag in keys})
+        parse_shape(keys.get("shape", STEPS))
     except ValueError as e:
         raise ScenarioError(f"{path}: {e}") from None
     return path, keys

@@ -29,6 +29,8 @@ from vllm_stress.scenarios.levels import (
     ramp_eta,
     step_seconds,
 )
+from vllm_stress.scenarios.stretches import GRAMMAR, STEPS, parse_shape
+from vllm_stress.scenarios.timed import TimedRun, shape_stretches
 
 NOT_IN_A_RUN = "the step ramp runs in a Locust run started from its command line (locust -f ...)"
 log = logging.getLogger(__name__)
@@ -41,6 +43,7 @@ PHASE_NAMES = dict(zip(("ramp", "warmup", "hold", "cooldown"), hooks.PHASES, str
 @events.init_command_line_parser.add_listener
 def add_options(parser: LocustArgumentParser, **_kw: Any) -> None:
     parser.add_argument("--levels", default=RAMP_DEFAULTS["levels"], help="User counts of the ramp's steps")
+    parser.add_argument("--shape", default=STEPS, help=f"The load's shape over time: {GRAMMAR} (seconds, users)")
     parser.add_argument(
         "--step-time",
         default=RAMP_DEFAULTS["step-time"],
@@ -137,10 +140,13 @@ class StepRampShape(LoadTestShape):
         self.judged: tuple[int, float] | None = None  # the level's users and e2e p50, once its hold is judged
         self.phase_starts: dict[str, float] = {}  # each phase's start (monotonic) in this level
         self.level_started = time.time()
+        self.timed: TimedRun | None = None  # --shape other than steps: its stretches' run
         self.start_level(0)
 
     def reset_time(self) -> None:
         super().reset_time()
+        if self.timed:
+            self.timed.restart()
         self.start_level(0)
 
     def start_level(self, index: int) -> None:
@@ -170,6 +176,8 @@ class StepRampShape(LoadTestShape):
             return None
         if self.index >= len(levels):
             return None
+        if str(getattr(options, "shape", STEPS)).strip() != STEPS:
+            return self.timed_tick(environment, options)
         moment = self.moment(environment, options, levels)
         cut = self.cut(moment, levels)
         if cut:
@@ -190,6 +198,17 @@ class StepRampShape(LoadTestShape):
         elif self.phase == "cooldown":
             return self.cool_down(moment)
         return self.current
+
+    def timed_tick(self, environment: Environment, options: argparse.Namespace) -> tuple[int, float] | None:
+        """A spike, diurnal or trace shape (vllm_stress.scenarios.timed): --levels unused."""
+        if self.timed is None:
+            try:
+                self.timed = TimedRun(shape_stretches(options) or [])
+            except (ValueError, OSError) as e:
+                log.error("%s", e)
+                environment.process_exit_code = 2
+                self.timed = TimedRun([])
+        return self.timed.tick(self.runner, options) if self.runner else None
 
     def locust(self) -> tuple[Environment, argparse.Namespace]:
         """Locust's environment and parsed options: a shape ticks in a run started from Locust's command line."""
@@ -346,6 +365,7 @@ class StepRampShape(LoadTestShape):
         """The ramp's levels, or a one-line ValueError for a bad ramp option (the web UI's form is
         checked with it before a run starts: vllm_stress/webui/formcheck.py)."""
         check_times({flag: getattr(options, flag.replace("-", "_")) for flag in RAMP_TIMES})
+        parse_shape(getattr(options, "shape", STEPS))
         return parse_levels(options.levels)
 
     def announce(self, name: str, phase: str, limit_s: float | None = None, eta: str = "") -> None:

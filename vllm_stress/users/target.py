@@ -28,6 +28,7 @@ from vllm_stress.core import fleet, served
 from vllm_stress.core.questions import DatasetError
 from vllm_stress.master.clienthealth import ClientHealth, report_worker_cpu
 from vllm_stress.master.promexport import PromExport
+from vllm_stress.master.replicaset import ReplicaSet
 from vllm_stress.master.runrecorder import LocalRecorder, MasterRecorder
 from vllm_stress.master.schedulestart import MasterStart, WorkerStart, scheduled
 from vllm_stress.master.servermetrics import ServerMetrics
@@ -73,6 +74,7 @@ class Target:
             if isinstance(runner, MasterRunner):
                 MasterStart(environment, runner, recorder.run)
             health = ClientHealth(environment, recorder)
+            ReplicaSet(environment, recorder, self)
             self.live = LiveRun(
                 recorder,
                 ServerMetrics(environment, recorder, self),

@@ -11,6 +11,7 @@ from typing import TypeVar
 import pandas as pd
 
 from vllm_stress.analysis import store
+from vllm_stress.analysis.adapters import adapter_levels, merge_runs
 from vllm_stress.analysis.document import TITLE, build_report
 from vllm_stress.analysis.levels import (
     LATENCY_METRICS,
@@ -96,11 +97,12 @@ def summarise_runs(
     gpu_hour_price: float | None = None,
 ) -> tuple[ConfigSummary, list[Timeline], list[StoredRun]]:
     """The summary of one config's runs, their timelines, and their level rows for the results store."""
-    per_run, run_info, timelines, stored, replicas = [], [], [], [], []
+    per_run, run_info, timelines, stored, replicas, adapters = [], [], [], [], [], []
     for index, run in enumerate(runs):
         windows, stats, partial, run_replicas = windows_and_stats(run, slo)
         per_run.append(stats.assign(run=index))
         replicas.append(run_replicas)
+        adapters.append(adapter_levels(run, windows))
         stored.append((label, run, stats))
         run_info.append(describe_run(run, partial))
         timelines.append((str(run.path), timeline(run.requests), windows.assign(steady=stats["steady"].to_numpy())))
@@ -108,6 +110,8 @@ def summarise_runs(
     config = summarise_config(
         label, pd.concat(per_run), run_info, gpus, scaling, traffic, pd.concat(replicas), gpu_hour_price
     )
+    if merged := merge_runs(adapters):
+        config["adapters"] = merged
     return config, timelines, stored
 
 

@@ -15,6 +15,7 @@ from vllm_stress.core.schema import (
     GPU_METRICS_FILE,
     REQUESTS_FILE,
     RUN_FILE,
+    SERVER_LORA_COLUMNS,
     SERVER_METRICS_FILE,
     SERVER_SPAN_COLUMNS,
     SERVER_SPANS_FILE,
@@ -83,6 +84,8 @@ FORMATS = (
             Addition(RUN_FILE, ("schedule_start",)),
             Addition(REQUESTS_FILE, ("canary",)),
             Addition(ANSWERS_FILE, tuple(ANSWER_COLUMNS)),
+            Addition(REQUESTS_FILE, ("adapter",), "per-adapter latency and throughput"),
+            Addition(SERVER_METRICS_FILE, tuple(SERVER_LORA_COLUMNS), "LoRA slots and deferred requests"),
         ),
     ),
 )

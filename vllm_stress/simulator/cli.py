@@ -14,6 +14,7 @@ from collections.abc import Callable
 import uvloop
 from aiohttp import web
 
+from . import lora
 from .profiles import DEFAULT_PROFILE, FIELD_TYPES, Profile, load_profile, parse_assignments, profile_names
 from .protocol import LINE_ENDINGS, Reasoning
 from .server import Simulator
@@ -130,6 +131,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         help="how streamed SSE lines end: LF as vLLM, or CRLF or CR as the SSE standard also allows (and some "
         "gateways send) (%(default)s)",
     )
+    lora.add_arguments(parser)
     parser.add_argument(
         "--set",
         action="append",
@@ -231,6 +233,7 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
             reasoning=reasoning_from_args(args),
             otlp_traces_endpoint=args.otlp_traces_endpoint,
             sse_line_ending=LINE_ENDINGS[args.sse_line_ending],
+            lora=lora.config_from_args(args),
         )
     except ValueError as error:
         print(f"simulator: {error}", file=sys.stderr)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Callable
@@ -11,6 +12,7 @@ import gevent
 from locust import FastHttpUser, task
 from locust.exception import StopUser
 
+from vllm_stress.client.adapters import AdapterPool, adapter_pool
 from vllm_stress.client.affinity import Spread, affinity_header
 from vllm_stress.client.canary import CANARY_SEED
 from vllm_stress.client.cookies import use_lean_cookies
@@ -66,6 +68,7 @@ class FlowUser(Protocol):
     thinking: bool
     reasoning_effort: str | None
     no_traceparent: bool
+    adapters: AdapterPool | None
 
 
 def log_token_stats(environment: Environment, exchange: Exchange) -> None:
@@ -90,6 +93,8 @@ def run_request(user: FlowUser, send: Send) -> None:
     canaries = user.target.canaries if getattr(user, "takes_canaries", False) else None
     if canaries and (canary := canaries.next(user.target.recorder.level)):
         spec = RequestSpec(canary.text, None, canary.max_tokens, canary=canary)
+    elif user.adapters:  # --lora-adapters: this request's model
+        spec = dataclasses.replace(spec, model=user.adapters.draw())
     send_request(user, spec, send, lag)
 
 
@@ -108,6 +113,7 @@ def send_request(
     if spec.canary:
         exchange.canary, exchange.text = spec.canary, []
     exchange.schedule_lag = lag
+    exchange.adapter = spec.model
     exchange.images, exchange.image_tokens = len(spec.images), spec.image_tokens
     exchange.image_bytes = sum(len(url) for url in spec.images)
     if session:
@@ -127,8 +133,8 @@ def send_request(
 def sampling(user: FlowUser, spec: RequestSpec) -> dict[str, Any]:
     """The request fields that force the output length, shared by the OpenAI-style APIs."""
     fields: dict[str, Any] = {"max_tokens": spec.max_tokens, "stream": user.stream}
-    if user.target.model:
-        fields["model"] = user.target.model
+    if model := spec.model or user.target.model:
+        fields["model"] = model
     if spec.canary:  # the same prompt must get the same answer: greedy, seeded, its own length
         fields |= {"temperature": 0.0, "seed": CANARY_SEED}
     elif user.ignore_eos:
@@ -155,6 +161,7 @@ def read_options(user: FlowUser, environment: Environment) -> None:
     user.thinking = options.thinking == "on"
     user.reasoning_effort = options.reasoning_effort
     user.no_traceparent = options.no_traceparent
+    user.adapters = adapter_pool(options)
 
 
 def id_headers(user: FlowUser, exchange: Exchange) -> dict[str, str]:
@@ -194,6 +201,7 @@ class LLMUser(FastHttpUser):
     reasoning_effort: str | None
     affinity_header: str  # the header a router pins a session or prefix group by ("" : none)
     no_traceparent: bool
+    adapters: AdapterPool | None
 
     def __init__(self, environment: Environment) -> None:
         options = TARGETS[environment].options

@@ -16,6 +16,7 @@ from locust import User, task
 from openai.types.chat import ChatCompletionChunk
 
 from vllm_stress.client import options as opts
+from vllm_stress.client.adapters import AdapterPool
 from vllm_stress.client.exchange import Exchange, is_output_delta, is_reasoning_delta
 from vllm_stress.client.images import message_content
 from vllm_stress.client.prompts import RequestSpec, Workload
@@ -97,6 +98,7 @@ class SdkChatUser(User):
     thinking: bool
     reasoning_effort: str | None
     no_traceparent: bool
+    adapters: AdapterPool | None
 
     def __init__(self, environment: Environment) -> None:
         super().__init__(environment)

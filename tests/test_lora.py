@@ -2,8 +2,10 @@
 LRU and its load cost, the gauges), and the LoRA columns a scrape reads."""
 
 import argparse
+import json
 from collections import Counter
 
+import pandas as pd
 import pytest
 
 from vllm_stress.client.adapters import AdapterPool, adapter_names, adapter_pool, weights
@@ -142,3 +144,29 @@ vllm:num_requests_waiting_by_reason{engine="0",model_name="m",reason="deferred"}
 """
     assert lora_values(text) == {"lora_running": 3, "lora_waiting": 3, "max_lora": 2, "waiting_deferred": 3.0}
     assert lora_values("vllm:num_requests_running 1.0\n") == {}
+
+
+def test_eight_zipf_adapters_over_two_slots_are_adapter_bound_under_load(scenarios, tmp_path):
+    """8 adapters drawn by Zipf's law against a simulator whose batch holds 2: one user never waits for a slot; 16
+    users keep more adapters in flight than the batch holds, and the server counts the requests it defers."""
+    out = tmp_path / "lora"
+    args = ["--levels=1,16", "--input-tokens=32", "--output-tokens=32", "--lora-adapters=8", "--lora-distribution=zipf"]
+    sim = ["--lora-adapters=8", "--max-loras=2", "--max-cpu-loras=4"]
+    run = ["run", "--scenario", "smoke", "--out", str(out), "--workers", "1"]
+    assert scenarios([*run, *(f"--locust-arg={a}" for a in args), *(f"--simulator-arg={a}" for a in sim)]) == 0
+    rows = pd.read_csv(out / "run-1" / "requests.csv")
+    drawn = rows["adapter"].value_counts()
+    assert set(drawn.index) <= {f"adapter-{k}" for k in range(8)} and drawn.idxmax() == "adapter-0"
+    server = pd.read_csv(out / "run-1" / "server_metrics.csv")
+    busy = server[server["users"] == 16]
+    assert (server["max_lora"].dropna() == 2).all()
+    assert busy["lora_running"].max() > 2 and busy["waiting_deferred"].max() > 0  # what the simulator exported
+    assert server.loc[server["users"] == 1, "waiting_deferred"].max() == 0
+    (config,) = json.loads((out / "report" / "summary.json").read_text())["configs"].values()
+    bounds = {level["users"]: level["bound"] for level in config["levels"]}
+    assert not bounds[1].startswith("adapter-bound") and bounds[16].startswith("adapter-bound")
+    table = pd.DataFrame(config["adapters"])
+    assert table.groupby("users")["requests"].sum().to_dict() == {
+        level["users"]: level["requests"] for level in config["levels"]
+    }
+    assert "## LoRA adapters: smoke" in (out / "report" / "report.md").read_text()

@@ -68,6 +68,11 @@ class AdapterPool:
         return self.names[min(bisect.bisect_right(self.cumulative, point), len(self.names) - 1)]
 
 
+def model_field(adapter: str) -> dict[str, str]:
+    """The request body's model for a drawn adapter (it replaces --model's), {} when none was drawn."""
+    return {"model": adapter} if adapter else {}
+
+
 @functools.cache
 def _pool(names: tuple[str, ...], distribution: str, seed: int) -> AdapterPool:
     return AdapterPool(names, distribution, seed)

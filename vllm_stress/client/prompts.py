@@ -51,7 +51,6 @@ class RequestSpec:
     images: tuple[str, ...] = ()  # data URLs sent with the chat message (--images)
     image_tokens: int = 0  # the prompt tokens they add (in target_prompt_tokens), measured on the server
     canary: Canary | None = None  # a correctness canary (--canary-share): a fixed prompt at temperature 0, seeded
-    model: str = ""  # the model it asks for when not the run's --model: a LoRA adapter drawn (client/adapters.py)
 
 
 class Tokenizer:

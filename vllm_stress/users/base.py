@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import time
 from collections.abc import Callable
@@ -12,7 +11,7 @@ import gevent
 from locust import FastHttpUser, task
 from locust.exception import StopUser
 
-from vllm_stress.client.adapters import AdapterPool, adapter_pool
+from vllm_stress.client.adapters import AdapterPool, adapter_pool, model_field
 from vllm_stress.client.affinity import Spread, affinity_header
 from vllm_stress.client.canary import CANARY_SEED
 from vllm_stress.client.cookies import use_lean_cookies
@@ -93,8 +92,6 @@ def run_request(user: FlowUser, send: Send) -> None:
     canaries = user.target.canaries if getattr(user, "takes_canaries", False) else None
     if canaries and (canary := canaries.next(user.target.recorder.level)):
         spec = RequestSpec(canary.text, None, canary.max_tokens, canary=canary)
-    elif user.adapters:  # --lora-adapters: this request's model
-        spec = dataclasses.replace(spec, model=user.adapters.draw())
     send_request(user, spec, send, lag)
 
 
@@ -113,7 +110,8 @@ def send_request(
     if spec.canary:
         exchange.canary, exchange.text = spec.canary, []
     exchange.schedule_lag = lag
-    exchange.adapter = spec.model
+    if user.adapters and not spec.canary:  # --lora-adapters: this request's model (model_field)
+        exchange.adapter = user.adapters.draw()
     exchange.images, exchange.image_tokens = len(spec.images), spec.image_tokens
     exchange.image_bytes = sum(len(url) for url in spec.images)
     if session:
@@ -133,8 +131,8 @@ def send_request(
 def sampling(user: FlowUser, spec: RequestSpec) -> dict[str, Any]:
     """The request fields that force the output length, shared by the OpenAI-style APIs."""
     fields: dict[str, Any] = {"max_tokens": spec.max_tokens, "stream": user.stream}
-    if model := spec.model or user.target.model:
-        fields["model"] = model
+    if user.target.model:
+        fields["model"] = user.target.model
     if spec.canary:  # the same prompt must get the same answer: greedy, seeded, its own length
         fields |= {"temperature": 0.0, "seed": CANARY_SEED}
     elif user.ignore_eos:
@@ -236,7 +234,7 @@ class LLMUser(FastHttpUser):
             | id_headers(self, exchange)
             | {"Content-Type": "application/json"}
         )
-        payload = json.dumps(self.body(spec)).encode()
+        payload = json.dumps(self.body(spec) | model_field(exchange.adapter)).encode()
         url = self.path
         if len(self.spread.replicas) > 1:  # client-side spreading: an absolute URL, the replica on the row
             url, exchange.replica = self.replica_targets[self.spread.next()]

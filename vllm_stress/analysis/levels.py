@@ -105,11 +105,9 @@ LEVEL_FIELDS = {
     "its KV cache could not hold every running sequence, so some were evicted to be recomputed",
     "server_kv_cache_usage_mean": "the share of the server's KV-cache blocks in use (vllm:kv_cache_usage_perc, 0 to 1), "
     "averaged over the scrapes in the window",
-    "server_lora_adapters_mean": "LoRA: adapters with a request in flight (vllm:lora_requests_info's labels), "
-    "averaged over the scrapes in the window",
-    "server_max_lora": "LoRA: distinct adapters one batch may hold (vllm:lora_requests_info's max_lora, --max-loras)",
-    "server_deferred_mean": "requests waiting that the scheduler skipped, e.g. for want of a LoRA slot "
-    '(vllm:num_requests_waiting_by_reason{reason="deferred"}), averaged over the scrapes in the window',
+    "server_lora_adapters_mean": "the mean of lora_running (server_metrics.csv) over the window",
+    "server_max_lora": "the mean of max_lora (server_metrics.csv) over the window",
+    "server_deferred_mean": "the mean of waiting_deferred (server_metrics.csv) over the window",
     "replica_imbalance": "with --server-metrics-url (replicas behind a router): the busiest replica's mean running "
     "requests over the window / the replicas' mean (1: even load)",
     "gpu_power_w": "the GPUs' power (gpu_metrics.csv, with --gpu-metrics-url): each GPU's mean watts over its scrapes "

@@ -89,19 +89,15 @@ def add_arguments(parser: LocustArgumentParser) -> None:
     parser.add_argument(
         "--lora-adapters",
         default="",
-        help="LoRA adapters: each request's model is drawn from these comma-separated names (served by vLLM as "
-        "models: --lora-modules or /v1/load_lora_adapter; the base model's name may be one), or N for adapter-0 .. "
-        "adapter-N-1 (the simulator's --lora-adapters N); the name drawn is the row's adapter. Empty: --model",
+        help="LoRA adapters each request's model is drawn from: comma-separated names (the base model may be one), or "
+        "N for adapter-0 .. adapter-N-1; the row's adapter names it. Empty: --model",
     )
     parser.add_argument(
         "--lora-distribution",
         default="uniform",
-        help="With --lora-adapters: how names are drawn: uniform, or zipf[:s] (the k-th name with weight 1/k^s, "
-        f"s={DEFAULT_ZIPF_S:g} by default: a few hot adapters and a long tail)",
+        help=f"With --lora-adapters: uniform, or zipf[:s] (the k-th name weighted 1/k^s, s={DEFAULT_ZIPF_S:g} by default)",
     )
-    parser.add_argument(
-        "--lora-seed", type=int, default=0, help="With --lora-adapters: the seed of each process's draws"
-    )
+    parser.add_argument("--lora-seed", type=int, default=0, help="With --lora-adapters: each process's seed")
 
 
 def check_options(options: argparse.Namespace) -> None:

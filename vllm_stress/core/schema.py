@@ -52,8 +52,7 @@ REQUEST_COLUMNS = [
     # placeholder, not the tokens its processor expands it to)
     "image_bytes",  # bytes of the images' data URLs in the request body (base64, what went on the wire)
     "canary",  # a correctness canary (--canary-share): the fixed prompt's id, its answer in answers.csv; else ""
-    "adapter",  # the model the request asked for when drawn per request (--lora-adapters: a LoRA adapter's name, or
-    # the base model's when the pool lists it), else "" (the run's model)
+    "adapter",  # the model drawn for the request (--lora-adapters), else "" (the run's model)
 ]
 
 # answers.csv: one row per canary request (--canary-share), its answer text, written beside requests.csv. A canary
@@ -152,12 +151,11 @@ SERVER_HISTOGRAMS = {  # column prefix -> histogram: {prefix}_count, {prefix}_su
 }
 SERVER_QUANTILES = {"p50": 0.5, "p99": 0.99}
 SERVER_LORA_COLUMNS = [  # vLLM's LoRA gauges (vllm_stress.master.lorascrape), empty when the server has no LoRA
-    "max_lora",  # vllm:lora_requests_info's max_lora label: distinct adapters one batch may hold (--max-loras)
-    "lora_running",  # adapters its running_lora_adapters label names (the newest sample: its value is when it was set)
-    "lora_waiting",  # adapters its waiting_lora_adapters label names. vLLM lists in both labels every adapter with a
-    # request waiting or running (vllm/v1/metrics/stats.py), so both count the adapters in flight
-    "waiting_deferred",  # vllm:num_requests_waiting_by_reason{reason="deferred"}: waiting requests the scheduler
-    # skipped (no LoRA slot for their adapter, a KV transfer) and has not yet scheduled
+    "max_lora",  # vllm:lora_requests_info's max_lora label: adapter slots per batch (--max-loras)
+    "lora_running",  # adapters its running_lora_adapters label names (in its newest sample)
+    "lora_waiting",  # adapters its waiting_lora_adapters names; vLLM fills both with every adapter in flight
+    "waiting_deferred",  # vllm:num_requests_waiting_by_reason{reason="deferred"}: waiting requests its scheduler
+    # skipped (e.g. no LoRA slot)
 ]
 SERVER_METRICS_COLUMNS = [
     "time",  # unix seconds of the scrape

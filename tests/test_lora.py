@@ -11,10 +11,18 @@ import pytest
 from vllm_stress.client.adapters import AdapterPool, adapter_names, adapter_pool, weights
 from vllm_stress.master.lorascrape import lora_values
 from vllm_stress.simulator.engine import Engine, Sequence
-from vllm_stress.simulator.lora import LoraConfig, LoraSlots, adapter_bytes, adapter_request, parse_modules
+from vllm_stress.simulator.lora import (
+    LoraConfig,
+    LoraSlots,
+    adapter_bytes,
+    adapter_cards,
+    adapter_request,
+    parse_modules,
+)
 from vllm_stress.simulator.metrics import EngineMetrics
 from vllm_stress.simulator.parsing import ApiError
 from vllm_stress.simulator.profiles import load_profile
+from vllm_stress.simulator.protocol import model_list
 
 
 def test_the_pool_is_named_by_count_or_by_names():
@@ -132,6 +140,16 @@ def test_load_and_unload_answer_as_vllm_does():
         with pytest.raises(ApiError) as error:
             adapter_request(body, modules, "base", loading)
         assert error.value.status == status
+
+
+def test_models_lists_each_adapter_with_the_base_model_as_parent():
+    models = adapter_cards(model_list("base", "/models/base", 4096, 0), parse_modules(["sql=/a/sql"], 1), "base")
+    cards = [(card["id"], card["root"], card["parent"], card["max_model_len"]) for card in models["data"]]
+    assert cards == [
+        ("base", "/models/base", None, 4096),
+        ("adapter-0", "/adapters/adapter-0", "base", None),
+        ("sql", "/a/sql", "base", None),
+    ]
 
 
 def test_a_scrape_reads_the_newest_label_set_and_the_deferred_requests():

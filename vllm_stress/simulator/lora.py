@@ -205,9 +205,12 @@ def adapter_request(body: dict, modules: dict[str, str], base: str, loading: boo
 
 
 def adapter_cards(models: dict, modules: dict[str, str], base: str) -> dict:
-    """/v1/models with a card per adapter after the base model's, its ``parent`` the base model (as vLLM lists them)."""
+    """/v1/models with a card per adapter after the base model's, its ``parent`` the base model and no max_model_len
+    (as vLLM's vllm/entrypoints/openai/models/serving.py lists them)."""
     base_card = models["data"][0]
-    cards = [base_card | {"id": name, "root": path, "parent": base} for name, path in modules.items()]
+    cards = [
+        base_card | {"id": name, "root": path, "parent": base, "max_model_len": None} for name, path in modules.items()
+    ]
     return models | {"data": [base_card, *cards]}
 
 

@@ -319,6 +319,7 @@ def installed_suite(tmp_path_factory):
 # the traffic tier's server: LoRA adapters (loaded at runtime by /v1/load_lora_adapter) and priority scheduling
 TRAFFIC_FLAGS = ("--enable-lora", "--max-loras", "2", "--max-lora-rank", "8", "--max-cpu-loras", "4")
 TRAFFIC_FLAGS += ("--scheduling-policy", "priority")
+TRAFFIC_FLAGS += ("--enable-log-requests",)  # a line per request naming its LoRA adapter: the server's count per model
 
 
 def serve_real_vllm(tmp_path_factory, *flags: str, env: dict[str, str] | None = None):
@@ -343,7 +344,7 @@ def serve_real_vllm(tmp_path_factory, *flags: str, env: dict[str, str] | None = 
         values = dict(line.split("=", 1) for line in state.read_text().splitlines())
         if values.get("CLIENT_CPUS"):  # the Locust processes started from here inherit it
             subprocess.run(["taskset", "-pc", values["CLIENT_CPUS"], str(os.getpid())], check=True, capture_output=True)
-        yield Server(values["URL"], values["MODEL"], otlp_port)
+        yield Server(values["URL"], values["MODEL"], otlp_port, values["LOG"])
     finally:
         os.sched_setaffinity(0, own_cpus)
         subprocess.run(["bash", REAL_VLLM_SCRIPT, "stop"], env=env, capture_output=True, timeout=60)

@@ -34,6 +34,7 @@ class Server:
     url: str
     model: str
     otlp_port: int = 0  # a real vLLM's: where it exports its request spans (OTLP/HTTP)
+    log: str = ""  # a real vLLM's: the file its output goes to (its request log with --enable-log-requests)
 
 
 def server_completed(url: str) -> int:

@@ -3,10 +3,17 @@
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+from collections import Counter
+from pathlib import Path
+
 import pytest
 import requests
 
-from tests.helpers import Server
+from benchmarks.harness import read_rows
+from tests.helpers import REPO, Server
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -21,3 +28,59 @@ def test_the_server_takes_priorities_and_exports_its_lora_slots(real_vllm_traffi
     lora = next(line for line in metrics.splitlines() if line.startswith("vllm:lora_requests_info{"))
     for label in ('max_lora="2"', "running_lora_adapters=", "waiting_lora_adapters="):
         assert label in lora, lora
+
+
+LORA_NAME = "tiny-lora"
+# vLLM's request log (--enable-log-requests, vllm/entrypoints/serve/utils/request_logger.py): one line per request
+# received, naming its LoRA adapter or None for the base model
+RECEIVED = re.compile(r"Received request (\S+): .*lora_request: (?:None|LoRARequest\(lora_name='([^']*)')")
+
+
+def real_vllm_home() -> Path:
+    return Path(os.environ.get("REAL_VLLM_HOME", REPO / ".cache" / "real-vllm"))
+
+
+def make_adapter(out: Path) -> None:
+    """A rank-8 random adapter of the tiny model's q_proj and v_proj, written by deploy/tiny_lora.py with the vLLM
+    venv's torch and safetensors."""
+    venv = Path(os.environ.get("REAL_VLLM_VENV", real_vllm_home() / "venv"))
+    command = [venv / "bin" / "python", REPO / "deploy" / "tiny_lora.py", real_vllm_home() / "model", out, "8"]
+    subprocess.run([str(part) for part in command], check=True, capture_output=True, timeout=120)
+
+
+def logged_models(log: str, request_ids: set[str]) -> Counter[str]:
+    """The requests vLLM logged receiving, per model ("" for the base model), of those whose id holds one of
+    ``request_ids`` (vLLM prefixes the X-Request-Id it adopts, e.g. chatcmpl-<id>)."""
+    models: Counter[str] = Counter()
+    for match in RECEIVED.finditer(Path(log).read_text(errors="replace")):
+        served_id, adapter = match.group(1), match.group(2) or ""
+        if any(request_id in served_id for request_id in request_ids):
+            models[adapter] += 1
+    return models
+
+
+def test_rows_per_adapter_equal_the_requests_vllm_received_per_adapter(real_vllm_traffic: Server, run_locust, tmp_path):
+    """An adapter made now, loaded at runtime, drawn per request beside the base model: each model's rows equal the
+    requests vLLM's own request log names that model for."""
+    server = real_vllm_traffic
+    make_adapter(tmp_path / LORA_NAME)
+    body = {"lora_name": LORA_NAME, "lora_path": str(tmp_path / LORA_NAME)}
+    loaded = requests.post(f"{server.url}/v1/load_lora_adapter", json=body, timeout=120)
+    assert loaded.status_code == 200, loaded.text
+    cards = {card["id"]: card for card in requests.get(f"{server.url}/v1/models", timeout=10).json()["data"]}
+    assert cards[LORA_NAME]["parent"] == server.model
+    out = tmp_path / "run"
+    proc = run_locust(
+        *("-f", "locustfiles/chat.py", "-H", server.url, "-u", "2", "-r", "2", "-t", "6s", "--stop-timeout", "60"),
+        *("--results-dir", str(out), "--input-tokens", "32", "--output-tokens", "8"),
+        *("--headless", "--only-summary", "-L", "WARNING", "--lora-adapters", f"{server.model},{LORA_NAME}"),
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = read_rows(out / "requests.csv")
+    assert rows and all(row["ok"] == "1" for row in rows), rows
+    per_model = Counter(row["adapter"] for row in rows)
+    assert set(per_model) == {server.model, LORA_NAME}
+    logged = logged_models(server.log, {row["request_id"] for row in rows})
+    assert {server.model: logged[""], LORA_NAME: logged[LORA_NAME]} == per_model
+    assert "2" in {row["max_lora"] for row in read_rows(out / "server_metrics.csv")}  # the LoRA gauge, scraped

@@ -292,6 +292,7 @@ def run_folder_page() -> str:
         return markdown_cell(text[:1].upper() + text[1:])
 
     metric_rows = column_rows({column: text for column, text in source.entries("SERVER_METRICS_COLUMNS").items()})
+    metric_rows += column_rows(source.entries("SERVER_LORA_COLUMNS"))
     for kind in ("SERVER_GAUGES", "SERVER_COUNTERS"):
         samples = getattr(schema, kind)
         metric_rows += [

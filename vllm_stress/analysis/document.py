@@ -9,6 +9,7 @@ from typing import Any
 
 from vllm_stress.analysis import levels as level_defs
 from vllm_stress.analysis import stats
+from vllm_stress.analysis.adapters import adapter_blocks
 from vllm_stress.analysis.canaries import canary_blocks, changed_line
 from vllm_stress.analysis.disaggreport import pd_blocks
 from vllm_stress.analysis.gpus import gpu_blocks
@@ -58,6 +59,7 @@ def build_report(summary: Summary, plots: dict[str, Path]) -> list[Block]:
         blocks += split_blocks(config) + replica_blocks(config) + pd_blocks(config)
         blocks += scaling_blocks(label, config.get("replica_set", []))
         blocks += canary_blocks(label, config.get("canaries") or [])
+        blocks += adapter_blocks(label, config.get("adapters") or [])
         blocks += error_blocks(config)
     blocks += [block for config in configs.values() for block in traffic_blocks(config["traffic"])]
     blocks += [Heading("Plots")] + [Image(title, path) for title, path in plots.items()]

@@ -107,6 +107,9 @@ LEVEL_FIELDS = {
     "its KV cache could not hold every running sequence, so some were evicted to be recomputed",
     "server_kv_cache_usage_mean": "the share of the server's KV-cache blocks in use (vllm:kv_cache_usage_perc, 0 to 1), "
     "averaged over the scrapes in the window",
+    "server_lora_adapters_mean": "the mean of lora_running (server_metrics.csv) over the window",
+    "server_max_lora": "the mean of max_lora (server_metrics.csv) over the window",
+    "server_deferred_mean": "the mean of waiting_deferred (server_metrics.csv) over the window",
     "replica_imbalance": "with --server-metrics-url (replicas behind a router): the busiest replica's mean running "
     "requests over the window / the replicas' mean (1: even load)",
     "gpu_power_w": "the GPUs' power (gpu_metrics.csv, with --gpu-metrics-url): each GPU's mean watts over its scrapes "
@@ -251,6 +254,8 @@ def level_stats(
     stats["server_prefix_hit_rate"] = server_prefix_hit_rate(run.tables.get("server"), windows)
     stats["server_preemptions"] = counter_gains(run.tables.get("server"), windows, "preemptions")
     stats["server_kv_cache_usage_mean"] = gauge_means(run.tables.get("server"), windows, "kv_cache_usage")
+    for field, column in bound.LORA_LEVEL_FIELDS.items():  # LoRA slots: the adapter-bound verdict's figures
+        stats[field] = gauge_means(run.tables.get("server"), windows, column)
     stats["replica_imbalance"] = replica_imbalance(replicas).reindex(stats.index)
     if slo:
         stats = stats.join(goodput(measured, slo, window_s, stats["requests"]))

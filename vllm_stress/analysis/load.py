@@ -63,8 +63,9 @@ READ_REQUEST_COLUMNS = [
     "image_bytes",
     "request_id",
     "canary",
+    "adapter",
 ]
-TEXT_REQUEST_COLUMNS = ["error", "finish_reason", "session_id", "replica", "request_id", "canary"]
+TEXT_REQUEST_COLUMNS = ["error", "finish_reason", "session_id", "replica", "request_id", "canary", "adapter"]
 NUMERIC_REQUEST_COLUMNS = [c for c in READ_REQUEST_COLUMNS if c not in TEXT_REQUEST_COLUMNS]
 
 # name -> (file in the run folder, the columns the analysis reads of it: those of the run's format must be there,
@@ -88,6 +89,9 @@ OPTIONAL_TABLES = {
             "prefix_cache_queries",
             "prefix_cache_hits",
             "replica",
+            "max_lora",
+            "lora_running",
+            "waiting_deferred",
         ],
     ),
     "client_health": (CLIENT_HEALTH_FILE, ["time", "worker", "cpu_percent", "loop_lag_ms", "read_behind_p99_ms"]),

@@ -11,6 +11,7 @@ from typing import TypeVar
 import pandas as pd
 
 from vllm_stress.analysis import llmd, store
+from vllm_stress.analysis.adapters import adapter_levels, merge_runs
 from vllm_stress.analysis.document import TITLE, build_report
 from vllm_stress.analysis.json_types import to_json_types
 from vllm_stress.analysis.levels import (
@@ -100,11 +101,12 @@ def summarise_runs(
     gpu_hour_price: float | None = None,
 ) -> tuple[ConfigSummary, list[Timeline], list[StoredRun]]:
     """The summary of one config's runs, their timelines, and their level rows for the results store."""
-    per_run, run_info, timelines, stored, replicas = [], [], [], [], []
+    per_run, run_info, timelines, stored, replicas, adapters = [], [], [], [], [], []
     for index, run in enumerate(runs):
         windows, stats, partial, run_replicas = windows_and_stats(run, slo)
         per_run.append(stats.assign(run=index))
         replicas.append(run_replicas)
+        adapters.append(adapter_levels(run, windows))
         stored.append((label, run, stats))
         run_info.append(describe_run(run, partial))
         timelines.append((str(run.path), timeline(run.requests), windows.assign(steady=stats["steady"].to_numpy())))
@@ -115,6 +117,8 @@ def summarise_runs(
     if fleets := [run for run in runs if "replica_set" in run.tables]:  # replicas.csv: a fleet that may scale
         scaled = [scale(str(run.path), run.tables["replica_set"], run.requests, gpus, gpu_hour_price) for run in fleets]
         config["replica_set"] = to_json_types(scaled)  # type: ignore[typeddict-item]
+    if merged := merge_runs(adapters):
+        config["adapters"] = merged
     return config, timelines, stored
 
 

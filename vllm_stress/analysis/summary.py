@@ -11,6 +11,7 @@ from typing import Any, NotRequired, TypedDict, cast
 import pandas as pd
 
 from vllm_stress.analysis import disagg, stats
+from vllm_stress.analysis.adapters import AdapterLevel
 from vllm_stress.analysis.canaries import CanaryLevel, canary_levels, read_answers
 from vllm_stress.analysis.capacity import KvCeiling, kv_ceiling
 from vllm_stress.analysis.json_types import to_json_types
@@ -96,6 +97,7 @@ class ConfigSummary(Capacity):
     unjoined_spans: int | None  # server spans of its runs that joined no row (other clients'), None: no span file
     canaries: list[CanaryLevel]  # per level, the correctness canaries' agreement and accuracy ([]: none were sent)
     replica_set: NotRequired[list[dict[str, Any]]]  # per run with replicas.csv: vllm_stress.analysis.scaling.scaling
+    adapters: NotRequired[list[AdapterLevel]]  # per level and LoRA adapter drawn (--lora-adapters), when any was
 
 
 class Unaccounted(TypedDict):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from vllm_stress.client import adapters
 from vllm_stress.client.images import parse_size
 from vllm_stress.client.prompts import load_dataset
 from vllm_stress.client.trace import read_trace
@@ -65,6 +66,10 @@ def validate(options: argparse.Namespace) -> None:
             read_trace(options.trace)
         except (OSError, ValueError) as e:
             raise StopTarget(f"--trace: {e}") from None
+    try:
+        adapters.check_options(options)
+    except ValueError as e:
+        raise StopTarget(str(e)) from None
 
 
 def check_model(options: argparse.Namespace, model: str, served: dict[str, int | None], host: str) -> None:

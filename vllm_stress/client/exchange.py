@@ -60,6 +60,7 @@ class Exchange:
         "images",
         "image_tokens",
         "image_bytes",
+        "adapter",
     )
 
     def __init__(
@@ -95,6 +96,7 @@ class Exchange:
         self.images = 0  # images sent with the prompt (--images)
         self.image_tokens = 0  # the prompt tokens they add, as measured at test start
         self.image_bytes = 0  # the bytes of their data URLs
+        self.adapter = ""  # the model it asked for when drawn per request (--lora-adapters), else ""
         self.canary: Canary | None = None  # a correctness canary (--canary-share): its answer is kept
         self.text: list[str] | None = None  # a canary's answer as it came, piece by piece (None: not kept)
 
@@ -226,6 +228,7 @@ class Exchange:
             self.image_tokens,
             self.image_bytes,
             self.canary.id if self.canary else "",
+            self.adapter,
         ]
 
     def answer_row(self, worker: str) -> list[int | str]:

@@ -6,6 +6,7 @@ import argparse
 import os
 from typing import TYPE_CHECKING
 
+from vllm_stress.client import adapters
 from vllm_stress.client.affinity import PRESETS
 from vllm_stress.client.canary import DEFAULT_CANARY_MIN
 from vllm_stress.client.images import DEFAULT_IMAGE_POOL, DEFAULT_IMAGE_SIZE, IMAGE_FORMATS
@@ -32,6 +33,7 @@ def add_arguments(parser: LocustArgumentParser) -> None:
     parser.add_argument(
         "--model", default="", help="Model name sent in requests (default: the first model the server lists)"
     )
+    adapters.add_arguments(parser)
     parser.add_argument(
         "--input-tokens",
         type=int,

@@ -24,6 +24,13 @@ SCHEDULE_LAG_LIMIT_S = 1.0  # open loop / trace replay: p99 of how late arrivals
 BATCH_FULL_SHARE = 0.95  # a running batch at this share of max_num_seqs (or of its plateau) is at its cap, or
 # within one sequence of it for a small cap: a finished sequence's slot stays empty until the next step admits one
 KV_FULL_SHARE = 0.9  # a KV cache this full (vllm:kv_cache_usage_perc) holds no more sequences
+DEFERRED_MIN = 0.5  # requests waiting for a LoRA slot on average: the level is adapter-bound
+# level fields from the server's LoRA gauges (their means over the level's scrapes) -> server_metrics.csv's columns
+LORA_LEVEL_FIELDS = {
+    "server_lora_adapters_mean": "lora_running",  # adapters with a request in flight (vllm:lora_requests_info)
+    "server_max_lora": "max_lora",  # the batch's adapter slots (its max_lora label)
+    "server_deferred_mean": "waiting_deferred",  # waiting requests the scheduler skipped (LoRA slots, KV transfers)
+}
 # What the server held over a window (level fields, see vllm_stress.analysis.levels.LEVEL_FIELDS)
 SERVER_LOAD_FIELDS = (
     "server_e2e_mean_s",
@@ -271,7 +278,21 @@ def queued_kind(level: Row, what: str) -> str:
         waiting = level.get("server_waiting_mean", math.nan)
         figures = (f"{running:.0f} running", f"{waiting:.0f} waiting" if not math.isnan(waiting) else "", cache)
         return f"batch-bound: max_num_seqs {cap:.0f} reached ({', '.join(filter(None, figures))})"
-    return f"server-bound: {what}"
+    return adapter_note(level) or f"server-bound: {what}"
+
+
+def adapter_note(level: Row) -> str:
+    """ "adapter-bound: ..." when requests waited for a LoRA slot (DEFERRED_MIN deferred on average, with more
+    adapters in flight than the batch's max_loras), else ""."""
+    deferred = level.get("server_deferred_mean", math.nan)
+    adapters = level.get("server_lora_adapters_mean", math.nan)
+    slots = level.get("server_max_lora", math.nan)
+    if not (deferred >= DEFERRED_MIN and adapters > slots):
+        return ""
+    return (
+        f"adapter-bound: {deferred:.1f} requests waited for a LoRA slot ({adapters:.1f} adapters in flight, "
+        f"max_loras {slots:.0f})"
+    )
 
 
 def at_cap(running: float, cap: float) -> bool:

@@ -18,6 +18,7 @@ from vllm_stress.core.schema import (
     REPLICAS_FILE,
     REQUESTS_FILE,
     RUN_FILE,
+    SERVER_LORA_COLUMNS,
     SERVER_METRICS_FILE,
     SERVER_SPAN_COLUMNS,
     SERVER_SPANS_FILE,
@@ -89,6 +90,8 @@ FORMATS = (
             Addition(SERVER_METRICS_FILE, KV_TRANSFER_COLUMNS),
             Addition(RUN_FILE, ("replica_roles",)),
             Addition(REPLICAS_FILE, tuple(REPLICA_COLUMNS), "replica set over time"),
+            Addition(REQUESTS_FILE, ("adapter",), "per-adapter latency and throughput"),
+            Addition(SERVER_METRICS_FILE, tuple(SERVER_LORA_COLUMNS), "LoRA slots and deferred requests"),
         ),
     ),
 )

@@ -52,6 +52,7 @@ REQUEST_COLUMNS = [
     # placeholder, not the tokens its processor expands it to)
     "image_bytes",  # bytes of the images' data URLs in the request body (base64, what went on the wire)
     "canary",  # a correctness canary (--canary-share): the fixed prompt's id, its answer in answers.csv; else ""
+    "adapter",  # the model drawn for the request (--lora-adapters), else "" (the run's model)
 ]
 
 # answers.csv: one row per canary request (--canary-share), its answer text, written beside requests.csv. A canary
@@ -160,6 +161,13 @@ KV_TRANSFER_COLUMNS = (
     "kv_transfer_p99_s",
 )
 SERVER_QUANTILES = {"p50": 0.5, "p99": 0.99}
+SERVER_LORA_COLUMNS = [  # vLLM's LoRA gauges (vllm_stress.master.lorascrape), empty when the server has no LoRA
+    "max_lora",  # vllm:lora_requests_info's max_lora label: adapter slots per batch (--max-loras)
+    "lora_running",  # adapters its running_lora_adapters label names (in its newest sample)
+    "lora_waiting",  # adapters its waiting_lora_adapters names; vLLM fills both with every adapter in flight
+    "waiting_deferred",  # vllm:num_requests_waiting_by_reason{reason="deferred"}: waiting requests its scheduler
+    # skipped (e.g. no LoRA slot)
+]
 SERVER_METRICS_COLUMNS = [
     "time",  # unix seconds of the scrape
     "users",  # the level (target user count) at the scrape
@@ -172,6 +180,7 @@ SERVER_METRICS_COLUMNS = [
         for prefix in SERVER_HISTOGRAMS
         for part in ("count", "sum_s", *(f"{quantile}_s" for quantile in SERVER_QUANTILES))
     ),
+    *SERVER_LORA_COLUMNS,
 ]
 
 # replicas.csv: the replica set over time (vllm_stress.master.replicaset): at each scrape, a row per replica

@@ -11,6 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from vllm_stress.core import schema
 from vllm_stress.core.metrics import histogram_quantile
+from vllm_stress.master.lorascrape import lora_values
 
 log = logging.getLogger(__name__)
 
@@ -125,15 +126,22 @@ class ServerScraper(Exporter):
             self._warn_once(
                 "partial", "%s lacks %s: those server_metrics.csv columns stay empty", self.url, ", ".join(missing)
             )
-        row = self.row(snapshot, self.previous, now or time.time(), users, self.replica)
+        row = self.row(snapshot, self.previous, now or time.time(), users, self.replica, lora_values(text))
         self.previous = snapshot
         self.latest = dict(zip(schema.SERVER_METRICS_COLUMNS, row, strict=True))
         return row
 
     @staticmethod
-    def row(snapshot: Snapshot, previous: Snapshot | None, now: float, users: int, replica: str = "") -> list[Cell]:
+    def row(
+        snapshot: Snapshot,
+        previous: Snapshot | None,
+        now: float,
+        users: int,
+        replica: str = "",
+        lora: dict[str, float] | None = None,
+    ) -> list[Cell]:
         """The row of ``snapshot`` from ``replica``: gauges and counters as scraped, histograms since ``previous``
-        (empty without)."""
+        (empty without), then the ``lora`` columns (lorascrape.py; empty without)."""
         values = snapshot.values
         row: list[Cell] = [round(now, 3), users, replica]
         row += [cell(values.get(name)) for name in schema.SERVER_GAUGES.values()]
@@ -151,4 +159,4 @@ class ServerScraper(Exporter):
                 buckets = delta
             row += [cell(count), cell(total)]
             row += [cell(histogram_quantile(q, buckets)) for q in schema.SERVER_QUANTILES.values()]
-        return row
+        return row + [cell((lora or {}).get(column)) for column in schema.SERVER_LORA_COLUMNS]

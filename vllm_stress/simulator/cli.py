@@ -15,7 +15,7 @@ from collections.abc import Callable
 import uvloop
 from aiohttp import web
 
-from . import disagg
+from . import disagg, lora
 from .profiles import DEFAULT_PROFILE, FIELD_TYPES, Profile, load_profile, parse_assignments, profile_names
 from .protocol import LINE_ENDINGS, Reasoning
 from .server import Simulator
@@ -132,6 +132,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         help="how streamed SSE lines end: LF as vLLM, or CRLF or CR as the SSE standard also allows (and some "
         "gateways send) (%(default)s)",
     )
+    lora.add_arguments(parser)
     parser.add_argument(
         "--set",
         action="append",
@@ -231,6 +232,7 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
             prompt_details=args.enable_prompt_tokens_details,
             reasoning=reasoning_from_args(args),
             sse_line_ending=LINE_ENDINGS[args.sse_line_ending],
+            lora=lora.config_from_args(args),
         )
         if args.pd:
             fleet = disagg.build_fleet(args, disagg.role_profiles(args, profile), make)

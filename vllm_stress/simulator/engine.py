@@ -7,6 +7,7 @@ from collections import deque
 from typing import NamedTuple, Protocol
 
 from .kvcache import KVCache, num_gpu_blocks
+from .lora import LoraSlots
 from .profiles import Profile
 from .steptime import StepTimeModel
 
@@ -50,6 +51,7 @@ class Sequence:
         "finished_at",
         "encoder_flops",
         "external_computed",
+        "adapter",
     )
 
     def __init__(
@@ -60,6 +62,7 @@ class Sequence:
         sink: Sink | None = None,
         index: int = 0,
         block_hashes: tuple[int, ...] = (),
+        adapter: str = "",
     ) -> None:
         self.prompt_len = prompt_len
         self.max_tokens = max_tokens
@@ -82,6 +85,7 @@ class Sequence:
         self.previous_token: float | None = None  # time of the token before the last one (inter-token latency)
         self.last_token: float | None = None
         self.finished_at: float | None = None
+        self.adapter = adapter  # the LoRA adapter it runs with (lora.py), "" for the base model
         self.encoder_flops = 0.0  # the vision encoder's work on its images (vision.py), not yet charged to a step
         self.external_computed = 0  # prompt tokens whose KV another instance computed and sent (disagg.py)
 
@@ -146,6 +150,7 @@ class Engine:
         self.last_num_scheduled_tokens = 0
         self.t_frontend = profile.t_frontend
         self.frontend_free_at = 0.0  # when the API server has handled every request it was given
+        self.lora: LoraSlots | None = None  # --enable-lora's adapters (lora.py)
 
     @property
     def has_work(self) -> bool:
@@ -165,6 +170,8 @@ class Engine:
             seq.ready = self.frontend_free_at
             seq.max_tokens = min(seq.max_tokens, self.max_model_len - seq.prompt_len)
             self.waiting.append(seq)
+            if self.lora:
+                self.lora.queued(seq)
 
     def abort(self, seq: Sequence) -> None:
         """Drop an unfinished sequence (client went away); it finishes with ``abort``."""
@@ -197,6 +204,8 @@ class Engine:
             encoder_flops += seq.encoder_flops  # once: its first step
             seq.encoder_flops = 0.0
         duration = self.steptime.duration(num_tokens, attention_pairs, kv_tokens, len(scheduled), encoder_flops)
+        if self.lora:
+            duration = self.lora.step_seconds(duration, scheduled, num_tokens)
         self.clock += duration
         self.last_num_scheduled_tokens = num_tokens
         return StepResult(duration, self._apply(scheduled))
@@ -221,11 +230,24 @@ class Engine:
         return budget, preempted
 
     def _schedule_waiting(self, scheduled: list[tuple[Sequence, int]], budget: int) -> None:
+        skipped: list[Sequence] = []  # waiting requests whose LoRA adapter would exceed max_loras (vLLM skips them)
+        batch = {seq.adapter for seq, _ in scheduled if seq.adapter}
+        try:
+            self._admit_waiting(scheduled, budget, skipped, batch)
+        finally:
+            self.waiting.extendleft(reversed(skipped))
+
+    def _admit_waiting(
+        self, scheduled: list[tuple[Sequence, int]], budget: int, skipped: list[Sequence], batch: set[str]
+    ) -> None:
         waiting, kv = self.waiting, self.kv
         while waiting and budget > 0 and len(self.running) < self.max_num_seqs:
             seq = waiting[0]
             if seq.ready > self.clock:
                 return
+            if self.lora and not self.lora.admits(seq, batch):
+                skipped.append(waiting.popleft())
+                continue
             hits = kv.lookup(seq)
             local = len(hits) * kv.block_size
             computed = max(local, seq.external_computed)  # a KV connector's tokens, as vLLM's scheduler takes them
@@ -239,6 +261,9 @@ class Engine:
             scheduled.append((seq, n))
             budget -= n
             seq.external_computed = 0  # a preempted sequence recomputes them
+            if self.lora and seq.adapter:
+                batch.add(seq.adapter)
+                self.lora.scheduled(seq)
             if seq.first_scheduled is None:
                 seq.first_scheduled = self.clock
                 seq.num_cached_tokens = computed  # vLLM's num_cached_tokens counts the connector's too
@@ -252,6 +277,8 @@ class Engine:
         seq.num_preemptions += 1
         self.num_preemptions += 1
         self.waiting.appendleft(seq)
+        if self.lora:
+            self.lora.queued(seq)
 
     def _apply(self, scheduled: list[tuple[Sequence, int]]) -> list[Sequence]:
         now = self.clock
@@ -281,3 +308,5 @@ class Engine:
         seq.finish_reason = reason
         seq.finished_at = self.clock
         self.kv.release(seq)
+        if self.lora:
+            self.lora.finished(seq)

@@ -226,6 +226,8 @@ class EngineMetrics:
 
     def observe_step(self, result: StepResult) -> None:
         self.iteration_tokens.observe(self.engine.last_num_scheduled_tokens)
+        if self.engine.lora:
+            self.engine.lora.record_info()
         self.generation_tokens += len(result.outputs)
         gaps: Counter[float] = Counter()
         for seq in result.outputs:
@@ -329,6 +331,7 @@ class EngineMetrics:
 
     def collect(self) -> Iterator[Metric]:
         engine = self.engine
+        deferred = len(engine.lora.deferred) if engine.lora else 0  # skipped for want of a LoRA slot
         yield self._gauge(
             "vllm:num_requests_running", "Number of requests in model execution batches.", len(engine.running)
         )
@@ -340,8 +343,10 @@ class EngineMetrics:
             "vllm:num_requests_waiting_by_reason",
             "Number of requests waiting, by the reason they wait.",
             "reason",
-            {"capacity": len(engine.waiting), "deferred": 0},
+            {"capacity": len(engine.waiting) - deferred, "deferred": deferred},
         )
+        if engine.lora:
+            yield engine.lora.info_family()
         yield self._gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", engine.kv.usage)
         yield self._counter(
             "vllm:num_preemptions", "Cumulative number of preemption from the engine.", engine.num_preemptions

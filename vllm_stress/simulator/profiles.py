@@ -81,6 +81,16 @@ class Profile:
     # disaggregated prefill/decode (disagg.py): each decode instance's KV link in Gbit/s, and a transfer's latency
     kv_transfer_gbps: float = 100.0
     kv_transfer_latency_s: float = 0.001
+    # LoRA (lora.py): reading an adapter into host memory = fixed seconds + its bytes / bandwidth (vLLM reads the
+    # safetensors file from local disk: 2e9 B/s is a datacenter NVMe SSD's order of sequential read; the fixed part
+    # is PEFT-config parsing and tensor set-up, an assumption); copying it into a GPU slot = bytes / 25e9 B/s (PCIe
+    # Gen4 x16's usable rate); each LoRA token makes its step this much longer relative to a base token (an
+    # assumption: S-LoRA, arXiv 2311.03285, and Punica, arXiv 2310.18547, measure batches of distinct adapters within
+    # tens of percent of the base model's throughput; set it from a measurement with --set lora_token_factor=...)
+    lora_load_fixed_s: float = 0.01
+    lora_load_bandwidth: float = 2e9
+    lora_activate_bandwidth: float = 25e9
+    lora_token_factor: float = 0.1
     # a twin (``python -m simulator calibrate``): the runs its step time was fitted to, and its error on them
     twin_source: str = ""
     twin_error: str = ""

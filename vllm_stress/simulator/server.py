@@ -16,6 +16,7 @@ from .answers import AnswerModel, Reply
 from .driver import EngineDriver
 from .engine import Engine, Sequence
 from .httpmetrics import HttpMetrics
+from .lora import LoraConfig, LoraSlots, adapter_cards, adapter_request
 from .metrics import EngineMetrics
 from .parsing import (
     COMPLETIONS_DEFAULT_MAX_TOKENS,
@@ -72,6 +73,7 @@ class Simulator:
         reasoning: Reasoning | None = None,
         otlp_traces_endpoint: str | None = None,
         sse_line_ending: bytes = b"\n",
+        lora: LoraConfig | None = None,
     ):
         self.profile = profile
         self.prompt_details = prompt_details  # vllm serve --enable-prompt-tokens-details: usage says cached_tokens
@@ -82,6 +84,12 @@ class Simulator:
         self.created = int(time.time())
         self.tokenizer = Tokenizer()
         self.engine = Engine(profile, seed=seed)
+        self.lora_modules: dict[str, str] = {}  # served adapters: name -> path (--enable-lora; lora.py)
+        if lora:
+            self.engine.lora = LoraSlots(lora, profile)
+            for name in lora.modules:  # vLLM loads --lora-modules into its host cache at startup
+                self._load_adapter(name, lora.modules[name])
+            self.engine.lora.pending_s = 0.0
         cache_info = {
             "block_size": str(profile.block_size),
             "gpu_memory_utilization": str(profile.gpu_memory_utilization),
@@ -104,6 +112,9 @@ class Simulator:
         app.router.add_post("/v1/chat/completions", self.chat_completions)
         app.router.add_post("/v1/completions", self.completions)
         app.router.add_get("/v1/models", self.models)
+        if self.engine.lora:
+            app.router.add_post("/v1/load_lora_adapter", self.load_lora_adapter)
+            app.router.add_post("/v1/unload_lora_adapter", self.unload_lora_adapter)
         app.router.add_post("/tokenize", self.tokenize)
         app.router.add_post("/detokenize", self.detokenize)
         app.router.add_get("/health", self.health)
@@ -159,9 +170,17 @@ class Simulator:
         except web.HTTPMethodNotAllowed:
             return _json({"detail": "Method Not Allowed"}, status=405)
 
+    def _adapter(self, body: dict) -> str:
+        """The served LoRA adapter a request names as its model, "" for the base model; 404 for another name."""
+        model = body.get("model")
+        if isinstance(model, str) and model in self.lora_modules:
+            return model
+        check_model(body, self.model)
+        return ""
+
     async def chat_completions(self, request: web.Request) -> web.StreamResponse:
         body = parse_json(await request.read())
-        check_model(body, self.model)
+        adapter = self._adapter(body)
         messages = parse_messages(body)
         generation = parse_generation(body, [messages])
         images = message_images(body, self.profile)
@@ -181,11 +200,12 @@ class Simulator:
             reasoning=reasoning,
             encoder_flops=encoder_flops,
             kv_params=body.get("kv_transfer_params"),
+            adapter=adapter,
         )
 
     async def completions(self, request: web.Request) -> web.StreamResponse:
         body = parse_json(await request.read())
-        check_model(body, self.model)
+        adapter = self._adapter(body)
         generation = parse_generation(body, parse_prompts(body))
         prompts = []
         for prompt in generation.prompts:
@@ -194,7 +214,9 @@ class Simulator:
                 generation, len(token_ids), self.profile.max_model_len, COMPLETIONS_DEFAULT_MAX_TOKENS
             )
             prompts.append((token_ids, max_tokens))
-        return await self._generate(request, generation, prompts, chat=False, kv_params=body.get("kv_transfer_params"))
+        return await self._generate(
+            request, generation, prompts, chat=False, kv_params=body.get("kv_transfer_params"), adapter=adapter
+        )
 
     async def _generate(
         self,
@@ -206,7 +228,9 @@ class Simulator:
         reasoning: Reasoning | None = None,
         encoder_flops: float = 0.0,
         kv_params: object = None,
+        adapter: str = "",
     ) -> web.StreamResponse:
+        model = adapter or self.model  # vLLM answers with the adapter's name
         interval = max(generation.stream_interval or 1, self.profile.stream_interval)
         prompt_tokens = sum(len(token_ids) for token_ids, _ in prompts)
         external = await self.connector.receive(kv_params, prompt_tokens) if self.connector else None
@@ -221,13 +245,14 @@ class Simulator:
             reply=reply,
             encoder_flops=encoder_flops,
             external=external,
+            adapter=adapter,
         )
         timing = request.get(TIMING_KEY)
         try:
             if generation.stream:
                 fmt = ChunkFormat(
                     chat,
-                    self.model,
+                    model,
                     generation.continuous_usage,
                     prompt_tokens,
                     self.prompt_details,
@@ -242,7 +267,7 @@ class Simulator:
         choices = [(stream.full_text(index), reason) for index, reason in enumerate(stream.reasons)]
         build = chat_response if chat else completion_response
         cached = stream.cached_tokens if self.prompt_details else None
-        body = build(self.model, choices, prompt_tokens, stream.completion_tokens, cached)
+        body = build(model, choices, prompt_tokens, stream.completion_tokens, cached)
         if self.connector and (produced := self.connector.produced(kv_params, prompt_tokens)):
             body["kv_transfer_params"] = produced  # as vLLM's response carries a KV connector's parameters
         return _json(body)
@@ -259,7 +284,23 @@ class Simulator:
             self.spans.add(parent, request_id, seq, self.driver.engine_now(), prompt_tokens)
 
     async def models(self, _request: web.Request) -> web.Response:
-        return _json(model_list(self.model, self.profile.model_path, self.profile.max_model_len, self.created))
+        models = model_list(self.model, self.profile.model_path, self.profile.max_model_len, self.created)
+        return _json(adapter_cards(models, self.lora_modules, self.model))
+
+    def _load_adapter(self, name: str, path: str) -> None:
+        if self.engine.lora:
+            self.lora_modules[name] = path
+            self.engine.lora.load(name)
+
+    async def load_lora_adapter(self, request: web.Request) -> web.Response:
+        name, path = adapter_request(parse_json(await request.read()), self.lora_modules, self.model, loading=True)
+        self._load_adapter(name, path)
+        return web.Response(text=f"Success: LoRA adapter '{name}' added successfully.")
+
+    async def unload_lora_adapter(self, request: web.Request) -> web.Response:
+        name, _ = adapter_request(parse_json(await request.read()), self.lora_modules, self.model, loading=False)
+        del self.lora_modules[name]
+        return web.Response(text=f"Success: LoRA adapter '{name}' removed successfully.")
 
     async def tokenize(self, request: web.Request) -> web.Response:
         body = parse_json(await request.read())

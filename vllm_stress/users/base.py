@@ -11,6 +11,7 @@ import gevent
 from locust import FastHttpUser, task
 from locust.exception import StopUser
 
+from vllm_stress.client.adapters import AdapterPool, adapter_pool, model_field
 from vllm_stress.client.affinity import Spread, affinity_header
 from vllm_stress.client.canary import CANARY_SEED
 from vllm_stress.client.cookies import use_lean_cookies
@@ -66,6 +67,7 @@ class FlowUser(Protocol):
     thinking: bool
     reasoning_effort: str | None
     no_traceparent: bool
+    adapters: AdapterPool | None
 
 
 def log_token_stats(environment: Environment, exchange: Exchange) -> None:
@@ -108,6 +110,8 @@ def send_request(
     if spec.canary:
         exchange.canary, exchange.text = spec.canary, []
     exchange.schedule_lag = lag
+    if user.adapters and not spec.canary:  # --lora-adapters: this request's model (model_field)
+        exchange.adapter = user.adapters.draw()
     exchange.images, exchange.image_tokens = len(spec.images), spec.image_tokens
     exchange.image_bytes = sum(len(url) for url in spec.images)
     if session:
@@ -155,6 +159,7 @@ def read_options(user: FlowUser, environment: Environment) -> None:
     user.thinking = options.thinking == "on"
     user.reasoning_effort = options.reasoning_effort
     user.no_traceparent = options.no_traceparent
+    user.adapters = adapter_pool(options)
 
 
 def id_headers(user: FlowUser, exchange: Exchange) -> dict[str, str]:
@@ -194,6 +199,7 @@ class LLMUser(FastHttpUser):
     reasoning_effort: str | None
     affinity_header: str  # the header a router pins a session or prefix group by ("" : none)
     no_traceparent: bool
+    adapters: AdapterPool | None
 
     def __init__(self, environment: Environment) -> None:
         options = TARGETS[environment].options
@@ -228,7 +234,7 @@ class LLMUser(FastHttpUser):
             | id_headers(self, exchange)
             | {"Content-Type": "application/json"}
         )
-        payload = json.dumps(self.body(spec)).encode()
+        payload = json.dumps(self.body(spec) | model_field(exchange.adapter)).encode()
         url = self.path
         if len(self.spread.replicas) > 1:  # client-side spreading: an absolute URL, the replica on the row
             url, exchange.replica = self.replica_targets[self.spread.next()]

@@ -16,6 +16,7 @@ from locust import User, task
 from openai.types.chat import ChatCompletionChunk
 
 from vllm_stress.client import options as opts
+from vllm_stress.client.adapters import AdapterPool, model_field
 from vllm_stress.client.exchange import Exchange, is_output_delta, is_reasoning_delta
 from vllm_stress.client.images import message_content
 from vllm_stress.client.prompts import RequestSpec, Workload
@@ -97,6 +98,7 @@ class SdkChatUser(User):
     thinking: bool
     reasoning_effort: str | None
     no_traceparent: bool
+    adapters: AdapterPool | None
 
     def __init__(self, environment: Environment) -> None:
         super().__init__(environment)
@@ -119,7 +121,7 @@ class SdkChatUser(User):
         run_request(self, self.send)
 
     def send(self, spec: RequestSpec, exchange: Exchange) -> None:
-        fields = sampling(self, spec)
+        fields = sampling(self, spec) | model_field(exchange.adapter)
         extra = {key: fields.pop(key) for key in ("ignore_eos", "min_tokens", "chat_template_kwargs") if key in fields}
         messages: Any = [{"role": "user", "content": message_content(spec.text, spec.images)}]  # text or parts
         try:

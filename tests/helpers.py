@@ -23,7 +23,10 @@ REPO = Path(__file__).resolve().parent.parent
 NOWHERE = "http://127.0.0.1:1"  # nothing listens: runs given it must stop before contacting a server
 LEVELS = step_levels([5, 10], hold_s=50.0)
 LOCUST = [sys.executable, "-m", "locust"]
-SHORT = ["--input-tokens", "16", "--output-tokens", "8", "--headless", "--only-summary"]
+# runs whose checks hold each row to its sized request: no canaries, which are fixed questions of their own size
+# (tests/test_canaries.py runs them, on by default)
+NO_CANARIES = ["--canary-share=0"]
+SHORT = ["--input-tokens", "16", "--output-tokens", "8", "--headless", "--only-summary", *NO_CANARIES]
 SLOW_SIM = ["--profile", "cpu-tiny", "--set", "t_fixed=0.02"]  # ~0.2 s per request: few rows, little CPU
 
 

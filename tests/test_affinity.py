@@ -4,6 +4,7 @@ headless Service name standing for its pods, and router-overhead's input check."
 import pytest
 
 from benchmarks.harness import read_rows
+from tests.helpers import NO_CANARIES
 from vllm_stress.client.affinity import PRESETS, Spread, affinity_header, echoes_cookie
 from vllm_stress.core import schema
 from vllm_stress.core.fleet import replica_name, replica_urls
@@ -91,7 +92,7 @@ def test_a_router_preset_pins_each_conversation_as_that_router_reads_it(run_locu
         fault_server.url + prefix,
         *("-u", "2", "-r", "2", "-t", "3s", "--stop-timeout", "10", "--router-preset", preset),
         *("--input-tokens", "20", "--output-tokens", "4", "--turns", "2", "--turn-tokens", "5", "--think-time", "0"),
-        *("--results-dir", str(out), "--headless", "--only-summary", "-L", "WARNING"),
+        *("--results-dir", str(out), "--headless", "--only-summary", "-L", "WARNING", *NO_CANARIES),
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = {row["request_id"]: row for row in read_rows(out / schema.REQUESTS_FILE)}

@@ -6,11 +6,13 @@ from __future__ import annotations
 import csv
 import json
 
+import pytest
+
 from benchmarks.harness import read_rows
 from tests.helpers import run_cli, small_run
 from vllm_stress.analysis.canaries import canary_levels, changed_line, first_diverging_word
 from vllm_stress.analysis.cli import main as analysis_main
-from vllm_stress.client.canary import Canaries
+from vllm_stress.client.canary import DEFAULT_CANARY_MIN, Canaries
 from vllm_stress.core import schema
 from vllm_stress.core.questions import Question
 
@@ -129,3 +131,38 @@ def test_the_compare_gate_fails_an_agreement_drop_and_passes_a_repeat(tmp_path, 
     assert code == 1 and "regression: 10 users: canary_agreement 100.0 % -> 80.0 % (-20.0 %" in out
     code, out, _ = run_cli(capsys, "compare", base, repeat, "--fail-on", gate)
     assert code == 0 and "0 regression(s)" in out
+
+
+@pytest.mark.parametrize(
+    ("locustfile", "args"),
+    [("generate", ()), ("sdk", ()), ("sdk", ("--no-stream",)), ("session", ("--turns", "3", "--turn-tokens", "8"))],
+)
+def test_every_user_asks_canaries_by_default_and_keeps_their_answers(
+    module_simulator, run_locust, tmp_path, locustfile, args
+):
+    """With no canary option at all, each user class's first requests of the level are canaries (--canary-min),
+    each answered as the simulator answers that question, the same text every time; a session's canaries are
+    questions of their own, so its conversations still run turn 1, 2, 3 with their history."""
+    sim = module_simulator("--answer-flip-rate=0")
+    out = tmp_path / locustfile
+    proc = run_locust(
+        "-f", f"locustfiles/{locustfile}.py", "-H", sim.url, "-u", "2", "-r", "2", "-t", "5s", "--stop-timeout", "20",
+        "--input-tokens", "32", "--output-tokens", "8", "--results-dir", str(out), "--headless", "--only-summary",
+        "-L", "WARNING", *args,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    answers = read_rows(out / schema.ANSWERS_FILE)
+    assert len(answers) >= DEFAULT_CANARY_MIN and all(row["ok"] == "1" for row in answers)
+    texts = {}
+    for row in answers:
+        texts.setdefault(row["canary"], set()).add(row["answer"])
+    assert all(len(kept) == 1 and next(iter(kept)) for kept in texts.values()), texts  # one non-empty answer each
+    rows = read_rows(out / schema.REQUESTS_FILE)
+    assert sorted(row["request_id"] for row in rows if row["canary"]) == sorted(row["request_id"] for row in answers)
+    turns: dict[str, list[int]] = {}
+    for row in rows:
+        if row["session_id"]:
+            turns.setdefault(row["session_id"], []).append(int(row["turn"]))
+    assert all(numbers == list(range(1, len(numbers) + 1)) for numbers in turns.values())
+    assert (locustfile == "session") == bool(turns)
+    assert all(not row["session_id"] for row in rows if row["canary"])

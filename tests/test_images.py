@@ -11,7 +11,7 @@ import pytest
 from PIL import Image
 
 from benchmarks.harness import read_rows
-from tests.helpers import analyse, parsed_options
+from tests.helpers import NO_CANARIES, analyse, parsed_options
 from vllm_stress.client.checks import StopTarget, validate
 from vllm_stress.client.images import make_image_set, message_content, parse_size
 from vllm_stress.core import schema
@@ -101,7 +101,7 @@ VISION_SET = [
     "t_fixed=0.02",
     "jitter=0",
 ]
-IMAGE_RUN = ["-u", "1", "-r", "1", "-t", "3s", "--headless", "--only-summary", "-L", "WARNING"]
+IMAGE_RUN = ["-u", "1", "-r", "1", "-t", "3s", "--headless", "--only-summary", "-L", "WARNING", *NO_CANARIES]
 IMAGE_RUN += ["--input-tokens", "32", "--output-tokens", "4", "--images", "1", "--image-pool", "4"]
 
 

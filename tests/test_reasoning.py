@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from benchmarks.harness import read_rows
-from tests.helpers import analyse
+from tests.helpers import NO_CANARIES, analyse
 from tests.test_stream import CHAT_MARKER, parse
 from vllm_stress.client.exchange import is_output_delta
 from vllm_stress.client.prompts import Workload
@@ -21,7 +21,7 @@ from vllm_stress.users.base import sampling
 
 STEADY_SIM = ["--profile", "cpu-tiny", "--set", "t_fixed=0.02", "--set", "jitter=0"]  # every decode step 20 ms
 OUTPUT_TOKENS = 25
-RUN = ["-u", "1", "-r", "1", "-t", "4s", "--headless", "--only-summary", "-L", "WARNING"]
+RUN = ["-u", "1", "-r", "1", "-t", "4s", "--headless", "--only-summary", "-L", "WARNING", *NO_CANARIES]
 RUN += ["--input-tokens", "32", "--output-tokens", str(OUTPUT_TOKENS)]
 
 

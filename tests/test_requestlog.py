@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from benchmarks.harness import read_rows, two_workers
+from tests.helpers import NO_CANARIES
 from vllm_stress.client.stream import KERNEL_CLOCK, KERNEL_ENABLED, USER_CLOCK
 from vllm_stress.core.kernelclock import KERNEL_PLATFORM
 from vllm_stress.simulator.requestlog import read_request_log
@@ -22,6 +23,7 @@ def test_every_request_is_logged_under_the_id_the_client_sent(run_locust, simula
         "-H",
         sim.url,
         "--headless",
+        *NO_CANARIES,
         "-u",
         "4",
         "-r",

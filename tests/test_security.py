@@ -14,12 +14,11 @@ import pytest
 import requests
 
 from benchmarks.harness import read_rows
-from tests.helpers import LOCUST, REPO, wait_until
+from tests.helpers import LOCUST, REPO, SHORT, wait_until
 from vllm_stress.scenarios.runner import free_port
 from vllm_stress.simulator.cli import build_parser
 
 KEY = "sk-vllm-stress-canary-5e1f0c2b9d7a"
-SHORT = ["--input-tokens", "16", "--output-tokens", "8", "--headless", "--only-summary"]
 
 
 def cmdlines_with_key(exclude: set[int]) -> list[str]:

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from benchmarks.harness import read_rows, scrape, two_workers
-from tests.helpers import REPO
+from tests.helpers import NO_CANARIES, REPO
 from vllm_stress.analysis.cli import main as analyse
 from vllm_stress.analysis.levels import classify
 from vllm_stress.analysis.traffic import session_summary, turn_table, window_table
@@ -21,7 +21,7 @@ from vllm_stress.client.prompts import load_dataset
 from vllm_stress.client.sharegpt import read_conversations
 
 SHAREGPT = REPO / "scenarios" / "data" / "sharegpt-sample.json"
-QUIET = ["--headless", "--only-summary", "-L", "WARNING"]
+QUIET = ["--headless", "--only-summary", "-L", "WARNING", *NO_CANARIES]
 # a 1,024-token first turn, then 128 new tokens a turn: turn 4 is about 1,500 tokens, of which the history (all but
 # the last answer's tail block and the new message) is in the prefix cache when caching is on
 SESSION = [

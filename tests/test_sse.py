@@ -10,6 +10,7 @@ import statistics
 import pytest
 
 from benchmarks.harness import read_rows
+from tests.helpers import NO_CANARIES
 from vllm_stress.client.exchange import Exchange
 from vllm_stress.client.stream import KERNEL_ENABLED, SSEParser
 from vllm_stress.core.failures import StreamError
@@ -154,6 +155,7 @@ def chat_run(simulator, run_locust, tmp_path, ending: str) -> list[float]:
         "-H",
         sim.url,
         "--headless",
+        *NO_CANARIES,
         "-u",
         "2",
         "-r",

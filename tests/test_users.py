@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from benchmarks.harness import read_rows, scrape, two_workers
-from tests.helpers import locust_stats, server_completed
+from tests.helpers import NO_CANARIES, locust_stats, server_completed
 from vllm_stress.simulator.requestlog import read_request_log
 
-SHORT = ["--input-tokens", "64", "--output-tokens", "16", "--headless", "--only-summary", "-L", "WARNING"]
+SHORT = ["--input-tokens", "64", "--output-tokens", "16", "--headless", "--only-summary", "-L", "WARNING", *NO_CANARIES]
 
 
 def check_rows(rows: list[dict], name: str, prompt: int = 64, completion: int = 16) -> list[dict]:

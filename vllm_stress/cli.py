@@ -41,16 +41,11 @@ def scenario_command(name: str, usage: str, summary: str) -> Command:
         return main([name, *argv], prog.rsplit(" ", 1)[0])
 
     def parsers(prog: str) -> list[argparse.ArgumentParser]:
-        from vllm_stress.scenarios.cli import build_parser
+        from vllm_stress.scenarios.cli import build_parsers
 
-        return [subparser(build_parser(prog.rsplit(" ", 1)[0]), name)]
+        return [build_parsers(prog.rsplit(" ", 1)[0])[1][name]]
 
     return Command(name, usage, summary, run, parsers)
-
-
-def subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
-    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    return action.choices[name]
 
 
 def analyse(argv: list[str], prog: str) -> int:

@@ -381,9 +381,8 @@ def replica_imbalance(replicas: pd.DataFrame | None) -> pd.Series:
 
 def gauge_means(server: pd.DataFrame | None, windows: pd.DataFrame, column: str) -> np.ndarray:
     """The mean of the gauge ``column`` of server_metrics.csv over the scrapes in each window (NaN without one)."""
-    if server is None or server.empty:
-        return np.full(len(windows), np.nan)
-    return per_window(windows, lambda a, b: server.loc[in_window(server["time"], a, b), column].mean())
+    scrapes = [] if server is None else records(server.sort_values("time"))
+    return per_window(windows, lambda a, b: bound.gauge_mean(scrapes, column, a, b))
 
 
 def client_health_max(health: pd.DataFrame | None, windows: pd.DataFrame, column: str) -> np.ndarray:

@@ -13,8 +13,10 @@ from pathlib import Path
 
 from vllm_stress.core.questions import MAX_TOKENS, Question, load_questions, prompt
 
+DEFAULT_CANARY_SHARE = 0.02  # of each level's requests, by default: a few per cent (0: none)
 DEFAULT_CANARY_MIN = 5  # canaries per level and process, whatever the share (with canaries on)
-CANARY_SEED = 1234  # the ``seed`` field every canary request carries
+# what makes the same prompt get the same answer: greedy, with the same seed, on every API
+CANARY_SAMPLING = {"temperature": 0.0, "seed": 1234}
 DEFAULT_CANARY_SET = Path(__file__).resolve().parents[1] / "scenarios" / "data" / "synthetic-mc.jsonl"
 
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from vllm_stress.client import adapters
 from vllm_stress.client.affinity import PRESETS
-from vllm_stress.client.canary import DEFAULT_CANARY_MIN
+from vllm_stress.client.canary import DEFAULT_CANARY_MIN, DEFAULT_CANARY_SHARE
 from vllm_stress.client.images import DEFAULT_IMAGE_POOL, DEFAULT_IMAGE_SIZE, IMAGE_FORMATS
 
 if TYPE_CHECKING:
@@ -110,8 +110,8 @@ def add_arguments(parser: LocustArgumentParser) -> None:
     parser.add_argument(
         "--canary-share",
         type=float,
-        default=0.0,
-        help="Correctness canaries: this share of each level's requests (e.g. 0.03) are fixed prompts of a graded set "
+        default=DEFAULT_CANARY_SHARE,
+        help="Correctness canaries: this share of each level's requests are fixed prompts of a graded set "
         "at temperature 0 with a seed, their answers kept in answers.csv and compared across levels (0: none)",
     )
     parser.add_argument(

@@ -64,7 +64,7 @@ def server_load(scrapes: Sequence[Row], start: float, end: float) -> dict[str, f
     ]
     span = math.fsum(scrape["time"] - previous["time"] for previous, scrape in inside)
     count = total([scrape["e2e_count"] for _, scrape in inside])
-    running = mean([scrape.get("running", math.nan) for scrape in scrapes if in_window(scrape["time"], start, end)])
+    running = gauge_mean(scrapes, "running", start, end)
     if not span > 0 or not count > 0:  # the gauge's samples need no interval
         return {**dict.fromkeys(SERVER_LOAD_FIELDS, math.nan), "server_running_mean": running}
     e2e = total([scrape["e2e_sum_s"] for _, scrape in inside])
@@ -115,6 +115,12 @@ def launch_max_num_seqs(meta: Mapping[str, Any]) -> int | None:
     settings = {key.strip(): value.strip() for key, _, value in (item.partition("=") for item in args.set)}
     value = settings.get("max_num_seqs", "")
     return int(value) if value.isdigit() else args.max_num_seqs
+
+
+def gauge_mean(scrapes: Sequence[Row], column: str, start: float, end: float) -> float:
+    """The mean of server_metrics.csv's gauge ``column`` over the scrapes taken in ``[start, end)``
+    (vllm_stress.core.metrics.in_window), NaN without one."""
+    return mean([scrape.get(column, math.nan) for scrape in scrapes if in_window(scrape["time"], start, end)])
 
 
 def health_max(samples: Sequence[Row], column: str, start: float, end: float) -> float:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +73,11 @@ DESCRIPTION = """\
 
 def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     """The parser of every command; ``prog`` names the command in usage lines and errors (``vllm-stress``)."""
+    return build_parsers(prog)[0]
+
+
+def build_parsers(prog: str = PROG) -> tuple[argparse.ArgumentParser, Mapping[str, argparse.ArgumentParser]]:
+    """The parser of every command, and each command's own parser by its name."""
     parser = argparse.ArgumentParser(prog=prog, description=DESCRIPTION)
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("list", help="List the scenarios and their settings")
@@ -110,7 +116,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
             "the measured baseline in one table",
         )
     )
-    return parser
+    return parser, commands.choices
 
 
 def add_run_arguments(run: argparse.ArgumentParser) -> None:

@@ -13,7 +13,7 @@ from locust.exception import StopUser
 
 from vllm_stress.client.adapters import AdapterPool, adapter_pool, model_field
 from vllm_stress.client.affinity import Spread, affinity_header
-from vllm_stress.client.canary import CANARY_SEED
+from vllm_stress.client.canary import CANARY_SAMPLING
 from vllm_stress.client.cookies import use_lean_cookies
 from vllm_stress.client.exchange import (
     REQUEST_ID_HEADER,
@@ -88,11 +88,19 @@ def run_request(user: FlowUser, send: Send) -> None:
     except TraceDone:
         raise StopUser() from None
     line = getattr(user.target.arrivals, "last", None)  # the trace line just taken (the same greenlet, no yield)
-    spec = user.workload.trace_request(line) if line else user.workload.next_request()
-    canaries = user.target.canaries if getattr(user, "takes_canaries", False) else None
-    if canaries and (canary := canaries.next(user.target.recorder.level)):
-        spec = RequestSpec(canary.text, None, canary.max_tokens, canary=canary)
+    if line:  # a trace's request is replayed as it was: never a canary
+        spec = user.workload.trace_request(line)
+    else:
+        spec = canary_request(user) or user.workload.next_request()
     send_request(user, spec, send, lag)
+
+
+def canary_request(user: FlowUser) -> RequestSpec | None:
+    """The canary the user's next request at this level is (--canary-share), or None for its own request."""
+    canaries = user.target.canaries
+    if canaries and (canary := canaries.next(user.target.recorder.level)):
+        return RequestSpec(canary.text, None, canary.max_tokens, canary=canary)
+    return None
 
 
 def send_request(
@@ -134,7 +142,7 @@ def sampling(user: FlowUser, spec: RequestSpec) -> dict[str, Any]:
     if user.target.model:
         fields["model"] = user.target.model
     if spec.canary:  # the same prompt must get the same answer: greedy, seeded, its own length
-        fields |= {"temperature": 0.0, "seed": CANARY_SEED}
+        fields |= CANARY_SAMPLING
     elif user.ignore_eos:
         fields |= {"ignore_eos": True, "min_tokens": spec.max_tokens}
     if user.temperature is not None and not spec.canary:
@@ -186,7 +194,6 @@ class LLMUser(FastHttpUser):
     request_name = ""  # the name of its entries in Locust's stats and of its rows
     chat = False  # prompts are chat messages (the template's tokens count toward the input length)
     needs_model = True  # the API takes a model name (default: the first the server lists)
-    takes_canaries = False  # --canary-share replaces some of its prompts with fixed ones (chat and completions)
     output_marker = b"\0"  # bytes that only an output-bearing chunk in vLLM's layout has (see read_stream)
     sticky_headers: dict[str, str] = {}  # headers of every request of the user (a session's id, session.py)
     target: Target  # FlowUser's: set by read_options and start_user

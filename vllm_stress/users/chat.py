@@ -18,7 +18,6 @@ class ChatUser(LLMUser):
     chat = True
     output_marker = b'"delta":{"content":"'  # vLLM's role chunk starts with "role", so it never matches
     takes_images = True  # --images
-    takes_canaries = True  # --canary-share
 
     def body(self, spec: RequestSpec) -> dict[str, Any]:
         return sampling(self, spec) | {

@@ -14,7 +14,6 @@ class CompletionsUser(LLMUser):
     path = "/v1/completions"
     request_name = "completions"
     output_marker = b'"choices":[{"index":0,"text":"'
-    takes_canaries = True  # --canary-share
 
     def body(self, spec: RequestSpec) -> dict[str, Any]:
         return sampling(self, spec) | {"prompt": spec.text}

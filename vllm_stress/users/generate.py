@@ -10,6 +10,7 @@ from typing import Any
 
 from geventhttpclient.response import HTTPSocketPoolResponse
 
+from vllm_stress.client.canary import CANARY_SAMPLING
 from vllm_stress.client.exchange import Exchange
 from vllm_stress.client.prompts import RequestSpec
 from vllm_stress.core.failures import StreamError
@@ -23,6 +24,8 @@ class GenerateUser(LLMUser):
 
     def body(self, spec: RequestSpec) -> dict[str, Any]:
         fields: dict[str, Any] = {"prompt": spec.text, "n": 1, "max_tokens": spec.max_tokens, "stream": self.stream}
+        if spec.canary:  # the legacy server takes vLLM's SamplingParams fields as they are
+            return fields | CANARY_SAMPLING
         if self.ignore_eos:
             fields |= {"ignore_eos": True, "min_tokens": spec.max_tokens}
         if self.temperature is not None:
@@ -30,18 +33,26 @@ class GenerateUser(LLMUser):
         return fields
 
     def read_stream(self, stream: HTTPSocketPoolResponse, exchange: Exchange) -> None:
-        text_length = 0
+        text = ""
         while line := stream.readline(b"\n"):
             now = time.perf_counter()
             if not line.strip():
                 continue
-            text = json.loads(line)["text"][0]
-            if len(text) > text_length:
+            longer = json.loads(line)["text"][0]  # the prompt and the whole answer so far
+            if len(longer) > len(text):
                 exchange.output(now)
-                text_length = len(text)
+                text = longer
         if not exchange.chunks:
             raise StreamError("NoOutput", "no line carried output")
+        keep_answer(exchange, text)
 
     def read_json(self, response: dict[str, Any], exchange: Exchange) -> None:
         if not isinstance(response.get("text"), list):
             raise StreamError("MalformedJSON", "no text list in the response")
+        keep_answer(exchange, response["text"][0] if response["text"] else "")
+
+
+def keep_answer(exchange: Exchange, text: object) -> None:
+    """A canary's answer: the legacy API's text is the prompt followed by the answer."""
+    if exchange.canary and isinstance(text, str):
+        exchange.keep_text(text.removeprefix(exchange.canary.text))

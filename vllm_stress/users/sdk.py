@@ -135,6 +135,7 @@ class SdkChatUser(User):
                 else:
                     exchange.usage(response.usage.model_dump() if response.usage else {})
                     exchange.finish_reason = response.choices[0].finish_reason or ""
+                    exchange.keep_text(response.choices[0].message.content)
         except Exception as e:  # every failure becomes a row and a Locust failure, never an escaped exception
             exchange.status = getattr(e, "status_code", exchange.status)
             exchange.fail(sdk_failure_name(e))
@@ -161,6 +162,7 @@ class SdkChatUser(User):
                 delta = choice.delta.model_dump(exclude_none=True)
                 if is_output_delta(delta):
                     exchange.output(now, is_reasoning_delta(delta))
+                    exchange.keep_text(delta.get("content"))
                 if choice.finish_reason:
                     exchange.finish_reason = choice.finish_reason
         exchange.check_stream_end(self.transport.done)

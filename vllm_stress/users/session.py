@@ -20,7 +20,7 @@ from vllm_stress.client.exchange import Exchange
 from vllm_stress.client.prompts import RequestSpec, Tokenizer, Workload, sample_dataset
 from vllm_stress.client.sharegpt import is_sharegpt, read_conversations
 from vllm_stress.users import chat  # the module, not the class: Locust would run every User class in this file
-from vllm_stress.users.base import send_request
+from vllm_stress.users.base import canary_request, send_request
 
 if TYPE_CHECKING:
     from vllm_stress.users.target import Target
@@ -63,6 +63,9 @@ class ChatSessionUser(chat.ChatUser):
         workload = self.workload
         if workload is None:  # the target could not be prepared (logged at test start)
             raise StopUser()
+        if canary := canary_request(self):  # a question of its own between turns: the conversation waits for it
+            send_request(self, canary, self.send)
+            return
         conversation = self.conversation = self.conversation or self.new_conversation()
         spec = self.next_turn(conversation, workload)
         self.answer = []
@@ -136,6 +139,8 @@ class ChatSessionUser(chat.ChatUser):
         log.info("Session turns sized with %d /tokenize calls", tokenizer.calls)
 
     def body(self, spec: RequestSpec) -> dict[str, Any]:
+        if spec.canary:  # not part of the conversation
+            return super().body(spec)
         assert self.conversation is not None  # the turn in flight is its conversation's
         return super().body(spec) | {"messages": list(self.conversation.messages)}
 

@@ -15,7 +15,6 @@ from typing import Any
 
 from vllm_stress.core import bound
 from vllm_stress.core.csvrows import numeric_rows
-from vllm_stress.core.metrics import in_window
 from vllm_stress.core.schema import CLIENT_HEALTH_FILE, LEVELS_FILE, RUN_FILE, SERVER_METRICS_FILE
 
 log = logging.getLogger(__name__)
@@ -51,9 +50,7 @@ def hold_level(folder: Path, level: dict[str, Any], now: float | None = None) ->
         return {"bound": f"unknown ({type(error).__name__}: {error})"}
     figures = {
         **inputs,
-        "server_kv_cache_usage_mean": bound.mean(
-            [row.get("kv_cache_usage", math.nan) for row in scrapes if in_window(row["time"], start, end)]
-        ),
+        "server_kv_cache_usage_mean": bound.gauge_mean(scrapes, "kv_cache_usage", start, end),
         "max_num_seqs": bound.launch_max_num_seqs(run),
     }
     verdict = bound.level_bound(

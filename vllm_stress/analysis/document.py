@@ -16,6 +16,7 @@ from vllm_stress.analysis.method import method_blocks
 from vllm_stress.analysis.pareto import pareto_blocks
 from vllm_stress.analysis.render import Block, Bullets, Heading, Image, Paragraph, Table
 from vllm_stress.analysis.serverview import SPLIT_PERCENTS, TTFT_PARTS
+from vllm_stress.analysis.specdecode import spec_decode_blocks
 from vllm_stress.analysis.summary import ConfigSummary, Peak, Summary, Unaccounted
 from vllm_stress.analysis.traffic import traffic_blocks
 from vllm_stress.core import bound, capacity
@@ -53,7 +54,7 @@ def build_report(summary: Summary, plots: dict[str, Path]) -> list[Block]:
     blocks += [Heading("Concurrency recommendations"), recommendation_table(configs), Paragraph(RECOMMENDATION_NOTE)]
     for label, config in configs.items():
         blocks += [Heading(f"Per level: {label}"), Paragraph(config_caption(config)), level_table(config)]
-        blocks += split_blocks(config) + replica_blocks(config)
+        blocks += split_blocks(config) + replica_blocks(config) + spec_decode_blocks(config["levels"])
         blocks += canary_blocks(label, config.get("canaries") or [])
         blocks += error_blocks(config)
     blocks += [block for config in configs.values() for block in traffic_blocks(config["traffic"])]

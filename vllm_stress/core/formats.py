@@ -18,6 +18,7 @@ from vllm_stress.core.schema import (
     SERVER_METRICS_FILE,
     SERVER_SPAN_COLUMNS,
     SERVER_SPANS_FILE,
+    SPEC_DECODE_COUNTERS,
 )
 
 
@@ -83,6 +84,7 @@ FORMATS = (
             Addition(RUN_FILE, ("schedule_start",)),
             Addition(REQUESTS_FILE, ("canary",)),
             Addition(ANSWERS_FILE, tuple(ANSWER_COLUMNS)),
+            Addition(SERVER_METRICS_FILE, SPEC_DECODE_COUNTERS, "server spec-decode acceptance"),
         ),
     ),
 )

@@ -78,6 +78,13 @@ class Profile:
     # API-server seconds per request before the engine core gets it (HTTP, chat template, tokenization), one request
     # at a time, so that requests arriving together wait for each other; 0 in the bundled profiles, fitted by calibrate
     t_frontend: float = 0.0
+    # speculative decoding (specdecode.py): draft tokens per step (0: off), the chance each draft is accepted once the
+    # ones before it were (one value or one per position), the drafter's time per draft token as a share of the
+    # target's step time, and the drafts by batch size ("LO-HI:K,...", vLLM's num_speculative_tokens_per_batch_size)
+    spec_tokens: int = 0
+    spec_acceptance: str = "0.7"
+    spec_draft_cost: float = 0.0
+    spec_tokens_per_batch: str = ""
     # a twin (``python -m simulator calibrate``): the runs its step time was fitted to, and its error on them
     twin_source: str = ""
     twin_error: str = ""

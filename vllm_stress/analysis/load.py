@@ -30,6 +30,7 @@ from vllm_stress.core.schema import (
     RUN_KEYS,
     SERVER_METRICS_FILE,
     SERVER_SPANS_FILE,
+    SPEC_DECODE_COUNTERS,
 )
 
 # The request columns the analysis reads (of REQUEST_COLUMNS). Those of the run's format must be present; those a
@@ -86,6 +87,7 @@ OPTIONAL_TABLES = {
             "prefix_cache_queries",
             "prefix_cache_hits",
             "replica",
+            *SPEC_DECODE_COUNTERS,
         ],
     ),
     "client_health": (CLIENT_HEALTH_FILE, ["time", "worker", "cpu_percent", "loop_lag_ms", "read_behind_p99_ms"]),

@@ -98,14 +98,17 @@ def crossover(differences: Sequence[Change], accepted_length: pd.Series | None) 
     return Crossover(None, f"better on {' and '.join(PAYING)} at every compared level")
 
 
-def crossover_blocks(differences: Sequence[Change], accepted_length: pd.Series | None) -> list[Block]:
-    """The comparison report's speculative-decoding verdict (nothing when the candidate did not run it)."""
+def crossover_text(differences: Sequence[Change], accepted_length: pd.Series | None) -> str | None:
+    """The comparison's speculative-decoding verdict in one sentence (None when the candidate did not run it)."""
     found = crossover(differences, accepted_length)
     if found is None:
-        return []
-    text = (
-        f"Speculative decoding (the candidate) stops paying at {found.users} users: {found.reason}."
-        if found.users is not None
-        else f"Speculative decoding (the candidate) pays at every compared level: {found.reason}."
-    )
-    return [Heading("Speculative decoding: crossover"), Paragraph(text)]
+        return None
+    if found.users is None:
+        return f"Speculative decoding (the candidate) pays at every compared level: {found.reason}."
+    return f"Speculative decoding (the candidate) stops paying at {found.users} users: {found.reason}."
+
+
+def crossover_blocks(differences: Sequence[Change], accepted_length: pd.Series | None) -> list[Block]:
+    """The comparison report's speculative-decoding verdict (nothing when the candidate did not run it)."""
+    text = crossover_text(differences, accepted_length)
+    return [Heading("Speculative decoding: crossover"), Paragraph(text)] if text else []

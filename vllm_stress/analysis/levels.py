@@ -94,13 +94,10 @@ LEVEL_FIELDS = {
     "ttft_queue_p50_s": "time in vLLM's scheduler queue (p50/p99 of the span's time in queue), same requests",
     "ttft_prefill_p50_s": "time in the prefill, first scheduled to first token (p50/p99 of the span's), same requests",
     "itl_p50_s": "inter-chunk latency of the level's successful streams that ended during its hold "
-    "(itl_histogram.csv buckets): per chunk, as vllm bench serve's ITL; TPOT is per token",
-    "tokens_per_chunk": "output tokens per output-bearing chunk of the measured streams (vllm_stress.core.metrics."
-    "tokens_per_chunk): above 1 with speculative decoding or a stream_interval above 1",
-    "server_spec_acceptance_rate": "speculative decoding: the server's accepted / draft tokens during the window "
-    "(vllm:spec_decode_num_accepted_tokens_total and ..._num_draft_tokens_total gained)",
-    "server_spec_accepted_length": "speculative decoding: tokens per verifying step, 1 + accepted tokens / drafts "
-    "(vllm:spec_decode_num_drafts_total gained), the bonus token included",
+    "(itl_histogram.csv buckets): per chunk, as vllm bench serve's; TPOT is per token",
+    "tokens_per_chunk": "output tokens per output chunk of the measured streams (above 1 with speculative decoding)",
+    "server_spec_acceptance_rate": "speculative decoding: the server's accepted / draft tokens in the window",
+    "server_spec_accepted_length": "speculative decoding: 1 + the server's accepted tokens / drafts in the window",
     "e2e_p50_s": "end-to-end latency, same requests",
     "schedule_lag_p50_s": "open loop: how late the level's requests were sent after their scheduled arrival, "
     "waiting for a free user or in a process that woke late (p50/p99; TTFT and e2e start at the send, as in vllm bench serve, so this wait is not in them)",

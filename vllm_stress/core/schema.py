@@ -139,9 +139,8 @@ SERVER_COUNTERS = {  # column -> scraped sample: cumulative since the server sta
     "prefix_cache_queries": "vllm:prefix_cache_queries_total",  # prompt tokens looked up in the prefix cache
     "prefix_cache_hits": "vllm:prefix_cache_hits_total",  # of which found there
     "frontend_cpu_s": "process_cpu_seconds_total",  # CPU of vLLM's API server process (HTTP, templating, detokenizing)
-    # speculative decoding (vllm/v1/spec_decode/metrics.py), exported only when it is on:
-    "spec_drafts": "vllm:spec_decode_num_drafts_total",  # verifications: one per sequence and step that had drafts
-    "spec_draft_tokens": "vllm:spec_decode_num_draft_tokens_total",  # draft tokens verified
+    "spec_drafts": "vllm:spec_decode_num_drafts_total",  # speculative decoding (only when on): drafts verified
+    "spec_draft_tokens": "vllm:spec_decode_num_draft_tokens_total",  # their draft tokens
     "spec_accepted_tokens": "vllm:spec_decode_num_accepted_tokens_total",  # of those, the accepted ones
 }
 SPEC_DECODE_COUNTERS = ("spec_drafts", "spec_draft_tokens", "spec_accepted_tokens")

@@ -38,25 +38,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--spec-tokens",
         type=int,
         metavar="K",
-        help="speculative decoding with K draft tokens per step (default 0: off)",
+        help="speculative decoding: K drafts per step (default 0: off)",
     )
     parser.add_argument(
         "--spec-acceptance",
         metavar="A[,A...]",
-        help="chance each draft is accepted once the drafts before it were: one value, or one per position "
-        "(the last repeats), e.g. 0.7 or 0.85,0.7,0.6 (default: the profile's)",
+        help="chance a draft is accepted after the ones before it, per position (the last repeats)",
     )
     parser.add_argument(
         "--spec-draft-cost",
         type=float,
         metavar="F",
-        help="the drafter's time per draft token, as a share of the target's step time (default: the profile's)",
+        help="the drafter's time per draft, as a share of the step",
     )
     parser.add_argument(
         "--spec-tokens-per-batch",
         metavar="LO-HI:K,...",
-        help="draft tokens by the step's batch size, as vLLM's num_speculative_tokens_per_batch_size, e.g. "
-        "1-16:3,17-64:1,65-1024:0 (default: K at every size)",
+        help="drafts by batch size, as vLLM's num_speculative_tokens_per_batch_size (default: K)",
     )
 
 

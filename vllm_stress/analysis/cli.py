@@ -24,6 +24,7 @@ from vllm_stress.analysis.compare_report import (
 from vllm_stress.analysis.levels import LATENCY_METRICS
 from vllm_stress.analysis.load import AnalysisError
 from vllm_stress.analysis.report import ANY_LABEL, analyse, for_label
+from vllm_stress.analysis.specdecode import ACCEPTED_LENGTH, crossover_text
 from vllm_stress.analysis.traffic import DEFAULT_WINDOW_S
 from vllm_stress.core.slo import HELP as SLO_HELP
 from vllm_stress.core.slo import request_slos
@@ -350,6 +351,8 @@ def print_comparison(comparison: Comparison, out: str | None) -> None:
         print(f"cost: {cost_line(cost)}")
     for diff in comparison.regressions:
         print(f"regression: {verdict_line(diff)}")
+    if spec := crossover_text(comparison.differences, comparison.candidate.levels.get(ACCEPTED_LENGTH)):
+        print(spec)
     ungated = f", {len(comparison.ungated)} not steady (ungated)" if comparison.ungated else ""
     written = f"; wrote {out}/{COMPARE_MD}, {COMPARE_HTML}, {COMPARE_JSON}" if out else ""
     print(

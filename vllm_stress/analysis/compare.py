@@ -15,6 +15,7 @@ from vllm_stress.analysis import llmd, stats, store, vllm_json
 from vllm_stress.analysis.canaries import canary_levels, read_answers
 from vllm_stress.analysis.load import AnalysisError, read_meta
 from vllm_stress.analysis.report import run_levels
+from vllm_stress.analysis.specdecode import ACCEPTED_LENGTH
 from vllm_stress.core import schema
 from vllm_stress.core.capacity import usd_per_million_tokens
 from vllm_stress.core.numbers import dollars
@@ -32,6 +33,7 @@ METRICS = {
     "e2e_p50": "e2e_p50_s",
     "e2e_p99": "e2e_p99_s",
     "canary_agreement": "canary_agreement",  # a run folder's canaries (analysis.canaries): share agreeing, 0..1
+    "spec_accepted_len": ACCEPTED_LENGTH,  # speculative decoding: the server's tokens per verifying step
 }
 SINGLE_RUN_MIN_EFFECT = RATE_TOLERANCE
 STORE_PREFIX = "db:"

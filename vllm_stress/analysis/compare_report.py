@@ -13,6 +13,7 @@ from vllm_stress.analysis.levels import records
 from vllm_stress.analysis.load import AnalysisError
 from vllm_stress.analysis.plots import plot_against_users
 from vllm_stress.analysis.render import Block, Bullets, Heading, Image, Paragraph, Table, to_html, to_markdown
+from vllm_stress.analysis.specdecode import ACCEPTED_LENGTH, crossover_blocks
 from vllm_stress.core.numbers import count, dollars, milliseconds, percent
 
 COMPARE_MD, COMPARE_HTML, COMPARE_JSON = "compare.md", "compare.html", "compare.json"
@@ -48,6 +49,8 @@ def figure(metric: str, value: float | None) -> str:
         return count(value, 2 if metric == "req_s" else 0)
     if metric == "canary_agreement":
         return percent(value)
+    if metric == "spec_accepted_len":
+        return count(value, 2)
     return milliseconds(value, 1 if value is not None and abs(value * 1000) >= 10 else 2)
 
 
@@ -102,6 +105,7 @@ def report_blocks(comparison: Comparison, plots: dict[str, Path]) -> list[Block]
         servers = "; ".join(f"{side} {servers_text(comparison, side)}" for side in SIDES)
         blocks.append(Paragraph(f"The servers differ: {servers}."))
     blocks += verdict_blocks(comparison) + cost_blocks(comparison)
+    blocks += crossover_blocks(comparison.differences, comparison.candidate.levels.get(ACCEPTED_LENGTH))
     for users in comparison.compared_users:
         blocks += level_blocks(comparison, users)
     blocks += one_side_blocks(comparison)

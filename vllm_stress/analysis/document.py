@@ -19,6 +19,7 @@ from vllm_stress.analysis.pareto import pareto_blocks
 from vllm_stress.analysis.render import Block, Bullets, Heading, Image, Paragraph, Table
 from vllm_stress.analysis.scaling import scaling_blocks
 from vllm_stress.analysis.serverview import SPLIT_PERCENTS, TTFT_PARTS
+from vllm_stress.analysis.specdecode import spec_decode_blocks
 from vllm_stress.analysis.summary import ConfigSummary, Peak, Summary, Unaccounted
 from vllm_stress.analysis.traffic import traffic_blocks
 from vllm_stress.core import bound, capacity
@@ -57,7 +58,7 @@ def build_report(summary: Summary, plots: dict[str, Path]) -> list[Block]:
     for label, config in configs.items():
         blocks += [Heading(f"Per level: {label}"), Paragraph(config_caption(config)), level_table(config)]
         blocks += split_blocks(config) + replica_blocks(config) + pd_blocks(config)
-        blocks += scaling_blocks(label, config.get("replica_set", []))
+        blocks += spec_decode_blocks(config["levels"]) + scaling_blocks(label, config.get("replica_set", []))
         blocks += canary_blocks(label, config.get("canaries") or [])
         blocks += adapter_blocks(label, config.get("adapters") or [])
         blocks += error_blocks(config)

@@ -13,7 +13,7 @@ from vllm_stress.analysis.disagg import pd_levels
 from vllm_stress.analysis.load import AnalysisError, Run
 from vllm_stress.analysis.serverview import SPLIT_PERCENTS, TTFT_PARTS
 from vllm_stress.core import bound, fleet, steady
-from vllm_stress.core.metrics import bucket_percentile, in_window, percentile, streamed_tokens
+from vllm_stress.core.metrics import bucket_percentile, in_window, percentile, streamed_tokens, tokens_per_chunk
 from vllm_stress.core.metrics import mean_in_flight as in_flight_mean
 from vllm_stress.core.pdbound import PD_FIELDS
 from vllm_stress.core.schema import ABORTED, LEVELS_FILE, REQUESTS_FILE
@@ -96,7 +96,10 @@ LEVEL_FIELDS = {
     "ttft_queue_p50_s": "time in vLLM's scheduler queue (p50/p99 of the span's time in queue), same requests",
     "ttft_prefill_p50_s": "time in the prefill, first scheduled to first token (p50/p99 of the span's), same requests",
     "itl_p50_s": "inter-chunk latency of the level's successful streams that ended during its hold "
-    "(itl_histogram.csv buckets)",
+    "(itl_histogram.csv buckets): per chunk, as vllm bench serve's; TPOT is per token",
+    "tokens_per_chunk": "output tokens per output chunk of the measured streams (above 1 with speculative decoding)",
+    "server_spec_acceptance_rate": "speculative decoding: the server's accepted / draft tokens in the window",
+    "server_spec_accepted_length": "speculative decoding: 1 + the server's accepted tokens / drafts in the window",
     "e2e_p50_s": "end-to-end latency, same requests",
     "schedule_lag_p50_s": "open loop: how late the level's requests were sent after their scheduled arrival, "
     "waiting for a free user or in a process that woke late (p50/p99; TTFT and e2e start at the send, as in vllm bench serve, so this wait is not in them)",
@@ -244,6 +247,11 @@ def level_stats(
     stats["client_read_behind_p99_ms"] = client_health_max(health, windows, "read_behind_p99_ms")
     stats = stats.join(latency_percentiles(measured)).join(itl_percentiles(run.tables.get("itl")))
     stats = stats.join(reasoning(measured)).join(ttft_split(measured)).join(pd_levels(run, windows, measured))
+    streamed = measured[(measured["chunks"] > 0) & measured["completion_tokens"].notna()].groupby("users")
+    stats["tokens_per_chunk"] = [
+        tokens_per_chunk(streamed["completion_tokens"].sum().get(users, 0), streamed["chunks"].sum().get(users, 0))
+        for users in stats.index
+    ]
     stats["answer_tokens_per_s"] = stats["output_tokens_per_s"] * (1 - stats["reasoning_share"])
     stats["cut_before_answer"] = per_level(ended["ok"] & (ended["reasoning_tokens"] > 0) & ended["ttfa_s"].isna())
     with_images = measured[measured["images"] > 0].groupby("users")

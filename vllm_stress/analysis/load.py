@@ -32,6 +32,7 @@ from vllm_stress.core.schema import (
     RUN_KEYS,
     SERVER_METRICS_FILE,
     SERVER_SPANS_FILE,
+    SPEC_DECODE_COUNTERS,
 )
 
 # The request columns the analysis reads (of REQUEST_COLUMNS). Those of the run's format must be present; those a
@@ -92,6 +93,7 @@ OPTIONAL_TABLES = {
             "max_lora",
             "lora_running",
             "waiting_deferred",
+            *SPEC_DECODE_COUNTERS,
         ],
     ),
     "client_health": (CLIENT_HEALTH_FILE, ["time", "worker", "cpu_percent", "loop_lag_ms", "read_behind_p99_ms"]),

@@ -29,6 +29,7 @@ from vllm_stress.analysis.render import to_html, to_markdown
 from vllm_stress.analysis.replicas import replica_levels
 from vllm_stress.analysis.scaling import scaling as scale
 from vllm_stress.analysis.scalingplot import write_scaling_plots
+from vllm_stress.analysis.specdecode import spec_decode_stats
 from vllm_stress.analysis.store import StoredRun
 from vllm_stress.analysis.summary import ConfigSummary, RunInfo, Summary, Unaccounted, build_summary, summarise_config
 from vllm_stress.analysis.traffic import DEFAULT_WINDOW_S, traffic_tables
@@ -131,7 +132,10 @@ def windows_and_stats(
     if windows.empty:
         raise AnalysisError(f"{run.path}: no level reached a steady-state window")
     replicas = replica_levels(run.tables.get("server_replicas"), windows, run.requests)
-    return windows, level_stats(run, windows, slo, replicas), partial, replicas
+    stats = level_stats(run, windows, slo, replicas).join(
+        spec_decode_stats(run.tables.get("server"), windows), on="users"
+    )
+    return windows, stats, partial, replicas
 
 
 def run_levels(path: str | Path) -> pd.DataFrame:

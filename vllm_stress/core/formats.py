@@ -22,6 +22,7 @@ from vllm_stress.core.schema import (
     SERVER_METRICS_FILE,
     SERVER_SPAN_COLUMNS,
     SERVER_SPANS_FILE,
+    SPEC_DECODE_COUNTERS,
 )
 
 
@@ -92,6 +93,7 @@ FORMATS = (
             Addition(REPLICAS_FILE, tuple(REPLICA_COLUMNS), "replica set over time"),
             Addition(REQUESTS_FILE, ("adapter",), "per-adapter latency and throughput"),
             Addition(SERVER_METRICS_FILE, tuple(SERVER_LORA_COLUMNS), "LoRA slots and deferred requests"),
+            Addition(SERVER_METRICS_FILE, SPEC_DECODE_COUNTERS, "server spec-decode acceptance"),
         ),
     ),
 )

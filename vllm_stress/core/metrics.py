@@ -91,7 +91,18 @@ def histogram_quantile(q: float, cumulative: dict[float, float]) -> float | None
 
 
 def tpot(e2e_s: float, ttft_s: float | None, completion_tokens: float | None) -> float | None:
-    """Time per output token after the first, or None when it is undefined."""
+    """Time per output token after the first, or None when it is undefined: the inter-token latency per token, as
+    ``vllm bench serve`` computes TPOT (``vllm/benchmarks/serve.py``: (latency - ttft) / (output tokens - 1)). Its
+    ITL is per chunk instead (one gap per output-bearing chunk's arrival, ``vllm/benchmarks/lib/
+    endpoint_request_func.py``), and so is itl_histogram.csv's: with several tokens per chunk (``tokens_per_chunk``)
+    an ITL is a chunk's gap, about tokens_per_chunk x TPOT."""
     if ttft_s is None or not completion_tokens or completion_tokens <= 1 or math.isnan(ttft_s):
         return None
     return (e2e_s - ttft_s) / (completion_tokens - 1)
+
+
+def tokens_per_chunk(completion_tokens: float, chunks: float) -> float:
+    """Output tokens per output-bearing chunk (usage's completion tokens / chunks that carried output, summed over
+    the requests that have both): 1 at vLLM's stream_interval 1, more when a chunk carries several tokens (a
+    speculative-decoding step's accepted drafts, a larger stream_interval); NaN without chunks."""
+    return completion_tokens / chunks if chunks > 0 else math.nan

@@ -142,7 +142,12 @@ SERVER_COUNTERS = {  # column -> scraped sample: cumulative since the server sta
     "prefix_cache_hits": "vllm:prefix_cache_hits_total",  # of which found there
     "frontend_cpu_s": "process_cpu_seconds_total",  # CPU of vLLM's API server process (HTTP, templating, detokenizing)
     "kv_transfer_bytes": "vllm:nixl_bytes_transferred_sum",  # KV bytes a P/D decode instance pulled
+    "spec_drafts": "vllm:spec_decode_num_drafts_total",  # speculative decoding (only when on): drafts verified
+    "spec_draft_tokens": "vllm:spec_decode_num_draft_tokens_total",  # their draft tokens
+    "spec_accepted_tokens": "vllm:spec_decode_num_accepted_tokens_total",  # of those, the accepted ones
 }
+SPEC_DECODE_COUNTERS = ("spec_drafts", "spec_draft_tokens", "spec_accepted_tokens")
+# samples a vLLM server exports only with a feature on: their absence is no warning
 SERVER_HISTOGRAMS = {  # column prefix -> histogram: {prefix}_count, {prefix}_sum_s, {prefix}_p50_s, {prefix}_p99_s
     "ttft": "vllm:time_to_first_token_seconds",  # the server's time to first token
     "e2e": "vllm:e2e_request_latency_seconds",  # the server's end-to-end latency (arrival in its engine to finish)
@@ -153,6 +158,8 @@ SERVER_HISTOGRAMS = {  # column prefix -> histogram: {prefix}_count, {prefix}_su
     "kv_transfer": "vllm:nixl_xfer_time_seconds",  # its KV transfers (vLLM's NixlConnector)
 }
 KV_CONNECTOR_SAMPLES = {"vllm:nixl_bytes_transferred_sum", "vllm:nixl_xfer_time_seconds"}  # only a P/D decode has them
+# samples only some servers export (speculative decoding on, a P/D decode instance): not warned about when absent
+SERVER_OPTIONAL = {SERVER_COUNTERS[column] for column in SPEC_DECODE_COUNTERS} | KV_CONNECTOR_SAMPLES
 KV_TRANSFER_COLUMNS = (
     "kv_transfer_bytes",
     "kv_transfer_count",

@@ -19,6 +19,8 @@ SCRAPE_TIMEOUT_S = 5.0
 
 _HISTOGRAM_PARTS = ("_bucket", "_count", "_sum")
 _SCALARS = {*schema.SERVER_GAUGES.values(), *schema.SERVER_COUNTERS.values()}
+_EXPECTED = _SCALARS - schema.SERVER_OPTIONAL  # those whose absence is warned about
+_EXPECTED_HISTOGRAMS = set(schema.SERVER_HISTOGRAMS.values()) - schema.SERVER_OPTIONAL
 _SAMPLES = _SCALARS | {name + part for name in schema.SERVER_HISTOGRAMS.values() for part in _HISTOGRAM_PARTS}
 _LINE_STARTS = tuple(name + end for name in _SAMPLES for end in ("{", " "))  # exact sample names, labels or not
 
@@ -114,10 +116,9 @@ class ServerScraper(Exporter):
                 "unreachable", "Cannot scrape %s (%s): no server_metrics.csv rows while this lasts", self.url, e
             )
             return None
-        missing = sorted(name for name in _SCALARS if name not in snapshot.values)
-        missing += sorted(name for name in schema.SERVER_HISTOGRAMS.values() if name not in snapshot.buckets)
-        missing = [name for name in missing if name not in schema.KV_CONNECTOR_SAMPLES]  # P/D decode only
-        if len(missing) == len(_SCALARS) + len(schema.SERVER_HISTOGRAMS) - len(schema.KV_CONNECTOR_SAMPLES):
+        missing = sorted(name for name in _EXPECTED if name not in snapshot.values)
+        missing += sorted(name for name in _EXPECTED_HISTOGRAMS if name not in snapshot.buckets)
+        if len(missing) == len(_EXPECTED) + len(_EXPECTED_HISTOGRAMS):
             self._warn_once(
                 "foreign", "%s has none of vLLM's metrics (%s ...): no server_metrics.csv rows", self.url, missing[0]
             )

@@ -19,6 +19,8 @@ from . import disagg, lora
 from .profiles import DEFAULT_PROFILE, FIELD_TYPES, Profile, load_profile, parse_assignments, profile_names
 from .protocol import LINE_ENDINGS, Reasoning
 from .server import Simulator
+from .specdecode import SPEC_FLAGS
+from .specdecode import add_arguments as add_spec_arguments
 
 READY_PREFIX = "vllm-stress simulator ready:"
 VLLM_FLAGS = (
@@ -133,6 +135,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         "gateways send) (%(default)s)",
     )
     lora.add_arguments(parser)
+    add_spec_arguments(parser)
     parser.add_argument(
         "--set",
         action="append",
@@ -147,7 +150,11 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
 def profile_from_args(args: argparse.Namespace) -> Profile:
     overrides = parse_assignments(args.set)
     overrides.update(
-        {flag: getattr(args, flag) for flag in VLLM_FLAGS + ANSWER_FLAGS if getattr(args, flag) is not None}
+        {
+            flag: getattr(args, flag)
+            for flag in VLLM_FLAGS + ANSWER_FLAGS + SPEC_FLAGS
+            if getattr(args, flag) is not None
+        }
     )
     return load_profile(args.profile, overrides)
 

@@ -9,6 +9,7 @@ from typing import NamedTuple, Protocol
 from .kvcache import KVCache, num_gpu_blocks
 from .lora import LoraSlots
 from .profiles import Profile
+from .specdecode import spec_decode
 from .steptime import StepTimeModel
 
 
@@ -52,6 +53,8 @@ class Sequence:
         "encoder_flops",
         "external_computed",
         "adapter",
+        "num_drafts",
+        "step_ends",
     )
 
     def __init__(
@@ -88,6 +91,8 @@ class Sequence:
         self.adapter = adapter  # the LoRA adapter it runs with (lora.py), "" for the base model
         self.encoder_flops = 0.0  # the vision encoder's work on its images (vision.py), not yet charged to a step
         self.external_computed = 0  # prompt tokens whose KV another instance computed and sent (disagg.py)
+        self.num_drafts = 0  # speculative decoding: draft tokens proposed for its next step (specdecode.py)
+        self.step_ends: deque[int] | None = None  # speculative decoding: output length after each step not yet streamed
 
     # vLLM's timings of a sequence, in engine seconds: each is read once the engine has set the times it spans
     def ttft(self) -> float:
@@ -131,7 +136,7 @@ def _between(start: float | None, end: float | None) -> float:
 
 class StepResult(NamedTuple):
     duration: float  # seconds of engine time the step took
-    outputs: list[Sequence]  # sequences that produced one token in this step (finished ones have finish_reason)
+    outputs: list[Sequence]  # sequences that produced tokens in this step (finished ones have finish_reason)
 
 
 class Engine:
@@ -141,6 +146,7 @@ class Engine:
         self.max_model_len = profile.max_model_len
         self.kv = KVCache(num_gpu_blocks(profile), profile.block_size, profile.enable_prefix_caching)
         self.steptime = StepTimeModel(profile, seed)
+        self.spec = spec_decode(profile, seed)
         self.clock = 0.0
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
@@ -148,6 +154,7 @@ class Engine:
         self.prefix_cache_queries = 0  # prompt tokens looked up in the prefix cache, at first admission
         self.prefix_cache_hits = 0  # of which found cached
         self.last_num_scheduled_tokens = 0
+        self.last_num_output_tokens = 0  # of the last step: one per output, more with speculative decoding
         self.t_frontend = profile.t_frontend
         self.frontend_free_at = 0.0  # when the API server has handled every request it was given
         self.lora: LoraSlots | None = None  # --enable-lora's adapters (lora.py)
@@ -206,6 +213,7 @@ class Engine:
         duration = self.steptime.duration(num_tokens, attention_pairs, kv_tokens, len(scheduled), encoder_flops)
         if self.lora:
             duration = self.lora.step_seconds(duration, scheduled, num_tokens)
+        duration *= self.spec.step_factor(len(scheduled)) if self.spec else 1.0
         self.clock += duration
         self.last_num_scheduled_tokens = num_tokens
         return StepResult(duration, self._apply(scheduled))
@@ -217,7 +225,7 @@ class Engine:
         index = 0
         while index < len(running) and budget > 0:
             seq = running[index]
-            n = min(seq.prompt_len + seq.num_output - seq.num_computed, budget)
+            n = min(seq.prompt_len + seq.num_output - seq.num_computed + seq.num_drafts, budget)
             while not self.kv.allocate(seq, seq.num_computed + n):
                 victim = running.pop()
                 self._preempt(victim)
@@ -274,6 +282,7 @@ class Engine:
     def _preempt(self, seq: Sequence) -> None:
         self.kv.release(seq)
         seq.num_computed = 0
+        seq.num_drafts = 0
         seq.num_preemptions += 1
         self.num_preemptions += 1
         self.waiting.appendleft(seq)
@@ -284,11 +293,15 @@ class Engine:
         now = self.clock
         outputs = []
         any_finished = False
+        tokens = 0
         for seq, n in scheduled:
+            drafts = n - (seq.prompt_len + seq.num_output - seq.num_computed)  # > 0: draft tokens it verified
             seq.num_computed += n
             if seq.num_computed < seq.prompt_len + seq.num_output:
                 continue  # a prefill chunk that did not reach the end of the prompt
-            seq.num_output += 1
+            new = self.spec.advance(seq, drafts, len(scheduled)) if self.spec else 1
+            seq.num_output += new
+            tokens += new
             if seq.first_token is None:
                 seq.first_token = now
             seq.previous_token = seq.last_token
@@ -302,6 +315,7 @@ class Engine:
                 any_finished = True
         if any_finished:
             self.running = [seq for seq in self.running if seq.finish_reason is None]
+        self.last_num_output_tokens = tokens
         return outputs
 
     def _finish(self, seq: Sequence, reason: str) -> None:

@@ -228,7 +228,7 @@ class EngineMetrics:
         self.iteration_tokens.observe(self.engine.last_num_scheduled_tokens)
         if self.engine.lora:
             self.engine.lora.record_info()
-        self.generation_tokens += len(result.outputs)
+        self.generation_tokens += self.engine.last_num_output_tokens
         gaps: Counter[float] = Counter()
         for seq in result.outputs:
             if seq.previous_token is None:
@@ -370,3 +370,5 @@ class EngineMetrics:
         yield info
         yield from self._prefix_cache()
         yield from self._unsimulated_features()
+        if engine.spec:
+            yield from engine.spec.families(self.labels)

@@ -91,6 +91,13 @@ class Profile:
     lora_load_bandwidth: float = 2e9
     lora_activate_bandwidth: float = 25e9
     lora_token_factor: float = 0.1
+    # speculative decoding (specdecode.py): draft tokens per step (0: off), the chance each draft is accepted once the
+    # ones before it were (one value or one per position), the drafter's time per draft token as a share of the
+    # target's step time, and the drafts by batch size ("LO-HI:K,...", vLLM's num_speculative_tokens_per_batch_size)
+    spec_tokens: int = 0
+    spec_acceptance: str = "0.7"
+    spec_draft_cost: float = 0.0
+    spec_tokens_per_batch: str = ""
     # a twin (``python -m simulator calibrate``): the runs its step time was fitted to, and its error on them
     twin_source: str = ""
     twin_error: str = ""

@@ -16,6 +16,7 @@ from .profiles import Profile
 from .protocol import DONE, ChunkFormat
 from .requestlog import RequestTiming
 from .sampling import plan_sequence, text_bytes
+from .specdecode import chunk_end
 
 WRITE_BUFFER_LIMIT = 0x10000  # bytes waiting in a connection's buffer above which its writes wait for it to drain
 
@@ -156,7 +157,8 @@ def _due_chunks(stream: RequestStream, fmt: ChunkFormat, index: int) -> list[byt
     reason = stream.reasons[index]
     chunks = []
     while position < available:
-        end = min(available, position + (1 if position == 0 else stream.interval))
+        least, ends = 1 if position == 0 else stream.interval, stream.seqs[index].step_ends
+        end = min(available, position + least if ends is None else chunk_end(ends, position, available, least))
         last = reason is not None and end == available
         if end - position < stream.interval and position and not last:
             break

@@ -60,6 +60,7 @@ class Exchange:
         "images",
         "image_tokens",
         "image_bytes",
+        "traffic_class",
     )
 
     def __init__(
@@ -97,6 +98,7 @@ class Exchange:
         self.image_bytes = 0  # the bytes of their data URLs
         self.canary: Canary | None = None  # a correctness canary (--canary-share): its answer is kept
         self.text: list[str] | None = None  # a canary's answer as it came, piece by piece (None: not kept)
+        self.traffic_class = ""  # the user's traffic class (--traffic-class), "" without
 
     def sent(self) -> None:
         """The request is about to be sent: the send time, as late as the caller can take it."""
@@ -226,6 +228,7 @@ class Exchange:
             self.image_tokens,
             self.image_bytes,
             self.canary.id if self.canary else "",
+            self.traffic_class,
         ]
 
     def answer_row(self, worker: str) -> list[int | str]:

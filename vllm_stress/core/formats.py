@@ -83,6 +83,8 @@ FORMATS = (
             Addition(RUN_FILE, ("schedule_start",)),
             Addition(REQUESTS_FILE, ("canary",)),
             Addition(ANSWERS_FILE, tuple(ANSWER_COLUMNS)),
+            Addition(REQUESTS_FILE, ("class",), "per-class report"),
+            Addition(RUN_FILE, ("traffic_classes",)),
         ),
     ),
 )

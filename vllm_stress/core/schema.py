@@ -52,6 +52,7 @@ REQUEST_COLUMNS = [
     # placeholder, not the tokens its processor expands it to)
     "image_bytes",  # bytes of the images' data URLs in the request body (base64, what went on the wire)
     "canary",  # a correctness canary (--canary-share): the fixed prompt's id, its answer in answers.csv; else ""
+    "class",  # the traffic class of the user that sent it (--traffic-class, vllm_stress.core.classes), else ""
 ]
 
 # answers.csv: one row per canary request (--canary-share), its answer text, written beside requests.csv. A canary
@@ -118,6 +119,8 @@ RUN_KEYS = [
     # {id: {"clock_offset_ms" (the master's clock minus the worker's, NTP's estimate), "round_trip_ms" (it is within
     # half of it), "ahead_ms" (how long before the start the worker had it)}}, "skew_ms" (the spread of the offsets:
     # how far apart the workers' schedules may be)}, or null (vllm_stress.master.schedulestart)
+    "traffic_classes",  # --traffic-class: [{"name", "weight", "input", "output", "dataset", "priority", "model",
+    # "slo"}] (vllm_stress.core.classes), or null
 ]
 
 

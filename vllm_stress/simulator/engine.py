@@ -1,12 +1,12 @@
 """A pure, clock-free model of vLLM's V1 engine core: one ``step()`` schedules and "runs" one forward pass, with
-vLLM's token budget, preemption, FCFS admission and prefix caching (docs/concepts/simulator.md, section 4)."""
+vLLM's token budget, preemption, FCFS or priority admission (priority.py) and prefix caching (docs/concepts/simulator.md, section 4)."""
 
 from __future__ import annotations
 
-from collections import deque
 from typing import NamedTuple, Protocol
 
 from .kvcache import KVCache, num_gpu_blocks
+from .priority import WaitingQueue, preempt_for, waiting_queue
 from .profiles import Profile
 from .steptime import StepTimeModel
 
@@ -49,6 +49,7 @@ class Sequence:
         "last_token",
         "finished_at",
         "encoder_flops",
+        "priority",
     )
 
     def __init__(
@@ -82,6 +83,7 @@ class Sequence:
         self.last_token: float | None = None
         self.finished_at: float | None = None
         self.encoder_flops = 0.0  # the vision encoder's work on its images (vision.py), not yet charged to a step
+        self.priority = 0  # the request's priority field: lower first under the priority policy (priority.py)
 
     # vLLM's timings of a sequence, in engine seconds: each is read once the engine has set the times it spans
     def ttft(self) -> float:
@@ -136,7 +138,8 @@ class Engine:
         self.kv = KVCache(num_gpu_blocks(profile), profile.block_size, profile.enable_prefix_caching)
         self.steptime = StepTimeModel(profile, seed)
         self.clock = 0.0
-        self.waiting: deque[Sequence] = deque()
+        self.policy = profile.scheduling_policy  # fcfs or priority: the waiting order and the preemption victim
+        self.waiting: WaitingQueue = waiting_queue(self.policy)
         self.running: list[Sequence] = []
         self.num_preemptions = 0
         self.prefix_cache_queries = 0  # prompt tokens looked up in the prefix cache, at first admission
@@ -208,7 +211,8 @@ class Engine:
             seq = running[index]
             n = min(seq.prompt_len + seq.num_output - seq.num_computed, budget)
             while not self.kv.allocate(seq, seq.num_computed + n):
-                victim = running.pop()
+                victim, index, restored = preempt_for(running, scheduled, index, self.policy)
+                budget += restored
                 self._preempt(victim)
                 preempted = True
                 if victim is seq:

@@ -27,6 +27,7 @@ from .parsing import (
     parse_prompts,
     resolve_max_tokens,
 )
+from .priority import PRIORITY_HEADER, header_priority
 from .profiles import Profile
 from .protocol import ChunkFormat, Reasoning, chat_response, completion_response, json_bytes, model_list
 from .requestlog import REQUEST_ID_HEADER, RequestLog
@@ -211,6 +212,7 @@ class Simulator:
             streaming=generation.stream,
             reply=reply,
             encoder_flops=encoder_flops,
+            priority=header_priority(request.headers.get(PRIORITY_HEADER), generation.priority),
         )
         prompt_tokens = sum(len(token_ids) for token_ids, _ in prompts)
         timing = request.get(TIMING_KEY)

@@ -124,6 +124,7 @@ class Generator:
         streaming: bool,
         reply: Reply | None = None,
         encoder_flops: float = 0.0,
+        priority: int = 0,
     ) -> RequestStream:
         """Submit ``n`` sequences for each ``(prompt token ids, max_tokens)``; choice index = prompt * n + i. With a
         ``reply`` (a question's answer), every choice generates it and ends after it; ``encoder_flops``: the vision
@@ -140,6 +141,7 @@ class Generator:
                     len(token_ids), max_tokens, stop_after, sink=stream, index=len(stream.seqs), block_hashes=hashes
                 )
                 seq.encoder_flops = encoder_flops
+                seq.priority = priority
                 stream.add(seq, offset, reply)
         self.driver.metrics.request_n.observe(n, len(prompts))
         self.driver.submit(stream.seqs)

@@ -1,0 +1,74 @@
+"""Traffic classes (vllm_stress/core/classes.py, vllm_stress/client/classes.py): the --traffic-class grammar, the
+users' shares, and the request fields and Locust names a class gives."""
+
+import argparse
+from collections import Counter
+
+import pytest
+
+from vllm_stress.client.classes import ClassSet, class_workload, request_fields, stats_name
+from vllm_stress.client.prompts import Workload
+from vllm_stress.core.classes import ClassMix, TrafficClass, parse_class, parse_classes
+
+
+def test_a_class_with_every_key_and_an_slo_holding_commas():
+    parsed = parse_class("interactive:weight=3,input=256,output=64,priority=0,model=ad-1,slo=ttft_p99=500ms,tpot=50")
+    assert parsed == TrafficClass("interactive", 3.0, 256, 64, "", 0, "ad-1", "ttft_p99=500ms,tpot=50")
+    assert parse_class("batch") == TrafficClass("batch")
+    assert parse_class("b:slo=e2e=60s").slo == "e2e=60s"
+
+
+def test_several_classes_in_one_value_and_repeated():
+    classes = parse_classes(["a:weight=1; b:weight=2", "c:priority=2"])
+    assert [c.name for c in classes] == ["a", "b", "c"] and classes[2].priority == 2
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (":weight=1", "NAME"),
+        ("a:weight=0", "weight must be more than 0"),
+        ("a:input=0", "input must be at least 1"),
+        ("a:speed=3", "KEY=VALUE"),
+        ("a:priority=high", "priority must be a number"),
+    ],
+)
+def test_malformed_classes_are_refused(text, message):
+    with pytest.raises(ValueError, match=message):
+        parse_class(text)
+
+
+def test_a_name_declared_twice_is_refused():
+    with pytest.raises(ValueError, match="twice"):
+        parse_classes(["a", "a:weight=2"])
+
+
+def test_shares_are_exact_at_every_multiple_of_the_total_weight():
+    mix = ClassMix([TrafficClass("a", 3), TrafficClass("b", 1)])
+    order = [mix.of_user(i).name for i in range(8)]
+    assert order == ["a", "a", "b", "a"] * 2
+    mix = ClassMix([TrafficClass("x", 0.5), TrafficClass("y", 0.3), TrafficClass("z", 0.2)])
+    assert Counter(mix.of_user(i).name for i in range(100)) == {"x": 50, "y": 30, "z": 20}
+    assert mix.of_user(3).name == ClassMix(mix.classes).of_user(3).name  # by index, the same in every process
+
+
+def test_workers_take_interleaved_indices():
+    classes = [TrafficClass("a"), TrafficClass("b")]
+    first, second = ClassSet(classes, worker_index=0, workers=2), ClassSet(classes, worker_index=1, workers=2)
+    assert [first.next_class().name for _ in range(2)] == ["a", "a"]  # indices 0 and 2
+    assert [second.next_class().name for _ in range(2)] == ["b", "b"]  # indices 1 and 3
+
+
+def test_request_fields_and_locust_name():
+    assert request_fields(None) == {} and request_fields(TrafficClass("a")) == {}
+    assert request_fields(TrafficClass("a", priority=1, model="adapter")) == {"priority": 1, "model": "adapter"}
+    assert stats_name("chat", "batch") == "chat [batch]" and stats_name("chat", "") == "chat"
+
+
+def test_a_class_workload_keeps_the_words_and_takes_its_lengths():
+    base = Workload(2048, 512, words=["w"] * 30, overhead=5, seed=1)
+    options = argparse.Namespace(output_tokens=512)
+    short = class_workload(base, TrafficClass("i", input=64, output=16), options, None)
+    spec = short.next_request()
+    assert spec.target_prompt_tokens == 64 and spec.max_tokens == 16 and len(spec.text.split()) == 64 - 5
+    assert base.next_request().target_prompt_tokens == 2048

@@ -4,11 +4,14 @@ users' shares, and the request fields and Locust names a class gives."""
 import argparse
 from collections import Counter
 
+import pandas as pd
 import pytest
 
+from vllm_stress.analysis.classes import jain, starvation
 from vllm_stress.client.classes import ClassSet, class_workload, request_fields, stats_name
 from vllm_stress.client.prompts import Workload
 from vllm_stress.core.classes import ClassMix, TrafficClass, parse_class, parse_classes
+from vllm_stress.core.slo import level_slos
 
 
 def test_a_class_with_every_key_and_an_slo_holding_commas():
@@ -72,3 +75,27 @@ def test_a_class_workload_keeps_the_words_and_takes_its_lengths():
     spec = short.next_request()
     assert spec.target_prompt_tokens == 64 and spec.max_tokens == 16 and len(spec.text.split()) == 64 - 5
     assert base.next_request().target_prompt_tokens == 2048
+
+
+def test_jain_index():
+    assert jain([1.0, 1.0]) == 1.0
+    assert jain([1.0, 0.0]) == 0.5  # one class alone is served: 1/n
+    assert jain([0.5, 1.0]) == pytest.approx(2.25 / 2.5)
+    assert jain([0.9]) is None and jain([0.0, 0.0]) is None
+
+
+def test_starvation_verdict_names_the_class_that_took_the_tokens():
+    rows = pd.DataFrame(
+        {
+            "class": ["interactive", "batch", "interactive", "batch"],
+            "users": [8, 8, 64, 64],
+            "share": [0.5, 0.5, 0.5, 0.5],
+            "token_share": [0.4, 0.6, 0.08, 0.92],
+            "slo_met": [True, True, False, True],
+            "ttft_p99_s": [0.2, 1.0, 2.5, 9.0],
+        }
+    )
+    slos = {"interactive": level_slos("ttft_p99=500ms", ["ttft"], [99]), "batch": []}
+    assert starvation(rows, slos) == [
+        "batch took 92.0 % of the tokens at 64 users (50.0 % of the users) while interactive missed ttft_p99 ≤ 500 ms"
+    ]

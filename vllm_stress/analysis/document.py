@@ -10,6 +10,7 @@ from typing import Any
 from vllm_stress.analysis import levels as level_defs
 from vllm_stress.analysis import stats
 from vllm_stress.analysis.canaries import canary_blocks, changed_line
+from vllm_stress.analysis.classes import class_blocks
 from vllm_stress.analysis.gpus import gpu_blocks
 from vllm_stress.analysis.levels import Level
 from vllm_stress.analysis.method import method_blocks
@@ -55,6 +56,7 @@ def build_report(summary: Summary, plots: dict[str, Path]) -> list[Block]:
         blocks += [Heading(f"Per level: {label}"), Paragraph(config_caption(config)), level_table(config)]
         blocks += split_blocks(config) + replica_blocks(config)
         blocks += canary_blocks(label, config.get("canaries") or [])
+        blocks += class_blocks(label, config.get("classes"))
         blocks += error_blocks(config)
     blocks += [block for config in configs.values() for block in traffic_blocks(config["traffic"])]
     blocks += [Heading("Plots")] + [Image(title, path) for title, path in plots.items()]

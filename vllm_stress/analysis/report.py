@@ -11,6 +11,7 @@ from typing import TypeVar
 import pandas as pd
 
 from vllm_stress.analysis import store
+from vllm_stress.analysis.classes import class_level_rows, declared_classes, summarise_classes
 from vllm_stress.analysis.document import TITLE, build_report
 from vllm_stress.analysis.levels import (
     LATENCY_METRICS,
@@ -96,10 +97,11 @@ def summarise_runs(
     gpu_hour_price: float | None = None,
 ) -> tuple[ConfigSummary, list[Timeline], list[StoredRun]]:
     """The summary of one config's runs, their timelines, and their level rows for the results store."""
-    per_run, run_info, timelines, stored, replicas = [], [], [], [], []
+    per_run, run_info, timelines, stored, replicas, classes = [], [], [], [], [], []
     for index, run in enumerate(runs):
         windows, stats, partial, run_replicas = windows_and_stats(run, slo)
         per_run.append(stats.assign(run=index))
+        classes.append(class_level_rows(run, windows))
         replicas.append(run_replicas)
         stored.append((label, run, stats))
         run_info.append(describe_run(run, partial))
@@ -108,6 +110,7 @@ def summarise_runs(
     config = summarise_config(
         label, pd.concat(per_run), run_info, gpus, scaling, traffic, pd.concat(replicas), gpu_hour_price
     )
+    config["classes"] = summarise_classes(classes, declared_classes(runs[0]))
     return config, timelines, stored
 
 

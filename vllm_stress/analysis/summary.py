@@ -13,6 +13,7 @@ import pandas as pd
 from vllm_stress.analysis import stats
 from vllm_stress.analysis.canaries import CanaryLevel, canary_levels, read_answers
 from vllm_stress.analysis.capacity import KvCeiling, kv_ceiling
+from vllm_stress.analysis.classes import ClassesSummary
 from vllm_stress.analysis.json_types import to_json_types
 from vllm_stress.analysis.levels import COST_FIELDS, Level, records
 from vllm_stress.analysis.load import AnalysisError, RunMeta
@@ -95,6 +96,7 @@ class ConfigSummary(Capacity):
     kv_cache: KvCeiling | None  # None when no run's run.json names the server's KV cache
     unjoined_spans: int | None  # server spans of its runs that joined no row (other clients'), None: no span file
     canaries: list[CanaryLevel]  # per level, the correctness canaries' agreement and accuracy ([]: none were sent)
+    classes: NotRequired[ClassesSummary | None]  # --traffic-class: the report per class (analysis/classes.py)
 
 
 class Unaccounted(TypedDict):

@@ -3,9 +3,13 @@
 
 from __future__ import annotations
 
+import json
+from collections import Counter
+
 import pytest
 import requests
 
+from benchmarks.harness import read_rows, scrape
 from tests.helpers import Server
 
 pytestmark = pytest.mark.timeout(600)
@@ -21,3 +25,41 @@ def test_the_server_takes_priorities_and_exports_its_lora_slots(real_vllm_traffi
     lora = next(line for line in metrics.splitlines() if line.startswith("vllm:lora_requests_info{"))
     for label in ('max_lora="2"', "running_lora_adapters=", "waiting_lora_adapters="):
         assert label in lora, lora
+
+
+def prompt_buckets(url: str) -> dict[float, float]:
+    """The server's own count of finished requests by prompt length: vllm:request_prompt_tokens' buckets {le: count}."""
+    samples = scrape(url)
+    buckets: dict[float, float] = {}
+    for key, value in samples.items():
+        if key.startswith("vllm:request_prompt_tokens_bucket{"):
+            le = float(next(label for label in key[:-1].split("{", 1)[1].split(",") if label.startswith("le="))[3:])
+            buckets[le] = buckets.get(le, 0.0) + value
+    return buckets
+
+
+def test_two_priority_classes_rows_equal_the_servers_counts(run_locust, real_vllm_traffic: Server, tmp_path):
+    """Two classes of different priority and prompt length: every row is of its class, sized as declared, and each
+    class's rows equal the requests the server itself counted in that class's prompt-length bucket
+    (vllm:request_prompt_tokens: 40 tokens fall in (20, 50], 300 in (200, 500])."""
+    before = prompt_buckets(real_vllm_traffic.url)
+    out = tmp_path / "run"
+    classes = "interactive:input=40,output=8,priority=0; batch:weight=2,input=300,output=8,priority=1"
+    proc = run_locust(
+        *("-f", "locustfiles/chat.py", "-H", real_vllm_traffic.url, "-u", "3", "-r", "3", "-t", "4s"),
+        *("--stop-timeout", "30", "--results-dir", str(out), "--traffic-class", classes),
+        *("--headless", "--only-summary", "-L", "WARNING"),
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = read_rows(out / "requests.csv")
+    after = prompt_buckets(real_vllm_traffic.url)
+    counted = {le: after[le] - before.get(le, 0.0) for le in after}
+    by_class = Counter(r["class"] for r in rows)
+    assert set(by_class) == {"interactive", "batch"}, by_class
+    for r in rows:
+        assert (r["ok"], r["count_mismatch"]) == ("1", "0"), r
+        assert int(r["prompt_tokens"]) == {"interactive": 40, "batch": 300}[r["class"]], r
+    assert by_class["interactive"] == counted[50.0] - counted[20.0]
+    assert by_class["batch"] == counted[500.0] - counted[200.0]
+    assert counted[20.0] == 0 and counted[float("inf")] == counted[500.0]  # no request of another length
+    assert json.loads((out / "run.json").read_text())["traffic_classes"][1]["priority"] == 1

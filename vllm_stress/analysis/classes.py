@@ -19,7 +19,7 @@ import pandas as pd
 
 from vllm_stress.analysis.json_types import to_json_types
 from vllm_stress.analysis.levels import LATENCY_METRICS, PERCENTILES, level_stats
-from vllm_stress.analysis.load import Run
+from vllm_stress.analysis.load import AnalysisError, Run
 from vllm_stress.analysis.render import Block, Bullets, Heading, Paragraph, Table
 from vllm_stress.core.classes import TrafficClass, from_json
 from vllm_stress.core.numbers import count, percent, seconds
@@ -61,6 +61,15 @@ def declared_classes(run: Run) -> list[TrafficClass]:
     return [TrafficClass(name) for name in names]
 
 
+def only_class(run: Run, name: str) -> Run:
+    """The run with only the rows of class ``name`` (compare --class); AnalysisError when it has none."""
+    rows = run.requests[run.requests["class"].fillna("").astype(str) == name]
+    if rows.empty:
+        known = ", ".join(c.name for c in declared_classes(run)) or "none"
+        raise AnalysisError(f"{run.path}: no request of class {name!r} (its classes: {known})")
+    return replace(run, requests=rows.reset_index(drop=True))
+
+
 def class_level_rows(run: Run, windows: pd.DataFrame) -> pd.DataFrame:
     """One row per class and level of one run (empty without classes)."""
     classes = declared_classes(run)
@@ -70,7 +79,7 @@ def class_level_rows(run: Run, windows: pd.DataFrame) -> pd.DataFrame:
         if rows.empty:
             continue
         slo = {s.name: s.limit for s in request_slos(traffic_class.slo, LATENCY_METRICS)} if traffic_class.slo else {}
-        stats = level_stats(replace(run, requests=rows, tables={}), windows, slo or None)
+        stats = level_stats(replace(run, requests=rows.reset_index(drop=True), tables={}), windows, slo or None)
         stats = stats.reindex(columns=list(CLASS_FIELDS)).astype(float).astype({"users": int})
         frames.append(stats.assign(**{"class": traffic_class.name}))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()

@@ -11,7 +11,7 @@ from typing import TypeVar
 import pandas as pd
 
 from vllm_stress.analysis import store
-from vllm_stress.analysis.classes import class_level_rows, declared_classes, summarise_classes
+from vllm_stress.analysis.classes import class_level_rows, declared_classes, only_class, summarise_classes
 from vllm_stress.analysis.document import TITLE, build_report
 from vllm_stress.analysis.levels import (
     LATENCY_METRICS,
@@ -126,9 +126,11 @@ def windows_and_stats(
     return windows, level_stats(run, windows, slo, replicas), partial, replicas
 
 
-def run_levels(path: str | Path) -> pd.DataFrame:
-    """One row per level of one run folder (``level_stats``), for tools that compare or export single runs."""
-    _, levels, _, _ = windows_and_stats(load_run(path))
+def run_levels(path: str | Path, traffic_class: str = "") -> pd.DataFrame:
+    """One row per level of one run folder (``level_stats``), for tools that compare or export single runs; with
+    ``traffic_class``, of that class's requests only."""
+    run = load_run(path)
+    _, levels, _, _ = windows_and_stats(only_class(run, traffic_class) if traffic_class else run)
     return levels
 
 

@@ -122,7 +122,7 @@ def test_each_format_is_analysed_with_both_levels(version, tmp_path, capsys):
         assert [run["format_version"] for run in earlier] == [version]
         assert "Runs written by an earlier release" in report
         assert earlier[0]["not_computed"][-1] == (
-            "no image tokens and bytes per request, per-request server spans, client read-behind time: "
+            "no image tokens and bytes per request, per-request server spans, client read-behind time, per-class report: "
             "written before 2026-11-25"
         )
     if version < 3:

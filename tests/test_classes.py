@@ -2,14 +2,17 @@
 users' shares, and the request fields and Locust names a class gives."""
 
 import argparse
+import json
 from collections import Counter
 
 import pandas as pd
 import pytest
 
+from benchmarks.harness import read_rows
 from vllm_stress.analysis.classes import jain, starvation
 from vllm_stress.client.classes import ClassSet, class_workload, request_fields, stats_name
 from vllm_stress.client.prompts import Workload
+from vllm_stress.core import schema
 from vllm_stress.core.classes import ClassMix, TrafficClass, parse_class, parse_classes
 from vllm_stress.core.slo import level_slos
 
@@ -99,3 +102,31 @@ def test_starvation_verdict_names_the_class_that_took_the_tokens():
     assert starvation(rows, slos) == [
         "batch took 92.0 % of the tokens at 64 users (50.0 % of the users) while interactive missed ttft_p99 ≤ 500 ms"
     ]
+
+
+def test_a_two_class_run_on_the_priority_simulator(scenarios, tmp_path):
+    """One short level against the simulator with its priority policy: each row carries its user's class and that
+    class's lengths, Locust names entries per class, and the report has a row per class with its own SLO judged."""
+    out = tmp_path / "classes"
+    classes = (
+        "short:weight=1,input=64,output=8,priority=0,slo=ttft_p99=30s; long:weight=3,input=256,output=16,priority=1"
+    )
+    code = scenarios(
+        [
+            *("run", "--scenario", "smoke", "--out", str(out), "--simulator-arg=--scheduling-policy=priority"),
+            *("--locust-arg=--levels=4", f"--locust-arg=--traffic-class={classes}"),
+        ]
+    )
+    assert code == 0
+    rows = read_rows(out / "run-1" / schema.REQUESTS_FILE)
+    assert {row["class"] for row in rows} == {"short", "long"}
+    for row in rows:
+        if row["ok"] == "1":
+            assert int(row["prompt_tokens"]) == {"short": 64, "long": 256}[row["class"]], row
+    names = {row["Name"] for row in read_rows(out / "run-1" / "locust_stats.csv")}
+    assert {"chat [short]", "chat [long]"} <= names
+    summary = json.loads((out / "report" / "summary.json").read_text())
+    levels = {level["class"]: level for level in summary["classes"]["levels"]}
+    assert set(levels) == {"short", "long"} and levels["short"]["share"] == 0.25
+    assert levels["short"]["slo_met"] is True and levels["long"]["slo_met"] is None  # long has no SLO
+    assert "## Traffic classes" in (out / "report" / "report.md").read_text()

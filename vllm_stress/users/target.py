@@ -137,10 +137,10 @@ class Target:
         if self.runs_users:
             for chat in {getattr(cls, "chat", False) for cls in self.environment.user_classes}:
                 self.workloads[chat] = self.build_workload(chat)
-            self.classes = self.class_set()
             for cls in self.environment.user_classes:  # what a user class sizes before the run (the session's turns)
                 if prepare_workload := getattr(cls, "prepare_workload", None):
                     prepare_workload(self, self.workloads[getattr(cls, "chat", False)])
+            self.classes = self.class_set()
             if options.trace:  # once the prompts are ready: no backlog
                 worker_index = getattr(self.environment.runner, "worker_index", 0)
                 self.arrivals = arrivals_for_trace(options, read_trace(options.trace), worker_index)

@@ -4,6 +4,7 @@ waiting order by (priority, arrival), the preemption victim, and a request's pri
 import pytest
 
 from vllm_stress.simulator.engine import Engine, Sequence
+from vllm_stress.simulator.parsing import ApiError, parse_generation
 from vllm_stress.simulator.priority import PriorityQueue, header_priority, victim, waiting_queue
 from vllm_stress.simulator.profiles import load_profile
 
@@ -97,3 +98,10 @@ def test_a_victim_scheduled_earlier_in_the_step_gives_its_tokens_back(policy, su
             break
     assert [s.priority for s in engine.running] == [survivor]
     assert engine.last_num_scheduled_tokens == 1  # the survivor's one decode token, nothing of the victim's
+
+
+def test_the_priority_field_is_an_integer_defaulting_to_0():
+    assert parse_generation({"priority": -3}, []).priority == -3
+    assert parse_generation({}, []).priority == 0
+    with pytest.raises(ApiError, match="priority"):
+        parse_generation({"priority": "high"}, [])

@@ -10,6 +10,8 @@ import pytest
 
 from benchmarks.harness import read_rows
 from vllm_stress.analysis.classes import jain, starvation
+from vllm_stress.analysis.load import AnalysisError
+from vllm_stress.analysis.report import run_levels
 from vllm_stress.client.classes import ClassSet, class_workload, request_fields, stats_name
 from vllm_stress.client.prompts import Workload
 from vllm_stress.core import schema
@@ -130,3 +132,7 @@ def test_a_two_class_run_on_the_priority_simulator(scenarios, tmp_path):
     assert set(levels) == {"short", "long"} and levels["short"]["share"] == 0.25
     assert levels["short"]["slo_met"] is True and levels["long"]["slo_met"] is None  # long has no SLO
     assert "## Traffic classes" in (out / "report" / "report.md").read_text()
+    short = run_levels(out / "run-1", "short")  # what compare --class reads
+    assert short["requests"].tolist() == [levels["short"]["requests"]] and levels["short"]["requests"] > 0
+    with pytest.raises(AnalysisError, match="no request of class 'batch'"):
+        run_levels(out / "run-1", "batch")

@@ -77,6 +77,7 @@ def request_rows(
             "image_tokens": 0,
             "image_bytes": 0,
             "canary": "",
+            "class": "",
         }
     )
     return rows[REQUEST_COLUMNS]

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -12,8 +13,8 @@ from pathlib import Path
 import pytest
 import requests
 
-from benchmarks.harness import read_rows
-from tests.helpers import REPO, Server
+from benchmarks.harness import read_rows, scrape
+from tests.helpers import NO_CANARIES, REPO, Server
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -73,7 +74,15 @@ def test_rows_per_adapter_equal_the_requests_vllm_received_per_adapter(real_vllm
     proc = run_locust(
         *("-f", "locustfiles/chat.py", "-H", server.url, "-u", "2", "-r", "2", "-t", "6s", "--stop-timeout", "60"),
         *("--results-dir", str(out), "--input-tokens", "32", "--output-tokens", "8"),
-        *("--headless", "--only-summary", "-L", "WARNING", "--lora-adapters", f"{server.model},{LORA_NAME}"),
+        *(
+            "--headless",
+            "--only-summary",
+            "-L",
+            "WARNING",
+            *NO_CANARIES,
+            "--lora-adapters",
+            f"{server.model},{LORA_NAME}",
+        ),
         timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -84,3 +93,41 @@ def test_rows_per_adapter_equal_the_requests_vllm_received_per_adapter(real_vllm
     logged = logged_models(server.log, {row["request_id"] for row in rows})
     assert {server.model: logged[""], LORA_NAME: logged[LORA_NAME]} == per_model
     assert "2" in {row["max_lora"] for row in read_rows(out / "server_metrics.csv")}  # the LoRA gauge, scraped
+
+
+def prompt_buckets(url: str) -> dict[float, float]:
+    """The server's own count of finished requests by prompt length: vllm:request_prompt_tokens' buckets {le: count}."""
+    samples = scrape(url)
+    buckets: dict[float, float] = {}
+    for key, value in samples.items():
+        if key.startswith("vllm:request_prompt_tokens_bucket{"):
+            le = float(next(label for label in key[:-1].split("{", 1)[1].split(",") if label.startswith("le="))[3:])
+            buckets[le] = buckets.get(le, 0.0) + value
+    return buckets
+
+
+def test_two_priority_classes_rows_equal_the_servers_counts(run_locust, real_vllm_traffic: Server, tmp_path):
+    """Two classes of different priority and prompt length: every row is of its class, sized as declared, and each
+    class's rows equal the requests the server itself counted in that class's prompt-length bucket
+    (vllm:request_prompt_tokens: 40 tokens fall in (20, 50], 300 in (200, 500])."""
+    before = prompt_buckets(real_vllm_traffic.url)
+    out = tmp_path / "run"
+    classes = "interactive:input=40,output=8,priority=0; batch:weight=2,input=300,output=8,priority=1"
+    proc = run_locust(
+        *("-f", "locustfiles/chat.py", "-H", real_vllm_traffic.url, "-u", "3", "-r", "3", "-t", "4s"),
+        *("--stop-timeout", "30", "--results-dir", str(out), "--traffic-class", classes),
+        *("--headless", "--only-summary", "-L", "WARNING", *NO_CANARIES),
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = read_rows(out / "requests.csv")
+    after = prompt_buckets(real_vllm_traffic.url)
+    counted = {le: after[le] - before.get(le, 0.0) for le in after}
+    by_class = Counter(r["class"] for r in rows)
+    assert set(by_class) == {"interactive", "batch"}, by_class
+    for r in rows:
+        assert (r["ok"], r["count_mismatch"]) == ("1", "0"), r
+        assert int(r["prompt_tokens"]) == {"interactive": 40, "batch": 300}[r["class"]], r
+    assert by_class["interactive"] == counted[50.0] - counted[20.0]
+    assert by_class["batch"] == counted[500.0] - counted[200.0]
+    assert counted[20.0] == 0 and counted[float("inf")] == counted[500.0]  # no request of another length
+    assert json.loads((out / "run.json").read_text())["traffic_classes"][1]["priority"] == 1

@@ -11,6 +11,7 @@ from vllm_stress.analysis import levels as level_defs
 from vllm_stress.analysis import stats
 from vllm_stress.analysis.adapters import adapter_blocks
 from vllm_stress.analysis.canaries import canary_blocks, changed_line
+from vllm_stress.analysis.classes import class_blocks
 from vllm_stress.analysis.disaggreport import pd_blocks
 from vllm_stress.analysis.gpus import gpu_blocks
 from vllm_stress.analysis.levels import Level
@@ -61,6 +62,7 @@ def build_report(summary: Summary, plots: dict[str, Path]) -> list[Block]:
         blocks += spec_decode_blocks(config["levels"]) + scaling_blocks(label, config.get("replica_set", []))
         blocks += canary_blocks(label, config.get("canaries") or [])
         blocks += adapter_blocks(label, config.get("adapters") or [])
+        blocks += class_blocks(label, config.get("classes"))
         blocks += error_blocks(config)
     blocks += [block for config in configs.values() for block in traffic_blocks(config["traffic"])]
     blocks += [Heading("Plots")] + [Image(title, path) for title, path in plots.items()]

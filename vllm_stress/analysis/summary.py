@@ -14,6 +14,7 @@ from vllm_stress.analysis import disagg, stats
 from vllm_stress.analysis.adapters import AdapterLevel
 from vllm_stress.analysis.canaries import CanaryLevel, canary_levels, read_answers
 from vllm_stress.analysis.capacity import KvCeiling, kv_ceiling
+from vllm_stress.analysis.classes import ClassesSummary
 from vllm_stress.analysis.json_types import to_json_types
 from vllm_stress.analysis.levels import COST_FIELDS, Level, records
 from vllm_stress.analysis.load import AnalysisError, RunMeta
@@ -98,6 +99,7 @@ class ConfigSummary(Capacity):
     canaries: list[CanaryLevel]  # per level, the correctness canaries' agreement and accuracy ([]: none were sent)
     replica_set: NotRequired[list[dict[str, Any]]]  # per run with replicas.csv: vllm_stress.analysis.scaling.scaling
     adapters: NotRequired[list[AdapterLevel]]  # per level and LoRA adapter drawn (--lora-adapters), when any was
+    classes: NotRequired[ClassesSummary | None]  # --traffic-class: the report per class (analysis/classes.py)
 
 
 class Unaccounted(TypedDict):

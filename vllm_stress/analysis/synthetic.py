@@ -78,6 +78,7 @@ def request_rows(
             "image_bytes": 0,
             "canary": "",
             "adapter": "",
+            "class": "",
         }
     )
     return rows[REQUEST_COLUMNS]

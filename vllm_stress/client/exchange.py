@@ -61,6 +61,7 @@ class Exchange:
         "image_tokens",
         "image_bytes",
         "adapter",
+        "traffic_class",
     )
 
     def __init__(
@@ -99,6 +100,7 @@ class Exchange:
         self.adapter = ""  # the model it asked for when drawn per request (--lora-adapters), else ""
         self.canary: Canary | None = None  # a correctness canary (--canary-share): its answer is kept
         self.text: list[str] | None = None  # a canary's answer as it came, piece by piece (None: not kept)
+        self.traffic_class = ""  # the user's traffic class (--traffic-class), "" without
 
     def sent(self) -> None:
         """The request is about to be sent: the send time, as late as the caller can take it."""
@@ -229,6 +231,7 @@ class Exchange:
             self.image_bytes,
             self.canary.id if self.canary else "",
             self.adapter,
+            self.traffic_class,
         ]
 
     def answer_row(self, worker: str) -> list[int | str]:

@@ -327,6 +327,15 @@ def add_arguments(parser: LocustArgumentParser) -> None:
         help="Allow --results-dir to hold an earlier run (its files are replaced)",
     )
     parser.add_argument(
+        "--traffic-class",
+        action="append",
+        default=[],
+        include_in_web_ui=False,  # the form has no field for a repeated option
+        help="A traffic class, NAME:weight=W,input=N,output=N,priority=P,model=M,slo=SLO (repeatable, or several "
+        "separated by ';'): its share of the users, lengths, vLLM priority, model or adapter and SLO "
+        "(docs/guides/traffic-classes.md)",
+    )
+    parser.add_argument(
         "--source-addresses",
         default="",
         help="Comma-separated local IPv4 addresses the connections to an http:// target leave from, in turn: each "

@@ -94,6 +94,8 @@ FORMATS = (
             Addition(REQUESTS_FILE, ("adapter",), "per-adapter latency and throughput"),
             Addition(SERVER_METRICS_FILE, tuple(SERVER_LORA_COLUMNS), "LoRA slots and deferred requests"),
             Addition(SERVER_METRICS_FILE, SPEC_DECODE_COUNTERS, "server spec-decode acceptance"),
+            Addition(REQUESTS_FILE, ("class",), "per-class report"),
+            Addition(RUN_FILE, ("traffic_classes",)),
         ),
     ),
 )

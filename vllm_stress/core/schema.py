@@ -53,6 +53,7 @@ REQUEST_COLUMNS = [
     "image_bytes",  # bytes of the images' data URLs in the request body (base64, what went on the wire)
     "canary",  # a correctness canary (--canary-share): the fixed prompt's id, its answer in answers.csv; else ""
     "adapter",  # the model drawn for the request (--lora-adapters), else "" (the run's model)
+    "class",  # the traffic class of the user that sent it (--traffic-class, vllm_stress.core.classes), else ""
 ]
 
 # answers.csv: one row per canary request (--canary-share), its answer text, written beside requests.csv. A canary
@@ -120,6 +121,8 @@ RUN_KEYS = [
     # half of it), "ahead_ms" (how long before the start the worker had it)}}, "skew_ms" (the spread of the offsets:
     # how far apart the workers' schedules may be)}, or null (vllm_stress.master.schedulestart)
     "replica_roles",  # with --server-metrics-url ROLE=URL: {host:port: role} (vllm_stress.core.roles)
+    "traffic_classes",  # --traffic-class: [{"name", "weight", "input", "output", "dataset", "priority", "model",
+    # "slo"}] (vllm_stress.core.classes), or null
 ]
 
 

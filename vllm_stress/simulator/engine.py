@@ -1,5 +1,6 @@
 """A pure, clock-free model of vLLM's V1 engine core: one ``step()`` schedules and "runs" one forward pass, with
-vLLM's token budget, preemption, FCFS admission and prefix caching (docs/concepts/simulator.md, section 4)."""
+vLLM's token budget, preemption, FCFS or priority admission (priority.py) and prefix caching
+(docs/concepts/simulator.md, section 4)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import NamedTuple, Protocol
 
 from .kvcache import KVCache, num_gpu_blocks
 from .lora import LoraSlots
+from .priority import WaitingQueue, preempt_for, waiting_queue
 from .profiles import Profile
 from .specdecode import spec_decode
 from .steptime import StepTimeModel
@@ -55,6 +57,7 @@ class Sequence:
         "adapter",
         "num_drafts",
         "step_ends",
+        "priority",
     )
 
     def __init__(
@@ -93,6 +96,7 @@ class Sequence:
         self.external_computed = 0  # prompt tokens whose KV another instance computed and sent (disagg.py)
         self.num_drafts = 0  # speculative decoding: draft tokens proposed for its next step (specdecode.py)
         self.step_ends: deque[int] | None = None  # speculative decoding: output length after each step not yet streamed
+        self.priority = 0  # the request's priority field: lower first under the priority policy (priority.py)
 
     # vLLM's timings of a sequence, in engine seconds: each is read once the engine has set the times it spans
     def ttft(self) -> float:
@@ -148,7 +152,8 @@ class Engine:
         self.steptime = StepTimeModel(profile, seed)
         self.spec = spec_decode(profile, seed)
         self.clock = 0.0
-        self.waiting: deque[Sequence] = deque()
+        self.policy = profile.scheduling_policy  # fcfs or priority: the waiting order and the preemption victim
+        self.waiting: WaitingQueue = waiting_queue(self.policy)
         self.running: list[Sequence] = []
         self.num_preemptions = 0
         self.prefix_cache_queries = 0  # prompt tokens looked up in the prefix cache, at first admission
@@ -227,7 +232,8 @@ class Engine:
             seq = running[index]
             n = min(seq.prompt_len + seq.num_output - seq.num_computed + seq.num_drafts, budget)
             while not self.kv.allocate(seq, seq.num_computed + n):
-                victim = running.pop()
+                victim, index, restored = preempt_for(running, scheduled, index, self.policy)
+                budget += restored
                 self._preempt(victim)
                 preempted = True
                 if victim is seq:
@@ -242,8 +248,9 @@ class Engine:
         batch = {seq.adapter for seq, _ in scheduled if seq.adapter}
         try:
             self._admit_waiting(scheduled, budget, skipped, batch)
-        finally:
-            self.waiting.extendleft(reversed(skipped))
+        finally:  # back to the front in their order (a priority queue places them by their key), as vLLM does
+            for seq in reversed(skipped):
+                self.waiting.appendleft(seq)
 
     def _admit_waiting(
         self, scheduled: list[tuple[Sequence, int]], budget: int, skipped: list[Sequence], batch: set[str]

@@ -40,6 +40,7 @@ class GenerationRequest:
     n: int
     seed: int | None
     stream_interval: int | None
+    priority: int  # lower is scheduled first under --scheduling-policy priority (priority.py)
 
 
 def parse_json(raw: bytes) -> dict:
@@ -132,6 +133,7 @@ def parse_generation(body: dict, prompts: list) -> GenerationRequest:
         n=_field(body, "n", (int,), 1, minimum=1),
         seed=_field(body, "seed", (int,), None),
         stream_interval=_field(body, "stream_interval", (int,), None, minimum=1),
+        priority=_field(body, "priority", (int,), 0),
     )
 
 

@@ -58,6 +58,8 @@ class Profile:
     num_gpu_blocks_override: int = 0
     # vLLM's --enable-prefix-caching (on by default in V1)
     enable_prefix_caching: bool = True
+    # vLLM's --scheduling-policy: fcfs, or priority (the request's priority field orders the queue: priority.py)
+    scheduling_policy: str = "fcfs"
     # simulated answers to benchmark questions (answers.py): chance the first answer is right, flip chance per other
     # sequence in flight
     answer_accuracy: float = 0.8

@@ -29,6 +29,7 @@ from .parsing import (
     parse_prompts,
     resolve_max_tokens,
 )
+from .priority import PRIORITY_HEADER, header_priority
 from .profiles import Profile
 from .protocol import ChunkFormat, Reasoning, chat_response, completion_response, json_bytes, model_list
 from .requestlog import REQUEST_ID_HEADER, RequestLog
@@ -246,6 +247,7 @@ class Simulator:
             encoder_flops=encoder_flops,
             external=external,
             adapter=adapter,
+            priority=header_priority(request.headers.get(PRIORITY_HEADER), generation.priority),
         )
         timing = request.get(TIMING_KEY)
         try:

@@ -127,6 +127,7 @@ class Generator:
         encoder_flops: float = 0.0,
         external: tuple[int, float] | None = None,
         adapter: str = "",
+        priority: int = 0,
     ) -> RequestStream:
         """Submit ``n`` sequences for each ``(prompt token ids, max_tokens)``; choice index = prompt * n + i. With a
         ``reply`` (a question's answer), every choice generates it and ends after it; ``encoder_flops``: the vision
@@ -146,6 +147,7 @@ class Generator:
                 seq.encoder_flops = encoder_flops
                 seq.external_computed = external[0] if external else 0
                 seq.adapter = adapter  # a LoRA adapter's name (lora.py), "" for the base model
+                seq.priority = priority
                 stream.add(seq, offset, reply)
         self.driver.metrics.request_n.observe(n, len(prompts))
         self.driver.submit(stream.seqs, external[1] if external else None)

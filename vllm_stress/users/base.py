@@ -14,6 +14,7 @@ from locust.exception import StopUser
 from vllm_stress.client.adapters import AdapterPool, adapter_pool, model_field
 from vllm_stress.client.affinity import Spread, affinity_header
 from vllm_stress.client.canary import CANARY_SAMPLING
+from vllm_stress.client.classes import request_fields, stats_name
 from vllm_stress.client.cookies import use_lean_cookies
 from vllm_stress.client.exchange import (
     REQUEST_ID_HEADER,
@@ -35,6 +36,7 @@ from vllm_stress.client.stream import (
 from vllm_stress.client.stream import clocks as receive_clocks
 from vllm_stress.client.trace import TraceDone
 from vllm_stress.core import fleet
+from vllm_stress.core.classes import TrafficClass
 from vllm_stress.core.failures import StreamError, failure_name
 from vllm_stress.core.spans import traceparent
 from vllm_stress.users import plugin  # noqa: F401 (the suite's options and event listeners, for every user class)
@@ -68,15 +70,17 @@ class FlowUser(Protocol):
     reasoning_effort: str | None
     no_traceparent: bool
     adapters: AdapterPool | None
+    traffic_class: TrafficClass | None  # --traffic-class: the user's class (start_user), else None
 
 
 def log_token_stats(environment: Environment, exchange: Exchange) -> None:
     """TTFT and TPOT into their own Locust stats entries (milliseconds), outside the request totals."""
     # Locust logs float response times itself, but StatsEntry.log's annotation says int: hence the two ignores
+    name = stats_name(exchange.name, exchange.traffic_class)
     if exchange.ttft is not None:
-        environment.stats.get(exchange.name, "TTFT").log(exchange.ttft * 1000, 0)  # type: ignore[arg-type]
+        environment.stats.get(name, "TTFT").log(exchange.ttft * 1000, 0)  # type: ignore[arg-type]
     if exchange.tpot is not None:
-        environment.stats.get(exchange.name, "TPOT").log(exchange.tpot * 1000, 0)  # type: ignore[arg-type]
+        environment.stats.get(name, "TPOT").log(exchange.tpot * 1000, 0)  # type: ignore[arg-type]
 
 
 def run_request(user: FlowUser, send: Send) -> None:
@@ -117,6 +121,7 @@ def send_request(
     )
     if spec.canary:
         exchange.canary, exchange.text = spec.canary, []
+    exchange.traffic_class = user.traffic_class.name if user.traffic_class else ""
     exchange.schedule_lag = lag
     if user.adapters and not spec.canary:  # --lora-adapters: this request's model (model_field)
         exchange.adapter = user.adapters.draw()
@@ -153,7 +158,7 @@ def sampling(user: FlowUser, spec: RequestSpec) -> dict[str, Any]:
         fields["reasoning_effort"] = user.reasoning_effort
     if user.stream:
         fields["stream_options"] = {"include_usage": True}
-    return fields
+    return fields | request_fields(user.traffic_class)
 
 
 def read_options(user: FlowUser, environment: Environment) -> None:
@@ -183,6 +188,9 @@ def start_user(user: FlowUser) -> None:
     """on_start of every user class: take the prepared workload (None when the target could not be prepared)."""
     user.target.prepared.wait()
     user.workload = user.target.workloads.get(user.chat)
+    user.traffic_class = None
+    if user.target.classes and user.workload is not None:  # --traffic-class: the user's class and its prompts
+        user.traffic_class, user.workload = user.target.classes.take(user.chat)
 
 
 class LLMUser(FastHttpUser):
@@ -207,6 +215,7 @@ class LLMUser(FastHttpUser):
     affinity_header: str  # the header a router pins a session or prefix group by ("" : none)
     no_traceparent: bool
     adapters: AdapterPool | None
+    traffic_class: TrafficClass | None
 
     def __init__(self, environment: Environment) -> None:
         options = TARGETS[environment].options
@@ -252,7 +261,7 @@ class LLMUser(FastHttpUser):
             headers=headers,
             stream=self.stream,
             catch_response=True,
-            name=self.request_name,
+            name=stats_name(self.request_name, exchange.traffic_class),
         ) as resp:
             exchange.status = resp.status_code
             if self.stream:

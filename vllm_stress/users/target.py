@@ -15,9 +15,11 @@ import requests
 from locust import FastHttpUser
 from locust.runners import MasterRunner, WorkerRunner
 
+from vllm_stress.client import classes
 from vllm_stress.client import options as opts
 from vllm_stress.client.canary import Canaries, load_canaries
 from vllm_stress.client.checks import StopTarget, check_model, validate
+from vllm_stress.client.classes import ClassSet
 from vllm_stress.client.pacing import PoissonArrivals, arrivals_for
 from vllm_stress.client.prompts import Tokenizer, Workload, build_workload
 from vllm_stress.client.recorder import Recorder, WorkerRecorder
@@ -88,6 +90,7 @@ class Target:
         self.prepared = gevent.event.Event()  # set when prepare() is over (successful or not): users wait for it
         self.arrivals: PoissonArrivals | TraceArrivals | None = None  # open loop: the arrival clock
         self.canaries: Canaries | None = None  # --canary-share: which requests are fixed prompts
+        self.classes: ClassSet | None = None  # --traffic-class: each user's class and its workload
 
     @property
     def options(self) -> argparse.Namespace:
@@ -139,6 +142,7 @@ class Target:
             for cls in self.environment.user_classes:  # what a user class sizes before the run (the session's turns)
                 if prepare_workload := getattr(cls, "prepare_workload", None):
                     prepare_workload(self, self.workloads[getattr(cls, "chat", False)])
+            self.classes = self.class_set()
             if options.trace:  # once the prompts are ready: no backlog
                 worker_index = getattr(self.environment.runner, "worker_index", 0)
                 self.arrivals = arrivals_for_trace(options, read_trace(options.trace), worker_index)
@@ -146,6 +150,19 @@ class Target:
                 self.arrivals = arrivals_for(options, seed=os.getpid())
             if self.arrivals and not self.is_worker:  # a local run's schedule starts now; a worker's when told
                 self.arrivals.start_at(time.perf_counter())
+
+    def class_set(self) -> ClassSet | None:
+        """The traffic classes of this process's users, their workloads made from the run's (None: no class)."""
+        options = self.options
+        if not (declared_classes := classes.declared(options)):
+            return None
+        workers = max(getattr(options, "expect_workers", 1) or 1, 1) if self.is_worker else 1
+        class_set = ClassSet(declared_classes, getattr(self.environment.runner, "worker_index", 0), workers)
+        verify = not options.insecure
+        class_set.prepare(
+            self.workloads, options, lambda chat: Tokenizer(self.host, self.model, self.headers, chat, verify)
+        )
+        return class_set
 
     def use_source_addresses(self, text: str) -> None:
         """Where this process's connections leave from (--source-addresses); StopTarget for an address it cannot

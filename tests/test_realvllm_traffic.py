@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 from collections import Counter
@@ -37,16 +36,11 @@ LORA_NAME = "tiny-lora"
 RECEIVED = re.compile(r"Received request (\S+): .*lora_request: (?:None|LoRARequest\(lora_name='([^']*)')")
 
 
-def real_vllm_home() -> Path:
-    return Path(os.environ.get("REAL_VLLM_HOME", REPO / ".cache" / "real-vllm"))
-
-
 def make_adapter(out: Path) -> None:
-    """A rank-8 random adapter of the tiny model's q_proj and v_proj, written by deploy/tiny_lora.py with the vLLM
-    venv's torch and safetensors."""
-    venv = Path(os.environ.get("REAL_VLLM_VENV", real_vllm_home() / "venv"))
-    command = [venv / "bin" / "python", REPO / "deploy" / "tiny_lora.py", real_vllm_home() / "model", out, "8"]
-    subprocess.run([str(part) for part in command], check=True, capture_output=True, timeout=120)
+    """A rank-8 random adapter of the tiny model's q_proj and v_proj (deploy/tiny_lora.py, in the vLLM venv)."""
+    subprocess.run(
+        ["bash", REPO / "deploy" / "real-vllm.sh", "lora", out, "8"], check=True, capture_output=True, timeout=300
+    )
 
 
 def logged_models(log: str, request_ids: set[str]) -> Counter[str]:

@@ -122,8 +122,8 @@ def test_each_format_is_analysed_with_both_levels(version, tmp_path, capsys):
         assert [run["format_version"] for run in earlier] == [version]
         assert "Runs written by an earlier release" in report
         assert earlier[0]["not_computed"][-1] == (
-            "no image tokens and bytes per request, per-request server spans, client read-behind time: "
-            "written before 2026-11-25"
+            "no image tokens and bytes per request, per-request server spans, client read-behind time, "
+            "structured-output validity: written before 2026-11-25"
         )
     if version < 3:
         assert earlier[0]["not_computed"][-2] == (

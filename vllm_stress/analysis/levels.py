@@ -11,6 +11,7 @@ import pandas as pd
 
 from vllm_stress.analysis.load import AnalysisError, Run
 from vllm_stress.analysis.serverview import SPLIT_PERCENTS, TTFT_PARTS
+from vllm_stress.analysis.structured import STRUCTURED_FIELDS, structured_stats
 from vllm_stress.core import bound, fleet, steady
 from vllm_stress.core.metrics import bucket_percentile, in_window, percentile, streamed_tokens
 from vllm_stress.core.metrics import mean_in_flight as in_flight_mean
@@ -122,6 +123,7 @@ LEVEL_FIELDS = {
     "price per GPU-hour × GPUs / (output_tokens_per_s × 3600) × 1e6 (from the mean throughput over repeats)",
     "usd_per_m_total_tokens": "the same per million total (prompt + output) tokens, from total_tokens_per_s",
     "partial": "the window was cut short because the run stopped early",
+    **STRUCTURED_FIELDS,
 }
 
 
@@ -238,6 +240,7 @@ def level_stats(
     stats["client_read_behind_p99_ms"] = client_health_max(health, windows, "read_behind_p99_ms")
     stats = stats.join(latency_percentiles(measured)).join(itl_percentiles(run.tables.get("itl")))
     stats = stats.join(reasoning(measured)).join(ttft_split(measured))
+    stats = stats.join(structured_stats(ended, stats.index))
     stats["answer_tokens_per_s"] = stats["output_tokens_per_s"] * (1 - stats["reasoning_share"])
     stats["cut_before_answer"] = per_level(ended["ok"] & (ended["reasoning_tokens"] > 0) & ended["ttfa_s"].isna())
     with_images = measured[measured["images"] > 0].groupby("users")

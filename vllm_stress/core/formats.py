@@ -83,6 +83,7 @@ FORMATS = (
             Addition(RUN_FILE, ("schedule_start",)),
             Addition(REQUESTS_FILE, ("canary",)),
             Addition(ANSWERS_FILE, tuple(ANSWER_COLUMNS)),
+            Addition(REQUESTS_FILE, ("schema_id", "schema_first_use", "answer_valid"), "structured-output validity"),
         ),
     ),
 )

@@ -52,6 +52,9 @@ REQUEST_COLUMNS = [
     # placeholder, not the tokens its processor expands it to)
     "image_bytes",  # bytes of the images' data URLs in the request body (base64, what went on the wire)
     "canary",  # a correctness canary (--canary-share): the fixed prompt's id, its answer in answers.csv; else ""
+    "schema_id",  # --json-schema: the schema the answer had to follow (its file's name; a new one's with a suffix)
+    "schema_first_use",  # 1: this process sent that schema first with this request, 0: it had before
+    "answer_valid",  # valid, cut (not valid, finish_reason length) or invalid; empty without a schema or on failure
 ]
 
 # answers.csv: one row per canary request (--canary-share), its answer text, written beside requests.csv. A canary

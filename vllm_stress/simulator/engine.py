@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import deque
 from typing import NamedTuple, Protocol
 
+from .grammar import GrammarCache
 from .kvcache import KVCache, num_gpu_blocks
 from .profiles import Profile
 from .steptime import StepTimeModel
@@ -49,6 +50,8 @@ class Sequence:
         "last_token",
         "finished_at",
         "encoder_flops",
+        "grammar",
+        "grammar_ready",
     )
 
     def __init__(
@@ -82,6 +85,8 @@ class Sequence:
         self.last_token: float | None = None
         self.finished_at: float | None = None
         self.encoder_flops = 0.0  # the vision encoder's work on its images (vision.py), not yet charged to a step
+        self.grammar = ""  # a structured output's schema text (grammar.py): compiled once, masked every step
+        self.grammar_ready = 0.0  # when its grammar is compiled: it is not scheduled before
 
     # vLLM's timings of a sequence, in engine seconds: each is read once the engine has set the times it spans
     def ttft(self) -> float:
@@ -144,6 +149,7 @@ class Engine:
         self.last_num_scheduled_tokens = 0
         self.t_frontend = profile.t_frontend
         self.frontend_free_at = 0.0  # when the API server has handled every request it was given
+        self.grammars = GrammarCache(profile)
 
     @property
     def has_work(self) -> bool:
@@ -162,6 +168,8 @@ class Engine:
             seq.arrival = arrival
             seq.ready = self.frontend_free_at
             seq.max_tokens = min(seq.max_tokens, self.max_model_len - seq.prompt_len)
+            if seq.grammar:
+                seq.grammar_ready = self.grammars.compiled_at(seq.grammar, seq.ready)
             self.waiting.append(seq)
 
     def abort(self, seq: Sequence) -> None:
@@ -177,8 +185,8 @@ class Engine:
     def step(self) -> StepResult:
         """One forward pass. With nothing to run but requests still in the API server, the clock moves to when the
         first of them reaches the engine, and nothing is scheduled (a zero-duration result)."""
-        if not self.running and self.waiting and self.waiting[0].ready > self.clock:
-            self.clock = self.waiting[0].ready
+        if not self.running and self.waiting and (ready := self._first_ready()) > self.clock:
+            self.clock = ready
             return StepResult(0.0, [])
         scheduled: list[tuple[Sequence, int]] = []
         budget, preempted = self._schedule_running(scheduled)
@@ -188,13 +196,16 @@ class Engine:
             return StepResult(0.0, [])
         num_tokens = kv_tokens = 0
         attention_pairs = encoder_flops = 0.0
+        masked = 0
         for seq, n in scheduled:
             num_tokens += n
+            masked += bool(seq.grammar)
             attention_pairs += n * (seq.num_computed + n / 2)
             kv_tokens += seq.num_computed + n
             encoder_flops += seq.encoder_flops  # once: its first step
             seq.encoder_flops = 0.0
         duration = self.steptime.duration(num_tokens, attention_pairs, kv_tokens, len(scheduled), encoder_flops)
+        duration += self.grammars.mask_cost(masked)
         self.clock += duration
         self.last_num_scheduled_tokens = num_tokens
         return StepResult(duration, self._apply(scheduled))
@@ -218,18 +229,26 @@ class Engine:
             index += 1
         return budget, preempted
 
+    def _first_ready(self) -> float:
+        """When the first waiting sequence may be scheduled (through the API server, its grammar compiled)."""
+        return min(max(seq.ready, seq.grammar_ready) for seq in self.waiting)
+
     def _schedule_waiting(self, scheduled: list[tuple[Sequence, int]], budget: int) -> None:
         waiting, kv = self.waiting, self.kv
+        compiling: list[Sequence] = []  # passed over while their grammar compiles, as vLLM's scheduler does
         while waiting and budget > 0 and len(self.running) < self.max_num_seqs:
             seq = waiting[0]
+            if seq.grammar_ready > self.clock:
+                compiling.append(waiting.popleft())
+                continue
             if seq.ready > self.clock:
-                return
+                break
             hits = kv.lookup(seq)
             computed = len(hits) * kv.block_size
             total = seq.prompt_len + seq.num_output
             n = min(total - computed, budget)
             if not kv.allocate(seq, computed + n, reserve_tokens=total, hits=hits):
-                return
+                break
             waiting.popleft()
             self.running.append(seq)
             seq.num_computed = computed
@@ -241,6 +260,7 @@ class Engine:
                 if kv.caching:
                     self.prefix_cache_queries += total
                     self.prefix_cache_hits += computed
+        waiting.extendleft(reversed(compiling))
 
     def _preempt(self, seq: Sequence) -> None:
         self.kv.release(seq)

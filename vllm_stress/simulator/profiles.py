@@ -78,6 +78,10 @@ class Profile:
     # API-server seconds per request before the engine core gets it (HTTP, chat template, tokenization), one request
     # at a time, so that requests arriving together wait for each other; 0 in the bundled profiles, fitted by calibrate
     t_frontend: float = 0.0
+    # structured outputs (grammar.py): seconds to compile a new schema's grammar, and per structured sequence in a
+    # step to fill its token bitmask (0: free; measured values and their sources in cpu-tiny.toml)
+    grammar_compile_s: float = 0.0
+    grammar_mask_s: float = 0.0
     # a twin (``python -m simulator calibrate``): the runs its step time was fitted to, and its error on them
     twin_source: str = ""
     twin_error: str = ""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 import gevent
@@ -32,6 +33,7 @@ from vllm_stress.client.stream import (
     use_timed_sockets,
 )
 from vllm_stress.client.stream import clocks as receive_clocks
+from vllm_stress.client.structured import judge
 from vllm_stress.client.trace import TraceDone
 from vllm_stress.core import fleet
 from vllm_stress.core.failures import StreamError, failure_name
@@ -90,6 +92,8 @@ def run_request(user: FlowUser, send: Send) -> None:
     canaries = user.target.canaries if getattr(user, "takes_canaries", False) else None
     if canaries and (canary := canaries.next(user.target.recorder.level)):
         spec = RequestSpec(canary.text, None, canary.max_tokens, canary=canary)
+    elif user.target.schemas and getattr(user, "takes_schemas", False):
+        spec = replace(spec, json_schema=user.target.schemas.next())
     send_request(user, spec, send, lag)
 
 
@@ -103,10 +107,12 @@ def send_request(
         user.target.recorder.level,
         spec.target_prompt_tokens,
         spec.max_tokens,
-        check_output=user.ignore_eos and spec.canary is None,
+        check_output=user.ignore_eos and spec.canary is None and spec.json_schema is None,
     )
     if spec.canary:
         exchange.canary, exchange.text = spec.canary, []
+    if spec.json_schema:
+        exchange.json_schema, exchange.text = spec.json_schema, []
     exchange.schedule_lag = lag
     exchange.images, exchange.image_tokens = len(spec.images), spec.image_tokens
     exchange.image_bytes = sum(len(url) for url in spec.images)
@@ -118,6 +124,8 @@ def send_request(
     finally:  # also when the user is stopped mid-request: the row says so
         if exchange.end is None:
             exchange.fail("Aborted")
+        if exchange.json_schema and not exchange.error:
+            exchange.answer_valid = judge(exchange.json_schema, "".join(exchange.text or ()), exchange.finish_reason)
         user.target.recorder.record(exchange)
     if exchange.error and not exchange.status:  # no answer at all (refused, reset, timed out): the server may be down
         gevent.sleep(NO_RESPONSE_PAUSE_S)
@@ -131,7 +139,7 @@ def sampling(user: FlowUser, spec: RequestSpec) -> dict[str, Any]:
         fields["model"] = user.target.model
     if spec.canary:  # the same prompt must get the same answer: greedy, seeded, its own length
         fields |= {"temperature": 0.0, "seed": CANARY_SEED}
-    elif user.ignore_eos:
+    elif user.ignore_eos and not spec.json_schema:  # a grammar's answer ends with EOS (client/structured.py)
         fields |= {"ignore_eos": True, "min_tokens": spec.max_tokens}
     if user.temperature is not None and not spec.canary:
         fields["temperature"] = user.temperature
@@ -182,6 +190,7 @@ class LLMUser(FastHttpUser):
     chat = False  # prompts are chat messages (the template's tokens count toward the input length)
     needs_model = True  # the API takes a model name (default: the first the server lists)
     takes_canaries = False  # --canary-share replaces some of its prompts with fixed ones (chat and completions)
+    takes_schemas = False  # --json-schema asks some of its requests for a structured output (chat and completions)
     output_marker = b"\0"  # bytes that only an output-bearing chunk in vLLM's layout has (see read_stream)
     sticky_headers: dict[str, str] = {}  # headers of every request of the user (a session's id, session.py)
     target: Target  # FlowUser's: set by read_options and start_user

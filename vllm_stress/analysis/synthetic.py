@@ -77,6 +77,9 @@ def request_rows(
             "image_tokens": 0,
             "image_bytes": 0,
             "canary": "",
+            "schema_id": "",
+            "schema_first_use": np.nan,
+            "answer_valid": "",
         }
     )
     return rows[REQUEST_COLUMNS]

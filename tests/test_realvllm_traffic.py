@@ -36,7 +36,7 @@ def test_json_schema_answers_are_judged_and_first_uses_marked(run_locust, real_v
     out = tmp_path / "run"
     args = ["-f", "locustfiles/chat.py", "-H", real_vllm_traffic.url, "-u", "2", "-r", "2", "-t", "4s"]
     args += ["--stop-timeout", "30", "--results-dir", str(out), "--input-tokens", "32", "--output-tokens", "24"]
-    proc = run_locust(*args, "--json-schema", str(SCHEMAS), "--json-schema-new-share", "0.5", timeout=300)
+    proc = run_locust(*args, "--headless", "--json-schema", str(SCHEMAS), "--json-schema-new-share", "0.5")
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = sorted(read_rows(out / "requests.csv"), key=lambda row: float(row["start_time"]))
     assert rows and all(row["ok"] == "1" for row in rows), rows

@@ -80,7 +80,7 @@ class SchemaPool:
                 raise ValueError(f"{flag} must be between 0 and 1, got {value:g}")
         if new_share:
             for _, body in schemas:
-                renamed(body, "check")
+                renamed(body, "")  # a ValueError now for a schema that has no property to rename
         self.schemas = schemas
         self.share = share
         self.new_share = new_share

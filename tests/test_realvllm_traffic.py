@@ -1,4 +1,4 @@
-"""The traffic tier against one real vLLM (CPU build) with LoRA adapters and priority scheduling on (the
+"""The traffic tier against one real vLLM (CPU build) with LoRA adapters, priority scheduling and tool choice on (the
 ``real_vllm_traffic`` fixture, tests/conftest.py): the names and fields the suite relies on, as vLLM serves them."""
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import requests
 
 from benchmarks.harness import read_rows, scrape
 from tests.helpers import NO_CANARIES, REPO, Server
+from vllm_stress.client.structured import CUT, INVALID, VALID, JsonSchema, judge
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -125,3 +126,50 @@ def test_two_priority_classes_rows_equal_the_servers_counts(run_locust, real_vll
     assert by_class["batch"] == counted[500.0] - counted[200.0]
     assert counted[20.0] == 0 and counted[float("inf")] == counted[500.0]  # no request of another length
     assert json.loads((out / "run.json").read_text())["traffic_classes"][1]["priority"] == 1
+
+
+SCHEMAS = REPO / "scenarios" / "data" / "schemas"
+VERDICTS = {VALID, INVALID, CUT}
+
+
+def test_json_schema_answers_are_judged_and_first_uses_marked(run_locust, real_vllm_traffic: Server, tmp_path):
+    """Random weights wander inside the grammar, so most answers reach max_tokens: each is valid or flagged by the
+    code a load test judges with. vLLM lets EOS through only once the JSON is complete, so an answer that stopped is
+    valid; each schema's first request in the run is its first use."""
+    out = tmp_path / "run"
+    args = ["-f", "locustfiles/chat.py", "-H", real_vllm_traffic.url, "-u", "2", "-r", "2", "-t", "4s"]
+    args += ["--stop-timeout", "30", "--results-dir", str(out), "--input-tokens", "32", "--output-tokens", "24"]
+    proc = run_locust(
+        *args, "--headless", *NO_CANARIES, "--json-schema", str(SCHEMAS), "--json-schema-new-share", "0.5"
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = sorted(read_rows(out / "requests.csv"), key=lambda row: float(row["start_time"]))
+    assert rows and all(row["ok"] == "1" for row in rows), rows
+    seen = set()
+    for row in rows:
+        assert row["answer_valid"] in VERDICTS and int(row["completion_tokens"]) <= 24, row
+        assert row["finish_reason"] != "stop" or row["answer_valid"] == VALID, row
+        assert row["answer_valid"] != CUT or row["finish_reason"] == "length", row
+        assert row["schema_first_use"] == ("0" if row["schema_id"] in seen else "1"), row
+        seen.add(row["schema_id"])
+    assert seen - {"order", "ticket"}, "no new schema was sent"
+
+
+def test_a_required_tool_call_is_judged_by_the_same_code(real_vllm_traffic: Server):
+    """vLLM enforces tool_choice required with the same grammar engine: the call's arguments are judged against the
+    tool's parameters as a --json-schema answer is (a call cut by max_tokens comes back as empty content)."""
+    parameters = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 12}}, "required": ["city"]}
+    tool = {"type": "function", "function": {"name": "get_weather", "parameters": parameters}}
+    body = {"model": real_vllm_traffic.model, "messages": [{"role": "user", "content": "weather in Oslo?"}]}
+    body |= {"tools": [tool], "tool_choice": "required", "max_tokens": 48}
+    answer = requests.post(f"{real_vllm_traffic.url}/v1/chat/completions", json=body, timeout=120)
+    assert answer.status_code == 200, answer.text
+    choice = answer.json()["choices"][0]
+    calls = choice["message"].get("tool_calls") or []
+    arguments = calls[0]["function"]["arguments"] if calls else choice["message"].get("content") or ""
+    verdict = judge(JsonSchema("get_weather", parameters, False), arguments, choice["finish_reason"])
+    assert verdict in VERDICTS
+    if calls:
+        assert calls[0]["function"]["name"] == "get_weather" and verdict == VALID, choice
+    else:
+        assert choice["finish_reason"] == "length" and verdict != VALID, choice

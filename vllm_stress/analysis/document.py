@@ -21,6 +21,7 @@ from vllm_stress.analysis.render import Block, Bullets, Heading, Image, Paragrap
 from vllm_stress.analysis.scaling import scaling_blocks
 from vllm_stress.analysis.serverview import SPLIT_PERCENTS, TTFT_PARTS
 from vllm_stress.analysis.specdecode import spec_decode_blocks
+from vllm_stress.analysis.structured import structured_blocks
 from vllm_stress.analysis.summary import ConfigSummary, Peak, Summary, Unaccounted
 from vllm_stress.analysis.traffic import traffic_blocks
 from vllm_stress.core import bound, capacity
@@ -63,6 +64,7 @@ def build_report(summary: Summary, plots: dict[str, Path]) -> list[Block]:
         blocks += canary_blocks(label, config.get("canaries") or [])
         blocks += adapter_blocks(label, config.get("adapters") or [])
         blocks += class_blocks(label, config.get("classes"))
+        blocks += structured_blocks(label, configs)
         blocks += error_blocks(config)
     blocks += [block for config in configs.values() for block in traffic_blocks(config["traffic"])]
     blocks += [Heading("Plots")] + [Image(title, path) for title, path in plots.items()]

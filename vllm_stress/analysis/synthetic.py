@@ -79,6 +79,9 @@ def request_rows(
             "canary": "",
             "adapter": "",
             "class": "",
+            "schema_id": "",
+            "schema_first_use": np.nan,
+            "answer_valid": "",
         }
     )
     return rows[REQUEST_COLUMNS]

@@ -128,6 +128,24 @@ def add_arguments(parser: LocustArgumentParser) -> None:
         "(default: the shipped scenarios/data/synthetic-mc.jsonl)",
     )
     parser.add_argument(
+        "--json-schema",
+        default="",
+        help="Chat and completions users: a JSON schema file, or a folder of *.json schemas taken in turn, each "
+        "answer must follow (docs/guides/structured-outputs.md)",
+    )
+    parser.add_argument(
+        "--json-schema-share",
+        type=float,
+        default=1.0,
+        help="With --json-schema: share of requests that carry a schema (the rest: unconstrained)",
+    )
+    parser.add_argument(
+        "--json-schema-new-share",
+        type=float,
+        default=0.0,
+        help="With --json-schema: share of those schemas made new (a property renamed): compiled afresh",
+    )
+    parser.add_argument(
         "--thinking",
         choices=("on", "off"),
         default="on",

@@ -14,6 +14,7 @@ import requests
 from vllm_stress.client.canary import Canary
 from vllm_stress.client.images import DEFAULT_IMAGE_POOL, ImageSet, make_image_set, message_content
 from vllm_stress.client.sharegpt import is_sharegpt, read_conversations
+from vllm_stress.client.structured import JsonSchema
 
 if TYPE_CHECKING:  # deploy/tiny_model.py reads WORDS where gevent is not installed
     from vllm_stress.client.trace import TraceLine
@@ -51,6 +52,7 @@ class RequestSpec:
     images: tuple[str, ...] = ()  # data URLs sent with the chat message (--images)
     image_tokens: int = 0  # the prompt tokens they add (in target_prompt_tokens), measured on the server
     canary: Canary | None = None  # a correctness canary (--canary-share): a fixed prompt at temperature 0, seeded
+    json_schema: JsonSchema | None = None  # the structured output it asks for (--json-schema), else None
 
 
 class Tokenizer:

@@ -96,6 +96,7 @@ FORMATS = (
             Addition(SERVER_METRICS_FILE, SPEC_DECODE_COUNTERS, "server spec-decode acceptance"),
             Addition(REQUESTS_FILE, ("class",), "per-class report"),
             Addition(RUN_FILE, ("traffic_classes",)),
+            Addition(REQUESTS_FILE, ("schema_id", "schema_first_use", "answer_valid"), "structured-output validity"),
         ),
     ),
 )

@@ -54,6 +54,9 @@ REQUEST_COLUMNS = [
     "canary",  # a correctness canary (--canary-share): the fixed prompt's id, its answer in answers.csv; else ""
     "adapter",  # the model drawn for the request (--lora-adapters), else "" (the run's model)
     "class",  # the traffic class of the user that sent it (--traffic-class, vllm_stress.core.classes), else ""
+    "schema_id",  # --json-schema: the schema the answer had to follow (its file's name; a new one's with a suffix)
+    "schema_first_use",  # 1: this process sent that schema first with this request, 0: it had before
+    "answer_valid",  # valid, cut (not valid, finish_reason length) or invalid; empty without a schema or on failure
 ]
 
 # answers.csv: one row per canary request (--canary-share), its answer text, written beside requests.csv. A canary

@@ -51,6 +51,7 @@ class Reply:
 
     reasoning: int
     tokens: tuple[bytes, ...]
+    grammar: str = ""  # a structured output's schema text (grammar.py): compiled once, masked every token
 
     @property
     def length(self) -> int:

@@ -100,6 +100,10 @@ class Profile:
     spec_acceptance: str = "0.7"
     spec_draft_cost: float = 0.0
     spec_tokens_per_batch: str = ""
+    # structured outputs (grammar.py): seconds to compile a new schema's grammar, and per structured sequence in a
+    # step to fill its token bitmask (0: free; measured values and their sources in cpu-tiny.toml)
+    grammar_compile_s: float = 0.0
+    grammar_mask_s: float = 0.0
     # a twin (``python -m simulator calibrate``): the runs its step time was fitted to, and its error on them
     twin_source: str = ""
     twin_error: str = ""

@@ -15,6 +15,7 @@ from . import legacy
 from .answers import AnswerModel, Reply
 from .driver import EngineDriver
 from .engine import Engine, Sequence
+from .grammar import json_reply, request_schema
 from .httpmetrics import HttpMetrics
 from .lora import LoraConfig, LoraSlots, adapter_cards, adapter_request
 from .metrics import EngineMetrics
@@ -188,7 +189,9 @@ class Simulator:
         token_ids = self.tokenizer.chat_encode(messages, images=images)
         max_tokens = resolve_max_tokens(generation, len(token_ids), self.profile.max_model_len, None)
         reply = None
-        if not generation.ignore_eos and not generation.min_tokens:
+        if (schema := request_schema(body)) is not None:
+            reply = json_reply(schema, max_tokens)
+        elif not generation.ignore_eos and not generation.min_tokens:
             reply = self.answers.reply(messages, generation.seed or 0, self.driver.load)
         reasoning = self.reasoning if thinking(body) else None
         encoder_flops = sum(image.encoder_flops for message in images for image in message)
@@ -215,8 +218,16 @@ class Simulator:
                 generation, len(token_ids), self.profile.max_model_len, COMPLETIONS_DEFAULT_MAX_TOKENS
             )
             prompts.append((token_ids, max_tokens))
+        schema = request_schema(body)
+        reply = None if schema is None else json_reply(schema, prompts[0][1])
         return await self._generate(
-            request, generation, prompts, chat=False, kv_params=body.get("kv_transfer_params"), adapter=adapter
+            request,
+            generation,
+            prompts,
+            chat=False,
+            kv_params=body.get("kv_transfer_params"),
+            adapter=adapter,
+            reply=reply,
         )
 
     async def _generate(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 import gevent
@@ -34,6 +35,7 @@ from vllm_stress.client.stream import (
     use_timed_sockets,
 )
 from vllm_stress.client.stream import clocks as receive_clocks
+from vllm_stress.client.structured import judge
 from vllm_stress.client.trace import TraceDone
 from vllm_stress.core import fleet
 from vllm_stress.core.classes import TrafficClass
@@ -96,6 +98,8 @@ def run_request(user: FlowUser, send: Send) -> None:
         spec = user.workload.trace_request(line)
     else:
         spec = canary_request(user) or user.workload.next_request()
+    if not spec.canary and user.target.schemas and getattr(user, "takes_schemas", False):
+        spec = replace(spec, json_schema=user.target.schemas.next())
     send_request(user, spec, send, lag)
 
 
@@ -117,11 +121,13 @@ def send_request(
         user.target.recorder.level,
         spec.target_prompt_tokens,
         spec.max_tokens,
-        check_output=user.ignore_eos and spec.canary is None,
+        check_output=user.ignore_eos and spec.canary is None and spec.json_schema is None,
     )
     if spec.canary:
         exchange.canary, exchange.text = spec.canary, []
     exchange.traffic_class = user.traffic_class.name if user.traffic_class else ""
+    if spec.json_schema:
+        exchange.json_schema, exchange.text = spec.json_schema, []
     exchange.schedule_lag = lag
     if user.adapters and not spec.canary:  # --lora-adapters: this request's model (model_field)
         exchange.adapter = user.adapters.draw()
@@ -135,6 +141,8 @@ def send_request(
     finally:  # also when the user is stopped mid-request: the row says so
         if exchange.end is None:
             exchange.fail("Aborted")
+        if exchange.json_schema and not exchange.error:
+            exchange.answer_valid = judge(exchange.json_schema, "".join(exchange.text or ()), exchange.finish_reason)
         user.target.recorder.record(exchange)
     if exchange.error and not exchange.status:  # no answer at all (refused, reset, timed out): the server may be down
         gevent.sleep(NO_RESPONSE_PAUSE_S)
@@ -148,7 +156,7 @@ def sampling(user: FlowUser, spec: RequestSpec) -> dict[str, Any]:
         fields["model"] = user.target.model
     if spec.canary:  # the same prompt must get the same answer: greedy, seeded, its own length
         fields |= CANARY_SAMPLING
-    elif user.ignore_eos:
+    elif user.ignore_eos and not spec.json_schema:  # a grammar's answer ends with EOS (client/structured.py)
         fields |= {"ignore_eos": True, "min_tokens": spec.max_tokens}
     if user.temperature is not None and not spec.canary:
         fields["temperature"] = user.temperature
@@ -202,6 +210,7 @@ class LLMUser(FastHttpUser):
     request_name = ""  # the name of its entries in Locust's stats and of its rows
     chat = False  # prompts are chat messages (the template's tokens count toward the input length)
     needs_model = True  # the API takes a model name (default: the first the server lists)
+    takes_schemas = False  # --json-schema asks some of its requests for a structured output (chat and completions)
     output_marker = b"\0"  # bytes that only an output-bearing chunk in vLLM's layout has (see read_stream)
     sticky_headers: dict[str, str] = {}  # headers of every request of the user (a session's id, session.py)
     target: Target  # FlowUser's: set by read_options and start_user

@@ -25,6 +25,7 @@ from vllm_stress.client.prompts import Tokenizer, Workload, build_workload
 from vllm_stress.client.recorder import Recorder, WorkerRecorder
 from vllm_stress.client.sourceaddr import SOURCES
 from vllm_stress.client.stream import KERNEL_CLOCK, receive_clock
+from vllm_stress.client.structured import SchemaPool, load_pool
 from vllm_stress.client.trace import TraceArrivals, arrivals_for_trace, read_trace
 from vllm_stress.core import fleet, served
 from vllm_stress.core.questions import DatasetError
@@ -91,6 +92,7 @@ class Target:
         self.arrivals: PoissonArrivals | TraceArrivals | None = None  # open loop: the arrival clock
         self.canaries: Canaries | None = None  # --canary-share: which requests are fixed prompts
         self.classes: ClassSet | None = None  # --traffic-class: each user's class and its workload
+        self.schemas: SchemaPool | None = None  # --json-schema: which requests ask for a structured output
 
     @property
     def options(self) -> argparse.Namespace:
@@ -136,6 +138,10 @@ class Target:
             self.canaries = load_canaries(options.canary_file, options.canary_share, options.canary_min)
         except DatasetError as e:
             raise StopTarget(f"--canary-file: {e}") from None
+        try:
+            self.schemas = load_pool(options, seed=os.getpid())
+        except ValueError as e:
+            raise StopTarget(f"--json-schema: {e}") from None
         if self.runs_users:
             for chat in {getattr(cls, "chat", False) for cls in self.environment.user_classes}:
                 self.workloads[chat] = self.build_workload(chat)

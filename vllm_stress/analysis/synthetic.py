@@ -77,6 +77,8 @@ def request_rows(
             "image_tokens": 0,
             "image_bytes": 0,
             "canary": "",
+            "task_id": "",
+            "step": np.nan,
         }
     )
     return rows[REQUEST_COLUMNS]

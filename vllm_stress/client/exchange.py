@@ -60,6 +60,8 @@ class Exchange:
         "images",
         "image_tokens",
         "image_bytes",
+        "task_id",
+        "step",
     )
 
     def __init__(
@@ -97,6 +99,8 @@ class Exchange:
         self.image_bytes = 0  # the bytes of their data URLs
         self.canary: Canary | None = None  # a correctness canary (--canary-share): its answer is kept
         self.text: list[str] | None = None  # a canary's answer as it came, piece by piece (None: not kept)
+        self.task_id = ""  # an agent task's request (users/agent.py): its task and step
+        self.step: int | None = None
 
     def sent(self) -> None:
         """The request is about to be sent: the send time, as late as the caller can take it."""
@@ -226,6 +230,8 @@ class Exchange:
             self.image_tokens,
             self.image_bytes,
             self.canary.id if self.canary else "",
+            self.task_id,
+            _opt(self.step),
         ]
 
     def answer_row(self, worker: str) -> list[int | str]:

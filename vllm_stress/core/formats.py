@@ -18,6 +18,8 @@ from vllm_stress.core.schema import (
     SERVER_METRICS_FILE,
     SERVER_SPAN_COLUMNS,
     SERVER_SPANS_FILE,
+    TASK_COLUMNS,
+    TASKS_FILE,
 )
 
 
@@ -83,6 +85,8 @@ FORMATS = (
             Addition(RUN_FILE, ("schedule_start",)),
             Addition(REQUESTS_FILE, ("canary",)),
             Addition(ANSWERS_FILE, tuple(ANSWER_COLUMNS)),
+            Addition(REQUESTS_FILE, ("task_id", "step")),
+            Addition(TASKS_FILE, tuple(TASK_COLUMNS)),
         ),
     ),
 )

@@ -52,6 +52,8 @@ REQUEST_COLUMNS = [
     # placeholder, not the tokens its processor expands it to)
     "image_bytes",  # bytes of the images' data URLs in the request body (base64, what went on the wire)
     "canary",  # a correctness canary (--canary-share): the fixed prompt's id, its answer in answers.csv; else ""
+    "task_id",  # the agent user (locustfiles/agent.py): the task the request is a step of, its row in tasks.csv
+    "step",  # the task's step, from 1 (a fan-out's sub-requests share theirs); empty outside tasks
 ]
 
 # answers.csv: one row per canary request (--canary-share), its answer text, written beside requests.csv. A canary
@@ -71,6 +73,28 @@ ANSWER_MAX_CHARS = 4000  # bounds answers.csv: at most this many characters of e
 # users: the client ended it, not the server or the network. Such a row is kept (its tokens were streamed) but it is
 # neither a success nor a failure: it is counted apart as aborted, everywhere.
 ABORTED = "Aborted"
+
+# tasks.csv: one row per agent task (locustfiles/agent.py), written beside requests.csv. A task is a graph of steps:
+# a model turn (one request, or a fan-out of requests sent at once and joined), the tool calls its answer made, each
+# run by the client (a sleep of the tool's latency) and its result appended to the history.
+TASKS_FILE = "tasks.csv"
+TASK_COLUMNS = [
+    "task_id",  # the task's id, as on its requests' rows
+    "users",  # the level when the task started
+    "worker",  # worker id, as in requests.csv
+    "start_time",  # unix seconds when the task started (its first request was built)
+    "end_time",  # unix seconds when it ended (its last step's answer and tools, or its failure)
+    "latency_s",  # end_time - start_time: its steps' requests plus its tools' latencies and the client's own work
+    "turns",  # model turns done (a fan-out is one turn)
+    "requests",  # requests sent (a fan-out's each)
+    "tool_calls",  # tool calls the model made and the client ran
+    "tool_time_s",  # seconds spent running tools (their latencies, as slept)
+    "tool_call_s",  # time from the task's start to each tool call (its answer complete), ";"-separated
+    "finished",  # 1 when every step succeeded (or the model answered without a call under tool_choice auto)
+    "failed_step",  # the step that failed, empty when finished
+    "error",  # why: a request's failure class, NoToolCall, UnknownTool, ToolCallInvalidJSON ...; empty when finished
+]
+SIDE_FILES = {ANSWERS_FILE: ANSWER_COLUMNS, TASKS_FILE: TASK_COLUMNS}  # written beside requests.csv when rows come
 
 # levels.csv: one row per concurrency level of a step ramp, written by the load shape on the master.
 LEVEL_COLUMNS = [

@@ -29,7 +29,7 @@ class ArrivalSocket(socket.socket):
 class RequestTiming:
     """The server-side timestamps of one request (docs/concepts/simulator.md, section 12)."""
 
-    __slots__ = ("request_id", "peer", "arrival", "arrival_clock", "first", "last", "chunks", "queue")
+    __slots__ = ("request_id", "peer", "arrival", "arrival_clock", "first", "last", "chunks", "queue", "messages")
 
     def __init__(self, request_id: str, arrived: float | None = None, peer: str = "") -> None:
         self.request_id = request_id
@@ -40,6 +40,7 @@ class RequestTiming:
         self.last: float | None = None
         self.chunks = 0
         self.queue: float | None = None  # seconds its (first) sequence waited in the engine's queue
+        self.messages: list | None = None  # a chat request's messages, as sent (a conversation's history)
 
     def output_write(self) -> None:
         """A write carrying output tokens is about to hand its bytes to the socket."""
@@ -93,6 +94,8 @@ class RequestLog:
             "chunks": timing.chunks,
             "queue": timing.queue,
         }
+        if timing.messages is not None:
+            record["messages"] = timing.messages
         self._file.write(json.dumps(record) + "\n")
 
     def close(self) -> None:

@@ -33,6 +33,7 @@ from .requestlog import REQUEST_ID_HEADER, RequestLog
 from .spanexport import SpanExporter
 from .streams import Generator, write_sse
 from .tokenizer import Tokenizer
+from .toolcalls import ToolChunks, plan_tool_call
 from .vision import message_images
 
 VLLM_VERSION = "0.33.0"
@@ -166,6 +167,10 @@ class Simulator:
         if not generation.ignore_eos and not generation.min_tokens:
             reply = self.answers.reply(messages, generation.seed or 0, self.driver.load)
         reasoning = self.reasoning if thinking(body) else None
+        if (timing := request.get(TIMING_KEY)) is not None:
+            timing.messages = body["messages"]
+        if call := plan_tool_call(body, generation.seed or 0):
+            reply, reasoning = call.reply, None
         encoder_flops = sum(image.encoder_flops for message in images for image in message)
         return await self._generate(
             request,
@@ -175,6 +180,7 @@ class Simulator:
             reply=reply,
             reasoning=reasoning,
             encoder_flops=encoder_flops,
+            tools=ToolChunks(call) if call else None,
         )
 
     async def completions(self, request: web.Request) -> web.StreamResponse:
@@ -199,6 +205,7 @@ class Simulator:
         reply: Reply | None = None,
         reasoning: Reasoning | None = None,
         encoder_flops: float = 0.0,
+        tools: ToolChunks | None = None,
     ) -> web.StreamResponse:
         interval = max(generation.stream_interval or 1, self.profile.stream_interval)
         stream = self.generator.start(
@@ -225,6 +232,7 @@ class Simulator:
                     reasoning,
                     self.sse_line_ending,
                 )
+                fmt.tools = tools
                 return await write_sse(request, stream, fmt, generation.include_usage, timing)
             await stream.wait_finished()
         finally:
@@ -233,7 +241,12 @@ class Simulator:
         choices = [(stream.full_text(index), reason) for index, reason in enumerate(stream.reasons)]
         build = chat_response if chat else completion_response
         cached = stream.cached_tokens if self.prompt_details else None
-        return _json(build(self.model, choices, prompt_tokens, stream.completion_tokens, cached))
+        body = build(self.model, choices, prompt_tokens, stream.completion_tokens, cached)
+        if tools is not None:
+            for choice in body["choices"]:
+                choice["message"] = tools.message(choice["message"])
+                choice["finish_reason"] = tools.call.finish_reason(choice["finish_reason"])
+        return _json(body)
 
     def _record(self, request: web.Request, seq: Sequence, prompt_tokens: int) -> None:
         """The finished request in the request log and as a span (its first sequence's engine times)."""

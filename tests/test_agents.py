@@ -131,10 +131,10 @@ class StandIn:
         name, arguments, text = self.answers.pop(0)
         reader = ToolCallReader()
         if name == "FAIL":
-            return Answer("HTTP 500", reader, 0.0)
+            return Answer("HTTP 500", reader, 0.0, 0.0)
         calls = [{"id": f"id{len(self.sent)}", "function": {"name": name, "arguments": arguments}}] if name else []
         reader.message({"content": text, "tool_calls": calls})
-        return Answer("", reader, 0.0)
+        return Answer("", reader, 0.0, 0.0)
 
     def send_all(self, turns):
         return [self.send(*turn) for turn in turns]

@@ -37,6 +37,7 @@ DEFAULT_SCRIPT: dict[str, Any] = {
         {"fanout": 3, "prompt": "Sub-task {i} of {n}: summarise what was found."},
         {"tool_choice": "none"},
     ],
+    "max_tokens": 64,  # room for a call's arguments: one cut short is no call (ToolCallCut)
 }
 
 
@@ -112,7 +113,9 @@ class Answer:
 
     error: str
     reader: ToolCallReader
-    end: float  # perf_counter seconds
+    start: float  # perf_counter seconds: the request was sent
+    end: float  # its answer was read whole
+    finish_reason: str = ""
 
 
 # sends one request: (messages, tool_choice, step number) -> its answer
@@ -127,7 +130,7 @@ class TaskRecord:
     users: int
     start_wall: float = field(default_factory=time.time)
     start: float = field(default_factory=time.perf_counter)
-    end: float | None = None
+    end: float | None = None  # perf_counter seconds: its last answer read, or its last tool run
     turns: int = 0
     requests: int = 0
     tool_time: float = 0.0
@@ -137,6 +140,15 @@ class TaskRecord:
 
     def fail(self, step: int, error: str) -> None:
         self.failed_step, self.error = step, error
+
+    def answered(self, answers: list[Answer]) -> None:
+        """A step's answers are in: the task started with its first request's send and lasts to the latest answer
+        (the client's own work before the first send and after the last answer is left out)."""
+        if self.requests == 0:
+            self.start_wall += min(a.start for a in answers) - self.start
+            self.start = min(a.start for a in answers)
+        self.requests += len(answers)
+        self.end = max(a.end for a in answers)
 
     @property
     def latency(self) -> float:
@@ -185,7 +197,7 @@ def run_task(
         if step.fanout:
             subtasks = [step.prompt.format(i=i, n=step.fanout) for i in range(1, step.fanout + 1)]
             answers = send_all([([*messages, {"role": "user", "content": s}], choice, number) for s in subtasks])
-            record.requests += len(answers)
+            record.answered(answers)
             if error := next((answer.error for answer in answers if answer.error), ""):
                 record.fail(number, error)
                 break
@@ -193,7 +205,7 @@ def run_task(
             messages.append({"role": "user", "content": joined})
             continue
         answer = send(list(messages), choice, number)
-        record.requests += 1
+        record.answered([answer])
         if answer.error:
             record.fail(number, answer.error)
             break
@@ -207,7 +219,6 @@ def run_task(
             break
         if not calls and choice == "auto":
             break  # the model answered: the agent is done
-    record.end = time.perf_counter()
     return record
 
 
@@ -218,11 +229,12 @@ def _run_tools(
     for call in answer.reader.tool_calls():
         problem = call.problem() or ("" if call.name in script.tools else "UnknownTool")
         if problem:
-            return problem
+            return "ToolCallCut" if answer.finish_reason == "length" else problem
         record.tool_call_times.append(answer.end - record.start)
         tool = script.tools[call.name]
         began = time.perf_counter()
         sleep(tool.latency_s)
-        record.tool_time += time.perf_counter() - began
+        record.end = time.perf_counter()
+        record.tool_time += record.end - began
         messages.append({"role": "tool", "tool_call_id": call.id, "content": tool.result})
     return ""

@@ -92,7 +92,8 @@ TASK_COLUMNS = [
     "tool_call_s",  # time from the task's start to each tool call (its answer complete), ";"-separated
     "finished",  # 1 when every step succeeded (or the model answered without a call under tool_choice auto)
     "failed_step",  # the step that failed, empty when finished
-    "error",  # why: a request's failure class, NoToolCall, UnknownTool, ToolCallInvalidJSON ...; empty when finished
+    "error",  # why: a request's failure class, NoToolCall, UnknownTool, ToolCallInvalidJSON, ToolCallCut
+    # (arguments cut by max_tokens) ...; empty when finished
 ]
 SIDE_FILES = {ANSWERS_FILE: ANSWER_COLUMNS, TASKS_FILE: TASK_COLUMNS}  # written beside requests.csv when rows come
 

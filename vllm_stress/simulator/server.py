@@ -237,6 +237,9 @@ class Simulator:
             await stream.wait_finished()
         finally:
             self.driver.abort(stream.seqs)
+            if timing is not None and timing.messages is not None:
+                timing.answer = stream.full_text(0)
+                timing.tool_call = {"id": tools.call_id, "name": tools.call.name} if tools else None
             self._record(request, stream.seqs[0], prompt_tokens)
         choices = [(stream.full_text(index), reason) for index, reason in enumerate(stream.reasons)]
         build = chat_response if chat else completion_response

@@ -4,6 +4,7 @@ concurrent greenlets; a row per request (with its task and step) and a ``tasks.c
 from __future__ import annotations
 
 import itertools
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -57,7 +58,8 @@ class AgentUser(chat.ChatUser):
         self.connections = max(1, self.script.max_fanout)  # a fan-out's requests each hold a connection
         super().__init__(environment)
         self.ignore_eos = False  # a tool call ends where its arguments do
-        self.readers: dict[Exchange, ToolCallReader] = {}
+        self.readers: dict[Exchange, ToolCallReader] = {}  # the answers being read
+        self.read_at: dict[Exchange, float] = {}  # when each streamed answer's last bytes arrived
         # the simulator's tool_choice "auto" rule: the model calls tools while the history holds fewer results
         self.auto_calls = sum(1 for step in self.script.steps if not step.fanout and step.tool_choice != "none")
         self.record: TaskRecord  # the task in progress
@@ -99,7 +101,8 @@ class AgentUser(chat.ChatUser):
                 del self.readers[exchange]
 
         exchange = send_request(self, spec, send)
-        return Answer(exchange.error, reader, exchange.end or 0.0)
+        end = self.read_at.pop(exchange, None) or time.perf_counter()
+        return Answer(exchange.error, reader, exchange.start, end, exchange.finish_reason)
 
     def send_steps(self, turns: list[tuple[list[dict[str, Any]], Any, int]]) -> list[Answer]:
         """A fan-out: its requests sent at once, each from its own greenlet, joined."""
@@ -125,7 +128,9 @@ class AgentUser(chat.ChatUser):
             reader.delta(delta)
             return is_output_delta(delta)
 
-        read_body(stream, SSEParser(exchange, self.output_marker, is_output), exchange)
+        parser = SSEParser(exchange, self.output_marker, is_output)
+        read_body(stream, parser, exchange)
+        self.read_at[exchange] = parser.now  # the arrival of the body's last bytes (the kernel's, when it says)
 
     def read_json(self, response: dict[str, Any], exchange: Exchange) -> None:
         super().read_json(response, exchange)

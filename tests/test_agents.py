@@ -192,7 +192,7 @@ def test_task_graph_carries_the_history_word_for_word():
     row = dict(
         zip(
             ["turns", "requests", "tool_calls", "finished", "failed_step", "error"],
-            record.row("w")[6:9] + record.row("w")[11:],
+            record.row("w")[6:9] + record.row("w")[12:],
             strict=True,
         )
     )
@@ -212,7 +212,7 @@ def test_task_graph_carries_the_history_word_for_word():
 def test_task_graph_fails_at_its_step(answers, failed_step, error, requests):
     _, record = walk(answers)
     assert (record.failed_step, record.error, record.requests) == (failed_step, error, requests)
-    assert record.row("w")[11:] == [0, failed_step, error]
+    assert record.row("w")[12:] == [0, failed_step, error]
 
 
 def test_auto_step_without_a_call_ends_the_task_finished():

@@ -133,6 +133,7 @@ class TaskRecord:
     end: float | None = None  # perf_counter seconds: its last answer read, or its last tool run
     turns: int = 0
     requests: int = 0
+    step_time: float = 0.0  # its steps' seconds, each from its first request's send to its last answer's end
     tool_time: float = 0.0
     tool_call_times: list[float] = field(default_factory=list)  # seconds from the start to each tool call
     failed_step: int | None = None
@@ -149,6 +150,7 @@ class TaskRecord:
             self.start = min(a.start for a in answers)
         self.requests += len(answers)
         self.end = max(a.end for a in answers)
+        self.step_time += self.end - min(a.start for a in answers)
 
     @property
     def latency(self) -> float:
@@ -167,6 +169,7 @@ class TaskRecord:
             self.turns,
             self.requests,
             len(self.tool_call_times),
+            round(self.step_time, 6),
             round(self.tool_time, 6),
             ";".join(f"{t:.6f}" for t in self.tool_call_times),
             int(self.failed_step is None),

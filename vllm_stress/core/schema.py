@@ -82,13 +82,15 @@ TASK_COLUMNS = [
     "task_id",  # the task's id, as on its requests' rows
     "users",  # the level when the task started
     "worker",  # worker id, as in requests.csv
-    "start_time",  # unix seconds when the task started (its first request was built)
-    "end_time",  # unix seconds when it ended (its last step's answer and tools, or its failure)
-    "latency_s",  # end_time - start_time: its steps' requests plus its tools' latencies and the client's own work
+    "start_time",  # unix seconds when the task started (its first request was sent)
+    "end_time",  # unix seconds when it ended (its last answer or tool, or its failure)
+    "latency_s",  # end_time - start_time: its steps, its tools' latencies and the client's own work between them
     "turns",  # model turns done (a fan-out is one turn)
     "requests",  # requests sent (a fan-out's each)
     "tool_calls",  # tool calls the model made and the client ran
-    "tool_time_s",  # seconds spent running tools (their latencies, as slept)
+    "step_time_s",  # seconds in its steps, each from its first request's send to its last answer's last byte
+    "tool_time_s",  # seconds spent running tools (their latencies, as slept); latency_s - step_time_s - tool_time_s
+    # is the client's own work between steps (building requests, reading answers), which a busy client lengthens
     "tool_call_s",  # time from the task's start to each tool call (its answer complete), ";"-separated
     "finished",  # 1 when every step succeeded (or the model answered without a call under tool_choice auto)
     "failed_step",  # the step that failed, empty when finished

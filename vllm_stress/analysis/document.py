@@ -17,6 +17,7 @@ from vllm_stress.analysis.pareto import pareto_blocks
 from vllm_stress.analysis.render import Block, Bullets, Heading, Image, Paragraph, Table
 from vllm_stress.analysis.serverview import SPLIT_PERCENTS, TTFT_PARTS
 from vllm_stress.analysis.summary import ConfigSummary, Peak, Summary, Unaccounted
+from vllm_stress.analysis.tasks import task_blocks
 from vllm_stress.analysis.traffic import traffic_blocks
 from vllm_stress.core import bound, capacity
 from vllm_stress.core import steady as steady_rule
@@ -55,6 +56,7 @@ def build_report(summary: Summary, plots: dict[str, Path]) -> list[Block]:
         blocks += [Heading(f"Per level: {label}"), Paragraph(config_caption(config)), level_table(config)]
         blocks += split_blocks(config) + replica_blocks(config)
         blocks += canary_blocks(label, config.get("canaries") or [])
+        blocks += task_blocks(label, config.get("tasks") or [])
         blocks += error_blocks(config)
     blocks += [block for config in configs.values() for block in traffic_blocks(config["traffic"])]
     blocks += [Heading("Plots")] + [Image(title, path) for title, path in plots.items()]

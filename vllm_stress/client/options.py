@@ -279,8 +279,7 @@ def add_arguments(parser: LocustArgumentParser) -> None:
     parser.add_argument(
         "--agent-task",
         default="",
-        help="Agent user: the task script, JSON (tools with latencies, steps with tool_choice and fan-out; "
-        "docs/guides/agents.md); '' : the built-in one (4 turns, 2 tool calls, a fan-out of 3)",
+        help="Agent user: the task script (JSON: docs/guides/agents.md); '' : the built-in one",
     )
     parser.add_argument(
         "--session-header",

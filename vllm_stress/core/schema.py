@@ -52,8 +52,8 @@ REQUEST_COLUMNS = [
     # placeholder, not the tokens its processor expands it to)
     "image_bytes",  # bytes of the images' data URLs in the request body (base64, what went on the wire)
     "canary",  # a correctness canary (--canary-share): the fixed prompt's id, its answer in answers.csv; else ""
-    "task_id",  # the agent user (locustfiles/agent.py): the task the request is a step of, its row in tasks.csv
-    "step",  # the task's step, from 1 (a fan-out's sub-requests share theirs); empty outside tasks
+    "task_id",  # the agent task (tasks.csv) the request is a step of, else empty
+    "step",  # its step in the task, from 1 (a fan-out's requests share one)
 ]
 
 # answers.csv: one row per canary request (--canary-share), its answer text, written beside requests.csv. A canary
@@ -74,28 +74,24 @@ ANSWER_MAX_CHARS = 4000  # bounds answers.csv: at most this many characters of e
 # neither a success nor a failure: it is counted apart as aborted, everywhere.
 ABORTED = "Aborted"
 
-# tasks.csv: one row per agent task (locustfiles/agent.py), written beside requests.csv. A task is a graph of steps:
-# a model turn (one request, or a fan-out of requests sent at once and joined), the tool calls its answer made, each
-# run by the client (a sleep of the tool's latency) and its result appended to the history.
+# tasks.csv: one row per agent task (docs/guides/agents.md), written beside requests.csv.
 TASKS_FILE = "tasks.csv"
 TASK_COLUMNS = [
     "task_id",  # the task's id, as on its requests' rows
-    "users",  # the level when the task started
+    "users",  # the level when it started
     "worker",  # worker id, as in requests.csv
-    "start_time",  # unix seconds when the task started (its first request was sent)
-    "end_time",  # unix seconds when it ended (its last answer or tool, or its failure)
-    "latency_s",  # end_time - start_time: its steps, its tools' latencies and the client's own work between them
-    "turns",  # model turns done (a fan-out is one turn)
-    "requests",  # requests sent (a fan-out's each)
-    "tool_calls",  # tool calls the model made and the client ran
-    "step_time_s",  # seconds in its steps, each from its first request's send to its last answer's last byte
-    "tool_time_s",  # seconds spent running tools (their latencies, as slept); latency_s - step_time_s - tool_time_s
-    # is the client's own work between steps (building requests, reading answers), which a busy client lengthens
-    "tool_call_s",  # time from the task's start to each tool call (its answer complete), ";"-separated
-    "finished",  # 1 when every step succeeded (or the model answered without a call under tool_choice auto)
-    "failed_step",  # the step that failed, empty when finished
-    "error",  # why: a request's failure class, NoToolCall, UnknownTool, ToolCallInvalidJSON, ToolCallCut
-    # (arguments cut by max_tokens) ...; empty when finished
+    "start_time",  # unix seconds: its first request was sent
+    "end_time",  # unix seconds: its last answer or tool ended, or it failed
+    "latency_s",  # end_time - start_time
+    "turns",  # model turns done (a fan-out is one)
+    "requests",  # requests sent
+    "tool_calls",  # tool calls made and run
+    "step_time_s",  # seconds in its steps, each from its first send to its last answer's last byte
+    "tool_time_s",  # seconds running tools (as slept); latency_s less both is the client's own work
+    "tool_call_s",  # seconds from its start to each tool call (its answer whole), ";"-separated
+    "finished",  # 1 when no step failed
+    "failed_step",  # the step that failed, else empty
+    "error",  # why: a request's failure class, NoToolCall, UnknownTool, ToolCallInvalidJSON, ToolCallCut ...
 ]
 SIDE_FILES = {ANSWERS_FILE: ANSWER_COLUMNS, TASKS_FILE: TASK_COLUMNS}  # written beside requests.csv when rows come
 

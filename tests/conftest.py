@@ -316,7 +316,8 @@ def installed_suite(tmp_path_factory):
     return InstalledSuite(venv / "bin", env | {"PYTHONUNBUFFERED": "1"})
 
 
-# the traffic tier's server: LoRA adapters (loaded at runtime by /v1/load_lora_adapter) and priority scheduling
+# the traffic tier's server: LoRA adapters (loaded at runtime by /v1/load_lora_adapter), priority scheduling and
+# tool calls parsed from Qwen2's output (the tiny model's template is Qwen2's: the hermes parser)
 TRAFFIC_FLAGS = ("--enable-lora", "--max-loras", "2", "--max-lora-rank", "8", "--max-cpu-loras", "4")
 TRAFFIC_FLAGS += ("--scheduling-policy", "priority")
 TRAFFIC_FLAGS += ("--enable-log-requests",)  # a line per request naming its LoRA adapter: the server's count per model

@@ -1,4 +1,4 @@
-"""The traffic tier against one real vLLM (CPU build) with LoRA adapters, priority scheduling and tool choice on (the
+"""The traffic tier against one real vLLM (CPU build) with LoRA adapters, priority scheduling and tool calls on (the
 ``real_vllm_traffic`` fixture, tests/conftest.py): the names and fields the suite relies on, as vLLM serves them."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import requests
 from benchmarks.harness import read_rows, scrape
 from tests.helpers import NO_CANARIES, REPO, Server
 from vllm_stress.client.structured import CUT, INVALID, VALID, JsonSchema, judge
+from vllm_stress.client.toolcalls import ToolCallReader
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -173,3 +174,34 @@ def test_a_required_tool_call_is_judged_by_the_same_code(real_vllm_traffic: Serv
         assert calls[0]["function"]["name"] == "get_weather" and verdict == VALID, choice
     else:
         assert choice["finish_reason"] == "length" and verdict != VALID, choice
+
+
+def test_a_required_tool_choice_streams_calls_the_agent_reader_joins(real_vllm_traffic: Server):
+    """vLLM's ``tool_choice: required`` (--tool-call-parser) streams ``delta.tool_calls`` by index: the first entry of
+    a call has its id, type and name, later ones argument fragments. The agent user's reader joins them into named
+    calls; the tiny model's arguments are flagged when they are not a JSON object."""
+    tool = {"name": "get_weather", "parameters": {"type": "object", "properties": {"n": {"type": "integer"}}}}
+    body = {
+        "model": real_vllm_traffic.model,
+        "messages": [{"role": "user", "content": "Weather in Paris?"}],
+        "tools": [{"type": "function", "function": tool}],
+        "tool_choice": "required",
+        "max_tokens": 40,
+        "stream": True,
+    }
+    streamed = requests.post(f"{real_vllm_traffic.url}/v1/chat/completions", json=body, stream=True, timeout=120)
+    assert streamed.status_code == 200, streamed.text
+    reader, firsts, reasons = ToolCallReader(), [], []
+    for line in streamed.iter_lines():
+        if line.startswith(b"data: {"):
+            for choice in json.loads(line[6:])["choices"]:
+                reader.delta(choice["delta"])
+                firsts += [e for e in choice["delta"].get("tool_calls") or () if "id" in e]
+                reasons.append(choice["finish_reason"])
+    calls = reader.tool_calls()
+    assert calls and [(e["index"], e["id"], e["type"], e["function"]["name"]) for e in firsts] == [
+        (call.index, call.id, "function", "get_weather") for call in calls
+    ]
+    assert [call.index for call in calls] == list(range(len(calls))) and all(call.arguments for call in calls)
+    assert all(call.problem() in ("", "ToolCallInvalidJSON") for call in calls)
+    assert reasons[-1] in ("tool_calls", "length")

@@ -343,6 +343,9 @@ def run_folder_page() -> str:
             column_rows(source.entries("ANSWER_COLUMNS")),
         ),
         *file_section(
+            schema.TASKS_FILE, described(schema.TASKS_FILE, "TASK_COLUMNS"), column_rows(source.entries("TASK_COLUMNS"))
+        ),
+        *file_section(
             schema.LEVELS_FILE,
             described(schema.LEVELS_FILE, "LEVEL_COLUMNS"),
             column_rows(source.entries("LEVEL_COLUMNS")),

@@ -23,6 +23,7 @@ from vllm_stress.analysis.serverview import SPLIT_PERCENTS, TTFT_PARTS
 from vllm_stress.analysis.specdecode import spec_decode_blocks
 from vllm_stress.analysis.structured import structured_blocks
 from vllm_stress.analysis.summary import ConfigSummary, Peak, Summary, Unaccounted
+from vllm_stress.analysis.tasks import task_blocks
 from vllm_stress.analysis.traffic import traffic_blocks
 from vllm_stress.core import bound, capacity
 from vllm_stress.core import steady as steady_rule
@@ -65,6 +66,7 @@ def build_report(summary: Summary, plots: dict[str, Path]) -> list[Block]:
         blocks += adapter_blocks(label, config.get("adapters") or [])
         blocks += class_blocks(label, config.get("classes"))
         blocks += structured_blocks(label, configs)
+        blocks += task_blocks(label, config.get("tasks") or [])
         blocks += error_blocks(config)
     blocks += [block for config in configs.values() for block in traffic_blocks(config["traffic"])]
     blocks += [Heading("Plots")] + [Image(title, path) for title, path in plots.items()]

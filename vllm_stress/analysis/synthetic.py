@@ -82,6 +82,8 @@ def request_rows(
             "schema_id": "",
             "schema_first_use": np.nan,
             "answer_valid": "",
+            "task_id": "",
+            "step": np.nan,
         }
     )
     return rows[REQUEST_COLUMNS]

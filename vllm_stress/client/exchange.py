@@ -65,6 +65,8 @@ class Exchange:
         "traffic_class",
         "json_schema",
         "answer_valid",
+        "task_id",
+        "step",
     )
 
     def __init__(
@@ -102,11 +104,12 @@ class Exchange:
         self.image_bytes = 0  # the bytes of their data URLs
         self.adapter = ""  # the model it asked for when drawn per request (--lora-adapters), else ""
         self.canary: Canary | None = None  # a correctness canary (--canary-share): its answer is kept
-        self.text: list[str] | None = None  # a canary's or structured answer as it came, piece by piece (None: not
-        # kept)
+        self.text: list[str] | None = None  # a canary's or structured answer as it came (None: not kept)
         self.traffic_class = ""  # the user's traffic class (--traffic-class), "" without
         self.json_schema: JsonSchema | None = None  # the structured output it asked for (--json-schema)
         self.answer_valid = ""  # structured.VALID, INVALID or CUT once judged
+        self.task_id = ""  # an agent task's request (users/agent.py): its task and step
+        self.step: int | None = None
 
     def sent(self) -> None:
         """The request is about to be sent: the send time, as late as the caller can take it."""
@@ -241,6 +244,8 @@ class Exchange:
             self.json_schema.id if self.json_schema else "",
             int(self.json_schema.first_use) if self.json_schema else "",
             self.answer_valid,
+            self.task_id,
+            _opt(self.step),
         ]
 
     def answer_row(self, worker: str) -> list[int | str]:

@@ -298,6 +298,11 @@ def add_arguments(parser: LocustArgumentParser) -> None:
         help="Session user: think time distribution (uniform: between 0 and twice the mean)",
     )
     parser.add_argument(
+        "--agent-task",
+        default="",
+        help="Agent user: the task script (JSON: docs/guides/agents.md); '' : the built-in one",
+    )
+    parser.add_argument(
         "--session-header",
         default=DEFAULT_SESSION_HEADER,
         help="Session user: header carrying the session id, for routers that pin sessions; with --prefix-tokens "

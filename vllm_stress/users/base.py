@@ -212,6 +212,7 @@ class LLMUser(FastHttpUser):
     needs_model = True  # the API takes a model name (default: the first the server lists)
     takes_schemas = False  # --json-schema asks some of its requests for a structured output (chat and completions)
     output_marker = b"\0"  # bytes that only an output-bearing chunk in vLLM's layout has (see read_stream)
+    connections = 1  # connections the user may hold at once (an agent's fan-out: users/agent.py)
     sticky_headers: dict[str, str] = {}  # headers of every request of the user (a session's id, session.py)
     target: Target  # FlowUser's: set by read_options and start_user
     workload: Workload | None
@@ -231,7 +232,7 @@ class LLMUser(FastHttpUser):
         self.network_timeout = options.request_timeout  # per socket read: a silent server fails as Timeout
         self.connection_timeout = min(options.request_timeout, 30.0)
         self.insecure = options.insecure
-        self.concurrency = 1
+        self.concurrency = self.connections
         super().__init__(environment)
         read_options(self, environment)
         self.affinity_header = affinity_header(options.session_header, options.router_preset)

@@ -125,15 +125,15 @@ def main() -> None:
             sim.stop()
         records = {k: v for log in logs for k, v in read_request_log(str(log)).items()}
         print(f"exit code {locust.returncode}; the simulators held {peak.pop('running'):,.0f} streams at most; {peak}")
-    print("accounting:", accounting(out, served))
-    rows = read_rows(out / "requests.csv")
-    _ttft, _send, receive, _itl = errors(rows, records, skip=0.0)
-    print(describe("first-token receive (client kernel time - server write)", receive))
-    health = Counter()
-    for r in read_rows(out / "client_health.csv"):
-        health[r["worker"]] = max(health[r["worker"]], float(r["cpu_percent"]))
-    print("highest CPU % per process (client_health.csv):", dict(health))
-    print("load after:", os.getloadavg())
+        print("accounting:", accounting(out, served))
+        rows = read_rows(out / "requests.csv")
+        _ttft, _send, receive, _itl = errors(rows, records, skip=0.0)
+        print(describe("first-token receive (client kernel time - server write)", receive))
+        health = Counter()
+        for r in read_rows(out / "client_health.csv"):
+            health[r["worker"]] = max(health[r["worker"]], float(r["cpu_percent"]))
+        print("highest CPU % per process (client_health.csv):", dict(health))
+        print("load after:", os.getloadavg())
 
 
 if __name__ == "__main__":

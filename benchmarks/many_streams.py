@@ -7,8 +7,9 @@ rate, every request accounted for and the client's first-token times checked aga
 ``--servers`` simulator processes (``cpu-tiny``, engine steps of ``--step`` seconds: each stream gets 1/step tokens
 per second, no jitter, ``--request-log``): a process holds a socket per stream, and a hard RLIMIT_NOFILE (20,000
 here, which only CAP_SYS_RESOURCE raises) bounds the streams one process can hold, so the users spread their
-requests over them (``-H`` naming each). The chat user runs on a Locust master with ``--workers`` forked workers
-(``--processes``), ``--streams`` users spawned at ``--spawn-rate``, 32-token prompts and ``--output-tokens``
+requests over them (``-H`` naming each). The chat user runs on a Locust master with ``--workers`` worker processes
+(started on their own, as ``vllm-stress worker`` does: forked ones, ``--processes``, lost their heartbeats at once
+with 500 users each here), ``--streams`` users spawned at ``--spawn-rate``, 32-token prompts and ``--output-tokens``
 answers, for ``--seconds``. Every second the script reads the simulators' ``vllm:num_requests_running`` (the
 streams they hold) and, at their peak, both sides' RSS and descriptors.
 
@@ -42,21 +43,19 @@ from vllm_stress.simulator.requestlog import read_request_log
 REPO = Path(__file__).resolve().parent.parent
 
 
-def locust_command(url: str, args: argparse.Namespace, out: Path) -> list[str]:
+def locust_commands(url: str, args: argparse.Namespace, out: Path) -> tuple[list[str], list[str]]:
+    """The master's command line and a worker's (separate processes, as ``vllm-stress worker`` starts them)."""
     port = str(free_port())
-    cmd = [sys.executable, "-m", "locust", "-f", "locustfiles/chat.py", "-H", url, "--headless", "--only-summary"]
-    cmd += ["--processes", str(args.workers), "--master-bind-host", "127.0.0.1", "--master-bind-port", port]
-    cmd += ["--master-port", port, "--expect-workers-max-wait", "60", "-u", str(args.streams)]
-    cmd += ["-r", str(args.spawn_rate), "-t", f"{args.seconds}s", "--input-tokens", "32"]
-    cmd += ["--output-tokens", str(args.output_tokens), "--results-dir", str(out), "-L", "WARNING"]
-    return cmd + (["--source-addresses", args.source_addresses] if args.source_addresses else [])
+    common = [sys.executable, "-m", "locust", "-f", "locustfiles/chat.py", "-H", url, "-L", "WARNING"]
+    master = [*common, "--master", "--headless", "--only-summary", "--master-bind-host", "127.0.0.1"]
+    master += ["--master-bind-port", port, "--expect-workers", str(args.workers), "-u", str(args.streams)]
+    master += ["-r", str(args.spawn_rate), "-t", f"{args.seconds}s", "--input-tokens", "32"]
+    master += ["--output-tokens", str(args.output_tokens), "--results-dir", str(out)]
+    master += ["--source-addresses", args.source_addresses] if args.source_addresses else []
+    return master, [*common, "--worker", "--master-host", "127.0.0.1", "--master-port", port]
 
 
-def children(pid: int) -> list[int]:
-    return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-
-
-def hold(urls: list[str], sim_pids: list[int], locust: subprocess.Popen, seconds: float) -> dict:
+def hold(urls: list[str], sim_pids: list[int], locust: subprocess.Popen, workers: list[int], seconds: float) -> dict:
     """Poll the simulators every second while Locust runs: their peak running count (summed), and both sides' memory
     and descriptors at that peak."""
     peak: dict = {"running": 0.0}
@@ -65,7 +64,6 @@ def hold(urls: list[str], sim_pids: list[int], locust: subprocess.Popen, seconds
         time.sleep(1)
         try:
             running = sum(scrape(url).get(RUNNING, 0.0) for url in urls)
-            workers = children(locust.pid)
             if running > peak["running"]:
                 peak = {"running": running, "sim_rss_mib": [round(rss_mib(p)) for p in sim_pids]}
                 peak |= {"sim_fds": [fds(p) for p in sim_pids], "worker_rss_mib": [round(rss_mib(w)) for w in workers]}
@@ -111,12 +109,17 @@ def main() -> None:
         logs = [Path(tmp) / f"server-{i}.jsonl" for i in range(args.servers)]
         share = -(-args.streams // args.servers)
         sim_args = ["--profile", "cpu-tiny", "--max-num-seqs", str(share), "--max-model-len", "4096"]
-        sim_args += ["--num-gpu-blocks-override", str(share * 8), "--set", f"t_fixed={args.step}", "--set", "jitter=0"]
+        sim_args += ["--num-gpu-blocks-override", str(share * 8), "--max-num-batched-tokens", str(share * 64)]
+        sim_args += ["--set", f"t_fixed={args.step}", "--set", "jitter=0"]  # every new request prefilled in one step
         sims = [stack.enter_context(start_simulator(*sim_args, "--request-log", str(log))) for log in logs]
         urls = [sim.url for sim in sims]
-        locust = subprocess.Popen(locust_command(",".join(urls), args, out), cwd=REPO)
-        peak = hold(urls, [sim.proc.pid for sim in sims], locust, args.seconds)
+        master_cmd, worker_cmd = locust_commands(",".join(urls), args, out)
+        locust = subprocess.Popen(master_cmd, cwd=REPO)
+        workers = [subprocess.Popen(worker_cmd, cwd=REPO) for _ in range(args.workers)]
+        peak = hold(urls, [sim.proc.pid for sim in sims], locust, [w.pid for w in workers], args.seconds)
         locust.wait(timeout=300)
+        for worker in workers:
+            worker.wait(timeout=120)
         deadline = time.monotonic() + 120  # the streams the stop aborted reach the counters at a later step
         while sum(scrape(url).get(RUNNING, 0.0) for url in urls) and time.monotonic() < deadline:
             time.sleep(1)

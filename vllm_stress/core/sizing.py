@@ -27,7 +27,7 @@ MEASURED = {
         "us",
         "client CPU per streamed token, 200-token answers (per-request work included), a plain aiohttp server "
         "writing each token on its own (vLLM's benchmark client: 47.1)",
-        "issue 45 (2026-11-27); benchmarks/client_cost.py",
+        "by hand, 2026-11-27 (benchmarks/client_cost.py repeats it)",
     ),
     "rss_per_stream": Measured(36.0, "KiB", "worker memory (RSS) per open stream", "benchmarks/scale.md"),
     "fds_per_stream": Measured(

@@ -152,7 +152,14 @@ def commands_page() -> str:
 def measured_section() -> list[str]:
     """The measured capacities `plan` sizes a load from (vllm_stress/core/sizing.py's MEASURED)."""
     rows = [(m.what, f"{m.value:,g} {m.unit}".strip(), m.source) for m in sizing.MEASURED.values()]
-    return ["## Measured capacities", "", "What `plan` sizes from:", "", *table(("figure", "value", "source"), rows), ""]
+    return [
+        "## Measured capacities",
+        "",
+        "What `plan` sizes from:",
+        "",
+        *table(("figure", "value", "source"), rows),
+        "",
+    ]
 
 
 def locust_parser(add: Callable[[Any], None]) -> argparse.ArgumentParser:

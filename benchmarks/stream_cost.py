@@ -109,6 +109,7 @@ def main() -> None:
     for step in map(float, args.steps.split(",")):
         sim_args = ["--profile", "cpu-tiny", "--max-num-seqs", str(max(counts)), "--max-model-len", "4096"]
         sim_args += ["--num-gpu-blocks-override", str(max(counts) * 260), "--set", f"t_fixed={step}"]
+        sim_args += ["--max-num-batched-tokens", str(max(counts) * 64)]  # every new stream prefilled in one step
         with tempfile.TemporaryDirectory() as tmp, start_simulator(*sim_args, "--set", "jitter=0") as sim:
             os.sched_setaffinity(sim.proc.pid, {0})
             for n in counts:

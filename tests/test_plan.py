@@ -126,3 +126,4 @@ def test_plan_gives_memory_descriptors_and_the_masters_share_from_the_measured_f
     assert "worker processes: 4 " in out and "5,000 streams x 36 KiB = 176 MiB" in out
     assert "master: 625 rows/s x 23.4 us = 1 % of a core" in out
     assert "0.17 cores against a server writing each token on its own (34.0 us per token)" in out
+    assert "open streams: 20,000 x 8.1 us per second = 0.16 cores more" in out

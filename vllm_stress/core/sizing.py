@@ -19,24 +19,21 @@ class Measured:
 
 
 MEASURED = {
-    "cpu_per_token": Measured(
-        24.4, "us", "client CPU per streamed token, the simulator, streams that never end", "benchmarks/client.md"
-    ),
+    "cpu_per_token": Measured(24.4, "us", "client CPU per token, simulator, endless streams", "benchmarks/client.md"),
     "cpu_per_token_plain_server": Measured(
         34.0,
         "us",
-        "client CPU per streamed token, 200-token answers (per-request work included), a plain aiohttp server "
-        "writing each token on its own (vLLM's benchmark client: 47.1)",
-        "by hand, 2026-11-27 (benchmarks/client_cost.py repeats it)",
+        "client CPU per token, 200-token answers, a plain aiohttp server writing each token alone (vLLM's "
+        "benchmark client: 47.1)",
+        "by hand, 2026-11-27 (benchmarks/scale.md)",
+    ),
+    "cpu_per_stream_second": Measured(
+        8.1, "us", "client CPU per open stream-second, tokens apart", "benchmarks/scale.md"
     ),
     "rss_per_stream": Measured(36.0, "KiB", "worker memory (RSS) per open stream", "benchmarks/scale.md"),
-    "fds_per_stream": Measured(
-        1.0, "", "worker file descriptors per open stream and replica it sends to", "benchmarks/scale.md"
-    ),
-    "streams_per_worker": Measured(5000, "", "streams one worker process held (20,000 in all)", "benchmarks/scale.md"),
-    "master_cpu_per_row": Measured(
-        23.4, "us", "master CPU per request row received and written", "benchmarks/scale.md"
-    ),
+    "fds_per_stream": Measured(1.0, "", "worker descriptors per stream and replica", "benchmarks/scale.md"),
+    "streams_per_worker": Measured(5000, "", "streams one worker held (20,000 in all)", "benchmarks/scale.md"),
+    "master_cpu_per_row": Measured(23.4, "us", "master CPU per request row", "benchmarks/scale.md"),
 }
 # CPU a worker process spends per streamed token (one SSE event each), measured at 1,000 streams: the median of
 # benchmarks/client.md's runs.
@@ -52,9 +49,11 @@ def cores_for(tokens_per_s: float) -> float:
 
 
 def worker_processes(tokens_per_s: float, users: int = 0) -> int:
-    """Worker processes that keep each under TIMING_CPU_PERCENT while streaming ``tokens_per_s`` in total, and each
-    with at most the measured streams per worker of ``users`` streams."""
-    by_cpu = math.ceil(cores_for(tokens_per_s) * 100 / TIMING_CPU_PERCENT - 1e-9)
+    """Worker processes that keep each under TIMING_CPU_PERCENT while streaming ``tokens_per_s`` in total over
+    ``users`` open streams (their CPU per stream-second included), and each with at most the measured streams per
+    worker."""
+    cores = cores_for(tokens_per_s) + users * MEASURED["cpu_per_stream_second"].value / 1e6
+    by_cpu = math.ceil(cores * 100 / TIMING_CPU_PERCENT - 1e-9)
     return max(1, by_cpu, math.ceil(users / MEASURED["streams_per_worker"].value))
 
 
@@ -72,7 +71,9 @@ def stream_lines(users: int, processes: int, rows_per_s: float) -> list[str]:
     for ``rows_per_s`` request rows (0: not given)."""
     share = math.ceil(users / processes)
     rss, fds, row = MEASURED["rss_per_stream"], MEASURED["fds_per_stream"], MEASURED["master_cpu_per_row"]
+    idle = MEASURED["cpu_per_stream_second"]
     lines = [
+        f"open streams: {users:,} x {idle.value:g} {idle.unit} per second = {users * idle.value / 1e6:.2f} cores more",
         f"each worker process: {share:,} streams x {rss.value:g} {rss.unit} = {share * rss.value / 1024:,.0f} MiB "
         f"more memory, {share * fds.value:,.0f} more file descriptors per replica it sends to (ulimit -n)",
     ]

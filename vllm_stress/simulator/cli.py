@@ -15,6 +15,8 @@ from collections.abc import Callable
 import uvloop
 from aiohttp import web
 
+from vllm_stress.core import descriptors
+
 from . import disagg, lora
 from .priority import POLICIES
 from .profiles import DEFAULT_PROFILE, FIELD_TYPES, Profile, load_profile, parse_assignments, profile_names
@@ -260,6 +262,7 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
     except ValueError as error:
         print(f"simulator: {error}", file=sys.stderr)
         return 2
+    descriptors.raise_limit()  # a socket per stream: the soft RLIMIT_NOFILE up to the hard one
     loop_factory = uvloop.new_event_loop if args.event_loop == "uvloop" else asyncio.new_event_loop
     with asyncio.Runner(loop_factory=loop_factory) as runner:
         if args.pd:

@@ -193,7 +193,7 @@ class Target:
         host = self.host
         verify = not self.options.insecure
         try:
-            models = served.models(host, self.headers, timeout=30, verify=verify)
+            models = served.models(host, self.headers, timeout=30, verify=verify, session=SOURCES.http_session())
         except (requests.HTTPError, ValueError) as e:
             if required:
                 raise StopTarget(f"cannot list models at {host.rstrip('/')}/v1/models: {e}") from None

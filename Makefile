@@ -2,7 +2,7 @@
 # Both create the virtual environment in .venv on first use (the suite itself installed in it, editable: the
 # `vllm-stress` command and `locust -f locustfiles/...` from anywhere) and reinstall only when a requirements file
 # or pyproject.toml changes. `make test-fast` runs the fast tier only.
-# `make test` also installs what its heavier tiers need: a CPU build of vLLM with a tiny model in .cache/ (the
+# `make test` also installs what its heavier tiers need: a CPU build of vLLM with a tiny model in ~/.cache/vllm-stress (the
 # real-vLLM tier, deploy/real-vllm.sh), Debian's chromium (the web UI browser test) and Debian's prometheus (the
 # Prometheus scrape test) and Debian's nginx (the router of the fleet test). `make test QUICK=1` skips
 # the real-vLLM tier for quick local runs. Without one of those (or root, for the network namespaces) its tests are

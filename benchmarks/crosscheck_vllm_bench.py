@@ -33,7 +33,11 @@ from benchmarks.harness import read_rows
 REPO = Path(__file__).resolve().parent.parent
 
 SCRIPT = REPO / "deploy" / "real-vllm.sh"
-HOME = Path(os.environ.get("REAL_VLLM_HOME", REPO / ".cache" / "real-vllm"))
+# deploy/real-vllm.sh's install: REAL_VLLM_HOME, else its default in the user cache
+HOME = Path(
+    os.environ.get("REAL_VLLM_HOME")
+    or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "vllm-stress" / "real-vllm"
+)
 VLLM_PYTHON = Path(os.environ.get("REAL_VLLM_VENV", HOME / "venv")) / "bin" / "python"
 BENCH = """
 import sys

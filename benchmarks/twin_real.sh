@@ -8,7 +8,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 out=$1 rounds=${2:-1}
 py=.venv/bin/python
 vllm() { bash deploy/real-vllm.sh "$@"; }
-state_value() { sed -n "s/^$1=//p" "${REAL_VLLM_STATE:-.cache/real-vllm/server.env}"; }
+state_value() { sed -n "s/^$1=//p" "${REAL_VLLM_STATE:-${REAL_VLLM_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/vllm-stress/real-vllm}/server.env}"; }
 
 real_run() { # DIR SCENARIO MAX_NUM_SEQS [LOCUST-ARG...]: a scenario against the running real vLLM, client pinned apart
   local dir=$1 scenario=$2 seqs=$3 pin=()

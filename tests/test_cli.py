@@ -80,7 +80,8 @@ def test_locustfiles_are_the_packages_files(capsys):
     with pytest.raises(SystemExit) as refused:
         cli.locustfile("nope")
     assert (
-        str(refused.value) == "error: no locustfile 'nope' (one of: chat, completions, generate, sdk, session) or shape"
+        str(refused.value)
+        == "error: no locustfile 'nope' (one of: chat, completions, generate, sdk, session, agent) or shape"
     )
 
 

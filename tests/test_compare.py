@@ -192,7 +192,7 @@ def test_reads_a_vllm_bench_serve_result(tmp_path, capsys):
     assert "Levels on one side only (not compared): baseline [5]" in report
 
 
-# Written by vllm bench serve (vllm/benchmarks/serve.py, run from .cache/real-vllm's vLLM) against the simulator
+# Written by vllm bench serve (vllm/benchmarks/serve.py, run from deploy/real-vllm.sh's vLLM) against the simulator
 # (--max-num-seqs 8): --backend openai-chat --dataset-name random --random-input-len 128 --random-output-len 32
 # --num-prompts 400 --max-concurrency 8 --ignore-eos --percentile-metrics ttft,tpot,itl,e2el --metric-percentiles 50,99
 # --save-result; its two per-request lists (latencies, queue_times) left out and tokenizer_id made relative.

@@ -19,6 +19,14 @@ def test_a_level_is_refused_when_a_process_share_passes_the_limit():
     assert "in its load process, the limit is 200 " in descriptors.refusal(100, 1, 200)
 
 
+def test_users_spread_over_replicas_need_a_descriptor_per_replica():
+    # 5,000 users per worker sending to two replicas: 128 + 2 x 5,000 = 10,128 each
+    assert descriptors.refusal(20000, 4, 10128, replicas=2) == ""
+    assert descriptors.refusal(20000, 4, 10127, replicas=2).startswith(
+        "level 20000 users needs about 10128 file descriptors in each of its 4 worker processes, the limit is 10127 "
+    )
+
+
 def test_the_soft_limit_is_raised_to_the_hard_one():
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     lowered = min(soft, 64)

@@ -124,7 +124,7 @@ def test_each_format_is_analysed_with_both_levels(version, tmp_path, capsys):
         assert earlier[0]["not_computed"][-1] == (
             "no image tokens and bytes per request, per-request server spans, client read-behind time, replica set "
             "over time, per-adapter latency and throughput, LoRA slots and deferred requests, server spec-decode "
-            "acceptance: written before 2026-11-25"
+            "acceptance, per-class report, structured-output validity: written before 2026-11-25"
         )
     if version < 3:
         assert earlier[0]["not_computed"][-2] == (

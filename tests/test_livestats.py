@@ -52,3 +52,10 @@ def test_the_first_answer_token_is_kept_for_a_reasoning_models_rows_only():
     plain = request_row(end_time=101.0, e2e_s=2.0, ttft_s=0.1, ttfa_s=0.1, completion_tokens=50)
     stats.add([thinking, plain])
     assert [ttfa for _, _, _, ttfa in stats.recent] == [0.9, ""]
+
+
+def test_rows_of_a_traffic_class_are_also_counted_per_class():
+    stats = LiveStats(report_lag_s=0.0)
+    stats.add([measured(100.0, 0.1, 10), request_row(**{"class": "batch", "ok": 0, "error": "HTTP 500"})])
+    assert stats.latencies_by_level[4].requests == 2
+    assert list(stats.latencies_by_class) == [(4, "batch")] and stats.latencies_by_class[4, "batch"].failures == 1

@@ -115,3 +115,15 @@ def test_report_says_how_many_workers_a_client_bound_level_needed(tmp_path):
         "processes" in report
     )
     assert "10 users: a load generator" not in report
+
+
+def test_plan_gives_memory_descriptors_and_the_masters_share_from_the_measured_figures(capsys):
+    """20,000 slow streams: four workers by the streams one held (not one by CPU), 5,000 x 36 KiB each, and
+    20,000 x 0.25 / 8 = 625 rows/s for the master at 23.4 us a row (1.5 % of a core)."""
+    args = ["plan", "--users", "20000", "--tokens-per-s-per-stream", "0.25", "--output-tokens", "8"]
+    assert main([*args, "--cores-per-machine", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "worker processes: 4 " in out and "5,000 streams x 36 KiB = 176 MiB" in out
+    assert "master: 625 rows/s x 23.4 us = 1 % of a core" in out
+    assert "0.17 cores against a server writing each token on its own (34.0 us per token)" in out
+    assert "open streams: 20,000 x 8.1 us per second = 0.16 cores more" in out

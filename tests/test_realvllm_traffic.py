@@ -1,9 +1,9 @@
-"""The traffic tier against one real vLLM (CPU build) with LoRA adapters and priority scheduling on (the
+"""The traffic tier against one real vLLM (CPU build) with LoRA adapters, priority scheduling and tool calls on (the
 ``real_vllm_traffic`` fixture, tests/conftest.py): the names and fields the suite relies on, as vLLM serves them."""
 
 from __future__ import annotations
 
-import os
+import json
 import re
 import subprocess
 from collections import Counter
@@ -12,8 +12,10 @@ from pathlib import Path
 import pytest
 import requests
 
-from benchmarks.harness import read_rows
-from tests.helpers import REPO, Server
+from benchmarks.harness import read_rows, scrape
+from tests.helpers import NO_CANARIES, REPO, Server
+from vllm_stress.client.structured import CUT, INVALID, VALID, JsonSchema, judge
+from vllm_stress.client.toolcalls import ToolCallReader
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -36,16 +38,11 @@ LORA_NAME = "tiny-lora"
 RECEIVED = re.compile(r"Received request (\S+): .*lora_request: (?:None|LoRARequest\(lora_name='([^']*)')")
 
 
-def real_vllm_home() -> Path:
-    return Path(os.environ.get("REAL_VLLM_HOME", REPO / ".cache" / "real-vllm"))
-
-
 def make_adapter(out: Path) -> None:
-    """A rank-8 random adapter of the tiny model's q_proj and v_proj, written by deploy/tiny_lora.py with the vLLM
-    venv's torch and safetensors."""
-    venv = Path(os.environ.get("REAL_VLLM_VENV", real_vllm_home() / "venv"))
-    command = [venv / "bin" / "python", REPO / "deploy" / "tiny_lora.py", real_vllm_home() / "model", out, "8"]
-    subprocess.run([str(part) for part in command], check=True, capture_output=True, timeout=120)
+    """A rank-8 random adapter of the tiny model's q_proj and v_proj (deploy/tiny_lora.py, in the vLLM venv)."""
+    subprocess.run(
+        ["bash", REPO / "deploy" / "real-vllm.sh", "lora", out, "8"], check=True, capture_output=True, timeout=300
+    )
 
 
 def logged_models(log: str, request_ids: set[str]) -> Counter[str]:
@@ -73,7 +70,15 @@ def test_rows_per_adapter_equal_the_requests_vllm_received_per_adapter(real_vllm
     proc = run_locust(
         *("-f", "locustfiles/chat.py", "-H", server.url, "-u", "2", "-r", "2", "-t", "6s", "--stop-timeout", "60"),
         *("--results-dir", str(out), "--input-tokens", "32", "--output-tokens", "8"),
-        *("--headless", "--only-summary", "-L", "WARNING", "--lora-adapters", f"{server.model},{LORA_NAME}"),
+        *(
+            "--headless",
+            "--only-summary",
+            "-L",
+            "WARNING",
+            *NO_CANARIES,
+            "--lora-adapters",
+            f"{server.model},{LORA_NAME}",
+        ),
         timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -84,3 +89,119 @@ def test_rows_per_adapter_equal_the_requests_vllm_received_per_adapter(real_vllm
     logged = logged_models(server.log, {row["request_id"] for row in rows})
     assert {server.model: logged[""], LORA_NAME: logged[LORA_NAME]} == per_model
     assert "2" in {row["max_lora"] for row in read_rows(out / "server_metrics.csv")}  # the LoRA gauge, scraped
+
+
+def prompt_buckets(url: str) -> dict[float, float]:
+    """The server's own count of finished requests by prompt length: vllm:request_prompt_tokens' buckets {le: count}."""
+    samples = scrape(url)
+    buckets: dict[float, float] = {}
+    for key, value in samples.items():
+        if key.startswith("vllm:request_prompt_tokens_bucket{"):
+            le = float(next(label for label in key[:-1].split("{", 1)[1].split(",") if label.startswith("le="))[3:])
+            buckets[le] = buckets.get(le, 0.0) + value
+    return buckets
+
+
+def test_two_priority_classes_rows_equal_the_servers_counts(run_locust, real_vllm_traffic: Server, tmp_path):
+    """Two classes of different priority and prompt length: every row is of its class, sized as declared, and each
+    class's rows equal the requests the server itself counted in that class's prompt-length bucket
+    (vllm:request_prompt_tokens: 40 tokens fall in (20, 50], 300 in (200, 500])."""
+    before = prompt_buckets(real_vllm_traffic.url)
+    out = tmp_path / "run"
+    classes = "interactive:input=40,output=8,priority=0; batch:weight=2,input=300,output=8,priority=1"
+    proc = run_locust(
+        *("-f", "locustfiles/chat.py", "-H", real_vllm_traffic.url, "-u", "3", "-r", "3", "-t", "4s"),
+        *("--stop-timeout", "30", "--results-dir", str(out), "--traffic-class", classes),
+        *("--headless", "--only-summary", "-L", "WARNING", *NO_CANARIES),
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = read_rows(out / "requests.csv")
+    after = prompt_buckets(real_vllm_traffic.url)
+    counted = {le: after[le] - before.get(le, 0.0) for le in after}
+    by_class = Counter(r["class"] for r in rows)
+    assert set(by_class) == {"interactive", "batch"}, by_class
+    for r in rows:
+        assert (r["ok"], r["count_mismatch"]) == ("1", "0"), r
+        assert int(r["prompt_tokens"]) == {"interactive": 40, "batch": 300}[r["class"]], r
+    assert by_class["interactive"] == counted[50.0] - counted[20.0]
+    assert by_class["batch"] == counted[500.0] - counted[200.0]
+    assert counted[20.0] == 0 and counted[float("inf")] == counted[500.0]  # no request of another length
+    assert json.loads((out / "run.json").read_text())["traffic_classes"][1]["priority"] == 1
+
+
+SCHEMAS = REPO / "scenarios" / "data" / "schemas"
+VERDICTS = {VALID, INVALID, CUT}
+
+
+def test_json_schema_answers_are_judged_and_first_uses_marked(run_locust, real_vllm_traffic: Server, tmp_path):
+    """Random weights wander inside the grammar, so most answers reach max_tokens: each is valid or flagged by the
+    code a load test judges with. vLLM lets EOS through only once the JSON is complete, so an answer that stopped is
+    valid; each schema's first request in the run is its first use."""
+    out = tmp_path / "run"
+    args = ["-f", "locustfiles/chat.py", "-H", real_vllm_traffic.url, "-u", "2", "-r", "2", "-t", "4s"]
+    args += ["--stop-timeout", "30", "--results-dir", str(out), "--input-tokens", "32", "--output-tokens", "24"]
+    proc = run_locust(
+        *args, "--headless", *NO_CANARIES, "--json-schema", str(SCHEMAS), "--json-schema-new-share", "0.5"
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = sorted(read_rows(out / "requests.csv"), key=lambda row: float(row["start_time"]))
+    assert rows and all(row["ok"] == "1" for row in rows), rows
+    seen = set()
+    for row in rows:
+        assert row["answer_valid"] in VERDICTS and int(row["completion_tokens"]) <= 24, row
+        assert row["finish_reason"] != "stop" or row["answer_valid"] == VALID, row
+        assert row["answer_valid"] != CUT or row["finish_reason"] == "length", row
+        assert row["schema_first_use"] == ("0" if row["schema_id"] in seen else "1"), row
+        seen.add(row["schema_id"])
+    assert seen - {"order", "ticket"}, "no new schema was sent"
+
+
+def test_a_required_tool_call_is_judged_by_the_same_code(real_vllm_traffic: Server):
+    """vLLM enforces tool_choice required with the same grammar engine: the call's arguments are judged against the
+    tool's parameters as a --json-schema answer is (a call cut by max_tokens comes back as empty content)."""
+    parameters = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 12}}, "required": ["city"]}
+    tool = {"type": "function", "function": {"name": "get_weather", "parameters": parameters}}
+    body = {"model": real_vllm_traffic.model, "messages": [{"role": "user", "content": "weather in Oslo?"}]}
+    body |= {"tools": [tool], "tool_choice": "required", "max_tokens": 48}
+    answer = requests.post(f"{real_vllm_traffic.url}/v1/chat/completions", json=body, timeout=120)
+    assert answer.status_code == 200, answer.text
+    choice = answer.json()["choices"][0]
+    calls = choice["message"].get("tool_calls") or []
+    arguments = calls[0]["function"]["arguments"] if calls else choice["message"].get("content") or ""
+    verdict = judge(JsonSchema("get_weather", parameters, False), arguments, choice["finish_reason"])
+    assert verdict in VERDICTS
+    if calls:
+        assert calls[0]["function"]["name"] == "get_weather" and verdict == VALID, choice
+    else:
+        assert choice["finish_reason"] == "length" and verdict != VALID, choice
+
+
+def test_a_required_tool_choice_streams_calls_the_agent_reader_joins(real_vllm_traffic: Server):
+    """vLLM's ``tool_choice: required`` (--tool-call-parser) streams ``delta.tool_calls`` by index: the first entry of
+    a call has its id, type and name, later ones argument fragments. The agent user's reader joins them into named
+    calls; the tiny model's arguments are flagged when they are not a JSON object."""
+    tool = {"name": "get_weather", "parameters": {"type": "object", "properties": {"n": {"type": "integer"}}}}
+    body = {
+        "model": real_vllm_traffic.model,
+        "messages": [{"role": "user", "content": "Weather in Paris?"}],
+        "tools": [{"type": "function", "function": tool}],
+        "tool_choice": "required",
+        "max_tokens": 40,
+        "stream": True,
+    }
+    streamed = requests.post(f"{real_vllm_traffic.url}/v1/chat/completions", json=body, stream=True, timeout=120)
+    assert streamed.status_code == 200, streamed.text
+    reader, firsts, reasons = ToolCallReader(), [], []
+    for line in streamed.iter_lines():
+        if line.startswith(b"data: {"):
+            for choice in json.loads(line[6:])["choices"]:
+                reader.delta(choice["delta"])
+                firsts += [e for e in choice["delta"].get("tool_calls") or () if "id" in e]
+                reasons.append(choice["finish_reason"])
+    calls = reader.tool_calls()
+    assert calls and [(e["index"], e["id"], e["type"], e["function"]["name"]) for e in firsts] == [
+        (call.index, call.id, "function", "get_weather") for call in calls
+    ]
+    assert [call.index for call in calls] == list(range(len(calls))) and all(call.arguments for call in calls)
+    assert all(call.problem() in ("", "ToolCallInvalidJSON") for call in calls)
+    assert reasons[-1] in ("tool_calls", "length")

@@ -124,6 +124,7 @@ def test_the_request_asks_for_the_answer_the_budget_and_the_effort():
         chat=True,
         thinking=True,
         reasoning_effort="low",
+        traffic_class=None,
     )
     fields = sampling(user, spec)
     assert (fields["max_tokens"], fields["min_tokens"], fields["reasoning_effort"]) == (125, 125, "low")

@@ -2,12 +2,16 @@
 ephemeral port range per server; without them, running out of ports is one ERROR line (client/sourceaddr.py)."""
 
 import collections
+import http.server
 import json
 import subprocess
 import sys
+import threading
 
 from tests.helpers import LOCUST, NOWHERE, SHORT, read_rows, refused
+from vllm_stress.client import prompts
 from vllm_stress.client.sourceaddr import SourceAddresses
+from vllm_stress.core import served
 
 PORTS = "40000 40029"  # 30 ephemeral ports in the load host's namespace
 USERS = "40"  # more connections than one source address has ports, fewer than two have
@@ -24,6 +28,46 @@ def test_an_address_that_is_not_this_hosts_is_refused():
     assert sources.addresses == []
 
 
+class PeerServer(http.server.BaseHTTPRequestHandler):
+    """Answers /v1/models and /tokenize as vLLM does, and notes the address each request came from."""
+
+    peers: list[tuple[str, str]] = []
+
+    def do_GET(self) -> None:
+        self.answer({"data": [{"id": "m", "max_model_len": 128}]})
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self.answer({"count": 7})
+
+    def answer(self, body: dict) -> None:
+        self.peers.append((self.path, self.client_address[0]))
+        data = json.dumps(body).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *_args: object) -> None:
+        pass
+
+
+def test_the_checks_before_the_users_start_leave_from_the_source_addresses(monkeypatch):
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), PeerServer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    sources = SourceAddresses()
+    monkeypatch.setattr(prompts, "SOURCES", sources)
+    try:
+        assert served.models(url, {}, timeout=10, session=sources.http_session()) == {"m": 128}  # the default
+        sources.use("127.0.0.2,127.0.0.3")
+        assert served.models(url, {}, timeout=10, session=sources.http_session()) == {"m": 128}
+        assert prompts.Tokenizer(url, "m", {}, chat=False).count("hello") == 7
+    finally:
+        server.shutdown()
+    assert PeerServer.peers == [("/v1/models", "127.0.0.1"), ("/v1/models", "127.0.0.2"), ("/tokenize", "127.0.0.3")]
+
+
 def test_two_source_addresses_hold_a_level_one_cannot(network, tmp_path):
     host = network.add_host("load")
     subprocess.run(
@@ -37,8 +81,8 @@ def test_two_source_addresses_hold_a_level_one_cannot(network, tmp_path):
     simulator.wait_for("simulator ready", timeout=60)
     locust = [*LOCUST, "-f", "locustfiles/chat.py", "-H", "http://127.0.0.1:8000", *SHORT, "-u", USERS, "-r", USERS]
 
-    # the two-address run first: its checks before the users start (GET /v1/models, /tokenize) use the default
-    # address, whose ports a run that exhausted them keeps in TIME_WAIT for a minute
+    # the two-address run first: a run that exhausted the default address's ports keeps them in TIME_WAIT for a
+    # minute
     two = host.start(
         [*locust, "-t", "4", "--results-dir", str(tmp_path / "two"), "--source-addresses", "127.0.0.2,127.0.0.3"]
     )

@@ -272,6 +272,13 @@ def build_compare_parser(prog: str = f"{PROG} compare") -> argparse.ArgumentPars
     parser.add_argument("--out", metavar="DIR", help="write compare.md, compare.html, compare.json and plots here")
     parser.add_argument("--db", metavar="PATH", help="results store for db:ID sources (default: $VLLM_STRESS_DB)")
     parser.add_argument(
+        "--class",
+        dest="traffic_class",
+        default="",
+        metavar="NAME",
+        help="compare one traffic class's requests (--traffic-class) of run folders",
+    )
+    parser.add_argument(
         "--gpus",
         action="append",
         default=[],
@@ -329,7 +336,8 @@ def compare_main(argv: list[str], prog: str = f"{PROG} compare") -> int:
     try:
         baseline, candidate = sides_of(args)
         pricing = parse_pricing(args.gpus, args.gpu_hour_price)
-        comparison = compare(baseline, candidate, parse_fail_on(args.fail_on), args.db or store.default_db(), pricing)
+        db = args.db or store.default_db()
+        comparison = compare(baseline, candidate, parse_fail_on(args.fail_on), db, pricing, args.traffic_class)
         if args.out:
             write_report(comparison, Path(args.out))
     except AnalysisError as error:

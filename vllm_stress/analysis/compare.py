@@ -176,8 +176,13 @@ def parse_fail_on(text: str | None) -> list[Limit]:
     return limits
 
 
-def source_levels(source: str, db: str | None) -> list[pd.DataFrame]:
-    """The per-level rows of each run a source holds: a stored run, a vLLM result file or folder, or a run folder."""
+def source_levels(source: str, db: str | None, traffic_class: str = "") -> list[pd.DataFrame]:
+    """The per-level rows of each run a source holds: a stored run, a vLLM result file or folder, or a run folder;
+    with ``traffic_class``, a run folder's rows of that class (the others hold no class)."""
+    if traffic_class:
+        if source.startswith(STORE_PREFIX) or vllm_json.result_files(source) or Path(source).is_file():
+            raise AnalysisError(f"{source}: --class compares run folders (their rows carry the class)")
+        return [run_levels(source, traffic_class)]
     if source.startswith(STORE_PREFIX):
         return [store.run_levels(db, source.removeprefix(STORE_PREFIX))]
     if reports := llmd.report_files(source):  # llm-d Benchmark Reports
@@ -195,11 +200,12 @@ def with_canary_agreement(levels: pd.DataFrame, folder: Path) -> pd.DataFrame:
     return levels.assign(canary_agreement=levels["users"].map(agreement).astype(float))
 
 
-def load_side(sources: list[str], db: str | None) -> pd.DataFrame:
-    """The per-run level rows of a side's sources (column ``run`` numbers the runs, repeats of one config)."""
+def load_side(sources: list[str], db: str | None, traffic_class: str = "") -> pd.DataFrame:
+    """The per-run level rows of a side's sources (column ``run`` numbers the runs, repeats of one config); with
+    ``traffic_class``, of that class's requests."""
     frames: list[pd.DataFrame] = []
     for source in sources:
-        found = source_levels(source, db)
+        found = source_levels(source, db, traffic_class)
         frames += [frame.assign(run=len(frames) + index) for index, frame in enumerate(found)]
     columns = [*stats.NOT_AVERAGED, *METRICS.values()]
     return pd.concat([frame.reindex(columns=columns) for frame in frames], ignore_index=True)
@@ -294,11 +300,13 @@ def compare(
     limits: list[Limit],
     db: str | None = None,
     pricing: dict[str, Pricing] | None = None,
+    traffic_class: str = "",
 ) -> Comparison:
     """The comparison of the two sides' sources under ``limits``, with the cost per million output tokens at each
-    level when ``pricing`` prices both sides; AnalysisError when no level is on both sides."""
+    level when ``pricing`` prices both sides (``traffic_class``: of that class's requests on both sides);
+    AnalysisError when no level is on both sides."""
     baseline, candidate = (
-        Side(sources, aggregate(load_side(sources, db)), side_servers(sources, db))
+        Side(sources, aggregate(load_side(sources, db, traffic_class)), side_servers(sources, db))
         for sources in (baseline_sources, candidate_sources)
     )
     common = sorted(set(baseline.levels.index) & set(candidate.levels.index))

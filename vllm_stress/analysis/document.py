@@ -11,6 +11,7 @@ from vllm_stress.analysis import levels as level_defs
 from vllm_stress.analysis import stats
 from vllm_stress.analysis.adapters import adapter_blocks
 from vllm_stress.analysis.canaries import canary_blocks, changed_line
+from vllm_stress.analysis.classes import class_blocks
 from vllm_stress.analysis.disaggreport import pd_blocks
 from vllm_stress.analysis.gpus import gpu_blocks
 from vllm_stress.analysis.levels import Level
@@ -20,7 +21,9 @@ from vllm_stress.analysis.render import Block, Bullets, Heading, Image, Paragrap
 from vllm_stress.analysis.scaling import scaling_blocks
 from vllm_stress.analysis.serverview import SPLIT_PERCENTS, TTFT_PARTS
 from vllm_stress.analysis.specdecode import spec_decode_blocks
+from vllm_stress.analysis.structured import structured_blocks
 from vllm_stress.analysis.summary import ConfigSummary, Peak, Summary, Unaccounted
+from vllm_stress.analysis.tasks import task_blocks
 from vllm_stress.analysis.traffic import traffic_blocks
 from vllm_stress.core import bound, capacity
 from vllm_stress.core import steady as steady_rule
@@ -61,6 +64,9 @@ def build_report(summary: Summary, plots: dict[str, Path]) -> list[Block]:
         blocks += spec_decode_blocks(config["levels"]) + scaling_blocks(label, config.get("replica_set", []))
         blocks += canary_blocks(label, config.get("canaries") or [])
         blocks += adapter_blocks(label, config.get("adapters") or [])
+        blocks += class_blocks(label, config.get("classes"))
+        blocks += structured_blocks(label, configs)
+        blocks += task_blocks(label, config.get("tasks") or [])
         blocks += error_blocks(config)
     blocks += [block for config in configs.values() for block in traffic_blocks(config["traffic"])]
     blocks += [Heading("Plots")] + [Image(title, path) for title, path in plots.items()]

@@ -12,6 +12,7 @@ import pandas as pd
 from vllm_stress.analysis.disagg import pd_levels
 from vllm_stress.analysis.load import AnalysisError, Run
 from vllm_stress.analysis.serverview import SPLIT_PERCENTS, TTFT_PARTS
+from vllm_stress.analysis.structured import STRUCTURED_FIELDS, structured_stats
 from vllm_stress.core import bound, fleet, steady
 from vllm_stress.core.metrics import bucket_percentile, in_window, percentile, streamed_tokens, tokens_per_chunk
 from vllm_stress.core.metrics import mean_in_flight as in_flight_mean
@@ -131,6 +132,7 @@ LEVEL_FIELDS = {
     "usd_per_m_total_tokens": "the same per million total (prompt + output) tokens, from total_tokens_per_s",
     "partial": "the window was cut short because the run stopped early",
     **PD_FIELDS,
+    **STRUCTURED_FIELDS,
 }
 
 
@@ -247,6 +249,7 @@ def level_stats(
     stats["client_read_behind_p99_ms"] = client_health_max(health, windows, "read_behind_p99_ms")
     stats = stats.join(latency_percentiles(measured)).join(itl_percentiles(run.tables.get("itl")))
     stats = stats.join(reasoning(measured)).join(ttft_split(measured)).join(pd_levels(run, windows, measured))
+    stats = stats.join(structured_stats(ended, stats.index))
     streamed = measured[(measured["chunks"] > 0) & measured["completion_tokens"].notna()].groupby("users")
     stats["tokens_per_chunk"] = [
         tokens_per_chunk(streamed["completion_tokens"].sum().get(users, 0), streamed["chunks"].sum().get(users, 0))

@@ -65,8 +65,23 @@ READ_REQUEST_COLUMNS = [
     "request_id",
     "canary",
     "adapter",
+    "class",
+    "schema_id",
+    "schema_first_use",
+    "answer_valid",
 ]
-TEXT_REQUEST_COLUMNS = ["error", "finish_reason", "session_id", "replica", "request_id", "canary", "adapter"]
+TEXT_REQUEST_COLUMNS = [
+    "error",
+    "finish_reason",
+    "session_id",
+    "replica",
+    "request_id",
+    "canary",
+    "adapter",
+    "class",
+    "schema_id",
+    "answer_valid",
+]
 NUMERIC_REQUEST_COLUMNS = [c for c in READ_REQUEST_COLUMNS if c not in TEXT_REQUEST_COLUMNS]
 
 # name -> (file in the run folder, the columns the analysis reads of it: those of the run's format must be there,

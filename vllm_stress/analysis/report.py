@@ -12,6 +12,7 @@ import pandas as pd
 
 from vllm_stress.analysis import llmd, store
 from vllm_stress.analysis.adapters import adapter_levels, merge_runs
+from vllm_stress.analysis.classes import class_level_rows, declared_classes, only_class, summarise_classes
 from vllm_stress.analysis.document import TITLE, build_report
 from vllm_stress.analysis.json_types import to_json_types
 from vllm_stress.analysis.levels import (
@@ -102,10 +103,11 @@ def summarise_runs(
     gpu_hour_price: float | None = None,
 ) -> tuple[ConfigSummary, list[Timeline], list[StoredRun]]:
     """The summary of one config's runs, their timelines, and their level rows for the results store."""
-    per_run, run_info, timelines, stored, replicas, adapters = [], [], [], [], [], []
+    per_run, run_info, timelines, stored, replicas, adapters, classes = [], [], [], [], [], [], []
     for index, run in enumerate(runs):
         windows, stats, partial, run_replicas = windows_and_stats(run, slo)
         per_run.append(stats.assign(run=index))
+        classes.append(class_level_rows(run, windows))
         replicas.append(run_replicas)
         adapters.append(adapter_levels(run, windows))
         stored.append((label, run, stats))
@@ -120,6 +122,7 @@ def summarise_runs(
         config["replica_set"] = to_json_types(scaled)  # type: ignore[typeddict-item]
     if merged := merge_runs(adapters):
         config["adapters"] = merged
+    config["classes"] = summarise_classes(classes, declared_classes(runs[0]))
     return config, timelines, stored
 
 
@@ -138,9 +141,11 @@ def windows_and_stats(
     return windows, stats, partial, replicas
 
 
-def run_levels(path: str | Path) -> pd.DataFrame:
-    """One row per level of one run folder (``level_stats``), for tools that compare or export single runs."""
-    _, levels, _, _ = windows_and_stats(load_run(path))
+def run_levels(path: str | Path, traffic_class: str = "") -> pd.DataFrame:
+    """One row per level of one run folder (``level_stats``), for tools that compare or export single runs; with
+    ``traffic_class``, of that class's requests only."""
+    run = load_run(path)
+    _, levels, _, _ = windows_and_stats(only_class(run, traffic_class) if traffic_class else run)
     return levels
 
 

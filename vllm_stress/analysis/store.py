@@ -130,6 +130,7 @@ def insert_run(connection: sqlite3.Connection, label: str, run: Run, config: Con
         "saturation_users": config["saturation_users"],
         "knee_users": config["knee_users"],
         "recommendations": config["recommendations"],
+        "classes": config.get("classes"),  # the report per traffic class (analysis/classes.py), or None
     }
     cursor = connection.execute(
         "INSERT INTO runs (recorded, dir, label, target, model, scenario, complete, server_version, "

@@ -14,10 +14,12 @@ from vllm_stress.analysis import disagg, stats
 from vllm_stress.analysis.adapters import AdapterLevel
 from vllm_stress.analysis.canaries import CanaryLevel, canary_levels, read_answers
 from vllm_stress.analysis.capacity import KvCeiling, kv_ceiling
+from vllm_stress.analysis.classes import ClassesSummary
 from vllm_stress.analysis.json_types import to_json_types
 from vllm_stress.analysis.levels import COST_FIELDS, Level, records
 from vllm_stress.analysis.load import AnalysisError, RunMeta
 from vllm_stress.analysis.replicas import REPLICA_LEVEL_COLUMNS
+from vllm_stress.analysis.tasks import TaskLevel, read_tasks, task_levels
 from vllm_stress.analysis.traffic import TrafficTables
 from vllm_stress.core import bound
 from vllm_stress.core.formats import FORMAT_VERSION
@@ -98,6 +100,8 @@ class ConfigSummary(Capacity):
     canaries: list[CanaryLevel]  # per level, the correctness canaries' agreement and accuracy ([]: none were sent)
     replica_set: NotRequired[list[dict[str, Any]]]  # per run with replicas.csv: vllm_stress.analysis.scaling.scaling
     adapters: NotRequired[list[AdapterLevel]]  # per level and LoRA adapter drawn (--lora-adapters), when any was
+    classes: NotRequired[ClassesSummary | None]  # --traffic-class: the report per class (analysis/classes.py)
+    tasks: list[TaskLevel]  # per level, the agent tasks' rate, latency and completion ([]: no agent user ran)
 
 
 class Unaccounted(TypedDict):
@@ -192,6 +196,7 @@ def summarise_config(
         "input_notes": [f"{info['dir']}: {note}" for info in run_info for note in info["notes"]],
         "unjoined_spans": unjoined_spans(run_info),
         "canaries": canary_levels(read_answers([Path(info["dir"]) for info in run_info])),
+        "tasks": task_levels(read_tasks([Path(info["dir"]) for info in run_info])),
     }
     if gpu_hour_price is not None:
         config["gpu_hour_price"] = gpu_hour_price

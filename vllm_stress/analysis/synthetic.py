@@ -78,6 +78,12 @@ def request_rows(
             "image_bytes": 0,
             "canary": "",
             "adapter": "",
+            "class": "",
+            "schema_id": "",
+            "schema_first_use": np.nan,
+            "answer_valid": "",
+            "task_id": "",
+            "step": np.nan,
         }
     )
     return rows[REQUEST_COLUMNS]

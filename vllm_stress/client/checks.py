@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 
 from vllm_stress.client import adapters
+from vllm_stress.client.classes import declared
 from vllm_stress.client.images import parse_size
 from vllm_stress.client.prompts import load_dataset
 from vllm_stress.client.trace import read_trace
+from vllm_stress.core.slo import parse_items
 
 
 class StopTarget(Exception):
@@ -57,6 +59,7 @@ def validate(options: argparse.Namespace) -> None:
             load_dataset(options.dataset)
         except (OSError, ValueError) as e:
             raise StopTarget(f"--dataset: {e}") from None
+    check_classes(options)
     if options.trace:
         if options.arrival_rate:
             raise StopTarget("--trace and --arrival-rate both set when to send: give one")
@@ -91,3 +94,15 @@ def check_model(options: argparse.Namespace, model: str, served: dict[str, int |
             f"{options.input_tokens + options.output_tokens} tokens exceeds {model}'s max_model_len of "
             f"{max_model_len} at {host}"
         )
+
+
+def check_classes(options: argparse.Namespace) -> None:
+    """--traffic-class: well-formed, each SLO in the --slo grammar and each dataset readable."""
+    try:
+        for traffic_class in declared(options):
+            if traffic_class.slo:
+                parse_items(traffic_class.slo)
+            if traffic_class.dataset:
+                load_dataset(traffic_class.dataset)
+    except (OSError, ValueError) as e:
+        raise StopTarget(f"--traffic-class: {e}") from None

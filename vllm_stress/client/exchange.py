@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 from vllm_stress.client.canary import Canary
+from vllm_stress.client.structured import JsonSchema
 from vllm_stress.core import metrics, schema
 from vllm_stress.core.failures import StreamError
 
@@ -61,6 +62,11 @@ class Exchange:
         "image_tokens",
         "image_bytes",
         "adapter",
+        "traffic_class",
+        "json_schema",
+        "answer_valid",
+        "task_id",
+        "step",
     )
 
     def __init__(
@@ -98,7 +104,12 @@ class Exchange:
         self.image_bytes = 0  # the bytes of their data URLs
         self.adapter = ""  # the model it asked for when drawn per request (--lora-adapters), else ""
         self.canary: Canary | None = None  # a correctness canary (--canary-share): its answer is kept
-        self.text: list[str] | None = None  # a canary's answer as it came, piece by piece (None: not kept)
+        self.text: list[str] | None = None  # a canary's or structured answer as it came (None: not kept)
+        self.traffic_class = ""  # the user's traffic class (--traffic-class), "" without
+        self.json_schema: JsonSchema | None = None  # the structured output it asked for (--json-schema)
+        self.answer_valid = ""  # structured.VALID, INVALID or CUT once judged
+        self.task_id = ""  # an agent task's request (users/agent.py): its task and step
+        self.step: int | None = None
 
     def sent(self) -> None:
         """The request is about to be sent: the send time, as late as the caller can take it."""
@@ -229,6 +240,12 @@ class Exchange:
             self.image_bytes,
             self.canary.id if self.canary else "",
             self.adapter,
+            self.traffic_class,
+            self.json_schema.id if self.json_schema else "",
+            int(self.json_schema.first_use) if self.json_schema else "",
+            self.answer_valid,
+            self.task_id,
+            _opt(self.step),
         ]
 
     def answer_row(self, worker: str) -> list[int | str]:
@@ -238,7 +255,7 @@ class Exchange:
         return [self.request_id, self.users, worker, self.canary.id, int(not self.error), self.canary.gold, text]
 
     def keep_text(self, piece: object) -> None:
-        """Add a piece of a canary's answer (a chunk's content, or a whole non-streamed answer)."""
+        """Add a piece of a kept answer (a chunk's content, or a whole non-streamed answer)."""
         if self.text is not None and isinstance(piece, str):
             self.text.append(piece)
 

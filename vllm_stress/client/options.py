@@ -128,6 +128,24 @@ def add_arguments(parser: LocustArgumentParser) -> None:
         "(default: the shipped scenarios/data/synthetic-mc.jsonl)",
     )
     parser.add_argument(
+        "--json-schema",
+        default="",
+        help="Chat and completions users: a JSON schema file, or a folder of *.json schemas taken in turn, each "
+        "answer must follow (docs/guides/structured-outputs.md)",
+    )
+    parser.add_argument(
+        "--json-schema-share",
+        type=float,
+        default=1.0,
+        help="With --json-schema: share of requests that carry a schema (the rest: unconstrained)",
+    )
+    parser.add_argument(
+        "--json-schema-new-share",
+        type=float,
+        default=0.0,
+        help="With --json-schema: share of those schemas made new (a property renamed): compiled afresh",
+    )
+    parser.add_argument(
         "--thinking",
         choices=("on", "off"),
         default="on",
@@ -280,6 +298,11 @@ def add_arguments(parser: LocustArgumentParser) -> None:
         help="Session user: think time distribution (uniform: between 0 and twice the mean)",
     )
     parser.add_argument(
+        "--agent-task",
+        default="",
+        help="Agent user: the task script (JSON: docs/guides/agents.md); '' : the built-in one",
+    )
+    parser.add_argument(
         "--session-header",
         default=DEFAULT_SESSION_HEADER,
         help="Session user: header carrying the session id, for routers that pin sessions; with --prefix-tokens "
@@ -325,6 +348,15 @@ def add_arguments(parser: LocustArgumentParser) -> None:
         default=False,
         include_in_web_ui=False,
         help="Allow --results-dir to hold an earlier run (its files are replaced)",
+    )
+    parser.add_argument(
+        "--traffic-class",
+        action="append",
+        default=[],
+        include_in_web_ui=False,  # the form has no field for a repeated option
+        help="A traffic class, NAME:weight=W,input=N,output=N,priority=P,model=M,slo=SLO (repeatable, or several "
+        "separated by ';'): its share of the users, lengths, vLLM priority, model or adapter and SLO "
+        "(docs/guides/traffic-classes.md)",
     )
     parser.add_argument(
         "--source-addresses",

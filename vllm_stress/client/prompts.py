@@ -14,6 +14,8 @@ import requests
 from vllm_stress.client.canary import Canary
 from vllm_stress.client.images import DEFAULT_IMAGE_POOL, ImageSet, make_image_set, message_content
 from vllm_stress.client.sharegpt import is_sharegpt, read_conversations
+from vllm_stress.client.sourceaddr import SOURCES
+from vllm_stress.client.structured import JsonSchema
 
 if TYPE_CHECKING:  # deploy/tiny_model.py reads WORDS where gevent is not installed
     from vllm_stress.client.trace import TraceLine
@@ -51,6 +53,7 @@ class RequestSpec:
     images: tuple[str, ...] = ()  # data URLs sent with the chat message (--images)
     image_tokens: int = 0  # the prompt tokens they add (in target_prompt_tokens), measured on the server
     canary: Canary | None = None  # a correctness canary (--canary-share): a fixed prompt at temperature 0, seeded
+    json_schema: JsonSchema | None = None  # the structured output it asks for (--json-schema), else None
 
 
 class Tokenizer:
@@ -58,6 +61,7 @@ class Tokenizer:
 
     def __init__(self, base_url: str, model: str, headers: dict, chat: bool, verify: bool = True) -> None:
         self.url = base_url.rstrip("/") + "/tokenize"
+        self.session = SOURCES.http_session()  # its connections leave from where the users' do (--source-addresses)
         self.model = model
         self.headers = headers
         self.chat = chat
@@ -77,7 +81,7 @@ class Tokenizer:
         self.calls += 1
         if self.model:
             body["model"] = self.model
-        resp = requests.post(self.url, json=body, headers=self.headers, timeout=30, verify=self.verify)
+        resp = self.session.post(self.url, json=body, headers=self.headers, timeout=30, verify=self.verify)
         resp.raise_for_status()
         return int(resp.json()["count"])
 
@@ -89,7 +93,7 @@ class Tokenizer:
         if self.model:
             body["model"] = self.model
         url = self.url.removesuffix("/tokenize") + "/v1/chat/completions"
-        resp = requests.post(url, json=body, headers=self.headers, timeout=120, verify=self.verify)
+        resp = self.session.post(url, json=body, headers=self.headers, timeout=120, verify=self.verify)
         resp.raise_for_status()
         return int(resp.json()["usage"]["prompt_tokens"]) - self.count(text)
 

@@ -54,11 +54,16 @@ class Recorder:
         self.in_flight.discard(exchange)
         if self.measuring and exchange.measured:
             self.itl[exchange.users].update(map(schema.latency_bucket_ms, exchange.gaps))  # Counter's C loop
-        answers = [exchange.answer_row(self.worker_id)] if exchange.canary else []
-        self.keep([exchange.row(self.worker_id)], answers)
+        side = {schema.ANSWERS_FILE: [exchange.answer_row(self.worker_id)]} if exchange.canary else {}
+        self.keep([exchange.row(self.worker_id)], side)
 
-    def keep(self, rows: list[list[Any]], answers: list[list[Any]]) -> None:
-        """Write or ship finished requests' rows and their canaries' answers (answers.csv)."""
+    def record_task(self, row: list[Any]) -> None:
+        """Account for one finished agent task (its ``tasks.csv`` row)."""
+        self.keep([], {schema.TASKS_FILE: [row]})
+
+    def keep(self, rows: list[list[Any]], side: dict[str, list[list[Any]]]) -> None:
+        """Write or ship finished requests' rows and the rows of the files beside them (``schema.SIDE_FILES``:
+        canaries' answers, agent tasks), by file name."""
         raise NotImplementedError
 
 
@@ -70,7 +75,7 @@ class WorkerRecorder(Recorder):
     def __init__(self, environment: Environment, client_id: str) -> None:
         super().__init__(environment, client_id)
         self.pending_rows: list[list[Any]] = []
-        self.pending_answers: list[list[Any]] = []
+        self.pending_side: dict[str, list[list[Any]]] = defaultdict(list)
         environment.events.report_to_master.add_listener(self._ship)
         environment.events.quitting.add_listener(self._flush)  # quitting by itself (SIGTERM, Ctrl-C, master gone)
         self.runner.register_message(LEVEL_MESSAGE, self._on_level_message)
@@ -80,22 +85,23 @@ class WorkerRecorder(Recorder):
         # Sent from a greenlet: a send that yields inside init lets the spawn message in before init is done.
         gevent.spawn(self.runner.send_message, LEVEL_REQUEST)
 
-    def keep(self, rows: list[list[Any]], answers: list[list[Any]]) -> None:
+    def keep(self, rows: list[list[Any]], side: dict[str, list[list[Any]]]) -> None:
         self.pending_rows += rows
-        self.pending_answers += answers
+        for file, side_rows in side.items():
+            self.pending_side[file] += side_rows
 
     def delta(self, final: bool) -> dict[str, Any]:
         """The rows and ITL counts since the last delta, and what the requests in flight streamed so far."""
         delta = {
             "rows": self.pending_rows,
-            "answers": self.pending_answers,
+            "side": dict(self.pending_side),
             "itl": {u: dict(h) for u, h in self.itl.items()},
             "final": final,
             "time": time.time(),
             "in_flight": self.in_flight_now(),
         }
         self.pending_rows = []
-        self.pending_answers = []
+        self.pending_side = defaultdict(list)
         self.itl = defaultdict(Counter)
         return delta
 

@@ -16,6 +16,9 @@ import socket
 from collections.abc import Iterator
 from pathlib import Path
 
+import requests
+from requests.adapters import HTTPAdapter
+
 log = logging.getLogger(__name__)
 
 IP_BIND_ADDRESS_NO_PORT = getattr(socket, "IP_BIND_ADDRESS_NO_PORT", 24)  # Linux's value (in.h)
@@ -53,6 +56,16 @@ class SourceAddresses:
         sock.setsockopt(socket.IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, 1)
         sock.bind((next(self.turn), 0))
 
+    def http_session(self) -> requests.Session:
+        """A ``requests`` session for the checks before users start (``/v1/models``, ``/tokenize``): its connections
+        leave from the next source address, as the users' do (from where the kernel picks without addresses)."""
+        session = requests.Session()
+        if self.addresses:
+            adapter = SourceAdapter(next(self.turn))
+            session.mount("http://", adapter)
+            session.mount("https://", adapter)
+        return session
+
     def out_of_ports(self, exc: OSError, server: str) -> None:
         """On a connect's ``EADDRNOTAVAIL``: one ERROR line per process with the numbers (the failed requests count
         as ``NoLocalPort``)."""
@@ -70,6 +83,17 @@ class SourceAddresses:
             high,
             sources,
         )
+
+
+class SourceAdapter(HTTPAdapter):
+    """urllib3's connection pools of a session, their sockets bound to one source address (any port)."""
+
+    def __init__(self, address: str) -> None:
+        self.address = address
+        super().__init__()
+
+    def init_poolmanager(self, *args: object, **kwargs: object) -> None:
+        super().init_poolmanager(*args, **kwargs, source_address=(self.address, 0))  # type: ignore[arg-type]
 
 
 def port_range() -> tuple[int, int]:

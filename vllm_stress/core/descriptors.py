@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import resource
 
-PER_USER = 1  # a user holds one keep-alive connection to the server (its requests run one after another)
+PER_USER = 1  # a user holds one keep-alive connection to each replica it sends to (its requests run one after another)
 # what a process holds besides its users' sockets: about 15 (a worker running 200 users held 215 descriptors, 201 of
 # them sockets, in /proc/PID/fd), with room for the prompts' /tokenize calls, the metrics port and a run's files
 PROCESS_BASE = 128
@@ -25,16 +25,17 @@ def raise_limit() -> int:
     return soft
 
 
-def needed(users: int) -> int:
-    """Descriptors a process running ``users`` users needs."""
-    return PROCESS_BASE + users * PER_USER
+def needed(users: int, replicas: int = 1) -> int:
+    """Descriptors a process running ``users`` users needs, their requests spread over ``replicas`` servers (a user
+    keeps a connection to each: 14,270 sockets per simulator of two held 20,000 streams, benchmarks/scale.md)."""
+    return PROCESS_BASE + users * PER_USER * replicas
 
 
-def refusal(level: int, processes: int, limit: int) -> str:
+def refusal(level: int, processes: int, limit: int, replicas: int = 1) -> str:
     """Why a level of ``level`` users spread over ``processes`` load processes, each allowed ``limit`` descriptors
-    (the lowest), cannot be opened; "" when it can."""
+    (the lowest), sending to ``replicas`` servers, cannot be opened; "" when it can."""
     share = math.ceil(level / max(processes, 1))
-    need = needed(share)
+    need = needed(share, replicas)
     if need <= limit:
         return ""
     where = f"in each of its {processes} worker processes" if processes > 1 else "in its load process"

@@ -23,6 +23,8 @@ from vllm_stress.core.schema import (
     SERVER_SPAN_COLUMNS,
     SERVER_SPANS_FILE,
     SPEC_DECODE_COUNTERS,
+    TASK_COLUMNS,
+    TASKS_FILE,
 )
 
 
@@ -94,6 +96,11 @@ FORMATS = (
             Addition(REQUESTS_FILE, ("adapter",), "per-adapter latency and throughput"),
             Addition(SERVER_METRICS_FILE, tuple(SERVER_LORA_COLUMNS), "LoRA slots and deferred requests"),
             Addition(SERVER_METRICS_FILE, SPEC_DECODE_COUNTERS, "server spec-decode acceptance"),
+            Addition(REQUESTS_FILE, ("class",), "per-class report"),
+            Addition(RUN_FILE, ("traffic_classes",)),
+            Addition(REQUESTS_FILE, ("schema_id", "schema_first_use", "answer_valid"), "structured-output validity"),
+            Addition(REQUESTS_FILE, ("task_id", "step")),
+            Addition(TASKS_FILE, tuple(TASK_COLUMNS)),
         ),
     ),
 )

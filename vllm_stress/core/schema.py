@@ -53,6 +53,12 @@ REQUEST_COLUMNS = [
     "image_bytes",  # bytes of the images' data URLs in the request body (base64, what went on the wire)
     "canary",  # a correctness canary (--canary-share): the fixed prompt's id, its answer in answers.csv; else ""
     "adapter",  # the model drawn for the request (--lora-adapters), else "" (the run's model)
+    "class",  # the traffic class of the user that sent it (--traffic-class, vllm_stress.core.classes), else ""
+    "schema_id",  # --json-schema: the schema the answer had to follow (its file's name; a new one's with a suffix)
+    "schema_first_use",  # 1: this process sent that schema first with this request, 0: it had before
+    "answer_valid",  # valid, cut (not valid, finish_reason length) or invalid; empty without a schema or on failure
+    "task_id",  # the agent task (tasks.csv) the request is a step of, else empty
+    "step",  # its step in the task, from 1 (a fan-out's requests share one)
 ]
 
 # answers.csv: one row per canary request (--canary-share), its answer text, written beside requests.csv. A canary
@@ -72,6 +78,27 @@ ANSWER_MAX_CHARS = 4000  # bounds answers.csv: at most this many characters of e
 # users: the client ended it, not the server or the network. Such a row is kept (its tokens were streamed) but it is
 # neither a success nor a failure: it is counted apart as aborted, everywhere.
 ABORTED = "Aborted"
+
+# tasks.csv: one row per agent task (docs/guides/agents.md), written beside requests.csv.
+TASKS_FILE = "tasks.csv"
+TASK_COLUMNS = [
+    "task_id",  # the task's id, as on its requests' rows
+    "users",  # the level when it started
+    "worker",  # worker id, as in requests.csv
+    "start_time",  # unix seconds: its first request was sent
+    "end_time",  # unix seconds: its last answer or tool ended, or it failed
+    "latency_s",  # end_time - start_time
+    "turns",  # model turns done (a fan-out is one)
+    "requests",  # requests sent
+    "tool_calls",  # tool calls made and run
+    "step_time_s",  # seconds in its steps, each from its first send to its last answer's last byte
+    "tool_time_s",  # seconds running tools (as slept); latency_s less both is the client's own work
+    "tool_call_s",  # seconds from its start to each tool call (its answer whole), ";"-separated
+    "finished",  # 1 when no step failed
+    "failed_step",  # the step that failed, else empty
+    "error",  # why: a request's failure class, NoToolCall, UnknownTool, ToolCallInvalidJSON, ToolCallCut ...
+]
+SIDE_FILES = {ANSWERS_FILE: ANSWER_COLUMNS, TASKS_FILE: TASK_COLUMNS}  # written beside requests.csv when rows come
 
 # levels.csv: one row per concurrency level of a step ramp, written by the load shape on the master.
 LEVEL_COLUMNS = [
@@ -120,6 +147,8 @@ RUN_KEYS = [
     # half of it), "ahead_ms" (how long before the start the worker had it)}}, "skew_ms" (the spread of the offsets:
     # how far apart the workers' schedules may be)}, or null (vllm_stress.master.schedulestart)
     "replica_roles",  # with --server-metrics-url ROLE=URL: {host:port: role} (vllm_stress.core.roles)
+    "traffic_classes",  # --traffic-class: [{"name", "weight", "input", "output", "dataset", "priority", "model",
+    # "slo"}] (vllm_stress.core.classes), or null
 ]
 
 

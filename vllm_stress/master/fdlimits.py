@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from locust.runners import MasterRunner, Runner, WorkerRunner
 
-from vllm_stress.core import descriptors
+from vllm_stress.core import descriptors, fleet
 
 if TYPE_CHECKING:
     from locust.env import Environment
@@ -40,12 +40,13 @@ class FdLimits:
         """Why ``level`` users cannot be opened by this run's load processes ("" when they can, or while no worker
         has reported its limit)."""
         runner = self.runner
+        replicas = len(fleet.replica_urls(runner.environment.host or "")) or 1  # a connection to each
         if not isinstance(runner, MasterRunner):
-            return descriptors.refusal(level, 1, self.own)
+            return descriptors.refusal(level, 1, self.own, replicas)
         limits = [self.by_worker[w] for w in list(runner.clients.keys()) if w in self.by_worker]
         if not limits:
             return ""
-        return descriptors.refusal(level, max(runner.worker_count, 1), min(limits))
+        return descriptors.refusal(level, max(runner.worker_count, 1), min(limits), replicas)
 
 
 def refusal(runner: Runner | None, level: int) -> str:

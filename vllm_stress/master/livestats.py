@@ -50,6 +50,7 @@ class LiveStats:
     def __init__(self, report_lag_s: float) -> None:
         self.report_lag_s = report_lag_s
         self.latencies_by_level: dict[int, LevelLatencies] = defaultdict(LevelLatencies)
+        self.latencies_by_class: dict[tuple[int, str], LevelLatencies] = defaultdict(LevelLatencies)  # --traffic-class
         # (end, ttft, tpot, ttfa) of measured ones; ttfa "" but for a reasoning model's rows (reasoning_tokens said)
         self.recent: deque[tuple[float, Any, Any, Any]] = deque(maxlen=RECENT_ROWS)
         self.tokens_by_second: Counter[int] = Counter()  # output tokens by the second their request ended
@@ -57,6 +58,8 @@ class LiveStats:
     def add(self, new_rows: list[list[Any]]) -> None:
         for row in new_rows:
             self.latencies_by_level[row[rows.USERS]].add(row)
+            if row[rows.CLASS]:
+                self.latencies_by_class[row[rows.USERS], row[rows.CLASS]].add(row)
             if rows.measured(row):
                 ttfa = row[rows.TTFA] if row[rows.REASONING] != "" else ""
                 self.recent.append((row[rows.END], row[rows.TTFT], row[rows.TPOT], ttfa))

@@ -71,7 +71,10 @@ class RunSeries:
             return
         for name, (column, bounds, _) in ROW_HISTOGRAMS.items():
             if row[column] != "":
-                self.histograms.setdefault((name, user_class), Histogram(bounds)).observe(float(row[column]))
+                histogram = self.histograms.get((name, user_class))
+                if histogram is None:  # made once: setdefault would build one per row (most of the master's CPU)
+                    histogram = self.histograms[name, user_class] = Histogram(bounds)
+                histogram.observe(float(row[column]))
 
     def outcome(self, row: list[Any]) -> tuple[str, str]:
         """(outcome, error class) as the analysis classifies rows: aborted, failure, off_target or success."""

@@ -20,6 +20,7 @@ from vllm_stress.core import schema
     NAME,
     TTFA,
     REASONING,
+    CLASS,
 ) = (
     schema.REQUEST_COLUMNS.index(column)
     for column in (
@@ -40,6 +41,7 @@ from vllm_stress.core import schema
         "name",
         "ttfa_s",
         "reasoning_tokens",
+        "class",
     )
 )
 

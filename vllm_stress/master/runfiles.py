@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import gevent
 
-from vllm_stress.client import serverinfo
+from vllm_stress.client import classes, serverinfo
 from vllm_stress.client.stream import clocks as receive_clocks
 from vllm_stress.core import fleet, schema
 from vllm_stress.core.formats import FORMAT_VERSION
@@ -49,6 +49,7 @@ def run_meta(environment: Environment, server: ServerUnderTest) -> dict[str, Any
             fleet.replica_urls(environment.host)[0], server.headers, verify=not options.insecure
         ),
         "server_launch": serverinfo.server_launch(options),
+        "traffic_classes": classes.run_json(options),
     }
 
 

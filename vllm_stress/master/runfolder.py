@@ -35,16 +35,17 @@ class RunFolder:
         self.path = path
         self._requests = CsvAppender(path, schema.REQUESTS_FILE, schema.REQUEST_COLUMNS)
         self._levels = CsvAppender(path, schema.LEVELS_FILE, schema.LEVEL_COLUMNS)
-        self._answers: CsvAppender | None = None  # answers.csv, opened with the first canary's answer
+        self._side: dict[str, CsvAppender] = {}  # schema.SIDE_FILES, each opened with its first row
 
     def write_rows(self, rows: list[list[Any]]) -> None:
         if rows:
             self._requests.write_rows(rows)
 
-    def write_answers(self, rows: Sequence[list[Any]]) -> None:
-        if self._answers is None:
-            self._answers = CsvAppender(self.path, schema.ANSWERS_FILE, schema.ANSWER_COLUMNS)
-        self._answers.write_rows(rows)
+    def write_side(self, file: str, rows: Sequence[list[Any]]) -> None:
+        """Rows of a file beside requests.csv (``schema.SIDE_FILES``: answers.csv, tasks.csv)."""
+        if file not in self._side:
+            self._side[file] = CsvAppender(self.path, file, schema.SIDE_FILES[file])
+        self._side[file].write_rows(rows)
 
     def write_level(self, users: int, ramp_start: float, hold_start: float, hold_end: float) -> None:
         self._levels.write([users, round(ramp_start, 3), round(hold_start, 3), round(hold_end, 3)])
@@ -70,8 +71,8 @@ class RunFolder:
     def close(self) -> None:
         self._requests.close()
         self._levels.close()
-        if self._answers:
-            self._answers.close()
+        for appender in self._side.values():
+            appender.close()
 
 
 def write_final_locust_csvs(environment: Environment, prefix: str) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import gevent
@@ -52,8 +52,8 @@ class LocalRecorder(Recorder):
         hooks.level_ended.add_listener(self.levels.ended)
         gevent.spawn(self._watch)
 
-    def keep(self, rows: list[list[Any]], answers: list[list[Any]]) -> None:
-        self._write(rows, answers=answers)
+    def keep(self, rows: list[list[Any]], side: dict[str, list[list[Any]]]) -> None:
+        self._write(rows, side=side)
 
     def _on_test_start(self, **_kw: object) -> None:
         self.accounting.reset()  # before the folder opens: rows may come while run.json is being made
@@ -61,10 +61,13 @@ class LocalRecorder(Recorder):
         if self.run.open():
             self.set_level(self.runner.target_user_count)  # set just before test_start; the first users start after
 
-    def _write(self, new_rows: list[list[Any]], worker: str | None = None, answers: Sequence[list[Any]] = ()) -> None:
+    def _write(
+        self, new_rows: list[list[Any]], worker: str | None = None, side: Mapping[str, list[list[Any]]] | None = None
+    ) -> None:
         self.accounting.count(new_rows, worker)
-        if self.run.folder and answers:
-            self.run.folder.write_answers(answers)
+        for file, side_rows in (side or {}).items():
+            if self.run.folder and side_rows:
+                self.run.folder.write_side(file, side_rows)
         if not new_rows:
             return
         self.live_stats.add(new_rows)
@@ -160,7 +163,7 @@ class MasterRecorder(LocalRecorder):
             return
         for users, histogram in delta["itl"].items():
             self.itl[int(users)].update(histogram)
-        self._write(delta["rows"], worker=client_id, answers=delta.get("answers", []))
+        self._write(delta["rows"], worker=client_id, side=delta.get("side"))
         hooks.in_flight_reported.fire(
             environment=self.environment, source=client_id, report_time=delta["time"], entries=delta["in_flight"]
         )

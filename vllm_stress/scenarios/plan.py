@@ -16,9 +16,11 @@ from vllm_stress.analysis.load import load_run
 from vllm_stress.core.metrics import health_samples
 from vllm_stress.core.sizing import (
     CLIENT_CPU_US_PER_TOKEN,
+    MEASURED,
     TIMING_CPU_PERCENT,
     cores_for,
     machine_processes,
+    stream_lines,
     worker_processes,
 )
 from vllm_stress.scenarios import replicas
@@ -31,6 +33,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=0.0,
         help="Output tokens per second of one stream (the server's decode speed at that load)",
+    )
+    parser.add_argument(
+        "--output-tokens",
+        type=int,
+        default=0,
+        help="Output tokens of one answer: the plan then gives the master's CPU for the request rows",
     )
     parser.add_argument(
         "--cores-per-machine",
@@ -79,16 +87,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def plan(users: int, tokens_per_s_per_stream: float, cores_per_machine: int) -> str:
+def plan(users: int, tokens_per_s_per_stream: float, cores_per_machine: int, output_tokens: int = 0) -> str:
     tokens_per_s = users * tokens_per_s_per_stream
     cores = cores_for(tokens_per_s)
-    processes = worker_processes(tokens_per_s)
+    processes = worker_processes(tokens_per_s, users)
+    plain = MEASURED["cpu_per_token_plain_server"].value
     return "\n".join(
         [
             f"{users:,} streams x {tokens_per_s_per_stream:g} tokens/s = {tokens_per_s:,.0f} tokens/s to time",
             f"client CPU: {CLIENT_CPU_US_PER_TOKEN} us per token (benchmarks/client.md) = {cores:.2f} cores",
-            f"worker processes: {processes} (each at most {TIMING_CPU_PERCENT:.0f} % of a core for accurate timing: "
-            f"{100 * cores / processes:.0f} % each)",
+            f"worker processes: {processes} (each at most {TIMING_CPU_PERCENT:.0f} % of a core for accurate timing, "
+            f"{MEASURED['streams_per_worker'].value:,.0f} streams as measured: "
+            f"{100 * cores / processes:.0f} % each); {tokens_per_s * plain / 1e6:.2f} cores against a server writing "
+            f"each token on its own ({plain} us per token)",
+            *stream_lines(users, processes, tokens_per_s / output_tokens if output_tokens > 0 else 0.0),
             *layout_lines(processes, cores_per_machine),
         ]
     )
@@ -151,7 +163,7 @@ def run_from_args(args: argparse.Namespace) -> str:
         return check_run(Path(args.from_run))
     if args.users <= 0 or args.tokens_per_s_per_stream <= 0 or args.cores_per_machine <= 0:
         raise ValueError("plan needs --users N and --tokens-per-s-per-stream R (both positive), or --from-run DIR")
-    return plan(args.users, args.tokens_per_s_per_stream, args.cores_per_machine)
+    return plan(args.users, args.tokens_per_s_per_stream, args.cores_per_machine, args.output_tokens)
 
 
 def replicas_from_args(args: argparse.Namespace) -> str:

@@ -51,6 +51,7 @@ class Reply:
 
     reasoning: int
     tokens: tuple[bytes, ...]
+    grammar: str = ""  # a structured output's schema text (grammar.py): compiled once, masked every token
 
     @property
     def length(self) -> int:
@@ -152,7 +153,7 @@ class AnswerModel:
         rng = random.Random(f"{seed}/{zlib.crc32(repr(messages).encode())}")
         if question.kind == "mc":
             letter = self._pick(rng, right_choice(question), list(LETTERS), others)
-            return Reply(0, _tokens(rng.choice(_CHOICE_FORMATS).format(letter)))
+            return Reply(0, split_tokens(rng.choice(_CHOICE_FORMATS).format(letter)))
         right = solve(question.stem)
         wrong = (
             [Fraction(rng.randint(1, 1000)) for _ in range(len(_WRONG_OFFSETS))]
@@ -162,7 +163,7 @@ class AnswerModel:
         answer = self._pick(rng, right, wrong, others)
         reasoning = sample_output_length(rng, self.profile)
         number = format_number(answer, commas=rng.random() < 0.5)
-        return Reply(reasoning, _tokens(" " + rng.choice(_NUMBER_FORMATS).format(number)))
+        return Reply(reasoning, split_tokens(" " + rng.choice(_NUMBER_FORMATS).format(number)))
 
     def _pick(self, rng: random.Random, right: Answer | None, wrong: list[Answer], others: int) -> Answer:
         """The answer given: the first choice (right with probability ``answer_accuracy``), or a different runner-up
@@ -179,6 +180,6 @@ class AnswerModel:
         return first
 
 
-def _tokens(text: str) -> tuple[bytes, ...]:
+def split_tokens(text: str) -> tuple[bytes, ...]:
     """The answer split as the simulator's tokenizer splits text, each token with the spaces before it."""
     return tuple(token.encode() for token in _TOKEN.findall(text))

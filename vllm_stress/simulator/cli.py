@@ -15,7 +15,10 @@ from collections.abc import Callable
 import uvloop
 from aiohttp import web
 
+from vllm_stress.core import descriptors
+
 from . import disagg, lora
+from .priority import POLICIES
 from .profiles import DEFAULT_PROFILE, FIELD_TYPES, Profile, load_profile, parse_assignments, profile_names
 from .protocol import LINE_ENDINGS, Reasoning
 from .server import Simulator
@@ -33,6 +36,7 @@ VLLM_FLAGS = (
     "num_gpu_blocks_override",
     "enable_prefix_caching",
     "stream_interval",
+    "scheduling_policy",
 )
 ANSWER_FLAGS = ("answer_accuracy", "answer_flip_rate", "answer_fault_batch")
 
@@ -68,6 +72,11 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         help="automatic prefix caching (default: the profile's; on, as in vLLM V1)",
     )
     parser.add_argument("--stream-interval", type=int, help="tokens per streamed chunk (minimum)")
+    parser.add_argument(
+        "--scheduling-policy",
+        choices=POLICIES,
+        help="waiting order and preemption victim: fcfs, or by the request's priority field (default: fcfs)",
+    )
     parser.add_argument(
         "--api-key",
         default=os.environ.get("VLLM_API_KEY"),
@@ -253,6 +262,7 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
     except ValueError as error:
         print(f"simulator: {error}", file=sys.stderr)
         return 2
+    descriptors.raise_limit()  # a socket per stream: the soft RLIMIT_NOFILE up to the hard one
     loop_factory = uvloop.new_event_loop if args.event_loop == "uvloop" else asyncio.new_event_loop
     with asyncio.Runner(loop_factory=loop_factory) as runner:
         if args.pd:

@@ -1,13 +1,16 @@
 """A pure, clock-free model of vLLM's V1 engine core: one ``step()`` schedules and "runs" one forward pass, with
-vLLM's token budget, preemption, FCFS admission and prefix caching (docs/concepts/simulator.md, section 4)."""
+vLLM's token budget, preemption, FCFS or priority admission (priority.py) and prefix caching
+(docs/concepts/simulator.md, section 4)."""
 
 from __future__ import annotations
 
 from collections import deque
 from typing import NamedTuple, Protocol
 
+from .grammar import GrammarCache
 from .kvcache import KVCache, num_gpu_blocks
 from .lora import LoraSlots
+from .priority import WaitingQueue, preempt_for, waiting_queue
 from .profiles import Profile
 from .specdecode import spec_decode
 from .steptime import StepTimeModel
@@ -55,6 +58,9 @@ class Sequence:
         "adapter",
         "num_drafts",
         "step_ends",
+        "priority",
+        "grammar",
+        "grammar_ready",
     )
 
     def __init__(
@@ -93,6 +99,9 @@ class Sequence:
         self.external_computed = 0  # prompt tokens whose KV another instance computed and sent (disagg.py)
         self.num_drafts = 0  # speculative decoding: draft tokens proposed for its next step (specdecode.py)
         self.step_ends: deque[int] | None = None  # speculative decoding: output length after each step not yet streamed
+        self.priority = 0  # the request's priority field: lower first under the priority policy (priority.py)
+        self.grammar = ""  # a structured output's schema text (grammar.py): compiled once, masked every step
+        self.grammar_ready = 0.0  # when its grammar is compiled: it is not scheduled before
 
     # vLLM's timings of a sequence, in engine seconds: each is read once the engine has set the times it spans
     def ttft(self) -> float:
@@ -148,7 +157,8 @@ class Engine:
         self.steptime = StepTimeModel(profile, seed)
         self.spec = spec_decode(profile, seed)
         self.clock = 0.0
-        self.waiting: deque[Sequence] = deque()
+        self.policy = profile.scheduling_policy  # fcfs or priority: the waiting order and the preemption victim
+        self.waiting: WaitingQueue = waiting_queue(self.policy)
         self.running: list[Sequence] = []
         self.num_preemptions = 0
         self.prefix_cache_queries = 0  # prompt tokens looked up in the prefix cache, at first admission
@@ -158,6 +168,7 @@ class Engine:
         self.t_frontend = profile.t_frontend
         self.frontend_free_at = 0.0  # when the API server has handled every request it was given
         self.lora: LoraSlots | None = None  # --enable-lora's adapters (lora.py)
+        self.grammars = GrammarCache(profile)
 
     @property
     def has_work(self) -> bool:
@@ -176,6 +187,8 @@ class Engine:
             seq.arrival = arrival
             seq.ready = self.frontend_free_at
             seq.max_tokens = min(seq.max_tokens, self.max_model_len - seq.prompt_len)
+            if seq.grammar:
+                seq.grammar_ready = self.grammars.compiled_at(seq.grammar, seq.ready)
             self.waiting.append(seq)
             if self.lora:
                 self.lora.queued(seq)
@@ -193,8 +206,8 @@ class Engine:
     def step(self) -> StepResult:
         """One forward pass. With nothing to run but requests still in the API server, the clock moves to when the
         first of them reaches the engine, and nothing is scheduled (a zero-duration result)."""
-        if not self.running and self.waiting and self.waiting[0].ready > self.clock:
-            self.clock = self.waiting[0].ready
+        if not self.running and self.waiting and (ready := self._first_ready()) > self.clock:
+            self.clock = ready
             return StepResult(0.0, [])
         scheduled: list[tuple[Sequence, int]] = []
         budget, preempted = self._schedule_running(scheduled)
@@ -204,8 +217,10 @@ class Engine:
             return StepResult(0.0, [])
         num_tokens = kv_tokens = 0
         attention_pairs = encoder_flops = 0.0
+        masked = 0
         for seq, n in scheduled:
             num_tokens += n
+            masked += bool(seq.grammar)
             attention_pairs += n * (seq.num_computed + n / 2)
             kv_tokens += seq.num_computed + n
             encoder_flops += seq.encoder_flops  # once: its first step
@@ -214,6 +229,7 @@ class Engine:
         if self.lora:
             duration = self.lora.step_seconds(duration, scheduled, num_tokens)
         duration *= self.spec.step_factor(len(scheduled)) if self.spec else 1.0
+        duration += self.grammars.mask_cost(masked)
         self.clock += duration
         self.last_num_scheduled_tokens = num_tokens
         return StepResult(duration, self._apply(scheduled))
@@ -227,7 +243,8 @@ class Engine:
             seq = running[index]
             n = min(seq.prompt_len + seq.num_output - seq.num_computed + seq.num_drafts, budget)
             while not self.kv.allocate(seq, seq.num_computed + n):
-                victim = running.pop()
+                victim, index, restored = preempt_for(running, scheduled, index, self.policy)
+                budget += restored
                 self._preempt(victim)
                 preempted = True
                 if victim is seq:
@@ -237,13 +254,18 @@ class Engine:
             index += 1
         return budget, preempted
 
+    def _first_ready(self) -> float:
+        """When the first waiting sequence may be scheduled (through the API server, its grammar compiled)."""
+        return min(max(seq.ready, seq.grammar_ready) for seq in self.waiting)
+
     def _schedule_waiting(self, scheduled: list[tuple[Sequence, int]], budget: int) -> None:
-        skipped: list[Sequence] = []  # waiting requests whose LoRA adapter would exceed max_loras (vLLM skips them)
+        skipped: list[Sequence] = []  # waiting requests vLLM skips: grammar still compiling, or no LoRA slot
         batch = {seq.adapter for seq, _ in scheduled if seq.adapter}
         try:
             self._admit_waiting(scheduled, budget, skipped, batch)
-        finally:
-            self.waiting.extendleft(reversed(skipped))
+        finally:  # back to the front in their order (a priority queue places them by their key), as vLLM does
+            for seq in reversed(skipped):
+                self.waiting.appendleft(seq)
 
     def _admit_waiting(
         self, scheduled: list[tuple[Sequence, int]], budget: int, skipped: list[Sequence], batch: set[str]
@@ -251,18 +273,18 @@ class Engine:
         waiting, kv = self.waiting, self.kv
         while waiting and budget > 0 and len(self.running) < self.max_num_seqs:
             seq = waiting[0]
+            if seq.grammar_ready > self.clock or (self.lora and not self.lora.admits(seq, batch)):
+                skipped.append(waiting.popleft())  # its grammar compiles, or no LoRA slot: passed over this step
+                continue
             if seq.ready > self.clock:
                 return
-            if self.lora and not self.lora.admits(seq, batch):
-                skipped.append(waiting.popleft())
-                continue
             hits = kv.lookup(seq)
             local = len(hits) * kv.block_size
             computed = max(local, seq.external_computed)  # a KV connector's tokens, as vLLM's scheduler takes them
             total = seq.prompt_len + seq.num_output
             n = min(total - computed, budget)
             if not kv.allocate(seq, computed + n, reserve_tokens=total, hits=hits):
-                return
+                break
             waiting.popleft()
             self.running.append(seq)
             seq.num_computed = computed

@@ -40,6 +40,7 @@ class GenerationRequest:
     n: int
     seed: int | None
     stream_interval: int | None
+    priority: int  # lower is scheduled first under --scheduling-policy priority (priority.py)
 
 
 def parse_json(raw: bytes) -> dict:
@@ -77,11 +78,13 @@ def _message_text(message: object) -> tuple[str, str]:
     if not isinstance(message, dict) or not isinstance(message.get("role"), str):
         raise ApiError("body.messages: each message needs a string 'role'", param="messages")
     content = message.get("content")
+    calls = message.get("tool_calls")  # an assistant's tool calls: the template renders them as text
+    called = "".join(f"\n{json.dumps(call)}" for call in calls) if isinstance(calls, list) else ""
     if content is None or isinstance(content, str):
-        return message["role"], content or ""
+        return message["role"], (content or "") + called
     if isinstance(content, list):
         parts = [part.get("text", "") for part in content if isinstance(part, dict) and part.get("type") == "text"]
-        return message["role"], "\n".join(parts)
+        return message["role"], "\n".join(parts) + called
     raise ApiError("body.messages: 'content' must be a string or a list of parts", param="messages")
 
 
@@ -89,7 +92,12 @@ def parse_messages(body: dict) -> list[tuple[str, str]]:
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise ApiError("body.messages: Field required (a non-empty list)", param="messages")
-    return [_message_text(message) for message in messages]
+    parsed = [_message_text(message) for message in messages]
+    tools = body.get("tools")  # templates write the tools' definitions into the first message (Llama 3.1's too)
+    if isinstance(tools, list) and tools:
+        role, text = parsed[0]
+        parsed[0] = role, f"{json.dumps(tools)}\n{text}"
+    return parsed
 
 
 def _is_token_list(value: object) -> bool:
@@ -132,6 +140,7 @@ def parse_generation(body: dict, prompts: list) -> GenerationRequest:
         n=_field(body, "n", (int,), 1, minimum=1),
         seed=_field(body, "seed", (int,), None),
         stream_interval=_field(body, "stream_interval", (int,), None, minimum=1),
+        priority=_field(body, "priority", (int,), 0),
     )
 
 

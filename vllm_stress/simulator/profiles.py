@@ -58,6 +58,8 @@ class Profile:
     num_gpu_blocks_override: int = 0
     # vLLM's --enable-prefix-caching (on by default in V1)
     enable_prefix_caching: bool = True
+    # vLLM's --scheduling-policy: fcfs, or priority (the request's priority field orders the queue: priority.py)
+    scheduling_policy: str = "fcfs"
     # simulated answers to benchmark questions (answers.py): chance the first answer is right, flip chance per other
     # sequence in flight
     answer_accuracy: float = 0.8
@@ -98,6 +100,10 @@ class Profile:
     spec_acceptance: str = "0.7"
     spec_draft_cost: float = 0.0
     spec_tokens_per_batch: str = ""
+    # structured outputs (grammar.py): seconds to compile a new schema's grammar, and per structured sequence in a
+    # step to fill its token bitmask (0: free; measured values and their sources in cpu-tiny.toml)
+    grammar_compile_s: float = 0.0
+    grammar_mask_s: float = 0.0
     # a twin (``python -m simulator calibrate``): the runs its step time was fitted to, and its error on them
     twin_source: str = ""
     twin_error: str = ""

@@ -8,9 +8,12 @@ import time
 import uuid
 from dataclasses import dataclass
 
+from .toolcalls import ToolChunks
+
 DONE = b"data: [DONE]\n\n"
 _CHAT_ROLE_TAIL = b',"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]'
-_CHAT_CONTENT_TAIL = b'"},"logprobs":null,"finish_reason":null,"token_ids":null}]'
+_CHAT_OPEN_TAIL = b',"logprobs":null,"finish_reason":null,"token_ids":null}]'
+_CHAT_CONTENT_TAIL = b'"}' + _CHAT_OPEN_TAIL
 _CHAT_FINAL_TAIL = b'","stop_reason":null,"token_ids":null,"weight_versions":null}]'
 _COMPLETION_TAIL = b',"stop_reason":null,"prompt_token_ids":null,"token_ids":null,"weight_versions":null}]'
 _KV_TAIL = b',"kv_transfer_params":null}\n\n'
@@ -75,6 +78,7 @@ class ChunkFormat:
         self._choice_head = self._head + b'[{"index":'
         self.continuous_usage = continuous_usage
         self.prompt_tokens = prompt_tokens
+        self.tools: ToolChunks | None = None  # the answer is a tool call (toolcalls.py)
 
     def frame(self, events: bytes) -> bytes:
         """SSE events made with LF line ends (JSON has none inside), with this response's line ends."""
@@ -98,7 +102,14 @@ class ChunkFormat:
         """One chunk carrying ``text``, tokens ``start .. end - 1`` of its choice; ``finish_reason`` set makes it the
         last chunk of the choice. A chat chunk that starts within the reasoning carries it as reasoning."""
         field = self.reasoning.field if self.chat and self.reasoning and start < self.reasoning.tokens else b"content"
-        if not self.chat:
+        if self.tools is not None:
+            delta = b',"delta":' + self.tools.delta(text, start)
+            if finish_reason is None:
+                middle = delta + _CHAT_OPEN_TAIL
+            else:
+                reason = self.tools.call.finish_reason(finish_reason).encode()
+                middle = delta + b',"logprobs":null,"finish_reason":"%s' % reason + _CHAT_FINAL_TAIL
+        elif not self.chat:
             reason = b"null" if finish_reason is None else b'"%s"' % finish_reason.encode()
             middle = b',"text":"%s","logprobs":null,"finish_reason":%s' % (text, reason) + _COMPLETION_TAIL
         elif finish_reason is None:

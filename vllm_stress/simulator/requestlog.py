@@ -29,7 +29,19 @@ class ArrivalSocket(socket.socket):
 class RequestTiming:
     """The server-side timestamps of one request (docs/concepts/simulator.md, section 12)."""
 
-    __slots__ = ("request_id", "peer", "arrival", "arrival_clock", "first", "last", "chunks", "queue")
+    __slots__ = (
+        "request_id",
+        "peer",
+        "arrival",
+        "arrival_clock",
+        "first",
+        "last",
+        "chunks",
+        "queue",
+        "messages",
+        "answer",
+        "tool_call",
+    )
 
     def __init__(self, request_id: str, arrived: float | None = None, peer: str = "") -> None:
         self.request_id = request_id
@@ -40,6 +52,9 @@ class RequestTiming:
         self.last: float | None = None
         self.chunks = 0
         self.queue: float | None = None  # seconds its (first) sequence waited in the engine's queue
+        self.messages: list | None = None  # a chat request's messages, as sent (a conversation's history)
+        self.answer: str | None = None  # its first choice's text as generated (a tool call's arguments)
+        self.tool_call: dict | None = None  # {"id", "name"} of the tool call it answered with
 
     def output_write(self) -> None:
         """A write carrying output tokens is about to hand its bytes to the socket."""
@@ -93,6 +108,8 @@ class RequestLog:
             "chunks": timing.chunks,
             "queue": timing.queue,
         }
+        if timing.messages is not None:  # a chat request: its history and what it answered
+            record |= {"messages": timing.messages, "answer": timing.answer, "tool_call": timing.tool_call}
         self._file.write(json.dumps(record) + "\n")
 
     def close(self) -> None:

@@ -15,6 +15,7 @@ from . import legacy
 from .answers import AnswerModel, Reply
 from .driver import EngineDriver
 from .engine import Engine, Sequence
+from .grammar import json_reply, request_schema
 from .httpmetrics import HttpMetrics
 from .lora import LoraConfig, LoraSlots, adapter_cards, adapter_request
 from .metrics import EngineMetrics
@@ -29,12 +30,14 @@ from .parsing import (
     parse_prompts,
     resolve_max_tokens,
 )
+from .priority import PRIORITY_HEADER, header_priority
 from .profiles import Profile
 from .protocol import ChunkFormat, Reasoning, chat_response, completion_response, json_bytes, model_list
 from .requestlog import REQUEST_ID_HEADER, RequestLog
 from .spanexport import SpanExporter
 from .streams import Generator, write_sse
 from .tokenizer import Tokenizer
+from .toolcalls import ToolChunks, plan_tool_call
 from .vision import message_images
 
 if TYPE_CHECKING:
@@ -187,9 +190,15 @@ class Simulator:
         token_ids = self.tokenizer.chat_encode(messages, images=images)
         max_tokens = resolve_max_tokens(generation, len(token_ids), self.profile.max_model_len, None)
         reply = None
-        if not generation.ignore_eos and not generation.min_tokens:
+        if (schema := request_schema(body)) is not None:
+            reply = json_reply(schema, max_tokens)
+        elif not generation.ignore_eos and not generation.min_tokens:
             reply = self.answers.reply(messages, generation.seed or 0, self.driver.load)
         reasoning = self.reasoning if thinking(body) else None
+        if (timing := request.get(TIMING_KEY)) is not None:
+            timing.messages = body["messages"]
+        if call := plan_tool_call(body, generation.seed or 0):
+            reply, reasoning = call.reply, None
         encoder_flops = sum(image.encoder_flops for message in images for image in message)
         return await self._generate(
             request,
@@ -201,6 +210,7 @@ class Simulator:
             encoder_flops=encoder_flops,
             kv_params=body.get("kv_transfer_params"),
             adapter=adapter,
+            tools=ToolChunks(call) if call else None,
         )
 
     async def completions(self, request: web.Request) -> web.StreamResponse:
@@ -214,8 +224,16 @@ class Simulator:
                 generation, len(token_ids), self.profile.max_model_len, COMPLETIONS_DEFAULT_MAX_TOKENS
             )
             prompts.append((token_ids, max_tokens))
+        schema = request_schema(body)
+        reply = None if schema is None else json_reply(schema, prompts[0][1])
         return await self._generate(
-            request, generation, prompts, chat=False, kv_params=body.get("kv_transfer_params"), adapter=adapter
+            request,
+            generation,
+            prompts,
+            chat=False,
+            kv_params=body.get("kv_transfer_params"),
+            adapter=adapter,
+            reply=reply,
         )
 
     async def _generate(
@@ -229,6 +247,7 @@ class Simulator:
         encoder_flops: float = 0.0,
         kv_params: object = None,
         adapter: str = "",
+        tools: ToolChunks | None = None,
     ) -> web.StreamResponse:
         model = adapter or self.model  # vLLM answers with the adapter's name
         interval = max(generation.stream_interval or 1, self.profile.stream_interval)
@@ -246,6 +265,7 @@ class Simulator:
             encoder_flops=encoder_flops,
             external=external,
             adapter=adapter,
+            priority=header_priority(request.headers.get(PRIORITY_HEADER), generation.priority),
         )
         timing = request.get(TIMING_KEY)
         try:
@@ -259,10 +279,14 @@ class Simulator:
                     reasoning,
                     self.sse_line_ending,
                 )
+                fmt.tools = tools
                 return await write_sse(request, stream, fmt, generation.include_usage, timing)
             await stream.wait_finished()
         finally:
             self.driver.abort(stream.seqs)
+            if timing is not None and timing.messages is not None:
+                timing.answer = stream.full_text(0)
+                timing.tool_call = {"id": tools.call_id, "name": tools.call.name} if tools else None
             self._record(request, stream.seqs[0], prompt_tokens)
         choices = [(stream.full_text(index), reason) for index, reason in enumerate(stream.reasons)]
         build = chat_response if chat else completion_response
@@ -270,6 +294,10 @@ class Simulator:
         body = build(model, choices, prompt_tokens, stream.completion_tokens, cached)
         if self.connector and (produced := self.connector.produced(kv_params, prompt_tokens)):
             body["kv_transfer_params"] = produced  # as vLLM's response carries a KV connector's parameters
+        if tools is not None:
+            for choice in body["choices"]:
+                choice["message"] = tools.message(choice["message"])
+                choice["finish_reason"] = tools.call.finish_reason(choice["finish_reason"])
         return _json(body)
 
     def _record(self, request: web.Request, seq: Sequence, prompt_tokens: int) -> None:

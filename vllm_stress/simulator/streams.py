@@ -4,6 +4,7 @@ back-pressure (docs/concepts/simulator.md, section 7)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 
 from aiohttp import web
@@ -96,7 +97,8 @@ class RequestStream:
         return (reply.text if reply else text_bytes)(self.offsets[index], start, end)
 
     def full_text(self, index: int) -> str:
-        return self.text(index, 0, self.published[index]).decode()
+        """The choice's whole text: its tokens are JSON string content, as the chunk templates take them."""
+        return json.loads(b'"%s"' % self.text(index, 0, self.published[index]))
 
     async def wait_finished(self) -> None:
         while not self.finished:
@@ -127,6 +129,7 @@ class Generator:
         encoder_flops: float = 0.0,
         external: tuple[int, float] | None = None,
         adapter: str = "",
+        priority: int = 0,
     ) -> RequestStream:
         """Submit ``n`` sequences for each ``(prompt token ids, max_tokens)``; choice index = prompt * n + i. With a
         ``reply`` (a question's answer), every choice generates it and ends after it; ``encoder_flops``: the vision
@@ -146,6 +149,8 @@ class Generator:
                 seq.encoder_flops = encoder_flops
                 seq.external_computed = external[0] if external else 0
                 seq.adapter = adapter  # a LoRA adapter's name (lora.py), "" for the base model
+                seq.priority = priority
+                seq.grammar = reply.grammar if reply else ""
                 stream.add(seq, offset, reply)
         self.driver.metrics.request_n.observe(n, len(prompts))
         self.driver.submit(stream.seqs, external[1] if external else None)

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-LOCUSTFILES = ("chat", "completions", "generate", "sdk", "session")
+LOCUSTFILES = ("chat", "completions", "generate", "sdk", "session", "agent")
 
 
 def locustfile(name: str) -> Path:

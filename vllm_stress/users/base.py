@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 import gevent
@@ -14,6 +15,7 @@ from locust.exception import StopUser
 from vllm_stress.client.adapters import AdapterPool, adapter_pool, model_field
 from vllm_stress.client.affinity import Spread, affinity_header
 from vllm_stress.client.canary import CANARY_SAMPLING
+from vllm_stress.client.classes import request_fields, stats_name
 from vllm_stress.client.cookies import use_lean_cookies
 from vllm_stress.client.exchange import (
     REQUEST_ID_HEADER,
@@ -33,8 +35,10 @@ from vllm_stress.client.stream import (
     use_timed_sockets,
 )
 from vllm_stress.client.stream import clocks as receive_clocks
+from vllm_stress.client.structured import judge
 from vllm_stress.client.trace import TraceDone
 from vllm_stress.core import fleet
+from vllm_stress.core.classes import TrafficClass
 from vllm_stress.core.failures import StreamError, failure_name
 from vllm_stress.core.spans import traceparent
 from vllm_stress.users import plugin  # noqa: F401 (the suite's options and event listeners, for every user class)
@@ -68,15 +72,17 @@ class FlowUser(Protocol):
     reasoning_effort: str | None
     no_traceparent: bool
     adapters: AdapterPool | None
+    traffic_class: TrafficClass | None  # --traffic-class: the user's class (start_user), else None
 
 
 def log_token_stats(environment: Environment, exchange: Exchange) -> None:
     """TTFT and TPOT into their own Locust stats entries (milliseconds), outside the request totals."""
     # Locust logs float response times itself, but StatsEntry.log's annotation says int: hence the two ignores
+    name = stats_name(exchange.name, exchange.traffic_class)
     if exchange.ttft is not None:
-        environment.stats.get(exchange.name, "TTFT").log(exchange.ttft * 1000, 0)  # type: ignore[arg-type]
+        environment.stats.get(name, "TTFT").log(exchange.ttft * 1000, 0)  # type: ignore[arg-type]
     if exchange.tpot is not None:
-        environment.stats.get(exchange.name, "TPOT").log(exchange.tpot * 1000, 0)  # type: ignore[arg-type]
+        environment.stats.get(name, "TPOT").log(exchange.tpot * 1000, 0)  # type: ignore[arg-type]
 
 
 def run_request(user: FlowUser, send: Send) -> None:
@@ -92,6 +98,8 @@ def run_request(user: FlowUser, send: Send) -> None:
         spec = user.workload.trace_request(line)
     else:
         spec = canary_request(user) or user.workload.next_request()
+    if not spec.canary and user.target.schemas and getattr(user, "takes_schemas", False):
+        spec = replace(spec, json_schema=user.target.schemas.next())
     send_request(user, spec, send, lag)
 
 
@@ -113,10 +121,13 @@ def send_request(
         user.target.recorder.level,
         spec.target_prompt_tokens,
         spec.max_tokens,
-        check_output=user.ignore_eos and spec.canary is None,
+        check_output=user.ignore_eos and spec.canary is None and spec.json_schema is None,
     )
     if spec.canary:
         exchange.canary, exchange.text = spec.canary, []
+    exchange.traffic_class = user.traffic_class.name if user.traffic_class else ""
+    if spec.json_schema:
+        exchange.json_schema, exchange.text = spec.json_schema, []
     exchange.schedule_lag = lag
     if user.adapters and not spec.canary:  # --lora-adapters: this request's model (model_field)
         exchange.adapter = user.adapters.draw()
@@ -130,6 +141,8 @@ def send_request(
     finally:  # also when the user is stopped mid-request: the row says so
         if exchange.end is None:
             exchange.fail("Aborted")
+        if exchange.json_schema and not exchange.error:
+            exchange.answer_valid = judge(exchange.json_schema, "".join(exchange.text or ()), exchange.finish_reason)
         user.target.recorder.record(exchange)
     if exchange.error and not exchange.status:  # no answer at all (refused, reset, timed out): the server may be down
         gevent.sleep(NO_RESPONSE_PAUSE_S)
@@ -143,7 +156,7 @@ def sampling(user: FlowUser, spec: RequestSpec) -> dict[str, Any]:
         fields["model"] = user.target.model
     if spec.canary:  # the same prompt must get the same answer: greedy, seeded, its own length
         fields |= CANARY_SAMPLING
-    elif user.ignore_eos:
+    elif user.ignore_eos and not spec.json_schema:  # a grammar's answer ends with EOS (client/structured.py)
         fields |= {"ignore_eos": True, "min_tokens": spec.max_tokens}
     if user.temperature is not None and not spec.canary:
         fields["temperature"] = user.temperature
@@ -153,7 +166,7 @@ def sampling(user: FlowUser, spec: RequestSpec) -> dict[str, Any]:
         fields["reasoning_effort"] = user.reasoning_effort
     if user.stream:
         fields["stream_options"] = {"include_usage": True}
-    return fields
+    return fields | request_fields(user.traffic_class)
 
 
 def read_options(user: FlowUser, environment: Environment) -> None:
@@ -183,6 +196,9 @@ def start_user(user: FlowUser) -> None:
     """on_start of every user class: take the prepared workload (None when the target could not be prepared)."""
     user.target.prepared.wait()
     user.workload = user.target.workloads.get(user.chat)
+    user.traffic_class = None
+    if user.target.classes and user.workload is not None:  # --traffic-class: the user's class and its prompts
+        user.traffic_class, user.workload = user.target.classes.take(user.chat)
 
 
 class LLMUser(FastHttpUser):
@@ -194,7 +210,9 @@ class LLMUser(FastHttpUser):
     request_name = ""  # the name of its entries in Locust's stats and of its rows
     chat = False  # prompts are chat messages (the template's tokens count toward the input length)
     needs_model = True  # the API takes a model name (default: the first the server lists)
+    takes_schemas = False  # --json-schema asks some of its requests for a structured output (chat and completions)
     output_marker = b"\0"  # bytes that only an output-bearing chunk in vLLM's layout has (see read_stream)
+    connections = 1  # connections the user may hold at once (an agent's fan-out: users/agent.py)
     sticky_headers: dict[str, str] = {}  # headers of every request of the user (a session's id, session.py)
     target: Target  # FlowUser's: set by read_options and start_user
     workload: Workload | None
@@ -207,13 +225,14 @@ class LLMUser(FastHttpUser):
     affinity_header: str  # the header a router pins a session or prefix group by ("" : none)
     no_traceparent: bool
     adapters: AdapterPool | None
+    traffic_class: TrafficClass | None
 
     def __init__(self, environment: Environment) -> None:
         options = TARGETS[environment].options
         self.network_timeout = options.request_timeout  # per socket read: a silent server fails as Timeout
         self.connection_timeout = min(options.request_timeout, 30.0)
         self.insecure = options.insecure
-        self.concurrency = 1
+        self.concurrency = self.connections
         super().__init__(environment)
         read_options(self, environment)
         self.affinity_header = affinity_header(options.session_header, options.router_preset)
@@ -252,7 +271,7 @@ class LLMUser(FastHttpUser):
             headers=headers,
             stream=self.stream,
             catch_response=True,
-            name=self.request_name,
+            name=stats_name(self.request_name, exchange.traffic_class),
         ) as resp:
             exchange.status = resp.status_code
             if self.stream:

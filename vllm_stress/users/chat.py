@@ -9,6 +9,7 @@ from typing import Any
 from vllm_stress.client.exchange import is_output_delta
 from vllm_stress.client.images import message_content
 from vllm_stress.client.prompts import RequestSpec
+from vllm_stress.client.structured import chat_fields
 from vllm_stress.users.base import LLMUser, sampling
 
 
@@ -18,11 +19,15 @@ class ChatUser(LLMUser):
     chat = True
     output_marker = b'"delta":{"content":"'  # vLLM's role chunk starts with "role", so it never matches
     takes_images = True  # --images
+    takes_schemas = True  # --json-schema
 
     def body(self, spec: RequestSpec) -> dict[str, Any]:
-        return sampling(self, spec) | {
-            "messages": [{"role": "user", "content": message_content(spec.text, spec.images)}]
-        }
+        structured = chat_fields(spec.json_schema) if spec.json_schema else {}
+        return (
+            sampling(self, spec)
+            | structured
+            | {"messages": [{"role": "user", "content": message_content(spec.text, spec.images)}]}
+        )
 
     def is_output(self, choice: dict[str, Any]) -> bool:
         return is_output_delta(choice.get("delta") or {})

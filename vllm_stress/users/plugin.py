@@ -4,12 +4,14 @@ process's ``Target`` ready at test start. Every user class imports it."""
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import signal
 import sys
 from typing import TYPE_CHECKING
 
 import gevent
+import locust.argument_parser
 import locust.runners
 from locust import events
 
@@ -31,6 +33,11 @@ log = logging.getLogger(__name__)
 # Locust has no option for these two constants; why these values: docs/concepts/load-generator.md, "Worker liveness"
 locust.runners.HEARTBEAT_LIVENESS = 10  # heartbeats a worker may miss before the master calls it missing (Locust: 3)
 locust.runners.MASTER_HEARTBEAT_TIMEOUT = 15  # seconds before a worker without its master quits (Locust: 60)
+# A worker builds Locust's whole argument parser again for each option of each spawn message (runners.py, "spawn":
+# default_args_dict() inside a comprehension): with the suite's options, about 0.3 s of CPU per message, and a ramp
+# sends one a second, so a busy worker fell behind and lost its heartbeats (benchmarks/scale.md). Its defaults never
+# change in a process: built once.
+locust.argument_parser.default_args_dict = functools.cache(locust.argument_parser.default_args_dict)
 
 
 @events.init_command_line_parser.add_listener

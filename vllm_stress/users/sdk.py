@@ -17,9 +17,11 @@ from openai.types.chat import ChatCompletionChunk
 
 from vllm_stress.client import options as opts
 from vllm_stress.client.adapters import AdapterPool, model_field
+from vllm_stress.client.classes import stats_name
 from vllm_stress.client.exchange import Exchange, is_output_delta, is_reasoning_delta
 from vllm_stress.client.images import message_content
 from vllm_stress.client.prompts import RequestSpec, Workload
+from vllm_stress.core.classes import TrafficClass
 from vllm_stress.core.failures import StreamError, failure_name
 from vllm_stress.users.base import id_headers, log_token_stats, read_options, run_request, sampling, start_user
 from vllm_stress.users.target import Target
@@ -90,6 +92,7 @@ class SdkChatUser(User):
     needs_model = True
     takes_images = True  # --images
     target: Target  # FlowUser's: set by read_options and start_user
+    traffic_class: TrafficClass | None
     workload: Workload | None
     stream: bool
     ignore_eos: bool
@@ -122,7 +125,11 @@ class SdkChatUser(User):
 
     def send(self, spec: RequestSpec, exchange: Exchange) -> None:
         fields = sampling(self, spec) | model_field(exchange.adapter)
-        extra = {key: fields.pop(key) for key in ("ignore_eos", "min_tokens", "chat_template_kwargs") if key in fields}
+        extra = {
+            key: fields.pop(key)
+            for key in ("ignore_eos", "min_tokens", "chat_template_kwargs", "priority")
+            if key in fields
+        }
         messages: Any = [{"role": "user", "content": message_content(spec.text, spec.images)}]  # text or parts
         try:
             with gevent.Timeout(self.timeout, StreamError("Timeout")):
@@ -142,7 +149,7 @@ class SdkChatUser(User):
         exchange.finish()
         self.environment.events.request.fire(
             request_type="POST",
-            name=self.request_name,
+            name=stats_name(self.request_name, exchange.traffic_class),
             response_time=exchange.e2e * 1000,
             response_length=exchange.completion_tokens or 0,
             response=None,

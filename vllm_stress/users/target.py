@@ -15,14 +15,17 @@ import requests
 from locust import FastHttpUser
 from locust.runners import MasterRunner, WorkerRunner
 
+from vllm_stress.client import classes
 from vllm_stress.client import options as opts
 from vllm_stress.client.canary import Canaries, load_canaries
 from vllm_stress.client.checks import StopTarget, check_model, validate
+from vllm_stress.client.classes import ClassSet
 from vllm_stress.client.pacing import PoissonArrivals, arrivals_for
 from vllm_stress.client.prompts import Tokenizer, Workload, build_workload
 from vllm_stress.client.recorder import Recorder, WorkerRecorder
 from vllm_stress.client.sourceaddr import SOURCES
 from vllm_stress.client.stream import KERNEL_CLOCK, receive_clock
+from vllm_stress.client.structured import SchemaPool, load_pool
 from vllm_stress.client.trace import TraceArrivals, arrivals_for_trace, read_trace
 from vllm_stress.core import fleet, served
 from vllm_stress.core.questions import DatasetError
@@ -88,6 +91,8 @@ class Target:
         self.prepared = gevent.event.Event()  # set when prepare() is over (successful or not): users wait for it
         self.arrivals: PoissonArrivals | TraceArrivals | None = None  # open loop: the arrival clock
         self.canaries: Canaries | None = None  # --canary-share: which requests are fixed prompts
+        self.classes: ClassSet | None = None  # --traffic-class: each user's class and its workload
+        self.schemas: SchemaPool | None = None  # --json-schema: which requests ask for a structured output
 
     @property
     def options(self) -> argparse.Namespace:
@@ -133,12 +138,17 @@ class Target:
             self.canaries = load_canaries(options.canary_file, options.canary_share, options.canary_min)
         except DatasetError as e:
             raise StopTarget(f"--canary-file: {e}") from None
+        try:
+            self.schemas = load_pool(options, seed=os.getpid())
+        except ValueError as e:
+            raise StopTarget(f"--json-schema: {e}") from None
         if self.runs_users:
             for chat in {getattr(cls, "chat", False) for cls in self.environment.user_classes}:
                 self.workloads[chat] = self.build_workload(chat)
             for cls in self.environment.user_classes:  # what a user class sizes before the run (the session's turns)
                 if prepare_workload := getattr(cls, "prepare_workload", None):
                     prepare_workload(self, self.workloads[getattr(cls, "chat", False)])
+            self.classes = self.class_set()
             if options.trace:  # once the prompts are ready: no backlog
                 worker_index = getattr(self.environment.runner, "worker_index", 0)
                 self.arrivals = arrivals_for_trace(options, read_trace(options.trace), worker_index)
@@ -146,6 +156,19 @@ class Target:
                 self.arrivals = arrivals_for(options, seed=os.getpid())
             if self.arrivals and not self.is_worker:  # a local run's schedule starts now; a worker's when told
                 self.arrivals.start_at(time.perf_counter())
+
+    def class_set(self) -> ClassSet | None:
+        """The traffic classes of this process's users, their workloads made from the run's (None: no class)."""
+        options = self.options
+        if not (declared_classes := classes.declared(options)):
+            return None
+        workers = max(getattr(options, "expect_workers", 1) or 1, 1) if self.is_worker else 1
+        class_set = ClassSet(declared_classes, getattr(self.environment.runner, "worker_index", 0), workers)
+        verify = not options.insecure
+        class_set.prepare(
+            self.workloads, options, lambda chat: Tokenizer(self.host, self.model, self.headers, chat, verify)
+        )
+        return class_set
 
     def use_source_addresses(self, text: str) -> None:
         """Where this process's connections leave from (--source-addresses); StopTarget for an address it cannot
@@ -170,7 +193,7 @@ class Target:
         host = self.host
         verify = not self.options.insecure
         try:
-            models = served.models(host, self.headers, timeout=30, verify=verify)
+            models = served.models(host, self.headers, timeout=30, verify=verify, session=SOURCES.http_session())
         except (requests.HTTPError, ValueError) as e:
             if required:
                 raise StopTarget(f"cannot list models at {host.rstrip('/')}/v1/models: {e}") from None

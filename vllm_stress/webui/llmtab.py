@@ -16,6 +16,7 @@ from vllm_stress.webui.formcheck import form_error
 if TYPE_CHECKING:
     from locust.web import WebUI
 
+    from vllm_stress.master.livestats import LevelLatencies
     from vllm_stress.webui.liverun import LiveRun
 
 TAB = "llm"
@@ -78,25 +79,32 @@ def table_rows(live: LiveRun, final: Build | None = None) -> list[dict[str, obje
             "client_saturated": _saturated(cpu_now),
         }
     ]
+    by_class = recorder.live_stats.latencies_by_class
     for users, level in sorted(recorder.live_stats.latencies_by_level.items()):
-        cpu = health.max_cpu_by_level.get(users)
-        rows.append(
-            dict.fromkeys(COLUMNS, "")
-            | {
-                "level": f"{users} users",
-                "requests": level.requests,
-                "failures": level.failures,
-                "aborted": level.aborted,
-                "ttft_p50_ms": _scaled(bucket_percentile(level.ttft_ms, 0.5), 1, 1),
-                "ttft_p99_ms": _scaled(bucket_percentile(level.ttft_ms, 0.99), 1, 1),
-                "tpot_p50_ms": _scaled(bucket_percentile(level.tpot_ms, 0.5), 1, 2),
-                "e2e_p50_s": _scaled(bucket_percentile(level.e2e_ms, 0.5), 0.001, 3),
-                "e2e_p99_s": _scaled(bucket_percentile(level.e2e_ms, 0.99), 0.001, 3),
-                "client_cpu_pct": "" if cpu is None else round(cpu, 1),
-                "client_saturated": "" if cpu is None else _saturated(cpu),
-            }
-        )
+        rows.append(level_row(f"{users} users", level, health.max_cpu_by_level.get(users)))
+        rows += [
+            level_row(f"{users} users: {name}", by_class[at, name], None)
+            for at, name in sorted(by_class)
+            if at == users
+        ]
     return rows
+
+
+def level_row(label: str, level: LevelLatencies, cpu: float | None) -> dict[str, object]:
+    """One row of a level (or of one traffic class at a level: no client CPU of its own)."""
+    return dict.fromkeys(COLUMNS, "") | {
+        "level": label,
+        "requests": level.requests,
+        "failures": level.failures,
+        "aborted": level.aborted,
+        "ttft_p50_ms": _scaled(bucket_percentile(level.ttft_ms, 0.5), 1, 1),
+        "ttft_p99_ms": _scaled(bucket_percentile(level.ttft_ms, 0.99), 1, 1),
+        "tpot_p50_ms": _scaled(bucket_percentile(level.tpot_ms, 0.5), 1, 2),
+        "e2e_p50_s": _scaled(bucket_percentile(level.e2e_ms, 0.5), 0.001, 3),
+        "e2e_p99_s": _scaled(bucket_percentile(level.e2e_ms, 0.99), 0.001, 3),
+        "client_cpu_pct": "" if cpu is None else round(cpu, 1),
+        "client_saturated": "" if cpu is None else _saturated(cpu),
+    }
 
 
 def authenticated(web_ui: WebUI) -> bool:

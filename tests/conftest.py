@@ -321,9 +321,8 @@ def installed_suite(tmp_path_factory):
 TRAFFIC_FLAGS = ("--enable-lora", "--max-loras", "2", "--max-lora-rank", "8", "--max-cpu-loras", "4")
 TRAFFIC_FLAGS += ("--scheduling-policy", "priority")
 TRAFFIC_FLAGS += ("--enable-log-requests",)  # a line per request naming its LoRA adapter: the server's count per model
-# a required or named tool_choice needs a tool parser (vllm/renderers/online_renderer.py); pythonic needs no special
-# token, which the tiny model's tokenizer lacks
-TRAFFIC_FLAGS += ("--enable-auto-tool-choice", "--tool-call-parser", "pythonic")
+# a required or named tool_choice needs a tool parser (vllm/renderers/online_renderer.py)
+TRAFFIC_FLAGS += ("--enable-auto-tool-choice", "--tool-call-parser", "hermes")
 
 
 def serve_real_vllm(tmp_path_factory, *flags: str, env: dict[str, str] | None = None):

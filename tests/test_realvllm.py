@@ -15,7 +15,7 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 from benchmarks.harness import read_rows, scrape
-from tests.helpers import REPO, Server, locust_stats, server_completed
+from tests.helpers import NO_CANARIES, REPO, Server, locust_stats, server_completed
 from tests.shapes import FIXTURE, capture_shapes, differences, dump_shapes, simulator_differences
 from vllm_stress.analysis.load import load_run
 from vllm_stress.client.prompts import WORDS
@@ -23,7 +23,7 @@ from vllm_stress.core.schema import CLIENT_LOOP_LAG_LIMIT_MS
 
 pytestmark = pytest.mark.timeout(600)  # the real_vllm fixture marks the tests realvllm
 
-SHORT = ["--input-tokens", "64", "--output-tokens", "16", "--headless", "--only-summary", "-L", "WARNING"]
+SHORT = ["--input-tokens", "64", "--output-tokens", "16", "--headless", "--only-summary", "-L", "WARNING", *NO_CANARIES]
 USERS = [("chat", "chat"), ("completions", "completions"), ("sdk", "sdk-chat")]
 # Families of the reference (docs/concepts/vllm-protocol.md §8.1), as prometheus_client names them.
 METRIC_TYPES = {
@@ -233,15 +233,18 @@ def test_smoke_scenario_through_master_and_workers(scenarios, real_vllm, tmp_pat
     assert len({r["worker"] for r in rows}) == 2
     done = [r for r in rows if r["error"] != "Aborted"]
     assert len(rows) - len(done) <= 4  # in flight when the last level (4 users) ended
-    check_rows(done, "chat", prompt=128, completion=32)
+    check_rows([r for r in done if not r["canary"]], "chat", prompt=128, completion=32)  # canaries: their own size
     assert {r["users"] for r in done} == {"2", "4"}
-    finished = delta(before, counters(real_vllm.url))["vllm:request_success_total{finished_reason=length}"]
+    finished = sum(  # canaries may stop before their max_tokens: every finish reason
+        value for key, value in delta(before, counters(real_vllm.url)).items() if key.startswith("vllm:request_success")
+    )
     # nothing lost between the workers and the master, nothing counted twice; a stream the stop cut may have had its
     # last token already sent (the server finished it) before its reader got to it
     assert len(done) <= finished <= len(rows)
     summary = json.loads((out / "report" / "summary.json").read_text())
     levels = {level["users"]: level for level in summary["levels"]}
     assert sorted(levels) == [2, 4]
+    assert {level["users"] for level in summary["canaries"]} == {2, 4}  # canaries on by default, compared per level
     for level in levels.values():
         assert level["requests"] > 0 and level["failures"] == 0 and level["output_tokens_per_s"] > 0, level
     cache = json.loads((out / "run-1" / "run.json").read_text())["server_cache_config"]  # vllm:cache_config_info

@@ -202,6 +202,8 @@ def test_a_required_tool_choice_streams_calls_the_agent_reader_joins(real_vllm_t
     assert calls and [(e["index"], e["id"], e["type"], e["function"]["name"]) for e in firsts] == [
         (call.index, call.id, "function", "get_weather") for call in calls
     ]
-    assert [call.index for call in calls] == list(range(len(calls))) and all(call.arguments for call in calls)
+    assert [call.index for call in calls] == list(range(len(calls)))
+    finished = calls if reasons[-1] != "length" else calls[:-1]  # max_tokens may cut the last call before its arguments
+    assert all(call.arguments for call in finished)
     assert all(call.problem() in ("", "ToolCallInvalidJSON") for call in calls)
     assert reasons[-1] in ("tool_calls", "length")

@@ -4,6 +4,7 @@ with a set probability and flipping under load (docs/concepts/simulator.md, sect
 from __future__ import annotations
 
 import ast
+import json
 import operator
 import random
 import re
@@ -181,5 +182,6 @@ class AnswerModel:
 
 
 def split_tokens(text: str) -> tuple[bytes, ...]:
-    """The answer split as the simulator's tokenizer splits text, each token with the spaces before it."""
-    return tuple(token.encode() for token in _TOKEN.findall(text))
+    """The answer split as the simulator's tokenizer splits text, each token with the spaces before it and escaped
+    for a JSON string, as the stream's chunk templates take a token (RequestStream.full_text decodes them)."""
+    return tuple(json.dumps(token)[1:-1].encode() for token in _TOKEN.findall(text))

@@ -10,15 +10,13 @@ the same compile) and ``grammar_mask_s`` per structured sequence in a step, both
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
-from .answers import Reply
+from .answers import Reply, split_tokens
 from .parsing import ApiError
 from .profiles import Profile
 from .sampling import WORDS
 
-_TOKEN = re.compile(r"\s*(?:\w+|[^\w\s])")  # the simulator's tokenizer's split (answers.py): a word or a sign
 _PAD = "<pad>"  # marks the string padded to length; replaced by words
 _MAX_ITEMS = 64  # bounds an array's minItems, so a schema cannot ask for an answer of any size
 
@@ -101,12 +99,11 @@ def answer_tokens(schema: dict[str, Any], target: int) -> tuple[bytes, ...]:
     chunk templates take them), padded with words in its first growable string up to ``target`` tokens where it
     can be."""
     instance = json.dumps(minimal_instance(schema), separators=(", ", ": "))
-    base = _TOKEN.findall(instance.replace(_PAD, ""))
-    words = max(target - len(base), 0)
+    words = max(target - len(split_tokens(instance.replace(_PAD, ""))), 0)
     if _PAD in instance:
         padding = " ".join(WORDS[index % len(WORDS)] for index in range(words))
         instance = instance.replace(_PAD, padding, 1).replace(_PAD, "")
-    return tuple(json.dumps(token)[1:-1].encode() for token in _TOKEN.findall(instance))
+    return split_tokens(instance)
 
 
 def json_reply(schema: dict[str, Any], max_tokens: int) -> Reply:

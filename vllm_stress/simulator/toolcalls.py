@@ -110,7 +110,7 @@ class ToolChunks:
     def delta(self, text: bytes, start: int) -> bytes:
         """The ``delta`` of the chunk carrying arguments fragment ``text`` (tokens from ``start``); the first
         announces the call. An empty fragment after the first (the final EOS) is an empty delta, as vLLM sends."""
-        fragment = json.dumps(text.decode()).encode()
+        fragment = b'"%s"' % text  # the tokens are escaped for a JSON string already (answers.split_tokens)
         if start == 0:
             head = b'{"id":"%s","type":"function","index":0,"function":{"name":%s,"arguments":%s}}' % (
                 self.call_id.encode(),

@@ -25,7 +25,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-FLUSH_TIMEOUT_S = 10.0  # how long a stopping master waits for the workers' last rows
+# how long a stopping master waits for the last rows of workers still alive (a worker that goes missing is not
+# waited for): a worker stopping thousands of users on a busy machine takes tens of seconds
+FLUSH_TIMEOUT_S = 60.0
 WATCH_INTERVAL_S = 1.0
 REPORT_LAG_S = 3.0  # worker reports arrive up to WORKER_REPORT_INTERVAL late
 
@@ -199,16 +201,16 @@ class MasterRecorder(LocalRecorder):
         self._collect_last_rows()
 
     def _collect_last_rows(self) -> None:
-        """Have every worker stop and send its last rows, and wait for them (at most FLUSH_TIMEOUT_S): Locust's own
-        quit gives the workers' final reports only 0.5 s, and a busy worker's come later and are dropped."""
-        clients = self.runner.clients.values()
-        workers = {client.id for client in clients if client.state != STATE_MISSING}
+        """Have every worker stop and send its last rows, and wait for them while it is alive (at most
+        FLUSH_TIMEOUT_S): Locust's own quit gives the workers' final reports only 0.5 s, and a busy worker's come
+        later and are dropped."""
         self.flushed.clear()
         self.runner.send_message(FLUSH_MESSAGE)
         deadline = time.monotonic() + FLUSH_TIMEOUT_S
-        while workers - self.flushed and time.monotonic() < deadline:
+        while (waiting := self._alive_workers() - self.flushed) and time.monotonic() < deadline:
             gevent.sleep(0.05)
-        if workers - self.flushed:
-            log.warning(
-                "No last rows from worker(s) %s within %.0f s", ", ".join(workers - self.flushed), FLUSH_TIMEOUT_S
-            )
+        if waiting:
+            log.warning("No last rows from worker(s) %s within %.0f s", ", ".join(waiting), FLUSH_TIMEOUT_S)
+
+    def _alive_workers(self) -> set[str]:
+        return {client.id for client in self.runner.clients.values() if client.state != STATE_MISSING}

@@ -110,6 +110,24 @@ def check_rows(rows: list[dict], name: str, prompt: int = 64, completion: int = 
         assert r["finish_reason"] == "length", r
 
 
+def test_every_row_is_joined_to_vllms_own_span(run_locust, real_vllm, tmp_path):
+    """vLLM exports a span per request (--otlp-traces-endpoint, OTLP/HTTP) that continues the row's traceparent: every
+    successful row of a short run gets vLLM's own queue, TTFT and prefill, and its TTFT holds vLLM's. First in the
+    module: later, the server's exporter is still retrying the spans of earlier tests' requests, which no receiver
+    took, and holds this run's behind them past its end."""
+    out = tmp_path / "run"
+    rows = run_user(run_locust, real_vllm, out, "chat", "--otlp-port", str(real_vllm.otlp_port), *SHORT)
+    check_rows(rows, "chat")
+    run = load_run(out)
+    viewed = run.requests[run.requests["ok"]]
+    assert len(viewed) == len(rows) and viewed["server_ttft_s"].notna().all(), viewed.isna().sum()
+    # every OTLP body the receiver took was well formed
+    assert run.meta["span_receiver"]["rejected"] == 0
+    assert (viewed["server_queue_s"] >= 0).all() and (viewed["server_prefill_s"] > 0).all()
+    assert (viewed["server_queue_s"] + viewed["server_prefill_s"] <= viewed["server_ttft_s"] + 1e-3).all()
+    assert (viewed["ttft_s"] > viewed["server_ttft_s"]).all()
+
+
 def test_each_prompt_word_is_one_token(real_vllm):
     text = " ".join(WORDS)
     assert tokenize(real_vllm, prompt=text) == len(WORDS)
@@ -445,19 +463,3 @@ def test_a_vllm_bench_serve_result_beside_a_locust_run_of_the_same_shape(scenari
     assert change["output_tok_s"]["candidate"] == pytest.approx(bench["figures"]["output_tok_s"])
     assert change["ttft_p50"]["candidate"] == pytest.approx(bench["figures"]["ttft_ms"] / 1000)
     assert change["output_tok_s"]["baseline"] > 0 and change["ttft_p50"]["baseline"] > 0
-
-
-def test_every_row_is_joined_to_vllms_own_span(run_locust, real_vllm, tmp_path):
-    """vLLM exports a span per request (--otlp-traces-endpoint, OTLP/HTTP) that continues the row's traceparent: every
-    successful row of a short run gets vLLM's own queue, TTFT and prefill, and its TTFT holds vLLM's."""
-    out = tmp_path / "run"
-    rows = run_user(run_locust, real_vllm, out, "chat", "--otlp-port", str(real_vllm.otlp_port), *SHORT)
-    check_rows(rows, "chat")
-    run = load_run(out)
-    viewed = run.requests[run.requests["ok"]]
-    assert len(viewed) == len(rows) and viewed["server_ttft_s"].notna().all(), viewed.isna().sum()
-    # the module's earlier tests' spans may still come (vLLM's exporter retries a batch nobody took): unjoined, counted
-    assert run.meta["span_receiver"]["rejected"] == 0
-    assert (viewed["server_queue_s"] >= 0).all() and (viewed["server_prefill_s"] > 0).all()
-    assert (viewed["server_queue_s"] + viewed["server_prefill_s"] <= viewed["server_ttft_s"] + 1e-3).all()
-    assert (viewed["ttft_s"] > viewed["server_ttft_s"]).all()

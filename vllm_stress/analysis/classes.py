@@ -18,28 +18,14 @@ from typing import Any, TypedDict
 import pandas as pd
 
 from vllm_stress.analysis.json_types import to_json_types
-from vllm_stress.analysis.levels import LATENCY_METRICS, PERCENTILES, level_stats
+from vllm_stress.analysis.levels import HEADLINE, LATENCY_METRICS, PERCENTILES, level_stats
 from vllm_stress.analysis.load import AnalysisError, Run
 from vllm_stress.analysis.render import Block, Bullets, Heading, Paragraph, Table
 from vllm_stress.core.classes import TrafficClass, from_json
 from vllm_stress.core.numbers import count, percent, seconds
 from vllm_stress.core.slo import Slo, level_slos, request_slos
 
-CLASS_FIELDS = (  # the level fields kept per class
-    "users",
-    "requests",
-    "requests_per_s",
-    "output_tokens_per_s",
-    "total_tokens_per_s",
-    "ttft_p50_s",
-    "ttft_p99_s",
-    "tpot_p50_s",
-    "tpot_p99_s",
-    "e2e_p50_s",
-    "e2e_p99_s",
-    "goodput_requests_per_s",
-    "goodput_ratio",
-)
+CLASS_FIELDS = ("users", "requests", *HEADLINE, "goodput_requests_per_s", "goodput_ratio")  # kept per class
 
 
 class ClassesSummary(TypedDict):

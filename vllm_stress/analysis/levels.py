@@ -28,6 +28,17 @@ LATENCY_METRICS = {"ttft": "ttft_s", "tpot": "tpot_s", "e2e": "e2e_s"}  # SLO / 
 GPU_LOAD_FIELDS = ("gpu_power_w", "gpu_utilization_percent")  # per run, from gpu_metrics.csv
 # --gpu-hour-price: throughput field -> the level field of what a million of its tokens cost
 COST_FIELDS = {"output_tokens_per_s": "usd_per_m_output_tokens", "total_tokens_per_s": "usd_per_m_total_tokens"}
+HEADLINE = (  # the level fields a run is kept and compared by: throughput and latency percentiles
+    "output_tokens_per_s",
+    "total_tokens_per_s",
+    "requests_per_s",
+    "ttft_p50_s",
+    "ttft_p99_s",
+    "tpot_p50_s",
+    "tpot_p99_s",
+    "e2e_p50_s",
+    "e2e_p99_s",
+)
 
 # Every per-level field, defined once; the report's glossary prints this.
 LEVEL_FIELDS = {

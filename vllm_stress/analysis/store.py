@@ -17,7 +17,7 @@ import pandas as pd
 
 from vllm_stress.analysis import stats
 from vllm_stress.analysis.json_types import Json, to_json_types
-from vllm_stress.analysis.levels import records
+from vllm_stress.analysis.levels import HEADLINE, records
 from vllm_stress.analysis.load import AnalysisError, Run, RunMeta
 from vllm_stress.analysis.summary import ConfigSummary, Summary
 from vllm_stress.core.formats import FORMAT_VERSION, FormatError, format_of
@@ -25,17 +25,6 @@ from vllm_stress.core.numbers import count
 
 DB_ENV = "VLLM_STRESS_DB"
 SUITE = Path(__file__).resolve().parents[2]
-HEADLINE = (
-    "output_tokens_per_s",
-    "total_tokens_per_s",
-    "requests_per_s",
-    "ttft_p50_s",
-    "ttft_p99_s",
-    "tpot_p50_s",
-    "tpot_p99_s",
-    "e2e_p50_s",
-    "e2e_p99_s",
-)
 StoredRun = tuple[str, Run, pd.DataFrame]  # an analysed run: its config label, the run, its level_stats rows
 SCHEMA = f"""
 CREATE TABLE runs (

@@ -14,18 +14,19 @@ from vllm_stress.scenarios.cli import main
 from vllm_stress.scenarios.plan import check_run
 
 
-def test_plan_sizes_1000_streams_at_20_and_50_tokens_per_s(capsys):
-    assert main(["plan", "--users", "1000", "--tokens-per-s-per-stream", "20", "--cores-per-machine", "2"]) == 0
-    assert "worker processes: 1 " in capsys.readouterr().out  # 20,000 tok/s x 24.4 us = 0.49 cores
-    assert main(["plan", "--users", "1000", "--tokens-per-s-per-stream", "50", "--cores-per-machine", "2"]) == 0
-    out = capsys.readouterr().out
-    assert "= 1.22 cores" in out and "worker processes: 3 " in out and "worker machines: 2 with 2 cores" in out
+def test_plan_sizes_1000_streams_at_10_and_40_tokens_per_s(capsys):
+    assert main(["plan", "--users", "1000", "--tokens-per-s-per-stream", "10", "--cores-per-machine", "2"]) == 0
+    assert "worker processes: 1 " in capsys.readouterr().out  # 10,000 tok/s x 31.5 us = 0.32 cores
+    assert main(["plan", "--users", "1000", "--tokens-per-s-per-stream", "40", "--cores-per-machine", "2"]) == 0
+    out = capsys.readouterr().out  # 40,000 tok/s x 31.5 us = 1.26 cores, x 25.5 us = 1.02 against the simulator
+    assert "= 1.26 cores (1.02 against the simulator" in out and "worker processes: 3 " in out
+    assert "worker machines: 2 with 2 cores" in out
     assert main(["plan", "--users", "1000"]) == 2  # a rate is needed
 
 
 def test_plan_gives_one_worker_count_in_every_line(capsys):
     """The process count, the worker machines' --processes and the master's --expect-workers agree; never -1."""
-    for rate, cores, processes, per_machine in ((20, 2, 1, [1]), (50, 2, 3, [2, 1]), (200, 8, 10, [8, 2])):
+    for rate, cores, processes, per_machine in ((10, 2, 1, [1]), (40, 2, 3, [2, 1]), (200, 8, 13, [8, 5])):
         assert (
             main(["plan", "--users", "1000", "--tokens-per-s-per-stream", str(rate), "--cores-per-machine", str(cores)])
             == 0
@@ -38,7 +39,7 @@ def test_plan_gives_one_worker_count_in_every_line(capsys):
 
 
 def test_worker_processes_keep_each_under_the_timing_limit():
-    for tokens_per_s in (1, 10_000, 20_491, 20_492, 50_000, 500_000):
+    for tokens_per_s in (1, 10_000, 15_873, 15_874, 50_000, 500_000):
         processes = worker_processes(tokens_per_s)
         share = tokens_per_s * CLIENT_CPU_US_PER_TOKEN / 1e6 / processes
         assert share <= 0.5 and (processes == 1 or tokens_per_s * CLIENT_CPU_US_PER_TOKEN / 1e6 / (processes - 1) > 0.5)
@@ -125,5 +126,6 @@ def test_plan_gives_memory_descriptors_and_the_masters_share_from_the_measured_f
     out = capsys.readouterr().out
     assert "worker processes: 4 " in out and "5,000 streams x 36 KiB = 176 MiB" in out
     assert "master: 625 rows/s x 23.4 us = 1 % of a core" in out
-    assert "0.17 cores against a server writing each token on its own (34.0 us per token)" in out
+    assert "31.5 us per token against a server writing each token on its own" in out  # x 5,000 tok/s
+    assert "= 0.16 cores (0.13 against the simulator, 25.5 us per token)" in out
     assert "open streams: 20,000 x 8.1 us per second = 0.16 cores more" in out

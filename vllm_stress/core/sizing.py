@@ -19,13 +19,17 @@ class Measured:
 
 
 MEASURED = {
-    "cpu_per_token": Measured(24.4, "us", "client CPU per token, simulator, endless streams", "benchmarks/client.md"),
-    "cpu_per_token_plain_server": Measured(
-        34.0,
+    "cpu_per_token": Measured(
+        31.5,
         "us",
-        "client CPU per token, 200-token answers, a plain aiohttp server writing each token alone (vLLM's "
-        "benchmark client: 47.1)",
-        "by hand, 2026-11-27 (benchmarks/scale.md)",
+        "client CPU per token, 200-token answers, a server writing each token on its own (as vLLM's API server does)",
+        "benchmarks/scale.md",
+    ),
+    "cpu_per_token_simulator": Measured(
+        25.5,
+        "us",
+        "client CPU per token, 200-token answers, the simulator (its driver writes a step at once)",
+        "benchmarks/scale.md",
     ),
     "cpu_per_stream_second": Measured(
         8.1, "us", "client CPU per open stream-second, tokens apart", "benchmarks/scale.md"
@@ -35,8 +39,8 @@ MEASURED = {
     "streams_per_worker": Measured(5000, "", "streams one worker held (20,000 in all)", "benchmarks/scale.md"),
     "master_cpu_per_row": Measured(23.4, "us", "master CPU per request row", "benchmarks/scale.md"),
 }
-# CPU a worker process spends per streamed token (one SSE event each), measured at 1,000 streams: the median of
-# benchmarks/client.md's runs.
+# CPU a worker process spends per streamed token (one SSE event each, requests starting and ending), against the
+# costlier of the servers measured: sizing must hold against a real vLLM.
 CLIENT_CPU_US_PER_TOKEN = MEASURED["cpu_per_token"].value
 # A worker process's CPU budget: token timestamps stay accurate while its event loop is mostly idle (Locust itself
 # warns at 90 %, and TTFT tails inflate well before that).

@@ -91,15 +91,16 @@ def plan(users: int, tokens_per_s_per_stream: float, cores_per_machine: int, out
     tokens_per_s = users * tokens_per_s_per_stream
     cores = cores_for(tokens_per_s)
     processes = worker_processes(tokens_per_s, users)
-    plain = MEASURED["cpu_per_token_plain_server"].value
+    simulator = MEASURED["cpu_per_token_simulator"].value
     return "\n".join(
         [
             f"{users:,} streams x {tokens_per_s_per_stream:g} tokens/s = {tokens_per_s:,.0f} tokens/s to time",
-            f"client CPU: {CLIENT_CPU_US_PER_TOKEN} us per token (benchmarks/client.md) = {cores:.2f} cores",
+            f"client CPU: {CLIENT_CPU_US_PER_TOKEN} us per token against a server writing each token on its own, as "
+            f"vLLM does (benchmarks/scale.md) = {cores:.2f} cores ({tokens_per_s * simulator / 1e6:.2f} against the "
+            f"simulator, {simulator} us per token)",
             f"worker processes: {processes} (each at most {TIMING_CPU_PERCENT:.0f} % of a core for accurate timing, "
             f"{MEASURED['streams_per_worker'].value:,.0f} streams as measured: "
-            f"{100 * cores / processes:.0f} % each); {tokens_per_s * plain / 1e6:.2f} cores against a server writing "
-            f"each token on its own ({plain} us per token)",
+            f"{100 * cores / processes:.0f} % each)",
             *stream_lines(users, processes, tokens_per_s / output_tokens if output_tokens > 0 else 0.0),
             *layout_lines(processes, cores_per_machine),
         ]

@@ -17,8 +17,8 @@ Prints: the streams held; the accounting line (rows by outcome, aborted, the ser
 they finished, ``vllm:request_success_total`` over the run, and run.json's figures); the first-token receive error
 (the client's first-token time,
 ``start_time`` + ``ttft_s``, taken from the kernel's receive timestamp, minus the time the server handed that
-token's bytes to its socket, from its request log; benchmarks/timing.md); the highest CPU of each process in
-client_health.csv."""
+token's bytes to its socket, from its request log; benchmarks/timing.md); the highest CPU and read-behind p99 of
+each process in client_health.csv."""
 
 from __future__ import annotations
 
@@ -132,10 +132,12 @@ def main() -> None:
         rows = read_rows(out / "requests.csv")
         _ttft, _send, receive, _itl = errors(rows, records, skip=0.0)
         print(describe("first-token receive (client kernel time - server write)", receive))
-        health = Counter()
+        cpu, behind = Counter(), Counter()
         for r in read_rows(out / "client_health.csv"):
-            health[r["worker"]] = max(health[r["worker"]], float(r["cpu_percent"]))
-        print("highest CPU % per process (client_health.csv):", dict(health))
+            cpu[r["worker"]] = max(cpu[r["worker"]], float(r["cpu_percent"]))
+            behind[r["worker"]] = max(behind[r["worker"]], float(r["read_behind_p99_ms"] or 0))
+        print("highest CPU % per process (client_health.csv):", dict(cpu))
+        print("highest read-behind p99 per process, ms (client_health.csv):", dict(behind))
         print("load after:", os.getloadavg())
 
 

@@ -86,7 +86,7 @@ def test_locustfiles_are_the_packages_files(capsys):
 
 
 def test_each_command_reaches_its_tool(tmp_path, capsys):
-    assert cli.main(["plan", "--users", "1000", "--tokens-per-s-per-stream", "20", "--cores-per-machine", "2"]) == 0
+    assert cli.main(["plan", "--users", "1000", "--tokens-per-s-per-stream", "10", "--cores-per-machine", "2"]) == 0
     assert "worker processes: 1 " in capsys.readouterr().out
     for command in ("analyse", "analyze"):
         assert cli.main([command, str(tmp_path / "none"), "--out", str(tmp_path / "out")]) == 2

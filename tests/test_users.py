@@ -144,9 +144,11 @@ def test_many_users_on_master_and_two_workers(run_locust, simulator, tmp_path):
     assert int(stats[("POST", "chat")]["Request Count"]) == len(done)
 
 
-def test_ttft_matches_the_server_within_5ms(run_locust, simulator, tmp_path):
+def test_ttft_matches_the_servers_write_request_by_request(run_locust, simulator, tmp_path):
     """One request at a time, the client's TTFT is the server's own (first token written − request bytes received,
-    its --request-log) within 5 ms, request by request; the engine's TTFT metric (from the request's submission to
+    its --request-log), request by request: the client's send is the server's kernel arrival within 2 ms, and its
+    first-token time lies between the server's stamps before and after that write (within 1 ms: a server descheduled
+    between them widens the bracket, not the error). The engine's TTFT metric (from the request's submission to
     the engine, after the front end has read and tokenized it) is part of it. One output token: the write that
     carries it is the answer's only one, so a client that reads late cannot find a later chunk in the same read (a
     read is stamped with its newest segment's arrival, vllm_stress/client/stream.py)."""
@@ -181,7 +183,9 @@ def test_ttft_matches_the_server_within_5ms(run_locust, simulator, tmp_path):
     assert int(metrics["vllm:time_to_first_token_seconds_count{}"]) >= len(rows) >= 3
     for row in rows:
         record = records[row["request_id"]]
-        assert abs(float(row["ttft_s"]) - (record["first"] - record["arrival"])) < 0.005, (row, record)
+        start, first_token = float(row["start_time"]), float(row["start_time"]) + float(row["ttft_s"])
+        assert abs(start - record["arrival"]) < 0.002, (row, record)
+        assert record["first"] - 0.001 <= first_token <= record["first_sent"] + 0.001, (row, record)
     engine_ttft = (
         metrics["vllm:time_to_first_token_seconds_sum{}"] / metrics["vllm:time_to_first_token_seconds_count{}"]
     )

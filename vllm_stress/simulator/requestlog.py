@@ -35,6 +35,7 @@ class RequestTiming:
         "arrival",
         "arrival_clock",
         "first",
+        "first_sent",
         "last",
         "chunks",
         "queue",
@@ -49,6 +50,7 @@ class RequestTiming:
         self.arrival = time.time() if arrived is None else arrived
         self.arrival_clock = "user" if arrived is None else "kernel"
         self.first: float | None = None
+        self.first_sent: float | None = None  # the first output write returned: its bytes were with the kernel
         self.last: float | None = None
         self.chunks = 0
         self.queue: float | None = None  # seconds its (first) sequence waited in the engine's queue
@@ -63,6 +65,11 @@ class RequestTiming:
             self.first = now
         self.last = now
         self.chunks += 1
+
+    def output_sent(self) -> None:
+        """A write carrying output tokens returned (``first`` to ``first_sent`` brackets the first one's send)."""
+        if self.first_sent is None and self.first is not None:
+            self.first_sent = time.time()
 
 
 class RequestLog:
@@ -103,6 +110,7 @@ class RequestLog:
             "arrival": timing.arrival,
             "arrival_clock": timing.arrival_clock,
             "first": timing.first,
+            "first_sent": timing.first_sent,
             "last": timing.last,
             "end": time.time(),
             "chunks": timing.chunks,

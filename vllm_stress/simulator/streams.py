@@ -203,6 +203,8 @@ class DirectWrites:
             frame = b"%x\r\n%b\r\n" % (len(body), body)
             self.writer.output_size += len(frame)
             transport.write(frame)
+            if self.timing:
+                self.timing.output_sent()
         return True
 
 
@@ -228,6 +230,8 @@ async def write_sse(
             chunks.append(DONE)
         if chunks:
             await response.write(fmt.frame(b"".join(chunks)))
+            if timing:
+                timing.output_sent()
             transport = writer.transport
             if transport is not None and transport.get_write_buffer_size() > WRITE_BUFFER_LIMIT:
                 await writer.drain()

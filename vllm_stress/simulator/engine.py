@@ -260,7 +260,7 @@ class Engine:
 
     def _schedule_waiting(self, scheduled: list[tuple[Sequence, int]], budget: int) -> None:
         skipped: list[Sequence] = []  # waiting requests vLLM skips: grammar still compiling, or no LoRA slot
-        batch = {seq.adapter for seq, _ in scheduled if seq.adapter}
+        batch = {seq.adapter for seq, _ in scheduled if seq.adapter} if self.lora else set()  # adapters in the step
         try:
             self._admit_waiting(scheduled, budget, skipped, batch)
         finally:  # back to the front in their order (a priority queue places them by their key), as vLLM does

@@ -47,9 +47,9 @@ CLIENT_CPU_US_PER_TOKEN = MEASURED["cpu_per_token"].value
 TIMING_CPU_PERCENT = 50.0
 
 
-def cores_for(tokens_per_s: float) -> float:
-    """Cores of client CPU that streaming ``tokens_per_s`` in total takes."""
-    return tokens_per_s * CLIENT_CPU_US_PER_TOKEN / 1e6
+def cores_for(tokens_per_s: float, us_per_token: float = CLIENT_CPU_US_PER_TOKEN) -> float:
+    """Cores of client CPU that streaming ``tokens_per_s`` in total takes, at ``us_per_token``."""
+    return tokens_per_s * us_per_token / 1e6
 
 
 def worker_processes(tokens_per_s: float, users: int = 0) -> int:

@@ -96,7 +96,7 @@ def plan(users: int, tokens_per_s_per_stream: float, cores_per_machine: int, out
         [
             f"{users:,} streams x {tokens_per_s_per_stream:g} tokens/s = {tokens_per_s:,.0f} tokens/s to time",
             f"client CPU: {CLIENT_CPU_US_PER_TOKEN} us per token against a server writing each token on its own, as "
-            f"vLLM does (benchmarks/scale.md) = {cores:.2f} cores ({tokens_per_s * simulator / 1e6:.2f} against the "
+            f"vLLM does (benchmarks/scale.md) = {cores:.2f} cores ({cores_for(tokens_per_s, simulator):.2f} against the "
             f"simulator, {simulator} us per token)",
             f"worker processes: {processes} (each at most {TIMING_CPU_PERCENT:.0f} % of a core for accurate timing, "
             f"{MEASURED['streams_per_worker'].value:,.0f} streams as measured: "

@@ -7,13 +7,12 @@ import math
 import time
 from typing import TYPE_CHECKING, Any
 
-import gevent
-
 from vllm_stress.client.readbehind import read_behind
 from vllm_stress.core import schema
 from vllm_stress.master.cpumeter import CpuMeter
 from vllm_stress.master.csvappender import CsvAppender
 from vllm_stress.master.looplag import LoopLagMeter
+from vllm_stress.master.periodic import Periodic
 
 if TYPE_CHECKING:
     from locust.env import Environment
@@ -48,7 +47,7 @@ class ClientHealth:
         self.cpu_meter = CpuMeter()
         self.lag_meter = LoopLagMeter()
         self.file: CsvAppender | None = None
-        self.greenlet: gevent.Greenlet[[], None] | None = None
+        self.sampling = Periodic()
         environment.events.test_start.add_listener(self.on_test_start)  # after the recorder's: the folder is open
         environment.events.test_stop.add_listener(self.on_test_stop)
         environment.events.worker_report.add_listener(self.on_worker_report)
@@ -64,21 +63,14 @@ class ClientHealth:
         self.lag_meter.mean_ms()
         read_behind.p99_ms()
         self.file = CsvAppender(folder.path, schema.CLIENT_HEALTH_FILE, schema.CLIENT_HEALTH_COLUMNS)
-        self.greenlet = gevent.spawn(self._record_own_every_interval)
+        self.sampling.start(CLIENT_HEALTH_INTERVAL_S, self._record_own)
 
     def on_test_stop(self, **_kw: object) -> None:
-        if self.greenlet is not None:
-            self.greenlet.kill()
-            self.greenlet = None
+        self.sampling.stop()
         if self.file:
             self._record_own()
             self.file.close()
             self.file = None
-
-    def _record_own_every_interval(self) -> None:
-        while True:
-            gevent.sleep(CLIENT_HEALTH_INTERVAL_S)
-            self._record_own()
 
     def _record_own(self) -> None:
         self._write(self.recorder.worker_id, self.cpu_meter.percent(), self.lag_meter.mean_ms(), read_behind.p99_ms())

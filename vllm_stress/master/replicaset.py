@@ -11,11 +11,11 @@ import time
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-import gevent
 import requests
 
 from vllm_stress.core import fleet, schema
 from vllm_stress.master.csvappender import CsvAppender
+from vllm_stress.master.periodic import Periodic
 from vllm_stress.master.serverscraper import Cell, cell, parse_metrics
 
 if TYPE_CHECKING:
@@ -62,7 +62,7 @@ class ReplicaSet:
         self.session.headers.update(server.headers)
         self.known: set[str] = set()  # every /metrics URL seen so far
         self.file: CsvAppender | None = None
-        self.greenlet: gevent.Greenlet[[float], None] | None = None
+        self.sampling = Periodic()
         environment.events.test_start.add_listener(self._start)
         environment.events.test_stop.add_listener(self._stop)
 
@@ -75,21 +75,14 @@ class ReplicaSet:
         self.known = set(options.server_metrics_url)
         self.file = CsvAppender(folder.path, schema.REPLICAS_FILE, schema.REPLICA_COLUMNS)
         self.look_all()
-        self.greenlet = gevent.spawn(self._every, options.server_metrics_interval)
+        self.sampling.start(options.server_metrics_interval, self.look_all)
 
     def _stop(self, **_kw: object) -> None:
-        if self.greenlet is not None:
-            self.greenlet.kill()
-            self.greenlet = None
+        self.sampling.stop()
         if self.file:
             self.look_all()
             self.file.close()
             self.file = None
-
-    def _every(self, interval_s: float) -> None:
-        while True:
-            gevent.sleep(interval_s)
-            self.look_all()
 
     def listed(self) -> set[str]:
         """The /metrics URLs the replica set has now: the listed ones and the Service's current addresses."""

@@ -15,6 +15,7 @@ from vllm_stress.core.fleet import fleet_row
 from vllm_stress.core.roles import DEFAULT_ROLE, split_role
 from vllm_stress.master.csvappender import CsvAppender
 from vllm_stress.master.gpuscraper import GpuScraper
+from vllm_stress.master.periodic import Periodic
 from vllm_stress.master.replicaset import resolve
 from vllm_stress.master.serverscraper import Cell, ServerScraper
 
@@ -46,7 +47,7 @@ class ServerMetrics:
         self.gpu_file: CsvAppender | None = None
         self.baseline: dict[str, Cell] = {}  # the first scrape's row by column (of the replicas finishing requests)
         self.prefill: set[str] = set()  # the replicas --server-metrics-url names prefill instances
-        self.greenlet: gevent.Greenlet[[float], None] | None = None
+        self.sampling = Periodic()
         environment.events.test_start.add_listener(self._start)  # after the recorder's: the run folder is open
         environment.events.test_stop.add_listener(self._stop)
 
@@ -74,12 +75,10 @@ class ServerMetrics:
         self._scrape()  # the baseline, before the first request
         self.baseline = self._finishing()
         self.recorder.run.update({"server_cache_config": self.scrapers[0].cache_config})  # its KV cache, once per run
-        self.greenlet = gevent.spawn(self._scrape_every, options.server_metrics_interval)
+        self.sampling.start(options.server_metrics_interval, self._scrape)
 
     def _stop(self, **_kw: object) -> None:
-        if self.greenlet is not None:
-            self.greenlet.kill()
-            self.greenlet = None
+        self.sampling.stop()
         if self.file:
             self._scrape_settled()  # what the server finished since the last scrape, aborts of the stop included
             self.recorder.account_unreported(self._requests_served())
@@ -101,11 +100,6 @@ class ServerMetrics:
             ServerScraper(url, self.server.headers, verify=verify, replica=fleet.replica_name(url))
             for url in replica_urls
         ]
-
-    def _scrape_every(self, interval_s: float) -> None:
-        while True:
-            gevent.sleep(interval_s)
-            self._scrape()
 
     def _scrape(self) -> None:
         now = time.time()

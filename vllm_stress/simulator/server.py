@@ -190,15 +190,15 @@ class Simulator:
         token_ids = self.tokenizer.chat_encode(messages, images=images)
         max_tokens = resolve_max_tokens(generation, len(token_ids), self.profile.max_model_len, None)
         reply = None
-        if (schema := request_schema(body)) is not None:
+        if call := plan_tool_call(body, generation.seed or 0):  # a tool call's answer, without reasoning
+            reply = call.reply
+        elif (schema := request_schema(body)) is not None:
             reply = json_reply(schema, max_tokens)
         elif not generation.ignore_eos and not generation.min_tokens:
             reply = self.answers.reply(messages, generation.seed or 0, self.driver.load)
-        reasoning = self.reasoning if thinking(body) else None
+        reasoning = self.reasoning if thinking(body) and not call else None
         if (timing := request.get(TIMING_KEY)) is not None:
             timing.messages = body["messages"]
-        if call := plan_tool_call(body, generation.seed or 0):
-            reply, reasoning = call.reply, None
         encoder_flops = sum(image.encoder_flops for message in images for image in message)
         return await self._generate(
             request,

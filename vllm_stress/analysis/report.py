@@ -86,7 +86,7 @@ def analyse(
     missing = [entry for run in every_run for entry in unaccounted_requests(run)]
     summary = build_summary(configs, dict(slo) if slo else None, lost, missing)
     write_outputs(summary, timelines, Path(out))
-    llmd.write_reports(groups, Path(out))  # llm-d's Benchmark Report of each run and level, beside ours
+    llmd.write_reports(analysed, Path(out))  # llm-d's Benchmark Report of each run and level, beside ours
     db = db or store.default_db()
     if db:
         summary["store_ids"] = store.record(db, summary, analysed)

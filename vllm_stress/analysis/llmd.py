@@ -22,6 +22,7 @@ import pandas as pd
 from vllm_stress.analysis.json_types import Json, to_json_types
 from vllm_stress.analysis.levels import PERCENTILES, Level, classify, ended_in_windows, level_windows, records
 from vllm_stress.analysis.load import AnalysisError, Run
+from vllm_stress.analysis.store import StoredRun
 from vllm_stress.core.metrics import percentile
 from vllm_stress.core.schema import REQUESTS_FILE
 
@@ -43,7 +44,6 @@ SECONDS = {"s": 1.0, "ms": 1e-3, "s/token": 1.0, "ms/token": 1e-3}
 MORE_PERCENTILES = (25, 75, 95)  # the schema's Statistics has these too: of the same requests, by the same rule
 NATIVE_KEYS = ("scenario", "target", "model", "user_class", "input_tokens", "output_tokens")  # run.json's
 NO_VERDICT = "an llm-d Benchmark Report: no steady-state verdict"
-StoredRun = tuple[str, Run, pd.DataFrame]  # a config label, one of its runs, the run's level_stats rows
 
 
 def tool_version() -> str:

@@ -5,6 +5,7 @@ test_agent_run.py)."""
 import csv
 import json
 
+import pandas as pd
 import pytest
 
 from vllm_stress.analysis.tasks import read_tasks, task_blocks, task_levels
@@ -231,13 +232,11 @@ def test_script_errors_name_the_step():
         parse_script({"tools": []})
 
 
-def write_tasks(folder, rows, levels=None):
+def write_tasks(folder, rows):
     folder.mkdir()
     with open(folder / schema.TASKS_FILE, "w", newline="", encoding="utf-8") as f:
         csv.writer(f).writerows([schema.TASK_COLUMNS, *rows])
-    if levels:
-        with open(folder / schema.LEVELS_FILE, "w", newline="", encoding="utf-8") as f:
-            csv.writer(f).writerows([schema.LEVEL_COLUMNS, *levels])
+    return folder
 
 
 def task_row(task_id, users, start, latency, first_call, failed_step=""):
@@ -246,19 +245,28 @@ def task_row(task_id, users, start, latency, first_call, failed_step=""):
             int(not failed_step), failed_step, "HTTP 500" if failed_step else ""]  # fmt: skip
 
 
-def test_task_levels_count_rates_latencies_and_failures(tmp_path):
-    # level 2 holds from 100 to 110 s: 4 tasks end inside it (one failed at step 3), one ends after it
+def windows(*rows):
+    return pd.DataFrame(rows, columns=["users", "start", "end"])
+
+
+def test_task_levels_count_the_tasks_ended_in_their_levels_window(tmp_path):
+    # level 2's window is [100, 110) s in both runs: 4 tasks of r1 end inside it (one failed at step 3), one ends in
+    # its ramp and one after it; r2's one task ends inside
     level_2 = [task_row(f"a{i}", 2, 100 + 2 * i, 1.0 + i, 0.2 + i / 10) for i in range(3)]
     level_2 += [task_row("a3", 2, 105, 2.0, 0.4, failed_step=3), task_row("a4", 2, 109, 5.0, None)]
-    write_tasks(tmp_path / "r1", level_2, levels=[[2, 99, 100, 110]])
-    write_tasks(tmp_path / "r2", [task_row("b0", 4, 10, 2.0, 0.5), task_row("b1", 4, 11, 3.0, 0.7)])  # no levels.csv
-    levels = task_levels(read_tasks([tmp_path / "r1", tmp_path / "r2", tmp_path / "none"]))
+    level_2 += [task_row("ramp", 2, 98, 1.5, 0.1)]
+    r1 = read_tasks(write_tasks(tmp_path / "r1", level_2), windows((2, 100, 110)))
+    r2 = write_tasks(
+        tmp_path / "r2",
+        [task_row("c0", 2, 100, 6.0, 0.6), *(task_row(f"b{i}", 4, 10 + i, 2.0 + i, 0.5) for i in (0, 1))],
+    )
+    levels = task_levels(r1 + read_tasks(r2, windows((2, 100, 110), (4, 10, 15))) + read_tasks(tmp_path, windows()))
     two, four = levels
-    assert two["users"] == 2 and two["tasks"] == 5 and two["tasks_per_s"] == pytest.approx(4 / 10)
-    assert two["latency_p50_s"] == pytest.approx(2.5) and two["latency_p99_s"] == pytest.approx(4.94)  # 1, 2, 3, 5
-    assert two["first_tool_call_p50_s"] == pytest.approx(0.35) and two["finished"] == pytest.approx(0.8)
+    assert two["users"] == 2 and two["tasks"] == 5 and two["tasks_per_s"] == pytest.approx(5 / 20)
+    assert two["latency_p50_s"] == pytest.approx(2.5) and two["latency_p99_s"] == pytest.approx(5.91)  # 1, 2, 3, 6
+    assert two["first_tool_call_p50_s"] == pytest.approx(0.4) and two["finished"] == pytest.approx(0.8)
     assert two["failed_steps"] == {"3": 1}
-    assert four["tasks_per_s"] == pytest.approx(2 / 4) and four["failed_steps"] == {}  # 2 tasks from 10 s to 14 s
+    assert four["tasks_per_s"] == pytest.approx(2 / 5) and four["failed_steps"] == {}  # ended at 12 and 14 s
     table = task_blocks("cfg", levels)[-1]
     assert table.rows[0][-2:] == ["80.0 %", "step 3: 1"]
     assert task_blocks("cfg", []) == []

@@ -222,6 +222,16 @@ def classify(rows: pd.DataFrame) -> pd.DataFrame:
     )
 
 
+def ended_in_windows(rows: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
+    """The rows (requests or agent tasks: ``users``, ``end_time``) that ended in their own level's window
+    (vllm_stress.core.metrics.in_window): the rows every per-level figure is over."""
+    by_users = windows.set_index("users")
+    ended: pd.DataFrame = rows[
+        in_window(rows["end_time"], rows["users"].map(by_users["start"]), rows["users"].map(by_users["end"]))
+    ]
+    return ended
+
+
 def level_stats(
     run: Run, windows: pd.DataFrame, slo: dict[str, float] | None = None, replicas: pd.DataFrame | None = None
 ) -> pd.DataFrame:
@@ -230,7 +240,7 @@ def level_stats(
     rows = classify(run.requests)
     by_users = windows.set_index("users")
     window_s = by_users["end"] - by_users["start"]
-    ended = rows[in_window(rows["end_time"], rows["users"].map(by_users["start"]), rows["users"].map(by_users["end"]))]
+    ended = ended_in_windows(rows, windows)
     counted = ended[~ended["aborted"]]
     measured = ended[ended["measured"]]
     stats = pd.DataFrame(index=by_users.index)

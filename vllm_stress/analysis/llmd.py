@@ -1,6 +1,8 @@
 """llm-d's Benchmark Report both ways: ``vllm-stress analyse`` writes one per run and level (a load stage) beside its
-report, schema version BR_VERSION (llm-d-benchmark's ``br_v0_2_1_json_schema.json``), and ``compare`` reads reports
-(ours, or llm-d-benchmark's and inference-perf's) as a side (docs/guides/disaggregated.md)."""
+report, schema version BR_VERSION (llm-d-benchmark's ``br_v0_2_1_json_schema.json``, loaded by its own
+``load_benchmark_report`` in the tests), from the level's own figures (``levels.level_stats``); ``compare`` reads
+reports (ours, or llm-d-benchmark's and inference-perf's) as a side, in any unit the schema allows
+(docs/guides/disaggregated.md)."""
 
 from __future__ import annotations
 
@@ -18,25 +20,28 @@ import numpy as np
 import pandas as pd
 
 from vllm_stress.analysis.json_types import Json, to_json_types
-from vllm_stress.analysis.levels import PERCENTILES, Level, classify, level_windows, tokens_in_windows
+from vllm_stress.analysis.levels import PERCENTILES, Level, classify, ended_in_windows, level_windows, records
 from vllm_stress.analysis.load import AnalysisError, Run
-from vllm_stress.core.metrics import in_window
+from vllm_stress.analysis.store import StoredRun
+from vllm_stress.core.metrics import percentile
 from vllm_stress.core.schema import REQUESTS_FILE
 
 BR_VERSION = "0.2.1"
 REPORTS_DIR = "benchmark_report"  # under the report's folder: <label>/run-<n>/users-<N>.json
 TOOL = "vllm-stress"
-LATENCIES = {  # Benchmark Report latency -> request column / our level field stem
-    "time_to_first_token": "ttft",
-    "time_per_output_token": "tpot",
-    "request_latency": "e2e",
+LATENCIES = {  # Benchmark Report latency -> (request column / our level field stem, the units we write it in)
+    "time_to_first_token": ("ttft", "s"),
+    "time_per_output_token": ("tpot", "s/token"),
+    "request_latency": ("e2e", "s"),
 }
-RATES = {  # Benchmark Report throughput -> our level field
-    "request_rate": "requests_per_s",
-    "output_token_rate": "output_tokens_per_s",
-    "total_token_rate": "total_tokens_per_s",
+RATES = {  # Benchmark Report throughput -> (our level field, its units: the only ones the schema allows)
+    "request_rate": ("requests_per_s", "queries/s"),
+    "output_token_rate": ("output_tokens_per_s", "tokens/s"),
+    "total_token_rate": ("total_tokens_per_s", "tokens/s"),
 }
-SECONDS = {"s": 1.0, "ms": 1e-3}
+# Every latency unit the schema allows (a time: s or ms; a time per token: s/token or ms/token), in seconds
+SECONDS = {"s": 1.0, "ms": 1e-3, "s/token": 1.0, "ms/token": 1e-3}
+MORE_PERCENTILES = (25, 75, 95)  # the schema's Statistics has these too: of the same requests, by the same rule
 NATIVE_KEYS = ("scenario", "target", "model", "user_class", "input_tokens", "output_tokens")  # run.json's
 NO_VERDICT = "an llm-d Benchmark Report: no steady-state verdict"
 
@@ -48,13 +53,16 @@ def tool_version() -> str:
         return "unknown"
 
 
-def statistics(values: np.ndarray, units: str) -> dict[str, Json] | None:
-    """A schema Statistics object of ``values`` (None without any)."""
+def statistics(values: np.ndarray, units: str, level: Level | None = None, stem: str = "") -> dict[str, Json] | None:
+    """A schema Statistics object of ``values`` (None without any); with a ``level``, its p50/p90/p99 are the level's
+    own ``{stem}_p<q>_s`` fields, the rest of the same values by the same rule (vllm_stress.core.metrics.percentile)."""
     values = values[~np.isnan(values)]
     if not values.size:
         return None
     stats: dict[str, Json] = {"units": units, "mean": float(values.mean()), "min": float(values.min())}
-    stats |= {f"p{q}": float(np.percentile(values, q)) for q in (*PERCENTILES, 25, 75, 95)}
+    for q in PERCENTILES:
+        stats[f"p{q}"] = float(level[f"{stem}_p{q}_s"]) if level is not None else percentile(values, q)
+    stats |= {f"p{q}": percentile(values, q) for q in MORE_PERCENTILES}
     stats |= {"max": float(values.max()), "stddev": float(values.std(ddof=1)) if values.size > 1 else 0.0}
     return stats
 
@@ -63,22 +71,27 @@ def iso(timestamp: float) -> str:
     return datetime.fromtimestamp(timestamp, UTC).isoformat().replace("+00:00", "Z")
 
 
-def level_report(run: Run, window: pd.Series, rows: pd.DataFrame, rates: dict[str, float], stage: int) -> Json:
-    """The Benchmark Report of one level: its window's measured requests (``rows``) and rates."""
+def level_report(run: Run, window: pd.Series, level: Level, measured: pd.DataFrame, stage: int) -> Json:
+    """The Benchmark Report of one level: its figures (``level``, a level_stats row) and the distributions of its
+    ``measured`` requests (those its percentiles are of)."""
     meta = run.meta
     start, end = float(window["start"]), float(window["end"])
-    ended = rows[(rows["users"] == window["users"]) & in_window(rows["end_time"], start, end)]
-    measured = ended[ended["measured"]]
     prompt = measured["prompt_tokens"].to_numpy(float)
     requests = {
-        "total": int((~ended["aborted"]).sum()),
-        "failures": int(ended["failed"].sum()),
+        "total": int(level["requests"]),
+        "failures": int(level["failures"]),
         "input_length": statistics(prompt, "count"),
         "output_length": statistics(measured["completion_tokens"].to_numpy(float), "count"),
     }
-    latency = {name: statistics(measured[f"{stem}_s"].to_numpy(float), "s") for name, stem in LATENCIES.items()}
-    units = {"request_rate": "queries/s", "output_token_rate": "tokens/s", "total_token_rate": "tokens/s"}
-    throughput = {name: {"units": units[name], "mean": rates[name]} for name in RATES if not math.isnan(rates[name])}
+    latency = {
+        name: statistics(measured[f"{stem}_s"].to_numpy(float), units, level, stem)
+        for name, (stem, units) in LATENCIES.items()
+    }
+    throughput = {  # a rate the level left empty (no usage: no token rate) is left out
+        name: {"units": units, "mean": float(level[field])}
+        for name, (field, units) in RATES.items()
+        if not math.isnan(level[field])
+    }
     mean_prompt = float(np.nanmean(prompt)) if np.isfinite(prompt).any() else 0.0
     load = {
         "metadata": {"description": f"{TOOL} closed loop at {int(window['users'])} users, steady-state window"},
@@ -111,40 +124,38 @@ def level_report(run: Run, window: pd.Series, rows: pd.DataFrame, rates: dict[st
     return to_json_types(report)
 
 
-def run_reports(run: Run) -> dict[int, Json]:
-    """Each held level's Benchmark Report by its users."""
+def run_reports(run: Run, levels: pd.DataFrame) -> dict[int, Json]:
+    """Each level's Benchmark Report by its users, from the run's ``level_stats`` rows (``levels``) in the level
+    windows (``level_windows``) they were computed in."""
     windows, _ = level_windows(run)
-    rows = classify(run.requests)
-    output, prompt = tokens_in_windows(rows, windows)
-    reports: dict[int, Json] = {}
-    for stage, (_, window) in enumerate(windows.iterrows()):
-        users = int(window["users"])
-        span = float(window["end"] - window["start"])
-        inside = rows[(rows["users"] == users) & in_window(rows["end_time"], window["start"], window["end"])]
-        rates = {
-            "request_rate": float(inside["measured"].sum()) / span,
-            "output_token_rate": float(output[users]) / span,
-            "total_token_rate": float(output[users] + prompt[users]) / span,
-        }
-        reports[users] = level_report(run, window, rows, rates, stage)
-    return reports
+    ended = ended_in_windows(classify(run.requests), windows)
+    measured = ended[ended["measured"]]
+    by_users = {int(level["users"]): level for level in records(levels)}
+    return {
+        int(window["users"]): level_report(
+            run, window, by_users[int(window["users"])], measured[measured["users"] == window["users"]], stage
+        )
+        for stage, (_, window) in enumerate(windows.iterrows())
+    }
 
 
 def safe_name(label: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", label).strip("_") or "config"
 
 
-def write_reports(groups: dict[str, list[Run]], out: Path) -> list[Path]:
-    """Every run's level reports under ``out``/REPORTS_DIR; the files written."""
+def write_reports(analysed: Sequence[StoredRun], out: Path) -> list[Path]:
+    """Every analysed run's level reports under ``out``/REPORTS_DIR (run-<n>: its place among its config's runs);
+    the files written."""
     written = []
-    for label, runs in groups.items():
-        for index, run in enumerate(runs, start=1):
-            folder = out / REPORTS_DIR / safe_name(label) / f"run-{index}"
-            folder.mkdir(parents=True, exist_ok=True)
-            for users, report in run_reports(run).items():
-                path = folder / f"users-{users}.json"
-                path.write_text(json.dumps(report, indent=1) + "\n")
-                written.append(path)
+    runs_of: dict[str, int] = {}
+    for label, run, levels in analysed:
+        runs_of[label] = index = runs_of.get(label, 0) + 1
+        folder = out / REPORTS_DIR / safe_name(label) / f"run-{index}"
+        folder.mkdir(parents=True, exist_ok=True)
+        for users, report in run_reports(run, levels).items():
+            path = folder / f"users-{users}.json"
+            path.write_text(json.dumps(report, indent=1) + "\n")
+            written.append(path)
     return written
 
 
@@ -178,11 +189,11 @@ def level_row(path: Path, report: dict[str, Any]) -> Level:
     aggregate = ((report["results"].get("request_performance") or {}).get("aggregate")) or {}
     row: Level = {"users": int(users), "partial": False, "steady": False, "steady_reason": NO_VERDICT}
     throughput = aggregate.get("throughput") or {}
-    row |= {field: mean_of(throughput.get(name)) for name, field in RATES.items()}
+    row |= {field: mean_of(throughput.get(name)) for name, (field, _) in RATES.items()}
     requests = aggregate.get("requests") or {}
     row |= {"requests": float(requests.get("total", math.nan)), "failures": float(requests.get("failures") or 0)}
     latency = aggregate.get("latency") or {}
-    for name, stem in LATENCIES.items():
+    for name, (stem, _) in LATENCIES.items():
         stats = latency.get(name) or {}
         scale = SECONDS.get(stats.get("units", ""), math.nan)
         for q in PERCENTILES:

@@ -27,6 +27,7 @@ from vllm_stress.core.schema import (
     REPLICA_COLUMNS,
     REPLICAS_FILE,
     REQUEST_COLUMNS,
+    REQUEST_TEXT_COLUMNS,
     REQUESTS_FILE,
     RUN_FILE,
     RUN_KEYS,
@@ -35,53 +36,12 @@ from vllm_stress.core.schema import (
     SPEC_DECODE_COUNTERS,
 )
 
-# The request columns the analysis reads (of REQUEST_COLUMNS). Those of the run's format must be present; those a
-# later format added (vllm_stress.core.formats) read as empty in an earlier run.
-READ_REQUEST_COLUMNS = [
-    "start_time",
-    "end_time",
-    "ttft_s",
-    "tpot_s",
-    "e2e_s",
-    "prompt_tokens",
-    "completion_tokens",
-    "target_prompt_tokens",
-    "chunks",
-    "ok",
-    "error",
-    "users",
-    "count_mismatch",
-    "finish_reason",
-    "schedule_lag_s",
-    "cached_tokens",
-    "session_id",
-    "turn",
-    "ttfa_s",
-    "reasoning_tokens",
-    "replica",
-    "images",
-    "image_tokens",
-    "image_bytes",
-    "request_id",
-    "canary",
-    "adapter",
-    "class",
-    "schema_id",
-    "schema_first_use",
-    "answer_valid",
-]
-TEXT_REQUEST_COLUMNS = [
-    "error",
-    "finish_reason",
-    "session_id",
-    "replica",
-    "request_id",
-    "canary",
-    "adapter",
-    "class",
-    "schema_id",
-    "answer_valid",
-]
+# The request columns the analysis reads: those of vllm_stress.core.schema.REQUEST_COLUMNS but UNREAD_REQUEST_COLUMNS.
+# Those of the run's format must be present; those a later format added (vllm_stress.core.formats) read as empty in an
+# earlier run. Text columns (TEXT_REQUEST_COLUMNS) read as text, the others as numbers.
+UNREAD_REQUEST_COLUMNS = {"target_completion_tokens", "status", "worker", "name", "task_id", "step"}
+READ_REQUEST_COLUMNS = [column for column in REQUEST_COLUMNS if column not in UNREAD_REQUEST_COLUMNS]
+TEXT_REQUEST_COLUMNS = [column for column in READ_REQUEST_COLUMNS if column in REQUEST_TEXT_COLUMNS]
 NUMERIC_REQUEST_COLUMNS = [c for c in READ_REQUEST_COLUMNS if c not in TEXT_REQUEST_COLUMNS]
 
 # name -> (file in the run folder, the columns the analysis reads of it: those of the run's format must be there,

@@ -33,6 +33,7 @@ from vllm_stress.analysis.scalingplot import write_scaling_plots
 from vllm_stress.analysis.specdecode import spec_decode_stats
 from vllm_stress.analysis.store import StoredRun
 from vllm_stress.analysis.summary import ConfigSummary, RunInfo, Summary, Unaccounted, build_summary, summarise_config
+from vllm_stress.analysis.tasks import read_tasks, task_levels
 from vllm_stress.analysis.traffic import DEFAULT_WINDOW_S, traffic_tables
 from vllm_stress.core.formats import not_computed
 from vllm_stress.core.schema import REPORT_HTML, REPORT_MD, SUMMARY_JSON
@@ -86,7 +87,7 @@ def analyse(
     missing = [entry for run in every_run for entry in unaccounted_requests(run)]
     summary = build_summary(configs, dict(slo) if slo else None, lost, missing)
     write_outputs(summary, timelines, Path(out))
-    llmd.write_reports(groups, Path(out))  # llm-d's Benchmark Report of each run and level, beside ours
+    llmd.write_reports(analysed, Path(out))  # llm-d's Benchmark Report of each run and level, beside ours
     db = db or store.default_db()
     if db:
         summary["store_ids"] = store.record(db, summary, analysed)
@@ -103,9 +104,10 @@ def summarise_runs(
     gpu_hour_price: float | None = None,
 ) -> tuple[ConfigSummary, list[Timeline], list[StoredRun]]:
     """The summary of one config's runs, their timelines, and their level rows for the results store."""
-    per_run, run_info, timelines, stored, replicas, adapters, classes = [], [], [], [], [], [], []
+    per_run, run_info, timelines, stored, replicas, adapters, classes, tasks = [], [], [], [], [], [], [], []
     for index, run in enumerate(runs):
         windows, stats, partial, run_replicas = windows_and_stats(run, slo)
+        tasks += read_tasks(run.path, windows)
         per_run.append(stats.assign(run=index))
         classes.append(class_level_rows(run, windows))
         replicas.append(run_replicas)
@@ -123,6 +125,7 @@ def summarise_runs(
     if merged := merge_runs(adapters):
         config["adapters"] = merged
     config["classes"] = summarise_classes(classes, declared_classes(runs[0]))
+    config["tasks"] = task_levels(tasks)
     return config, timelines, stored
 
 

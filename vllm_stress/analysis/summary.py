@@ -19,7 +19,7 @@ from vllm_stress.analysis.json_types import to_json_types
 from vllm_stress.analysis.levels import COST_FIELDS, Level, records
 from vllm_stress.analysis.load import AnalysisError, RunMeta
 from vllm_stress.analysis.replicas import REPLICA_LEVEL_COLUMNS
-from vllm_stress.analysis.tasks import TaskLevel, read_tasks, task_levels
+from vllm_stress.analysis.tasks import TaskLevel
 from vllm_stress.analysis.traffic import TrafficTables
 from vllm_stress.core import bound
 from vllm_stress.core.formats import FORMAT_VERSION
@@ -196,7 +196,6 @@ def summarise_config(
         "input_notes": [f"{info['dir']}: {note}" for info in run_info for note in info["notes"]],
         "unjoined_spans": unjoined_spans(run_info),
         "canaries": canary_levels(read_answers([Path(info["dir"]) for info in run_info])),
-        "tasks": task_levels(read_tasks([Path(info["dir"]) for info in run_info])),
     }
     if gpu_hour_price is not None:
         config["gpu_hour_price"] = gpu_hour_price

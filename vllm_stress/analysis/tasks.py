@@ -1,33 +1,36 @@
 """Agent tasks (tasks.csv) per level: tasks per second, task latency p50/p99, time to the first tool call and the share
 of tasks that finished, with the steps the others failed at (docs/guides/agents.md).
 
-A task counts at the level it started at. Tasks per second are the level's tasks that ended in its hold
-(levels.csv) over the hold's length; without levels.csv, over the span from its first task's start to its last
-one's end. Latencies are those of finished tasks."""
+A task counts at the level it started at, and like a request (``levels.ended_in_windows``) only when it ended in that
+level's window (``levels.level_windows``): every figure is of those tasks, tasks per second over the windows'
+length (summed over a config's runs). Latencies are those of finished tasks."""
 
 from __future__ import annotations
 
-import csv
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import TypedDict
 
 import numpy as np
+import pandas as pd
 
+from vllm_stress.analysis.levels import ended_in_windows, records
 from vllm_stress.analysis.render import Block, Heading, Paragraph, Table
 from vllm_stress.core.metrics import percentile
 from vllm_stress.core.numbers import percent
-from vllm_stress.core.schema import LEVELS_FILE, TASKS_FILE
+from vllm_stress.core.schema import TASKS_FILE
 
 TASK_NOTE = (
     "A task is an agent's whole job: its model turns, the tool calls the client ran and their latencies. Its latency "
-    "is what the agent's user waits for; the first tool call comes when the first turn's answer is whole."
+    "is what the agent's user waits for; the first tool call comes when the first turn's answer is whole. A level's "
+    "tasks are those that started at it and ended in its steady-state window."
 )
+TaskRow = dict[str, str]  # a tasks.csv row as text, with its run folder ("run") and its level's "window_s"
 
 
 class TaskLevel(TypedDict):
     users: int
-    tasks: int  # tasks started at this level (finished or not)
+    tasks: int  # tasks started at this level and ended in its window (finished or not)
     tasks_per_s: float | None
     latency_p50_s: float | None  # of finished tasks
     latency_p99_s: float | None
@@ -36,24 +39,16 @@ class TaskLevel(TypedDict):
     failed_steps: dict[str, int]  # step -> tasks that failed there
 
 
-def read_tasks(folders: list[Path]) -> list[dict[str, str]]:
-    """The task rows of the run folders, each with its folder's hold windows (none without tasks.csv)."""
-    rows: list[dict[str, str]] = []
-    for folder in folders:
-        if (folder / TASKS_FILE).is_file():
-            holds = _holds(folder / LEVELS_FILE)
-            with open(folder / TASKS_FILE, newline="", encoding="utf-8") as f:
-                rows += [row | holds.get(row["users"], {}) for row in csv.DictReader(f)]
-    return rows
-
-
-def _holds(path: Path) -> dict[str, dict[str, str]]:
-    if not path.is_file():
-        return {}
-    with open(path, newline="", encoding="utf-8") as f:
-        return {
-            row["users"]: {"hold_start": row["hold_start"], "hold_end": row["hold_end"]} for row in csv.DictReader(f)
-        }
+def read_tasks(folder: Path, windows: pd.DataFrame) -> list[TaskRow]:
+    """The run folder's tasks that ended in their level's window (``windows``: the run's ``level_windows``); []
+    without tasks.csv."""
+    if not (folder / TASKS_FILE).is_file():
+        return []
+    tasks = pd.read_csv(folder / TASKS_FILE, dtype=str, keep_default_na=False)
+    times = pd.DataFrame({"users": tasks["users"].astype("int64"), "end_time": tasks["end_time"].astype(float)})
+    window_s = dict(zip(windows["users"], windows["end"] - windows["start"], strict=True))
+    ended = records(tasks.loc[ended_in_windows(times, windows).index])
+    return [row | {"run": str(folder), "window_s": str(window_s[int(row["users"])])} for row in ended]
 
 
 def _p(values: list[float], q: float) -> float | None:
@@ -61,21 +56,15 @@ def _p(values: list[float], q: float) -> float | None:
     return None if np.isnan(value) else value
 
 
-def _rate(rows: list[dict[str, str]]) -> float | None:
-    """Tasks per second of one level's rows: ended in its hold over the hold, else over the tasks' span."""
-    if rows[0].get("hold_start"):
-        start, end = float(rows[0]["hold_start"]), float(rows[0]["hold_end"])
-        ended = [row for row in rows if start <= float(row["end_time"]) <= end]
-    else:
-        start = min(float(row["start_time"]) for row in rows)
-        end = max(float(row["end_time"]) for row in rows)
-        ended = rows
-    return len(ended) / (end - start) if end > start else None
+def _rate(rows: list[TaskRow]) -> float | None:
+    """Tasks per second of one level's rows: their count over the length of their runs' windows."""
+    span = sum({row["run"]: float(row["window_s"]) for row in rows}.values())
+    return len(rows) / span if span > 0 else None
 
 
-def task_levels(rows: list[dict[str, str]]) -> list[TaskLevel]:
-    """Per level (ascending) the tasks' figures; empty without tasks."""
-    by_level: dict[int, list[dict[str, str]]] = defaultdict(list)
+def task_levels(rows: list[TaskRow]) -> list[TaskLevel]:
+    """Per level (ascending) the figures of its tasks (``read_tasks`` of a config's runs); empty without tasks."""
+    by_level: dict[int, list[TaskRow]] = defaultdict(list)
     for row in rows:
         by_level[int(row["users"])].append(row)
     levels: list[TaskLevel] = []

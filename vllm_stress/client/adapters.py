@@ -12,12 +12,12 @@ import itertools
 import random
 from typing import TYPE_CHECKING
 
+from vllm_stress.core.lora import numbered_adapters
+
 if TYPE_CHECKING:
     from locust.argument_parser import LocustArgumentParser
 
-DISTRIBUTIONS = ("uniform", "zipf")
 DEFAULT_ZIPF_S = 1.0  # Zipf's exponent when --lora-distribution says zipf without one: weight of the k-th name 1/k
-ADAPTER_PREFIX = "adapter-"  # --lora-adapters N names adapter-0 .. adapter-N-1 (the simulator's --lora-adapters N)
 
 
 def adapter_names(text: str) -> tuple[str, ...]:
@@ -29,7 +29,7 @@ def adapter_names(text: str) -> tuple[str, ...]:
     if text.isdigit():
         if int(text) < 1:
             raise ValueError("--lora-adapters: a count must be at least 1")
-        return tuple(f"{ADAPTER_PREFIX}{index}" for index in range(int(text)))
+        return numbered_adapters(int(text))
     names = tuple(name.strip() for name in text.split(",") if name.strip())
     if len(set(names)) != len(names):
         raise ValueError(f"--lora-adapters: a name is repeated in {text!r}")

@@ -60,6 +60,11 @@ REQUEST_COLUMNS = [
     "task_id",  # the agent task (tasks.csv) the request is a step of, else empty
     "step",  # its step in the task, from 1 (a fan-out's requests share one)
 ]
+# The request columns that hold text (the others hold numbers, empty for none)
+REQUEST_TEXT_COLUMNS = frozenset(
+    {"error", "finish_reason", "worker", "name", "request_id", "session_id", "replica", "canary", "adapter", "class"}
+    | {"schema_id", "answer_valid", "task_id"}
+)
 
 # answers.csv: one row per canary request (--canary-share), its answer text, written beside requests.csv. A canary
 # is a fixed prompt sent at temperature 0 with a seed, so the same prompt's answers can be compared across levels.

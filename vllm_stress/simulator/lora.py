@@ -16,14 +16,14 @@ from typing import TYPE_CHECKING
 
 from prometheus_client.core import GaugeMetricFamily
 
+from vllm_stress.core.lora import ADAPTER_PREFIX, numbered_adapters
+
 from .parsing import ApiError
 from .profiles import Profile
 
 if TYPE_CHECKING:
     from .engine import Sequence
 
-ADAPTER_PREFIX = "adapter-"  # --lora-adapters N serves adapter-0 .. adapter-N-1 (the load generator's names)
-LORA_TARGET_MODULES = 4  # q, k, v and o projections: the adapter's weight shape (PEFT's usual attention targets)
 MAX_INFO_LABEL_SETS = 1000  # vLLM's gauge keeps every label set it ever set; the simulator its most recent 1000
 
 
@@ -50,7 +50,7 @@ class LoraConfig:
 
 def parse_modules(specs: list[str], count: int) -> dict[str, str]:
     """``--lora-modules name=path ...`` and ``--lora-adapters N`` as {name: path}; ValueError for a spec without '='."""
-    modules = {f"{ADAPTER_PREFIX}{index}": f"/adapters/{ADAPTER_PREFIX}{index}" for index in range(count)}
+    modules = {name: f"/adapters/{name}" for name in numbered_adapters(count)}
     for spec in specs:
         name, sep, path = spec.partition("=")
         if not sep or not name:

@@ -6,6 +6,10 @@ from __future__ import annotations
 import dataclasses
 import statistics
 
+import numpy as np
+
+from vllm_stress.core.metrics import percentile
+
 from .engine import Engine, Sequence
 from .profiles import Profile
 
@@ -14,26 +18,14 @@ from .profiles import Profile
 class ClosedLoopResult:
     concurrency: int
     completed: int  # requests finished in the whole run
-    measured: int  # requests in the steady window the statistics below are computed from
-    engine_seconds: float  # engine time the run took
-    request_rate: float  # requests/s (Little's law: concurrency / mean e2e)
-    output_tokens_per_s: float
+    output_tokens_per_s: float  # of the steady window's requests, at Little's law's rate (concurrency / mean e2e)
     total_tokens_per_s: float  # input + output tokens per second
     ttft_mean: float  # seconds, arrival -> first token (includes queueing)
     ttft_p50: float
-    ttft_p99: float
-    tpot_mean: float  # seconds per output token after the first
-    tpot_p50: float
-    e2e_mean: float
-    e2e_p99: float
+    tpot_p50: float  # seconds per output token after the first
     max_waiting: int  # largest waiting-queue length seen after a step
     max_running: int
     preemptions: int
-
-
-def _p99(values: list[float]) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
 
 
 def _window(finished: list[tuple[int, Sequence]], concurrency: int, issued_limit: int | None) -> list[Sequence]:
@@ -104,18 +96,11 @@ def _summarise(
     return ClosedLoopResult(
         concurrency=concurrency,
         completed=len(finished),
-        measured=len(steady),
-        engine_seconds=engine.clock,
-        request_rate=request_rate,
         output_tokens_per_s=request_rate * output_mean,
         total_tokens_per_s=request_rate * (output_mean + input_tokens),
         ttft_mean=statistics.fmean(ttft),
-        ttft_p50=statistics.median(ttft),
-        ttft_p99=_p99(ttft),
-        tpot_mean=statistics.fmean(tpot) if tpot else 0.0,
-        tpot_p50=statistics.median(tpot) if tpot else 0.0,
-        e2e_mean=statistics.fmean(e2e),
-        e2e_p99=_p99(e2e),
+        ttft_p50=percentile(np.array(ttft), 50),  # the report's rule, so calibrate compares like with like
+        tpot_p50=percentile(np.array(tpot), 50) if tpot else 0.0,
         max_waiting=max_waiting,
         max_running=max_running,
         preemptions=engine.num_preemptions,

@@ -240,25 +240,28 @@ def write_tasks(folder, rows, levels=None):
             csv.writer(f).writerows([schema.LEVEL_COLUMNS, *levels])
 
 
-def task_row(task_id, users, start, latency, first_call, failed_step=""):
+def task_row(task_id, users, start, latency, first_call, failed_step="", cut=False):
     calls = "" if first_call is None else f"{first_call};{first_call + 0.1}"
+    error = schema.ABORTED if cut else "HTTP 500" if failed_step else ""
     return [task_id, users, "w", start, start + latency, latency, 4, 6, 2, latency / 2, 0.3, calls,
-            int(not failed_step), failed_step, "HTTP 500" if failed_step else ""]  # fmt: skip
+            int(not error), failed_step, error]  # fmt: skip
 
 
 def test_task_levels_count_rates_latencies_and_failures(tmp_path):
-    # level 2 holds from 100 to 110 s: 4 tasks end inside it (one failed at step 3), one ends after it
+    # level 2 holds from 100 to 110 s: 4 tasks end inside it (one failed at step 3), one ends after it, and one the
+    # stop cut inside it is counted apart: neither in the rate nor in the finished share nor a failure
     level_2 = [task_row(f"a{i}", 2, 100 + 2 * i, 1.0 + i, 0.2 + i / 10) for i in range(3)]
     level_2 += [task_row("a3", 2, 105, 2.0, 0.4, failed_step=3), task_row("a4", 2, 109, 5.0, None)]
+    level_2 += [task_row("a5", 2, 107, 1.0, 0.3, cut=True)]
     write_tasks(tmp_path / "r1", level_2, levels=[[2, 99, 100, 110]])
     write_tasks(tmp_path / "r2", [task_row("b0", 4, 10, 2.0, 0.5), task_row("b1", 4, 11, 3.0, 0.7)])  # no levels.csv
     levels = task_levels(read_tasks([tmp_path / "r1", tmp_path / "r2", tmp_path / "none"]))
     two, four = levels
-    assert two["users"] == 2 and two["tasks"] == 5 and two["tasks_per_s"] == pytest.approx(4 / 10)
+    assert two["users"] == 2 and (two["tasks"], two["cut"]) == (6, 1) and two["tasks_per_s"] == pytest.approx(4 / 10)
     assert two["latency_p50_s"] == pytest.approx(2.5) and two["latency_p99_s"] == pytest.approx(4.94)  # 1, 2, 3, 5
     assert two["first_tool_call_p50_s"] == pytest.approx(0.35) and two["finished"] == pytest.approx(0.8)
     assert two["failed_steps"] == {"3": 1}
     assert four["tasks_per_s"] == pytest.approx(2 / 4) and four["failed_steps"] == {}  # 2 tasks from 10 s to 14 s
     table = task_blocks("cfg", levels)[-1]
-    assert table.rows[0][-2:] == ["80.0 %", "step 3: 1"]
+    assert table.rows[0][-3:] == ["1", "80.0 %", "step 3: 1"]
     assert task_blocks("cfg", []) == []

@@ -1,9 +1,10 @@
 """Agent tasks (tasks.csv) per level: tasks per second, task latency p50/p99, time to the first tool call and the share
 of tasks that finished, with the steps the others failed at (docs/guides/agents.md).
 
-A task counts at the level it started at. Tasks per second are the level's tasks that ended in its hold
-(levels.csv) over the hold's length; without levels.csv, over the span from its first task's start to its last
-one's end. Latencies are those of finished tasks."""
+A task counts at the level it started at. A task the run's stop cut (error Aborted) is counted apart: neither
+finished nor failed, left out of the rate, the latencies, the first tool call and the finished share. Tasks per
+second are the level's tasks that ended in its hold (levels.csv) over the hold's length; without levels.csv, over the
+span from its first task's start to its last one's end. Latencies are those of finished tasks."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import numpy as np
 from vllm_stress.analysis.render import Block, Heading, Paragraph, Table
 from vllm_stress.core.metrics import percentile
 from vllm_stress.core.numbers import percent
-from vllm_stress.core.schema import LEVELS_FILE, TASKS_FILE
+from vllm_stress.core.schema import ABORTED, LEVELS_FILE, TASKS_FILE
 
 TASK_NOTE = (
     "A task is an agent's whole job: its model turns, the tool calls the client ran and their latencies. Its latency "
@@ -28,11 +29,12 @@ TASK_NOTE = (
 class TaskLevel(TypedDict):
     users: int
     tasks: int  # tasks started at this level (finished or not)
+    cut: int  # of those, the tasks the run's stop cut (error Aborted)
     tasks_per_s: float | None
     latency_p50_s: float | None  # of finished tasks
     latency_p99_s: float | None
-    first_tool_call_p50_s: float | None  # from the task's start to its first tool call, tasks that made one
-    finished: float  # share of the tasks that finished
+    first_tool_call_p50_s: float | None  # from the task's start to its first tool call, tasks not cut that made one
+    finished: float | None  # share of the tasks not cut that finished (None: every one was cut)
     failed_steps: dict[str, int]  # step -> tasks that failed there
 
 
@@ -81,18 +83,20 @@ def task_levels(rows: list[dict[str, str]]) -> list[TaskLevel]:
     levels: list[TaskLevel] = []
     for users in sorted(by_level):
         level = by_level[users]
+        ran = [row for row in level if row["error"] != ABORTED]  # to their end, or to a failure
         finished = [float(row["latency_s"]) for row in level if row["finished"] == "1"]
-        first_calls = [float(row["tool_call_s"].split(";")[0]) for row in level if row["tool_call_s"]]
-        failed = Counter(row["failed_step"] for row in level if row["finished"] != "1")
+        first_calls = [float(row["tool_call_s"].split(";")[0]) for row in ran if row["tool_call_s"]]
+        failed = Counter(row["failed_step"] for row in ran if row["finished"] != "1")
         levels.append(
             {
                 "users": users,
                 "tasks": len(level),
-                "tasks_per_s": _rate(level),
+                "cut": len(level) - len(ran),
+                "tasks_per_s": _rate(ran) if ran else None,
                 "latency_p50_s": _p(finished, 50),
                 "latency_p99_s": _p(finished, 99),
                 "first_tool_call_p50_s": _p(first_calls, 50),
-                "finished": len(finished) / len(level),
+                "finished": len(finished) / len(ran) if ran else None,
                 "failed_steps": dict(sorted(failed.items())),
             }
         )
@@ -115,10 +119,21 @@ def task_blocks(label: str, levels: list[TaskLevel]) -> list[Block]:
             _seconds(level["latency_p50_s"]),
             _seconds(level["latency_p99_s"]),
             _seconds(level["first_tool_call_p50_s"]),
-            percent(level["finished"]),
+            str(level["cut"]),
+            "" if level["finished"] is None else percent(level["finished"]),
             ", ".join(f"step {step}: {count}" for step, count in level["failed_steps"].items()),
         ]
         for level in levels
     ]
-    headers = ["users", "tasks", "tasks/s", "latency p50 s", "p99 s", "first tool call p50 s", "finished", "failed at"]
+    headers = [
+        "users",
+        "tasks",
+        "tasks/s",
+        "latency p50 s",
+        "p99 s",
+        "first tool call p50 s",
+        "cut by stop",
+        "finished",
+        "failed at",
+    ]
     return [Heading(f"Agent tasks: {label}"), Paragraph(TASK_NOTE), Table(headers, rows)]

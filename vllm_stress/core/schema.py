@@ -89,17 +89,18 @@ TASK_COLUMNS = [
     "users",  # the level when it started
     "worker",  # worker id, as in requests.csv
     "start_time",  # unix seconds: its first request was sent
-    "end_time",  # unix seconds: its last answer or tool ended, or it failed
+    "end_time",  # unix seconds: its last answer or tool ended, it failed, or the stop cut it
     "latency_s",  # end_time - start_time
-    "turns",  # model turns done (a fan-out is one)
-    "requests",  # requests sent
-    "tool_calls",  # tool calls made and run
+    "turns",  # model turns begun, the failed or cut one included (a fan-out is one)
+    "requests",  # requests sent, a failed or cut one included (each has its requests.csv row)
+    "tool_calls",  # tool calls run (a tool the stop cut included)
     "step_time_s",  # seconds in its steps, each from its first send to its last answer's last byte
     "tool_time_s",  # seconds running tools (as slept); latency_s less both is the client's own work
     "tool_call_s",  # seconds from its start to each tool call (its answer whole), ";"-separated
-    "finished",  # 1 when no step failed
-    "failed_step",  # the step that failed, else empty
-    "error",  # why: a request's failure class, NoToolCall, UnknownTool, ToolCallInvalidJSON, ToolCallCut ...
+    "finished",  # 1 when it ran to its end without a failure, else 0 (failed, or cut)
+    "failed_step",  # the step that failed, else empty (a cut task has none)
+    "error",  # why: a request's failure class, NoToolCall, UnknownTool, ToolCallInvalidJSON, ToolCallCut ...; Aborted
+    # when the run's stop cut the task (neither finished nor failed: counted apart)
 ]
 SIDE_FILES = {ANSWERS_FILE: ANSWER_COLUMNS, TASKS_FILE: TASK_COLUMNS}  # written beside requests.csv when rows come
 

@@ -22,7 +22,8 @@ from vllm_stress.core.schema import ABORTED, LEVELS_FILE, TASKS_FILE
 
 TASK_NOTE = (
     "A task is an agent's whole job: its model turns, the tool calls the client ran and their latencies. Its latency "
-    "is what the agent's user waits for; the first tool call comes when the first turn's answer is whole."
+    "is what the agent's user waits for; the first tool call comes when the first turn's answer is whole. A task the "
+    "run's stop cut is counted apart (cut by stop), outside the rate, the latencies and the finished share."
 )
 
 

@@ -3,7 +3,8 @@ with the real parser of its command (vllm_stress.cli's registry), nothing run: a
 required one or an unknown scenario fails, naming the file, the line and what the parser said. The repository-root
 forms (``python -m scenarios|analysis|simulator``) are read as the commands they are the same as. Placeholders
 (``URL``, ``N``, ``<dir>``, ``$HOST``) stand for any value; ``...`` for more options; a line with a word ending in a
-colon is a program's output, not a command."""
+colon is a program's output, not a command. Every ``--option`` a doc names, in prose too, is one some parser has; one
+passed on with ``--locust-arg`` or ``--simulator-arg`` is one of that program's."""
 
 from __future__ import annotations
 
@@ -220,6 +221,7 @@ OTHER_PROGRAMS = {
     "production-stack router": {"--routing-logic", "--session-key"},
     "mkdocs": {"--strict"},
 }  # fmt: skip
+PASSED = re.compile(r"(?P<via>--locust-arg|--simulator-arg)[= ](?P<option>--[\w-]+)")
 SCRIPT_OPTION = re.compile(r"add_argument\(\s*\"(--[\w-]+)\"|^\s*(--[\w-]+)(?: \| -\w)?\)", re.MULTILINE)
 
 
@@ -234,41 +236,63 @@ def parser_options(parser: argparse.ArgumentParser) -> set[str]:
     return options
 
 
-def known_options() -> set[str]:
-    """Every ``vllm-stress`` command's options, Locust's with the suite's, the repository's scripts' (deploy/*.sh,
-    benchmarks/*.py, the reference generator) and OTHER_PROGRAMS'."""
+def locust_options() -> set[str]:
+    """Locust's options with the suite's (what ``--locust-arg`` passes on)."""
     from locust.argument_parser import get_parser
 
     from vllm_stress.scenarios import shape  # noqa: F401 (adds the ramp's options to Locust's parser)
     from vllm_stress.users import plugin  # noqa: F401 (adds the user options)
 
-    known = parser_options(get_parser(default_config_files=[]))
-    for command in cli.COMMANDS:
-        for parser in command.parsers(f"{cli.PROG} {command.name}"):
-            known |= parser_options(parser)
+    return parser_options(get_parser(default_config_files=[]))
+
+
+def command_options() -> dict[str, set[str]]:
+    """Each ``vllm-stress`` command's options, by command name."""
+    return {
+        command.name: set().union(*map(parser_options, command.parsers(f"{cli.PROG} {command.name}")))
+        for command in cli.COMMANDS
+    }
+
+
+def known_options() -> set[str]:
+    """Every ``vllm-stress`` command's options, Locust's with the suite's, the repository's scripts' (deploy/*.sh,
+    benchmarks/*.py, the reference generator) and OTHER_PROGRAMS'."""
+    known = locust_options().union(*command_options().values())
     scripts = [*(REPO / "deploy").glob("*.sh"), *(REPO / "benchmarks").glob("*.py"), REPO / "vllm_stress/docsgen.py"]
     for script in scripts:
         known.update(name for match in SCRIPT_OPTION.finditer(script.read_text()) for name in match.groups() if name)
     return known.union(*OTHER_PROGRAMS.values())
 
 
-def unknown_options(files: list[Path], known: set[str]) -> list[str]:
-    """``file:line: --option`` for each option a doc names that no parser has."""
-    return [
-        f"{path.relative_to(REPO) if path.is_relative_to(REPO) else path}:{number}: {option}"
-        for path in files
-        for number, line in enumerate(path.read_text().splitlines(), 1)
-        for option in OPTION.findall(line)
-        if option not in known
-    ]
+def unknown_options(files: list[Path], known: set[str], passed: dict[str, set[str]]) -> list[str]:
+    """``file:line: --option`` for each option a doc names that no parser has, or that it passes on
+    (``--locust-arg=--option``) to a program that does not have it."""
+    unknown = []
+    for path in files:
+        where = path.relative_to(REPO) if path.is_relative_to(REPO) else path
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            unknown += [f"{where}:{number}: {option}" for option in OPTION.findall(line) if option not in known]
+            for match in PASSED.finditer(line):
+                if match["option"] not in passed[match["via"]]:
+                    unknown.append(f"{where}:{number}: {match[0]} (not an option of {match['via']}'s program)")
+    return unknown
+
+
+def passed_on() -> dict[str, set[str]]:
+    """The options ``vllm-stress run`` passes on, by the option that passes them: Locust's, the simulator's."""
+    return {"--locust-arg": locust_options(), "--simulator-arg": command_options()["simulate"]}
 
 
 def test_every_option_the_docs_name_exists():
-    unknown = unknown_options(doc_files(), known_options())
+    unknown = unknown_options(doc_files(), known_options(), passed_on())
     assert not unknown, "options no parser has:\n" + "\n".join(unknown)
 
 
 def test_an_option_no_parser_has_is_named_by_file_and_line(tmp_path):
     doc = tmp_path / "page.md"
-    doc.write_text("# A page\n\nPass `--locust-arg=--output-tokenz=64` or `--levels 1,2`.\n")
-    assert unknown_options([doc], known_options()) == [f"{doc}:3: --output-tokenz"]
+    doc.write_text("# A page\n\nPass `--locust-arg=--output-tokenz=64` or `--locust-arg=--max-num-seqs=4`.\n")
+    assert unknown_options([doc], known_options(), passed_on()) == [
+        f"{doc}:3: --output-tokenz",
+        f"{doc}:3: --locust-arg=--output-tokenz (not an option of --locust-arg's program)",
+        f"{doc}:3: --locust-arg=--max-num-seqs (not an option of --locust-arg's program)",
+    ]

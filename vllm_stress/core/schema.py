@@ -108,8 +108,9 @@ SIDE_FILES = {ANSWERS_FILE: ANSWER_COLUMNS, TASKS_FILE: TASK_COLUMNS}  # written
 LEVEL_COLUMNS = [
     "users",  # target user count of the level
     "ramp_start",  # unix seconds when the shape asked for this level
-    "hold_start",  # unix seconds when every user was running (the steady-state window starts here)
-    "hold_end",  # unix seconds when the hold ended (the next level's ramp_start)
+    "hold_start",  # unix seconds when its hold began, after the ramp and warm-up (the measured window starts here)
+    "hold_end",  # unix seconds when the hold ended: a fixed hold's end, or the end of the window an auto hold was
+    # judged over (up to which every process had reported); a level never held has a zero-length hold
 ]
 
 # itl_histogram.csv: inter-token gaps per level, summed over all workers.

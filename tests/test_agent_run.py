@@ -78,3 +78,34 @@ def test_agent_tasks_carry_the_servers_answers_and_time_as_their_steps_and_tools
         assert 0 < times[0] < times[1] < latency
     print("latency - (server step time + tool time), and less the client's own work too, ms:")
     print([(round(r * 1000, 2), round(s * 1000, 2)) for r, s in residuals])
+
+
+def test_a_task_the_stop_cuts_has_its_row_marked_cut(simulator, run_locust, tmp_path):
+    """Without --stop-timeout the run's end kills each user mid-task: every task started, the cut ones too, has its
+    tasks.csv row, each with as many requests as requests.csv has rows for it, and every request the server saw
+    belongs to a task that has one."""
+    log = tmp_path / "requests.jsonl"
+    sim = simulator("--request-log", str(log))
+    out = tmp_path / "run"
+    args = ["-f", "locustfiles/agent.py", "-H", sim.url, "-u", "2", "-r", "2", "-t", "3s"]
+    proc = run_locust(*args, "--results-dir", str(out), *QUIET)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    sim.stop()  # its request log is flushed as it stops
+    server = read_request_log(str(log))
+    rows = read_csv(out / schema.REQUESTS_FILE)
+    tasks = {task["task_id"]: task for task in read_csv(out / schema.TASKS_FILE)}
+    by_id = {row["request_id"]: row for row in rows}
+    assert set(server) <= set(by_id)  # every request the server saw has its row ...
+    assert {by_id[request_id]["task_id"] for request_id in server} <= set(tasks)  # ... and its task its task row
+    cut = [task for task in tasks.values() if task["error"] == schema.ABORTED]
+    assert 1 <= len(cut) <= 2  # a user is cut in its task, never between two
+    for task in tasks.values():
+        steps = [row for row in rows if row["task_id"] == task["task_id"]]
+        assert int(task["requests"]) == len(steps) and int(task["turns"]) == max(int(row["step"]) for row in steps)
+    for task in cut:
+        assert (task["finished"], task["failed_step"]) == ("0", "")  # cut, not failed
+        steps = [row for row in rows if row["task_id"] == task["task_id"]]
+        assert all(row["ok"] == "1" or row["error"] == schema.ABORTED for row in steps)
+    print("cut tasks (turns, requests, Aborted rows):")
+    print([(t["turns"], t["requests"], sum(r["error"] == schema.ABORTED for r in rows if r["task_id"] == t["task_id"]))
+           for t in cut])  # fmt: skip

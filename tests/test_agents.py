@@ -239,10 +239,11 @@ def write_tasks(folder, rows):
     return folder
 
 
-def task_row(task_id, users, start, latency, first_call, failed_step=""):
+def task_row(task_id, users, start, latency, first_call, failed_step="", cut=False):
     calls = "" if first_call is None else f"{first_call};{first_call + 0.1}"
+    error = schema.ABORTED if cut else "HTTP 500" if failed_step else ""
     return [task_id, users, "w", start, start + latency, latency, 4, 6, 2, latency / 2, 0.3, calls,
-            int(not failed_step), failed_step, "HTTP 500" if failed_step else ""]  # fmt: skip
+            int(not error), failed_step, error]  # fmt: skip
 
 
 def windows(*rows):
@@ -251,10 +252,10 @@ def windows(*rows):
 
 def test_task_levels_count_the_tasks_ended_in_their_levels_window(tmp_path):
     # level 2's window is [100, 110) s in both runs: 4 tasks of r1 end inside it (one failed at step 3), one ends in
-    # its ramp and one after it; r2's one task ends inside
+    # its ramp and one after it, and one the stop cut (ended after the window) counts apart; r2's one task ends inside
     level_2 = [task_row(f"a{i}", 2, 100 + 2 * i, 1.0 + i, 0.2 + i / 10) for i in range(3)]
     level_2 += [task_row("a3", 2, 105, 2.0, 0.4, failed_step=3), task_row("a4", 2, 109, 5.0, None)]
-    level_2 += [task_row("ramp", 2, 98, 1.5, 0.1)]
+    level_2 += [task_row("ramp", 2, 98, 1.5, 0.1), task_row("a5", 2, 109, 5.0, 0.3, cut=True)]
     r1 = read_tasks(write_tasks(tmp_path / "r1", level_2), windows((2, 100, 110)))
     r2 = write_tasks(
         tmp_path / "r2",
@@ -262,11 +263,11 @@ def test_task_levels_count_the_tasks_ended_in_their_levels_window(tmp_path):
     )
     levels = task_levels(r1 + read_tasks(r2, windows((2, 100, 110), (4, 10, 15))) + read_tasks(tmp_path, windows()))
     two, four = levels
-    assert two["users"] == 2 and two["tasks"] == 5 and two["tasks_per_s"] == pytest.approx(5 / 20)
+    assert two["users"] == 2 and (two["tasks"], two["cut"]) == (6, 1) and two["tasks_per_s"] == pytest.approx(5 / 20)
     assert two["latency_p50_s"] == pytest.approx(2.5) and two["latency_p99_s"] == pytest.approx(5.91)  # 1, 2, 3, 6
     assert two["first_tool_call_p50_s"] == pytest.approx(0.4) and two["finished"] == pytest.approx(0.8)
     assert two["failed_steps"] == {"3": 1}
     assert four["tasks_per_s"] == pytest.approx(2 / 5) and four["failed_steps"] == {}  # ended at 12 and 14 s
     table = task_blocks("cfg", levels)[-1]
-    assert table.rows[0][-2:] == ["80.0 %", "step 3: 1"]
+    assert table.rows[0][-3:] == ["1", "80.0 %", "step 3: 1"]
     assert task_blocks("cfg", []) == []

@@ -3,7 +3,8 @@ with the real parser of its command (vllm_stress.cli's registry), nothing run: a
 required one or an unknown scenario fails, naming the file, the line and what the parser said. The repository-root
 forms (``python -m scenarios|analysis|simulator``) are read as the commands they are the same as. Placeholders
 (``URL``, ``N``, ``<dir>``, ``$HOST``) stand for any value; ``...`` for more options; a line with a word ending in a
-colon is a program's output, not a command."""
+colon is a program's output, not a command. Every ``--option`` a doc names, in prose too, is one some parser has; one
+passed on with ``--locust-arg`` or ``--simulator-arg`` is one of that program's."""
 
 from __future__ import annotations
 
@@ -198,3 +199,100 @@ def test_placeholders_prompts_continuations_and_pipes_are_read_as_a_shell_would(
     ]
     for text in (" ".join(ok[:2]).replace("\\", ""), *ok[2:]):
         check(arguments(text))
+
+
+# --- every --option the docs name, in prose too -----------------------------------------------------------------------
+
+OPTION = re.compile(r"(?<![\w/-])--[a-z][a-z0-9]*(?:-[a-z0-9]+)*")
+# options of the other programs the docs name: vLLM's server and benchmark, Docker and Compose, kubectl, vLLM's
+# production-stack router, MkDocs
+OTHER_PROGRAMS = {
+    "vllm serve": {
+        "--collect-detailed-traces", "--dtype", "--enable-request-id-headers", "--enforce-eager",
+        "--max-num-queued-reqs", "--mm-processor-cache-gb", "--num-scheduler-steps", "--reasoning-parser",
+        "--speculative-config", "--ssl-certfile", "--ssl-keyfile", "--tensor-parallel-size", "--trust-remote-code",
+    },
+    "vllm bench serve": {"--goodput", "--ignore-eos", "--max-concurrency", "--save-result"},
+    "docker": {
+        "--build", "--cap-add", "--device", "--entrypoint", "--env", "--env-file", "--exit-code-from", "--group-add",
+        "--ipc", "--name", "--no-deps", "--rm", "--runtime", "--scale", "--security-opt", "--ulimit",
+    },
+    "kubectl": {"--from-file"},
+    "production-stack router": {"--routing-logic", "--session-key"},
+    "mkdocs": {"--strict"},
+}  # fmt: skip
+PASSED = re.compile(r"(?P<via>--locust-arg|--simulator-arg)[= ](?P<option>--[\w-]+)")
+SCRIPT_OPTION = re.compile(r"add_argument\(\s*\"(--[\w-]+)\"|^\s*(--[\w-]+)(?: \| -\w)?\)", re.MULTILINE)
+
+
+def parser_options(parser: argparse.ArgumentParser) -> set[str]:
+    """The long options of ``parser`` and of its subcommands."""
+    options = set()
+    for action in parser._actions:
+        options.update(name for name in action.option_strings if name.startswith("--"))
+        if isinstance(action.choices, dict):
+            for sub in action.choices.values():
+                options |= parser_options(sub)
+    return options
+
+
+def locust_options() -> set[str]:
+    """Locust's options with the suite's (what ``--locust-arg`` passes on)."""
+    from locust.argument_parser import get_parser
+
+    from vllm_stress.scenarios import shape  # noqa: F401 (adds the ramp's options to Locust's parser)
+    from vllm_stress.users import plugin  # noqa: F401 (adds the user options)
+
+    return parser_options(get_parser(default_config_files=[]))
+
+
+def command_options() -> dict[str, set[str]]:
+    """Each ``vllm-stress`` command's options, by command name."""
+    return {
+        command.name: set().union(*map(parser_options, command.parsers(f"{cli.PROG} {command.name}")))
+        for command in cli.COMMANDS
+    }
+
+
+def known_options() -> set[str]:
+    """Every ``vllm-stress`` command's options, Locust's with the suite's, the repository's scripts' (deploy/*.sh,
+    benchmarks/*.py, the reference generator) and OTHER_PROGRAMS'."""
+    known = locust_options().union(*command_options().values())
+    scripts = [*(REPO / "deploy").glob("*.sh"), *(REPO / "benchmarks").glob("*.py"), REPO / "vllm_stress/docsgen.py"]
+    for script in scripts:
+        known.update(name for match in SCRIPT_OPTION.finditer(script.read_text()) for name in match.groups() if name)
+    return known.union(*OTHER_PROGRAMS.values())
+
+
+def unknown_options(files: list[Path], known: set[str], passed: dict[str, set[str]]) -> list[str]:
+    """``file:line: --option`` for each option a doc names that no parser has, or that it passes on
+    (``--locust-arg=--option``) to a program that does not have it."""
+    unknown = []
+    for path in files:
+        where = path.relative_to(REPO) if path.is_relative_to(REPO) else path
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            unknown += [f"{where}:{number}: {option}" for option in OPTION.findall(line) if option not in known]
+            for match in PASSED.finditer(line):
+                if match["option"] not in passed[match["via"]]:
+                    unknown.append(f"{where}:{number}: {match[0]} (not an option of {match['via']}'s program)")
+    return unknown
+
+
+def passed_on() -> dict[str, set[str]]:
+    """The options ``vllm-stress run`` passes on, by the option that passes them: Locust's, the simulator's."""
+    return {"--locust-arg": locust_options(), "--simulator-arg": command_options()["simulate"]}
+
+
+def test_every_option_the_docs_name_exists():
+    unknown = unknown_options(doc_files(), known_options(), passed_on())
+    assert not unknown, "options no parser has:\n" + "\n".join(unknown)
+
+
+def test_an_option_no_parser_has_is_named_by_file_and_line(tmp_path):
+    doc = tmp_path / "page.md"
+    doc.write_text("# A page\n\nPass `--locust-arg=--output-tokenz=64` or `--locust-arg=--max-num-seqs=4`.\n")
+    assert unknown_options([doc], known_options(), passed_on()) == [
+        f"{doc}:3: --output-tokenz",
+        f"{doc}:3: --locust-arg=--output-tokenz (not an option of --locust-arg's program)",
+        f"{doc}:3: --locust-arg=--max-num-seqs (not an option of --locust-arg's program)",
+    ]

@@ -191,7 +191,7 @@ def locust_options_page() -> str:
                 "--help before it imports a locustfile. Every user class takes the "
                 "user options; the ramp's come with the load shape (`scenarios/shape.py`). In a Locust config file "
                 "(`scenarios/configs/*.conf`) an option is a key without its dashes; `vllm-stress run` passes more "
-                "with `--locust-arg=--output-tokens=256`. The web UI's start form shows every option not marked "
+                "with `--locust-arg=--temperature=0.7`. The web UI's start form shows every option not marked "
                 "otherwise.",
                 "",
                 "## User options",

@@ -3,7 +3,8 @@ of tasks that finished, with the steps the others failed at (docs/guides/agents.
 
 A task counts at the level it started at, and like a request (``levels.ended_in_windows``) only when it ended in that
 level's window (``levels.level_windows``): every figure is of those tasks, tasks per second over the windows'
-length (summed over a config's runs). Latencies are those of finished tasks."""
+length (summed over a config's runs). Latencies are those of finished tasks. A task the run's stop cut (error
+Aborted) ends after every window: it is counted apart, at the level it started at, neither finished nor failed."""
 
 from __future__ import annotations
 
@@ -18,36 +19,39 @@ from vllm_stress.analysis.levels import ended_in_windows, records
 from vllm_stress.analysis.render import Block, Heading, Paragraph, Table
 from vllm_stress.core.metrics import percentile
 from vllm_stress.core.numbers import percent
-from vllm_stress.core.schema import TASKS_FILE
+from vllm_stress.core.schema import ABORTED, TASKS_FILE
 
 TASK_NOTE = (
     "A task is an agent's whole job: its model turns, the tool calls the client ran and their latencies. Its latency "
     "is what the agent's user waits for; the first tool call comes when the first turn's answer is whole. A level's "
-    "tasks are those that started at it and ended in its steady-state window."
+    "tasks are those that started at it and ended in its steady-state window; a task the run's stop cut is counted "
+    "apart (cut by stop), outside the rate, the latencies and the finished share."
 )
 TaskRow = dict[str, str]  # a tasks.csv row as text, with its run folder ("run") and its level's "window_s"
 
 
 class TaskLevel(TypedDict):
     users: int
-    tasks: int  # tasks started at this level and ended in its window (finished or not)
+    tasks: int  # tasks started at this level and ended in its window (finished or not), and those cut
+    cut: int  # of those, the tasks the run's stop cut (error Aborted)
     tasks_per_s: float | None
     latency_p50_s: float | None  # of finished tasks
     latency_p99_s: float | None
-    first_tool_call_p50_s: float | None  # from the task's start to its first tool call, tasks that made one
-    finished: float  # share of the tasks that finished
+    first_tool_call_p50_s: float | None  # from the task's start to its first tool call, tasks not cut that made one
+    finished: float | None  # share of the tasks not cut that finished (None: every one was cut)
     failed_steps: dict[str, int]  # step -> tasks that failed there
 
 
 def read_tasks(folder: Path, windows: pd.DataFrame) -> list[TaskRow]:
-    """The run folder's tasks that ended in their level's window (``windows``: the run's ``level_windows``); []
-    without tasks.csv."""
+    """The run folder's tasks that ended in their level's window (``windows``: the run's ``level_windows``) and those
+    the run's stop cut; [] without tasks.csv."""
     if not (folder / TASKS_FILE).is_file():
         return []
     tasks = pd.read_csv(folder / TASKS_FILE, dtype=str, keep_default_na=False)
     times = pd.DataFrame({"users": tasks["users"].astype("int64"), "end_time": tasks["end_time"].astype(float)})
     window_s = dict(zip(windows["users"], windows["end"] - windows["start"], strict=True))
-    ended = records(tasks.loc[ended_in_windows(times, windows).index])
+    kept = tasks.index.isin(ended_in_windows(times, windows).index) | (tasks["error"] == ABORTED)
+    ended = records(tasks[kept & tasks["users"].astype("int64").isin(window_s)])
     return [row | {"run": str(folder), "window_s": str(window_s[int(row["users"])])} for row in ended]
 
 
@@ -70,18 +74,20 @@ def task_levels(rows: list[TaskRow]) -> list[TaskLevel]:
     levels: list[TaskLevel] = []
     for users in sorted(by_level):
         level = by_level[users]
-        finished = [float(row["latency_s"]) for row in level if row["finished"] == "1"]
-        first_calls = [float(row["tool_call_s"].split(";")[0]) for row in level if row["tool_call_s"]]
-        failed = Counter(row["failed_step"] for row in level if row["finished"] != "1")
+        ran = [row for row in level if row["error"] != ABORTED]  # to their end, or to a failure
+        finished = [float(row["latency_s"]) for row in ran if row["finished"] == "1"]
+        first_calls = [float(row["tool_call_s"].split(";")[0]) for row in ran if row["tool_call_s"]]
+        failed = Counter(row["failed_step"] for row in ran if row["finished"] != "1")
         levels.append(
             {
                 "users": users,
                 "tasks": len(level),
-                "tasks_per_s": _rate(level),
+                "cut": len(level) - len(ran),
+                "tasks_per_s": _rate(ran) if ran else None,
                 "latency_p50_s": _p(finished, 50),
                 "latency_p99_s": _p(finished, 99),
                 "first_tool_call_p50_s": _p(first_calls, 50),
-                "finished": len(finished) / len(level),
+                "finished": len(finished) / len(ran) if ran else None,
                 "failed_steps": dict(sorted(failed.items())),
             }
         )
@@ -104,10 +110,12 @@ def task_blocks(label: str, levels: list[TaskLevel]) -> list[Block]:
             _seconds(level["latency_p50_s"]),
             _seconds(level["latency_p99_s"]),
             _seconds(level["first_tool_call_p50_s"]),
-            percent(level["finished"]),
+            str(level["cut"]),
+            "" if level["finished"] is None else percent(level["finished"]),
             ", ".join(f"step {step}: {count}" for step, count in level["failed_steps"].items()),
         ]
         for level in levels
     ]
-    headers = ["users", "tasks", "tasks/s", "latency p50 s", "p99 s", "first tool call p50 s", "finished", "failed at"]
+    headers = ["users", "tasks", "tasks/s", "latency p50 s", "p99 s", "first tool call p50 s", "cut by stop"]
+    headers += ["finished", "failed at"]
     return [Heading(f"Agent tasks: {label}"), Paragraph(TASK_NOTE), Table(headers, rows)]

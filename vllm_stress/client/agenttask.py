@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vllm_stress.client.toolcalls import ToolCallReader
+from vllm_stress.core.schema import ABORTED
 
 DEFAULT_SCRIPT: dict[str, Any] = {
     "system": "You are a research agent. Use the tools, then answer briefly.",
@@ -142,13 +143,21 @@ class TaskRecord:
     def fail(self, step: int, error: str) -> None:
         self.failed_step, self.error = step, error
 
+    def cut(self) -> None:
+        """The run's stop ended the task mid-way (its request in flight is an Aborted row): neither finished nor
+        failed, it ends now with the error Aborted."""
+        self.end, self.error = time.perf_counter(), ABORTED
+
+    @property
+    def finished(self) -> bool:
+        return not self.error
+
     def answered(self, answers: list[Answer]) -> None:
         """A step's answers are in: the task started with its first request's send and lasts to the latest answer
         (the client's own work before the first send and after the last answer is left out)."""
-        if self.requests == 0:
+        if self.end is None:
             self.start_wall += min(a.start for a in answers) - self.start
             self.start = min(a.start for a in answers)
-        self.requests += len(answers)
         self.end = max(a.end for a in answers)
         self.step_time += self.end - min(a.start for a in answers)
 
@@ -172,7 +181,7 @@ class TaskRecord:
             round(self.step_time, 6),
             round(self.tool_time, 6),
             ";".join(f"{t:.6f}" for t in self.tool_call_times),
-            int(self.failed_step is None),
+            int(self.finished),
             "" if self.failed_step is None else self.failed_step,
             self.error,
         ]
@@ -199,6 +208,7 @@ def run_task(
         choice = script.tool_choice(step)
         if step.fanout:
             subtasks = [step.prompt.format(i=i, n=step.fanout) for i in range(1, step.fanout + 1)]
+            record.requests += len(subtasks)
             answers = send_all([([*messages, {"role": "user", "content": s}], choice, number) for s in subtasks])
             record.answered(answers)
             if error := next((answer.error for answer in answers if answer.error), ""):
@@ -207,6 +217,7 @@ def run_task(
             joined = "\n".join(f"Sub-agent {i}: {a.reader.text}" for i, a in enumerate(answers, 1))
             messages.append({"role": "user", "content": joined})
             continue
+        record.requests += 1
         answer = send(list(messages), choice, number)
         record.answered([answer])
         if answer.error:

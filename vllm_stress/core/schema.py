@@ -19,27 +19,30 @@ REQUEST_COLUMNS = [
     "start_time",  # unix seconds when the request was sent
     "end_time",  # unix seconds when it ended (last output chunk, end of body, or the failure)
     "ttft_s",  # time to first token; empty when there was no output or no streaming
-    "tpot_s",  # time per output token after the first; empty when completion_tokens <= 1
+    "tpot_s",  # time per output token after the first; empty without ttft_s or when completion_tokens <= 1
     "e2e_s",  # end-to-end latency
     "chunks",  # output-bearing SSE chunks received (chunks != tokens with stream_interval > 1)
     "prompt_tokens",  # from the server's usage (empty when the server sent none)
     "completion_tokens",  # from the server's usage (empty when the server sent none)
     "target_prompt_tokens",  # what the request was built to have
     "target_completion_tokens",  # what the request asked for (max_tokens)
-    "count_mismatch",  # 1 when a usage count differs from its target (output only checked under ignore_eos)
-    "ok",  # 1 success, 0 failure
-    "error",  # failure class, e.g. "HTTP 503", "StreamTruncated", "Timeout"; empty on success
+    "count_mismatch",  # 1 when a successful request's usage count differs from its target (the output's only
+    # checked under ignore_eos, so not for canaries or --json-schema requests); 0 otherwise
+    "ok",  # 1 success; 0 failure, or aborted (error Aborted: neither a success nor a failure)
+    "error",  # failure class, e.g. "HTTP 503", "StreamTruncated", "Timeout", or Aborted; empty on success
     "status",  # HTTP status code (0 when no response arrived)
-    "finish_reason",  # from the last choice: length, stop, abort ...
+    "finish_reason",  # the first choice's (a stream's last one sent): length, stop, abort ...; empty when none came
     "users",  # target user count (the level) when the request started
-    "worker",  # worker id (host_pid) that ran the request, "local" without workers
-    "name",  # the request's name: chat, completions, generate, sdk-chat ...
-    "schedule_lag_s",  # open loop: from the request's scheduled arrival to its send (no free user, or a late wake-up)
+    "worker",  # the Locust worker that ran the request (its client id, hostname_<32 hex digits>), "local" without
+    # workers
+    "name",  # the user class's request name: chat, completions, generate, sdk-chat, chat-session, agent
+    "schedule_lag_s",  # open loop (--arrival-rate, --trace): from the request's scheduled arrival to its send (no free
+    # user, or a late wake-up); empty in a closed loop
     "cached_tokens",  # prompt tokens the server found in its prefix cache (usage.prompt_tokens_details; vLLM sends
     # it with --enable-prompt-tokens-details), empty when it did not say
     "request_id",  # the X-Request-Id header the request carried (vLLM's request id; the simulator's --request-log key)
     "session_id",  # multi-turn sessions (locustfiles/session.py): the conversation the request belongs to, else empty
-    "turn",  # its turn in the conversation, 1 to --turns; empty outside sessions
+    "turn",  # its turn in the conversation, from 1 to at most --turns; empty outside sessions
     "ttfa_s",  # time to first answer token: to the first output chunk that is not a reasoning model's thinking
     # (delta.reasoning or delta.reasoning_content); equals ttft_s without reasoning, empty when no answer came
     "reasoning_tokens",  # output tokens that were thinking: usage.completion_tokens_details.reasoning_tokens when the
@@ -52,7 +55,7 @@ REQUEST_COLUMNS = [
     # placeholder, not the tokens its processor expands it to)
     "image_bytes",  # bytes of the images' data URLs in the request body (base64, what went on the wire)
     "canary",  # a correctness canary (--canary-share): the fixed prompt's id, its answer in answers.csv; else ""
-    "adapter",  # the model drawn for the request (--lora-adapters), else "" (the run's model)
+    "adapter",  # the model drawn for the request (--lora-adapters), else "" (the run's model; canaries too)
     "class",  # the traffic class of the user that sent it (--traffic-class, vllm_stress.core.classes), else ""
     "schema_id",  # --json-schema: the schema the answer had to follow (its file's name; a new one's with a suffix)
     "schema_first_use",  # 1: this process sent that schema first with this request, 0: it had before
@@ -91,17 +94,18 @@ TASK_COLUMNS = [
     "users",  # the level when it started
     "worker",  # worker id, as in requests.csv
     "start_time",  # unix seconds: its first request was sent
-    "end_time",  # unix seconds: its last answer or tool ended, or it failed
+    "end_time",  # unix seconds: its last answer or tool ended, it failed, or the stop cut it
     "latency_s",  # end_time - start_time
-    "turns",  # model turns done (a fan-out is one)
-    "requests",  # requests sent
-    "tool_calls",  # tool calls made and run
+    "turns",  # model turns begun, the failed or cut one included (a fan-out is one)
+    "requests",  # requests sent, a failed or cut one included (each has its requests.csv row)
+    "tool_calls",  # tool calls run (a tool the stop cut included)
     "step_time_s",  # seconds in its steps, each from its first send to its last answer's last byte
     "tool_time_s",  # seconds running tools (as slept); latency_s less both is the client's own work
     "tool_call_s",  # seconds from its start to each tool call (its answer whole), ";"-separated
-    "finished",  # 1 when no step failed
-    "failed_step",  # the step that failed, else empty
-    "error",  # why: a request's failure class, NoToolCall, UnknownTool, ToolCallInvalidJSON, ToolCallCut ...
+    "finished",  # 1 when it ran to its end without a failure, else 0 (failed, or cut)
+    "failed_step",  # the step that failed, else empty (a cut task has none)
+    "error",  # why: a request's failure class, NoToolCall, UnknownTool, ToolCallInvalidJSON, ToolCallCut ...; Aborted
+    # when the run's stop cut the task (neither finished nor failed: counted apart)
 ]
 SIDE_FILES = {ANSWERS_FILE: ANSWER_COLUMNS, TASKS_FILE: TASK_COLUMNS}  # written beside requests.csv when rows come
 
@@ -109,8 +113,9 @@ SIDE_FILES = {ANSWERS_FILE: ANSWER_COLUMNS, TASKS_FILE: TASK_COLUMNS}  # written
 LEVEL_COLUMNS = [
     "users",  # target user count of the level
     "ramp_start",  # unix seconds when the shape asked for this level
-    "hold_start",  # unix seconds when every user was running (the steady-state window starts here)
-    "hold_end",  # unix seconds when the hold ended (the next level's ramp_start)
+    "hold_start",  # unix seconds when its hold began, after the ramp and warm-up (the measured window starts here)
+    "hold_end",  # unix seconds when the hold ended: a fixed hold's end, or the end of the window an auto hold was
+    # judged over (up to which every process had reported); a level never held has a zero-length hold
 ]
 
 # itl_histogram.csv: inter-token gaps per level, summed over all workers.

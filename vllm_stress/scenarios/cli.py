@@ -179,7 +179,7 @@ def add_run_arguments(run: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="ARG",
-        help="Extra argument for the Locust master and workers (repeatable), e.g. --locust-arg=--output-tokens=64",
+        help="Extra argument for the Locust master and workers (repeatable), e.g. --locust-arg=--temperature=0.7",
     )
 
 

@@ -1,5 +1,6 @@
 """The agent user: each Locust user runs one agent task at a time (``vllm_stress.client.agenttask``), its fan-outs as
-concurrent greenlets; a row per request (with its task and step) and a ``tasks.csv`` row per task."""
+concurrent greenlets; a row per request (with its task and step) and a ``tasks.csv`` row per task started, one the
+run's stop cut included (its error Aborted)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import gevent
+from gevent import GreenletExit
 from locust import task
 from locust.exception import StopUser
 
@@ -17,6 +19,7 @@ from vllm_stress.client.exchange import Exchange, is_output_delta
 from vllm_stress.client.prompts import RequestSpec
 from vllm_stress.client.stream import SSEParser, read_body
 from vllm_stress.client.toolcalls import ToolCallReader
+from vllm_stress.core.failures import failure_name
 from vllm_stress.users import chat  # the module, not the class: Locust would run every User class in this file
 from vllm_stress.users.base import send_request
 from vllm_stress.users.target import TARGETS
@@ -73,8 +76,16 @@ class AgentUser(chat.ChatUser):
         recorder = self.target.recorder
         record = self.record = TaskRecord(f"{recorder.worker_id}-{self.number}-{next(self.tasks_run)}", recorder.level)
         messages = opening(self.script, self.workload.next_request().text)
-        run_task(self.script, record, messages, self.send_step, self.send_steps, gevent.sleep)
-        recorder.record_task(record.row(recorder.worker_id))
+        try:
+            run_task(self.script, record, messages, self.send_step, self.send_steps, gevent.sleep)
+        except GreenletExit:  # the run's stop killed the user mid-task: the task is cut, not failed
+            record.cut()
+            raise
+        except Exception as e:  # a bug of the client's: the task failed at the step it was in
+            record.fail(record.turns, failure_name(e))
+            raise
+        finally:  # every task started has its row, as every request has
+            recorder.record_task(record.row(recorder.worker_id))
         self.environment.events.request.fire(
             request_type="TASK",
             name=TASK_NAME,

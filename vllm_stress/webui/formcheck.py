@@ -6,7 +6,7 @@ before Locust's /swarm handler starts the run with its own fields.
 The form posts the suite's options by their flag (``--input-tokens``), which Locust's handler leaves alone, and
 Locust's own fields by name (``host``, ``user_count``). An option that names a file on the master (``PATH``: a
 dataset, the API key's file, the results folder) or is set on the command line only is no field: the form shows the
-first read-only, and a POST naming either, or any option of Locust's own, is refused. docs/concepts/web-ui.md says
+first read-only, and a POST naming either, or any option of Locust's own, is refused. docs/concepts/failures.md says
 why.
 """
 

@@ -14,6 +14,7 @@ from vllm_stress.core.capabilities import CAPABILITIES
 from vllm_stress.scenarios import shape
 from vllm_stress.scenarios.shape import StepRampShape
 from vllm_stress.webui.formcheck import LOCUST_FIELDS, FormError, StartForm
+from vllm_stress.webui.startform import page_sections
 
 
 @pytest.fixture(autouse=True)
@@ -179,3 +180,28 @@ def test_help_and_form_list_the_groups_in_the_registrys_order():
     text = parser.format_help()
     assert [text.index(f"\n{title}:\n") for title in titles] == sorted(text.index(f"\n{title}:\n") for title in titles)
     assert [title for title, _ in StartForm(parser).groups] == titles
+
+
+def test_the_page_posted_back_as_it_is_changes_no_option():
+    """Every field of the page, posted as its script posts it (a checkbox as true or false), reads back as the
+    options the page was made from: a run started without an edit runs the command line's options."""
+    parser = option_parser(ramp=True)
+    current = parser.parse_args(["--temperature=0.5", "--no-stream", "--traffic-class=a:weight=1;b:weight=2"])
+    env = SimpleNamespace(parsed_options=current, shape_class=StepRampShape, host="http://127.0.0.1:8000")
+    start = StartForm(parser)
+    first, groups = page_sections(start, env)
+    shown = [*first, *(field for _, fields in groups for field in fields)]
+    form = MultiDict((field.name, posted(field)) for field in shown if field.input != "readonly")
+    values = start.check(env, form)
+    assert values and all(values[dest] == getattr(current, dest) for dest in values)
+    assert {field.name for field in shown} == {"host", *start.fields}  # every field shown, once
+
+
+def posted(field) -> str:
+    """A field's value as the browser posts it: a checkbox's state, a select's chosen option (the first when the
+    value is none of them)."""
+    if field.input == "checkbox":
+        return str(bool(field.value)).lower()
+    if field.input == "select" and str(field.value) not in field.choices:
+        return field.choices[0]
+    return str(field.value)

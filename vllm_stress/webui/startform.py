@@ -69,6 +69,8 @@ def shown(field: Field, options: argparse.Namespace, label: str = "") -> Shown:
         kind = "textarea" if field.repeated else "text"
     text: Any = "\n".join(value) if field.repeated else ("" if value is None else value)
     choices = tuple(str(choice) for choice in action.choices or ())
+    if choices and action.default is None:  # unset by default: the empty choice leaves it unset
+        choices = ("", *choices)
     return Shown(field.flag, label or field.flag, action.help or "", kind, text, choices)
 
 

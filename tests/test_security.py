@@ -127,6 +127,7 @@ def test_api_key_is_not_in_the_web_ui(simulator, processes, tmp_path):
     finally:
         locust.wait(timeout=20)
     assert "--api-key-file" in pages["/llm/start"]  # the start form lists the suite's options ...
+    assert '"extra_options": {}' in pages["/"]  # (Locust's form none of them)
     assert all(KEY not in text for text in pages.values())  # ... but not the key's value
     assert KEY not in (tmp_path / "locust.log").read_text()
 

@@ -45,7 +45,6 @@ class Field:
 
     action: argparse.Action
     kind: str  # features.FIELD or features.PATH
-    group: str  # its capability's title
 
     @property
     def flag(self) -> str:
@@ -90,7 +89,7 @@ class StartForm:
             (
                 group.capability.title,
                 [
-                    Field(action, group.kinds[action.dest], group.capability.title)
+                    Field(action, group.kinds[action.dest])
                     for action in group.actions
                     if group.kinds[action.dest] != features.COMMAND_LINE
                 ],

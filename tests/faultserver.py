@@ -14,7 +14,8 @@ closed after a few chunks); ``no-done`` (the body ends cleanly without ``data: [
 ``slow-headers`` (the headers come after ``SLOW_HEADERS_S``).
 
 Every chat request is counted when it arrives, before its fault: ``received`` lists the fault each one got, per
-prefix, in arrival order, ``headers`` its headers (cookies included), and ``pinned`` the llm-d cookie each response
+prefix, in arrival order, ``headers`` its headers (cookies included), ``every`` each request's path and headers (of
+any kind, chat or not), and ``pinned`` the llm-d cookie each response
 set (``""``: none). Tokens are words: ``/tokenize`` and ``usage`` agree (a prompt of n words is n + 3 tokens).
 """
 
@@ -85,6 +86,7 @@ class FaultServer:
         self.received: dict[str, list[str]] = defaultdict(list)  # prefix -> fault of each chat request
         self.headers: dict[str, list[Mapping[str, str]]] = defaultdict(list)  # prefix -> each chat request's headers
         self.pinned: dict[str, list[str]] = defaultdict(list)  # prefix -> llm-d cookie set on each chat response
+        self.every: list[tuple[str, Mapping[str, str]]] = []  # every request's path and headers, whatever its kind
         self.url = ""
         self._cycles: dict[str, int] = defaultdict(int)
         self._loop = asyncio.new_event_loop()
@@ -131,6 +133,7 @@ class FaultServer:
 
     async def _route(self, request: web.Request) -> web.StreamResponse:
         path = "/" + request.match_info["path"]
+        self.every.append((path, request.headers.copy()))
         for endpoint in ("/v1/chat/completions", "/v1/models", "/tokenize"):
             if path.endswith(endpoint):
                 prefix = path[: -len(endpoint)]

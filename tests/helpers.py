@@ -89,16 +89,10 @@ def small_run(folder, model="m", loops=(5, 8), complete=True):
     return write_run(folder, pd.concat(parts), LEVELS, meta={"model": model, "complete": complete})
 
 
-class OptionParser(configargparse.ArgumentParser):
-    """The parser Locust's own builds on (configargparse), without its web-UI keywords."""
-
-    def add_argument(self, *args, include_in_web_ui=True, is_secret=False, **kwargs):
-        return super().add_argument(*args, **kwargs)
-
-
 def parsed_options(*args: str):
-    """The suite's options (vllm_stress.client.options) as Locust parses them from ``args``, without Locust."""
-    parser = OptionParser()
+    """The suite's options (vllm_stress.client.options) as Locust parses them from ``args``, without Locust: with
+    configargparse, which Locust's parser builds on (its ``env_var``)."""
+    parser = configargparse.ArgumentParser()
     options.add_arguments(parser)
     return parser.parse_args(list(args))
 

@@ -14,7 +14,7 @@ import pytest
 import requests
 
 from benchmarks.harness import read_rows
-from tests.helpers import LOCUST, REPO, SHORT, wait_until
+from tests.helpers import LOCUST, NO_CANARIES, REPO, SHORT, wait_until
 from vllm_stress.scenarios.runner import free_port
 from vllm_stress.simulator.cli import build_parser
 
@@ -121,14 +121,58 @@ def test_api_key_is_not_in_the_web_ui(simulator, processes, tmp_path):
         pages = {}
         requests_csv = tmp_path / "run" / "requests.csv"
         assert wait_until(lambda: requests_csv.exists() and len(read_rows(requests_csv)) > 0, timeout=20)
-        for path in ("/", "/stats/requests", "/llm/requests.csv"):
+        for path in ("/", "/stats/requests", "/llm/requests.csv", "/llm/start"):
             pages[path] = requests.get(f"http://127.0.0.1:{port}{path}", timeout=5).text
         assert listening(locust.pid) == {"127.0.0.1"}
     finally:
         locust.wait(timeout=20)
-    assert "api_key_file" in pages["/"]  # the page lists the suite's options ...
+    assert "--api-key-file" in pages["/llm/start"]  # the start form lists the suite's options ...
+    assert '"extra_options": {}' in pages["/"]  # (Locust's form none of them)
     assert all(KEY not in text for text in pages.values())  # ... but not the key's value
     assert KEY not in (tmp_path / "locust.log").read_text()
+
+
+def test_the_start_form_sends_no_file_of_the_master_away(fault_server, processes, tmp_path):
+    """A POST to /swarm that names a path option (by name or by flag), or an option of Locust's own, is refused with
+    one line and changes nothing: the server it names gets no request, and a run started next from the form sends
+    no file's content. (Before: ``api_key_file=FILE`` and ``host=`` a server of the sender's choosing made the master
+    send FILE's content there as ``Authorization: Bearer ...``.)"""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("master-secret-4f1c9a")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    processes(
+        [*LOCUST, "-f", "locustfiles/chat.py", "--web-host", "127.0.0.1", "--web-port", str(port)]
+        + [*SHORT[:4], *NO_CANARIES, "--results-dir", tmp_path / "run"],
+        tmp_path / "locust.log",
+        env={"OPENAI_API_KEY": ""},
+    )
+    assert wait_until(lambda: page_up(url), timeout=30), (tmp_path / "locust.log").read_text()[-2000:]
+    steal = {"host": fault_server.url + "/steal", "user_count": "1", "spawn_rate": "1"}
+    for field, message in (
+        ("api_key_file", "--api-key-file names a file on the master"),
+        ("--api-key-file", "--api-key-file names a file on the master"),
+        ("--dataset", "--dataset names a file on the master"),
+        ("csv_prefix", "the start form has no field 'csv_prefix'"),
+    ):
+        answer = requests.post(url + "/swarm", data={**steal, field: str(secret)}, timeout=10).json()
+        assert not answer["success"] and answer["message"].startswith(message), answer
+        assert "\n" not in answer["message"]
+    assert requests.get(url + "/stats/requests", timeout=10).json()["state"] == "ready"  # nothing started
+    started = requests.post(url + "/swarm", data={**steal, "host": fault_server.url + "/fault/ok"}, timeout=10)
+    assert started.json()["success"], started.text
+    assert wait_until(lambda: fault_server.chat_requests("/fault/ok") > 0, timeout=30)  # the run that could leak
+    requests.post(url + "/stop", timeout=10)
+    assert fault_server.every and not [path for path, _ in fault_server.every if path.startswith("/steal")]
+    assert not [h for _, h in fault_server.every if "master-secret" in str(dict(h))]  # no file's content sent
+    assert not (tmp_path / "run" / "requests.csv").read_text().count("master-secret")
+
+
+def page_up(url: str) -> bool:
+    try:
+        return requests.get(url + "/llm/start", timeout=5).status_code == 200
+    except requests.ConnectionError:
+        return False
 
 
 @pytest.fixture(scope="module")

@@ -198,26 +198,31 @@ def assert_ttft_p50_agrees(stats: dict, run, out) -> None:
 
 
 def test_browser_drives_a_ramp_from_the_form(master, simulator, browser):
-    """A 3-level ramp typed into the start form (a bad value first: the form says why, nothing starts): the LLM tab
-    and the dashboard follow it — charts with points, a curve point per level with its verdict, a progress line that
-    moves — and when it ends the report is built by itself, linked from both, with the level bounds the live curve
-    showed; Locust's own tabs still work."""
+    """A 3-level ramp with two traffic classes and an SLO typed into the suite's start form (a bad value first: the
+    form says why, nothing starts): the LLM tab and the dashboard follow it — charts with points, a curve point per
+    level with its verdict, a progress line that moves — and when it ends the report is built by itself, linked from
+    both, with the level bounds the live curve showed, both classes and the SLO's goodput; Locust's own tabs still
+    work."""
     from playwright import sync_api
 
     master = master("-f", "locustfiles/chat.py,scenarios/shape.py")  # the ramp comes from the form
     sim = simulator("--profile", "cpu-tiny")
     ARTIFACTS.mkdir(exist_ok=True)
-    page = browser.new_page(viewport={"width": 1600, "height": 700})
-    page.goto(master.url)
-    page.locator("input[name=host]").fill(sim.url)  # the shape sets the users: no user count asked
-    page.get_by_text("Custom parameters").click()
+    page = browser.new_page(viewport={"width": 1100, "height": 1000})
+    page.goto(master.url + "/llm/start")
+    page.screenshot(path=str(ARTIFACTS / "webui-start-form.png"), full_page=True)
+    page.get_by_text("Correctness canaries", exact=True).click()  # a group opens
+    page.screenshot(path=str(ARTIFACTS / "webui-start-form-group.png"), full_page=True)
+    page.get_by_text("Load profile", exact=True).click()  # the ramp's warm-up and ramp time are in this group
+    page.locator("[name=host]").fill(sim.url)  # the shape sets the users: no user count asked
     for name, value in FORM.items():
-        page.locator(f"input[name={name}]").fill(value)
-    page.locator("input[name=levels]").fill("2,x")
+        page.locator(f"[name='{name}']").fill(value)
+    page.locator("[name='--levels']").fill("2,x")
     page.get_by_role("button", name="Start").click()
     sync_api.expect(page.get_by_text("--levels must be comma-separated whole numbers, got '2,x'")).to_be_visible()
-    page.locator("input[name=levels]").fill(FORM["levels"])
+    page.locator("[name='--levels']").fill(FORM["--levels"])
     page.get_by_role("button", name="Start").click()
+    page.wait_for_url(master.url + "/")  # Locust's page, the run going on
     page.get_by_role("tab", name="LLM").click()
     rows = page.get_by_role("row")
     now = rows.filter(has_text="Level 1/3 (2 users): ")
@@ -232,7 +237,9 @@ def test_browser_drives_a_ramp_from_the_form(master, simulator, browser):
         "the tab saying the report is ready",
         master,
     )
-    assert [cells(rows.nth(i))[0] for i in (2, 3, 4)] == ["2 users", "4 users", "6 users"]
+    firsts = [cells(rows.nth(i))[0] for i in range(2, rows.count())]
+    assert [first for first in firsts if first.endswith("users")] == ["2 users", "4 users", "6 users"]
+    assert {"2 users: chat", "2 users: batch"} <= set(firsts)  # a row per class at each level
     page.screenshot(path=str(ARTIFACTS / "webui-llm-tab-after.png"), full_page=True)
     page.get_by_role("tab", name="Statistics").click()
     sync_api.expect(rows.filter(has_text="TTFT").first).to_be_visible()
@@ -244,14 +251,16 @@ def test_browser_drives_a_ramp_from_the_form(master, simulator, browser):
 
 
 FORM = {
-    "levels": "2,4,6",
-    "stepTime": "4",
-    "warmup": "0",
-    "rampTime": "1",
-    "inputTokens": "64",
-    "outputTokens": "16",
-    "scenario": "form-ramp",
-}  # input names of Locust's form (its options in camelCase)
+    "--levels": "2,4,6",
+    "--step-time": "4",
+    "--warmup": "0",
+    "--ramp-time": "1",
+    "--input-tokens": "64",
+    "--output-tokens": "16",
+    "--scenario": "form-ramp",
+    "--slo": "ttft=2s,tpot=500ms",
+    "--traffic-class": "chat:weight=1,slo=ttft=2s\nbatch:weight=1,output=32",
+}  # the start form's fields, named by their flags
 RAMP_DEADLINE_S = 150.0  # three levels of a few seconds each on a loaded machine, then the report
 
 
@@ -279,6 +288,8 @@ def watch_dashboard(page, master: Master, sync_api) -> None:
     page.screenshot(path=str(ARTIFACTS / "webui-llm-dashboard.png"), full_page=True)
     summary = requests.get(master.url + "/llm/summary.json", timeout=10).json()
     assert summary["scenario"] == "form-ramp" and summary["input_tokens"] == 64  # the form's options, in run.json
+    assert summary["slo"] == {"ttft": 2.0, "tpot": 0.5}  # the form's --slo, read by the report
+    assert {level["class"] for level in summary["classes"]["levels"]} == {"chat", "batch"}
     report_bounds = {level["users"]: level["bound"] for level in summary["levels"]}
     live = requests.get(master.url + "/llm/series.json", timeout=10).json()["levels"]
     assert {level["users"]: level["bound"] for level in live} == report_bounds  # same rule, same files
@@ -291,6 +302,8 @@ def check_report(report, master: Master, sync_api, screenshot: str = "") -> None
     report.wait_for_load_state()
     sync_api.expect(report.locator("h1")).to_contain_text("vLLM stress test report")
     sync_api.expect(report.locator("body")).to_contain_text("6")
+    sync_api.expect(report.locator("body")).to_contain_text("Traffic classes")
+    sync_api.expect(report.locator("body")).to_contain_text("Goodput: share of requests that succeeded with ttft")
     if screenshot:
         report.screenshot(path=str(ARTIFACTS / screenshot), full_page=True)
 
@@ -313,7 +326,7 @@ def test_web_login_guards_the_report_and_the_run(master, simulator, monkeypatch)
     user = master.session
     assert user.get(master.url + "/llm/run-report", timeout=10).status_code == 404  # no run has ended yet
     assert "# TYPE vllm_stress_" in user.get(master.url + "/metrics", timeout=10).text
-    refused = user.post(master.url + "/swarm", data={"host": sim.url, "warmup": "soon"}, timeout=10).json()
+    refused = user.post(master.url + "/swarm", data={"host": sim.url, "--warmup": "soon"}, timeout=10).json()
     assert not refused["success"] and refused["message"] == "argument --warmup: invalid float value: 'soon'"
     assert user.post(master.url + "/swarm", data={"host": sim.url}, timeout=10).json()["success"]
     until(
@@ -350,6 +363,7 @@ def test_web_login_guards_the_report_and_the_run(master, simulator, monkeypatch)
 
 
 ROUTES = [
+    "/llm/start",
     "/llm/dashboard",
     "/llm/series.json",
     "/llm/report",

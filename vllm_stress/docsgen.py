@@ -75,8 +75,6 @@ def default_of(action: argparse.Action) -> str:
     env_var = getattr(action, "env_var", None)  # Locust's options (configargparse)
     if env_var:
         notes.append(f"env `{env_var}`")
-    if getattr(action, "include_in_web_ui", True) is False:
-        notes.append("not in the web UI")
     return ", ".join(notes)
 
 
@@ -175,32 +173,43 @@ def locust_options_page() -> str:
     # imported by then); the suite's own Locust processes patch themselves
     os.environ["LOCUST_SKIP_MONKEY_PATCH"] = "1"
     try:
-        from vllm_stress.client import options
+        from vllm_stress.client import features, options
         from vllm_stress.scenarios import shape
     finally:
         del os.environ["LOCUST_SKIP_MONKEY_PATCH"]
+    parser = locust_parser(options.add_arguments)
+    shape.add_options(parser)
+    in_form = {features.PATH: "read-only in the web UI", features.COMMAND_LINE: "not in the web UI"}
+    sections = []
+    for group in features.groups(parser):
+        rows = [
+            (
+                option_name(action),
+                ", ".join(filter(None, (default_of(action), in_form.get(group.kinds[action.dest], "")))),
+                help_of(action, parser.prog),
+            )
+            for action in group.actions
+        ]
+        doc = group.capability.doc
+        sections += [f"## {group.capability.title}", "", f"Guide: [{doc}](../{doc}).", ""]
+        sections += [*table(("option", "default", "meaning"), rows), ""]
     return (
         "\n".join(
             [
-                GENERATED.format(source="vllm_stress/client/options.py and vllm_stress/scenarios/shape.py"),
+                GENERATED.format(source="vllm_stress/client/features/ and vllm_stress/scenarios/shape.py"),
                 "",
                 "# Locust options",
                 "",
-                "The options the suite adds to Locust's own. `vllm-stress locustfile chat --locust-help` (or `shape`) "
+                "The options the suite adds to Locust's own, a group per capability (vllm_stress/core/capabilities.py), "
+                "as `--help` prints them. `vllm-stress locustfile chat --locust-help` (or `shape`) "
                 "prints Locust's help with them; `locust -f FILE --help` lists Locust's own only, as Locust answers "
-                "--help before it imports a locustfile. Every user class takes the "
-                "user options; the ramp's come with the load shape (`scenarios/shape.py`). In a Locust config file "
+                "--help before it imports a locustfile. Every user class takes these options; the ramp's (in the load "
+                "profile) come with the load shape (`scenarios/shape.py`). In a Locust config file "
                 "(`scenarios/configs/*.conf`) an option is a key without its dashes; `vllm-stress run` passes more "
-                "with `--locust-arg=--temperature=0.7`. The web UI's start form shows every option not marked "
-                "otherwise.",
+                "with `--locust-arg=--temperature=0.7`. The web UI's start form (`/llm/start`, "
+                "[the web UI guide](../guides/web-ui.md)) has a field for every option not marked otherwise.",
                 "",
-                "## User options",
-                "",
-                *options_table(locust_parser(options.add_arguments)),
-                "",
-                "## The step ramp's options",
-                "",
-                *options_table(locust_parser(shape.add_options)),
+                *sections,
             ]
         ).rstrip()
         + "\n"

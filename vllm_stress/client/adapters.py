@@ -10,12 +10,8 @@ import bisect
 import functools
 import itertools
 import random
-from typing import TYPE_CHECKING
 
 from vllm_stress.core.lora import numbered_adapters
-
-if TYPE_CHECKING:
-    from locust.argument_parser import LocustArgumentParser
 
 DEFAULT_ZIPF_S = 1.0  # Zipf's exponent when --lora-distribution says zipf without one: weight of the k-th name 1/k
 
@@ -83,21 +79,6 @@ def adapter_pool(options: argparse.Namespace) -> AdapterPool | None:
     sequence), or None without ``--lora-adapters``."""
     names = adapter_names(options.lora_adapters)
     return _pool(names, options.lora_distribution, options.lora_seed) if names else None
-
-
-def add_arguments(parser: LocustArgumentParser) -> None:
-    parser.add_argument(
-        "--lora-adapters",
-        default="",
-        help="LoRA adapters each request's model is drawn from: comma-separated names (the base model may be one), or "
-        "N for adapter-0 .. adapter-N-1; the row's adapter names it. Empty: --model",
-    )
-    parser.add_argument(
-        "--lora-distribution",
-        default="uniform",
-        help=f"With --lora-adapters: uniform, or zipf[:s] (the k-th name weighted 1/k^s, s={DEFAULT_ZIPF_S:g} by default)",
-    )
-    parser.add_argument("--lora-seed", type=int, default=0, help="With --lora-adapters: each process's seed")
 
 
 def check_options(options: argparse.Namespace) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import gevent
@@ -20,8 +21,8 @@ class Build:
     """One build of a run folder's report, started once the build ``after`` is over: ``state`` is "building",
     "ready" or "failed", ``message`` says why it failed (the analysis' one-line error)."""
 
-    def __init__(self, folder: Path, final: bool, after: Build | None = None) -> None:
-        self.folder, self.final = folder, final
+    def __init__(self, folder: Path, final: bool, after: Build | None = None, args: Sequence[str] = ()) -> None:
+        self.folder, self.final, self.args = folder, final, list(args)  # args: more of the analysis' options
         self.state, self.message = "building", ""
         self.greenlet = gevent.spawn(self._run, after)
 
@@ -32,7 +33,7 @@ class Build:
     def _run(self, after: Build | None) -> None:
         if after is not None:  # a build into the same folder is still writing it
             after.wait()
-        command = [sys.executable, "-m", "vllm_stress.analysis", str(self.folder), "--out", str(self.out)]
+        command = [sys.executable, "-m", "vllm_stress.analysis", str(self.folder), "--out", str(self.out), *self.args]
         env = os.environ if self.final else {**os.environ, "VLLM_STRESS_DB": ""}
         process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         try:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from vllm_stress.analysis.load import AnalysisError
-from vllm_stress.client.options import DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS
+from vllm_stress.client.features.profile import DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS
 from vllm_stress.core.slo import HELP as SLO_HELP
 from vllm_stress.scenarios import parallel, plan, routercost, whatif
 from vllm_stress.scenarios.config import read_config, scenario_names

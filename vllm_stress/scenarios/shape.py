@@ -14,6 +14,8 @@ from locust import LoadTestShape, events
 from locust.argument_parser import LocustArgumentParser
 from locust.env import Environment
 
+from vllm_stress.client import features
+from vllm_stress.core.slo import request_slos
 from vllm_stress.master import fdlimits, hooks
 from vllm_stress.master.levelwindow import LevelWindow
 from vllm_stress.scenarios.levels import (
@@ -42,61 +44,64 @@ PHASE_NAMES = dict(zip(("ramp", "warmup", "hold", "cooldown"), hooks.PHASES, str
 
 @events.init_command_line_parser.add_listener
 def add_options(parser: LocustArgumentParser, **_kw: Any) -> None:
-    parser.add_argument("--levels", default=RAMP_DEFAULTS["levels"], help="User counts of the ramp's steps")
-    parser.add_argument("--shape", default=STEPS, help=f"The load's shape over time: {GRAMMAR} (seconds, users)")
-    parser.add_argument(
+    """The ramp's options, in the load profile's group (vllm_stress.client.features)."""
+    group = features.option_group(parser, "profile")
+    group.add_argument("--levels", default=RAMP_DEFAULTS["levels"], help="User counts of the ramp's steps")
+    group.add_argument("--shape", default=STEPS, help=f"The load's shape over time: {GRAMMAR} (seconds, users)")
+    group.add_argument(
         "--step-time",
         default=RAMP_DEFAULTS["step-time"],
         help="Seconds each level is held and measured, or 'auto': until it is steady",
     )
-    parser.add_argument(
+    group.add_argument(
         "--max-step-time",
         type=float,
         default=float(RAMP_DEFAULTS["max-step-time"]),
         help="With --step-time auto: the longest hold (and warm-up) of a level, seconds",
     )
-    parser.add_argument(
+    group.add_argument(
         "--warmup",
         type=float,
         default=float(RAMP_DEFAULTS["warmup"]),
         help="Least seconds at each level before its hold (it also waits for one request lifetime)",
     )
-    parser.add_argument(
+    group.add_argument(
         "--cooldown",
         type=float,
         default=float(RAMP_DEFAULTS["cooldown"]),
         help="Seconds with no users after each level",
     )
-    parser.add_argument(
+    group.add_argument(
         "--ramp-time",
         type=float,
         default=float(RAMP_DEFAULTS["ramp-time"]),
         help="Seconds over which a level's new users start",
     )
-    parser.add_argument(
+    group.add_argument(
         "--max-minutes",
         type=float,
         default=0.0,
         help="Time budget of the ramp, minutes (0: none): a level that no longer fits (by the levels done) is cut, "
         "with the reason on the console, and a hold still running at the end of the budget ends there",
     )
-    parser.add_argument("--scenario", default="", help="Scenario name, kept in run.json (it labels the report)")
-    parser.add_argument(
+    group.add_argument("--scenario", default="", help="Scenario name, kept in run.json (it labels the report)")
+    group.add_argument("--slo", default="", help=RUN_KEYS["slo"] + "; the web UI's report reads it too")
+    group.add_argument(
         "--run-label",
         default="",
-        include_in_web_ui=False,
+        form=features.COMMAND_LINE,
         help="Text before every progress line: `vllm-stress run --repeats N` sets 'Run K of N', "
         "`vllm-stress search` the probe",
     )
     # read by `vllm-stress run` from the scenario's config file; declared so Locust accepts those keys
-    parser.add_argument("--repeats", type=int, default=1, include_in_web_ui=False, help=RUN_KEYS["repeats"])
+    group.add_argument("--repeats", type=int, default=1, form=features.COMMAND_LINE, help=RUN_KEYS["repeats"])
     for key, text in RUN_KEYS.items():
-        if key != "repeats":
-            parser.add_argument(f"--{key}", default="", include_in_web_ui=False, help=text)
-    parser.add_argument(
+        if key not in ("repeats", "slo"):
+            group.add_argument(f"--{key}", default="", form=features.COMMAND_LINE, help=text)
+    group.add_argument(
         "--simulator",
         default="",
-        include_in_web_ui=False,
+        form=features.COMMAND_LINE,
         help="Arguments of the embedded simulator when the scenario runs without --target",
     )
 
@@ -362,10 +367,14 @@ class StepRampShape(LoadTestShape):
 
     @staticmethod
     def check_options(options: argparse.Namespace) -> list[int]:
-        """The ramp's levels, or a one-line ValueError for a bad ramp option (the web UI's form is
+        """The ramp's levels, or a one-line ValueError for a bad ramp option or --slo (the web UI's form is
         checked with it before a run starts: vllm_stress/webui/formcheck.py)."""
         check_times({flag: getattr(options, flag.replace("-", "_")) for flag in RAMP_TIMES})
         parse_shape(getattr(options, "shape", STEPS))
+        if slo := getattr(options, "slo", ""):
+            from vllm_stress.analysis.levels import LATENCY_METRICS  # here: the locustfile's import needs no pandas
+
+            request_slos(slo, LATENCY_METRICS)
         return parse_levels(options.levels)
 
     def announce(self, name: str, phase: str, limit_s: float | None = None, eta: str = "") -> None:

@@ -17,7 +17,7 @@ from vllm_stress.analysis.load import load_run
 from vllm_stress.analysis.render import Paragraph, Table, to_markdown
 from vllm_stress.analysis.report import summarise_runs
 from vllm_stress.analysis.traffic import DEFAULT_WINDOW_S
-from vllm_stress.client.options import DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS
+from vllm_stress.client.features.profile import DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS
 from vllm_stress.core.numbers import count, milliseconds, percent, seconds
 from vllm_stress.scenarios.config import cell_name, read_config, with_overrides
 from vllm_stress.scenarios.errors import ScenarioError

@@ -40,8 +40,9 @@ class Series:
     """The sampled time series of a master or local runner, its levels' bounds, and its reports (see the module
     docstring)."""
 
-    def __init__(self, live: LiveRun) -> None:
+    def __init__(self, live: LiveRun, environment: Environment) -> None:
         self.live = live
+        self.environment = environment
         self.points: deque[dict[str, object]] = deque(maxlen=SERIES_POINTS)
         self.final: Build | None = None  # the report of the run that ended last
         self.build: Build | None = None  # the newest build, final or of a run so far
@@ -109,10 +110,12 @@ class Series:
         """A build of ``folder``'s report. A build of the run so far that is still at work on it is joined rather than
         doubled; the final build waits for it to be over, then reads the whole run."""
         busy = self.build if self.build and self.build.folder == folder and self.build.state == "building" else None
+        slo = getattr(self.environment.parsed_options, "slo", "")  # the ramp's --slo, set from the form too
+        args = ["--slo", slo] if slo else []
         if final:
-            build = self.final = Build(folder, final, after=busy)
+            build = self.final = Build(folder, final, after=busy, args=args)
         else:
-            build = busy or Build(folder, final)
+            build = busy or Build(folder, final, args=args)
         self.build = build
         return build
 
@@ -182,7 +185,7 @@ def saturation_cause(levels: list[dict[str, Any]], point: int | None) -> str:
 def register(web_ui: WebUI, live: LiveRun, routes: Blueprint) -> Series:
     """Add the dashboard's routes to ``routes`` (the suite's blueprint, behind Locust's login when it has one); returns
     its Series (the tab shows its final report's state)."""
-    series = Series(live)
+    series = Series(live, web_ui.environment)
     web_ui.environment.events.test_stop.add_listener(series.on_test_stop)
 
     page, script = template("dashboard.html"), template("dashboard.js")

@@ -5,13 +5,12 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from flask import Blueprint, Response, jsonify, request
+from flask import Blueprint, Response, request
 
 from vllm_stress.core import schema
 from vllm_stress.core.metrics import bucket_percentile
 from vllm_stress.master.runreport import Build
-from vllm_stress.webui import dashboard
-from vllm_stress.webui.formcheck import form_error
+from vllm_stress.webui import dashboard, startform
 
 if TYPE_CHECKING:
     from locust.web import WebUI
@@ -123,6 +122,7 @@ def register(web_ui: WebUI, live: LiveRun) -> None:
         {"key": TAB, "structure": [{"key": key, "title": title} for key, title in COLUMNS.items()]}
     ]
     web_ui.template_args["extended_csv_files"] = [
+        {"href": "." + startform.ROUTE, "title": "Start a run with the suite's options, grouped by capability"},
         {"href": "." + CSV_ROUTE, "title": f"Download {schema.REQUESTS_FILE} (one row per request)"},
         {"href": "./llm/dashboard", "title": "Open the live LLM dashboard: charts, the ramp's progress, the report"},
         {"href": "./llm/run-report", "title": "Report of the last run that ended (built when it ends)"},
@@ -133,15 +133,9 @@ def register(web_ui: WebUI, live: LiveRun) -> None:
     options = web_ui.environment.parsed_options
     routes = Blueprint("vllm_stress", __name__, url_prefix=getattr(options, "web_base_path", None) or None)
     series = dashboard.register(web_ui, live, routes)
+    startform.register(web_ui, routes, authenticated)
     app = web_ui.app
     assert app is not None  # WebUI makes its Flask app in __init__
-
-    @app.before_request
-    def _check_start_form() -> Response | None:
-        if request.method == "POST" and request.path.endswith("/swarm") and authenticated(web_ui):
-            if error := form_error(web_ui.environment, request.form):
-                return jsonify({"success": False, "message": error, "host": web_ui.environment.host})
-        return None
 
     @app.after_request
     def _add_llm_table(response: Response) -> Response:

@@ -1,0 +1,28 @@
+"""Prompts from a dataset file instead of random ones."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from vllm_stress.client.features import PATH
+
+if TYPE_CHECKING:
+    from vllm_stress.client.features import OptionGroup
+
+DEFAULT_NUM_PROMPTS = 1000  # as vllm bench serve's --num-prompts: what a worker sizes with /tokenize at its start
+
+
+def add_arguments(group: OptionGroup) -> None:
+    group.add_argument(
+        "--dataset",
+        default="",
+        form=PATH,
+        help='JSONL file of prompts ({"prompt": ...} or {"messages": ...}), or a ShareGPT JSON/JSONL file',
+    )
+    group.add_argument(
+        "--num-prompts",
+        type=int,
+        default=DEFAULT_NUM_PROMPTS,
+        help="With --dataset: prompts drawn from the file (seeded: the same on every worker), each "
+        "sized with the server's /tokenize when a worker starts (0: all of them)",
+    )

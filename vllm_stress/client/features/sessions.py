@@ -1,0 +1,65 @@
+"""Multi-turn sessions, and how routers are told which requests belong together."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from vllm_stress.client.affinity import PRESETS
+
+if TYPE_CHECKING:
+    from vllm_stress.client.features import OptionGroup
+
+DEFAULT_TURNS = 4
+DEFAULT_TURN_TOKENS = 128
+DEFAULT_THINK_TIME_S = 1.0
+THINK_DISTRIBUTIONS = ("constant", "exponential", "uniform")
+DEFAULT_SESSION_HEADER = "X-Session-Id"
+
+
+def add_arguments(group: OptionGroup) -> None:
+    group.add_argument(
+        "--turns",
+        type=int,
+        default=DEFAULT_TURNS,
+        help="Session user: turns of one conversation (a ShareGPT conversation: at most its human turns)",
+    )
+    group.add_argument(
+        "--turn-tokens",
+        type=int,
+        default=DEFAULT_TURN_TOKENS,
+        help="Session user: new user-message tokens of each turn after the first (the first is "
+        "--input-tokens, template included)",
+    )
+    group.add_argument(
+        "--think-time",
+        type=float,
+        default=DEFAULT_THINK_TIME_S,
+        help="Session user: mean seconds between an answer and the next turn",
+    )
+    group.add_argument(
+        "--think-dist",
+        choices=THINK_DISTRIBUTIONS,
+        default="exponential",
+        help="Session user: think time distribution (uniform: between 0 and twice the mean)",
+    )
+    group.add_argument(
+        "--session-header",
+        default=DEFAULT_SESSION_HEADER,
+        help="Session user: header carrying the session id, for routers that pin sessions; with --prefix-tokens "
+        "every user: the prompt's prefix group ('' : none)",
+    )
+    group.add_argument(
+        "--router-preset",
+        choices=("", *PRESETS),
+        default="",
+        help="Pin sessions (and prefix groups) the way this router reads them, instead of --session-header: "
+        "production-stack x-user-id, llm-d its llm-d-session cookie sent back, dynamo x-dynamo-session-id, "
+        "sglang X-SMG-Routing-Key (docs/guides/fleets.md)",
+    )
+    group.add_argument(
+        "--session-seed",
+        type=int,
+        default=None,
+        help="Session user: seed of the think times and prompt words (default: a new one per run, so "
+        "that a rerun does not find the previous run's conversations in the prefix cache)",
+    )

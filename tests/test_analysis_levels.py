@@ -12,9 +12,9 @@ from vllm_stress.analysis.levels import (
     level_stats,
     level_windows,
     timeline,
-    tokens_in_windows,
 )
 from vllm_stress.analysis.load import load_run
+from vllm_stress.analysis.measures import tokens_in_windows
 from vllm_stress.analysis.replicas import replica_levels
 from vllm_stress.analysis.report import windows_and_stats
 from vllm_stress.analysis.synthetic import closed_loop_rows, request_rows, write_run

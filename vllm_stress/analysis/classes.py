@@ -18,8 +18,9 @@ from typing import Any, TypedDict
 import pandas as pd
 
 from vllm_stress.analysis.json_types import to_json_types
-from vllm_stress.analysis.levels import HEADLINE, LATENCY_METRICS, PERCENTILES, level_stats
+from vllm_stress.analysis.levels import level_stats
 from vllm_stress.analysis.load import AnalysisError, Run
+from vllm_stress.analysis.measures import HEADLINE, LATENCY_METRICS, PERCENTILES
 from vllm_stress.analysis.render import Block, Bullets, Heading, Paragraph, Table
 from vllm_stress.core.classes import TrafficClass, from_json
 from vllm_stress.core.numbers import count, percent, seconds

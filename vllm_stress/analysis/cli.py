@@ -21,8 +21,8 @@ from vllm_stress.analysis.compare_report import (
     verdict_line,
     write_report,
 )
-from vllm_stress.analysis.levels import LATENCY_METRICS
 from vllm_stress.analysis.load import AnalysisError
+from vllm_stress.analysis.measures import LATENCY_METRICS
 from vllm_stress.analysis.report import ANY_LABEL, analyse, for_label
 from vllm_stress.analysis.specdecode import ACCEPTED_LENGTH, crossover_text
 from vllm_stress.analysis.traffic import DEFAULT_WINDOW_S

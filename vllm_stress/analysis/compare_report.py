@@ -9,8 +9,8 @@ from pathlib import Path
 
 from vllm_stress.analysis.compare import SIDES, SINGLE_RUN_MIN_EFFECT, Comparison, Cost, Difference
 from vllm_stress.analysis.json_types import to_json_types
-from vllm_stress.analysis.levels import records
 from vllm_stress.analysis.load import AnalysisError
+from vllm_stress.analysis.measures import records
 from vllm_stress.analysis.plots import plot_against_users
 from vllm_stress.analysis.render import Block, Bullets, Heading, Image, Paragraph, Table, to_html, to_markdown
 from vllm_stress.analysis.specdecode import ACCEPTED_LENGTH, crossover_blocks

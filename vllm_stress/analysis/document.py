@@ -14,7 +14,7 @@ from vllm_stress.analysis.canaries import canary_blocks, changed_line
 from vllm_stress.analysis.classes import class_blocks
 from vllm_stress.analysis.disaggreport import pd_blocks
 from vllm_stress.analysis.gpus import gpu_blocks
-from vllm_stress.analysis.levels import Level
+from vllm_stress.analysis.measures import Level
 from vllm_stress.analysis.method import method_blocks
 from vllm_stress.analysis.pareto import pareto_blocks
 from vllm_stress.analysis.render import Block, Bullets, Heading, Image, Paragraph, Table

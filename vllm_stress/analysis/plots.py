@@ -21,7 +21,7 @@ from matplotlib.text import Annotation
 from matplotlib.transforms import Bbox
 from matplotlib.typing import ColorType
 
-from vllm_stress.analysis.levels import Level
+from vllm_stress.analysis.measures import Level
 from vllm_stress.analysis.summary import ConfigSummary
 from vllm_stress.core.numbers import LOG_USERS_AXIS_RATIO
 

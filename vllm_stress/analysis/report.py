@@ -15,15 +15,9 @@ from vllm_stress.analysis.adapters import adapter_levels, merge_runs
 from vllm_stress.analysis.classes import class_level_rows, declared_classes, only_class, summarise_classes
 from vllm_stress.analysis.document import TITLE, build_report
 from vllm_stress.analysis.json_types import to_json_types
-from vllm_stress.analysis.levels import (
-    LATENCY_METRICS,
-    classify,
-    error_counts,
-    level_stats,
-    level_windows,
-    timeline,
-)
+from vllm_stress.analysis.levels import error_counts, level_stats, level_windows, timeline
 from vllm_stress.analysis.load import AnalysisError, Run, load_run
+from vllm_stress.analysis.measures import LATENCY_METRICS, classify
 from vllm_stress.analysis.pareto import PARETO_PLOT, pareto_points, plot_pareto
 from vllm_stress.analysis.plots import Timeline, write_plots
 from vllm_stress.analysis.render import to_html, to_markdown

@@ -13,7 +13,7 @@ from typing import Protocol
 import numpy as np
 import pandas as pd
 
-from vllm_stress.analysis.levels import Level, counter_gains
+from vllm_stress.analysis.measures import Level, counter_gains
 from vllm_stress.analysis.render import Block, Heading, Paragraph, Table
 from vllm_stress.core.numbers import count, percent, seconds
 

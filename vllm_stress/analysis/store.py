@@ -17,8 +17,8 @@ import pandas as pd
 
 from vllm_stress.analysis import stats
 from vllm_stress.analysis.json_types import Json, to_json_types
-from vllm_stress.analysis.levels import HEADLINE, records
 from vllm_stress.analysis.load import AnalysisError, Run, RunMeta
+from vllm_stress.analysis.measures import HEADLINE, records
 from vllm_stress.analysis.summary import ConfigSummary, Summary
 from vllm_stress.core.formats import FORMAT_VERSION, FormatError, format_of
 from vllm_stress.core.numbers import count

@@ -33,7 +33,7 @@ COUNTS = ("structured_requests", "answers_valid", "answers_invalid", "answers_cu
 
 def structured_stats(ended: pd.DataFrame, levels: pd.Index) -> pd.DataFrame:
     """Every STRUCTURED_FIELDS field per level (index ``levels``) from the rows that ended in its window (with the
-    ``measured`` flag of analysis.levels.classify)."""
+    ``measured`` flag of analysis.measures.classify)."""
     has_schema = ended["schema_id"].fillna("") != ""
     asked = ended[ended["ok"] & has_schema]
     stats = pd.DataFrame(index=levels)

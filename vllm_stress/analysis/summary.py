@@ -16,8 +16,9 @@ from vllm_stress.analysis.canaries import CanaryLevel, canary_levels, read_answe
 from vllm_stress.analysis.capacity import KvCeiling, kv_ceiling
 from vllm_stress.analysis.classes import ClassesSummary
 from vllm_stress.analysis.json_types import to_json_types
-from vllm_stress.analysis.levels import COST_FIELDS, Level, records
+from vllm_stress.analysis.levels import COST_FIELDS
 from vllm_stress.analysis.load import AnalysisError, RunMeta
+from vllm_stress.analysis.measures import Level, records
 from vllm_stress.analysis.replicas import REPLICA_LEVEL_COLUMNS
 from vllm_stress.analysis.tasks import TaskLevel, read_tasks, task_levels
 from vllm_stress.analysis.traffic import TrafficTables

@@ -11,14 +11,13 @@ served well means for it. Classes without an SLO are left out of the index."""
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any, TypedDict
 
 import pandas as pd
 
 from vllm_stress.analysis.json_types import to_json_types
-from vllm_stress.analysis.levels import level_stats
 from vllm_stress.analysis.load import AnalysisError, Run
 from vllm_stress.analysis.measures import HEADLINE, LATENCY_METRICS, PERCENTILES
 from vllm_stress.analysis.render import Block, Bullets, Heading, Paragraph, Table
@@ -26,6 +25,7 @@ from vllm_stress.core.classes import TrafficClass, from_json
 from vllm_stress.core.numbers import count, percent, seconds
 from vllm_stress.core.slo import Slo, level_slos, request_slos
 
+LevelStats = Callable[[Run, pd.DataFrame, dict[str, float] | None], pd.DataFrame]  # run, windows, SLO -> level rows
 CLASS_FIELDS = ("users", "requests", *HEADLINE, "goodput_requests_per_s", "goodput_ratio")  # kept per class
 
 
@@ -57,8 +57,8 @@ def only_class(run: Run, name: str) -> Run:
     return replace(run, requests=rows.reset_index(drop=True))
 
 
-def class_level_rows(run: Run, windows: pd.DataFrame) -> pd.DataFrame:
-    """One row per class and level of one run (empty without classes)."""
+def class_level_rows(run: Run, windows: pd.DataFrame, level_stats: LevelStats) -> pd.DataFrame:
+    """One row per class and level of one run (empty without classes), by ``level_stats`` (levels.level_stats)."""
     classes = declared_classes(run)
     frames = []
     for traffic_class in classes:

@@ -9,19 +9,12 @@ from typing import Any
 
 from vllm_stress.analysis import levels as level_defs
 from vllm_stress.analysis import stats
-from vllm_stress.analysis.adapters import adapter_blocks
-from vllm_stress.analysis.canaries import canary_blocks, changed_line
-from vllm_stress.analysis.classes import class_blocks
-from vllm_stress.analysis.disaggreport import pd_blocks
+from vllm_stress.analysis.features import features
 from vllm_stress.analysis.gpus import gpu_blocks
 from vllm_stress.analysis.measures import Level
 from vllm_stress.analysis.method import method_blocks
 from vllm_stress.analysis.pareto import pareto_blocks
 from vllm_stress.analysis.render import Block, Bullets, Heading, Image, Paragraph, Table
-from vllm_stress.analysis.scaling import scaling_blocks
-from vllm_stress.analysis.serverview import SPLIT_PERCENTS, TTFT_PARTS
-from vllm_stress.analysis.specdecode import spec_decode_blocks
-from vllm_stress.analysis.structured import structured_blocks
 from vllm_stress.analysis.summary import ConfigSummary, Peak, Summary, Unaccounted
 from vllm_stress.analysis.tasks import task_blocks
 from vllm_stress.analysis.traffic import traffic_blocks
@@ -60,12 +53,7 @@ def build_report(summary: Summary, plots: dict[str, Path]) -> list[Block]:
     blocks += [Heading("Concurrency recommendations"), recommendation_table(configs), Paragraph(RECOMMENDATION_NOTE)]
     for label, config in configs.items():
         blocks += [Heading(f"Per level: {label}"), Paragraph(config_caption(config)), level_table(config)]
-        blocks += split_blocks(config) + replica_blocks(config) + pd_blocks(config)
-        blocks += spec_decode_blocks(config["levels"]) + scaling_blocks(label, config.get("replica_set", []))
-        blocks += canary_blocks(label, config.get("canaries") or [])
-        blocks += adapter_blocks(label, config.get("adapters") or [])
-        blocks += class_blocks(label, config.get("classes"))
-        blocks += structured_blocks(label, configs)
+        blocks += [block for feature in features() for block in feature.blocks(label, config, configs)]
         blocks += task_blocks(label, config.get("tasks") or [])
         blocks += error_blocks(config)
     blocks += [block for config in configs.values() for block in traffic_blocks(config["traffic"])]
@@ -115,10 +103,7 @@ def overview(summary: Summary) -> str:
                 f"recommended concurrency {recommended['balanced']} (balanced)."
             )
         sentences += unsteady_sentences(c)
-        if changed := changed_line(c.get("canaries") or []):
-            sentences.append(f"{label}: {changed}.")
-        elif c.get("canaries"):
-            sentences.append(f"{label}: canary answers agree with the lowest level's at every level.")
+        sentences += [sentence for feature in features() for sentence in feature.overview(label, c)]
     return " ".join(sentences)
 
 
@@ -286,21 +271,13 @@ def level_table(config: ConfigSummary) -> Table:
     headers += ["TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99", "ITL p50", "ITL p99", "e2e p50", "e2e p90", "e2e p99"]
     reasoned = any(level.get("reasoning_share") is not None for level in config["levels"])
     headers += ["TTFA p50", "TTFA p99", "Reasoning share", "Answer tok/s", "Cut before answer"] if reasoned else []
-    imaged = any(level.get("image_tokens_mean") is not None for level in config["levels"])
-    headers += ["Image tokens / req", "Image KB / req"] if imaged else []
     headers += ["Arrival wait p50", "Arrival wait p99"] if open_loop else []
     has_goodput = "goodput_ratio" in config["levels"][0]
     headers += ["Goodput"] if has_goodput else []
-    caching = any(
-        level.get(key) is not None
-        for level in config["levels"]
-        for key in ("prefix_hit_rate", "server_prefix_hit_rate")
-    )
-    headers += ["Prefix hits (rows / server)"] if caching else []
     priced = "gpu_hour_price" in config
     headers += ["$/M output tok", "$/M total tok"] if priced else []
-    fleet = any(level.get("replica_imbalance") is not None for level in config["levels"])
-    headers += ["Replica imbalance"] if fleet else []
+    columns = [column for feature in features() for column in feature.columns(config)]
+    headers += [column.header for column in columns]
     rows = []
     for level in config["levels"]:
         row = [str(level["users"]), "yes" if level["steady"] else f"no: {level['steady_reason']}"]
@@ -313,23 +290,10 @@ def level_table(config: ConfigSummary) -> Table:
             row.append(seconds(level[field]))
         row += [seconds(level["e2e_p50_s"]), seconds(level["e2e_p90_s"]), with_ci(level, "e2e_p99_s", seconds)]
         row += reasoning_cells(level) if reasoned else []
-        row += (
-            [
-                count(level.get("image_tokens_mean")),
-                count(level.get("image_bytes_mean") and level["image_bytes_mean"] / 1e3),
-            ]
-            if imaged
-            else []
-        )
         row += [seconds(level["schedule_lag_p50_s"]), seconds(level["schedule_lag_p99_s"])] if open_loop else []
         row += [percent(level["goodput_ratio"])] if has_goodput else []
-        row += (
-            [f"{percent(level.get('prefix_hit_rate'))} / {percent(level.get('server_prefix_hit_rate'))}"]
-            if caching
-            else []
-        )
         row += [dollars(level[cost]) for cost in level_defs.COST_FIELDS.values()] if priced else []
-        row += [count(level.get("replica_imbalance"), 2)] if fleet else []
+        row += [column.cell(level) for column in columns]
         flags = level_flags(level)
         if flags:
             row[0] = f"{row[0]} ({flags})"
@@ -342,67 +306,6 @@ def reasoning_cells(level: Level) -> list[str]:
     ttfa = [seconds(level.get("ttfa_p50_s")), seconds(level.get("ttfa_p99_s"))]
     share = [percent(level.get("reasoning_share")), count(level.get("answer_tokens_per_s"))]
     return [*ttfa, *share, count(level.get("cut_before_answer"))]
-
-
-def split_blocks(config: ConfigSummary) -> list[Block]:
-    """The report's TTFT split of a config per level, and how many rows have a server view; [] when none of its
-    runs received spans (no server_spans.csv)."""
-    if config["unjoined_spans"] is None:
-        return []
-    levels = config["levels"]
-    viewed = sum(level.get("server_view_requests") or 0 for level in levels)
-    measured = sum(level["requests"] - level["failures"] - (level.get("off_target") or 0) for level in levels)
-    text = (
-        f"Where the client's TTFT went, from the server's own span of each request: {count(viewed)} of the "
-        f"{count(measured)} measured requests of the levels have one; {count(config['unjoined_spans'])} spans "
-        "joined no row (other clients'). Before vLLM = client TTFT − the span's TTFT (network, gateway, vLLM's "
-        "HTTP layer and frontend); queue and prefill are the span's."
-    )
-    rows = [
-        [str(level["users"]), count(level["server_view_requests"])]
-        + [seconds(level.get(f"{part}_p{p}_s")) for part in TTFT_PARTS for p in SPLIT_PERCENTS]
-        for level in levels
-        if level.get("server_view_requests")
-    ]
-    headers = [
-        "Users",
-        "Server view",
-        *(f"{name} p{p}" for name in ("Before vLLM", "Queue", "Prefill") for p in SPLIT_PERCENTS),
-    ]
-    blocks: list[Block] = [Paragraph(text)]
-    return blocks + ([Table(headers, rows)] if rows else [])
-
-
-def replica_blocks(config: ConfigSummary) -> list[Block]:
-    """Each replica at each level (--server-metrics-url, or --host naming several): its mean running and waiting
-    requests, its share of the requests finished and its prefix-cache hit rate; nothing for one server."""
-    if not config.get("replicas"):
-        return []
-    rows = [
-        [
-            str(row["users"]),
-            row["replica"],
-            count(row["running_mean"], 1),
-            count(row.get("waiting_mean"), 1),
-            percent(row["request_share"]),
-            percent(row.get("prefix_cache_hit_rate")),
-        ]
-        for row in config["replicas"]
-    ]
-    return [
-        Paragraph(f"Replicas of {config['label']} (their own /metrics; with client-side spreading, the rows' share):"),
-        Table(
-            [
-                "Users",
-                "Replica",
-                "Running (mean)",
-                "Waiting (mean)",
-                "Share of requests finished",
-                "Prefix-cache hit rate",
-            ],
-            rows,
-        ),
-    ]
 
 
 def level_flags(level: Level) -> str:

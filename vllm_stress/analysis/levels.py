@@ -1,12 +1,13 @@
-"""Per-level windows and the statistics of one run in each: every level field (``LEVEL_FIELDS``), latency percentiles
-and the per-second timeline, from the measures of vllm_stress.analysis.measures (docs/concepts/analysis.md)."""
+"""Per-level windows and the statistics of one run in each: every level field (``LEVEL_FIELDS``: the base profile's
+here, each capability's from its module in vllm_stress.analysis.features), latency percentiles and the per-second
+timeline, from the measures of vllm_stress.analysis.measures (docs/concepts/analysis.md)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from vllm_stress.analysis.disagg import pd_levels
+from vllm_stress.analysis.features import LevelInput, features, level_fields
 from vllm_stress.analysis.load import AnalysisError, Run
 from vllm_stress.analysis.measures import (
     LATENCY_METRICS,
@@ -16,18 +17,13 @@ from vllm_stress.analysis.measures import (
     gauge_means,
     per_window,
     percentiles_by_level,
-    prefix_hit_rates,
     records,
-    server_prefix_hit_rate,
     token_times,
     tokens_in_windows,
 )
-from vllm_stress.analysis.serverview import SPLIT_PERCENTS, TTFT_PARTS
-from vllm_stress.analysis.structured import STRUCTURED_FIELDS, structured_stats
-from vllm_stress.core import bound, fleet, steady
-from vllm_stress.core.metrics import bucket_percentile, in_window, tokens_per_chunk
+from vllm_stress.core import bound, steady
+from vllm_stress.core.metrics import bucket_percentile, in_window
 from vllm_stress.core.metrics import mean_in_flight as in_flight_mean
-from vllm_stress.core.pdbound import PD_FIELDS
 from vllm_stress.core.schema import LEVELS_FILE, REQUESTS_FILE
 
 LEVEL_CLOCK_SLACK_S = 1.0  # worker rows of a new level may start slightly before the master wrote the last hold_end
@@ -35,8 +31,7 @@ GPU_LOAD_FIELDS = ("gpu_power_w", "gpu_utilization_percent")  # per run, from gp
 # --gpu-hour-price: throughput field -> the level field of what a million of its tokens cost
 COST_FIELDS = {"output_tokens_per_s": "usd_per_m_output_tokens", "total_tokens_per_s": "usd_per_m_total_tokens"}
 
-# Every per-level field, defined once; the report's glossary prints this.
-LEVEL_FIELDS = {
+BASE_FIELDS = {  # the plain profile's fields; each capability's come from its analysis module
     "users": "target concurrency (Locust users) of the level",
     "window_s": "length of the steady-state window, seconds",
     "steady": "the window is a steady state (vllm_stress.core.steady: enough request lifetimes, halves that agree); only "
@@ -93,35 +88,15 @@ LEVEL_FIELDS = {
     "(the share of the measured requests applied to every token streamed in the window); empty without reasoning",
     "cut_before_answer": "successful requests ended in the window that reasoned and never answered (no ttfa_s): "
     "their max_tokens ran out while thinking",
-    "image_tokens_mean": "with --images: the prompt tokens a measured request's images added (image_tokens, measured "
-    "on the server at test start), averaged over the level's measured requests that sent images",
-    "image_bytes_mean": "with --images: the bytes of a measured request's image data URLs, the same average",
-    "server_view_requests": "measured requests joined to the server's own span of them (server_spans.csv, "
-    "--otlp-port): the rows the TTFT split below is over; 0 when no span came",
-    "ttft_before_server_p50_s": "the client TTFT before vLLM's engine saw the request (p50/p99 of client TTFT − the "
-    "span's time to first token): network, gateway, vLLM's HTTP layer and frontend",
-    "ttft_queue_p50_s": "time in vLLM's scheduler queue (p50/p99 of the span's time in queue), same requests",
-    "ttft_prefill_p50_s": "time in the prefill, first scheduled to first token (p50/p99 of the span's), same requests",
     "itl_p50_s": "inter-chunk latency of the level's successful streams that ended during its hold "
     "(itl_histogram.csv buckets): per chunk, as vllm bench serve's; TPOT is per token",
-    "tokens_per_chunk": "output tokens per output chunk of the measured streams (above 1 with speculative decoding)",
-    "server_spec_acceptance_rate": "speculative decoding: the server's accepted / draft tokens in the window",
-    "server_spec_accepted_length": "speculative decoding: 1 + the server's accepted tokens / drafts in the window",
     "e2e_p50_s": "end-to-end latency, same requests",
     "schedule_lag_p50_s": "open loop: how late the level's requests were sent after their scheduled arrival, "
     "waiting for a free user or in a process that woke late (p50/p99; TTFT and e2e start at the send, as in vllm bench serve, so this wait is not in them)",
-    "prefix_hit_rate": "prompt tokens the server found in its prefix cache / prompt tokens, over the measured "
-    "requests whose usage said (cached_tokens; vLLM with --enable-prompt-tokens-details)",
-    "server_prefix_hit_rate": "the same from the server's counters: vllm:prefix_cache_hits / queries during the window",
     "server_preemptions": "sequences the server preempted during the window (vllm:num_preemptions_total gained): "
     "its KV cache could not hold every running sequence, so some were evicted to be recomputed",
     "server_kv_cache_usage_mean": "the share of the server's KV-cache blocks in use (vllm:kv_cache_usage_perc, 0 to 1), "
     "averaged over the scrapes in the window",
-    "server_lora_adapters_mean": "the mean of lora_running (server_metrics.csv) over the window",
-    "server_max_lora": "the mean of max_lora (server_metrics.csv) over the window",
-    "server_deferred_mean": "the mean of waiting_deferred (server_metrics.csv) over the window",
-    "replica_imbalance": "with --server-metrics-url (replicas behind a router): the busiest replica's mean running "
-    "requests over the window / the replicas' mean (1: even load)",
     "gpu_power_w": "the GPUs' power (gpu_metrics.csv, with --gpu-metrics-url): each GPU's mean watts over its scrapes "
     "in the window, summed over every GPU of every exporter",
     "gpu_utilization_percent": "the GPUs' mean utilisation over the window, 0 to 100 (DCGM_FI_DEV_GPU_UTIL, AMD's "
@@ -137,9 +112,8 @@ LEVEL_FIELDS = {
     "price per GPU-hour × GPUs / (output_tokens_per_s × 3600) × 1e6 (from the mean throughput over repeats)",
     "usd_per_m_total_tokens": "the same per million total (prompt + output) tokens, from total_tokens_per_s",
     "partial": "the window was cut short because the run stopped early",
-    **PD_FIELDS,
-    **STRUCTURED_FIELDS,
 }
+LEVEL_FIELDS = BASE_FIELDS | level_fields()  # every per-level field, defined once; the report's glossary prints this
 
 
 def level_windows(run: Run) -> tuple[pd.DataFrame, bool]:
@@ -206,8 +180,9 @@ def stopped_early(rows: pd.DataFrame, windows: pd.DataFrame) -> bool:
 def level_stats(
     run: Run, windows: pd.DataFrame, slo: dict[str, float] | None = None, replicas: pd.DataFrame | None = None
 ) -> pd.DataFrame:
-    """One row per level with every field of LEVEL_FIELDS (percentiles p50/p90/p99); ``replicas``: the run's replicas'
-    level rows (vllm_stress.analysis.replicas), when it had several."""
+    """One row per level with every field of LEVEL_FIELDS (percentiles p50/p90/p99): the base profile's, then each
+    capability's (vllm_stress.analysis.features); ``replicas``: the run's replicas' level rows
+    (vllm_stress.analysis.replicas), when it had several."""
     rows = classify(run.requests)
     by_users = windows.set_index("users")
     window_s = by_users["end"] - by_users["start"]
@@ -240,29 +215,18 @@ def level_stats(
     stats["client_loop_lag_max_ms"] = client_health_max(health, windows, "loop_lag_ms")
     stats["client_read_behind_p99_ms"] = client_health_max(health, windows, "read_behind_p99_ms")
     stats = stats.join(latency_percentiles(measured)).join(itl_percentiles(run.tables.get("itl")))
-    stats = stats.join(reasoning(measured)).join(ttft_split(measured)).join(pd_levels(run, windows, measured))
-    stats = stats.join(structured_stats(ended, stats.index))
-    streamed = measured[(measured["chunks"] > 0) & measured["completion_tokens"].notna()].groupby("users")
-    stats["tokens_per_chunk"] = [
-        tokens_per_chunk(streamed["completion_tokens"].sum().get(users, 0), streamed["chunks"].sum().get(users, 0))
-        for users in stats.index
-    ]
+    stats = stats.join(reasoning(measured))
     stats["answer_tokens_per_s"] = stats["output_tokens_per_s"] * (1 - stats["reasoning_share"])
     stats["cut_before_answer"] = per_level(ended["ok"] & (ended["reasoning_tokens"] > 0) & ended["ttfa_s"].isna())
-    with_images = measured[measured["images"] > 0].groupby("users")
-    stats["image_tokens_mean"], stats["image_bytes_mean"] = (
-        with_images[c].mean() for c in ("image_tokens", "image_bytes")
-    )
-    stats["prefix_hit_rate"] = prefix_hit_rates(measured, "users").reindex(stats.index)
-    stats["server_prefix_hit_rate"] = server_prefix_hit_rate(run.tables.get("server"), windows)
     stats["server_preemptions"] = counter_gains(run.tables.get("server"), windows, "preemptions")
     stats["server_kv_cache_usage_mean"] = gauge_means(run.tables.get("server"), windows, "kv_cache_usage")
-    for field, column in bound.LORA_LEVEL_FIELDS.items():  # LoRA slots: the adapter-bound verdict's figures
-        stats[field] = gauge_means(run.tables.get("server"), windows, column)
-    stats["replica_imbalance"] = replica_imbalance(replicas).reindex(stats.index)
     if slo:
         stats = stats.join(goodput(measured, slo, window_s, stats["requests"]))
     stats["partial"] = by_users["partial"]
+    level = LevelInput(run, windows, rows, ended, measured, stats, replicas)
+    for feature in features():
+        if (fields := feature.level_fields(level)) is not None:
+            stats = stats.join(fields)
     return stats.reset_index().copy()  # the copy is one block per type: the columns above came one at a time
 
 
@@ -318,14 +282,6 @@ def gpu_load(gpus: pd.DataFrame | None, windows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(loads, index=windows["users"], columns=list(GPU_LOAD_FIELDS), dtype=float)
 
 
-def replica_imbalance(replicas: pd.DataFrame | None) -> pd.Series:
-    """vllm_stress.core.fleet.imbalance of each level's per-replica mean running requests (the replicas' level rows;
-    empty without them)."""
-    if replicas is None or replicas.empty:
-        return pd.Series(dtype=float)
-    return replicas.groupby("users")["running_mean"].agg(lambda means: fleet.imbalance(list(means))).astype(float)
-
-
 def client_health_max(health: pd.DataFrame | None, windows: pd.DataFrame, column: str) -> np.ndarray:
     """The highest ``column`` of client_health.csv in each window (vllm_stress.core.bound.health_max; NaN without
     the file)."""
@@ -351,15 +307,6 @@ def reasoning(measured: pd.DataFrame) -> pd.DataFrame:
     share = told.groupby("users")["reasoning_tokens"].sum() / measured.groupby("users")["completion_tokens"].sum()
     ttfa = percentiles_by_level(measured, {"ttfa": "ttfa_s"}, (50, 99))
     return ttfa.assign(reasoning_share=share.reindex(ttfa.index))
-
-
-def ttft_split(measured: pd.DataFrame) -> pd.DataFrame:
-    """Per level: the measured requests with a server view, and p50/p99 of their time before vLLM (client TTFT −
-    server TTFT), in the queue and in the prefill (NaN without a server view)."""
-    viewed = measured[measured["server_ttft_s"].notna() & measured["ttft_s"].notna()]
-    split = percentiles_by_level(viewed, TTFT_PARTS, SPLIT_PERCENTS).reindex(measured["users"].unique())
-    counts = viewed.groupby("users").size().reindex(split.index, fill_value=0).rename("server_view_requests")
-    return pd.concat([counts, split], axis=1)
 
 
 def percentile_field(column: str, quantile: float) -> str:

@@ -11,10 +11,9 @@ from typing import TypeVar
 import pandas as pd
 
 from vllm_stress.analysis import llmd, store
-from vllm_stress.analysis.adapters import adapter_levels, merge_runs
-from vllm_stress.analysis.classes import class_level_rows, declared_classes, only_class, summarise_classes
+from vllm_stress.analysis.classes import only_class
 from vllm_stress.analysis.document import TITLE, build_report
-from vllm_stress.analysis.json_types import to_json_types
+from vllm_stress.analysis.features import RunLevels
 from vllm_stress.analysis.levels import error_counts, level_stats, level_windows, timeline
 from vllm_stress.analysis.load import AnalysisError, Run, load_run
 from vllm_stress.analysis.measures import LATENCY_METRICS, classify
@@ -22,9 +21,7 @@ from vllm_stress.analysis.pareto import PARETO_PLOT, pareto_points, plot_pareto
 from vllm_stress.analysis.plots import Timeline, write_plots
 from vllm_stress.analysis.render import to_html, to_markdown
 from vllm_stress.analysis.replicas import replica_levels
-from vllm_stress.analysis.scaling import scaling as scale
 from vllm_stress.analysis.scalingplot import write_scaling_plots
-from vllm_stress.analysis.specdecode import spec_decode_stats
 from vllm_stress.analysis.store import StoredRun
 from vllm_stress.analysis.summary import ConfigSummary, RunInfo, Summary, Unaccounted, build_summary, summarise_config
 from vllm_stress.analysis.traffic import DEFAULT_WINDOW_S, traffic_tables
@@ -97,26 +94,16 @@ def summarise_runs(
     gpu_hour_price: float | None = None,
 ) -> tuple[ConfigSummary, list[Timeline], list[StoredRun]]:
     """The summary of one config's runs, their timelines, and their level rows for the results store."""
-    per_run, run_info, timelines, stored, replicas, adapters, classes = [], [], [], [], [], [], []
-    for index, run in enumerate(runs):
+    levels, run_info, timelines, stored, replicas = [], [], [], [], []
+    for run in runs:
         windows, stats, partial, run_replicas = windows_and_stats(run, slo)
-        per_run.append(stats.assign(run=index))
-        classes.append(class_level_rows(run, windows))
+        levels.append(RunLevels(run, windows, stats))
         replicas.append(run_replicas)
-        adapters.append(adapter_levels(run, windows))
         stored.append((label, run, stats))
         run_info.append(describe_run(run, partial))
         timelines.append((str(run.path), timeline(run.requests), windows.assign(steady=stats["steady"].to_numpy())))
     traffic = [tables for run in runs if (tables := traffic_tables(run, window_s))]
-    config = summarise_config(
-        label, pd.concat(per_run), run_info, gpus, scaling, traffic, pd.concat(replicas), gpu_hour_price
-    )
-    if fleets := [run for run in runs if "replica_set" in run.tables]:  # replicas.csv: a fleet that may scale
-        scaled = [scale(str(run.path), run.tables["replica_set"], run.requests, gpus, gpu_hour_price) for run in fleets]
-        config["replica_set"] = to_json_types(scaled)  # type: ignore[typeddict-item]
-    if merged := merge_runs(adapters):
-        config["adapters"] = merged
-    config["classes"] = summarise_classes(classes, declared_classes(runs[0]))
+    config = summarise_config(label, levels, run_info, gpus, scaling, traffic, pd.concat(replicas), gpu_hour_price)
     return config, timelines, stored
 
 
@@ -129,10 +116,7 @@ def windows_and_stats(
     if windows.empty:
         raise AnalysisError(f"{run.path}: no level reached a steady-state window")
     replicas = replica_levels(run.tables.get("server_replicas"), windows, run.requests)
-    stats = level_stats(run, windows, slo, replicas).join(
-        spec_decode_stats(run.tables.get("server"), windows), on="users"
-    )
-    return windows, stats, partial, replicas
+    return windows, level_stats(run, windows, slo, replicas), partial, replicas
 
 
 def run_levels(path: str | Path, traffic_class: str = "") -> pd.DataFrame:

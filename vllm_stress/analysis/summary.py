@@ -10,13 +10,14 @@ from typing import Any, NotRequired, TypedDict, cast
 
 import pandas as pd
 
-from vllm_stress.analysis import disagg, stats
+from vllm_stress.analysis import stats
 from vllm_stress.analysis.adapters import AdapterLevel
-from vllm_stress.analysis.canaries import CanaryLevel, canary_levels, read_answers
+from vllm_stress.analysis.canaries import CanaryLevel
 from vllm_stress.analysis.capacity import KvCeiling, kv_ceiling
 from vllm_stress.analysis.classes import ClassesSummary
+from vllm_stress.analysis.features import ConfigInput, RunLevels, features
 from vllm_stress.analysis.json_types import to_json_types
-from vllm_stress.analysis.levels import COST_FIELDS
+from vllm_stress.analysis.levels import COST_FIELDS, level_stats
 from vllm_stress.analysis.load import AnalysisError, RunMeta
 from vllm_stress.analysis.measures import Level, records
 from vllm_stress.analysis.replicas import REPLICA_LEVEL_COLUMNS
@@ -130,7 +131,7 @@ class Summary(TypedDict):
 
 def summarise_config(
     label: str,
-    per_run: pd.DataFrame,
+    runs: list[RunLevels],
     run_info: list[RunInfo],
     gpus: int | None,
     scaling: tuple[int, int] | None,
@@ -138,9 +139,11 @@ def summarise_config(
     replicas: pd.DataFrame,
     gpu_hour_price: float | None = None,
 ) -> ConfigSummary:
-    """The config summary from its per-run level rows (column ``run``), per-run info, traffic tables and replicas'
-    rows (replicas.replica_levels of each run, averaged over the repeats); with
-    ``gpu_hour_price`` (and ``gpus``) what a million tokens cost at each level and at the peak."""
+    """The config summary from its runs' level rows, per-run info, traffic tables and replicas' rows
+    (replicas.replica_levels of each run, averaged over the repeats), with each capability's part
+    (vllm_stress.analysis.features); with ``gpu_hour_price`` (and ``gpus``) what a million tokens cost at each level
+    and at the peak."""
+    per_run = pd.concat([run.stats.assign(run=index) for index, run in enumerate(runs)])
     levels = stats.aggregate_repeats(per_run).sort_values("users").reset_index(drop=True)
     levels["output_tokens_per_s_per_user"] = 1 / levels["tpot_p50_s"]
     output = levels["output_tokens_per_s"].astype(float)
@@ -155,7 +158,8 @@ def summarise_config(
     replicas = replicas.groupby(["users", "replica"], as_index=False)[
         [column for column in REPLICA_LEVEL_COLUMNS if column not in ("users", "replica")]
     ].mean()
-    levels["bound"] = disagg.pd_bounds(levels) if disagg.has_roles(levels) else stats.router_bounds(levels, replicas)
+    decided = [bounds for feature in features() if (bounds := feature.bounds(levels)) is not None]
+    levels["bound"] = decided[0] if decided else stats.router_bounds(levels, replicas)
     low, high = scaling or (int(levels["users"].min()), int(levels["users"].max()))
     for level in (low, high):
         if level not in set(levels["users"]):
@@ -196,9 +200,11 @@ def summarise_config(
         ],
         "input_notes": [f"{info['dir']}: {note}" for info in run_info for note in info["notes"]],
         "unjoined_spans": unjoined_spans(run_info),
-        "canaries": canary_levels(read_answers([Path(info["dir"]) for info in run_info])),
         "tasks": task_levels(read_tasks([Path(info["dir"]) for info in run_info])),
     }
+    features_input = ConfigInput(label, runs, gpus, gpu_hour_price, level_stats)
+    for feature in features():
+        config.update(feature.summarise(features_input))
     if gpu_hour_price is not None:
         config["gpu_hour_price"] = gpu_hour_price
     return cast(ConfigSummary, to_json_types(config))  # its JSON form: numpy scalars unwrapped, NaN as None

@@ -269,8 +269,6 @@ def level_table(config: ConfigSummary) -> Table:
     headers = ["Users", "Steady", "Requests", "Success", "Output tok/s", "Total tok/s", "Req/s", "In flight"]
     headers += ["Server held", "Client CPU", "Client lag"]
     headers += ["TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99", "ITL p50", "ITL p99", "e2e p50", "e2e p90", "e2e p99"]
-    reasoned = any(level.get("reasoning_share") is not None for level in config["levels"])
-    headers += ["TTFA p50", "TTFA p99", "Reasoning share", "Answer tok/s", "Cut before answer"] if reasoned else []
     headers += ["Arrival wait p50", "Arrival wait p99"] if open_loop else []
     has_goodput = "goodput_ratio" in config["levels"][0]
     headers += ["Goodput"] if has_goodput else []
@@ -289,7 +287,6 @@ def level_table(config: ConfigSummary) -> Table:
         for field in ("ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "itl_p50_s", "itl_p99_s"):
             row.append(seconds(level[field]))
         row += [seconds(level["e2e_p50_s"]), seconds(level["e2e_p90_s"]), with_ci(level, "e2e_p99_s", seconds)]
-        row += reasoning_cells(level) if reasoned else []
         row += [seconds(level["schedule_lag_p50_s"]), seconds(level["schedule_lag_p99_s"])] if open_loop else []
         row += [percent(level["goodput_ratio"])] if has_goodput else []
         row += [dollars(level[cost]) for cost in level_defs.COST_FIELDS.values()] if priced else []
@@ -299,13 +296,6 @@ def level_table(config: ConfigSummary) -> Table:
             row[0] = f"{row[0]} ({flags})"
         rows.append(row)
     return Table(headers, rows)
-
-
-def reasoning_cells(level: Level) -> list[str]:
-    """A level's TTFA p50 and p99, reasoning share, answer tok/s and requests cut before their answer."""
-    ttfa = [seconds(level.get("ttfa_p50_s")), seconds(level.get("ttfa_p99_s"))]
-    share = [percent(level.get("reasoning_share")), count(level.get("answer_tokens_per_s"))]
-    return [*ttfa, *share, count(level.get("cut_before_answer"))]
 
 
 def level_flags(level: Level) -> str:

@@ -80,14 +80,6 @@ BASE_FIELDS = {  # the plain profile's fields; each capability's come from its a
     "users sent their next requests late enough to lower the load",
     "ttft_p50_s": "time to first token percentiles (p50/p90/p99) of the measured requests ended in the window",
     "tpot_p50_s": "time per output token after the first, same requests",
-    "ttfa_p50_s": "time to first answer token (p50/p99), same requests that answered: after a reasoning model's "
-    "thinking; equals TTFT without reasoning",
-    "reasoning_share": "reasoning tokens / output tokens of the measured requests; empty when none of the level's "
-    "rows says it reasoned",
-    "answer_tokens_per_s": "the answer's share of output_tokens_per_s: output_tokens_per_s x (1 - reasoning_share) "
-    "(the share of the measured requests applied to every token streamed in the window); empty without reasoning",
-    "cut_before_answer": "successful requests ended in the window that reasoned and never answered (no ttfa_s): "
-    "their max_tokens ran out while thinking",
     "itl_p50_s": "inter-chunk latency of the level's successful streams that ended during its hold "
     "(itl_histogram.csv buckets): per chunk, as vllm bench serve's; TPOT is per token",
     "e2e_p50_s": "end-to-end latency, same requests",
@@ -215,9 +207,6 @@ def level_stats(
     stats["client_loop_lag_max_ms"] = client_health_max(health, windows, "loop_lag_ms")
     stats["client_read_behind_p99_ms"] = client_health_max(health, windows, "read_behind_p99_ms")
     stats = stats.join(latency_percentiles(measured)).join(itl_percentiles(run.tables.get("itl")))
-    stats = stats.join(reasoning(measured))
-    stats["answer_tokens_per_s"] = stats["output_tokens_per_s"] * (1 - stats["reasoning_share"])
-    stats["cut_before_answer"] = per_level(ended["ok"] & (ended["reasoning_tokens"] > 0) & ended["ttfa_s"].isna())
     stats["server_preemptions"] = counter_gains(run.tables.get("server"), windows, "preemptions")
     stats["server_kv_cache_usage_mean"] = gauge_means(run.tables.get("server"), windows, "kv_cache_usage")
     if slo:
@@ -299,14 +288,6 @@ def latency_percentiles(measured: pd.DataFrame) -> pd.DataFrame:
     """ttft/tpot/e2e (and the open loop's schedule lag) p50/p90/p99 per level."""
     columns = [*LATENCY_METRICS.values(), "schedule_lag_s"]
     return percentiles_by_level(measured, {column.removesuffix("_s"): column for column in columns}, PERCENTILES)
-
-
-def reasoning(measured: pd.DataFrame) -> pd.DataFrame:
-    """ttfa_p50_s, ttfa_p99_s and reasoning_share per level (the share NaN where no row says reasoning tokens)."""
-    told = measured[measured["reasoning_tokens"] > 0]
-    share = told.groupby("users")["reasoning_tokens"].sum() / measured.groupby("users")["completion_tokens"].sum()
-    ttfa = percentiles_by_level(measured, {"ttfa": "ttfa_s"}, (50, 99))
-    return ttfa.assign(reasoning_share=share.reindex(ttfa.index))
 
 
 def percentile_field(column: str, quantile: float) -> str:

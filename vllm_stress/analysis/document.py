@@ -16,7 +16,6 @@ from vllm_stress.analysis.method import method_blocks
 from vllm_stress.analysis.pareto import pareto_blocks
 from vllm_stress.analysis.render import Block, Bullets, Heading, Image, Paragraph, Table
 from vllm_stress.analysis.summary import ConfigSummary, Peak, Summary, Unaccounted
-from vllm_stress.analysis.tasks import task_blocks
 from vllm_stress.analysis.traffic import traffic_blocks
 from vllm_stress.core import bound, capacity
 from vllm_stress.core import steady as steady_rule
@@ -54,7 +53,6 @@ def build_report(summary: Summary, plots: dict[str, Path]) -> list[Block]:
     for label, config in configs.items():
         blocks += [Heading(f"Per level: {label}"), Paragraph(config_caption(config)), level_table(config)]
         blocks += [block for feature in features() for block in feature.blocks(label, config, configs)]
-        blocks += task_blocks(label, config.get("tasks") or [])
         blocks += error_blocks(config)
     blocks += [block for config in configs.values() for block in traffic_blocks(config["traffic"])]
     blocks += [Heading("Plots")] + [Image(title, path) for title, path in plots.items()]

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from pathlib import Path
 from typing import Any, NotRequired, TypedDict, cast
 
 import pandas as pd
@@ -21,7 +20,7 @@ from vllm_stress.analysis.levels import COST_FIELDS, level_stats
 from vllm_stress.analysis.load import AnalysisError, RunMeta
 from vllm_stress.analysis.measures import Level, records
 from vllm_stress.analysis.replicas import REPLICA_LEVEL_COLUMNS
-from vllm_stress.analysis.tasks import TaskLevel, read_tasks, task_levels
+from vllm_stress.analysis.tasks import TaskLevel
 from vllm_stress.analysis.traffic import TrafficTables
 from vllm_stress.core import bound
 from vllm_stress.core.formats import FORMAT_VERSION
@@ -200,7 +199,6 @@ def summarise_config(
         ],
         "input_notes": [f"{info['dir']}: {note}" for info in run_info for note in info["notes"]],
         "unjoined_spans": unjoined_spans(run_info),
-        "tasks": task_levels(read_tasks([Path(info["dir"]) for info in run_info])),
     }
     features_input = ConfigInput(label, runs, gpus, gpu_hour_price, level_stats)
     for feature in features():

@@ -185,6 +185,17 @@ def test_the_analysis_reads_as_a_pipeline():
         assert lower in reachable(edges, upper) and upper not in reachable(edges, lower), (lower, upper)
 
 
+def test_the_pipeline_reaches_capabilities_only_through_their_registry():
+    """levels, summary and the report's document loop over vllm_stress.analysis.features.features() and import no
+    capability's module, so adding a capability edits none of them."""
+    edges = module_imports("analysis")
+    registry = f"{PACKAGE}.analysis.features"
+    for name in ("levels", "summary", "document"):
+        module = f"{PACKAGE}.analysis.{name}"
+        named = sorted(other for other in edges[module] if other.startswith(f"{registry}."))
+        assert registry in edges[module] and not named, f"{module} names capabilities: {named}"
+
+
 def reachable(edges: dict[str, set[str]], start: str) -> set[str]:
     """The modules ``start`` imports, directly or through others (depth first)."""
     seen: set[str] = set()

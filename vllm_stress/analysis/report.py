@@ -13,7 +13,7 @@ import pandas as pd
 from vllm_stress.analysis import llmd, store
 from vllm_stress.analysis.classes import only_class
 from vllm_stress.analysis.document import TITLE, build_report
-from vllm_stress.analysis.features import RunLevels
+from vllm_stress.analysis.features import RunLevels, features
 from vllm_stress.analysis.levels import error_counts, level_stats, level_windows, timeline
 from vllm_stress.analysis.load import AnalysisError, Run, load_run
 from vllm_stress.analysis.measures import LATENCY_METRICS, classify
@@ -21,7 +21,6 @@ from vllm_stress.analysis.pareto import PARETO_PLOT, pareto_points, plot_pareto
 from vllm_stress.analysis.plots import Timeline, write_plots
 from vllm_stress.analysis.render import to_html, to_markdown
 from vllm_stress.analysis.replicas import replica_levels
-from vllm_stress.analysis.scalingplot import write_scaling_plots
 from vllm_stress.analysis.store import StoredRun
 from vllm_stress.analysis.summary import ConfigSummary, RunInfo, Summary, Unaccounted, build_summary, summarise_config
 from vllm_stress.analysis.traffic import DEFAULT_WINDOW_S, traffic_tables
@@ -181,7 +180,9 @@ def write_outputs(summary: Summary, timelines: dict[str, list[Timeline]], out: P
     if out.exists() and not out.is_dir():
         raise AnalysisError(f"{out}: output path exists and is not a folder")
     out.mkdir(parents=True, exist_ok=True)
-    plots = write_plots(summary["configs"], timelines, out) | write_scaling_plots(summary["configs"], out)
+    plots = write_plots(summary["configs"], timelines, out)
+    for feature in features():
+        plots |= feature.figures(summary["configs"], out)
     points = pareto_points(summary["configs"])
     if not points.empty:
         plots[PARETO_PLOT] = plot_pareto(points, summary["slo"], out / "pareto.png")

@@ -11,7 +11,6 @@ from typing import Any
 from matplotlib.figure import Figure
 
 from vllm_stress.analysis.plots import new_figure, run_title, save
-from vllm_stress.analysis.summary import ConfigSummary
 
 
 def scaling_figure(label: str, runs: list[dict[str, Any]]) -> Figure:
@@ -33,7 +32,7 @@ def scaling_figure(label: str, runs: list[dict[str, Any]]) -> Figure:
     return figure
 
 
-def write_scaling_plots(configs: Mapping[str, ConfigSummary], out: Path) -> dict[str, Path]:
+def write_scaling_plots(configs: Mapping[str, Mapping[str, Any]], out: Path) -> dict[str, Path]:
     """The replicas-over-time plot of each config whose runs tracked a replica set: {title: path}."""
     return {
         f"Replicas over time: {label}": save(

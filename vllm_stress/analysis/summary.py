@@ -10,17 +10,13 @@ from typing import Any, NotRequired, TypedDict, cast
 import pandas as pd
 
 from vllm_stress.analysis import stats
-from vllm_stress.analysis.adapters import AdapterLevel
-from vllm_stress.analysis.canaries import CanaryLevel
 from vllm_stress.analysis.capacity import KvCeiling, kv_ceiling
-from vllm_stress.analysis.classes import ClassesSummary
 from vllm_stress.analysis.features import ConfigInput, RunLevels, features
 from vllm_stress.analysis.json_types import to_json_types
 from vllm_stress.analysis.levels import COST_FIELDS, level_stats
 from vllm_stress.analysis.load import AnalysisError, RunMeta
 from vllm_stress.analysis.measures import Level, records
 from vllm_stress.analysis.replicas import REPLICA_LEVEL_COLUMNS
-from vllm_stress.analysis.tasks import TaskLevel
 from vllm_stress.analysis.traffic import TrafficTables
 from vllm_stress.core import bound
 from vllm_stress.core.formats import FORMAT_VERSION
@@ -98,11 +94,7 @@ class ConfigSummary(Capacity):
     gpu_hour_price: NotRequired[float]  # $ per GPU-hour (--gpu-hour-price), when given
     kv_cache: KvCeiling | None  # None when no run's run.json names the server's KV cache
     unjoined_spans: int | None  # server spans of its runs that joined no row (other clients'), None: no span file
-    canaries: list[CanaryLevel]  # per level, the correctness canaries' agreement and accuracy ([]: none were sent)
-    replica_set: NotRequired[list[dict[str, Any]]]  # per run with replicas.csv: vllm_stress.analysis.scaling.scaling
-    adapters: NotRequired[list[AdapterLevel]]  # per level and LoRA adapter drawn (--lora-adapters), when any was
-    classes: NotRequired[ClassesSummary | None]  # --traffic-class: the report per class (analysis/classes.py)
-    tasks: list[TaskLevel]  # per level, the agent tasks' rate, latency and completion ([]: no agent user ran)
+    # and each capability's keys (vllm_stress.analysis.features: canaries, tasks, classes, adapters, replica_set ...)
 
 
 class Unaccounted(TypedDict):

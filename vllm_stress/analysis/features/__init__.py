@@ -10,10 +10,12 @@ A feature module defines what it adds, each part optional:
 - ``used(config) -> bool``: whether the config's runs used it (the report shows its parts only then);
 - ``columns(config) -> list[Column]``: its columns of the report's per-level table;
 - ``overview(label, config) -> list[str]``: its sentences in the report's first paragraph;
-- ``blocks(label, config, configs) -> list[Block]``: its section of the report, after the per-level table.
+- ``blocks(label, config, configs) -> list[Block]``: its section of the report, after the per-level table;
+- ``figures(configs, out) -> dict[str, Path]``: its plots of the configs that used it, {title: path} (into ``out``).
 
-The modules are found by name when first asked for, so they may use the per-level primitives of
-``vllm_stress.analysis.levels``: adding a capability adds its module here and a line to the registry.
+The modules are found by name (adding a capability adds its module here and a line to the registry) and imported
+when levels.py is, for their FIELDS: at import they use only what lies below levels (measures, load, render, core and
+their capability's own modules); anything above, such as plotting, is imported inside the hook that draws.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import importlib
 import importlib.util
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -119,6 +122,11 @@ class Feature:
     def blocks(self, label: str, config: Config, configs: Mapping[str, Config]) -> list[Block]:
         hook = self.hook("blocks")
         return [] if hook is None or not self.used(config) else list(hook(label, config, configs))
+
+    def figures(self, configs: Mapping[str, Config], out: Path) -> dict[str, Path]:
+        hook = self.hook("figures")
+        using = {label: config for label, config in configs.items() if self.used(config)}
+        return {} if hook is None or not using else dict(hook(using, out))
 
 
 @functools.cache

@@ -1,9 +1,10 @@
 """Elastic fleets in the analysis: each run's replica set over time (replicas.csv), its scale-ups and their lag in the
-summary, and the report's tables of them when the fleet scaled (vllm_stress.analysis.scaling)."""
+summary, and the report's tables and plot of them when the fleet scaled (vllm_stress.analysis.scaling)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from vllm_stress.analysis.features import Config, ConfigInput
@@ -25,6 +26,13 @@ def summarise(config: ConfigInput) -> dict[str, Any]:
 def used(config: Config) -> bool:
     """A run's fleet scaled: it added or removed a replica."""
     return any(run["scale_ups"] or run["leaves"] for run in config.get("replica_set", []))
+
+
+def figures(configs: Mapping[str, Config], out: Path) -> dict[str, Path]:
+    """The replicas-over-time plot of each config whose fleet scaled."""
+    from vllm_stress.analysis.scalingplot import write_scaling_plots  # here: matplotlib only when plots are drawn
+
+    return write_scaling_plots(configs, out)
 
 
 def blocks(label: str, config: Config, configs: Mapping[str, Config]) -> list[Block]:

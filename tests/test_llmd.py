@@ -11,8 +11,8 @@ import jsonschema
 import pytest
 
 from tests.helpers import run_cli
-from vllm_stress.analysis import llmd
-from vllm_stress.analysis.load import load_run
+from vllm_stress.analysis.io import llmd
+from vllm_stress.analysis.io.load import load_run
 from vllm_stress.core import schema
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -1,4 +1,4 @@
-"""The scaling table (vllm_stress.analysis.scaling) on a replica set made by hand: one replica, a queue growing at
+"""The scaling table (vllm_stress.analysis.features.replica_set) on a replica set made by hand: one replica, a queue growing at
 10 s, a second replica up at 14 s and serving from 15 s, then leaving at 30 s; and its plot."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 
 from vllm_stress.analysis.features import features
-from vllm_stress.analysis.render import Heading, Table
-from vllm_stress.analysis.scaling import scaling, scaling_blocks
-from vllm_stress.analysis.scalingplot import scaling_figure
+from vllm_stress.analysis.features.replica_set import scaling, scaling_blocks
+from vllm_stress.analysis.figures.scalingplot import scaling_figure
+from vllm_stress.analysis.report.render import Heading, Table
 
 T0 = 1_800_000_000.0
 

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from vllm_stress.analysis.features import LevelInput, features, level_fields
-from vllm_stress.analysis.load import AnalysisError, Run
+from vllm_stress.analysis.io.load import AnalysisError, Run
 from vllm_stress.analysis.measures import (
     LATENCY_METRICS,
     PERCENTILES,

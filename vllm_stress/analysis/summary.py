@@ -12,9 +12,9 @@ import pandas as pd
 from vllm_stress.analysis import stats
 from vllm_stress.analysis.capacity import KvCeiling, kv_ceiling
 from vllm_stress.analysis.features import ConfigInput, RunLevels, features
-from vllm_stress.analysis.json_types import to_json_types
+from vllm_stress.analysis.io.json_types import to_json_types
+from vllm_stress.analysis.io.load import AnalysisError, RunMeta
 from vllm_stress.analysis.levels import COST_FIELDS, level_stats
-from vllm_stress.analysis.load import AnalysisError, RunMeta
 from vllm_stress.analysis.measures import Level, records
 from vllm_stress.analysis.replicas import REPLICA_LEVEL_COLUMNS
 from vllm_stress.analysis.traffic import TrafficTables

@@ -11,8 +11,8 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
+from vllm_stress.analysis.io.load import load_run
 from vllm_stress.analysis.levels import level_windows
-from vllm_stress.analysis.load import load_run
 from vllm_stress.analysis.measures import records, tokens_in_windows
 from vllm_stress.core.metrics import health_samples
 from vllm_stress.core.sizing import (

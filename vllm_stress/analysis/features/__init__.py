@@ -31,8 +31,8 @@ from typing import Any
 
 import pandas as pd
 
-from vllm_stress.analysis.load import Run
-from vllm_stress.analysis.render import Block
+from vllm_stress.analysis.io.load import Run
+from vllm_stress.analysis.report.render import Block
 from vllm_stress.core.capabilities import CAPABILITIES, Capability
 
 Config = Mapping[str, Any]  # a config's summary (vllm_stress.analysis.summary.ConfigSummary)

@@ -1,5 +1,5 @@
 """Agent tasks in the analysis: per level the tasks' rate, latency and completion in the summary, and the report's
-table of them (vllm_stress.analysis.tasks)."""
+table of them (vllm_stress.analysis.features.tasks)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from vllm_stress.analysis.features import Config, ConfigInput
-from vllm_stress.analysis.render import Block
-from vllm_stress.analysis.tasks import read_tasks, task_blocks, task_levels
+from vllm_stress.analysis.features.tasks import read_tasks, task_blocks, task_levels
+from vllm_stress.analysis.report.render import Block
 
 
 def summarise(config: ConfigInput) -> dict[str, Any]:

@@ -1,14 +1,14 @@
 """Correctness canaries in the analysis: per level the canaries' agreement and accuracy in the summary, the report's
-line when answers changed under load and its table of them (vllm_stress.analysis.canaries)."""
+line when answers changed under load and its table of them (vllm_stress.analysis.features.canary_answers)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from vllm_stress.analysis.canaries import canary_blocks, canary_levels, changed_line, read_answers
 from vllm_stress.analysis.features import Config, ConfigInput
-from vllm_stress.analysis.render import Block
+from vllm_stress.analysis.features.canary_answers import canary_blocks, canary_levels, changed_line, read_answers
+from vllm_stress.analysis.report.render import Block
 
 
 def summarise(config: ConfigInput) -> dict[str, Any]:

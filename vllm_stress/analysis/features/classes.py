@@ -1,14 +1,19 @@
 """Traffic classes in the analysis: each class's level rows, fairness and verdicts in the summary, and the report's
-table of them (vllm_stress.analysis.classes)."""
+table of them (vllm_stress.analysis.features.class_levels)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from vllm_stress.analysis.classes import class_blocks, class_level_rows, declared_classes, summarise_classes
 from vllm_stress.analysis.features import Config, ConfigInput
-from vllm_stress.analysis.render import Block
+from vllm_stress.analysis.features.class_levels import (
+    class_blocks,
+    class_level_rows,
+    declared_classes,
+    summarise_classes,
+)
+from vllm_stress.analysis.report.render import Block
 
 
 def summarise(config: ConfigInput) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 import pandas as pd
 
 from vllm_stress.analysis.features import Column, Config, LevelInput
-from vllm_stress.analysis.render import Block, Paragraph, Table
+from vllm_stress.analysis.report.render import Block, Paragraph, Table
 from vllm_stress.core import fleet
 from vllm_stress.core.numbers import count, percent
 

@@ -1,5 +1,5 @@
 """LoRA adapters in the analysis: each level's adapter slots on the server (the adapter-bound verdict's figures), the
-summary's figures per adapter drawn, and the report's table of them (vllm_stress.analysis.adapters)."""
+summary's figures per adapter drawn, and the report's table of them (vllm_stress.analysis.features.adapters)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from typing import Any
 
 import pandas as pd
 
-from vllm_stress.analysis.adapters import adapter_blocks, adapter_levels, merge_runs
 from vllm_stress.analysis.features import Config, ConfigInput, LevelInput
+from vllm_stress.analysis.features.adapters import adapter_blocks, adapter_levels, merge_runs
 from vllm_stress.analysis.measures import gauge_means
-from vllm_stress.analysis.render import Block
+from vllm_stress.analysis.report.render import Block
 from vllm_stress.core import bound
 
 FIELDS = {

@@ -1,5 +1,5 @@
 """Prefill/decode disaggregation in the analysis: each level's prefill and decode instances, KV transfers and TTFT
-split, the bound they decide, and the report's P/D table (vllm_stress.analysis.disagg, .disaggreport)."""
+split, the bound they decide, and the report's P/D table (vllm_stress.analysis.features.disagg, .disaggreport)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,9 @@ from collections.abc import Mapping
 
 import pandas as pd
 
-from vllm_stress.analysis import disagg
-from vllm_stress.analysis.disaggreport import known, pd_blocks
-from vllm_stress.analysis.features import Config, LevelInput
-from vllm_stress.analysis.render import Block
+from vllm_stress.analysis.features import Config, LevelInput, disagg
+from vllm_stress.analysis.features.disaggreport import known, pd_blocks
+from vllm_stress.analysis.report.render import Block
 from vllm_stress.core.pdbound import PD_FIELDS
 
 FIELDS = PD_FIELDS

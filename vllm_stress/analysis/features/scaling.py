@@ -1,5 +1,5 @@
 """Elastic fleets in the analysis: each run's replica set over time (replicas.csv), its scale-ups and their lag in the
-summary, and the report's tables and plot of them when the fleet scaled (vllm_stress.analysis.scaling)."""
+summary, and the report's tables and plot of them when the fleet scaled (vllm_stress.analysis.features.replica_set)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ from pathlib import Path
 from typing import Any
 
 from vllm_stress.analysis.features import Config, ConfigInput
-from vllm_stress.analysis.json_types import to_json_types
-from vllm_stress.analysis.render import Block
-from vllm_stress.analysis.scaling import scaling, scaling_blocks
+from vllm_stress.analysis.features.replica_set import scaling, scaling_blocks
+from vllm_stress.analysis.io.json_types import to_json_types
+from vllm_stress.analysis.report.render import Block
 
 
 def summarise(config: ConfigInput) -> dict[str, Any]:
-    """``replica_set``: per run with replicas.csv (a fleet that may scale), vllm_stress.analysis.scaling.scaling."""
+    """``replica_set``: per run with replicas.csv (a fleet that may scale), vllm_stress.analysis.features.replica_set.scaling."""
     fleets = [run.run for run in config.runs if "replica_set" in run.run.tables]
     if not fleets:
         return {}
@@ -30,7 +30,9 @@ def used(config: Config) -> bool:
 
 def figures(configs: Mapping[str, Config], out: Path) -> dict[str, Path]:
     """The replicas-over-time plot of each config whose fleet scaled."""
-    from vllm_stress.analysis.scalingplot import write_scaling_plots  # here: matplotlib only when plots are drawn
+    from vllm_stress.analysis.figures.scalingplot import (
+        write_scaling_plots,  # here: matplotlib only when plots are drawn
+    )
 
     return write_scaling_plots(configs, out)
 

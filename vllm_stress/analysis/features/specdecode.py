@@ -1,5 +1,5 @@
 """Speculative decoding in the analysis: each level's tokens per chunk and the server's acceptance rate and accepted
-length, and the report's table of them (vllm_stress.analysis.specdecode)."""
+length, and the report's table of them (vllm_stress.analysis.features.spec_counters)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from collections.abc import Mapping
 import pandas as pd
 
 from vllm_stress.analysis.features import Config, LevelInput
-from vllm_stress.analysis.render import Block
-from vllm_stress.analysis.specdecode import ACCEPTED_LENGTH, spec_decode_blocks, spec_decode_stats
+from vllm_stress.analysis.features.spec_counters import ACCEPTED_LENGTH, spec_decode_blocks, spec_decode_stats
+from vllm_stress.analysis.report.render import Block
 from vllm_stress.core.metrics import tokens_per_chunk
 
 FIELDS = {

@@ -1,5 +1,5 @@
 """Structured outputs in the analysis: each level's schema requests, their validity and TTFT/TPOT beside the
-unconstrained requests', and the report's table of them (vllm_stress.analysis.structured)."""
+unconstrained requests', and the report's table of them (vllm_stress.analysis.features.structured_levels)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from collections.abc import Mapping
 import pandas as pd
 
 from vllm_stress.analysis.features import Config, LevelInput
-from vllm_stress.analysis.render import Block
-from vllm_stress.analysis.structured import STRUCTURED_FIELDS, structured_blocks, structured_stats
+from vllm_stress.analysis.features.structured_levels import STRUCTURED_FIELDS, structured_blocks, structured_stats
+from vllm_stress.analysis.report.render import Block
 
 FIELDS = STRUCTURED_FIELDS
 

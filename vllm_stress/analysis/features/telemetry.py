@@ -1,5 +1,5 @@
 """Server metrics and traces in the analysis: where each level's client TTFT went, from the server's own span of each
-request (server_spans.csv, --otlp-port), and its section of the report (vllm_stress.analysis.serverview)."""
+request (server_spans.csv, --otlp-port), and its section of the report (vllm_stress.analysis.io.serverview)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from collections.abc import Mapping
 import pandas as pd
 
 from vllm_stress.analysis.features import Config, LevelInput
+from vllm_stress.analysis.io.serverview import SPLIT_PERCENTS, TTFT_PARTS
 from vllm_stress.analysis.measures import percentiles_by_level
-from vllm_stress.analysis.render import Block, Paragraph, Table
-from vllm_stress.analysis.serverview import SPLIT_PERCENTS, TTFT_PARTS
+from vllm_stress.analysis.report.render import Block, Paragraph, Table
 from vllm_stress.core.numbers import count, seconds
 
 FIELDS = {

@@ -11,11 +11,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from vllm_stress.analysis import llmd, stats, store, vllm_json
-from vllm_stress.analysis.canaries import canary_levels, read_answers
-from vllm_stress.analysis.load import AnalysisError, read_meta
-from vllm_stress.analysis.report import run_levels
-from vllm_stress.analysis.specdecode import ACCEPTED_LENGTH
+from vllm_stress.analysis import stats
+from vllm_stress.analysis.features.canary_answers import canary_levels, read_answers
+from vllm_stress.analysis.features.spec_counters import ACCEPTED_LENGTH
+from vllm_stress.analysis.io import llmd, store, vllm_json
+from vllm_stress.analysis.io.load import AnalysisError, read_meta
+from vllm_stress.analysis.report.pipeline import run_levels
 from vllm_stress.core import schema
 from vllm_stress.core.capacity import usd_per_million_tokens
 from vllm_stress.core.numbers import dollars

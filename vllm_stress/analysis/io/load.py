@@ -12,7 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-from vllm_stress.analysis.serverview import SERVER_VIEW_COLUMNS, with_server_view
+from vllm_stress.analysis.io.serverview import SERVER_VIEW_COLUMNS, with_server_view
 from vllm_stress.core import fleet
 from vllm_stress.core.formats import FORMAT_VERSION, FORMATS, FormatError, added_after, format_of
 from vllm_stress.core.schema import (

@@ -8,8 +8,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NotRequired, TypedDict, cast
 
-from vllm_stress.analysis.plots import new_figure
-from vllm_stress.analysis.render import Block, Bullets, Heading, Image, Paragraph, Table, to_html, to_markdown
+from vllm_stress.analysis.figures.plots import new_figure
+from vllm_stress.analysis.report.render import Block, Bullets, Heading, Image, Paragraph, Table, to_html, to_markdown
 from vllm_stress.core.formats import FORMAT_VERSION
 from vllm_stress.core.grading import accuracy_by_level, agreement
 from vllm_stress.core.numbers import count, percent, ratio, seconds

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from vllm_stress.analysis import levels as level_defs
 from vllm_stress.analysis import stats
-from vllm_stress.analysis.render import Block, Bullets, Heading
+from vllm_stress.analysis.report.render import Block, Bullets, Heading
 from vllm_stress.analysis.summary import Summary
 from vllm_stress.core import bound, capacity
 from vllm_stress.core import steady as steady_rule

@@ -14,12 +14,12 @@ import numpy as np
 import pandas as pd
 
 from vllm_stress.analysis.measures import Level, counter_gains
-from vllm_stress.analysis.render import Block, Heading, Paragraph, Table
+from vllm_stress.analysis.report.render import Block, Heading, Paragraph, Table
 from vllm_stress.core.numbers import count, percent, seconds
 
 
 class Change(Protocol):
-    """One metric at one level of a comparison (``vllm_stress.analysis.compare.Difference``)."""
+    """One metric at one level of a comparison (``vllm_stress.analysis.compare.compare.Difference``)."""
 
     users: int
     metric: str

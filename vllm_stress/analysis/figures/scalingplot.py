@@ -1,4 +1,4 @@
-"""The plot of a fleet's replicas over time (vllm_stress.analysis.scaling): the replicas up as a step line, the
+"""The plot of a fleet's replicas over time (vllm_stress.analysis.features.replica_set): the replicas up as a step line, the
 fleet's waiting and running requests beneath, each scale-up's lag shaded from the queue's growth to the new replica
 serving."""
 
@@ -10,7 +10,7 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-from vllm_stress.analysis.plots import new_figure, run_title, save
+from vllm_stress.analysis.figures.plots import new_figure, run_title, save
 
 
 def scaling_figure(label: str, runs: list[dict[str, Any]]) -> Figure:

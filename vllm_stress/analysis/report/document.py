@@ -10,11 +10,11 @@ from typing import Any
 from vllm_stress.analysis import levels as level_defs
 from vllm_stress.analysis import stats
 from vllm_stress.analysis.features import features
-from vllm_stress.analysis.gpus import gpu_blocks
+from vllm_stress.analysis.figures.pareto import pareto_blocks
 from vllm_stress.analysis.measures import Level
-from vllm_stress.analysis.method import method_blocks
-from vllm_stress.analysis.pareto import pareto_blocks
-from vllm_stress.analysis.render import Block, Bullets, Heading, Image, Paragraph, Table
+from vllm_stress.analysis.report.gpus import gpu_blocks
+from vllm_stress.analysis.report.method import method_blocks
+from vllm_stress.analysis.report.render import Block, Bullets, Heading, Image, Paragraph, Table
 from vllm_stress.analysis.summary import ConfigSummary, Peak, Summary, Unaccounted
 from vllm_stress.analysis.traffic import traffic_blocks
 from vllm_stress.core import bound, capacity

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
 
-from vllm_stress.analysis.load import RunMeta
+from vllm_stress.analysis.io.load import RunMeta
 from vllm_stress.core import metrics
 from vllm_stress.core.schema import (
     ITL_COLUMNS,

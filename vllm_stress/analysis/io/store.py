@@ -16,8 +16,8 @@ from typing import cast
 import pandas as pd
 
 from vllm_stress.analysis import stats
-from vllm_stress.analysis.json_types import Json, to_json_types
-from vllm_stress.analysis.load import AnalysisError, Run, RunMeta
+from vllm_stress.analysis.io.json_types import Json, to_json_types
+from vllm_stress.analysis.io.load import AnalysisError, Run, RunMeta
 from vllm_stress.analysis.measures import HEADLINE, records
 from vllm_stress.analysis.summary import ConfigSummary, Summary
 from vllm_stress.core.formats import FORMAT_VERSION, FormatError, format_of
@@ -119,7 +119,7 @@ def insert_run(connection: sqlite3.Connection, label: str, run: Run, config: Con
         "saturation_users": config["saturation_users"],
         "knee_users": config["knee_users"],
         "recommendations": config["recommendations"],
-        "classes": config.get("classes"),  # the report per traffic class (analysis/classes.py), or None
+        "classes": config.get("classes"),  # the report per traffic class (analysis/features/class_levels.py), or None
     }
     cursor = connection.execute(
         "INSERT INTO runs (recorded, dir, label, target, model, scenario, complete, server_version, "

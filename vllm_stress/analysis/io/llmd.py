@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from vllm_stress.analysis.json_types import Json, to_json_types
+from vllm_stress.analysis.io.json_types import Json, to_json_types
+from vllm_stress.analysis.io.load import AnalysisError, Run
 from vllm_stress.analysis.levels import level_windows
-from vllm_stress.analysis.load import AnalysisError, Run
 from vllm_stress.analysis.measures import PERCENTILES, Level, classify, tokens_in_windows
 from vllm_stress.core.metrics import in_window
 from vllm_stress.core.schema import REQUESTS_FILE

@@ -14,7 +14,7 @@ from typing import TypedDict
 
 import numpy as np
 
-from vllm_stress.analysis.render import Block, Heading, Paragraph, Table
+from vllm_stress.analysis.report.render import Block, Heading, Paragraph, Table
 from vllm_stress.core.metrics import percentile
 from vllm_stress.core.numbers import percent
 from vllm_stress.core.schema import LEVELS_FILE, TASKS_FILE

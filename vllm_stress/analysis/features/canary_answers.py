@@ -11,7 +11,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import TypedDict
 
-from vllm_stress.analysis.render import Block, Heading, Paragraph, Table
+from vllm_stress.analysis.report.render import Block, Heading, Paragraph, Table
 from vllm_stress.core.grading import LETTERS, grade
 from vllm_stress.core.numbers import percent
 from vllm_stress.core.schema import ANSWERS_FILE

@@ -1,6 +1,6 @@
 """The report's section on a disaggregated prefill/decode fleet: per level the prefill and decode instances' load,
 the KV transfers, and the client's TTFT split into the prefill instance, the transfer and the first decode step
-(vllm_stress.analysis.disagg; nothing for a fleet without roles)."""
+(vllm_stress.analysis.features.disagg; nothing for a fleet without roles)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from vllm_stress.analysis.render import Block, Paragraph, Table
+from vllm_stress.analysis.report.render import Block, Paragraph, Table
 from vllm_stress.core.numbers import count, percent, seconds
 
 HEADERS = [

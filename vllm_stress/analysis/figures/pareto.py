@@ -11,9 +11,9 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from vllm_stress.analysis.figures.plots import label_points, level_frame, new_figure, save
 from vllm_stress.analysis.measures import records
-from vllm_stress.analysis.plots import label_points, level_frame, new_figure, save
-from vllm_stress.analysis.render import Block, Heading, Paragraph, Table
+from vllm_stress.analysis.report.render import Block, Heading, Paragraph, Table
 from vllm_stress.analysis.summary import ConfigSummary
 from vllm_stress.core.numbers import count
 

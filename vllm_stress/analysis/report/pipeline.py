@@ -10,18 +10,18 @@ from typing import TypeVar
 
 import pandas as pd
 
-from vllm_stress.analysis import llmd, store
-from vllm_stress.analysis.classes import only_class
-from vllm_stress.analysis.document import TITLE, build_report
 from vllm_stress.analysis.features import RunLevels, features
+from vllm_stress.analysis.features.class_levels import only_class
+from vllm_stress.analysis.figures.pareto import PARETO_PLOT, pareto_points, plot_pareto
+from vllm_stress.analysis.figures.plots import Timeline, write_plots
+from vllm_stress.analysis.io import llmd, store
+from vllm_stress.analysis.io.load import AnalysisError, Run, load_run
+from vllm_stress.analysis.io.store import StoredRun
 from vllm_stress.analysis.levels import error_counts, level_stats, level_windows, timeline
-from vllm_stress.analysis.load import AnalysisError, Run, load_run
 from vllm_stress.analysis.measures import LATENCY_METRICS, classify
-from vllm_stress.analysis.pareto import PARETO_PLOT, pareto_points, plot_pareto
-from vllm_stress.analysis.plots import Timeline, write_plots
-from vllm_stress.analysis.render import to_html, to_markdown
 from vllm_stress.analysis.replicas import replica_levels
-from vllm_stress.analysis.store import StoredRun
+from vllm_stress.analysis.report.document import TITLE, build_report
+from vllm_stress.analysis.report.render import to_html, to_markdown
 from vllm_stress.analysis.summary import ConfigSummary, RunInfo, Summary, Unaccounted, build_summary, summarise_config
 from vllm_stress.analysis.traffic import DEFAULT_WINDOW_S, traffic_tables
 from vllm_stress.core.formats import not_computed
@@ -50,7 +50,7 @@ def analyse(
     scenario) or by folder name. Dirs sharing a label are repeats of one config. ``gpus``: GPU count for every
     config, or {label: count} ("*" for the rest). ``slo``: limits in seconds for "ttft", "tpot", "e2e" (goodput).
     ``scaling``: the two levels of the scaling factor (default: smallest and largest). ``db``: a results store
-    (``vllm_stress.analysis.store``; default $VLLM_STRESS_DB) to append the runs to, their ids in the returned
+    (``vllm_stress.analysis.io.store``; default $VLLM_STRESS_DB) to append the runs to, their ids in the returned
     ``store_ids``. ``window_s``: the window of the per-window tables of open-loop runs and trace replays
     (``vllm_stress.analysis.traffic``). ``gpu_hour_price``: $ per GPU-hour for every config, or {label: price}
     ("*" for the rest), for the cost per million tokens (needs the config's GPUs). ``canaries``: False leaves the

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from vllm_stress.analysis.render import Block, Heading, Paragraph, Table
+from vllm_stress.analysis.report.render import Block, Heading, Paragraph, Table
 from vllm_stress.core.capacity import SECONDS_PER_HOUR
 from vllm_stress.core.metrics import percentile
 from vllm_stress.core.numbers import count, dollars, seconds

@@ -9,9 +9,9 @@ from typing import TypedDict
 import numpy as np
 import pandas as pd
 
-from vllm_stress.analysis.load import Run
+from vllm_stress.analysis.io.load import Run
 from vllm_stress.analysis.measures import classify, tokens_in_windows
-from vllm_stress.analysis.render import Block, Heading, Paragraph, Table
+from vllm_stress.analysis.report.render import Block, Heading, Paragraph, Table
 from vllm_stress.core.metrics import in_window, percentile
 
 ADAPTERS_NOTE = (

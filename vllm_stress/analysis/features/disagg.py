@@ -11,10 +11,9 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
+from vllm_stress.analysis.io.load import Run
 from vllm_stress.core.metrics import in_window
 from vllm_stress.core.pdbound import PD_FIELDS, pd_notes
-
-from .load import Run
 
 GB = 1e9
 

@@ -7,13 +7,13 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from vllm_stress.analysis.compare import SIDES, SINGLE_RUN_MIN_EFFECT, Comparison, Cost, Difference
-from vllm_stress.analysis.json_types import to_json_types
-from vllm_stress.analysis.load import AnalysisError
+from vllm_stress.analysis.compare.compare import SIDES, SINGLE_RUN_MIN_EFFECT, Comparison, Cost, Difference
+from vllm_stress.analysis.features.spec_counters import ACCEPTED_LENGTH, crossover_blocks
+from vllm_stress.analysis.figures.plots import plot_against_users
+from vllm_stress.analysis.io.json_types import to_json_types
+from vllm_stress.analysis.io.load import AnalysisError
 from vllm_stress.analysis.measures import records
-from vllm_stress.analysis.plots import plot_against_users
-from vllm_stress.analysis.render import Block, Bullets, Heading, Image, Paragraph, Table, to_html, to_markdown
-from vllm_stress.analysis.specdecode import ACCEPTED_LENGTH, crossover_blocks
+from vllm_stress.analysis.report.render import Block, Bullets, Heading, Image, Paragraph, Table, to_html, to_markdown
 from vllm_stress.core.numbers import count, dollars, milliseconds, percent
 
 COMPARE_MD, COMPARE_HTML, COMPARE_JSON = "compare.md", "compare.html", "compare.json"

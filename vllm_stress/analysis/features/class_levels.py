@@ -17,10 +17,10 @@ from typing import Any, TypedDict
 
 import pandas as pd
 
-from vllm_stress.analysis.json_types import to_json_types
-from vllm_stress.analysis.load import AnalysisError, Run
+from vllm_stress.analysis.io.json_types import to_json_types
+from vllm_stress.analysis.io.load import AnalysisError, Run
 from vllm_stress.analysis.measures import HEADLINE, LATENCY_METRICS, PERCENTILES
-from vllm_stress.analysis.render import Block, Bullets, Heading, Paragraph, Table
+from vllm_stress.analysis.report.render import Block, Bullets, Heading, Paragraph, Table
 from vllm_stress.core.classes import TrafficClass, from_json
 from vllm_stress.core.numbers import count, percent, seconds
 from vllm_stress.core.slo import Slo, level_slos, request_slos

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from vllm_stress.analysis.render import Block, Bullets, Heading, Paragraph, Table
+from vllm_stress.analysis.report.render import Block, Bullets, Heading, Paragraph, Table
 from vllm_stress.analysis.summary import ConfigSummary
 from vllm_stress.core.formats import added_in
 from vllm_stress.core.numbers import count

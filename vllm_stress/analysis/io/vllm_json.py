@@ -12,10 +12,10 @@ from typing import Any, cast
 
 import pandas as pd
 
-from vllm_stress.analysis.json_types import Json, to_json_types
-from vllm_stress.analysis.load import AnalysisError
+from vllm_stress.analysis.io.json_types import Json, to_json_types
+from vllm_stress.analysis.io.load import AnalysisError
 from vllm_stress.analysis.measures import PERCENTILES, Level, records
-from vllm_stress.analysis.report import run_levels
+from vllm_stress.analysis.report.pipeline import run_levels
 from vllm_stress.analysis.summary import Summary
 from vllm_stress.core.schema import REQUESTS_FILE
 

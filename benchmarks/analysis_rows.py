@@ -18,10 +18,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from vllm_stress.analysis.io.load import load_run
+from vllm_stress.analysis.io.synthetic import closed_loop_rows, step_levels, write_run
 from vllm_stress.analysis.levels import level_stats, level_windows
-from vllm_stress.analysis.load import load_run
-from vllm_stress.analysis.report import analyse
-from vllm_stress.analysis.synthetic import closed_loop_rows, step_levels, write_run
+from vllm_stress.analysis.report.pipeline import analyse
 
 USERS = [10, 50, 100, 200, 500, 750, 1000]
 HOLD_S = 600.0

@@ -30,7 +30,7 @@ import requests
 
 from benchmarks import crosscheck_vllm_bench as crosscheck
 from benchmarks.client_streams import pinned
-from vllm_stress.analysis.report import run_levels
+from vllm_stress.analysis.report.pipeline import run_levels
 from vllm_stress.scenarios import calibrate
 from vllm_stress.scenarios.runner import free_port
 

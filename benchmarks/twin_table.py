@@ -16,9 +16,9 @@ import statistics
 
 import numpy as np
 
+from vllm_stress.analysis.io.load import load_run
 from vllm_stress.analysis.levels import level_windows
-from vllm_stress.analysis.load import load_run
-from vllm_stress.analysis.report import run_levels
+from vllm_stress.analysis.report.pipeline import run_levels
 from vllm_stress.core.metrics import percentile
 
 WAVE_S = 0.005  # two requests started this close are in one wave

@@ -15,7 +15,7 @@ import pandas as pd
 
 from benchmarks.harness import read_rows, scrape
 from vllm_stress.analysis.cli import main as analysis_main
-from vllm_stress.analysis.synthetic import closed_loop_rows, step_levels, write_run
+from vllm_stress.analysis.io.synthetic import closed_loop_rows, step_levels, write_run
 from vllm_stress.client import options
 from vllm_stress.scenarios.runner import free_port
 

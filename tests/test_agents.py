@@ -8,7 +8,7 @@ import json
 import pandas as pd
 import pytest
 
-from vllm_stress.analysis.tasks import read_tasks, task_blocks, task_levels
+from vllm_stress.analysis.features.tasks import read_tasks, task_blocks, task_levels
 from vllm_stress.client.agenttask import Answer, TaskRecord, opening, parse_script, run_task
 from vllm_stress.client.toolcalls import ToolCallReader
 from vllm_stress.core import schema

@@ -1,7 +1,7 @@
 """The MI325X tuning guide's tables turned into run data: the report must find the peaks, saturation points and the
 cross-model figures the guide publishes.
 
-Each level is a closed loop (``vllm_stress.analysis.synthetic.closed_loop_rows``): ``loops`` users, each repeating a cycle of 20
+Each level is a closed loop (``vllm_stress.analysis.io.synthetic.closed_loop_rows``): ``loops`` users, each repeating a cycle of 20
 requests of 2,048 prompt + 512 output tokens back to back — one taking the table's p99 latency, 19 taking the rest
 of the cycle (about 60 % of p99) — with the cycle length set so that the loops produce the table's tok/s (the guide's
 numbers read as total tok/s, see docs/concepts/vllm-scheduler.md §8). The hold is a whole number of cycles (about
@@ -15,8 +15,8 @@ import json
 import pandas as pd
 import pytest
 
-from vllm_stress.analysis.report import analyse
-from vllm_stress.analysis.synthetic import closed_loop_rows, write_run
+from vllm_stress.analysis.io.synthetic import closed_loop_rows, write_run
+from vllm_stress.analysis.report.pipeline import analyse
 
 USERS = [10, 50, 100, 200, 500, 750, 1000]
 TOKENS = 2048 + 512  # per request

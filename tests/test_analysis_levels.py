@@ -6,18 +6,18 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from vllm_stress.analysis.io.load import load_run
+from vllm_stress.analysis.io.synthetic import closed_loop_rows, request_rows, write_run
 from vllm_stress.analysis.levels import (
     goodput,
     latency_percentiles,
     level_stats,
     level_windows,
     timeline,
-    tokens_in_windows,
 )
-from vllm_stress.analysis.load import load_run
+from vllm_stress.analysis.measures import tokens_in_windows
 from vllm_stress.analysis.replicas import replica_levels
-from vllm_stress.analysis.report import windows_and_stats
-from vllm_stress.analysis.synthetic import closed_loop_rows, request_rows, write_run
+from vllm_stress.analysis.report.pipeline import windows_and_stats
 from vllm_stress.core.schema import (
     CLIENT_HEALTH_COLUMNS,
     CLIENT_HEALTH_FILE,

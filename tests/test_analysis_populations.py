@@ -8,9 +8,9 @@ import pandas as pd
 import pytest
 
 from vllm_stress.analysis.cli import main, parse_slo
+from vllm_stress.analysis.io.load import load_run
+from vllm_stress.analysis.io.synthetic import closed_loop_rows, request_rows, step_levels, write_run
 from vllm_stress.analysis.levels import level_stats, level_windows
-from vllm_stress.analysis.load import load_run
-from vllm_stress.analysis.synthetic import closed_loop_rows, request_rows, step_levels, write_run
 from vllm_stress.core.schema import ABORTED, SERVER_METRICS_COLUMNS, SERVER_METRICS_FILE
 
 T0 = 1.7e9

@@ -6,8 +6,8 @@ import pandas as pd
 import pytest
 
 from vllm_stress.analysis import stats
-from vllm_stress.analysis.report import analyse
-from vllm_stress.analysis.synthetic import closed_loop_rows, step_levels, write_run
+from vllm_stress.analysis.io.synthetic import closed_loop_rows, step_levels, write_run
+from vllm_stress.analysis.report.pipeline import analyse
 
 
 def curve(throughput: list[float], p99: list[float] | None = None) -> pd.DataFrame:

@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 
 from tests.helpers import run_json, small_run
-from vllm_stress.analysis.compare import TWIN_PREFIX, Comparison, Side
-from vllm_stress.analysis.document import twin_blocks
+from vllm_stress.analysis.compare.compare import TWIN_PREFIX, Comparison, Side
+from vllm_stress.analysis.report.document import twin_blocks
 from vllm_stress.client.serverinfo import server_version
 from vllm_stress.core.schema import REQUESTS_FILE
 from vllm_stress.scenarios import calibrate

@@ -10,8 +10,8 @@ import pytest
 
 from benchmarks.harness import read_rows
 from tests.helpers import run_cli, small_run
-from vllm_stress.analysis.canaries import canary_levels, changed_line, first_diverging_word
 from vllm_stress.analysis.cli import main as analysis_main
+from vllm_stress.analysis.features.canary_answers import canary_levels, changed_line, first_diverging_word
 from vllm_stress.client.canary import DEFAULT_CANARY_MIN, Canaries
 from vllm_stress.core import schema
 from vllm_stress.core.questions import Question

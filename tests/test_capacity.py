@@ -10,8 +10,8 @@ import pytest
 
 from tests.helpers import LEVELS, run_cli, small_run
 from vllm_stress.analysis.capacity import kv_ceiling
-from vllm_stress.analysis.pareto import on_front, pareto_points, throughput_axis
-from vllm_stress.analysis.synthetic import closed_loop_rows, write_run
+from vllm_stress.analysis.figures.pareto import on_front, pareto_points, throughput_axis
+from vllm_stress.analysis.io.synthetic import closed_loop_rows, write_run
 from vllm_stress.core.numbers import dollars
 from vllm_stress.master.serverscraper import cache_config
 

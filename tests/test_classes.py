@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 
 from benchmarks.harness import read_rows
-from vllm_stress.analysis.classes import jain, starvation
-from vllm_stress.analysis.load import AnalysisError
-from vllm_stress.analysis.report import run_levels
+from vllm_stress.analysis.features.class_levels import jain, starvation
+from vllm_stress.analysis.io.load import AnalysisError
+from vllm_stress.analysis.report.pipeline import run_levels
 from vllm_stress.client.classes import ClassSet, class_workload, request_fields, stats_name
 from vllm_stress.client.prompts import Workload
 from vllm_stress.core import schema

@@ -1,5 +1,5 @@
 """python -m analysis compare / history / --export-vllm: differences, the regression gate, vLLM's result JSON and the
-results store. The synthetic runs have exact answers (vllm_stress.analysis.synthetic); the last test runs the simulator."""
+results store. The synthetic runs have exact answers (vllm_stress.analysis.io.synthetic); the last test runs the simulator."""
 
 import json
 import math
@@ -9,8 +9,9 @@ import pandas as pd
 import pytest
 
 from tests.helpers import run_cli, small_run
-from vllm_stress.analysis import compare, store, vllm_json
-from vllm_stress.analysis.synthetic import closed_loop_rows, step_levels, write_run
+from vllm_stress.analysis.compare import compare
+from vllm_stress.analysis.io import store, vllm_json
+from vllm_stress.analysis.io.synthetic import closed_loop_rows, step_levels, write_run
 from vllm_stress.core.capacity import usd_per_million_tokens
 
 GATE = "output_tok_s<-5%,e2e_p50>+10%"

@@ -1,4 +1,4 @@
-"""vllm_stress.analysis.compare_report: the comparison's figures, verdict lines, report blocks and compare.json, on
+"""vllm_stress.analysis.compare.compare_report: the comparison's figures, verdict lines, report blocks and compare.json, on
 comparisons built by hand."""
 
 import json
@@ -7,8 +7,8 @@ import math
 import pandas as pd
 import pytest
 
-from vllm_stress.analysis.compare import Comparison, Difference, Side
-from vllm_stress.analysis.compare_report import (
+from vllm_stress.analysis.compare.compare import Comparison, Difference, Side
+from vllm_stress.analysis.compare.compare_report import (
     COMPARE_HTML,
     COMPARE_JSON,
     COMPARE_MD,
@@ -17,8 +17,8 @@ from vllm_stress.analysis.compare_report import (
     verdict_line,
     write_report,
 )
-from vllm_stress.analysis.load import AnalysisError
-from vllm_stress.analysis.render import Heading, Paragraph, Table, to_markdown
+from vllm_stress.analysis.io.load import AnalysisError
+from vllm_stress.analysis.report.render import Heading, Paragraph, Table, to_markdown
 
 
 def difference(users: int, metric: str, baseline: float, candidate: float, **changes) -> Difference:

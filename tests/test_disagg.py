@@ -14,8 +14,8 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from tests.helpers import analyse
-from vllm_stress.analysis.disagg import pd_levels
-from vllm_stress.analysis.load import Run
+from vllm_stress.analysis.features.disagg import pd_levels
+from vllm_stress.analysis.io.load import Run
 from vllm_stress.core import schema
 from vllm_stress.core.pdbound import pd_note, pd_notes
 from vllm_stress.core.roles import split_role

@@ -1,9 +1,9 @@
-"""vllm_stress.analysis.document: what the report says of a level and of a saturation point, from the summary's
+"""vllm_stress.analysis.report.document: what the report says of a level and of a saturation point, from the summary's
 own fields (the whole report from synthetic runs: test_analysis_cli.py)."""
 
 from typing import Any, cast
 
-from vllm_stress.analysis.document import level_flags, overview, saturation_reason
+from vllm_stress.analysis.report.document import level_flags, overview, saturation_reason
 from vllm_stress.analysis.summary import ConfigSummary, Summary, simulated
 
 

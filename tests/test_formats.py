@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import analyse, run_cli
-from vllm_stress.analysis import store
-from vllm_stress.analysis.load import load_run
+from vllm_stress.analysis.io import store
+from vllm_stress.analysis.io.load import load_run
 from vllm_stress.core import schema
 from vllm_stress.core.formats import FORMAT_VERSION, FORMATS
 

@@ -1,4 +1,4 @@
-"""vllm_stress.analysis.json_types: analysis results as plain JSON values."""
+"""vllm_stress.analysis.io.json_types: analysis results as plain JSON values."""
 
 import json
 import math
@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from vllm_stress.analysis.json_types import to_json_types
+from vllm_stress.analysis.io.json_types import to_json_types
 
 
 def test_numpy_scalars_become_python_ones():

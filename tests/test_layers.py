@@ -1,6 +1,6 @@
 """The layer gate: the imports of every module under ``vllm_stress/`` (module-level and inside functions alike, read
 with ``ast``) point down the order below, and no two subpackages import each other, directly or round a cycle; nor
-do the modules of the analysis, a pipeline (load -> levels -> stats -> summary -> document).
+do the modules of the analysis, a pipeline (io.load -> levels -> stats -> summary -> report.document).
 
 Lowest first: ``core`` (nothing of vllm_stress, and none of the libraries of the layers above it); ``client``;
 ``master``; ``webui``; ``users`` (the Locust side, each on those before it); ``simulator`` and ``analysis`` (on the
@@ -157,7 +157,7 @@ def test_no_cycle_between_subpackages():
     assert not problems, "\n".join(problems)
 
 
-PIPELINES = ("analysis",)  # subpackages whose modules import one way: load -> levels -> stats -> summary -> document
+PIPELINES = ("analysis",)  # modules that import one way: io.load -> levels -> stats -> summary -> report.document
 
 
 def module_imports(subpackage: str) -> dict[str, set[str]]:
@@ -180,9 +180,20 @@ def test_no_import_cycle_inside_a_pipeline(subpackage):
 
 def test_the_analysis_reads_as_a_pipeline():
     edges = module_imports("analysis")
-    chain = [f"{PACKAGE}.analysis.{name}" for name in ("load", "levels", "stats", "summary", "document")]
+    chain = [f"{PACKAGE}.analysis.{name}" for name in ("io.load", "levels", "stats", "summary", "report.document")]
     for lower, upper in zip(chain, chain[1:], strict=False):
         assert lower in reachable(edges, upper) and upper not in reachable(edges, lower), (lower, upper)
+
+
+def test_the_pipeline_reaches_capabilities_only_through_their_registry():
+    """levels, summary and the report's document loop over vllm_stress.analysis.features.features() and import no
+    capability's module, so adding a capability edits none of them."""
+    edges = module_imports("analysis")
+    registry = f"{PACKAGE}.analysis.features"
+    for name in ("levels", "summary", "report.document"):
+        module = f"{PACKAGE}.analysis.{name}"
+        named = sorted(other for other in edges[module] if other.startswith(f"{registry}."))
+        assert registry in edges[module] and not named, f"{module} names capabilities: {named}"
 
 
 def reachable(edges: dict[str, set[str]], start: str) -> set[str]:

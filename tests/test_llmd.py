@@ -15,10 +15,10 @@ import pytest
 
 from tests.helpers import run_cli
 from tests.vendor.llmd.benchmark_report import import_benchmark_report, load_benchmark_report
-from vllm_stress.analysis import llmd
-from vllm_stress.analysis.load import load_run
-from vllm_stress.analysis.report import run_levels
-from vllm_stress.analysis.synthetic import request_rows, write_run
+from vllm_stress.analysis.io import llmd
+from vllm_stress.analysis.io.load import load_run
+from vllm_stress.analysis.io.synthetic import request_rows, write_run
+from vllm_stress.analysis.report.pipeline import run_levels
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SCHEMA = json.loads((FIXTURES / "llmd" / "br_v0_2_1_json_schema.json").read_text())

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from tests.helpers import analyse
-from vllm_stress.analysis.synthetic import closed_loop_rows, step_levels, write_run
+from vllm_stress.analysis.io.synthetic import closed_loop_rows, step_levels, write_run
 from vllm_stress.core import schema
 from vllm_stress.core.sizing import CLIENT_CPU_US_PER_TOKEN, machine_processes, worker_processes
 from vllm_stress.scenarios.cli import main

@@ -6,11 +6,11 @@ import pytest
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from vllm_stress.analysis import plots
-from vllm_stress.analysis.load import load_run
-from vllm_stress.analysis.pareto import pareto_figure
-from vllm_stress.analysis.report import summarise_runs
-from vllm_stress.analysis.synthetic import closed_loop_rows, write_run
+from vllm_stress.analysis.figures import plots
+from vllm_stress.analysis.figures.pareto import pareto_figure
+from vllm_stress.analysis.io.load import load_run
+from vllm_stress.analysis.io.synthetic import closed_loop_rows, write_run
+from vllm_stress.analysis.report.pipeline import summarise_runs
 
 # Closed loops of 512-token answers: 10 s requests up to 20 users (512, 1,024 tok/s), then e2e grows with the users
 # (the server is full: 1,024 tok/s). The 80-user hold is one request lifetime long: not steady.

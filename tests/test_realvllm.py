@@ -17,7 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from benchmarks.harness import read_rows, scrape
 from tests.helpers import NO_CANARIES, REPO, Server, locust_stats, server_completed
 from tests.shapes import FIXTURE, capture_shapes, differences, dump_shapes, simulator_differences
-from vllm_stress.analysis.load import load_run
+from vllm_stress.analysis.io.load import load_run
 from vllm_stress.client.prompts import WORDS
 from vllm_stress.core.schema import CLIENT_LOOP_LAG_LIMIT_MS
 

@@ -1,8 +1,17 @@
-"""vllm_stress.analysis.render: a report's blocks as Markdown and as one self-contained HTML page."""
+"""vllm_stress.analysis.report.render: a report's blocks as Markdown and as one self-contained HTML page."""
 
 import base64
 
-from vllm_stress.analysis.render import Bullets, Heading, Image, Paragraph, Table, markdown_cell, to_html, to_markdown
+from vllm_stress.analysis.report.render import (
+    Bullets,
+    Heading,
+    Image,
+    Paragraph,
+    Table,
+    markdown_cell,
+    to_html,
+    to_markdown,
+)
 
 
 def blocks(tmp_path):

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from tests.helpers import LEVELS, run_cli, small_run
-from vllm_stress.analysis.synthetic import closed_loop_rows, write_run
+from vllm_stress.analysis.io.synthetic import closed_loop_rows, write_run
 from vllm_stress.core.formats import FORMAT_VERSION
 from vllm_stress.core.schema import FORMAT_KEY, SUMMARY_JSON
 from vllm_stress.scenarios.cli import main

@@ -1,4 +1,4 @@
-"""The scaling table (vllm_stress.analysis.scaling) on a replica set made by hand: one replica, a queue growing at
+"""The scaling table (vllm_stress.analysis.features.replica_set) on a replica set made by hand: one replica, a queue growing at
 10 s, a second replica up at 14 s and serving from 15 s, then leaving at 30 s; and its plot."""
 
 from __future__ import annotations
@@ -8,9 +8,10 @@ import math
 import pandas as pd
 import pytest
 
-from vllm_stress.analysis.render import Table
-from vllm_stress.analysis.scaling import scaling, scaling_blocks
-from vllm_stress.analysis.scalingplot import scaling_figure
+from vllm_stress.analysis.features import features
+from vllm_stress.analysis.features.replica_set import scaling, scaling_blocks
+from vllm_stress.analysis.figures.scalingplot import scaling_figure
+from vllm_stress.analysis.report.render import Heading, Table
 
 T0 = 1_800_000_000.0
 
@@ -81,3 +82,15 @@ def test_a_replica_up_before_any_look_saw_a_queue_has_no_lag():
     [up] = scaling("run", table, requests(), gpus=None, gpu_hour_price=None)["scale_ups"]
     assert math.isnan(up["queue_grew_s"]) and math.isnan(up["lag_s"]) and up["requests"] == 0
     assert up["up_s"] == 14
+
+
+def test_a_fleet_that_never_scaled_shows_no_scaling_section_nor_plot(tmp_path):
+    steady = replica_set()
+    steady = steady[steady["replica"] == "a:8000"]  # one replica, up throughout: a P/D or fixed fleet's replicas.csv
+    scaled = {"replica_set": [scaling("run", replica_set(), requests(), gpus=1, gpu_hour_price=None)]}
+    fixed = {"replica_set": [scaling("run", steady, requests(), gpus=1, gpu_hour_price=None)]}
+    [feature] = [feature for feature in features() if feature.capability.name == "scaling"]
+    assert fixed["replica_set"][0]["scale_ups"] == [] and not feature.used(fixed)
+    assert feature.blocks("cfg", fixed, {"cfg": fixed}) == [] and feature.figures({"cfg": fixed}, tmp_path) == {}
+    assert feature.used(scaled) and feature.blocks("cfg", scaled, {"cfg": scaled})[0] == Heading("Scaling: cfg")
+    assert list(feature.figures({"cfg": scaled}, tmp_path)) == ["Replicas over time: cfg"]

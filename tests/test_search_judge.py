@@ -1,5 +1,5 @@
 """Judging an SLO search's probe (vllm_stress/scenarios/search/judge.py) on synthetic runs with exact answers
-(vllm_stress.analysis.synthetic)."""
+(vllm_stress.analysis.io.synthetic)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from vllm_stress.analysis.synthetic import closed_loop_rows, step_levels, write_run
+from vllm_stress.analysis.io.synthetic import closed_loop_rows, step_levels, write_run
 from vllm_stress.scenarios.errors import ScenarioError
 from vllm_stress.scenarios.search.judge import judge, parse_slos
 from vllm_stress.scenarios.search.space import Space

@@ -14,7 +14,7 @@ import pytest
 from benchmarks.harness import read_rows, scrape, two_workers
 from tests.helpers import NO_CANARIES, REPO
 from vllm_stress.analysis.cli import main as analyse
-from vllm_stress.analysis.levels import classify
+from vllm_stress.analysis.measures import classify
 from vllm_stress.analysis.traffic import session_summary, turn_table, window_table
 from vllm_stress.client.conversation import think_time
 from vllm_stress.client.prompts import load_dataset

@@ -14,8 +14,8 @@ from locust.event import Events
 
 from benchmarks.harness import read_rows
 from tests.helpers import SHORT
+from vllm_stress.analysis.io.load import load_run
 from vllm_stress.analysis.levels import level_stats, level_windows
-from vllm_stress.analysis.load import load_run
 from vllm_stress.client.exchange import new_request_id
 from vllm_stress.core import schema
 from vllm_stress.core.bound import level_bound

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from prometheus_client import generate_latest
 
-from vllm_stress.analysis.specdecode import crossover, spec_decode_stats
+from vllm_stress.analysis.features.spec_counters import crossover, spec_decode_stats
 from vllm_stress.core.metrics import tokens_per_chunk
 from vllm_stress.master.serverscraper import parse_metrics
 from vllm_stress.simulator.engine import Engine, Sequence

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from benchmarks.harness import read_rows
-from vllm_stress.analysis.synthetic import closed_loop_rows
+from vllm_stress.analysis.io.synthetic import closed_loop_rows
 from vllm_stress.core import steady
 from vllm_stress.core.metrics import mean_in_flight, percentile, streamed_tokens
 from vllm_stress.master.runrecorder import REPORT_LAG_S

@@ -12,8 +12,8 @@ from jsonschema import Draft202012Validator
 
 from benchmarks.harness import read_rows
 from tests.helpers import REPO
-from vllm_stress.analysis.render import Table
-from vllm_stress.analysis.structured import structured_blocks, structured_stats
+from vllm_stress.analysis.features.structured_levels import structured_blocks, structured_stats
+from vllm_stress.analysis.report.render import Table
 from vllm_stress.client.structured import (
     CUT,
     INVALID,

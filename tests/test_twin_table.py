@@ -1,7 +1,7 @@
 """benchmarks/twin_table.py --waves: how a closed loop's requests bunch, on synthetic runs with known starts."""
 
 from benchmarks.twin_table import waves
-from vllm_stress.analysis.synthetic import closed_loop_rows, step_levels, write_run
+from vllm_stress.analysis.io.synthetic import closed_loop_rows, step_levels, write_run
 
 
 def wave_run(tmp_path, spread: float):

@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import run_cli
-from vllm_stress.analysis import vllm_json
-from vllm_stress.analysis.load import AnalysisError
+from vllm_stress.analysis.io import vllm_json
+from vllm_stress.analysis.io.load import AnalysisError
 
 FIXTURES = Path(__file__).parent / "fixtures"
 OLD = FIXTURES / "vllm-bench-serve-0.6.4-c8.json"

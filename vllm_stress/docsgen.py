@@ -220,7 +220,8 @@ def locust_options_page() -> str:
 
 
 def report_fields_page() -> str:
-    from vllm_stress.analysis.levels import LEVEL_FIELDS, PERCENTILES
+    from vllm_stress.analysis.levels import LEVEL_FIELDS
+    from vllm_stress.analysis.measures import PERCENTILES
 
     others = "/".join(f"p{p}" for p in PERCENTILES)
     rows = [(f"`{name}`", markdown_cell(text)) for name, text in LEVEL_FIELDS.items()]

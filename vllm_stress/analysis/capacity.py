@@ -8,7 +8,7 @@ from typing import Any, TypedDict, cast
 
 import pandas as pd
 
-from vllm_stress.analysis.load import RunMeta
+from vllm_stress.analysis.io.load import RunMeta
 from vllm_stress.core import bound
 from vllm_stress.core.capacity import kv_sequences
 from vllm_stress.core.numbers import percent

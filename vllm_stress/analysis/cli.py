@@ -11,9 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from vllm_stress.analysis import store, vllm_json
-from vllm_stress.analysis.compare import METRICS, SIDES, Comparison, Pricing, compare, parse_fail_on
-from vllm_stress.analysis.compare_report import (
+from vllm_stress.analysis.compare.compare import METRICS, SIDES, Comparison, Pricing, compare, parse_fail_on
+from vllm_stress.analysis.compare.compare_report import (
     COMPARE_HTML,
     COMPARE_JSON,
     COMPARE_MD,
@@ -21,10 +20,11 @@ from vllm_stress.analysis.compare_report import (
     verdict_line,
     write_report,
 )
-from vllm_stress.analysis.levels import LATENCY_METRICS
-from vllm_stress.analysis.load import AnalysisError
-from vllm_stress.analysis.report import ANY_LABEL, analyse, for_label
-from vllm_stress.analysis.specdecode import ACCEPTED_LENGTH, crossover_text
+from vllm_stress.analysis.features.spec_counters import ACCEPTED_LENGTH, crossover_text
+from vllm_stress.analysis.io import store, vllm_json
+from vllm_stress.analysis.io.load import AnalysisError
+from vllm_stress.analysis.measures import LATENCY_METRICS
+from vllm_stress.analysis.report.pipeline import ANY_LABEL, analyse, for_label
 from vllm_stress.analysis.traffic import DEFAULT_WINDOW_S
 from vllm_stress.core.slo import HELP as SLO_HELP
 from vllm_stress.core.slo import request_slos

@@ -1,47 +1,38 @@
-"""Per-level windows and the statistics of one run in each: every level field (``LEVEL_FIELDS``), the populations
-of requests, latency percentiles and the per-second timeline (docs/concepts/analysis.md)."""
+"""Per-level windows and the statistics of one run in each: every level field (``LEVEL_FIELDS``: the base profile's
+here, each capability's from its module in vllm_stress.analysis.features), latency percentiles and the per-second
+timeline, from the measures of vllm_stress.analysis.measures (docs/concepts/analysis.md)."""
 
 from __future__ import annotations
-
-from collections.abc import Callable
-from typing import Any, cast
 
 import numpy as np
 import pandas as pd
 
-from vllm_stress.analysis.disagg import pd_levels
-from vllm_stress.analysis.load import AnalysisError, Run
-from vllm_stress.analysis.serverview import SPLIT_PERCENTS, TTFT_PARTS
-from vllm_stress.analysis.structured import STRUCTURED_FIELDS, structured_stats
-from vllm_stress.core import bound, fleet, steady
-from vllm_stress.core.metrics import bucket_percentile, in_window, percentile, streamed_tokens, tokens_per_chunk
+from vllm_stress.analysis.features import LevelInput, features, level_fields
+from vllm_stress.analysis.io.load import AnalysisError, Run
+from vllm_stress.analysis.measures import (
+    LATENCY_METRICS,
+    PERCENTILES,
+    classify,
+    counter_gains,
+    ended_in_windows,
+    gauge_means,
+    per_window,
+    percentiles_by_level,
+    records,
+    token_times,
+    tokens_in_windows,
+)
+from vllm_stress.core import bound, steady
+from vllm_stress.core.metrics import bucket_percentile, in_window
 from vllm_stress.core.metrics import mean_in_flight as in_flight_mean
-from vllm_stress.core.pdbound import PD_FIELDS
-from vllm_stress.core.schema import ABORTED, LEVELS_FILE, REQUESTS_FILE
+from vllm_stress.core.schema import LEVELS_FILE, REQUESTS_FILE
 
-PERCENTILES = (50, 90, 99)
-# One level's fields by name (LEVEL_FIELDS; in a config's summary also runs, underloaded, bound, and with repeats
-# <field>_std, <field>_ci95 and unstable): numbers, text, flags or None.
-Level = dict[str, Any]
 LEVEL_CLOCK_SLACK_S = 1.0  # worker rows of a new level may start slightly before the master wrote the last hold_end
-LATENCY_METRICS = {"ttft": "ttft_s", "tpot": "tpot_s", "e2e": "e2e_s"}  # SLO / percentile name -> request column
 GPU_LOAD_FIELDS = ("gpu_power_w", "gpu_utilization_percent")  # per run, from gpu_metrics.csv
 # --gpu-hour-price: throughput field -> the level field of what a million of its tokens cost
 COST_FIELDS = {"output_tokens_per_s": "usd_per_m_output_tokens", "total_tokens_per_s": "usd_per_m_total_tokens"}
-HEADLINE = (  # the level fields a run is kept and compared by: throughput and latency percentiles
-    "output_tokens_per_s",
-    "total_tokens_per_s",
-    "requests_per_s",
-    "ttft_p50_s",
-    "ttft_p99_s",
-    "tpot_p50_s",
-    "tpot_p99_s",
-    "e2e_p50_s",
-    "e2e_p99_s",
-)
 
-# Every per-level field, defined once; the report's glossary prints this.
-LEVEL_FIELDS = {
+BASE_FIELDS = {  # the plain profile's fields; each capability's come from its analysis module
     "users": "target concurrency (Locust users) of the level",
     "window_s": "length of the steady-state window, seconds",
     "steady": "the window is a steady state (vllm_stress.core.steady: enough request lifetimes, halves that agree); only "
@@ -90,43 +81,15 @@ LEVEL_FIELDS = {
     "users sent their next requests late enough to lower the load",
     "ttft_p50_s": "time to first token percentiles (p50/p90/p99) of the measured requests ended in the window",
     "tpot_p50_s": "time per output token after the first, same requests",
-    "ttfa_p50_s": "time to first answer token (p50/p99), same requests that answered: after a reasoning model's "
-    "thinking; equals TTFT without reasoning",
-    "reasoning_share": "reasoning tokens / output tokens of the measured requests; empty when none of the level's "
-    "rows says it reasoned",
-    "answer_tokens_per_s": "the answer's share of output_tokens_per_s: output_tokens_per_s x (1 - reasoning_share) "
-    "(the share of the measured requests applied to every token streamed in the window); empty without reasoning",
-    "cut_before_answer": "successful requests ended in the window that reasoned and never answered (no ttfa_s): "
-    "their max_tokens ran out while thinking",
-    "image_tokens_mean": "with --images: the prompt tokens a measured request's images added (image_tokens, measured "
-    "on the server at test start), averaged over the level's measured requests that sent images",
-    "image_bytes_mean": "with --images: the bytes of a measured request's image data URLs, the same average",
-    "server_view_requests": "measured requests joined to the server's own span of them (server_spans.csv, "
-    "--otlp-port): the rows the TTFT split below is over; 0 when no span came",
-    "ttft_before_server_p50_s": "the client TTFT before vLLM's engine saw the request (p50/p99 of client TTFT − the "
-    "span's time to first token): network, gateway, vLLM's HTTP layer and frontend",
-    "ttft_queue_p50_s": "time in vLLM's scheduler queue (p50/p99 of the span's time in queue), same requests",
-    "ttft_prefill_p50_s": "time in the prefill, first scheduled to first token (p50/p99 of the span's), same requests",
     "itl_p50_s": "inter-chunk latency of the level's successful streams that ended during its hold "
     "(itl_histogram.csv buckets): per chunk, as vllm bench serve's; TPOT is per token",
-    "tokens_per_chunk": "output tokens per output chunk of the measured streams (above 1 with speculative decoding)",
-    "server_spec_acceptance_rate": "speculative decoding: the server's accepted / draft tokens in the window",
-    "server_spec_accepted_length": "speculative decoding: 1 + the server's accepted tokens / drafts in the window",
     "e2e_p50_s": "end-to-end latency, same requests",
     "schedule_lag_p50_s": "open loop: how late the level's requests were sent after their scheduled arrival, "
     "waiting for a free user or in a process that woke late (p50/p99; TTFT and e2e start at the send, as in vllm bench serve, so this wait is not in them)",
-    "prefix_hit_rate": "prompt tokens the server found in its prefix cache / prompt tokens, over the measured "
-    "requests whose usage said (cached_tokens; vLLM with --enable-prompt-tokens-details)",
-    "server_prefix_hit_rate": "the same from the server's counters: vllm:prefix_cache_hits / queries during the window",
     "server_preemptions": "sequences the server preempted during the window (vllm:num_preemptions_total gained): "
     "its KV cache could not hold every running sequence, so some were evicted to be recomputed",
     "server_kv_cache_usage_mean": "the share of the server's KV-cache blocks in use (vllm:kv_cache_usage_perc, 0 to 1), "
     "averaged over the scrapes in the window",
-    "server_lora_adapters_mean": "the mean of lora_running (server_metrics.csv) over the window",
-    "server_max_lora": "the mean of max_lora (server_metrics.csv) over the window",
-    "server_deferred_mean": "the mean of waiting_deferred (server_metrics.csv) over the window",
-    "replica_imbalance": "with --server-metrics-url (replicas behind a router): the busiest replica's mean running "
-    "requests over the window / the replicas' mean (1: even load)",
     "gpu_power_w": "the GPUs' power (gpu_metrics.csv, with --gpu-metrics-url): each GPU's mean watts over its scrapes "
     "in the window, summed over every GPU of every exporter",
     "gpu_utilization_percent": "the GPUs' mean utilisation over the window, 0 to 100 (DCGM_FI_DEV_GPU_UTIL, AMD's "
@@ -142,14 +105,8 @@ LEVEL_FIELDS = {
     "price per GPU-hour × GPUs / (output_tokens_per_s × 3600) × 1e6 (from the mean throughput over repeats)",
     "usd_per_m_total_tokens": "the same per million total (prompt + output) tokens, from total_tokens_per_s",
     "partial": "the window was cut short because the run stopped early",
-    **PD_FIELDS,
-    **STRUCTURED_FIELDS,
 }
-
-
-def records(table: pd.DataFrame) -> list[dict[str, Any]]:
-    """A table's rows as {column name: value}."""
-    return cast(list[dict[str, Any]], table.to_dict("records"))  # the stubs' keys are Hashable; ours are names
+LEVEL_FIELDS = BASE_FIELDS | level_fields()  # every per-level field, defined once; the report's glossary prints this
 
 
 def level_windows(run: Run) -> tuple[pd.DataFrame, bool]:
@@ -213,30 +170,12 @@ def stopped_early(rows: pd.DataFrame, windows: pd.DataFrame) -> bool:
     return bool(rows["end_time"].max() < last["end"] - slack)
 
 
-def classify(rows: pd.DataFrame) -> pd.DataFrame:
-    """The rows with a boolean column per population of requests: aborted, failed, off_target, measured."""
-    aborted = ~rows["ok"] & (rows["error"] == ABORTED).fillna(False)
-    off_target = rows["ok"] & (rows["count_mismatch"] | (rows["finish_reason"] == "abort").fillna(False))
-    return rows.assign(
-        aborted=aborted, failed=~rows["ok"] & ~aborted, off_target=off_target, measured=rows["ok"] & ~off_target
-    )
-
-
-def ended_in_windows(rows: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
-    """The rows (requests or agent tasks: ``users``, ``end_time``) that ended in their own level's window
-    (vllm_stress.core.metrics.in_window): the rows every per-level figure is over."""
-    by_users = windows.set_index("users")
-    ended: pd.DataFrame = rows[
-        in_window(rows["end_time"], rows["users"].map(by_users["start"]), rows["users"].map(by_users["end"]))
-    ]
-    return ended
-
-
 def level_stats(
     run: Run, windows: pd.DataFrame, slo: dict[str, float] | None = None, replicas: pd.DataFrame | None = None
 ) -> pd.DataFrame:
-    """One row per level with every field of LEVEL_FIELDS (percentiles p50/p90/p99); ``replicas``: the run's replicas'
-    level rows (vllm_stress.analysis.replicas), when it had several."""
+    """One row per level with every field of LEVEL_FIELDS (percentiles p50/p90/p99): the base profile's, then each
+    capability's (vllm_stress.analysis.features); ``replicas``: the run's replicas' level rows
+    (vllm_stress.analysis.replicas), when it had several."""
     rows = classify(run.requests)
     by_users = windows.set_index("users")
     window_s = by_users["end"] - by_users["start"]
@@ -269,37 +208,16 @@ def level_stats(
     stats["client_loop_lag_max_ms"] = client_health_max(health, windows, "loop_lag_ms")
     stats["client_read_behind_p99_ms"] = client_health_max(health, windows, "read_behind_p99_ms")
     stats = stats.join(latency_percentiles(measured)).join(itl_percentiles(run.tables.get("itl")))
-    stats = stats.join(reasoning(measured)).join(ttft_split(measured)).join(pd_levels(run, windows, measured))
-    stats = stats.join(structured_stats(ended, stats.index))
-    streamed = measured[(measured["chunks"] > 0) & measured["completion_tokens"].notna()].groupby("users")
-    stats["tokens_per_chunk"] = [
-        tokens_per_chunk(streamed["completion_tokens"].sum().get(users, 0), streamed["chunks"].sum().get(users, 0))
-        for users in stats.index
-    ]
-    stats["answer_tokens_per_s"] = stats["output_tokens_per_s"] * (1 - stats["reasoning_share"])
-    stats["cut_before_answer"] = per_level(ended["ok"] & (ended["reasoning_tokens"] > 0) & ended["ttfa_s"].isna())
-    with_images = measured[measured["images"] > 0].groupby("users")
-    stats["image_tokens_mean"], stats["image_bytes_mean"] = (
-        with_images[c].mean() for c in ("image_tokens", "image_bytes")
-    )
-    stats["prefix_hit_rate"] = prefix_hit_rates(measured, "users").reindex(stats.index)
-    stats["server_prefix_hit_rate"] = server_prefix_hit_rate(run.tables.get("server"), windows)
     stats["server_preemptions"] = counter_gains(run.tables.get("server"), windows, "preemptions")
     stats["server_kv_cache_usage_mean"] = gauge_means(run.tables.get("server"), windows, "kv_cache_usage")
-    for field, column in bound.LORA_LEVEL_FIELDS.items():  # LoRA slots: the adapter-bound verdict's figures
-        stats[field] = gauge_means(run.tables.get("server"), windows, column)
-    stats["replica_imbalance"] = replica_imbalance(replicas).reindex(stats.index)
     if slo:
         stats = stats.join(goodput(measured, slo, window_s, stats["requests"]))
     stats["partial"] = by_users["partial"]
+    level = LevelInput(run, windows, rows, ended, measured, stats, replicas)
+    for feature in features():
+        if (fields := feature.level_fields(level)) is not None:
+            stats = stats.join(fields)
     return stats.reset_index().copy()  # the copy is one block per type: the columns above came one at a time
-
-
-def prefix_hit_rates(measured: pd.DataFrame, by: str) -> pd.Series:
-    """Per value of column ``by``: cached prompt tokens / prompt tokens of the measured rows whose server said how
-    many it had cached (token-weighted; NaN where none said)."""
-    told = measured[measured["cached_tokens"].notna()].groupby(by)
-    return told["cached_tokens"].sum() / told["prompt_tokens"].sum()
 
 
 def steady_verdicts(rows: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
@@ -330,33 +248,6 @@ def steady_verdicts(rows: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
 NEVER_HELD = "the run stopped during this level's ramp or warm-up: it was never held"
 
 
-def per_window(windows: pd.DataFrame, measure: Callable[[float, float], float]) -> np.ndarray:
-    """``measure(start, end)`` of each window, in order."""
-    return np.array([measure(a, b) for a, b in zip(windows["start"], windows["end"], strict=True)], dtype=float)
-
-
-def tokens_in_windows(rows: pd.DataFrame, windows: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
-    """Output tokens streamed and prompt tokens prefilled inside each window (``token_times``; the rule:
-    vllm_stress.core.metrics): the report's and ``plan --from-run``'s."""
-    first, end, output, prompt = token_times(rows)
-    outputs = per_window(windows, lambda a, b: streamed_tokens(first, end, output, a, b))
-    prompts = per_window(windows, lambda a, b: prompt[in_window(first, a, b)].sum())
-    return pd.Series(outputs, index=windows["users"]), pd.Series(prompts, index=windows["users"])
-
-
-def token_times(rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Per row: first token time (the start without a TTFT), end time, output tokens (usage, else the chunks
-    received, so failed and aborted streams count what they streamed) and prompt tokens (of rows that got a first
-    token or succeeded: usage, else the length the prompt was built to have, which /tokenize sized exactly — a stream
-    cut after its first token had its prompt prefilled but never got its usage)."""
-    first = (rows["start_time"] + rows["ttft_s"].fillna(0.0)).to_numpy()
-    end = rows["end_time"].to_numpy()
-    output = rows["completion_tokens"].fillna(rows["chunks"]).fillna(0).to_numpy(dtype=float)
-    prompt = rows["prompt_tokens"].fillna(rows["target_prompt_tokens"])
-    prefilled = prompt.where(rows["ttft_s"].notna() | rows["ok"], 0).fillna(0).to_numpy(dtype=float)
-    return first, end, output, prefilled
-
-
 def server_load(server: pd.DataFrame | None, windows: pd.DataFrame) -> pd.DataFrame:
     """What the server held in each window (vllm_stress.core.bound.server_load; NaN without server_metrics.csv)."""
     scrapes = [] if server is None else records(server.sort_values("time"))
@@ -381,42 +272,6 @@ def gpu_load(gpus: pd.DataFrame | None, windows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(loads, index=windows["users"], columns=list(GPU_LOAD_FIELDS), dtype=float)
 
 
-def server_prefix_hit_rate(server: pd.DataFrame | None, windows: pd.DataFrame) -> np.ndarray:
-    """vllm:prefix_cache_hits / queries gained during each window; NaN without them or without queries."""
-    queries = counter_gains(server, windows, "prefix_cache_queries")
-    hits = counter_gains(server, windows, "prefix_cache_hits")
-    rates: np.ndarray = np.divide(hits, queries, out=np.full(len(windows), np.nan), where=queries > 0)
-    return rates
-
-
-def counter_gains(server: pd.DataFrame | None, windows: pd.DataFrame, column: str) -> np.ndarray:
-    """What the cumulative counter ``column`` of server_metrics.csv gained during each window: over the scrapes in
-    it, the last one minus the one before the first; NaN without the counter or without a scrape on either side."""
-    if server is None or server.empty or server[column].isna().all():
-        return np.full(len(windows), np.nan)
-    times, values = server.sort_values("time")[["time", column]].to_numpy(float).T
-
-    def gain(a: float, b: float) -> float:
-        inside = np.flatnonzero(in_window(times, a, b))
-        return np.nan if not inside.size or not inside[0] else float(values[inside[-1]] - values[inside[0] - 1])
-
-    return per_window(windows, gain)
-
-
-def replica_imbalance(replicas: pd.DataFrame | None) -> pd.Series:
-    """vllm_stress.core.fleet.imbalance of each level's per-replica mean running requests (the replicas' level rows;
-    empty without them)."""
-    if replicas is None or replicas.empty:
-        return pd.Series(dtype=float)
-    return replicas.groupby("users")["running_mean"].agg(lambda means: fleet.imbalance(list(means))).astype(float)
-
-
-def gauge_means(server: pd.DataFrame | None, windows: pd.DataFrame, column: str) -> np.ndarray:
-    """The mean of the gauge ``column`` of server_metrics.csv over the scrapes in each window (NaN without one)."""
-    scrapes = [] if server is None else records(server.sort_values("time"))
-    return per_window(windows, lambda a, b: bound.gauge_mean(scrapes, column, a, b))
-
-
 def client_health_max(health: pd.DataFrame | None, windows: pd.DataFrame, column: str) -> np.ndarray:
     """The highest ``column`` of client_health.csv in each window (vllm_stress.core.bound.health_max; NaN without
     the file)."""
@@ -430,38 +285,10 @@ def mean_in_flight(rows: pd.DataFrame, windows: pd.DataFrame) -> pd.Series:
     return pd.Series(per_window(windows, lambda a, b: in_flight_mean(start, end, a, b)), index=windows["users"])
 
 
-def percentiles_by_level(rows: pd.DataFrame, columns: dict[str, str], percents: tuple[int, ...]) -> pd.DataFrame:
-    """Per level of ``rows``: each {name: row column}'s percentiles (vllm_stress.core.metrics.percentile: linear
-    interpolation, as ``vllm bench serve``), as fields ``{name}_p{percent}_s``."""
-    fields = [f"{name}_p{p}_s" for name in columns for p in percents]
-    result = {
-        users: [percentile(level[column].to_numpy(float), p) for column in columns.values() for p in percents]
-        for users, level in rows.groupby("users")
-    }
-    return pd.DataFrame.from_dict(result, orient="index", columns=fields).reindex(columns=fields)
-
-
 def latency_percentiles(measured: pd.DataFrame) -> pd.DataFrame:
     """ttft/tpot/e2e (and the open loop's schedule lag) p50/p90/p99 per level."""
     columns = [*LATENCY_METRICS.values(), "schedule_lag_s"]
     return percentiles_by_level(measured, {column.removesuffix("_s"): column for column in columns}, PERCENTILES)
-
-
-def reasoning(measured: pd.DataFrame) -> pd.DataFrame:
-    """ttfa_p50_s, ttfa_p99_s and reasoning_share per level (the share NaN where no row says reasoning tokens)."""
-    told = measured[measured["reasoning_tokens"] > 0]
-    share = told.groupby("users")["reasoning_tokens"].sum() / measured.groupby("users")["completion_tokens"].sum()
-    ttfa = percentiles_by_level(measured, {"ttfa": "ttfa_s"}, (50, 99))
-    return ttfa.assign(reasoning_share=share.reindex(ttfa.index))
-
-
-def ttft_split(measured: pd.DataFrame) -> pd.DataFrame:
-    """Per level: the measured requests with a server view, and p50/p99 of their time before vLLM (client TTFT −
-    server TTFT), in the queue and in the prefill (NaN without a server view)."""
-    viewed = measured[measured["server_ttft_s"].notna() & measured["ttft_s"].notna()]
-    split = percentiles_by_level(viewed, TTFT_PARTS, SPLIT_PERCENTS).reindex(measured["users"].unique())
-    counts = viewed.groupby("users").size().reindex(split.index, fill_value=0).rename("server_view_requests")
-    return pd.concat([counts, split], axis=1)
 
 
 def percentile_field(column: str, quantile: float) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from vllm_stress.analysis.levels import counter_gains, gauge_means, per_window, server_prefix_hit_rate
+from vllm_stress.analysis.measures import counter_gains, gauge_means, per_window, server_prefix_hit_rate
 from vllm_stress.core.metrics import in_window
 
 REPLICA_LEVEL_COLUMNS = (  # a config's replicas rows

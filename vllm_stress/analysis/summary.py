@@ -5,21 +5,18 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from pathlib import Path
 from typing import Any, NotRequired, TypedDict, cast
 
 import pandas as pd
 
-from vllm_stress.analysis import disagg, stats
-from vllm_stress.analysis.adapters import AdapterLevel
-from vllm_stress.analysis.canaries import CanaryLevel, canary_levels, read_answers
+from vllm_stress.analysis import stats
 from vllm_stress.analysis.capacity import KvCeiling, kv_ceiling
-from vllm_stress.analysis.classes import ClassesSummary
-from vllm_stress.analysis.json_types import to_json_types
-from vllm_stress.analysis.levels import COST_FIELDS, Level, records
-from vllm_stress.analysis.load import AnalysisError, RunMeta
+from vllm_stress.analysis.features import ConfigInput, RunLevels, features
+from vllm_stress.analysis.io.json_types import to_json_types
+from vllm_stress.analysis.io.load import AnalysisError, RunMeta
+from vllm_stress.analysis.levels import COST_FIELDS, level_stats
+from vllm_stress.analysis.measures import Level, records
 from vllm_stress.analysis.replicas import REPLICA_LEVEL_COLUMNS
-from vllm_stress.analysis.tasks import TaskLevel
 from vllm_stress.analysis.traffic import TrafficTables
 from vllm_stress.core import bound
 from vllm_stress.core.formats import FORMAT_VERSION
@@ -97,11 +94,7 @@ class ConfigSummary(Capacity):
     gpu_hour_price: NotRequired[float]  # $ per GPU-hour (--gpu-hour-price), when given
     kv_cache: KvCeiling | None  # None when no run's run.json names the server's KV cache
     unjoined_spans: int | None  # server spans of its runs that joined no row (other clients'), None: no span file
-    canaries: list[CanaryLevel]  # per level, the correctness canaries' agreement and accuracy ([]: none were sent)
-    replica_set: NotRequired[list[dict[str, Any]]]  # per run with replicas.csv: vllm_stress.analysis.scaling.scaling
-    adapters: NotRequired[list[AdapterLevel]]  # per level and LoRA adapter drawn (--lora-adapters), when any was
-    classes: NotRequired[ClassesSummary | None]  # --traffic-class: the report per class (analysis/classes.py)
-    tasks: list[TaskLevel]  # per level, the agent tasks' rate, latency and completion ([]: no agent user ran)
+    # and each capability's keys (vllm_stress.analysis.features: canaries, tasks, classes, adapters, replica_set ...)
 
 
 class Unaccounted(TypedDict):
@@ -129,7 +122,7 @@ class Summary(TypedDict):
 
 def summarise_config(
     label: str,
-    per_run: pd.DataFrame,
+    runs: list[RunLevels],
     run_info: list[RunInfo],
     gpus: int | None,
     scaling: tuple[int, int] | None,
@@ -137,9 +130,11 @@ def summarise_config(
     replicas: pd.DataFrame,
     gpu_hour_price: float | None = None,
 ) -> ConfigSummary:
-    """The config summary from its per-run level rows (column ``run``), per-run info, traffic tables and replicas'
-    rows (replicas.replica_levels of each run, averaged over the repeats); with
-    ``gpu_hour_price`` (and ``gpus``) what a million tokens cost at each level and at the peak."""
+    """The config summary from its runs' level rows, per-run info, traffic tables and replicas' rows
+    (replicas.replica_levels of each run, averaged over the repeats), with each capability's part
+    (vllm_stress.analysis.features); with ``gpu_hour_price`` (and ``gpus``) what a million tokens cost at each level
+    and at the peak."""
+    per_run = pd.concat([run.stats.assign(run=index) for index, run in enumerate(runs)])
     levels = stats.aggregate_repeats(per_run).sort_values("users").reset_index(drop=True)
     levels["output_tokens_per_s_per_user"] = 1 / levels["tpot_p50_s"]
     output = levels["output_tokens_per_s"].astype(float)
@@ -154,7 +149,8 @@ def summarise_config(
     replicas = replicas.groupby(["users", "replica"], as_index=False)[
         [column for column in REPLICA_LEVEL_COLUMNS if column not in ("users", "replica")]
     ].mean()
-    levels["bound"] = disagg.pd_bounds(levels) if disagg.has_roles(levels) else stats.router_bounds(levels, replicas)
+    decided = [bounds for feature in features() if (bounds := feature.bounds(levels)) is not None]
+    levels["bound"] = decided[0] if decided else stats.router_bounds(levels, replicas)
     low, high = scaling or (int(levels["users"].min()), int(levels["users"].max()))
     for level in (low, high):
         if level not in set(levels["users"]):
@@ -195,8 +191,10 @@ def summarise_config(
         ],
         "input_notes": [f"{info['dir']}: {note}" for info in run_info for note in info["notes"]],
         "unjoined_spans": unjoined_spans(run_info),
-        "canaries": canary_levels(read_answers([Path(info["dir"]) for info in run_info])),
     }
+    features_input = ConfigInput(label, runs, gpus, gpu_hour_price, level_stats)
+    for feature in features():
+        config.update(feature.summarise(features_input))
     if gpu_hour_price is not None:
         config["gpu_hour_price"] = gpu_hour_price
     return cast(ConfigSummary, to_json_types(config))  # its JSON form: numpy scalars unwrapped, NaN as None

@@ -9,10 +9,10 @@ from typing import Any, TypedDict, cast
 import numpy as np
 import pandas as pd
 
-from vllm_stress.analysis.json_types import to_json_types
-from vllm_stress.analysis.levels import classify, prefix_hit_rates, token_times
-from vllm_stress.analysis.load import Run
-from vllm_stress.analysis.render import Block, Heading, Paragraph, Table
+from vllm_stress.analysis.io.json_types import to_json_types
+from vllm_stress.analysis.io.load import Run
+from vllm_stress.analysis.measures import classify, prefix_hit_rates, token_times
+from vllm_stress.analysis.report.render import Block, Heading, Paragraph, Table
 from vllm_stress.core.bound import SCHEDULE_LAG_LIMIT_S
 from vllm_stress.core.metrics import in_window, percentile, streamed_tokens
 from vllm_stress.core.numbers import count, percent, seconds
@@ -105,7 +105,7 @@ def p50_p99(rows: pd.DataFrame, column: str) -> tuple[float, float]:
 
 
 def turn_table(rows: pd.DataFrame) -> list[Turn]:
-    """One entry per turn of the session rows (classified rows, ``vllm_stress.analysis.levels.classify``)."""
+    """One entry per turn of the session rows (classified rows, ``vllm_stress.analysis.measures.classify``)."""
     sessions = rows[rows["turn"].notna() & ~rows["aborted"]]
     measured = sessions[sessions["measured"]]
     hit_rates = prefix_hit_rates(measured, "turn")

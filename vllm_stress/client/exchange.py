@@ -191,7 +191,7 @@ class Exchange:
     @property
     def measured(self) -> bool:
         """Successful, on its token targets and not aborted by the server: the population of every latency
-        percentile (``vllm_stress.analysis.levels.classify`` applies the same rule to the rows of requests.csv)."""
+        percentile (``vllm_stress.analysis.measures.classify`` applies the same rule to the rows of requests.csv)."""
         return not self.error and not self.count_mismatch() and self.finish_reason != "abort"
 
     def count_mismatch(self) -> bool:

@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 from scipy.optimize import least_squares
 
-from vllm_stress.analysis.load import AnalysisError, load_run
-from vllm_stress.analysis.report import windows_and_stats
+from vllm_stress.analysis.io.load import AnalysisError, load_run
+from vllm_stress.analysis.report.pipeline import windows_and_stats
 from vllm_stress.simulator.cli import VLLM_FLAGS
 from vllm_stress.simulator.cli import build_parser as simulator_parser
 from vllm_stress.simulator.profiles import DEFAULT_PROFILE, FIELD_TYPES, Profile, load_profile

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from vllm_stress.analysis.load import AnalysisError
+from vllm_stress.analysis.io.load import AnalysisError
 from vllm_stress.client.features.profile import DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS
 from vllm_stress.core.slo import HELP as SLO_HELP
 from vllm_stress.scenarios import parallel, plan, routercost, whatif

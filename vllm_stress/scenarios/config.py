@@ -86,7 +86,7 @@ def with_overrides(keys: dict[str, str], locust_args: list[str]) -> dict[str, st
 
 def report_options(keys: dict[str, str]) -> dict[str, Any]:
     """The analysis's gpus, gpu_hour_price and slo from a scenario's keys (a ScenarioError for a bad one)."""
-    from vllm_stress.analysis.levels import LATENCY_METRICS  # here: `vllm-stress locustfile shape` needs no pandas
+    from vllm_stress.analysis.measures import LATENCY_METRICS  # here: `vllm-stress locustfile shape` needs no pandas
 
     try:
         gpus = int(keys["gpus"]) if keys.get("gpus") else None

@@ -15,7 +15,7 @@ from pathlib import Path
 import aiohttp
 import requests
 
-from vllm_stress.analysis.parallel_report import ParallelSummary, summarise, write_report
+from vllm_stress.analysis.report.parallel import ParallelSummary, summarise, write_report
 from vllm_stress.core import served
 from vllm_stress.core.failures import failure_name
 from vllm_stress.core.grading import grade

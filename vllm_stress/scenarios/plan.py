@@ -11,8 +11,9 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-from vllm_stress.analysis.levels import level_windows, records, tokens_in_windows
-from vllm_stress.analysis.load import load_run
+from vllm_stress.analysis.io.load import load_run
+from vllm_stress.analysis.levels import level_windows
+from vllm_stress.analysis.measures import records, tokens_in_windows
 from vllm_stress.core.metrics import health_samples
 from vllm_stress.core.sizing import (
     CLIENT_CPU_US_PER_TOKEN,
@@ -125,8 +126,8 @@ def layout_lines(processes: int, cores_per_machine: int) -> list[str]:
 
 def check_run(folder: Path) -> str:
     """Per held level of a run: tokens/s streamed in its window, the workers' CPU, the CPU per token, the plan for it.
-    The windows, the tokens in them and the health samples over them are the report's (analysis/levels.py and the
-    rules of vllm_stress.core.metrics), so the two agree on the same run."""
+    The windows, the tokens in them and the health samples over them are the report's (analysis/levels.py and
+    measures.py, the rules of vllm_stress.core.metrics), so the two agree on the same run."""
     run = load_run(folder)
     windows, _ = level_windows(run)
     windows = windows[windows["held"]]

@@ -244,7 +244,7 @@ def run_scenario(
     ``user`` names its user class instead of its config's locustfile. With ``master_bind_host``, the master listens
     there for ``expect_workers`` workers of other hosts (``vllm-stress worker``) besides the ``workers`` it starts
     itself (none unless given)."""
-    from vllm_stress.analysis.report import analyse  # here: `vllm-stress locustfile shape` needs no pandas
+    from vllm_stress.analysis.report.pipeline import analyse  # here: `vllm-stress locustfile shape` needs no pandas
 
     config, keys = read_config(name)
     out = out.resolve()  # the Locust processes run in the suite's folder
@@ -296,8 +296,8 @@ def run_scenario(
 
 def report_stopped(labels: dict[str, str], report: Path) -> None:
     """The report of the runs a stopped runner measured (a partial one among them), if any measured a request."""
-    from vllm_stress.analysis.load import AnalysisError
-    from vllm_stress.analysis.report import analyse
+    from vllm_stress.analysis.io.load import AnalysisError
+    from vllm_stress.analysis.report.pipeline import analyse
 
     measured = {run: label for run, label in labels.items() if has_rows(Path(run) / schema.REQUESTS_FILE)}
     if not measured:

@@ -372,7 +372,7 @@ class StepRampShape(LoadTestShape):
         check_times({flag: getattr(options, flag.replace("-", "_")) for flag in RAMP_TIMES})
         parse_shape(getattr(options, "shape", STEPS))
         if slo := getattr(options, "slo", ""):
-            from vllm_stress.analysis.levels import LATENCY_METRICS  # here: the locustfile's import needs no pandas
+            from vllm_stress.analysis.measures import LATENCY_METRICS  # here: the locustfile's import needs no pandas
 
             request_slos(slo, LATENCY_METRICS)
         return parse_levels(options.levels)

@@ -10,9 +10,9 @@ from typing import Any
 import pandas as pd
 
 from vllm_stress.analysis import stats
-from vllm_stress.analysis.levels import PERCENTILES
-from vllm_stress.analysis.load import AnalysisError
-from vllm_stress.analysis.report import run_levels
+from vllm_stress.analysis.io.load import AnalysisError
+from vllm_stress.analysis.measures import PERCENTILES
+from vllm_stress.analysis.report.pipeline import run_levels
 from vllm_stress.core import bound
 from vllm_stress.core.slo import Slo, level_slos
 from vllm_stress.scenarios.errors import ScenarioError

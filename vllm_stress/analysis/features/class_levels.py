@@ -1,0 +1,174 @@
+"""The report per traffic class (``--traffic-class``, vllm_stress.core.classes): each class's level rows, made by the
+one per-level definition (``levels.level_stats`` on the class's rows, its goodput by the class's own SLO), the
+fairness across the classes at each level, and the verdict when one class starves another.
+
+Fairness is Jain's index, (Σx)² / (n·Σx²), of the classes' SLO attainment x (the share of a class's requests within
+every per-request limit of its SLO, its goodput_ratio): 1 when every class is served as well by its own yardstick,
+1/n when one class alone is. Attainment, not throughput: classes ask for different amounts of work (a 4,096-token
+prompt is not a 256-token one), so equal throughputs would not be fair; each class's SLO already says what being
+served well means for it. Classes without an SLO are left out of the index."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Any, TypedDict
+
+import pandas as pd
+
+from vllm_stress.analysis.io.json_types import to_json_types
+from vllm_stress.analysis.io.load import AnalysisError, Run
+from vllm_stress.analysis.measures import HEADLINE, LATENCY_METRICS, PERCENTILES
+from vllm_stress.analysis.report.render import Block, Bullets, Heading, Paragraph, Table
+from vllm_stress.core.classes import TrafficClass, from_json
+from vllm_stress.core.numbers import count, percent, seconds
+from vllm_stress.core.slo import Slo, level_slos, request_slos
+
+LevelStats = Callable[[Run, pd.DataFrame, dict[str, float] | None], pd.DataFrame]  # run, windows, SLO -> level rows
+CLASS_FIELDS = ("users", "requests", *HEADLINE, "goodput_requests_per_s", "goodput_ratio")  # kept per class
+
+
+class ClassesSummary(TypedDict):
+    """summary.json's ``classes`` of a config: the declared classes, their level rows (the mean over repeats), the
+    fairness per level and the starvation verdicts."""
+
+    declared: list[dict[str, Any]]
+    levels: list[dict[str, Any]]  # {"class", "share", "slo_met", "token_share", *CLASS_FIELDS}
+    fairness: list[dict[str, Any]]  # {"users", "jain_slo_attainment"}
+    verdicts: list[str]
+
+
+def declared_classes(run: Run) -> list[TrafficClass]:
+    """The run's classes: run.json's, else the names its rows carry (no weights, no SLOs)."""
+    if run.meta.get("traffic_classes"):
+        return from_json(run.meta["traffic_classes"])
+    named = run.requests.get("class")
+    names = [] if named is None else sorted({str(name) for name in named.dropna() if str(name)})
+    return [TrafficClass(name) for name in names]
+
+
+def only_class(run: Run, name: str) -> Run:
+    """The run with only the rows of class ``name`` (compare --class); AnalysisError when it has none."""
+    rows = run.requests[run.requests["class"].fillna("").astype(str) == name]
+    if rows.empty:
+        known = ", ".join(c.name for c in declared_classes(run)) or "none"
+        raise AnalysisError(f"{run.path}: no request of class {name!r} (its classes: {known})")
+    return replace(run, requests=rows.reset_index(drop=True))
+
+
+def class_level_rows(run: Run, windows: pd.DataFrame, level_stats: LevelStats) -> pd.DataFrame:
+    """One row per class and level of one run (empty without classes), by ``level_stats`` (levels.level_stats)."""
+    classes = declared_classes(run)
+    frames = []
+    for traffic_class in classes:
+        rows = run.requests[run.requests["class"].fillna("").astype(str) == traffic_class.name]
+        if rows.empty:
+            continue
+        slo = {s.name: s.limit for s in request_slos(traffic_class.slo, LATENCY_METRICS)} if traffic_class.slo else {}
+        stats = level_stats(replace(run, requests=rows.reset_index(drop=True), tables={}), windows, slo or None)
+        stats = stats.reindex(columns=list(CLASS_FIELDS)).astype(float).astype({"users": int})
+        frames.append(stats.assign(**{"class": traffic_class.name}))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def judged(traffic_class: TrafficClass) -> list[Slo]:
+    """The class's SLO as a level is judged (a bare metric is its p99), [] without one."""
+    return level_slos(traffic_class.slo, LATENCY_METRICS, PERCENTILES) if traffic_class.slo else []
+
+
+def level_met(slos: list[Slo], level: Mapping[Any, Any]) -> bool | None:
+    """Whether a class's level meets every limit of its SLO (None without an SLO)."""
+    return all(s.met(level.get(s.field)) for s in slos) if slos else None
+
+
+def jain(values: list[float]) -> float | None:
+    """Jain's fairness index of ``values`` (None for fewer than two, or all zero)."""
+    values = [v for v in values if v is not None and not math.isnan(v)]
+    squares = sum(v * v for v in values)
+    if len(values) < 2 or not squares:
+        return None
+    return sum(values) ** 2 / (len(values) * squares)
+
+
+def summarise_classes(per_run: list[pd.DataFrame], classes: list[TrafficClass]) -> ClassesSummary | None:
+    """The config's classes from each run's ``class_level_rows``; None when its runs had no classes."""
+    frames = [frame for frame in per_run if not frame.empty]
+    if not frames:
+        return None
+    rows = pd.concat(frames).groupby(["class", "users"], as_index=False, sort=False).mean(numeric_only=True)
+    weights = {c.name: c.weight for c in classes}
+    total_weight = sum(weights.get(name, 1.0) for name in rows["class"].unique())
+    rows["share"] = rows["class"].map(lambda name: weights.get(name, 1.0) / total_weight)
+    tokens = rows.groupby("users")["total_tokens_per_s"].transform("sum")
+    rows["token_share"] = rows["total_tokens_per_s"] / tokens.where(tokens > 0)
+    slos = {c.name: judged(c) for c in classes}
+    rows["slo_met"] = [level_met(slos.get(r["class"], []), r) for r in rows.to_dict("records")]
+    with_slo = rows[rows["class"].map(lambda name: bool(slos.get(name)))]
+    fairness = [
+        {"users": users, "jain_slo_attainment": jain(level["goodput_ratio"].tolist())}
+        for users, level in with_slo.groupby("users")
+    ]
+    summary = {
+        "declared": [c.as_json() for c in classes],
+        "levels": rows.sort_values(["users", "class"]).to_dict("records"),
+        "fairness": fairness,
+        "verdicts": starvation(rows, slos),
+    }
+    return to_json_types(summary)  # type: ignore[return-value]  # its JSON form: NaN as None
+
+
+def starvation(rows: pd.DataFrame, slos: dict[str, list[Slo]]) -> list[str]:
+    """Per level, each class that missed its SLO while another took more of the server's tokens than its share of the
+    users: "batch took 92.0 % of the tokens at 64 users (25.0 % of the users) while interactive missed ttft_p99 ≤ 500
+    ms"."""
+    verdicts = []
+    for users, level in rows.groupby("users", sort=True):
+        for missed in level[level["slo_met"] == False].to_dict("records"):  # noqa: E712 (None: no SLO)
+            others = level[level["class"] != missed["class"]]
+            if others.empty or others["token_share"].isna().all():
+                continue
+            taker = others.loc[others["token_share"].idxmax()]
+            if taker["token_share"] > taker["share"]:
+                limits = ", ".join(s.describe() for s in slos[missed["class"]] if not s.met(missed.get(s.field)))
+                verdicts.append(
+                    f"{taker['class']} took {percent(taker['token_share'])} of the tokens at {users} users "
+                    f"({percent(taker['share'])} of the users) while {missed['class']} missed {limits}"
+                )
+    return verdicts
+
+
+CLASSES_NOTE = (
+    "Each class's figures are the per-level figures of its own requests; attainment is the share of them within "
+    "every limit of the class's SLO (its goodput ratio), SLO met judges the level (a bare metric is its p99). "
+    "Fairness: Jain's index of the classes' attainments (1: all served alike by their own SLO; docs/guides/"
+    "traffic-classes.md)."
+)
+
+
+def class_blocks(label: str, classes: ClassesSummary | None) -> list[Block]:
+    """The per-class table of a config, its fairness and verdicts; [] without classes."""
+    if not classes:
+        return []
+    headers = ["users", "class", "req/s", "output tok/s", "TTFT p50", "TTFT p99", "TPOT p50", "attainment", "SLO met"]
+    rows = [
+        [
+            str(level["users"]),
+            level["class"],
+            count(level["requests_per_s"], 2),
+            count(level["output_tokens_per_s"]),
+            seconds(level["ttft_p50_s"]),
+            seconds(level["ttft_p99_s"]),
+            seconds(level["tpot_p50_s"]),
+            percent(level["goodput_ratio"]),
+            {True: "yes", False: "no", None: ""}[level["slo_met"]],
+        ]
+        for level in classes["levels"]
+    ]
+    fairness = [
+        f"{f['users']} users: Jain's index {f['jain_slo_attainment']:.3f}"
+        for f in classes["fairness"]
+        if f["jain_slo_attainment"] is not None
+    ]
+    blocks: list[Block] = [Heading(f"Traffic classes: {label}"), Paragraph(CLASSES_NOTE), Table(headers, rows)]
+    return blocks + [Bullets(fairness + classes["verdicts"])] if fairness or classes["verdicts"] else blocks

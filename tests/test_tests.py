@@ -27,6 +27,9 @@ import pytest
 
 from tests.helpers import REPO
 
+# checks the test modules, read with ast
+pytestmark = pytest.mark.product_free
+
 TESTS = REPO / "tests"
 EXIT_CODE = re.compile(r"(returncode|exit_code|\bcode\b|\brc\b|\.wait\()")
 DURATION = re.compile(r"(_s\b|_s['\"]|time|latency|duration|elapsed|seconds|\blag\b)", re.IGNORECASE)

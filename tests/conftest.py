@@ -17,7 +17,9 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -391,3 +393,102 @@ def network():
         yield net
     finally:
         net.close()
+
+
+PRODUCT = str(Path(importlib.import_module("vllm_stress").__file__).parent) + os.sep
+PRODUCT_FREE = "product_free"  # the marker of a fast test that checks files or text, not vllm_stress's code
+PRODUCT_FREE_TESTS = {  # as if marked (one checks that "fast" is its only marker)
+    "tests/test_hosts.py::test_without_root_the_host_tests_skip_with_the_reason",
+    "tests/test_tiers.py::test_a_test_that_uses_none_of_those_fixtures_is_fast",
+}
+
+
+class ProductWatch:
+    """Fails a fast test that passes while none of ``vllm_stress``'s code ran in its setup, its call or the setup of
+    a fixture it uses (a module's fixture may run the product once for its tests), in any thread, and it started no
+    process (which may run it): a stub or a fixture made it pass without the code under test. A test that checks
+    the repository's files or data rather than the product's code says so: ``pytest.mark.product_free``.
+
+    A profile function (``sys.setprofile``) watches the calls until the first one into ``vllm_stress/`` or
+    ``subprocess``'s start of a child, and then stops watching: a test that runs the product pays little for it."""
+
+    def __init__(self) -> None:
+        self.ran = pytest.StashKey[bool]()
+        self.fixtures_ran: set[tuple[str, str]] = set()  # (name, baseid) of fixtures whose setup ran the product
+        self.waiting: list[Callable[[], None]] = []  # what to tell when the product runs
+
+    def pytest_configure(self, config: pytest.Config) -> None:
+        config.addinivalue_line("markers", f"{PRODUCT_FREE}: a fast test that runs none of vllm_stress's code")
+
+    def watched(self, item: pytest.Item) -> bool:
+        free = item.get_closest_marker(PRODUCT_FREE) is not None or item.nodeid in PRODUCT_FREE_TESTS
+        return item.get_closest_marker("fast") is not None and not free
+
+    def profile(self, frame, event, arg) -> None:
+        code = frame.f_code
+        if event == "call" and (
+            code.co_filename.startswith(PRODUCT)
+            or (code.co_name == "_execute_child" and code.co_filename == subprocess.__file__)
+        ):
+            for tell in self.waiting:
+                tell()
+            self.waiting.clear()
+            self.stop()
+
+    def stop(self) -> None:
+        sys.setprofile(None)
+        threading.setprofile(None)  # type: ignore[arg-type]  # None clears it
+
+    def watching(self, tell: Callable[[], None] | None):
+        """Watch over the hook's run (a generator for a hookwrapper); ``tell()`` once the product runs."""
+        if tell is None:
+            yield
+            return
+        self.waiting.append(tell)
+        threading.setprofile(self.profile)
+        sys.setprofile(self.profile)
+        try:
+            yield
+        finally:
+            if tell in self.waiting:
+                self.waiting.remove(tell)
+            if not self.waiting:
+                self.stop()
+
+    def mark_ran(self, item: pytest.Item) -> Callable[[], None] | None:
+        """What tells ``item`` the product ran, None for a test not watched."""
+        return (lambda: item.stash.__setitem__(self.ran, True)) if self.watched(item) else None
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_setup(self, item: pytest.Item):
+        yield from self.watching(self.mark_ran(item))
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item):
+        yield from self.watching(self.mark_ran(item))
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_fixture_setup(self, fixturedef: pytest.FixtureDef, request: pytest.FixtureRequest):
+        key = (fixturedef.argname, fixturedef.baseid)
+        # a function's fixture is set up in its test's setup, which its test's own watch sees
+        yield from self.watching(None if fixturedef.scope == "function" else lambda: self.fixtures_ran.add(key))
+
+    def ran_product(self, item: pytest.Item) -> bool:
+        return item.stash.get(self.ran, False) or any(
+            name in item.fixturenames and item.nodeid.startswith(baseid) for name, baseid in self.fixtures_ran
+        )
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
+        outcome = yield
+        report = outcome.get_result()
+        if report.when == "call" and report.passed and self.watched(item) and not self.ran_product(item):
+            report.outcome = "failed"
+            report.longrepr = (
+                "passed without running any of vllm_stress's code (or starting a process): a stub or a fixture "
+                f"stands in for the code under test; a test of the repository's files is marked {PRODUCT_FREE}"
+            )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(ProductWatch(), "product-watch")

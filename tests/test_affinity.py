@@ -72,6 +72,7 @@ ROUTERS = {
 SESSION_HEADERS = ["X-Session-Id", *filter(None, ROUTERS.values())]
 
 
+@pytest.mark.product_free
 def test_every_preset_is_tested_end_to_end():
     assert set(ROUTERS) == set(PRESETS)
 

@@ -4,6 +4,7 @@ test_agent_run.py)."""
 
 import csv
 import json
+import time
 
 import pandas as pd
 import pytest
@@ -20,6 +21,7 @@ WEATHER = {
     "parameters": {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}},
 }
 CLOCK = {"name": "clock", "parameters": {"type": "object", "properties": {}}}
+TOOL_SLEEP_SHARE = 0.1  # the stand-in tool really sleeps this share of a tool's latency
 
 
 def test_reader_joins_fragments_by_index_as_vllm_streams_them():
@@ -123,7 +125,8 @@ SCRIPT = {
 
 
 class StandIn:
-    """Answers each request from a list of (tool call name or None, arguments, text); keeps what each was sent."""
+    """Answers each request from a list of (tool call name or None, arguments, text); keeps what each was sent and
+    the tool latencies it was asked to sleep, and sleeps a real tenth of each (TOOL_SLEEP_SHARE)."""
 
     def __init__(self, answers):
         self.answers = list(answers)
@@ -131,17 +134,22 @@ class StandIn:
         self.slept = []
 
     def send(self, messages, tool_choice, step):
+        sent_at = time.perf_counter()
         self.sent.append((step, tool_choice, json.loads(json.dumps(messages))))
         name, arguments, text = self.answers.pop(0)
         reader = ToolCallReader()
         if name == "FAIL":
-            return Answer("HTTP 500", reader, 0.0, 0.0)
+            return Answer("HTTP 500", reader, sent_at, time.perf_counter())
         calls = [{"id": f"id{len(self.sent)}", "function": {"name": name, "arguments": arguments}}] if name else []
         reader.message({"content": text, "tool_calls": calls})
-        return Answer("", reader, 0.0, 0.0)
+        return Answer("", reader, sent_at, time.perf_counter())
 
     def send_all(self, turns):
         return [self.send(*turn) for turn in turns]
+
+    def sleep(self, seconds):
+        self.slept.append(seconds)
+        time.sleep(seconds * TOOL_SLEEP_SHARE)
 
 
 def walk(answers, script=SCRIPT):
@@ -153,15 +161,17 @@ def walk(answers, script=SCRIPT):
         opening(parse_script(script), "hello"),
         stand_in.send,
         stand_in.send_all,
-        stand_in.slept.append,
+        stand_in.sleep,
     )
     return stand_in, record
 
 
 def test_task_graph_carries_the_history_word_for_word():
+    began = time.perf_counter()
     stand_in, record = walk(
         [("search", '{"q": "a"}', None), ("read", "{}", ""), (None, "", "one"), (None, "", "two"), (None, "", "final")]
     )
+    walked = time.perf_counter() - began
     assert stand_in.slept == [0.25, 0.5]
     assert [(step, choice) for step, choice, _ in stand_in.sent] == [
         (1, "required"),
@@ -201,7 +211,11 @@ def test_task_graph_carries_the_history_word_for_word():
         )
     )
     assert row == {"turns": 4, "requests": 5, "tool_calls": 2, "finished": 1, "failed_step": "", "error": ""}
-    assert len(record.tool_call_times) == 2 and record.tool_time >= 0
+    # the tools' time holds both real sleeps (25 ms and 50 ms) and nothing outside the walk; the first call came
+    # after the first answer, and the second after the first tool's sleep
+    assert 0.75 * TOOL_SLEEP_SHARE <= record.tool_time <= walked
+    first_at, second_at = record.tool_call_times
+    assert second_at - first_at >= 0.25 * TOOL_SLEEP_SHARE
 
 
 @pytest.mark.parametrize(

@@ -15,6 +15,9 @@ import kubernetes_validate
 import pytest
 import yaml
 
+# checks the deployment files (Dockerfile, compose, Kubernetes manifests), not the product's code
+pytestmark = pytest.mark.product_free
+
 REPO = Path(__file__).resolve().parent.parent
 DEPLOY = REPO / "deploy"
 K8S = DEPLOY / "k8s"

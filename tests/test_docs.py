@@ -6,6 +6,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from tests.helpers import REPO
 from vllm_stress import docsgen
 from vllm_stress.core import schema
@@ -64,6 +66,7 @@ def test_a_reference_page_that_drifted_fails_the_build(tmp_path):
     assert "reference pages out of date with the code: commands.md" in built.stderr
 
 
+@pytest.mark.product_free
 def test_the_run_folder_page_names_every_column():
     page = (REPO / "docs" / "reference" / "run-folder.md").read_text()
     columns = [
@@ -78,6 +81,7 @@ def test_the_run_folder_page_names_every_column():
     assert [column for column in columns if f"`{column}`" not in page] == []
 
 
+@pytest.mark.product_free
 def test_the_readmes_links_into_the_docs_resolve():
     """README.md is outside the site (MkDocs does not check it): each of its relative links names a file."""
     text = (REPO / "README.md").read_text()

@@ -159,6 +159,7 @@ def refusals(files: list[Path]) -> list[str]:
     return [refused for path in files for line in command_lines(path) if (refused := line.refusal())]
 
 
+@pytest.mark.product_free
 def test_the_docs_hold_command_lines_to_check():
     lines = [line for path in doc_files() for line in command_lines(path)]
     assert len(lines) >= 10 and {line.file.name for line in lines} >= {"README.md"}

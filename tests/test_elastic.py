@@ -46,10 +46,9 @@ def test_a_spike_grows_the_fleet_and_the_report_times_the_scale_up(scaler, run_l
     for up in timed:
         assert up["queue_grew_s"] <= asked[up["replica"]] - origin + LOOK_SLACK_S  # asked once it saw the queue
         assert up["lag_s"] >= RULE["startup_delay_s"]  # the start-up delay at least
-        rows = pd.read_csv(out / schema.REQUESTS_FILE)
-        start = rows["start_time"] - origin
-        sent = rows[(start >= up["queue_grew_s"]) & (start < up["serving_s"])]
-        assert up["requests"] == len(sent) > 0  # an nginx reload may drop a kept-alive request: failures not asserted
+        # which requests a lag counts (those sent in it): test_scaling.py's test_a_scale_up_lag_runs_from_the_queues_
+        # growth_to_the_new_replica_serving; an nginx reload may drop a kept-alive request: failures not asserted
+        assert up["requests"] > 0
     assert run["replica_hours"] > 0 and run["cost_usd"] == run["replica_hours"] * 2
     report = (tmp_path / "report" / schema.REPORT_MD).read_text()
     assert "## Scaling: " in report and (tmp_path / "report" / "scaling_1.png").is_file()

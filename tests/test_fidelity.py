@@ -14,9 +14,12 @@ Differences found and decided are in ``benchmarks/fidelity.md``.
 
 import json
 
+import pytest
+
 from tests.shapes import FIXTURE, differences, dump_shapes, simulator_differences
 
 
+@pytest.mark.product_free
 def test_differences_name_what_changed():
     vllm = {"chunks": [{"keys": ["a", "b"], "object": "x"}, "[DONE]"], "metrics": {"m": {"type": "gauge"}}}
     ours = {"chunks": [{"keys": ["a", "c"], "object": "y"}, "[DONE]"], "metrics": {}}

@@ -21,6 +21,9 @@ import pytest
 
 from tests.helpers import REPO
 
+# checks the imports of the repository's files, read with ast
+pytestmark = pytest.mark.product_free
+
 PACKAGE = "vllm_stress"
 FRONT_END = "cli"  # vllm_stress/cli.py, docsgen.py (the reference pages), __main__.py and __init__.py
 BELOW = {  # subpackage -> the subpackages it may import (its own modules aside)

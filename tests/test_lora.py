@@ -8,6 +8,8 @@ from collections import Counter
 import pandas as pd
 import pytest
 
+from tests.helpers import analyse
+from vllm_stress.analysis.synthetic import request_rows, write_run
 from vllm_stress.client.adapters import AdapterPool, adapter_names, adapter_pool, weights
 from vllm_stress.master.lorascrape import lora_values
 from vllm_stress.simulator.engine import Engine, Sequence
@@ -23,6 +25,8 @@ from vllm_stress.simulator.metrics import EngineMetrics
 from vllm_stress.simulator.parsing import ApiError
 from vllm_stress.simulator.profiles import load_profile
 from vllm_stress.simulator.protocol import model_list
+
+T0 = 1_700_000_000.0
 
 
 def test_the_pool_is_named_by_count_or_by_names():
@@ -183,8 +187,18 @@ def test_eight_zipf_adapters_over_two_slots_are_adapter_bound_under_load(scenari
     (config,) = json.loads((out / "report" / "summary.json").read_text())["configs"].values()
     bounds = {level["users"]: level["bound"] for level in config["levels"]}
     assert not bounds[1].startswith("adapter-bound") and bounds[16].startswith("adapter-bound")
-    table = pd.DataFrame(config["adapters"])
-    assert table.groupby("users")["requests"].sum().to_dict() == {
-        level["users"]: level["requests"] for level in config["levels"]
-    }
+    # which requests the adapter table counts: test_the_adapter_table_counts_each_adapters_successes_in_the_window
+    assert set(drawn.index) <= {row["adapter"] for row in config["adapters"]}  # and the run's model, for canaries
     assert "## LoRA adapters: smoke" in (out / "report" / "report.md").read_text()
+
+
+def test_the_adapter_table_counts_each_adapters_successes_in_the_window(tmp_path):
+    """One level holding from T0+10 to T0+110: of eight requests, the one ending in the ramp, the failure and the one
+    ending after the hold are not counted; the other five are, by the adapter each asked for."""
+    ends = [5, 20, 30, 40, 50, 60, 70, 115]
+    rows = request_rows(10, [T0 + end for end in ends], 2.0, ok=[1, 1, 1, 1, 0, 1, 1, 1])
+    rows["adapter"] = "adapter-0 adapter-0 adapter-1 adapter-0 adapter-1 base adapter-1 adapter-0".split()
+    run = write_run(tmp_path / "run", rows, [(10, T0, T0 + 10, T0 + 110)], meta={"model": "m", "complete": True})
+    (config,) = analyse(run, tmp_path / "report")["configs"].values()
+    counted = {(row["users"], row["adapter"]): row["requests"] for row in config["adapters"]}
+    assert counted == {(10, "adapter-0"): 2, (10, "adapter-1"): 2, (10, "base"): 1}

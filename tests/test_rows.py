@@ -24,6 +24,7 @@ POSITIONS = {
 }
 
 
+@pytest.mark.product_free
 def test_each_position_holds_its_column():
     assert {name: schema.REQUEST_COLUMNS[getattr(rows, name)] for name in POSITIONS} == POSITIONS
 

@@ -18,6 +18,7 @@ from vllm_stress.simulator.sampling import (
 PROFILE = load_profile("cpu-tiny")
 
 
+@pytest.mark.product_free
 def test_words_are_distinct_lower_case_ascii_needing_no_escape():
     assert len(WORDS) == len(set(WORDS)) == 4096
     assert all(word.isascii() and word.isalpha() and word.islower() for word in WORDS)

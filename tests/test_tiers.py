@@ -38,6 +38,7 @@ def starts_in(path: str, source: str) -> list[str]:
     return found
 
 
+@pytest.mark.product_free
 def test_the_test_modules_start_nothing_themselves():
     found = [
         call
@@ -47,6 +48,7 @@ def test_the_test_modules_start_nothing_themselves():
     assert not found, "start these through a fixture of tests/conftest.py (TIERS):\n" + "\n".join(found)
 
 
+@pytest.mark.product_free
 @pytest.mark.parametrize(
     ("source", "found"),
     [
@@ -78,6 +80,7 @@ def test_a_fixture_built_on_one_marks_its_tests_too(through_another, request):
     assert [marker.name for marker in request.node.iter_markers()] == ["server"]
 
 
+@pytest.mark.product_free
 def test_every_marker_is_registered(request):
     from tests.conftest import TIERS
 
@@ -85,6 +88,7 @@ def test_every_marker_is_registered(request):
     assert {marker for markers in TIERS.values() for marker in markers} | {"fast"} <= registered
 
 
+@pytest.mark.product_free
 @pytest.mark.parametrize(
     ("args", "starts"),
     [

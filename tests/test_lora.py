@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from tests.helpers import analyse
-from vllm_stress.analysis.synthetic import request_rows, write_run
+from vllm_stress.analysis.io.synthetic import request_rows, write_run
 from vllm_stress.client.adapters import AdapterPool, adapter_names, adapter_pool, weights
 from vllm_stress.master.lorascrape import lora_values
 from vllm_stress.simulator.engine import Engine, Sequence

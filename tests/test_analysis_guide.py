@@ -1,14 +1,13 @@
 """The MI325X tuning guide's tables turned into run data: the report must find the peaks, saturation points and the
 cross-model figures the guide publishes.
 
-Each level is a closed loop (``vllm_stress.analysis.io.synthetic.closed_loop_rows``): ``loops`` users, each repeating a cycle of 20
-requests of 2,048 prompt + 512 output tokens back to back — one taking the table's p99 latency, 19 taking the rest
-of the cycle (about 60 % of p99) — with the cycle length set so that the loops produce the table's tok/s (the guide's
-numbers read as total tok/s, see docs/concepts/vllm-scheduler.md §8). The hold is a whole number of cycles (about
-2,560 s), so each user contributes whole cycles to it: total tok/s = loops x 20 x 2,560 / cycle equals the table
+Each level is a closed loop (``vllm_stress.analysis.io.synthetic.closed_loop_rows``): ``loops`` users, each repeating a
+cycle of 20 requests of 2,048 prompt + 512 output tokens back to back — one taking the table's p99 latency, 19 taking
+the rest of the cycle (about 60 % of p99) — with the cycle length set so that the loops produce the table's tok/s (the
+guide's numbers read as total tok/s, see docs/concepts/vllm-scheduler.md §8). The hold is a whole number of cycles
+(about 2,560 s), so each user contributes whole cycles to it: total tok/s = loops x 20 x 2,560 / cycle equals the table
 exactly, output tok/s is a fifth of it, and 1 request in 20 ended in the window takes p99, so the p99 e2e equals the
-table. Loops = the users in flight by Little's law at these latencies, at most the level's users.
-"""
+table. Loops = the users in flight by Little's law at these latencies, at most the level's users."""
 
 import json
 

@@ -1,5 +1,6 @@
 """python -m analysis compare / history / --export-vllm: differences, the regression gate, vLLM's result JSON and the
-results store. The synthetic runs have exact answers (vllm_stress.analysis.io.synthetic); the last test runs the simulator."""
+results store. The synthetic runs have exact answers (vllm_stress.analysis.io.synthetic); the last test runs the
+simulator."""
 
 import json
 import math

@@ -1,5 +1,5 @@
-"""vllm_stress.analysis.compare.compare_report: the comparison's figures, verdict lines, report blocks and compare.json, on
-comparisons built by hand."""
+"""vllm_stress.analysis.compare.compare_report: the comparison's figures, verdict lines, report blocks and compare.json,
+on comparisons built by hand."""
 
 import json
 import math

@@ -1,5 +1,5 @@
-"""The scaling table (vllm_stress.analysis.features.replica_set) on a replica set made by hand: one replica, a queue growing at
-10 s, a second replica up at 14 s and serving from 15 s, then leaving at 30 s; and its plot."""
+"""The scaling table (vllm_stress.analysis.features.replica_set) on a replica set made by hand: one replica, a queue
+growing at 10 s, a second replica up at 14 s and serving from 15 s, then leaving at 30 s; and its plot."""
 
 from __future__ import annotations
 

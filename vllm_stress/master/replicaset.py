@@ -1,7 +1,8 @@
 """The replica set over time into ``replicas.csv``: every --server-metrics-interval, each replica known — each
 --server-metrics-url (answering or not), and each address the --server-metrics-service name resolves to now or did
 before (a headless Service lists its ready pods) — looked at once: up or not, its running and waiting requests. A
-fleet that an autoscaler grows and shrinks is seen joining and leaving (vllm_stress.analysis.features.replica_set reads it)."""
+fleet that an autoscaler grows and shrinks is seen joining and leaving (vllm_stress.analysis.features.replica_set
+reads it)."""
 
 from __future__ import annotations
 

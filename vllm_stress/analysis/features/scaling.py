@@ -14,7 +14,7 @@ from vllm_stress.analysis.report.render import Block
 
 
 def summarise(config: ConfigInput) -> dict[str, Any]:
-    """``replica_set``: per run with replicas.csv (a fleet that may scale), vllm_stress.analysis.features.replica_set.scaling."""
+    """``replica_set``: per run with replicas.csv (a fleet that may scale), its ``replica_set.scaling``."""
     fleets = [run.run for run in config.runs if "replica_set" in run.run.tables]
     if not fleets:
         return {}

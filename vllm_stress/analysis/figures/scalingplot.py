@@ -1,5 +1,5 @@
-"""The plot of a fleet's replicas over time (vllm_stress.analysis.features.replica_set): the replicas up as a step line, the
-fleet's waiting and running requests beneath, each scale-up's lag shaded from the queue's growth to the new replica
+"""The plot of a fleet's replicas over time (vllm_stress.analysis.features.replica_set): the replicas up as a step line,
+the fleet's waiting and running requests beneath, each scale-up's lag shaded from the queue's growth to the new replica
 serving."""
 
 from __future__ import annotations

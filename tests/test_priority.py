@@ -3,10 +3,11 @@ waiting order by (priority, arrival), the preemption victim, and a request's pri
 
 import pytest
 
-from vllm_stress.simulator.engine import Engine, Sequence
+from vllm_stress.simulator.engine import Engine
 from vllm_stress.simulator.parsing import ApiError, parse_generation
 from vllm_stress.simulator.priority import PriorityQueue, header_priority, victim, waiting_queue
 from vllm_stress.simulator.profiles import load_profile
+from vllm_stress.simulator.sequence import Sequence
 
 
 def engine_with(policy, **overrides):

@@ -10,7 +10,7 @@ from .profiles import Profile
 from .steptime import kv_bytes_per_token_per_rank
 
 if TYPE_CHECKING:  # the engine imports this module
-    from .engine import Sequence
+    from .sequence import Sequence
 
 
 def num_gpu_blocks(profile: Profile) -> int:

@@ -20,7 +20,7 @@ from .parsing import ApiError
 from .profiles import Profile
 
 if TYPE_CHECKING:
-    from .engine import Sequence
+    from .sequence import Sequence
 
 ADAPTER_PREFIX = "adapter-"  # --lora-adapters N serves adapter-0 .. adapter-N-1 (the load generator's names)
 LORA_TARGET_MODULES = 4  # q, k, v and o projections: the adapter's weight shape (PEFT's usual attention targets)

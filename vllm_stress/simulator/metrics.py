@@ -12,7 +12,8 @@ from prometheus_client.utils import floatToGoString
 
 from vllm_stress.core.histogram import Histogram
 
-from .engine import Engine, Sequence, StepResult
+from .engine import Engine, StepResult
+from .sequence import Sequence
 
 TTFT_BUCKETS = [
     0.001,

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from .engine import Sequence
+    from .sequence import Sequence
 
 POLICIES = ("fcfs", "priority")
 PRIORITY_HEADER = "X-Vllm-Priority"  # vLLM's entrypoints/generate/base/serving.py: wins over the body's field

@@ -14,7 +14,7 @@ from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from . import legacy
 from .answers import AnswerModel, Reply
 from .driver import EngineDriver
-from .engine import Engine, Sequence
+from .engine import Engine
 from .grammar import json_reply, request_schema
 from .httpmetrics import HttpMetrics
 from .lora import LoraConfig, LoraSlots, adapter_cards, adapter_request
@@ -34,6 +34,7 @@ from .priority import PRIORITY_HEADER, header_priority
 from .profiles import Profile
 from .protocol import ChunkFormat, Reasoning, chat_response, completion_response, json_bytes, model_list
 from .requestlog import REQUEST_ID_HEADER, RequestLog
+from .sequence import Sequence
 from .spanexport import SpanExporter
 from .streams import Generator, write_sse
 from .tokenizer import Tokenizer

@@ -26,7 +26,7 @@ from prometheus_client.core import CounterMetricFamily
 from .profiles import Profile
 
 if TYPE_CHECKING:  # the engine imports this module
-    from .engine import Sequence
+    from .sequence import Sequence
 
 # CLI flag -> profile field (python -m simulator --spec-tokens 3 ...)
 SPEC_FLAGS = ("spec_tokens", "spec_acceptance", "spec_draft_cost", "spec_tokens_per_batch")

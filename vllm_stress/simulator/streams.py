@@ -11,12 +11,12 @@ from aiohttp import web
 
 from .answers import Reply
 from .driver import EngineDriver
-from .engine import Sequence
 from .kvcache import prompt_block_hashes
 from .profiles import Profile
 from .protocol import DONE, ChunkFormat
 from .requestlog import RequestTiming
 from .sampling import plan_sequence, text_bytes
+from .sequence import Sequence
 from .specdecode import chunk_end
 
 WRITE_BUFFER_LIMIT = 0x10000  # bytes waiting in a connection's buffer above which its writes wait for it to drain

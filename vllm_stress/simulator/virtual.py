@@ -6,8 +6,9 @@ from __future__ import annotations
 import dataclasses
 import statistics
 
-from .engine import Engine, Sequence
+from .engine import Engine
 from .profiles import Profile
+from .sequence import Sequence
 
 
 @dataclasses.dataclass(frozen=True)

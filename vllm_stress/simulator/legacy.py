@@ -12,7 +12,7 @@ from .parsing import parse_generation as parse_sampling
 from .protocol import json_bytes
 
 if TYPE_CHECKING:
-    from .server import Simulator
+    from .instance import Instance
     from .streams import RequestStream
 
 
@@ -20,7 +20,7 @@ def _texts(prompt: str, stream: RequestStream) -> dict:
     return {"text": [prompt + stream.full_text(index) for index in range(len(stream.seqs))]}
 
 
-async def generate(request: web.Request, simulator: Simulator) -> web.StreamResponse:
+async def generate(request: web.Request, simulator: Instance) -> web.StreamResponse:
     body = parse_json(await request.read())
     prompt = body.pop("prompt", None)
     streaming = body.pop("stream", False) is True

@@ -42,7 +42,7 @@ from .toolcalls import ToolChunks, plan_tool_call
 from .vision import message_images
 
 if TYPE_CHECKING:
-    from .disagg import KvConnector
+    from .instance import KvTransfer
 
 VLLM_VERSION = "0.33.0"
 AUTH_PREFIXES = ("/v1", "/v2", "/inference", "/cohere")
@@ -109,7 +109,7 @@ class Simulator:
         self.answers = AnswerModel(profile)
         self.request_log = RequestLog(request_log) if request_log else None
         self.spans = SpanExporter(otlp_traces_endpoint, time_scale) if otlp_traces_endpoint else None
-        self.connector: KvConnector | None = None  # a P/D instance's side of the KV transfer (disagg.py)
+        self.connector: KvTransfer | None = None  # a P/D instance's side of the KV transfer (disagg.py)
 
     def app(self) -> web.Application:
         app = web.Application(middlewares=[self._middleware], client_max_size=64 * 1024**2)

@@ -12,7 +12,8 @@ import pytest
 from benchmarks.harness import read_rows
 from tests.helpers import NO_CANARIES
 from vllm_stress.client.exchange import Exchange
-from vllm_stress.client.stream import KERNEL_ENABLED, SSEParser
+from vllm_stress.client.sse import SSEParser
+from vllm_stress.client.stream import KERNEL_ENABLED
 from vllm_stress.core.failures import StreamError
 from vllm_stress.simulator.requestlog import read_request_log
 

@@ -11,6 +11,7 @@ import pytest
 from vllm_stress.client.adapters import AdapterPool, adapter_names, adapter_pool, weights
 from vllm_stress.master.lorascrape import lora_values
 from vllm_stress.simulator.engine import Engine
+from vllm_stress.simulator.errors import ApiError
 from vllm_stress.simulator.lora import (
     LoraConfig,
     LoraSlots,
@@ -20,7 +21,6 @@ from vllm_stress.simulator.lora import (
     parse_modules,
 )
 from vllm_stress.simulator.metrics import EngineMetrics
-from vllm_stress.simulator.parsing import ApiError
 from vllm_stress.simulator.profiles import load_profile
 from vllm_stress.simulator.protocol import model_list
 from vllm_stress.simulator.sequence import Sequence

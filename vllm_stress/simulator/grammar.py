@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from .answers import Reply, split_tokens
-from .parsing import ApiError
+from .errors import ApiError
 from .profiles import Profile
 from .sampling import WORDS
 

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from .parsing import COMPLETIONS_DEFAULT_MAX_TOKENS, ApiError, parse_json, resolve_max_tokens
+from .errors import ApiError
+from .parsing import COMPLETIONS_DEFAULT_MAX_TOKENS, parse_json, resolve_max_tokens
 from .parsing import parse_generation as parse_sampling
 from .protocol import json_bytes
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from prometheus_client.core import GaugeMetricFamily
 
-from .parsing import ApiError
+from .errors import ApiError
 from .profiles import Profile
 
 if TYPE_CHECKING:

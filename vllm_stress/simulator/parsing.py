@@ -7,22 +7,17 @@ import dataclasses
 import json
 from typing import Any
 
+from .errors import ApiError
 from .protocol import json_bytes
 
 ERROR_TYPES = {400: "BadRequestError", 404: "NotFoundError", 500: "InternalServerError"}
 COMPLETIONS_DEFAULT_MAX_TOKENS = 16
 
 
-class ApiError(Exception):
-    def __init__(self, message: str, status: int = 400, param: str | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.status = status
-        self.param = param
-
-    def body(self) -> bytes:
-        error = {"message": self.message, "type": ERROR_TYPES[self.status], "param": self.param, "code": self.status}
-        return json_bytes({"error": error})
+def error_body(error: ApiError) -> bytes:
+    """The JSON body of a refused request, in vLLM's nested OpenAI shape."""
+    fields = {"message": error.message, "type": ERROR_TYPES[error.status], "param": error.param, "code": error.status}
+    return json_bytes({"error": fields})
 
 
 @dataclasses.dataclass

@@ -15,15 +15,16 @@ from . import legacy
 from .answers import AnswerModel, Reply
 from .driver import EngineDriver
 from .engine import Engine
+from .errors import ApiError
 from .grammar import json_reply, request_schema
 from .httpmetrics import HttpMetrics
 from .lora import LoraConfig, LoraSlots, adapter_cards, adapter_request
 from .metrics import EngineMetrics
 from .parsing import (
     COMPLETIONS_DEFAULT_MAX_TOKENS,
-    ApiError,
     GenerationRequest,
     check_model,
+    error_body,
     parse_generation,
     parse_json,
     parse_messages,
@@ -168,7 +169,7 @@ class Simulator:
         try:
             return await handler(request)
         except ApiError as error:
-            return web.Response(body=error.body(), status=error.status, content_type="application/json")
+            return web.Response(body=error_body(error), status=error.status, content_type="application/json")
         except web.HTTPNotFound:
             return _json({"detail": "Not Found"}, status=404)
         except web.HTTPMethodNotAllowed:

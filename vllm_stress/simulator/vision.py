@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from PIL import Image, UnidentifiedImageError
 
-from .parsing import ApiError
+from .errors import ApiError
 from .profiles import Profile
 
 MAX_ASPECT_RATIO = 200  # the processor refuses a longer side over 200 times the shorter

@@ -11,7 +11,6 @@ import pytest
 from vllm_stress.client.adapters import AdapterPool, adapter_names, adapter_pool, weights
 from vllm_stress.master.lorascrape import lora_values
 from vllm_stress.simulator.engine import Engine
-from vllm_stress.simulator.errors import ApiError
 from vllm_stress.simulator.lora import (
     LoraConfig,
     LoraSlots,
@@ -21,7 +20,8 @@ from vllm_stress.simulator.lora import (
     parse_modules,
 )
 from vllm_stress.simulator.metrics import EngineMetrics
-from vllm_stress.simulator.profiles import load_profile
+from vllm_stress.simulator.model.errors import ApiError
+from vllm_stress.simulator.model.profiles import load_profile
 from vllm_stress.simulator.protocol import model_list
 from vllm_stress.simulator.sequence import Sequence
 

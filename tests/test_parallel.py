@@ -13,8 +13,8 @@ from tests.helpers import REPO
 from vllm_stress.core.grading import grade
 from vllm_stress.core.questions import DatasetError, load_questions, prompt
 from vllm_stress.scenarios.data import make_synthetic
-from vllm_stress.simulator.answers import AnswerModel
-from vllm_stress.simulator.profiles import load_profile
+from vllm_stress.simulator.model.answers import AnswerModel
+from vllm_stress.simulator.model.profiles import load_profile
 
 DATA = REPO / "scenarios" / "data"
 MC, MATH = DATA / "synthetic-mc.jsonl", DATA / "synthetic-math.jsonl"

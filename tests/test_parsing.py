@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from vllm_stress.simulator.errors import ApiError
+from vllm_stress.simulator.model.errors import ApiError
 from vllm_stress.simulator.parsing import (
     COMPLETIONS_DEFAULT_MAX_TOKENS,
     check_model,

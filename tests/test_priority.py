@@ -4,10 +4,10 @@ waiting order by (priority, arrival), the preemption victim, and a request's pri
 import pytest
 
 from vllm_stress.simulator.engine import Engine
-from vllm_stress.simulator.errors import ApiError
+from vllm_stress.simulator.model.errors import ApiError
+from vllm_stress.simulator.model.profiles import load_profile
 from vllm_stress.simulator.parsing import parse_generation
 from vllm_stress.simulator.priority import PriorityQueue, header_priority, victim, waiting_queue
-from vllm_stress.simulator.profiles import load_profile
 from vllm_stress.simulator.sequence import Sequence
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from vllm_stress.simulator.engine import Engine
 from vllm_stress.simulator.kvcache import num_gpu_blocks, prompt_block_hashes
-from vllm_stress.simulator.profiles import load_profile, parse_assignments, profile_names
+from vllm_stress.simulator.model.profiles import load_profile, parse_assignments, profile_names
 from vllm_stress.simulator.sequence import Sequence
 from vllm_stress.simulator.steptime import StepTimeModel
 from vllm_stress.simulator.virtual import closed_loop

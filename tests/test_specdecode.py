@@ -15,7 +15,7 @@ from vllm_stress.core.metrics import tokens_per_chunk
 from vllm_stress.master.serverscraper import parse_metrics
 from vllm_stress.simulator.engine import Engine
 from vllm_stress.simulator.metrics import EngineMetrics
-from vllm_stress.simulator.profiles import load_profile
+from vllm_stress.simulator.model.profiles import load_profile
 from vllm_stress.simulator.protocol import ChunkFormat
 from vllm_stress.simulator.sequence import Sequence
 from vllm_stress.simulator.specdecode import mean_accepted_length, parse_schedule

@@ -17,7 +17,7 @@ from vllm_stress.analysis.load import AnalysisError, load_run
 from vllm_stress.analysis.report import windows_and_stats
 from vllm_stress.simulator.cli import VLLM_FLAGS
 from vllm_stress.simulator.cli import build_parser as simulator_parser
-from vllm_stress.simulator.profiles import DEFAULT_PROFILE, FIELD_TYPES, Profile, load_profile
+from vllm_stress.simulator.model.profiles import DEFAULT_PROFILE, FIELD_TYPES, Profile, load_profile
 from vllm_stress.simulator.virtual import closed_loop
 
 # the engine's own step-time fields (steptime.py) and the API server's time per request (engine.py), nothing else,

@@ -25,7 +25,7 @@ from vllm_stress.scenarios.folders import prepare_out
 from vllm_stress.scenarios.levels import RAMP_DEFAULTS, check_times, longest_run_s, parse_levels, step_seconds
 from vllm_stress.scenarios.runner import run_scenario
 from vllm_stress.simulator.cli import VLLM_FLAGS
-from vllm_stress.simulator.profiles import load_profile
+from vllm_stress.simulator.model.profiles import load_profile
 
 log = logging.getLogger("scenarios")
 

@@ -18,8 +18,8 @@ from aiohttp import web
 from vllm_stress.core import descriptors
 
 from . import disagg, lora
+from .model.profiles import DEFAULT_PROFILE, FIELD_TYPES, Profile, load_profile, parse_assignments, profile_names
 from .priority import POLICIES
-from .profiles import DEFAULT_PROFILE, FIELD_TYPES, Profile, load_profile, parse_assignments, profile_names
 from .protocol import LINE_ENDINGS, Reasoning
 from .server import Simulator
 from .specdecode import SPEC_FLAGS

@@ -23,7 +23,7 @@ from aiohttp import web
 from prometheus_client.core import CounterMetricFamily, Metric
 
 from .metrics import NamedHistogram
-from .profiles import Profile, parse_assignments
+from .model.profiles import Profile, parse_assignments
 from .server import Simulator
 from .steptime import kv_bytes_per_token_per_rank
 

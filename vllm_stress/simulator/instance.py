@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from .driver import EngineDriver
-    from .profiles import Profile
+    from .model.profiles import Profile
+    from .model.tokenizer import Tokenizer
     from .streams import Generator
-    from .tokenizer import Tokenizer
 
 
 class Instance(Protocol):

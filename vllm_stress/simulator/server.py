@@ -12,14 +12,18 @@ from prometheus_client import generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
 from . import legacy
-from .answers import AnswerModel, Reply
 from .driver import EngineDriver
 from .engine import Engine
-from .errors import ApiError
-from .grammar import json_reply, request_schema
 from .httpmetrics import HttpMetrics
 from .lora import LoraConfig, LoraSlots, adapter_cards, adapter_request
 from .metrics import EngineMetrics
+from .model.answers import AnswerModel, Reply
+from .model.errors import ApiError
+from .model.grammar import json_reply, request_schema
+from .model.profiles import Profile
+from .model.tokenizer import Tokenizer
+from .model.toolcalls import ToolChunks, plan_tool_call
+from .model.vision import message_images
 from .parsing import (
     COMPLETIONS_DEFAULT_MAX_TOKENS,
     GenerationRequest,
@@ -32,15 +36,11 @@ from .parsing import (
     resolve_max_tokens,
 )
 from .priority import PRIORITY_HEADER, header_priority
-from .profiles import Profile
 from .protocol import ChunkFormat, Reasoning, chat_response, completion_response, json_bytes, model_list
 from .requestlog import REQUEST_ID_HEADER, RequestLog
 from .sequence import Sequence
 from .spanexport import SpanExporter
 from .streams import Generator, write_sse
-from .tokenizer import Tokenizer
-from .toolcalls import ToolChunks, plan_tool_call
-from .vision import message_images
 
 if TYPE_CHECKING:
     from .instance import KvTransfer

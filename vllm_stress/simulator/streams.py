@@ -9,13 +9,13 @@ import random
 
 from aiohttp import web
 
-from .answers import Reply
 from .driver import EngineDriver
 from .kvcache import prompt_block_hashes
-from .profiles import Profile
+from .model.answers import Reply
+from .model.profiles import Profile
+from .model.sampling import plan_sequence, text_bytes
 from .protocol import DONE, ChunkFormat
 from .requestlog import RequestTiming
-from .sampling import plan_sequence, text_bytes
 from .sequence import Sequence
 from .specdecode import chunk_end
 

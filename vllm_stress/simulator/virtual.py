@@ -7,7 +7,7 @@ import dataclasses
 import statistics
 
 from .engine import Engine
-from .profiles import Profile
+from .model.profiles import Profile
 from .sequence import Sequence
 
 

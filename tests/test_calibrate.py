@@ -12,8 +12,8 @@ from vllm_stress.analysis.document import twin_blocks
 from vllm_stress.client.serverinfo import server_version
 from vllm_stress.core.schema import REQUESTS_FILE
 from vllm_stress.scenarios import calibrate
+from vllm_stress.simulator.engine.steptime import StepTimeModel
 from vllm_stress.simulator.model.profiles import load_profile
-from vllm_stress.simulator.steptime import StepTimeModel
 
 TRUTH = {"t_fixed": 0.003, "mfu": 0.2, "bw_eff": 0.4, "t_frontend": 0.002}  # a server the base profile is not
 

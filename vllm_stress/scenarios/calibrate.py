@@ -17,10 +17,10 @@ from vllm_stress.analysis.load import AnalysisError, load_run
 from vllm_stress.analysis.report import windows_and_stats
 from vllm_stress.simulator.cli import VLLM_FLAGS
 from vllm_stress.simulator.cli import build_parser as simulator_parser
+from vllm_stress.simulator.engine.virtual import closed_loop
 from vllm_stress.simulator.model.profiles import DEFAULT_PROFILE, FIELD_TYPES, Profile, load_profile
-from vllm_stress.simulator.virtual import closed_loop
 
-# the engine's own step-time fields (steptime.py) and the API server's time per request (engine.py), nothing else,
+# the engine's own step-time fields (steptime.py) and the API server's time per request (engine/core.py), nothing else,
 # each with the value a fit starts from when the base profile's is 0 (the fit works on logarithms)
 FITTED = {"t_fixed": 1e-4, "t_per_seq": 1e-5, "mfu": 0.01, "bw_eff": 0.01, "t_frontend": 1e-4}
 METRICS = ("output_tokens_per_s", "ttft_p50_s", "tpot_p50_s")  # what the fit matches, per steady level

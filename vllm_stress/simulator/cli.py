@@ -17,13 +17,14 @@ from aiohttp import web
 
 from vllm_stress.core import descriptors
 
-from . import disagg, lora
+from . import disagg
+from .engine import lora
+from .engine.priority import POLICIES
+from .engine.specdecode import SPEC_FLAGS
+from .engine.specdecode import add_arguments as add_spec_arguments
 from .model.profiles import DEFAULT_PROFILE, FIELD_TYPES, Profile, load_profile, parse_assignments, profile_names
-from .priority import POLICIES
 from .protocol import LINE_ENDINGS, Reasoning
 from .server import Simulator
-from .specdecode import SPEC_FLAGS
-from .specdecode import add_arguments as add_spec_arguments
 
 READY_PREFIX = "vllm-stress simulator ready:"
 VLLM_FLAGS = (

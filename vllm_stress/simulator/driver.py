@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import asyncio
 
-from .engine import Engine
+from .engine.core import Engine
+from .engine.sequence import Sequence
 from .metrics import EngineMetrics
-from .sequence import Sequence
 
 HOLD_S = 0.02  # when behind: longest run of steps whose tokens are not yet handed to the HTTP handlers
 MAX_LAG_S = 0.1  # when behind: most wall-clock seconds the simulated GPU may lag before it waits for the CPU

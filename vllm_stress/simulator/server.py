@@ -13,9 +13,11 @@ from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
 from . import legacy
 from .driver import EngineDriver
-from .engine import Engine
+from .engine.core import Engine
+from .engine.lora import LoraConfig, LoraSlots, adapter_cards, adapter_request
+from .engine.priority import PRIORITY_HEADER, header_priority
+from .engine.sequence import Sequence
 from .httpmetrics import HttpMetrics
-from .lora import LoraConfig, LoraSlots, adapter_cards, adapter_request
 from .metrics import EngineMetrics
 from .model.answers import AnswerModel, Reply
 from .model.errors import ApiError
@@ -35,10 +37,8 @@ from .parsing import (
     parse_prompts,
     resolve_max_tokens,
 )
-from .priority import PRIORITY_HEADER, header_priority
 from .protocol import ChunkFormat, Reasoning, chat_response, completion_response, json_bytes, model_list
 from .requestlog import REQUEST_ID_HEADER, RequestLog
-from .sequence import Sequence
 from .spanexport import SpanExporter
 from .streams import Generator, write_sse
 

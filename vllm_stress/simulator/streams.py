@@ -10,14 +10,14 @@ import random
 from aiohttp import web
 
 from .driver import EngineDriver
-from .kvcache import prompt_block_hashes
+from .engine.kvcache import prompt_block_hashes
+from .engine.sequence import Sequence
+from .engine.specdecode import chunk_end
 from .model.answers import Reply
 from .model.profiles import Profile
 from .model.sampling import plan_sequence, text_bytes
 from .protocol import DONE, ChunkFormat
 from .requestlog import RequestTiming
-from .sequence import Sequence
-from .specdecode import chunk_end
 
 WRITE_BUFFER_LIMIT = 0x10000  # bytes waiting in a connection's buffer above which its writes wait for it to drain
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import dataclasses
 import statistics
 
-from .engine import Engine
-from .model.profiles import Profile
+from ..model.profiles import Profile
+from .core import Engine
 from .sequence import Sequence
 
 

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 
 from prometheus_client.core import GaugeMetricFamily
 
-from .model.errors import ApiError
-from .model.profiles import Profile
+from ..model.errors import ApiError
+from ..model.profiles import Profile
 
 if TYPE_CHECKING:
     from .sequence import Sequence

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from ..model.grammar import GrammarCache
+from ..model.profiles import Profile
 from .kvcache import KVCache, num_gpu_blocks
 from .lora import LoraSlots
-from .model.grammar import GrammarCache
-from .model.profiles import Profile
 from .priority import WaitingQueue, preempt_for, waiting_queue
 from .sequence import Sequence
 from .specdecode import spec_decode

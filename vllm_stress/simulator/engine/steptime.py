@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 
-from .model.profiles import Profile
+from ..model.profiles import Profile
 
 
 def kv_bytes_per_token_per_rank(profile: Profile) -> int:

@@ -1,5 +1,5 @@
 """One engine sequence and its timings, the type the engine core and its parts (KV cache, LoRA slots, priority queue,
-speculative decoding) all hold; here, not in engine.py, so that those parts need not import the engine."""
+speculative decoding) all hold; here, not in core.py, so that those parts need not import the engine."""
 
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from prometheus_client.core import CounterMetricFamily
 
-from .model.profiles import Profile
+from ..model.profiles import Profile
 
 if TYPE_CHECKING:  # the engine imports this module
     from .sequence import Sequence

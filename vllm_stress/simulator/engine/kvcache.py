@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import TYPE_CHECKING
 
-from .model.profiles import Profile
+from ..model.profiles import Profile
 from .steptime import kv_bytes_per_token_per_rank
 
 if TYPE_CHECKING:  # the engine imports this module

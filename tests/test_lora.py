@@ -10,6 +10,8 @@ import pytest
 
 from vllm_stress.client.adapters import AdapterPool, adapter_names, adapter_pool, weights
 from vllm_stress.master.lorascrape import lora_values
+from vllm_stress.simulator.api.metrics import EngineMetrics
+from vllm_stress.simulator.api.protocol import model_list
 from vllm_stress.simulator.engine.core import Engine
 from vllm_stress.simulator.engine.lora import (
     LoraConfig,
@@ -20,10 +22,8 @@ from vllm_stress.simulator.engine.lora import (
     parse_modules,
 )
 from vllm_stress.simulator.engine.sequence import Sequence
-from vllm_stress.simulator.metrics import EngineMetrics
 from vllm_stress.simulator.model.errors import ApiError
 from vllm_stress.simulator.model.profiles import load_profile
-from vllm_stress.simulator.protocol import model_list
 
 
 def test_the_pool_is_named_by_count_or_by_names():

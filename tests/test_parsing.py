@@ -1,12 +1,11 @@
-"""vllm_stress.simulator.parsing: request validation with vLLM's statuses, messages and length rules (the same answers
+"""vllm_stress.simulator.api.parsing: request validation with vLLM's statuses, messages and length rules (the same answers
 over HTTP: test_simulator_http.py)."""
 
 import json
 
 import pytest
 
-from vllm_stress.simulator.model.errors import ApiError
-from vllm_stress.simulator.parsing import (
+from vllm_stress.simulator.api.parsing import (
     COMPLETIONS_DEFAULT_MAX_TOKENS,
     check_model,
     error_body,
@@ -16,6 +15,7 @@ from vllm_stress.simulator.parsing import (
     parse_prompts,
     resolve_max_tokens,
 )
+from vllm_stress.simulator.model.errors import ApiError
 
 
 def refusal(call, *args) -> ApiError:

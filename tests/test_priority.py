@@ -3,12 +3,12 @@ waiting order by (priority, arrival), the preemption victim, and a request's pri
 
 import pytest
 
+from vllm_stress.simulator.api.parsing import parse_generation
 from vllm_stress.simulator.engine.core import Engine
 from vllm_stress.simulator.engine.priority import PriorityQueue, header_priority, victim, waiting_queue
 from vllm_stress.simulator.engine.sequence import Sequence
 from vllm_stress.simulator.model.errors import ApiError
 from vllm_stress.simulator.model.profiles import load_profile
-from vllm_stress.simulator.parsing import parse_generation
 
 
 def engine_with(policy, **overrides):

@@ -25,7 +25,7 @@ from vllm_stress.master import hooks
 from vllm_stress.master.spanreceiver import SpanReceiver
 from vllm_stress.scenarios.runner import free_port
 from vllm_stress.scenarios.servers import SPAN_EXPORT_ENV, span_args
-from vllm_stress.simulator.requestlog import read_request_log
+from vllm_stress.simulator.api.requestlog import read_request_log
 
 
 def test_the_trace_id_and_the_request_id_map_both_ways():

@@ -7,7 +7,7 @@ import dataclasses
 import json
 from typing import Any
 
-from .model.errors import ApiError
+from ..model.errors import ApiError
 from .protocol import json_bytes
 
 ERROR_TYPES = {400: "BadRequestError", 404: "NotFoundError", 500: "InternalServerError"}

@@ -12,8 +12,8 @@ from prometheus_client.utils import floatToGoString
 
 from vllm_stress.core.histogram import Histogram
 
-from .engine.core import Engine, StepResult
-from .engine.sequence import Sequence
+from ..engine.core import Engine, StepResult
+from ..engine.sequence import Sequence
 
 TTFT_BUCKETS = [
     0.001,

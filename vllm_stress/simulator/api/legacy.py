@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from .model.errors import ApiError
+from ..model.errors import ApiError
 from .parsing import COMPLETIONS_DEFAULT_MAX_TOKENS, parse_json, resolve_max_tokens
 from .parsing import parse_generation as parse_sampling
 from .protocol import json_bytes

@@ -7,9 +7,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from ..model.profiles import Profile
+    from ..model.tokenizer import Tokenizer
     from .driver import EngineDriver
-    from .model.profiles import Profile
-    from .model.tokenizer import Tokenizer
     from .streams import Generator
 
 

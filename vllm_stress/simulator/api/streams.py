@@ -9,13 +9,13 @@ import random
 
 from aiohttp import web
 
+from ..engine.kvcache import prompt_block_hashes
+from ..engine.sequence import Sequence
+from ..engine.specdecode import chunk_end
+from ..model.answers import Reply
+from ..model.profiles import Profile
+from ..model.sampling import plan_sequence, text_bytes
 from .driver import EngineDriver
-from .engine.kvcache import prompt_block_hashes
-from .engine.sequence import Sequence
-from .engine.specdecode import chunk_end
-from .model.answers import Reply
-from .model.profiles import Profile
-from .model.sampling import plan_sequence, text_bytes
 from .protocol import DONE, ChunkFormat
 from .requestlog import RequestTiming
 

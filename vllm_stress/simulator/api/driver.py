@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
-from .engine.core import Engine
-from .engine.sequence import Sequence
+from ..engine.core import Engine
+from ..engine.sequence import Sequence
 from .metrics import EngineMetrics
 
 HOLD_S = 0.02  # when behind: longest run of steps whose tokens are not yet handed to the HTTP handlers

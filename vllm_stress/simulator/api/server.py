@@ -11,21 +11,21 @@ from aiohttp.typedefs import Handler
 from prometheus_client import generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
+from ..engine.core import Engine
+from ..engine.lora import LoraConfig, LoraSlots, adapter_cards, adapter_request
+from ..engine.priority import PRIORITY_HEADER, header_priority
+from ..engine.sequence import Sequence
+from ..model.answers import AnswerModel, Reply
+from ..model.errors import ApiError
+from ..model.grammar import json_reply, request_schema
+from ..model.profiles import Profile
+from ..model.tokenizer import Tokenizer
+from ..model.toolcalls import ToolChunks, plan_tool_call
+from ..model.vision import message_images
 from . import legacy
 from .driver import EngineDriver
-from .engine.core import Engine
-from .engine.lora import LoraConfig, LoraSlots, adapter_cards, adapter_request
-from .engine.priority import PRIORITY_HEADER, header_priority
-from .engine.sequence import Sequence
 from .httpmetrics import HttpMetrics
 from .metrics import EngineMetrics
-from .model.answers import AnswerModel, Reply
-from .model.errors import ApiError
-from .model.grammar import json_reply, request_schema
-from .model.profiles import Profile
-from .model.tokenizer import Tokenizer
-from .model.toolcalls import ToolChunks, plan_tool_call
-from .model.vision import message_images
 from .parsing import (
     COMPLETIONS_DEFAULT_MAX_TOKENS,
     GenerationRequest,

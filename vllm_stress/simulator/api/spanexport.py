@@ -15,7 +15,7 @@ from vllm_stress.core.otlp import PROTOBUF, ExportedSpan, export_body
 from vllm_stress.core.schema import SERVER_SPAN_ATTRIBUTES
 from vllm_stress.core.spans import INFERENCE_ATTRIBUTE, REQUEST_ID_ATTRIBUTE, trace_context
 
-from .engine.sequence import Sequence
+from ..engine.sequence import Sequence
 
 log = logging.getLogger(__name__)
 

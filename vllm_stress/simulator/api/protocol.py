@@ -8,7 +8,7 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from .model.toolcalls import ToolChunks
+from ..model.toolcalls import ToolChunks
 
 DONE = b"data: [DONE]\n\n"
 _CHAT_ROLE_TAIL = b',"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]'

@@ -17,7 +17,6 @@ from aiohttp import web
 
 from vllm_stress.core import descriptors
 
-from . import disagg
 from .api.protocol import LINE_ENDINGS, Reasoning
 from .api.server import Simulator
 from .engine import lora
@@ -25,6 +24,7 @@ from .engine.priority import POLICIES
 from .engine.specdecode import SPEC_FLAGS
 from .engine.specdecode import add_arguments as add_spec_arguments
 from .model.profiles import DEFAULT_PROFILE, FIELD_TYPES, Profile, load_profile, parse_assignments, profile_names
+from .pd import disagg
 
 READY_PREFIX = "vllm-stress simulator ready:"
 VLLM_FLAGS = (

@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from aiohttp import web
 from prometheus_client.core import CounterMetricFamily, Metric
 
-from .api.metrics import NamedHistogram
-from .api.server import Simulator
-from .engine.steptime import kv_bytes_per_token_per_rank
-from .model.profiles import Profile, parse_assignments
+from ..api.metrics import NamedHistogram
+from ..api.server import Simulator
+from ..engine.steptime import kv_bytes_per_token_per_rank
+from ..model.profiles import Profile, parse_assignments
 
 LAYOUT = re.compile(r"^\s*(\d+)\s*[xX]\s*(\d+)\s*$")
 ROLES = ("prefill", "decode")

@@ -14,7 +14,7 @@ import uuid
 import aiohttp
 from aiohttp import web
 
-from .api.requestlog import REQUEST_ID_HEADER
+from ..api.requestlog import REQUEST_ID_HEADER
 
 FORWARDED_HEADERS = ("Authorization", "traceparent")
 FORWARDED_GETS = (

@@ -16,7 +16,7 @@ from vllm_stress.scenarios.config import (
     with_overrides,
 )
 from vllm_stress.scenarios.errors import ScenarioError
-from vllm_stress.scenarios.levels import longest_run_s
+from vllm_stress.scenarios.shapes.levels import longest_run_s
 
 
 def test_the_bundled_scenarios_are_listed_and_read():

@@ -6,8 +6,8 @@ from types import SimpleNamespace
 import pytest
 
 from tests.helpers import parsed_options
-from vllm_stress.scenarios.levels import RAMP_DEFAULTS
-from vllm_stress.scenarios.shape import StepRampShape
+from vllm_stress.scenarios.shapes.levels import RAMP_DEFAULTS
+from vllm_stress.scenarios.shapes.shape import StepRampShape
 from vllm_stress.webui.formcheck import form_error
 
 

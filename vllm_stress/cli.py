@@ -123,7 +123,9 @@ def locust_help(name: str) -> str:
     locustfile(name)  # a clear error for an unknown name
     os.environ["LOCUST_SKIP_MONKEY_PATCH"] = "1"  # no run here: without gevent's patching (ssl is imported by now)
     try:
-        importlib.import_module("vllm_stress.scenarios.shape" if name == "shape" else f"vllm_stress.users.{name}")
+        importlib.import_module(
+            "vllm_stress.scenarios.shapes.shape" if name == "shape" else f"vllm_stress.users.{name}"
+        )
     finally:
         del os.environ["LOCUST_SKIP_MONKEY_PATCH"]
     from locust.argument_parser import get_parser

@@ -176,13 +176,13 @@ def locust_options_page() -> str:
     os.environ["LOCUST_SKIP_MONKEY_PATCH"] = "1"
     try:
         from vllm_stress.client import options
-        from vllm_stress.scenarios import shape
+        from vllm_stress.scenarios.shapes import shape
     finally:
         del os.environ["LOCUST_SKIP_MONKEY_PATCH"]
     return (
         "\n".join(
             [
-                GENERATED.format(source="vllm_stress/client/options.py and vllm_stress/scenarios/shape.py"),
+                GENERATED.format(source="vllm_stress/client/options.py and vllm_stress/scenarios/shapes/shape.py"),
                 "",
                 "# Locust options",
                 "",

@@ -1,6 +1,6 @@
 """``--max-minutes``: the time budget of ``vllm-stress run``, from its start to its report. Each run (repeat) gets what
 is left of it, less a reserve for the report, as its step ramp's own ``--max-minutes`` (the ramp cuts the levels that no
-longer fit, vllm_stress/scenarios/shape.py); a repeat that would start with too little left is cut."""
+longer fit, vllm_stress/scenarios/shapes/shape.py); a repeat that would start with too little left is cut."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-from vllm_stress.scenarios.levels import clock
+from vllm_stress.scenarios.shapes.levels import clock
 
 log = logging.getLogger("scenarios")
 

@@ -10,8 +10,8 @@ from typing import Any
 
 from vllm_stress.core.slo import request_slos
 from vllm_stress.scenarios.errors import ScenarioError
-from vllm_stress.scenarios.levels import RAMP_DEFAULTS, RAMP_TIMES, RUN_KEYS, check_times, parse_levels
-from vllm_stress.scenarios.stretches import STEPS, parse_shape
+from vllm_stress.scenarios.shapes.levels import RAMP_DEFAULTS, RAMP_TIMES, RUN_KEYS, check_times, parse_levels
+from vllm_stress.scenarios.shapes.stretches import STEPS, parse_shape
 
 PACKAGE = Path(__file__).resolve().parents[1]
 # Where relative paths of a scenario (its config's dataset, a --server-cmd) are read from: the checkout's root, or

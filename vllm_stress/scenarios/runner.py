@@ -33,8 +33,8 @@ from vllm_stress.scenarios.config import (
 )
 from vllm_stress.scenarios.errors import ScenarioError
 from vllm_stress.scenarios.folders import has_rows, prepare_out
-from vllm_stress.scenarios.levels import longest_run_s
 from vllm_stress.scenarios.servers import SERVER_READY_TIMEOUT_S, api_headers, launch_args, server, span_args
+from vllm_stress.scenarios.shapes.levels import longest_run_s
 from vllm_stress.scenarios.worker import MASTER_PORT
 from vllm_stress.simulator.process import stop_process
 
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("scenarios")
 
 DEFAULT_LOCUSTFILE = "chat"
-SHAPE = Path(__file__).with_name("shape.py")
+SHAPE = Path(__file__).parent / "shapes" / "shape.py"
 WORKER_CONNECT_WAIT_S = 60
 # the first run of a multi-host run waits this long for the worker hosts: time to start `vllm-stress worker` on each
 REMOTE_WORKER_CONNECT_WAIT_S = 600

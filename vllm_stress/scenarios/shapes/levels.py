@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from vllm_stress.core.steady import MIN_LIFETIMES
-from vllm_stress.scenarios.stretches import STEPS, stretches_of, total_s
+from vllm_stress.scenarios.shapes.stretches import STEPS, stretches_of, total_s
 
 AUTO = "auto"  # --step-time auto: hold each level until it is steady (vllm_stress.core.steady), at most --max-step-time
 RAMP_DEFAULTS = {  # option -> default, as Locust's config files and command lines spell them

@@ -1,4 +1,4 @@
-"""A timed shape's run (``--shape spike|diurnal|trace``, vllm_stress.scenarios.stretches): each stretch asks for its
+"""A timed shape's run (``--shape spike|diurnal|trace``, vllm_stress.scenarios.shapes.stretches): each stretch asks for its
 users at its time; its first --warmup seconds (at most half of it) warm up, the rest is its hold, judged at its end
 as a step ramp's level is. A stretch whose users were judged before runs unjudged (levels are named by users)."""
 
@@ -15,7 +15,7 @@ from locust.runners import Runner
 from vllm_stress.client.trace import read_trace, select
 from vllm_stress.master import hooks
 from vllm_stress.master.levelwindow import LevelWindow
-from vllm_stress.scenarios.stretches import Stretch, stretches_of
+from vllm_stress.scenarios.shapes.stretches import Stretch, stretches_of
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from locust.env import Environment
 
 from vllm_stress.master import fdlimits, hooks
 from vllm_stress.master.levelwindow import LevelWindow
-from vllm_stress.scenarios.levels import (
+from vllm_stress.scenarios.shapes.levels import (
     CHECK_INTERVAL_S,
     RAMP_DEFAULTS,
     RAMP_TIMES,
@@ -29,8 +29,8 @@ from vllm_stress.scenarios.levels import (
     ramp_eta,
     step_seconds,
 )
-from vllm_stress.scenarios.stretches import GRAMMAR, STEPS, parse_shape
-from vllm_stress.scenarios.timed import TimedRun, shape_stretches
+from vllm_stress.scenarios.shapes.stretches import GRAMMAR, STEPS, parse_shape
+from vllm_stress.scenarios.shapes.timed import TimedRun, shape_stretches
 
 NOT_IN_A_RUN = "the step ramp runs in a Locust run started from its command line (locust -f ...)"
 log = logging.getLogger(__name__)
@@ -200,7 +200,7 @@ class StepRampShape(LoadTestShape):
         return self.current
 
     def timed_tick(self, environment: Environment, options: argparse.Namespace) -> tuple[int, float] | None:
-        """A spike, diurnal or trace shape (vllm_stress.scenarios.timed): --levels unused."""
+        """A spike, diurnal or trace shape (vllm_stress.scenarios.shapes.timed): --levels unused."""
         if self.timed is None:
             try:
                 self.timed = TimedRun(shape_stretches(options) or [])

@@ -32,7 +32,7 @@ from benchmarks import crosscheck_vllm_bench as crosscheck
 from benchmarks.client_streams import pinned
 from vllm_stress.analysis.report import run_levels
 from vllm_stress.scenarios import calibrate
-from vllm_stress.scenarios.runner import free_port
+from vllm_stress.scenarios.run.runner import free_port
 
 REPO = crosscheck.REPO
 SCENARIO = "twin-calibrate"  # fixed-size chat requests, short steady levels

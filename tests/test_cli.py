@@ -12,8 +12,8 @@ import pytest
 from tests.helpers import REPO
 from vllm_stress import cli
 from vllm_stress.scenarios import cli as scenarios_cli
-from vllm_stress.scenarios.config import scenario_names
-from vllm_stress.scenarios.runner import SHAPE
+from vllm_stress.scenarios.run.config import scenario_names
+from vllm_stress.scenarios.run.runner import SHAPE
 from vllm_stress.users import LOCUSTFILES
 
 PACKAGE = Path(cli.__file__).parent

@@ -17,7 +17,7 @@ import pytest
 
 from tests.helpers import REPO
 from vllm_stress import cli
-from vllm_stress.scenarios.config import scenario_names
+from vllm_stress.scenarios.run.config import scenario_names
 from vllm_stress.users import LOCUSTFILES
 
 GENERATED = (

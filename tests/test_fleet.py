@@ -14,7 +14,7 @@ import requests
 
 from tests.helpers import SHORT, SLOW_SIM, analyse, server_completed, wait_until
 from vllm_stress.core import schema
-from vllm_stress.scenarios.runner import free_port
+from vllm_stress.scenarios.run.runner import free_port
 from vllm_stress.simulator.api.requestlog import read_request_log
 
 NGINX = os.environ.get("NGINX", "/usr/sbin/nginx")  # the Makefile's

@@ -91,7 +91,7 @@ def calibrate_parsers(prog: str) -> list[argparse.ArgumentParser]:
 def locustfile(name: str = "chat") -> Path:
     """The file of a user class (``vllm_stress/users/NAME.py``) or of the ramp shape ("shape")."""
     if name == "shape":
-        from vllm_stress.scenarios.runner import SHAPE
+        from vllm_stress.scenarios.run.runner import SHAPE
 
         return SHAPE
     from vllm_stress import users
@@ -103,13 +103,13 @@ def locustfile(name: str = "chat") -> Path:
 
 
 def worker(argv: list[str], prog: str) -> int:
-    from vllm_stress.scenarios.worker import main
+    from vllm_stress.scenarios.run.worker import main
 
     return main(argv, prog)
 
 
 def worker_parsers(prog: str) -> list[argparse.ArgumentParser]:
-    from vllm_stress.scenarios.worker import build_parser
+    from vllm_stress.scenarios.run.worker import build_parser
 
     return [build_parser(prog)]
 

@@ -20,9 +20,9 @@ from vllm_stress.core import served
 from vllm_stress.core.failures import failure_name
 from vllm_stress.core.grading import grade
 from vllm_stress.core.questions import MAX_TOKENS, DatasetError, Question, load_questions, prompt
-from vllm_stress.scenarios.errors import ScenarioError
-from vllm_stress.scenarios.folders import prepare_out
-from vllm_stress.scenarios.servers import server
+from vllm_stress.scenarios.run.errors import ScenarioError
+from vllm_stress.scenarios.run.folders import prepare_out
+from vllm_stress.scenarios.run.servers import server
 
 log = logging.getLogger("vllm_stress.scenarios.parallel")
 

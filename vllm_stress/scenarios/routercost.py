@@ -11,9 +11,9 @@ from pathlib import Path
 
 from vllm_stress.analysis.cli import compare_main
 from vllm_stress.core import fleet
-from vllm_stress.scenarios.config import read_config
-from vllm_stress.scenarios.errors import ScenarioError
-from vllm_stress.scenarios.runner import run_scenario
+from vllm_stress.scenarios.run.config import read_config
+from vllm_stress.scenarios.run.errors import ScenarioError
+from vllm_stress.scenarios.run.runner import run_scenario
 
 log = logging.getLogger(__name__)
 SIDES = ("straight", "router")  # the two run folders under --out: the baseline, then the candidate

@@ -19,10 +19,10 @@ from vllm_stress.analysis.report import summarise_runs
 from vllm_stress.analysis.traffic import DEFAULT_WINDOW_S
 from vllm_stress.client.options import DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS
 from vllm_stress.core.numbers import count, milliseconds, percent, seconds
-from vllm_stress.scenarios.config import cell_name, read_config, with_overrides
-from vllm_stress.scenarios.errors import ScenarioError
-from vllm_stress.scenarios.folders import prepare_out
-from vllm_stress.scenarios.runner import run_scenario
+from vllm_stress.scenarios.run.config import cell_name, read_config, with_overrides
+from vllm_stress.scenarios.run.errors import ScenarioError
+from vllm_stress.scenarios.run.folders import prepare_out
+from vllm_stress.scenarios.run.runner import run_scenario
 from vllm_stress.scenarios.shapes.levels import RAMP_DEFAULTS, check_times, longest_run_s, parse_levels, step_seconds
 from vllm_stress.simulator.cli import VLLM_FLAGS
 from vllm_stress.simulator.model.profiles import load_profile

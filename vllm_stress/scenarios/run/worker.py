@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 
 from vllm_stress.core import children
-from vllm_stress.scenarios.stopping import stop_on_signals
+from vllm_stress.scenarios.run.stopping import stop_on_signals
 from vllm_stress.simulator.process import stop_process
 
 log = logging.getLogger("worker")

@@ -20,8 +20,8 @@ from vllm_stress.client import options
 from vllm_stress.client.serverinfo import launch_option
 from vllm_stress.core import children, served
 from vllm_stress.core.otlp import TRACES_PATH
-from vllm_stress.scenarios.config import ROOT
-from vllm_stress.scenarios.errors import ScenarioError
+from vllm_stress.scenarios.run.config import ROOT
+from vllm_stress.scenarios.run.errors import ScenarioError
 from vllm_stress.simulator.process import start_simulator, stop_process
 
 log = logging.getLogger("scenarios")

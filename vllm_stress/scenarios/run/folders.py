@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 from vllm_stress.core import schema
-from vllm_stress.scenarios.errors import ScenarioError
+from vllm_stress.scenarios.run.errors import ScenarioError
 
 
 def prepare_out(out: Path, overwrite: bool) -> None:

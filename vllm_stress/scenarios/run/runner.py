@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING
 
 from vllm_stress import users
 from vllm_stress.core import children, schema
-from vllm_stress.scenarios.budget import Budget
-from vllm_stress.scenarios.config import (
+from vllm_stress.scenarios.run.budget import Budget
+from vllm_stress.scenarios.run.config import (
     ROOT,
     cell_args,
     cell_name,
@@ -31,11 +31,11 @@ from vllm_stress.scenarios.config import (
     report_options,
     with_overrides,
 )
-from vllm_stress.scenarios.errors import ScenarioError
-from vllm_stress.scenarios.folders import has_rows, prepare_out
-from vllm_stress.scenarios.servers import SERVER_READY_TIMEOUT_S, api_headers, launch_args, server, span_args
+from vllm_stress.scenarios.run.errors import ScenarioError
+from vllm_stress.scenarios.run.folders import has_rows, prepare_out
+from vllm_stress.scenarios.run.servers import SERVER_READY_TIMEOUT_S, api_headers, launch_args, server, span_args
+from vllm_stress.scenarios.run.worker import MASTER_PORT
 from vllm_stress.scenarios.shapes.levels import longest_run_s
-from vllm_stress.scenarios.worker import MASTER_PORT
 from vllm_stress.simulator.process import stop_process
 
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("scenarios")
 
 DEFAULT_LOCUSTFILE = "chat"
-SHAPE = Path(__file__).parent / "shapes" / "shape.py"
+SHAPE = Path(__file__).parents[1] / "shapes" / "shape.py"
 WORKER_CONNECT_WAIT_S = 60
 # the first run of a multi-host run waits this long for the worker hosts: time to start `vllm-stress worker` on each
 REMOTE_WORKER_CONNECT_WAIT_S = 600

@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Any
 
 from vllm_stress.core.slo import request_slos
-from vllm_stress.scenarios.errors import ScenarioError
+from vllm_stress.scenarios.run.errors import ScenarioError
 from vllm_stress.scenarios.shapes.levels import RAMP_DEFAULTS, RAMP_TIMES, RUN_KEYS, check_times, parse_levels
 from vllm_stress.scenarios.shapes.stretches import STEPS, parse_shape
 
-PACKAGE = Path(__file__).resolve().parents[1]
+PACKAGE = Path(__file__).resolve().parents[2]
 # Where relative paths of a scenario (its config's dataset, a --server-cmd) are read from: the checkout's root, or
 # the installed package, which carries scenarios/configs and scenarios/data too.
 ROOT = PACKAGE.parent if (PACKAGE.parent / "scenarios" / "configs").is_dir() else PACKAGE

@@ -11,7 +11,7 @@ from vllm_stress.analysis.compare import TWIN_PREFIX, Comparison, Side
 from vllm_stress.analysis.document import twin_blocks
 from vllm_stress.client.serverinfo import server_version
 from vllm_stress.core.schema import REQUESTS_FILE
-from vllm_stress.scenarios import calibrate
+from vllm_stress.scenarios.studies import calibrate
 from vllm_stress.simulator.engine.steptime import StepTimeModel
 from vllm_stress.simulator.model.profiles import load_profile
 

@@ -1,4 +1,4 @@
-"""Fixed question sets at parallelism 1, 4, 16 (vllm_stress/scenarios/parallel.py): datasets, the simulator's answer model and a
+"""Fixed question sets at parallelism 1, 4, 16 (vllm_stress/scenarios/studies/parallel.py): datasets, the simulator's answer model and a
 run against the simulator whose report shows the speedup and the answers that changed."""
 
 from __future__ import annotations

@@ -7,9 +7,9 @@ import pandas as pd
 import pytest
 
 from tests.helpers import small_run
-from vllm_stress.scenarios import calibrate, whatif
 from vllm_stress.scenarios.cli import main as scenarios_main
 from vllm_stress.scenarios.run.errors import ScenarioError
+from vllm_stress.scenarios.studies import calibrate, whatif
 from vllm_stress.simulator.model.profiles import load_profile
 
 

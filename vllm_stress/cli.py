@@ -77,13 +77,13 @@ def simulate_parsers(prog: str) -> list[argparse.ArgumentParser]:
 
 
 def calibrate(argv: list[str], prog: str) -> int:
-    from vllm_stress.scenarios.calibrate import main
+    from vllm_stress.scenarios.studies.calibrate import main
 
     return main(argv, prog)
 
 
 def calibrate_parsers(prog: str) -> list[argparse.ArgumentParser]:
-    from vllm_stress.scenarios.calibrate import build_parser
+    from vllm_stress.scenarios.studies.calibrate import build_parser
 
     return [build_parser(prog)]
 

@@ -32,7 +32,7 @@ NONDETERMINISM_NOTE = (
 )
 
 
-AnswerRow = dict[str, Any]  # a row of answers.csv (vllm_stress.scenarios.parallel): dataset, parallel, question_id, ...
+AnswerRow = dict[str, Any]  # a row of answers.csv (scenarios/studies/parallel.py): dataset, parallel, question_id, ...
 
 
 class ParallelLevel(TypedDict):

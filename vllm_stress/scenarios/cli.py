@@ -13,7 +13,6 @@ from typing import Any
 from vllm_stress.analysis.load import AnalysisError
 from vllm_stress.client.options import DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS
 from vllm_stress.core.slo import HELP as SLO_HELP
-from vllm_stress.scenarios import parallel, plan, routercost, whatif
 from vllm_stress.scenarios.run.config import read_config, scenario_names
 from vllm_stress.scenarios.run.errors import ScenarioError
 from vllm_stress.scenarios.run.runner import (
@@ -31,6 +30,7 @@ from vllm_stress.scenarios.search.space import DEFAULT_POOL_SECONDS, OVER, UNITS
 from vllm_stress.scenarios.search.writeup import REPORT_FILE
 from vllm_stress.scenarios.shapes.levels import RAMP_DEFAULTS, RUN_KEYS, longest_run_s
 from vllm_stress.scenarios.shapes.stretches import GRAMMAR
+from vllm_stress.scenarios.studies import parallel, plan, routercost, whatif
 from vllm_stress.users import LOCUSTFILES
 
 DEFAULT_SCENARIO = "quickstart"

@@ -24,7 +24,7 @@ from vllm_stress.scenarios.run.errors import ScenarioError
 from vllm_stress.scenarios.run.folders import prepare_out
 from vllm_stress.scenarios.run.servers import server
 
-log = logging.getLogger("vllm_stress.scenarios.parallel")
+log = logging.getLogger("vllm_stress.scenarios.studies.parallel")
 
 DEFAULT_PROFILE = "h100-llama-3.1-8b"
 ANSWERS_FILE = "answers.csv"

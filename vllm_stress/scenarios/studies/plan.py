@@ -23,7 +23,7 @@ from vllm_stress.core.sizing import (
     stream_lines,
     worker_processes,
 )
-from vllm_stress.scenarios import replicas
+from vllm_stress.scenarios.studies import replicas
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -183,6 +183,7 @@ def test_no_import_cycle_inside_a_subpackage(subpackage):
 
 ROOMS = {  # subpackage -> its rooms (sub-packages), lowest first: a room imports only the rooms before it
     "simulator": ("model", "engine", "api", "pd"),
+    "scenarios": ("shapes", "run", "search", "studies"),
 }
 ROOM_FORBIDDEN = {  # (subpackage, room) -> libraries its modules do not import
     ("simulator", "model"): {"aiohttp"},  # the simulated model and engine run without HTTP (the virtual-time loop)
@@ -251,7 +252,7 @@ def test_the_import_picture_points_down():
     """``pytest -s`` prints it: every layer, and every room of a subpackage, imports only what is above it."""
     rows = import_picture()
     print("\nvllm_stress's layers and rooms, lowest first (a subpackage's front: its modules outside its rooms):")
-    print("\n".join(f"{name:<18} -> {', '.join(imported) or 'nothing'}" for name, imported, _ in rows))
+    print("\n".join(f"{name:<19} -> {', '.join(imported) or 'nothing'}" for name, imported, _ in rows))
     upward = [
         f"{name.strip()} imports {', '.join(sorted(set(imported) - set(above)))}"
         for name, imported, above in rows

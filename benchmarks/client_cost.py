@@ -26,7 +26,7 @@ from pathlib import Path
 from benchmarks.client_streams import pinned
 from benchmarks.harness import scrape
 from benchmarks.master_rows import process_cpu_s
-from vllm_stress.scenarios.runner import free_port
+from vllm_stress.scenarios.run.runner import free_port
 from vllm_stress.simulator.process import start_simulator, stop_process
 
 REPO = Path(__file__).resolve().parent.parent

@@ -31,8 +31,8 @@ import requests
 from benchmarks import crosscheck_vllm_bench as crosscheck
 from benchmarks.client_streams import pinned
 from vllm_stress.analysis.report.pipeline import run_levels
-from vllm_stress.scenarios import calibrate
-from vllm_stress.scenarios.runner import free_port
+from vllm_stress.scenarios.run.runner import free_port
+from vllm_stress.scenarios.studies import calibrate
 
 REPO = crosscheck.REPO
 SCENARIO = "twin-calibrate"  # fixed-size chat requests, short steady levels

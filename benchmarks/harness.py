@@ -10,7 +10,7 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 from vllm_stress.core.csvrows import read_rows as read_rows  # the tests' and benchmarks' rows
-from vllm_stress.scenarios.runner import free_port
+from vllm_stress.scenarios.run.runner import free_port
 
 
 def metric_samples(url: str) -> dict[tuple[str, frozenset], float]:

@@ -36,9 +36,9 @@ from pathlib import Path
 from benchmarks.harness import read_rows, scrape
 from benchmarks.stream_cost import RUNNING, fds, rss_mib
 from benchmarks.timing_error import describe, errors
-from vllm_stress.scenarios.runner import free_port
+from vllm_stress.scenarios.run.runner import free_port
+from vllm_stress.simulator.api.requestlog import read_request_log
 from vllm_stress.simulator.process import start_simulator
-from vllm_stress.simulator.requestlog import read_request_log
 
 REPO = Path(__file__).resolve().parent.parent
 

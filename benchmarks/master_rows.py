@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 from benchmarks.harness import read_rows
-from vllm_stress.scenarios.runner import free_port
+from vllm_stress.scenarios.run.runner import free_port
 from vllm_stress.simulator.process import start_simulator
 
 REPO = Path(__file__).resolve().parent.parent

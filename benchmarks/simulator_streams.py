@@ -7,7 +7,7 @@ bytes (one ``"text":`` per chunk, one token per chunk) inside a measuring window
 is made fast (``--time-scale``) so the figure is the HTTP front end's, and the server's CPU use over the window is
 reported to show which side was the limit, with its CPU per token. ``tokens_per_read`` is how many tokens each of the
 client's reads carried: 1 when every token went out in its own write, more when the simulated GPU outran the front
-end and the driver handed several steps' tokens over at once (``vllm_stress/simulator/driver.py``); with ``--time-scale 1`` the
+end and the driver handed several steps' tokens over at once (``vllm_stress/simulator/api/driver.py``); with ``--time-scale 1`` the
 GPU model sets the pace and the front end writes token by token.
 
     .venv/bin/python -m benchmarks.simulator_streams --streams 1000 --seconds 20 [--time-scale 1]

@@ -21,7 +21,7 @@ from pathlib import Path
 import psutil
 
 from benchmarks.harness import chat_locust, read_rows
-from vllm_stress.scenarios.runner import free_port
+from vllm_stress.scenarios.run.runner import free_port
 from vllm_stress.simulator.process import start_simulator
 
 REPO = Path(__file__).resolve().parent.parent

@@ -6,7 +6,7 @@ One simulator (``--request-log``, engine steps of at least 50 ms, no jitter: eve
 stream at once, as vLLM does) and Locust's chat user on a master with two forked workers, all sharing the machine
 (no pinning). Each request carries an ``X-Request-Id``; the simulator logs when it arrived, when the bytes of its
 first and last output token were handed to the socket, and how many writes carried output
-(``vllm_stress/simulator/requestlog.py``). For every successful request:
+(``vllm_stress/simulator/api/requestlog.py``). For every successful request:
 
 * TTFT error = client ``ttft_s`` - (server ``first`` - ``arrival``): connecting, sending the request, the kernel's
   delivery and the client's own delay in reading and timestamping the chunk. The simulator's ``arrival`` is its
@@ -37,8 +37,8 @@ import numpy as np
 
 from benchmarks.harness import read_rows, two_workers
 from vllm_stress.core.metrics import percentile
+from vllm_stress.simulator.api.requestlog import read_request_log
 from vllm_stress.simulator.process import start_simulator
-from vllm_stress.simulator.requestlog import read_request_log
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -29,7 +29,7 @@ from tests.faultserver import FaultServer
 from tests.helpers import REPO, Server
 from tests.netns import Network, netns_unavailable
 from tests.startguard import sitecustomize as startguard
-from vllm_stress.scenarios.runner import free_port
+from vllm_stress.scenarios.run.runner import free_port
 from vllm_stress.simulator.process import start_simulator
 
 TIERS = {

@@ -17,7 +17,7 @@ from benchmarks.harness import read_rows, scrape
 from vllm_stress.analysis.cli import main as analysis_main
 from vllm_stress.analysis.io.synthetic import closed_loop_rows, step_levels, write_run
 from vllm_stress.client import options
-from vllm_stress.scenarios.runner import free_port
+from vllm_stress.scenarios.run.runner import free_port
 
 REPO = Path(__file__).resolve().parent.parent
 NOWHERE = "http://127.0.0.1:1"  # nothing listens: runs given it must stop before contacting a server

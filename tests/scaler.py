@@ -29,7 +29,7 @@ import requests
 
 from tests.test_fleet import NGINX, answers, nginx_config
 from vllm_stress.master.replicaset import look
-from vllm_stress.scenarios.runner import free_port
+from vllm_stress.scenarios.run.runner import free_port
 from vllm_stress.simulator.process import SimulatorProcess, start_simulator
 
 DRAIN_TIMEOUT_S = 30.0  # a leaving replica is stopped after this even if it still holds requests

@@ -8,7 +8,7 @@ import csv
 
 from vllm_stress.client.agenttask import DEFAULT_SCRIPT
 from vllm_stress.core import schema
-from vllm_stress.simulator.requestlog import read_request_log
+from vllm_stress.simulator.api.requestlog import read_request_log
 
 QUIET = ["--headless", "--only-summary", "-L", "WARNING"]
 RESULTS = {tool["name"]: tool["result"] for tool in DEFAULT_SCRIPT["tools"]}

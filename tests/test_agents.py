@@ -13,8 +13,8 @@ from vllm_stress.analysis.features.tasks import read_tasks, task_blocks, task_le
 from vllm_stress.client.agenttask import Answer, TaskRecord, opening, parse_script, run_task
 from vllm_stress.client.toolcalls import ToolCallReader
 from vllm_stress.core import schema
-from vllm_stress.simulator.protocol import ChunkFormat
-from vllm_stress.simulator.toolcalls import ToolChunks, plan_tool_call
+from vllm_stress.simulator.api.protocol import ChunkFormat
+from vllm_stress.simulator.model.toolcalls import ToolChunks, plan_tool_call
 
 WEATHER = {
     "name": "get_weather",

@@ -12,7 +12,7 @@ from tests.faultserver import MAX_MODEL_LEN, MODEL
 from tests.helpers import NOWHERE, REPO, refused
 from vllm_stress.analysis.cli import main as analysis_main
 from vllm_stress.core import schema
-from vllm_stress.scenarios.levels import parse_levels
+from vllm_stress.scenarios.shapes.levels import parse_levels
 
 SHORT = ["--headless", "--only-summary", "-u", "1", "-t", "5s"]
 

@@ -5,7 +5,7 @@ import csv
 import logging
 import re
 
-from vllm_stress.scenarios import budget
+from vllm_stress.scenarios.run import budget
 
 LEVELS = "2,3,4,5,6,7,8,9"  # smoke's levels take at least 6 s each (1 s ramp, 1 s warm-up, 4 s hold): 48 s or more
 

@@ -11,9 +11,9 @@ from vllm_stress.analysis.compare.compare import TWIN_PREFIX, Comparison, Side
 from vllm_stress.analysis.report.document import twin_blocks
 from vllm_stress.client.serverinfo import server_version
 from vllm_stress.core.schema import REQUESTS_FILE
-from vllm_stress.scenarios import calibrate
-from vllm_stress.simulator.profiles import load_profile
-from vllm_stress.simulator.steptime import StepTimeModel
+from vllm_stress.scenarios.studies import calibrate
+from vllm_stress.simulator.engine.steptime import StepTimeModel
+from vllm_stress.simulator.model.profiles import load_profile
 
 TRUTH = {"t_fixed": 0.003, "mfu": 0.2, "bw_eff": 0.4, "t_frontend": 0.002}  # a server the base profile is not
 

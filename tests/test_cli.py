@@ -12,8 +12,8 @@ import pytest
 from tests.helpers import REPO
 from vllm_stress import cli
 from vllm_stress.scenarios import cli as scenarios_cli
-from vllm_stress.scenarios.config import scenario_names
-from vllm_stress.scenarios.runner import SHAPE
+from vllm_stress.scenarios.run.config import scenario_names
+from vllm_stress.scenarios.run.runner import SHAPE
 from vllm_stress.users import LOCUSTFILES
 
 PACKAGE = Path(cli.__file__).parent
@@ -76,7 +76,7 @@ def test_locustfiles_are_the_packages_files(capsys):
     assert cli.main(["locustfile", "shape"]) == 0
     printed = [Path(line) for line in capsys.readouterr().out.splitlines()]
     assert printed == [PACKAGE / "users" / "chat.py", PACKAGE / "users" / "session.py", SHAPE]
-    assert all(path.is_file() for path in printed) and SHAPE == PACKAGE / "scenarios" / "shape.py"
+    assert all(path.is_file() for path in printed) and SHAPE == PACKAGE / "scenarios" / "shapes" / "shape.py"
     with pytest.raises(SystemExit) as refused:
         cli.locustfile("nope")
     assert (

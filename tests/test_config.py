@@ -1,12 +1,12 @@
-"""A scenario's settings (vllm_stress/scenarios/config.py): config files, matrix cells and the ramp options a Locust
+"""A scenario's settings (vllm_stress/scenarios/run/config.py): config files, matrix cells and the ramp options a Locust
 command line overrides."""
 
 from __future__ import annotations
 
 import pytest
 
-from vllm_stress.scenarios import config
-from vllm_stress.scenarios.config import (
+from vllm_stress.scenarios.run import config
+from vllm_stress.scenarios.run.config import (
     cell_args,
     cell_name,
     header_comment,
@@ -15,8 +15,8 @@ from vllm_stress.scenarios.config import (
     scenario_names,
     with_overrides,
 )
-from vllm_stress.scenarios.errors import ScenarioError
-from vllm_stress.scenarios.levels import longest_run_s
+from vllm_stress.scenarios.run.errors import ScenarioError
+from vllm_stress.scenarios.shapes.levels import longest_run_s
 
 
 def test_the_bundled_scenarios_are_listed_and_read():

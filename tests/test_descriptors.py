@@ -5,7 +5,7 @@ import resource
 
 from tests.helpers import LOCUST, SHORT, SLOW_SIM, read_rows
 from vllm_stress.core import descriptors
-from vllm_stress.scenarios.runner import free_port
+from vllm_stress.scenarios.run.runner import free_port
 
 
 def test_a_level_is_refused_when_a_process_share_passes_the_limit():

@@ -20,10 +20,11 @@ from vllm_stress.core import schema
 from vllm_stress.core.pdbound import pd_note, pd_notes
 from vllm_stress.core.roles import split_role
 from vllm_stress.master.serverscraper import ServerScraper, parse_metrics
-from vllm_stress.simulator.disagg import PD_READY_PREFIX, KvLink, NixlMetrics, kv_bytes_per_token, parse_layout
-from vllm_stress.simulator.engine import Engine, Sequence
-from vllm_stress.simulator.pdproxy import prefill_body
-from vllm_stress.simulator.profiles import load_profile
+from vllm_stress.simulator.engine.core import Engine
+from vllm_stress.simulator.engine.sequence import Sequence
+from vllm_stress.simulator.model.profiles import load_profile
+from vllm_stress.simulator.pd.disagg import PD_READY_PREFIX, KvLink, NixlMetrics, kv_bytes_per_token, parse_layout
+from vllm_stress.simulator.pd.pdproxy import prefill_body
 
 
 def test_the_layout_names_prefill_then_decode_instances():

@@ -18,7 +18,7 @@ import pytest
 
 from tests.helpers import REPO
 from vllm_stress import cli
-from vllm_stress.scenarios.config import scenario_names
+from vllm_stress.scenarios.run.config import scenario_names
 from vllm_stress.users import LOCUSTFILES
 
 GENERATED = (
@@ -241,7 +241,7 @@ def locust_options() -> set[str]:
     """Locust's options with the suite's (what ``--locust-arg`` passes on)."""
     from locust.argument_parser import get_parser
 
-    from vllm_stress.scenarios import shape  # noqa: F401 (adds the ramp's options to Locust's parser)
+    from vllm_stress.scenarios.shapes import shape  # noqa: F401 (adds the ramp's options to Locust's parser)
     from vllm_stress.users import plugin  # noqa: F401 (adds the user options)
 
     return parser_options(get_parser(default_config_files=[]))

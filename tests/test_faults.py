@@ -27,7 +27,7 @@ from tests.helpers import (
     start_master_and_workers,
     wait_until,
 )
-from vllm_stress.scenarios.runner import free_port
+from vllm_stress.scenarios.run.runner import free_port
 
 TIMEOUT_S = 1.0
 EXPECTED = {  # fault -> the rows' error column ("" = success)

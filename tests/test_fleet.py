@@ -14,8 +14,8 @@ import requests
 
 from tests.helpers import SHORT, SLOW_SIM, analyse, server_completed, wait_until
 from vllm_stress.core import schema
-from vllm_stress.scenarios.runner import free_port
-from vllm_stress.simulator.requestlog import read_request_log
+from vllm_stress.scenarios.run.runner import free_port
+from vllm_stress.simulator.api.requestlog import read_request_log
 
 NGINX = os.environ.get("NGINX", "/usr/sbin/nginx")  # the Makefile's
 RAMP = [

@@ -1,4 +1,4 @@
-"""The folders a scenario command writes (vllm_stress/scenarios/folders.py)."""
+"""The folders a scenario command writes (vllm_stress/scenarios/run/folders.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import json
 import pytest
 
 from vllm_stress.core import schema
-from vllm_stress.scenarios.errors import ScenarioError
-from vllm_stress.scenarios.folders import complete, has_rows, prepare_out
+from vllm_stress.scenarios.run.errors import ScenarioError
+from vllm_stress.scenarios.run.folders import complete, has_rows, prepare_out
 
 
 def test_an_output_folder_is_new_or_overwritten(tmp_path):

@@ -11,8 +11,8 @@ from werkzeug.datastructures import MultiDict
 
 from vllm_stress.client import features, options
 from vllm_stress.core.capabilities import CAPABILITIES
-from vllm_stress.scenarios import shape
-from vllm_stress.scenarios.shape import StepRampShape
+from vllm_stress.scenarios.shapes import shape
+from vllm_stress.scenarios.shapes.shape import StepRampShape
 from vllm_stress.webui.formcheck import LOCUST_FIELDS, FormError, StartForm
 from vllm_stress.webui.startform import page_sections
 

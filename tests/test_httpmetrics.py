@@ -1,11 +1,11 @@
-"""vllm_stress.simulator.httpmetrics: the HTTP-level families of prometheus_fastapi_instrumentator, as vLLM exposes
+"""vllm_stress.simulator.api.httpmetrics: the HTTP-level families of prometheus_fastapi_instrumentator, as vLLM exposes
 them, from the observations of the simulator's routes (read back through prometheus_client's exposition)."""
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from vllm_stress.simulator.httpmetrics import HIGHR_BUCKETS, LOWR_BUCKETS, HttpMetrics
+from vllm_stress.simulator.api.httpmetrics import HIGHR_BUCKETS, LOWR_BUCKETS, HttpMetrics
 
 CHAT = "/v1/chat/completions"
 

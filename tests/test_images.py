@@ -15,10 +15,10 @@ from tests.helpers import NO_CANARIES, analyse, parsed_options
 from vllm_stress.client.checks import StopTarget, validate
 from vllm_stress.client.images import make_image_set, message_content, parse_size
 from vllm_stress.core import schema
-from vllm_stress.simulator.parsing import ApiError
-from vllm_stress.simulator.profiles import load_profile
-from vllm_stress.simulator.steptime import StepTimeModel
-from vllm_stress.simulator.vision import image_cost, read_image, smart_resize
+from vllm_stress.simulator.engine.steptime import StepTimeModel
+from vllm_stress.simulator.model.errors import ApiError
+from vllm_stress.simulator.model.profiles import load_profile
+from vllm_stress.simulator.model.vision import image_cost, read_image, smart_resize
 
 QWEN2_VL = dict(factor=28, min_pixels=56 * 56, max_pixels=14 * 14 * 4 * 1280)  # its image processor's defaults
 

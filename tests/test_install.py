@@ -67,7 +67,7 @@ def test_locust_runs_the_installed_locustfiles_against_the_installed_simulator(
         assert found.returncode == 0, found.stderr
         paths[name] = Path(found.stdout.strip())
         assert paths[name].is_file() and "site-packages" in paths[name].parts, paths[name]
-    assert paths["shape"].as_posix().endswith("vllm_stress/scenarios/shape.py")
+    assert paths["shape"].as_posix().endswith("vllm_stress/scenarios/shapes/shape.py")
 
     simulator = processes(
         [installed_suite.bin / "python", "-m", "vllm_stress.simulator", "--port", "0", "--profile", "cpu-tiny"],

@@ -1,10 +1,14 @@
 """The layer gate: the imports of every module under ``vllm_stress/`` (module-level and inside functions alike, read
 with ``ast``) point down the order below, and no two subpackages import each other, directly or round a cycle; nor
-do the modules of the analysis, a pipeline (io.load -> levels -> stats -> summary -> report.document).
+do two modules of one subpackage (a type both need lives in a module both import), and the analysis reads as a
+pipeline (io.load -> levels -> stats -> summary -> report.document).
 
 Lowest first: ``core`` (nothing of vllm_stress, and none of the libraries of the layers above it); ``client``;
 ``master``; ``webui``; ``users`` (the Locust side, each on those before it); ``simulator`` and ``analysis`` (on the
 core only); ``scenarios`` (on all of those); and the front end, ``vllm_stress/cli.py`` and ``__main__``, on anything.
+A subpackage with rooms (sub-packages, ``ROOMS``) is layered the same way inside: a room imports only the rooms
+below it, and some rooms none of some libraries (the simulator's model and engine: no aiohttp). ``pytest -s`` prints
+the picture of layers and rooms.
 Outside the package: nothing but the tests imports ``tests``, and no file imports the repository's entry folders
 (``locustfiles``, ``scenarios``, ``analysis``, ``simulator``) as packages: they are run, never imported.
 """
@@ -160,9 +164,6 @@ def test_no_cycle_between_subpackages():
     assert not problems, "\n".join(problems)
 
 
-PIPELINES = ("analysis",)  # modules that import one way: io.load -> levels -> stats -> summary -> report.document
-
-
 def module_imports(subpackage: str) -> dict[str, set[str]]:
     """{module: the modules of the same subpackage it imports}, type-checking imports included."""
     files = [path for path in python_files() if path.startswith(f"{PACKAGE}/{subpackage}/")]
@@ -174,11 +175,93 @@ def module_imports(subpackage: str) -> dict[str, set[str]]:
     }
 
 
-@pytest.mark.parametrize("subpackage", PIPELINES)
-def test_no_import_cycle_inside_a_pipeline(subpackage):
+@pytest.mark.parametrize("subpackage", sorted(BELOW))
+def test_no_import_cycle_inside_a_subpackage(subpackage):
     edges = module_imports(subpackage)
-    problems = [" <-> ".join(name.rpartition(".")[2] for name in group) for group in cycles(edges)]
+    problems = [
+        " <-> ".join(name.removeprefix(f"{PACKAGE}.{subpackage}.") for name in group) for group in cycles(edges)
+    ]
     assert not problems, f"modules of {subpackage} that import each other round a cycle:\n" + "\n".join(problems)
+
+
+ROOMS = {  # subpackage -> its rooms (sub-packages), lowest first: a room imports only the rooms before it
+    "simulator": ("model", "engine", "api", "pd"),
+    "scenarios": ("shapes", "run", "search", "studies"),
+}
+ROOM_FORBIDDEN = {  # (subpackage, room) -> libraries its modules do not import
+    ("simulator", "model"): {"aiohttp"},  # the simulated model and engine run without HTTP (the virtual-time loop)
+    ("simulator", "engine"): {"aiohttp"},
+}
+ROOM_FRONT = "front"  # a subpackage's modules outside its rooms (its command line ...): they may import every room
+
+
+def room(subpackage: str, module: str) -> str:
+    """The room of a module of ``subpackage``, or the subpackage's front."""
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[2] in ROOMS.get(subpackage, ()) else ROOM_FRONT
+
+
+def room_imports(subpackage: str) -> dict[str, set[str]]:
+    """{room: the other rooms of the subpackage it imports} (the front included)."""
+    edges: dict[str, set[str]] = defaultdict(set)
+    for module, imported in module_imports(subpackage).items():
+        here = room(subpackage, module)
+        edges[here] |= {room(subpackage, other) for other in imported} - {here}
+    return edges
+
+
+@pytest.mark.parametrize("subpackage", sorted(ROOMS))
+def test_rooms_import_only_the_rooms_below(subpackage):
+    order = ROOMS[subpackage]
+    upward = [
+        f"{module} imports {other}"
+        for module, imported in module_imports(subpackage).items()
+        if (here := room(subpackage, module)) != ROOM_FRONT
+        for other in sorted(imported)
+        if (there := room(subpackage, other)) != here
+        and (there == ROOM_FRONT or order.index(there) > order.index(here))
+    ]
+    assert not upward, f"imports that point up between the rooms of {subpackage} ({' < '.join(order)}):\n" + "\n".join(
+        upward
+    )
+
+
+@pytest.mark.parametrize(("subpackage", "name"), sorted(ROOM_FORBIDDEN))
+def test_a_room_imports_none_of_its_forbidden_libraries(subpackage, name):
+    forbidden = ROOM_FORBIDDEN[subpackage, name]
+    files = [path for path in python_files() if path.startswith(f"{PACKAGE}/{subpackage}/{name}/")]
+    assert files, f"{subpackage}/{name} has no modules"
+    found = [str(found) for path in files for found in imports_of(path) if found.module.split(".")[0] in forbidden]
+    assert not found, f"{subpackage}/{name} imports none of {', '.join(sorted(forbidden))}:\n" + "\n".join(found)
+
+
+def import_picture() -> list[tuple[str, list[str], list[str]]]:
+    """(name, what it imports, the names before it in its list): one row per layer, lowest first; under a subpackage
+    with rooms, one row per room and its front."""
+    between: dict[str, set[str]] = defaultdict(set)
+    for here, there, _found in package_imports():
+        between[here].add(there)
+    layers = [*BELOW, FRONT_END]
+    rows = []
+    for index, name in enumerate(layers):
+        rows.append((name, sorted(between[name], key=layers.index), layers[:index]))
+        rooms = [*ROOMS.get(name, ()), ROOM_FRONT]
+        edges = room_imports(name) if name in ROOMS else {}
+        rows += [(f"  {name}/{r}", sorted(edges[r], key=rooms.index), rooms[:i]) for i, r in enumerate(rooms) if edges]
+    return rows
+
+
+def test_the_import_picture_points_down():
+    """``pytest -s`` prints it: every layer, and every room of a subpackage, imports only what is above it."""
+    rows = import_picture()
+    print("\nvllm_stress's layers and rooms, lowest first (a subpackage's front: its modules outside its rooms):")
+    print("\n".join(f"{name:<19} -> {', '.join(imported) or 'nothing'}" for name, imported, _ in rows))
+    upward = [
+        f"{name.strip()} imports {', '.join(sorted(set(imported) - set(above)))}"
+        for name, imported, above in rows
+        if set(imported) - set(above)
+    ]
+    assert not upward, "\n".join(upward)
 
 
 def test_the_analysis_reads_as_a_pipeline():

@@ -12,8 +12,10 @@ from tests.helpers import analyse
 from vllm_stress.analysis.io.synthetic import request_rows, write_run
 from vllm_stress.client.adapters import AdapterPool, adapter_names, adapter_pool, weights
 from vllm_stress.master.lorascrape import lora_values
-from vllm_stress.simulator.engine import Engine, Sequence
-from vllm_stress.simulator.lora import (
+from vllm_stress.simulator.api.metrics import EngineMetrics
+from vllm_stress.simulator.api.protocol import model_list
+from vllm_stress.simulator.engine.core import Engine
+from vllm_stress.simulator.engine.lora import (
     LoraConfig,
     LoraSlots,
     adapter_bytes,
@@ -21,10 +23,9 @@ from vllm_stress.simulator.lora import (
     adapter_request,
     parse_modules,
 )
-from vllm_stress.simulator.metrics import EngineMetrics
-from vllm_stress.simulator.parsing import ApiError
-from vllm_stress.simulator.profiles import load_profile
-from vllm_stress.simulator.protocol import model_list
+from vllm_stress.simulator.engine.sequence import Sequence
+from vllm_stress.simulator.model.errors import ApiError
+from vllm_stress.simulator.model.profiles import load_profile
 
 T0 = 1_700_000_000.0
 

@@ -18,10 +18,10 @@ from benchmarks.harness import read_rows
 from tests.helpers import NOWHERE, refused
 from vllm_stress.client import options
 from vllm_stress.core import schema
-from vllm_stress.scenarios import config, runner, servers
-from vllm_stress.scenarios.config import cell_args, cell_name
-from vllm_stress.scenarios.errors import ScenarioError
-from vllm_stress.scenarios.runner import free_port
+from vllm_stress.scenarios.run import config, runner, servers
+from vllm_stress.scenarios.run.config import cell_args, cell_name
+from vllm_stress.scenarios.run.errors import ScenarioError
+from vllm_stress.scenarios.run.runner import free_port
 
 KEY = "key-4d2b9e71"
 CELLS = ({"max-num-seqs": "4", "max-num-batched-tokens": "256"}, {"max-num-seqs": "8", "max-num-batched-tokens": "512"})

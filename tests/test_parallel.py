@@ -1,4 +1,4 @@
-"""Fixed question sets at parallelism 1, 4, 16 (vllm_stress/scenarios/parallel.py): datasets, the simulator's answer model and a
+"""Fixed question sets at parallelism 1, 4, 16 (vllm_stress/scenarios/studies/parallel.py): datasets, the simulator's answer model and a
 run against the simulator whose report shows the speedup and the answers that changed."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from tests.helpers import REPO
 from vllm_stress.core.grading import grade
 from vllm_stress.core.questions import DatasetError, load_questions, prompt
 from vllm_stress.scenarios.data import make_synthetic
-from vllm_stress.simulator.answers import AnswerModel
-from vllm_stress.simulator.profiles import load_profile
+from vllm_stress.simulator.model.answers import AnswerModel
+from vllm_stress.simulator.model.profiles import load_profile
 
 DATA = REPO / "scenarios" / "data"
 MC, MATH = DATA / "synthetic-mc.jsonl", DATA / "synthetic-math.jsonl"

@@ -1,20 +1,21 @@
-"""vllm_stress.simulator.parsing: request validation with vLLM's statuses, messages and length rules (the same answers
+"""vllm_stress.simulator.api.parsing: request validation with vLLM's statuses, messages and length rules (the same answers
 over HTTP: test_simulator_http.py)."""
 
 import json
 
 import pytest
 
-from vllm_stress.simulator.parsing import (
+from vllm_stress.simulator.api.parsing import (
     COMPLETIONS_DEFAULT_MAX_TOKENS,
-    ApiError,
     check_model,
+    error_body,
     parse_generation,
     parse_json,
     parse_messages,
     parse_prompts,
     resolve_max_tokens,
 )
+from vllm_stress.simulator.model.errors import ApiError
 
 
 def refusal(call, *args) -> ApiError:
@@ -26,7 +27,7 @@ def refusal(call, *args) -> ApiError:
 def test_errors_have_the_nested_openai_shape():
     error = refusal(parse_json, b"{not json")
     assert error.status == 400 and error.message.startswith("JSON decode error: ")
-    body = json.loads(error.body())
+    body = json.loads(error_body(error))
     assert body == {"error": {"message": error.message, "type": "BadRequestError", "param": None, "code": 400}}
     assert refusal(parse_json, b"[1]").message == "Input should be a valid dictionary or object to extract fields from"
     assert parse_json(b'{"a": 1}') == {"a": 1}
@@ -35,7 +36,7 @@ def test_errors_have_the_nested_openai_shape():
 def test_an_unknown_model_is_a_404_and_no_model_is_fine():
     error = refusal(check_model, {"model": "other"}, "m")
     assert (error.status, error.param, error.message) == (404, "model", "The model `other` does not exist.")
-    assert json.loads(error.body())["error"]["type"] == "NotFoundError"
+    assert json.loads(error_body(error))["error"]["type"] == "NotFoundError"
     check_model({}, "m")
     check_model({"model": "m"}, "m")
     assert refusal(check_model, {"model": 5}, "m").message == "body.model: Input should be a valid str, got 5"

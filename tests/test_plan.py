@@ -11,7 +11,7 @@ from vllm_stress.analysis.io.synthetic import closed_loop_rows, step_levels, wri
 from vllm_stress.core import schema
 from vllm_stress.core.sizing import CLIENT_CPU_US_PER_TOKEN, machine_processes, worker_processes
 from vllm_stress.scenarios.cli import main
-from vllm_stress.scenarios.plan import check_run
+from vllm_stress.scenarios.studies.plan import check_run
 
 
 def test_plan_sizes_1000_streams_at_10_and_40_tokens_per_s(capsys):

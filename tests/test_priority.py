@@ -1,12 +1,14 @@
-"""The simulator's scheduling policies (vllm_stress/simulator/priority.py) against vLLM's V1 scheduler rules: the
+"""The simulator's scheduling policies (vllm_stress/simulator/engine/priority.py) against vLLM's V1 scheduler rules: the
 waiting order by (priority, arrival), the preemption victim, and a request's priority field and header."""
 
 import pytest
 
-from vllm_stress.simulator.engine import Engine, Sequence
-from vllm_stress.simulator.parsing import ApiError, parse_generation
-from vllm_stress.simulator.priority import PriorityQueue, header_priority, victim, waiting_queue
-from vllm_stress.simulator.profiles import load_profile
+from vllm_stress.simulator.api.parsing import parse_generation
+from vllm_stress.simulator.engine.core import Engine
+from vllm_stress.simulator.engine.priority import PriorityQueue, header_priority, victim, waiting_queue
+from vllm_stress.simulator.engine.sequence import Sequence
+from vllm_stress.simulator.model.errors import ApiError
+from vllm_stress.simulator.model.profiles import load_profile
 
 
 def engine_with(policy, **overrides):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 import time
 
-from vllm_stress.scenarios.levels import LevelPace, LevelRule, clock, ramp_eta
+from vllm_stress.scenarios.shapes.levels import LevelPace, LevelRule, clock, ramp_eta
 
 PHASES = ("ramping up", "warming up", "holding", "held")
 

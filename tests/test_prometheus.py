@@ -34,7 +34,7 @@ from vllm_stress.core import schema
 from vllm_stress.master import hooks
 from vllm_stress.master.accounting import RequestAccounting
 from vllm_stress.master.promexport import LATENCY_BUCKETS_S, MAX_ERROR_CLASSES, PromExport
-from vllm_stress.scenarios.runner import free_port
+from vllm_stress.scenarios.run.runner import free_port
 
 RUN = {"scenario": "demo", "run": "run-1"}
 

@@ -16,7 +16,7 @@ from tests.test_stream import CHAT_MARKER, parse
 from vllm_stress.client.exchange import is_output_delta
 from vllm_stress.client.prompts import Workload
 from vllm_stress.core import schema
-from vllm_stress.simulator.server import thinking
+from vllm_stress.simulator.api.server import thinking
 from vllm_stress.users.base import sampling
 
 STEADY_SIM = ["--profile", "cpu-tiny", "--set", "t_fixed=0.02", "--set", "jitter=0"]  # every decode step 20 ms

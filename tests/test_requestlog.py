@@ -8,7 +8,7 @@ from benchmarks.harness import read_rows, two_workers
 from tests.helpers import NO_CANARIES
 from vllm_stress.client.stream import KERNEL_CLOCK, KERNEL_ENABLED, USER_CLOCK
 from vllm_stress.core.kernelclock import KERNEL_PLATFORM
-from vllm_stress.simulator.requestlog import read_request_log
+from vllm_stress.simulator.api.requestlog import read_request_log
 
 WRITE_DELAY_S = 0.5  # the most a loaded machine is allowed to hold the server's stamped write
 

@@ -1,12 +1,12 @@
-"""vllm_stress.simulator.sampling: the pseudo-words the simulator generates and the EOS position it draws."""
+"""vllm_stress.simulator.model.sampling: the pseudo-words the simulator generates and the EOS position it draws."""
 
 import random
 import statistics
 
 import pytest
 
-from vllm_stress.simulator.profiles import load_profile
-from vllm_stress.simulator.sampling import (
+from vllm_stress.simulator.model.profiles import load_profile
+from vllm_stress.simulator.model.sampling import (
     WORD_BYTES,
     WORDS,
     plan_sequence,

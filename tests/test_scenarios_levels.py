@@ -1,4 +1,4 @@
-"""vllm_stress.scenarios.levels: a ramp's options — parsing, checks, the bound of a run's length, the ETA line.
+"""vllm_stress.scenarios.shapes.levels: a ramp's options — parsing, checks, the bound of a run's length, the ETA line.
 (Its refusals as the command line shows them: test_bad_input.py; the ETA of a level run past its pace:
 test_progress.py.)"""
 
@@ -9,7 +9,7 @@ import time
 import pytest
 
 from vllm_stress.core.steady import MIN_LIFETIMES
-from vllm_stress.scenarios.levels import (
+from vllm_stress.scenarios.shapes.levels import (
     CHECK_INTERVAL_S,
     RAMP_DEFAULTS,
     RAMP_TIMES,

@@ -12,7 +12,7 @@ import pytest
 import requests
 
 from vllm_stress.scenarios.cli import main
-from vllm_stress.scenarios.runner import free_port
+from vllm_stress.scenarios.run.runner import free_port
 
 SIM = ["--simulator-arg=--max-num-seqs=32", "--workers", "1"]
 SLO_MS = 340

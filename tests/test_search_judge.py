@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from vllm_stress.analysis.io.synthetic import closed_loop_rows, step_levels, write_run
-from vllm_stress.scenarios.errors import ScenarioError
+from vllm_stress.scenarios.run.errors import ScenarioError
 from vllm_stress.scenarios.search.judge import judge, parse_slos
 from vllm_stress.scenarios.search.space import Space
 

@@ -9,7 +9,7 @@ import math
 import pytest
 
 from vllm_stress.core.slo import Slo
-from vllm_stress.scenarios.errors import ScenarioError
+from vllm_stress.scenarios.run.errors import ScenarioError
 from vllm_stress.scenarios.search.judge import Probe
 from vllm_stress.scenarios.search.result import RESULT_FILE, binding, excess, load_probes, result, save
 from vllm_stress.scenarios.search.space import Space

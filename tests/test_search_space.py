@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from vllm_stress.scenarios.errors import ScenarioError
+from vllm_stress.scenarios.run.errors import ScenarioError
 from vllm_stress.scenarios.search.space import DEFAULT_POOL_SECONDS, Space, check_space
 
 

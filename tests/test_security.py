@@ -15,7 +15,7 @@ import requests
 
 from benchmarks.harness import read_rows
 from tests.helpers import LOCUST, NO_CANARIES, REPO, SHORT, wait_until
-from vllm_stress.scenarios.runner import free_port
+from vllm_stress.scenarios.run.runner import free_port
 from vllm_stress.simulator.cli import build_parser
 
 KEY = "sk-vllm-stress-canary-5e1f0c2b9d7a"

@@ -1,4 +1,4 @@
-"""The server a scenario measures (vllm_stress/scenarios/servers.py), without starting one: what run.json records of
+"""The server a scenario measures (vllm_stress/scenarios/run/servers.py), without starting one: what run.json records of
 its launch, the bearer header, whether anything answers at a URL, and the checks before a server command."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
-from vllm_stress.scenarios.errors import ScenarioError
-from vllm_stress.scenarios.servers import answers, api_headers, launch_args, server, wait_closed, wait_for_models
+from vllm_stress.scenarios.run.errors import ScenarioError
+from vllm_stress.scenarios.run.servers import answers, api_headers, launch_args, server, wait_closed, wait_for_models
 
 KEY = "key-4d2b9e71"
 

@@ -1,4 +1,4 @@
-"""vllm_stress.scenarios.shape: the step ramp, ticked by the test on a clock of its own — each level ramps, warms up
+"""vllm_stress.scenarios.shapes.shape: the step ramp, ticked by the test on a clock of its own — each level ramps, warms up
 for at least --warmup and one request lifetime, holds, and says so through the suite's events (a ramp through
 Locust: test_ramp.py, test_steady.py, test_webui.py)."""
 
@@ -10,8 +10,8 @@ import pytest
 
 from vllm_stress.core import schema
 from vllm_stress.master import hooks
-from vllm_stress.scenarios import shape
-from vllm_stress.scenarios.shape import StepRampShape, level_bound_s
+from vllm_stress.scenarios.shapes import shape
+from vllm_stress.scenarios.shapes.shape import StepRampShape, level_bound_s
 
 
 def options(**ramp) -> argparse.Namespace:

@@ -5,11 +5,12 @@ import random
 
 import pytest
 
-from vllm_stress.simulator.engine import Engine, Sequence
-from vllm_stress.simulator.kvcache import num_gpu_blocks, prompt_block_hashes
-from vllm_stress.simulator.profiles import load_profile, parse_assignments, profile_names
-from vllm_stress.simulator.steptime import StepTimeModel
-from vllm_stress.simulator.virtual import closed_loop
+from vllm_stress.simulator.engine.core import Engine
+from vllm_stress.simulator.engine.kvcache import num_gpu_blocks, prompt_block_hashes
+from vllm_stress.simulator.engine.sequence import Sequence
+from vllm_stress.simulator.engine.steptime import StepTimeModel
+from vllm_stress.simulator.engine.virtual import closed_loop
+from vllm_stress.simulator.model.profiles import load_profile, parse_assignments, profile_names
 
 # docs/concepts/vllm-scheduler.md §7: decode (1,100-token contexts) at B=1/64/256 and a 2048-token prefill, ms
 STEP_ANCHORS = {

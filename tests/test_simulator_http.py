@@ -10,7 +10,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from benchmarks.harness import metric_samples
-from vllm_stress.simulator.metrics import REQUEST_LATENCY_BUCKETS, TTFT_BUCKETS
+from vllm_stress.simulator.api.metrics import REQUEST_LATENCY_BUCKETS, TTFT_BUCKETS
 
 CHAT = "/v1/chat/completions"
 COMPLETIONS = "/v1/completions"

@@ -23,9 +23,9 @@ from vllm_stress.core.otlp import EMPTY_RESPONSE, TRACES_PATH, MalformedBody, ex
 from vllm_stress.core.spans import trace_context, trace_id_of, traceparent
 from vllm_stress.master import hooks
 from vllm_stress.master.spanreceiver import SpanReceiver
-from vllm_stress.scenarios.runner import free_port
-from vllm_stress.scenarios.servers import SPAN_EXPORT_ENV, span_args
-from vllm_stress.simulator.requestlog import read_request_log
+from vllm_stress.scenarios.run.runner import free_port
+from vllm_stress.scenarios.run.servers import SPAN_EXPORT_ENV, span_args
+from vllm_stress.simulator.api.requestlog import read_request_log
 
 
 def test_the_trace_id_and_the_request_id_map_both_ways():

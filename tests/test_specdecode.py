@@ -13,12 +13,13 @@ from prometheus_client import generate_latest
 from vllm_stress.analysis.features.spec_counters import crossover, spec_decode_stats
 from vllm_stress.core.metrics import tokens_per_chunk
 from vllm_stress.master.serverscraper import parse_metrics
-from vllm_stress.simulator.engine import Engine, Sequence
-from vllm_stress.simulator.metrics import EngineMetrics
-from vllm_stress.simulator.profiles import load_profile
-from vllm_stress.simulator.protocol import ChunkFormat
-from vllm_stress.simulator.specdecode import mean_accepted_length, parse_schedule
-from vllm_stress.simulator.streams import RequestStream, _due_chunks
+from vllm_stress.simulator.api.metrics import EngineMetrics
+from vllm_stress.simulator.api.protocol import ChunkFormat
+from vllm_stress.simulator.api.streams import RequestStream, _due_chunks
+from vllm_stress.simulator.engine.core import Engine
+from vllm_stress.simulator.engine.sequence import Sequence
+from vllm_stress.simulator.engine.specdecode import mean_accepted_length, parse_schedule
+from vllm_stress.simulator.model.profiles import load_profile
 
 K3 = {"spec_tokens": 3, "spec_acceptance": "0.7", "jitter": 0.0}
 

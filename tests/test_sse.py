@@ -12,9 +12,10 @@ import pytest
 from benchmarks.harness import read_rows
 from tests.helpers import NO_CANARIES
 from vllm_stress.client.exchange import Exchange
-from vllm_stress.client.stream import KERNEL_ENABLED, SSEParser
+from vllm_stress.client.sse import SSEParser
+from vllm_stress.client.stream import KERNEL_ENABLED
 from vllm_stress.core.failures import StreamError
-from vllm_stress.simulator.requestlog import read_request_log
+from vllm_stress.simulator.api.requestlog import read_request_log
 
 MARKER = b'"choices":[{"index":0,"text":"'  # the completions user's output marker (users/completions.py)
 ENDINGS = {"lf": b"\n", "crlf": b"\r\n", "cr": b"\r"}

@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 
 from vllm_stress.client.exchange import Exchange
-from vllm_stress.client.stream import SSEParser, TimedClientPool, read_body, use_send_time
+from vllm_stress.client.sse import SSEParser
+from vllm_stress.client.stream import TimedClientPool, read_body, use_send_time
 from vllm_stress.core.failures import StreamError
 from vllm_stress.core.kernelclock import KERNEL_PLATFORM, SO_TIMESTAMPNS, kernel_time
-from vllm_stress.simulator.protocol import DONE, ChunkFormat
+from vllm_stress.simulator.api.protocol import DONE, ChunkFormat
 from vllm_stress.users.chat import ChatUser
 from vllm_stress.users.completions import CompletionsUser
 

@@ -1,4 +1,4 @@
-"""Load shapes beyond the step ramp (vllm_stress.scenarios.stretches, .timed): a spike, a compressed day and a
+"""Load shapes beyond the step ramp (vllm_stress.scenarios.shapes.stretches, .timed): a spike, a compressed day and a
 trace's own rate as stretches of users, and a timed shape ticked on a clock of the test's, each stretch's first run
 at a user count a judged level, a later one at the same count not."""
 
@@ -12,7 +12,7 @@ import pytest
 from tests.test_shape import Ramp, ended
 from vllm_stress.client.trace import TraceArrivals, TraceLine
 from vllm_stress.master import hooks
-from vllm_stress.scenarios.stretches import Stretch, sinusoid, stretches_of, total_s
+from vllm_stress.scenarios.shapes.stretches import Stretch, sinusoid, stretches_of, total_s
 
 
 def test_a_spike_is_base_peak_base():

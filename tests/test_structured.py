@@ -26,10 +26,11 @@ from vllm_stress.client.structured import (
     read_schemas,
 )
 from vllm_stress.core import schema
-from vllm_stress.simulator.engine import Engine, Sequence
-from vllm_stress.simulator.grammar import answer_tokens, json_reply, minimal_instance, request_schema
-from vllm_stress.simulator.parsing import ApiError
-from vllm_stress.simulator.profiles import load_profile
+from vllm_stress.simulator.engine.core import Engine
+from vllm_stress.simulator.engine.sequence import Sequence
+from vllm_stress.simulator.model.errors import ApiError
+from vllm_stress.simulator.model.grammar import answer_tokens, json_reply, minimal_instance, request_schema
+from vllm_stress.simulator.model.profiles import load_profile
 
 ORDER = {
     "type": "object",

@@ -1,4 +1,4 @@
-"""vllm_stress.simulator.tokenizer: the simulator's stand-in tokenizer and Llama-3-style chat template — what its
+"""vllm_stress.simulator.model.tokenizer: the simulator's stand-in tokenizer and Llama-3-style chat template — what its
 /tokenize counts and its usage reports."""
 
 import zlib
@@ -6,15 +6,8 @@ from collections import Counter
 
 import pytest
 
-from vllm_stress.simulator.sampling import WORDS
-from vllm_stress.simulator.tokenizer import (
-    BOS_ID,
-    END_HEADER_ID,
-    EOT_ID,
-    START_HEADER_ID,
-    VOCAB_SIZE,
-    Tokenizer,
-)
+from vllm_stress.simulator.model.sampling import WORDS
+from vllm_stress.simulator.model.tokenizer import BOS_ID, END_HEADER_ID, EOT_ID, START_HEADER_ID, VOCAB_SIZE, Tokenizer
 
 TEXT = "Hello, world!"
 

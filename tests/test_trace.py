@@ -11,7 +11,7 @@ from benchmarks.harness import read_rows, two_workers
 from tests.helpers import REPO
 from vllm_stress.analysis.cli import main as analyse
 from vllm_stress.client.trace import read_trace, select
-from vllm_stress.simulator.requestlog import read_request_log
+from vllm_stress.simulator.api.requestlog import read_request_log
 
 MOONCAKE = REPO / "scenarios" / "data" / "mooncake-sample.jsonl"
 AZURE = REPO / "scenarios" / "data" / "azure-sample.csv"

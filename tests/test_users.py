@@ -6,7 +6,7 @@ import pytest
 
 from benchmarks.harness import read_rows, scrape, two_workers
 from tests.helpers import NO_CANARIES, locust_stats, server_completed
-from vllm_stress.simulator.requestlog import read_request_log
+from vllm_stress.simulator.api.requestlog import read_request_log
 
 SHORT = ["--input-tokens", "64", "--output-tokens", "16", "--headless", "--only-summary", "-L", "WARNING", *NO_CANARIES]
 

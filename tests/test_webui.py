@@ -18,7 +18,7 @@ from benchmarks.harness import read_rows
 from tests.helpers import LOCUST, REPO
 from vllm_stress.core import schema
 from vllm_stress.core.metrics import bucket_percentile
-from vllm_stress.scenarios.runner import free_port
+from vllm_stress.scenarios.run.runner import free_port
 from vllm_stress.webui.llmtab import COLUMNS, CSV_ROUTE, TAB
 
 ARTIFACTS = REPO / "test-artifacts"

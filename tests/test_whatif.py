@@ -7,10 +7,10 @@ import pandas as pd
 import pytest
 
 from tests.helpers import small_run
-from vllm_stress.scenarios import calibrate, whatif
 from vllm_stress.scenarios.cli import main as scenarios_main
-from vllm_stress.scenarios.errors import ScenarioError
-from vllm_stress.simulator.profiles import load_profile
+from vllm_stress.scenarios.run.errors import ScenarioError
+from vllm_stress.scenarios.studies import calibrate, whatif
+from vllm_stress.simulator.model.profiles import load_profile
 
 
 def test_vary_parses_settings_and_workloads_into_every_combination():

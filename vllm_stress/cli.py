@@ -77,13 +77,13 @@ def simulate_parsers(prog: str) -> list[argparse.ArgumentParser]:
 
 
 def calibrate(argv: list[str], prog: str) -> int:
-    from vllm_stress.scenarios.calibrate import main
+    from vllm_stress.scenarios.studies.calibrate import main
 
     return main(argv, prog)
 
 
 def calibrate_parsers(prog: str) -> list[argparse.ArgumentParser]:
-    from vllm_stress.scenarios.calibrate import build_parser
+    from vllm_stress.scenarios.studies.calibrate import build_parser
 
     return [build_parser(prog)]
 
@@ -91,7 +91,7 @@ def calibrate_parsers(prog: str) -> list[argparse.ArgumentParser]:
 def locustfile(name: str = "chat") -> Path:
     """The file of a user class (``vllm_stress/users/NAME.py``) or of the ramp shape ("shape")."""
     if name == "shape":
-        from vllm_stress.scenarios.runner import SHAPE
+        from vllm_stress.scenarios.run.runner import SHAPE
 
         return SHAPE
     from vllm_stress import users
@@ -103,13 +103,13 @@ def locustfile(name: str = "chat") -> Path:
 
 
 def worker(argv: list[str], prog: str) -> int:
-    from vllm_stress.scenarios.worker import main
+    from vllm_stress.scenarios.run.worker import main
 
     return main(argv, prog)
 
 
 def worker_parsers(prog: str) -> list[argparse.ArgumentParser]:
-    from vllm_stress.scenarios.worker import build_parser
+    from vllm_stress.scenarios.run.worker import build_parser
 
     return [build_parser(prog)]
 
@@ -123,7 +123,9 @@ def locust_help(name: str) -> str:
     locustfile(name)  # a clear error for an unknown name
     os.environ["LOCUST_SKIP_MONKEY_PATCH"] = "1"  # no run here: without gevent's patching (ssl is imported by now)
     try:
-        importlib.import_module("vllm_stress.scenarios.shape" if name == "shape" else f"vllm_stress.users.{name}")
+        importlib.import_module(
+            "vllm_stress.scenarios.shapes.shape" if name == "shape" else f"vllm_stress.users.{name}"
+        )
     finally:
         del os.environ["LOCUST_SKIP_MONKEY_PATCH"]
     from locust.argument_parser import get_parser

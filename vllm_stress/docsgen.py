@@ -174,7 +174,7 @@ def locust_options_page() -> str:
     os.environ["LOCUST_SKIP_MONKEY_PATCH"] = "1"
     try:
         from vllm_stress.client import features, options
-        from vllm_stress.scenarios import shape
+        from vllm_stress.scenarios.shapes import shape
     finally:
         del os.environ["LOCUST_SKIP_MONKEY_PATCH"]
     parser = locust_parser(options.add_arguments)
@@ -196,7 +196,7 @@ def locust_options_page() -> str:
     return (
         "\n".join(
             [
-                GENERATED.format(source="vllm_stress/client/features/ and vllm_stress/scenarios/shape.py"),
+                GENERATED.format(source="vllm_stress/client/features/ and vllm_stress/scenarios/shapes/shape.py"),
                 "",
                 "# Locust options",
                 "",

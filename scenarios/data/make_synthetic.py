@@ -6,7 +6,7 @@
     python scenarios/data/make_synthetic.py
 
 Every question states its arithmetic ("the sum of 12 and 30", "What is 17 * 23 - 45?"), so the simulator's answer
-model (``vllm_stress/simulator/answers.py``) can work out the right answer by itself; for multiple choice exactly one choice
+model (``vllm_stress/simulator/model/answers.py``) can work out the right answer by itself; for multiple choice exactly one choice
 equals it. The math set has negative, decimal and four-digit answers, so the graders see signs, decimals and
 thousands separators. In the Mooncake trace each request's prompt is one of eight families' first blocks (a shared
 system prompt or document) and blocks of its own, so a replay exercises the prefix cache. For demos and tests only:

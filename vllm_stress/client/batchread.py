@@ -22,7 +22,8 @@ from vllm_stress.core.kernelclock import BOTH_ANCILLARY_SIZE, kernel_time
 if TYPE_CHECKING:
     from geventhttpclient.response import HTTPSocketPoolResponse
 
-    from vllm_stress.client.stream import SSEParser, TimedSocket
+    from vllm_stress.client.sse import SSEParser
+    from vllm_stress.client.timedsocket import TimedSocket
 
 READ_SIZE = 64 * 1024  # one read takes whatever the socket holds, up to this
 TRUNCATED = "connection closed before the end of the body"

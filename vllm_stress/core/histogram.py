@@ -1,5 +1,5 @@
 """A Prometheus histogram's counts, kept once for the load generator's own series (master/promexport.py) and the
-simulator's vLLM metrics (simulator/metrics.py): observations by bucket (``le``: the first upper bound at or above
+simulator's vLLM metrics (simulator/api/metrics.py): observations by bucket (``le``: the first upper bound at or above
 the value, as Prometheus counts them), their count and sum. Exposing them is prometheus_client's (its
 ``HistogramMetricFamily``), which the core does not import."""
 

@@ -13,24 +13,24 @@ from typing import Any
 from vllm_stress.analysis.io.load import AnalysisError
 from vllm_stress.client.features.profile import DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS
 from vllm_stress.core.slo import HELP as SLO_HELP
-from vllm_stress.scenarios import parallel, plan, routercost, whatif
-from vllm_stress.scenarios.config import read_config, scenario_names
-from vllm_stress.scenarios.errors import ScenarioError
-from vllm_stress.scenarios.levels import RAMP_DEFAULTS, RUN_KEYS, longest_run_s
-from vllm_stress.scenarios.runner import (
+from vllm_stress.scenarios.run.config import read_config, scenario_names
+from vllm_stress.scenarios.run.errors import ScenarioError
+from vllm_stress.scenarios.run.runner import (
     DEFAULT_LOCUSTFILE,
     MAX_DEFAULT_WORKERS,
     REMOTE_WORKER_CONNECT_WAIT_S,
     run_scenario,
 )
+from vllm_stress.scenarios.run.servers import SERVER_READY_TIMEOUT_S
+from vllm_stress.scenarios.run.stopping import exit_code, stop_on_signals
+from vllm_stress.scenarios.run.worker import MASTER_PORT
 from vllm_stress.scenarios.search.judge import SLO_METRICS, parse_slos
 from vllm_stress.scenarios.search.run import search
 from vllm_stress.scenarios.search.space import DEFAULT_POOL_SECONDS, OVER, UNITS
 from vllm_stress.scenarios.search.writeup import REPORT_FILE
-from vllm_stress.scenarios.servers import SERVER_READY_TIMEOUT_S
-from vllm_stress.scenarios.stopping import exit_code, stop_on_signals
-from vllm_stress.scenarios.stretches import GRAMMAR
-from vllm_stress.scenarios.worker import MASTER_PORT
+from vllm_stress.scenarios.shapes.levels import RAMP_DEFAULTS, RUN_KEYS, longest_run_s
+from vllm_stress.scenarios.shapes.stretches import GRAMMAR
+from vllm_stress.scenarios.studies import parallel, plan, routercost, whatif
 from vllm_stress.users import LOCUSTFILES
 
 DEFAULT_SCENARIO = "quickstart"

@@ -17,13 +17,14 @@ from aiohttp import web
 
 from vllm_stress.core import descriptors
 
-from . import disagg, lora
-from .priority import POLICIES
-from .profiles import DEFAULT_PROFILE, FIELD_TYPES, Profile, load_profile, parse_assignments, profile_names
-from .protocol import LINE_ENDINGS, Reasoning
-from .server import Simulator
-from .specdecode import SPEC_FLAGS
-from .specdecode import add_arguments as add_spec_arguments
+from .api.protocol import LINE_ENDINGS, Reasoning
+from .api.server import Simulator
+from .engine import lora
+from .engine.priority import POLICIES
+from .engine.specdecode import SPEC_FLAGS
+from .engine.specdecode import add_arguments as add_spec_arguments
+from .model.profiles import DEFAULT_PROFILE, FIELD_TYPES, Profile, load_profile, parse_assignments, profile_names
+from .pd import disagg
 
 READY_PREFIX = "vllm-stress simulator ready:"
 VLLM_FLAGS = (
@@ -113,7 +114,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         "--request-log",
         metavar="PATH",
         help="append one JSON line of server-side timing per request that has an X-Request-Id header "
-        "(vllm_stress/simulator/requestlog.py)",
+        "(vllm_stress/simulator/api/requestlog.py)",
     )
     parser.add_argument(
         "--otlp-traces-endpoint",

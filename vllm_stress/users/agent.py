@@ -17,7 +17,8 @@ from locust.exception import StopUser
 from vllm_stress.client.agenttask import Answer, Script, TaskRecord, opening, read_script, run_task
 from vllm_stress.client.exchange import Exchange, is_output_delta
 from vllm_stress.client.prompts import RequestSpec
-from vllm_stress.client.stream import SSEParser, read_body
+from vllm_stress.client.sse import SSEParser
+from vllm_stress.client.stream import read_body
 from vllm_stress.client.toolcalls import ToolCallReader
 from vllm_stress.core.failures import failure_name
 from vllm_stress.users import chat  # the module, not the class: Locust would run every User class in this file

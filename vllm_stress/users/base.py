@@ -25,9 +25,9 @@ from vllm_stress.client.exchange import (
     response_error,
 )
 from vllm_stress.client.prompts import RequestSpec, Workload
+from vllm_stress.client.sse import SSEParser
 from vllm_stress.client.stream import (
     KERNEL_CLOCK,
-    SSEParser,
     deadline_only,
     read_body,
     receive_clock,

@@ -20,7 +20,7 @@ SPEEDUP_PNG = "speedup.png"
 MAX_CHANGED_LISTED = 50
 SIMULATED_NOTE = (
     "The target was the embedded simulator: its answers come from a configurable answer model (a set accuracy, and "
-    "a seeded chance that an answer flips that grows with the requests in flight; vllm_stress/simulator/answers.py). The "
+    "a seeded chance that an answer flips that grows with the requests in flight; vllm_stress/simulator/model/answers.py). The "
     "accuracy and the changed answers here show that the grading and agreement code work end to end; they are not "
     "any model's accuracy or determinism."
 )
@@ -32,7 +32,7 @@ NONDETERMINISM_NOTE = (
 )
 
 
-AnswerRow = dict[str, Any]  # a row of answers.csv (vllm_stress.scenarios.parallel): dataset, parallel, question_id, ...
+AnswerRow = dict[str, Any]  # a row of answers.csv (scenarios/studies/parallel.py): dataset, parallel, question_id, ...
 
 
 class ParallelLevel(TypedDict):

@@ -15,7 +15,7 @@ from vllm_stress.analysis.measures import PERCENTILES
 from vllm_stress.analysis.report.pipeline import run_levels
 from vllm_stress.core import bound
 from vllm_stress.core.slo import Slo, level_slos
-from vllm_stress.scenarios.errors import ScenarioError
+from vllm_stress.scenarios.run.errors import ScenarioError
 from vllm_stress.scenarios.search.space import Space
 
 SLO_METRICS = ("ttft", "tpot", "itl", "e2e")  # a level SLO limits a percentile of one of these

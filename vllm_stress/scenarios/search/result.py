@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from vllm_stress.core.slo import Slo
-from vllm_stress.scenarios.errors import ScenarioError
+from vllm_stress.scenarios.run.errors import ScenarioError
 from vllm_stress.scenarios.search.bisection import bracket, next_load
 from vllm_stress.scenarios.search.judge import Probe
 from vllm_stress.scenarios.search.space import Space

@@ -10,16 +10,16 @@ from pathlib import Path
 from typing import Any
 
 from vllm_stress.core.slo import Slo
-from vllm_stress.scenarios.config import read_config, with_overrides
-from vllm_stress.scenarios.errors import ScenarioError
-from vllm_stress.scenarios.folders import complete, prepare_out
-from vllm_stress.scenarios.runner import default_workers, run_locust
+from vllm_stress.scenarios.run.config import read_config, with_overrides
+from vllm_stress.scenarios.run.errors import ScenarioError
+from vllm_stress.scenarios.run.folders import complete, prepare_out
+from vllm_stress.scenarios.run.runner import default_workers, run_locust
+from vllm_stress.scenarios.run.servers import api_headers, launch_args, server
 from vllm_stress.scenarios.search.bisection import bracket, next_load
 from vllm_stress.scenarios.search.judge import Probe, judge
 from vllm_stress.scenarios.search.result import RESULT_FILE, load_probes, result, save
 from vllm_stress.scenarios.search.space import DEFAULT_POOL_SECONDS, Space, check_space
 from vllm_stress.scenarios.search.writeup import REPORT_FILE, markdown
-from vllm_stress.scenarios.servers import api_headers, launch_args, server
 
 log = logging.getLogger("scenarios")
 

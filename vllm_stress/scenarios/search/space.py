@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from vllm_stress.scenarios.errors import ScenarioError
+from vllm_stress.scenarios.run.errors import ScenarioError
 
 OVER = {"users": (1, 1024), "rate": (1.0, 512.0)}  # what a search varies -> its default --low and --high
 UNITS = {"users": "users", "rate": "req/s"}

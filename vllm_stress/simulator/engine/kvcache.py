@@ -1,0 +1,139 @@
+"""Paged KV cache accounting as vLLM's block pool counts it, with automatic prefix caching
+(docs/concepts/simulator.md, section 5)."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import TYPE_CHECKING
+
+from ..model.profiles import Profile
+from .steptime import kv_bytes_per_token_per_rank
+
+if TYPE_CHECKING:  # the engine imports this module
+    from .sequence import Sequence
+
+
+def num_gpu_blocks(profile: Profile) -> int:
+    """Number of KV blocks of one engine (override, or from memory as vLLM computes it)."""
+    if profile.num_gpu_blocks_override:
+        blocks = profile.num_gpu_blocks_override
+    else:
+        weights_per_rank = profile.weight_bytes * profile.params_total / profile.tensor_parallel_size
+        available = profile.gpu_memory_utilization * profile.memory_bytes - weights_per_rank
+        block_bytes = kv_bytes_per_token_per_rank(profile) * profile.block_size
+        blocks = int(available // block_bytes)
+    needed = -(-profile.max_model_len // profile.block_size) + 1
+    if blocks < needed:
+        raise ValueError(
+            f"{blocks} KV blocks of {profile.block_size} tokens cannot hold one request of max_model_len="
+            f"{profile.max_model_len} tokens ({needed} blocks needed); lower max_model_len or raise memory"
+        )
+    return blocks
+
+
+def prompt_block_hashes(token_ids: list[int], block_size: int) -> tuple[int, ...]:
+    """Chained hashes of the full blocks of a prompt: equal hashes mean equal prefixes up to that block."""
+    hashes, parent = [], None
+    for end in range(block_size, len(token_ids) + 1, block_size):
+        parent = hash((parent, *token_ids[end - block_size : end]))
+        hashes.append(parent)
+    return tuple(hashes)
+
+
+class KVCache:
+    """Free-block counts and the prefix cache; sequences keep their own block count in ``seq.num_blocks``, the hashes
+    of the cached blocks they hold in ``seq.cached_blocks`` and how many prompt blocks were hashed in
+    ``seq.num_hashed``."""
+
+    def __init__(self, num_blocks: int, block_size: int, caching: bool) -> None:
+        self.num_blocks = num_blocks
+        self.block_size = block_size
+        self.caching = caching
+        self.usable_blocks = num_blocks - 1
+        self.empty_blocks = self.usable_blocks  # free blocks that hold no cached prefix
+        self.refs: dict[int, int] = {}  # hash of a cached block -> sequences holding it
+        self.evictable: OrderedDict[int, None] = OrderedDict()  # cached blocks held by none, least recently freed first
+
+    @property
+    def free_blocks(self) -> int:
+        """vLLM's ``get_num_free_blocks``: cached blocks nobody holds are free."""
+        return self.empty_blocks + len(self.evictable)
+
+    def blocks_for(self, num_tokens: int) -> int:
+        return -(-num_tokens // self.block_size)
+
+    def lookup(self, seq: Sequence) -> list[int]:
+        """Hashes of the longest run of ``seq``'s leading blocks that are cached, leaving at least its last token to
+        compute (``get_computed_blocks``: ``max_cache_hit_length = num_tokens - 1``)."""
+        limit = (seq.prompt_len + seq.num_output - 1) // self.block_size
+        hits = []
+        for block_hash in seq.block_hashes[:limit]:
+            if block_hash not in self.refs:
+                break
+            hits.append(block_hash)
+        return hits
+
+    def allocate(
+        self, seq: Sequence, num_tokens: int, reserve_tokens: int = 0, hits: list[int] | tuple[int, ...] = ()
+    ) -> bool:
+        """Grow ``seq`` to hold ``num_tokens`` tokens, the first ones in the cached blocks ``hits`` (from
+        ``lookup``, at admission); fail, changing nothing, if the blocks for ``max(num_tokens, reserve_tokens)``
+        are not free. The full prompt blocks the tokens reach are registered in the cache."""
+        if (
+            num_tokens <= seq.num_blocks * self.block_size
+            and not (hits or reserve_tokens)
+            and seq.num_hashed >= len(seq.block_hashes)
+        ):
+            return True  # a decode step inside its last block (most steps): nothing to take or register
+        needed = self.blocks_for(max(num_tokens, reserve_tokens)) - seq.num_blocks
+        if hits:  # held hits are shared; free ones are taken out of the free blocks
+            needed += sum(1 for block_hash in hits if not self.refs[block_hash]) - len(hits)
+        if needed > self.free_blocks:
+            return False
+        if hits:
+            self._share(seq, hits)
+        grow = self.blocks_for(num_tokens) - seq.num_blocks
+        if grow > 0:
+            self._take(grow)
+            seq.num_blocks += grow
+        if self.caching and seq.num_hashed < len(seq.block_hashes):
+            self._register(seq, num_tokens // self.block_size)
+        return True
+
+    def _share(self, seq: Sequence, hits: list[int] | tuple[int, ...]) -> None:
+        refs = self.refs
+        for block_hash in hits:
+            if not refs[block_hash]:
+                del self.evictable[block_hash]
+            refs[block_hash] += 1
+        seq.cached_blocks = list(hits)
+        seq.num_hashed = seq.num_blocks = len(hits)
+
+    def _take(self, count: int) -> None:
+        empty = min(count, self.empty_blocks)
+        self.empty_blocks -= empty
+        for _ in range(count - empty):
+            block_hash, _ = self.evictable.popitem(last=False)
+            del self.refs[block_hash]
+
+    def _register(self, seq: Sequence, num_full_blocks: int) -> None:
+        for block_hash in seq.block_hashes[seq.num_hashed : num_full_blocks]:
+            if block_hash not in self.refs:
+                self.refs[block_hash] = 1
+                seq.cached_blocks.append(block_hash)
+        seq.num_hashed = min(num_full_blocks, len(seq.block_hashes))
+
+    def release(self, seq: Sequence) -> None:
+        """Free all of ``seq``'s blocks; cached ones keep their hash and become evictable, tail first."""
+        refs = self.refs
+        for block_hash in reversed(seq.cached_blocks):
+            refs[block_hash] -= 1
+            if not refs[block_hash]:
+                self.evictable[block_hash] = None
+        self.empty_blocks += seq.num_blocks - len(seq.cached_blocks)
+        seq.num_blocks = seq.num_hashed = 0
+        seq.cached_blocks = []
+
+    @property
+    def usage(self) -> float:
+        return 1.0 - self.free_blocks / self.usable_blocks

@@ -128,6 +128,13 @@ def add_arguments(parser: LocustArgumentParser) -> None:
         "(default: the shipped scenarios/data/synthetic-mc.jsonl)",
     )
     parser.add_argument(
+        "--canaries-in-figures",
+        action="store_true",
+        default=False,
+        help="Count the canaries in the live figures like any request (their Locust entry is the request's own, "
+        "not '<name> canary'); run.json says so, and the analysis then counts them in every figure too",
+    )
+    parser.add_argument(
         "--json-schema",
         default="",
         help="Chat and completions users: a JSON schema file, or a folder of *.json schemas taken in turn, each "

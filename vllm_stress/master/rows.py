@@ -21,6 +21,7 @@ from vllm_stress.core import schema
     TTFA,
     REASONING,
     CLASS,
+    CANARY,
 ) = (
     schema.REQUEST_COLUMNS.index(column)
     for column in (
@@ -42,6 +43,7 @@ from vllm_stress.core import schema
         "ttfa_s",
         "reasoning_tokens",
         "class",
+        "canary",
     )
 )
 

@@ -60,7 +60,7 @@ class LiveStats:
 
     def add(self, new_rows: list[list[Any]]) -> None:
         for row in new_rows:
-            if row[rows.CANARY] and not self.canaries_in_figures:
+            if not rows.in_figures(row, self.canaries_in_figures):
                 self.canaries_by_level[row[rows.USERS]].add(row)
                 continue
             self.latencies_by_level[row[rows.USERS]].add(row)

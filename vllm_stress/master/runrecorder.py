@@ -11,7 +11,7 @@ import gevent
 from locust.runners import STATE_MISSING, MasterRunner
 
 from vllm_stress.client.recorder import FLUSH_MESSAGE, LEVEL_MESSAGE, LEVEL_REQUEST, REPORT_KEY, ROWS_MESSAGE, Recorder
-from vllm_stress.master import hooks
+from vllm_stress.master import hooks, rows
 from vllm_stress.master.accounting import RequestAccounting
 from vllm_stress.master.leveltimes import LevelTimes
 from vllm_stress.master.livestats import LiveStats
@@ -43,8 +43,7 @@ class LocalRecorder(Recorder):
         self.run = RunFiles(environment, server)
         self.levels = LevelTimes(environment, self, self.run)
         self.accounting = RequestAccounting()
-        in_figures = bool(getattr(environment.parsed_options, "canaries_in_figures", False))
-        self.live_stats = LiveStats(self.report_lag_s, in_figures)
+        self.live_stats = LiveStats(self.report_lag_s, rows.canaries_counted(environment))
         events = environment.events
         events.test_start.add_listener(self._on_test_start)
         events.test_stop.add_listener(self.run.on_test_stop)

@@ -175,6 +175,8 @@ def run_locust(args, url: str, out: Path, seconds: float) -> dict:
         str(args.input_tokens),
         "--output-tokens",
         str(args.output_tokens),
+        "--canary-share",  # no correctness canaries: the same requests as the benchmark's, every one of the length
+        "0",
         "--headless",
         "--only-summary",
         "-L",

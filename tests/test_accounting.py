@@ -15,6 +15,7 @@ SUCCESS = request_row()
 FAILURE = request_row(ok=0, error="HTTP 503")
 ABORTED = request_row(ok=0, error=schema.ABORTED)
 MISMATCH = request_row(count_mismatch=1)
+CANARY = request_row(canary="syn-mc-001")
 
 
 def test_rows_are_counted_by_outcome_and_by_worker():
@@ -22,8 +23,8 @@ def test_rows_are_counted_by_outcome_and_by_worker():
     accounting.count([SUCCESS, FAILURE, ABORTED, MISMATCH], worker="w1")
     accounting.count([SUCCESS], worker="w2")
     accounting.count([], worker="w3")  # a report without rows: the worker is seen
-    accounting.count([SUCCESS])  # the local runner's own rows
-    assert dict(accounting.totals) == {"requests": 5, "failures": 1, "aborted": 1, "mismatches": 1}
+    accounting.count([SUCCESS, CANARY])  # the local runner's own rows; a canary is a request like any other
+    assert dict(accounting.totals) == {"requests": 6, "failures": 1, "aborted": 1, "mismatches": 1, "canaries": 1}
     assert accounting.run_keys()["workers"] == ["w1", "w2", "w3"]
     assert dict(accounting.rows_by_worker) == {"w1": 4, "w2": 1, "w3": 0}
 

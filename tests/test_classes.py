@@ -12,7 +12,7 @@ from benchmarks.harness import read_rows
 from vllm_stress.analysis.features.class_levels import jain, starvation
 from vllm_stress.analysis.io.load import AnalysisError
 from vllm_stress.analysis.report.pipeline import run_levels
-from vllm_stress.client.classes import ClassSet, class_workload, request_fields, stats_name
+from vllm_stress.client.classes import ClassSet, canary_model, class_workload, request_fields, stats_name
 from vllm_stress.client.prompts import Workload
 from vllm_stress.core import schema
 from vllm_stress.core.classes import ClassMix, TrafficClass, parse_class, parse_classes
@@ -24,6 +24,7 @@ def test_a_class_with_every_key_and_an_slo_holding_commas():
     assert parsed == TrafficClass("interactive", 3.0, 256, 64, "", 0, "ad-1", "ttft_p99=500ms,tpot=50")
     assert parse_class("batch") == TrafficClass("batch")
     assert parse_class("b:slo=e2e=60s").slo == "e2e=60s"
+    assert parse_class("a:model=ad-1,canaries=model").canaries == "model" and parse_class("a").canaries == "run"
 
 
 def test_several_classes_in_one_value_and_repeated():
@@ -39,6 +40,7 @@ def test_several_classes_in_one_value_and_repeated():
         ("a:input=0", "input must be at least 1"),
         ("a:speed=3", "KEY=VALUE"),
         ("a:priority=high", "priority must be a number"),
+        ("a:canaries=adapter", "canaries must be one of run, model"),
     ],
 )
 def test_malformed_classes_are_refused(text, message):
@@ -71,6 +73,12 @@ def test_request_fields_and_locust_name():
     assert request_fields(None) == {} and request_fields(TrafficClass("a")) == {}
     assert request_fields(TrafficClass("a", priority=1, model="adapter")) == {"priority": 1, "model": "adapter"}
     assert stats_name("chat", "batch") == "chat [batch]" and stats_name("chat", "") == "chat"
+    assert stats_name("chat", "batch", canary=True) == "chat canary"  # the canaries' own entry, classless
+    with_model = TrafficClass("a", priority=1, model="adapter")
+    assert request_fields(with_model, canary=True) == {"priority": 1}  # the run's model unless the class asks
+    asks = TrafficClass("a", model="adapter", canaries="model")
+    assert request_fields(asks, canary=True) == {"model": "adapter"} and canary_model(asks, "base") == "adapter"
+    assert canary_model(with_model, "base") == "base" and canary_model(None, "base") == "base"
 
 
 def test_a_class_workload_keeps_the_words_and_takes_its_lengths():

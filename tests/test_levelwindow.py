@@ -49,6 +49,16 @@ def master():
     return SimpleNamespace(environment=SimpleNamespace(), clients=clients)
 
 
+@pytest.mark.parametrize("counted", [False, True])
+def test_canaries_are_left_out_of_the_hold_unless_counted_in(clock, master, counted):
+    master.environment.parsed_options = SimpleNamespace(canaries_in_figures=counted)
+    window = LevelWindow(master)
+    canary = row(96, 1, 99, 2)
+    canary[schema.REQUEST_COLUMNS.index("canary")] = "syn-mc-001"
+    hooks.rows_received.fire(environment=master.environment, rows=[row(96, 1, 100, 10), canary])
+    assert len(window.rows) == 1 + counted
+
+
 def test_a_level_keeps_only_the_rows_that_ended_since_its_ramp_began(clock, master):
     window = LevelWindow(master)
     early = row(90, 1, 95, 10)

@@ -59,3 +59,14 @@ def test_rows_of_a_traffic_class_are_also_counted_per_class():
     stats.add([measured(100.0, 0.1, 10), request_row(**{"class": "batch", "ok": 0, "error": "HTTP 500"})])
     assert stats.latencies_by_level[4].requests == 2
     assert list(stats.latencies_by_class) == [(4, "batch")] and stats.latencies_by_class[4, "batch"].failures == 1
+
+
+@pytest.mark.parametrize("in_figures", [False, True])
+def test_canaries_are_kept_apart_unless_counted_in(in_figures):
+    stats = LiveStats(report_lag_s=0.0, canaries_in_figures=in_figures)
+    stats.add([measured(100.0, 0.1, 10), request_row(end_time=100.5, e2e_s=0.3, completion_tokens=7, canary="q1")])
+    assert stats.latencies_by_level[4].requests == (2 if in_figures else 1)
+    apart = stats.canaries_by_level[4].requests if 4 in stats.canaries_by_level else 0
+    assert apart == (0 if in_figures else 1)
+    assert sum(stats.tokens_by_second.values()) == (17 if in_figures else 10)
+    assert len(stats.recent) == (2 if in_figures else 1)

@@ -33,7 +33,7 @@ from tests.helpers import (
 from vllm_stress.core import schema
 from vllm_stress.master import hooks
 from vllm_stress.master.accounting import RequestAccounting
-from vllm_stress.master.promexport import LATENCY_BUCKETS_S, MAX_ERROR_CLASSES, PromExport
+from vllm_stress.master.promexport import LATENCY_BUCKETS_S, MAX_ERROR_CLASSES, PromExport, RunSeries
 from vllm_stress.scenarios.run.runner import free_port
 
 RUN = {"scenario": "demo", "run": "run-1"}
@@ -117,6 +117,19 @@ def test_rows_become_merged_series_by_outcome_with_llm_latency_buckets():
     assert got[f"{ttft}_bucket", labels(user_class="completions", le="3.0")] == 1
     assert (LATENCY_BUCKETS_S[0], LATENCY_BUCKETS_S[-1]) == (0.001, 750.0)  # milliseconds to minutes
     assert got["vllm_stress_inter_token_latency_seconds_count", labels()] == 4  # every level's ITL counts, merged
+
+
+@pytest.mark.parametrize("counted", [False, True])
+def test_canaries_are_a_user_class_of_their_own_unless_counted_in(counted):
+    environment, export = exporter()
+    export.series = RunSeries(canaries_counted=counted)
+    canary = row(tokens=2)
+    canary[schema.REQUEST_COLUMNS.index("canary")] = "syn-mc-001"
+    hooks.rows_received.fire(environment=environment, rows=[row(), canary])
+    got = samples(export)
+    apart = labels(user_class="chat canary", outcome="success", error="")
+    assert got["vllm_stress_requests_total", labels(user_class="chat", outcome="success", error="")] == 1 + counted
+    assert got.get(("vllm_stress_requests_total", apart)) == (None if counted else 1)
 
 
 def test_live_figures_are_read_at_each_scrape():

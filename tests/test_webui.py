@@ -190,7 +190,7 @@ def assert_ttft_p50_agrees(stats: dict, run, out) -> None:
     from vllm_stress.analysis.cli import main as analyse
 
     live_ms = llm_table(stats)[1]["ttft_p50_ms"]
-    locust_ms = next(e["median_response_time"] for e in stats["stats"] if e["method"] == "TTFT")
+    locust_ms = next(e["median_response_time"] for e in stats["stats"] if (e["method"], e["name"]) == ("TTFT", "chat"))
     assert analyse([str(run), "--out", str(out)]) == 0
     report_ms = json.loads((out / "summary.json").read_text())["levels"][0]["ttft_p50_s"] * 1000
     for other in (live_ms, locust_ms):
@@ -239,7 +239,7 @@ def test_browser_drives_a_ramp_from_the_form(master, simulator, browser):
     )
     firsts = [cells(rows.nth(i))[0] for i in range(2, rows.count())]
     assert [first for first in firsts if first.endswith("users")] == ["2 users", "4 users", "6 users"]
-    assert {"2 users: chat", "2 users: batch"} <= set(firsts)  # a row per class at each level
+    assert {"2 users: chat", "2 users: batch", "2 users: canaries"} <= set(firsts)  # a row per class, canaries apart
     page.screenshot(path=str(ARTIFACTS / "webui-llm-tab-after.png"), full_page=True)
     page.get_by_role("tab", name="Statistics").click()
     sync_api.expect(rows.filter(has_text="TTFT").first).to_be_visible()

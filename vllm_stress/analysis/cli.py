@@ -89,10 +89,10 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         + SLO_HELP,
     )
     parser.add_argument(
-        "--no-canaries",
+        "--canaries-in-figures",
         action="store_true",
-        help="leave the correctness canaries' requests (--canary-share) out of every throughput and latency figure "
-        "(by default they count as the ordinary requests they are)",
+        help="count the correctness canaries' requests (--canary-share) in every throughput and latency figure, as "
+        "a run made with --canaries-in-figures does (by default they are kept apart, in their own section)",
     )
     parser.add_argument(
         "--scaling",
@@ -213,7 +213,7 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
             db=args.db,
             window_s=args.window,
             gpu_hour_price=parse_prices(args.gpu_hour_price),
-            canaries=not args.no_canaries,
+            canaries_in_figures=args.canaries_in_figures or None,
         )
         if args.export_vllm:
             vllm_json.export(summary, args.export_vllm)

@@ -27,17 +27,31 @@ def run_json(options: argparse.Namespace) -> list[dict[str, Any]] | None:
         return None
 
 
-def stats_name(request_name: str, traffic_class: str) -> str:
-    """The request's entry in Locust's statistics: its name, with its class when it has one (``chat [batch]``)."""
+CANARY_STATS_SUFFIX = " canary"  # the correctness canaries' entries in Locust's statistics: ``chat canary``
+
+
+def stats_name(request_name: str, traffic_class: str, canary: bool = False) -> str:
+    """The request's entry in Locust's statistics: its name, with its class when it has one (``chat [batch]``); a
+    canary kept apart from the figures (``canary``) has its own, classless (``chat canary``)."""
+    if canary:
+        return request_name + CANARY_STATS_SUFFIX
     return f"{request_name} [{traffic_class}]" if traffic_class else request_name
 
 
-def request_fields(traffic_class: TrafficClass | None) -> dict[str, Any]:
-    """The request fields a class sets: vLLM's ``priority`` and the ``model`` (a served model or an adapter)."""
+def request_fields(traffic_class: TrafficClass | None, canary: bool = False) -> dict[str, Any]:
+    """The request fields a class sets: vLLM's ``priority`` and the ``model`` (a served model or an adapter); a
+    ``canary``'s model only when the class asks (``canaries=model``)."""
     if traffic_class is None:
         return {}
     fields: dict[str, Any] = {} if traffic_class.priority is None else {"priority": traffic_class.priority}
-    return fields | ({"model": traffic_class.model} if traffic_class.model else {})
+    asks_model = traffic_class.model and (not canary or traffic_class.canaries == "model")
+    return fields | ({"model": traffic_class.model} if asks_model else {})
+
+
+def canary_model(traffic_class: TrafficClass | None, run_model: str) -> str:
+    """The model a canary of a user of ``traffic_class`` asks (answers.csv): the class's when it asks, else the
+    run's."""
+    return str(request_fields(traffic_class, canary=True).get("model", run_model))
 
 
 class ClassSet:

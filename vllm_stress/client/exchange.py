@@ -30,8 +30,10 @@ class Exchange:
 
     __slots__ = (
         "canary",
+        "model",
         "text",
         "name",
+        "stats_name",
         "users",
         "target_prompt_tokens",
         "max_tokens",
@@ -73,6 +75,7 @@ class Exchange:
         self, name: str, users: int, target_prompt_tokens: int | None, max_tokens: int, check_output: bool
     ) -> None:
         self.name = name
+        self.stats_name = name  # its entry in Locust's statistics (client.classes.stats_name)
         self.users = users
         self.target_prompt_tokens = target_prompt_tokens
         self.max_tokens = max_tokens
@@ -104,6 +107,7 @@ class Exchange:
         self.image_bytes = 0  # the bytes of their data URLs
         self.adapter = ""  # the model it asked for when drawn per request (--lora-adapters), else ""
         self.canary: Canary | None = None  # a correctness canary (--canary-share): its answer is kept
+        self.model = ""  # a canary's: the model it asked (answers.csv)
         self.text: list[str] | None = None  # a canary's or structured answer as it came (None: not kept)
         self.traffic_class = ""  # the user's traffic class (--traffic-class), "" without
         self.json_schema: JsonSchema | None = None  # the structured output it asked for (--json-schema)
@@ -252,7 +256,8 @@ class Exchange:
         """A canary's ``answers.csv`` row, in ``vllm_stress.core.schema.ANSWER_COLUMNS`` order."""
         assert self.canary is not None
         text = "".join(self.text or ())[: schema.ANSWER_MAX_CHARS]
-        return [self.request_id, self.users, worker, self.canary.id, int(not self.error), self.canary.gold, text]
+        ok = int(not self.error)
+        return [self.request_id, self.users, worker, self.canary.id, self.model, ok, self.canary.gold, text]
 
     def keep_text(self, piece: object) -> None:
         """Add a piece of a kept answer (a chunk's content, or a whole non-streamed answer)."""

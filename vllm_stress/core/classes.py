@@ -6,8 +6,9 @@ share of the users, its own lengths, vLLM ``priority``, ``model`` and SLO. The o
 
 with KEY one of ``weight`` (share of the users, default 1), ``input`` and ``output`` (tokens; default the run's
 --input-tokens and --output-tokens), ``dataset`` (a prompt file instead of ``input``), ``priority`` (vLLM's request
-field: lower is served first; unset: not sent), ``model`` (a served model or LoRA adapter name; default the run's)
-and ``slo``, last, in the grammar of ``vllm_stress.core.slo`` (its commas belong to it). Example::
+field: lower is served first; unset: not sent), ``model`` (a served model or LoRA adapter name; default the run's),
+``canaries`` (``run``, the default: the correctness canaries its users send ask the run's model; ``model``: they ask
+the class's ``model`` too) and ``slo``, last, in the grammar of ``vllm_stress.core.slo`` (its commas belong to it). Example::
 
     interactive:weight=3,input=256,output=64,priority=0,slo=ttft_p99=500ms; batch:input=4096,priority=1
 
@@ -23,7 +24,8 @@ from typing import Any
 
 NAME = re.compile(r"^[A-Za-z0-9][\w.-]*$")
 INT_KEYS = ("input", "output", "priority")
-KEYS = ("weight", *INT_KEYS, "dataset", "model", "slo")
+CANARY_MODELS = ("run", "model")  # the ``canaries`` key's values: the model a class's canaries ask
+KEYS = ("weight", *INT_KEYS, "dataset", "model", "canaries", "slo")
 SLO_KEY = "slo="
 
 
@@ -37,6 +39,7 @@ class TrafficClass:
     priority: int | None = None  # vLLM's request field (None: not sent)
     model: str = ""  # a served model or LoRA adapter name ("": the run's model)
     slo: str = ""  # the class's SLO, vllm_stress.core.slo's grammar ("": none)
+    canaries: str = "run"  # the model its users' canaries ask: "run" (the run's) or "model" (the class's model)
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -65,6 +68,8 @@ def parse_class(text: str) -> TrafficClass:
     traffic_class = TrafficClass(**fields)
     if not traffic_class.weight > 0:
         raise ValueError(f"--traffic-class {name}: weight must be more than 0")
+    if traffic_class.canaries not in CANARY_MODELS:
+        raise ValueError(f"--traffic-class {name}: canaries must be one of {', '.join(CANARY_MODELS)}")
     for key in ("input", "output"):
         if (value := getattr(traffic_class, key)) is not None and value < 1:
             raise ValueError(f"--traffic-class {name}: {key} must be at least 1")

@@ -103,6 +103,14 @@ FORMATS = (
             Addition(TASKS_FILE, tuple(TASK_COLUMNS)),
         ),
     ),
+    Format(
+        5,
+        "2026-11-28",
+        (
+            Addition(ANSWERS_FILE, ("model",), "per-model canary comparison"),
+            Addition(RUN_FILE, ("canaries_in_figures",)),
+        ),
+    ),
 )
 FORMAT_VERSION = FORMATS[-1].version
 

@@ -76,6 +76,7 @@ ANSWER_COLUMNS = [
     "users",  # the level when the request started
     "worker",  # worker id, as in requests.csv
     "canary",  # the fixed prompt's id (the graded set's question id)
+    "model",  # the model it asked (the run's, or its traffic class's with canaries=model); answers are compared per model
     "ok",  # 1 when the request succeeded (a failed or aborted one keeps what it streamed)
     "gold",  # the set's expected answer (a letter or a number), "" when the prompt has none
     "answer",  # the answer's text (content, not thinking), cut at ANSWER_MAX_CHARS
@@ -158,7 +159,9 @@ RUN_KEYS = [
     # how far apart the workers' schedules may be)}, or null (vllm_stress.master.schedulestart)
     "replica_roles",  # with --server-metrics-url ROLE=URL: {host:port: role} (vllm_stress.core.roles)
     "traffic_classes",  # --traffic-class: [{"name", "weight", "input", "output", "dataset", "priority", "model",
-    # "slo"}] (vllm_stress.core.classes), or null
+    # "slo", "canaries"}] (vllm_stress.core.classes), or null
+    "canaries_in_figures",  # --canaries-in-figures: true when the correctness canaries count in the live figures,
+    # so the analysis counts them in every figure too; false (or absent, before format 5): kept apart
 ]
 
 

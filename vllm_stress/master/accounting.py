@@ -12,7 +12,8 @@ class RequestAccounting:
     """The counts of one run (``reset`` at its start) and the ``run.json`` keys they fill (``run_keys``)."""
 
     def __init__(self) -> None:
-        self.totals: Counter[str] = Counter()  # requests (successes and failures), failures, aborted, mismatches
+        self.totals: Counter[str] = Counter()  # requests (successes and failures), failures, aborted, mismatches,
+        # canaries (of the requests: the correctness canaries')
         self.rows_by_worker: Counter[str] = Counter()  # rows received from each worker, in the order they came
         self.lost_workers: list[dict[str, Any]] = []  # {"worker", "last_seen"} of each worker lost
         self.server_requests: int | None = None  # requests the server finished in the run, by its own counter
@@ -29,6 +30,7 @@ class RequestAccounting:
             aborted = rows.aborted(row)
             self.totals["aborted"] += aborted
             self.totals["requests"] += not aborted
+            self.totals["canaries"] += bool(row[rows.CANARY]) and not aborted  # of the requests
             self.totals["failures"] += not (aborted or row[rows.OK])
             self.totals["mismatches"] += row[rows.MISMATCH]
         if worker is not None:

@@ -1,4 +1,5 @@
-"""The open level's requests as the master knows them live, for the load shape to judge whether its hold is steady."""
+"""The open level's requests as the master knows them live, for the load shape to judge whether its hold is steady
+(the correctness canaries' apart, unless --canaries-in-figures)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from locust.runners import STATE_MISSING
 from vllm_stress.core import steady
 from vllm_stress.core.metrics import percentile, streamed_tokens
 from vllm_stress.master import hooks, rows
+from vllm_stress.master.rows import in_figures  # the hook's keyword ``rows`` hides the module in _on_rows
 
 if TYPE_CHECKING:
     from locust.env import Environment
@@ -24,6 +26,7 @@ class LevelWindow:
 
     def __init__(self, runner: Runner) -> None:
         self.runner = runner
+        self.canaries_counted = rows.canaries_counted(runner.environment)
         self.users = 0
         self.hold_start: float | None = None
         self.rows: list[list[Any]] = []
@@ -120,7 +123,7 @@ class LevelWindow:
 
     def _on_rows(self, environment: Environment, rows: list[list[Any]], **_kw: object) -> None:
         if environment is self.runner.environment and len(self.rows) < ROWS_LIMIT:
-            self.rows += rows
+            self.rows += [row for row in rows if in_figures(row, self.canaries_counted)]
 
     def _on_in_flight(
         self, environment: Environment, source: str, report_time: float, entries: list[list[float]], **_kw: object

@@ -1,4 +1,5 @@
-"""What the web UI shows live of the rows received: latencies per level, recent latencies, output tokens per second."""
+"""What the web UI shows live of the rows received: latencies per level, recent latencies, output tokens per second;
+the correctness canaries' rows apart, per level, unless --canaries-in-figures."""
 
 from __future__ import annotations
 
@@ -47,8 +48,10 @@ class LevelLatencies:
 class LiveStats:
     """The rows received so far, summed for the live view; ``report_lag_s``: how late rows reach this process."""
 
-    def __init__(self, report_lag_s: float) -> None:
+    def __init__(self, report_lag_s: float, canaries_in_figures: bool = False) -> None:
         self.report_lag_s = report_lag_s
+        self.canaries_in_figures = canaries_in_figures
+        self.canaries_by_level: dict[int, LevelLatencies] = defaultdict(LevelLatencies)  # kept apart from the rest
         self.latencies_by_level: dict[int, LevelLatencies] = defaultdict(LevelLatencies)
         self.latencies_by_class: dict[tuple[int, str], LevelLatencies] = defaultdict(LevelLatencies)  # --traffic-class
         # (end, ttft, tpot, ttfa) of measured ones; ttfa "" but for a reasoning model's rows (reasoning_tokens said)
@@ -57,6 +60,9 @@ class LiveStats:
 
     def add(self, new_rows: list[list[Any]]) -> None:
         for row in new_rows:
+            if not rows.in_figures(row, self.canaries_in_figures):
+                self.canaries_by_level[row[rows.USERS]].add(row)
+                continue
             self.latencies_by_level[row[rows.USERS]].add(row)
             if row[rows.CLASS]:
                 self.latencies_by_class[row[rows.USERS], row[rows.CLASS]].add(row)
@@ -65,6 +71,12 @@ class LiveStats:
                 self.recent.append((row[rows.END], row[rows.TTFT], row[rows.TPOT], ttfa))
             if row[rows.COMPLETION] != "":
                 self.tokens_by_second[int(row[rows.END])] += row[rows.COMPLETION]
+
+    def clear(self) -> None:
+        """A new run: its levels start empty."""
+        self.latencies_by_level.clear()
+        self.latencies_by_class.clear()
+        self.canaries_by_level.clear()
 
     def output_tokens_per_s(self, window_s: float = TOKENS_WINDOW_S, now: float | None = None) -> float:
         """Output tokens/s over the last ``window_s`` seconds that every process has reported."""

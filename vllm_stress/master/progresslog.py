@@ -19,10 +19,15 @@ def progress_line(users: int, output_tokens_per_s: float, totals: Counter[str]) 
 def closing_line(path: str, totals: Counter[str], unaccounted: int | None, lost_workers: list[dict[str, Any]]) -> str:
     """The line logged when a run folder closes: its rows by outcome, and requests the server served without a row."""
     return (
-        f"{path}: {totals['requests']} requests, {totals['failures']} failed, {totals['mismatches']} with token "
-        f"counts off target; {totals['aborted']} streams aborted when the run stopped (not failures)"
-        + unaccounted_note(unaccounted, lost_workers)
+        f"{path}: {totals['requests']} requests{canaries_note(totals)}, {totals['failures']} failed, "
+        f"{totals['mismatches']} with token counts off target; {totals['aborted']} streams aborted when the run "
+        "stopped (not failures)" + unaccounted_note(unaccounted, lost_workers)
     )
+
+
+def canaries_note(totals: Counter[str]) -> str:
+    """' (of which N correctness canaries)', or '' without any."""
+    return f" (of which {totals['canaries']} correctness canaries)" if totals["canaries"] else ""
 
 
 def unaccounted_note(unaccounted: int | None, lost_workers: list[dict[str, Any]]) -> str:

@@ -18,6 +18,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
+from vllm_stress.client.classes import stats_name
 from vllm_stress.core.histogram import Histogram
 from vllm_stress.master import hooks, rows
 
@@ -50,9 +51,11 @@ ROW_LABELS = [*RUN_LABELS, "user_class"]
 
 
 class RunSeries:
-    """One run's counts from its rows, by user class (the row's request name): latencies, outcomes, tokens."""
+    """One run's counts from its rows, by user class (the row's request name; the correctness canaries' apart as
+    Locust names them, unless ``canaries_counted``): latencies, outcomes, tokens."""
 
-    def __init__(self) -> None:
+    def __init__(self, canaries_counted: bool = False) -> None:
+        self.canaries_counted = canaries_counted
         self.histograms: dict[tuple[str, str], Histogram] = {}  # (name, user class)
         self.requests: Counter[tuple[str, str, str]] = Counter()  # (user class, outcome, error class)
         self.tokens: Counter[tuple[str, str]] = Counter()  # (counter name, user class)
@@ -62,6 +65,8 @@ class RunSeries:
 
     def add(self, row: list[Any]) -> None:
         user_class = str(row[rows.NAME])
+        if not rows.in_figures(row, self.canaries_counted):
+            user_class = stats_name(user_class, "", canary=True)
         outcome, error = self.outcome(row)
         self.requests[user_class, outcome, error] += 1
         for name, column in TOKEN_COUNTERS.items():
@@ -96,7 +101,7 @@ class PromExport(Collector):
         self.environment = environment
         self.recorder = recorder
         self.health = health
-        self.series = RunSeries()
+        self.series = RunSeries(rows.canaries_counted(environment))
         self.itl = Histogram(TOKEN_GAP_BUCKETS_S)  # the run's ITL counts as last read while its folder was open
         self.in_flight: dict[str, int] = {}  # process -> its requests in flight at its last report
         self.registry = CollectorRegistry(auto_describe=False)
@@ -198,7 +203,7 @@ class PromExport(Collector):
         return self.itl
 
     def _on_test_start(self, **_kw: object) -> None:
-        self.series = RunSeries()
+        self.series = RunSeries(rows.canaries_counted(self.environment))
         self.itl = Histogram(TOKEN_GAP_BUCKETS_S)
         self.in_flight.clear()
 

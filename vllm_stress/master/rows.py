@@ -1,5 +1,7 @@
 """Reading ``requests.csv`` rows while they are still lists on the master: column positions and populations."""
 
+from typing import Any
+
 from vllm_stress.core import schema
 
 (
@@ -21,6 +23,7 @@ from vllm_stress.core import schema
     TTFA,
     REASONING,
     CLASS,
+    CANARY,
 ) = (
     schema.REQUEST_COLUMNS.index(column)
     for column in (
@@ -42,6 +45,7 @@ from vllm_stress.core import schema
         "ttfa_s",
         "reasoning_tokens",
         "class",
+        "canary",
     )
 )
 
@@ -54,3 +58,13 @@ def measured(row: list) -> bool:
 def aborted(row: list) -> bool:
     """The run or a cooldown stopped the stream (not a failure)."""
     return not row[OK] and row[ERROR] == schema.ABORTED
+
+
+def canaries_counted(environment: Any) -> bool:
+    """--canaries-in-figures: the correctness canaries' rows count in the live figures (off: kept apart)."""
+    return bool(getattr(getattr(environment, "parsed_options", None), "canaries_in_figures", False))
+
+
+def in_figures(row: list, canaries_counted: bool) -> bool:
+    """The row counts in the live figures: every row but a correctness canary's, unless ``canaries_counted``."""
+    return canaries_counted or not row[CANARY]

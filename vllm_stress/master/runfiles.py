@@ -50,6 +50,7 @@ def run_meta(environment: Environment, server: ServerUnderTest) -> dict[str, Any
         ),
         "server_launch": serverinfo.server_launch(options),
         "traffic_classes": classes.run_json(options),
+        "canaries_in_figures": options.canaries_in_figures,
     }
 
 

@@ -11,7 +11,7 @@ import gevent
 from locust.runners import STATE_MISSING, MasterRunner
 
 from vllm_stress.client.recorder import FLUSH_MESSAGE, LEVEL_MESSAGE, LEVEL_REQUEST, REPORT_KEY, ROWS_MESSAGE, Recorder
-from vllm_stress.master import hooks
+from vllm_stress.master import hooks, rows
 from vllm_stress.master.accounting import RequestAccounting
 from vllm_stress.master.leveltimes import LevelTimes
 from vllm_stress.master.livestats import LiveStats
@@ -43,7 +43,7 @@ class LocalRecorder(Recorder):
         self.run = RunFiles(environment, server)
         self.levels = LevelTimes(environment, self, self.run)
         self.accounting = RequestAccounting()
-        self.live_stats = LiveStats(self.report_lag_s)
+        self.live_stats = LiveStats(self.report_lag_s, rows.canaries_counted(environment))
         events = environment.events
         events.test_start.add_listener(self._on_test_start)
         events.test_stop.add_listener(self.run.on_test_stop)
@@ -59,7 +59,7 @@ class LocalRecorder(Recorder):
 
     def _on_test_start(self, **_kw: object) -> None:
         self.accounting.reset()  # before the folder opens: rows may come while run.json is being made
-        self.live_stats.latencies_by_level.clear()
+        self.live_stats.clear()
         if self.run.open():
             self.set_level(self.runner.target_user_count)  # set just before test_start; the first users start after
 

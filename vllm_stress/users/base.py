@@ -15,7 +15,7 @@ from locust.exception import StopUser
 from vllm_stress.client.adapters import AdapterPool, adapter_pool, model_field
 from vllm_stress.client.affinity import Spread, affinity_header
 from vllm_stress.client.canary import CANARY_SAMPLING
-from vllm_stress.client.classes import request_fields, stats_name
+from vllm_stress.client.classes import canary_model, request_fields, stats_name
 from vllm_stress.client.cookies import use_lean_cookies
 from vllm_stress.client.exchange import (
     REQUEST_ID_HEADER,
@@ -78,7 +78,7 @@ class FlowUser(Protocol):
 def log_token_stats(environment: Environment, exchange: Exchange) -> None:
     """TTFT and TPOT into their own Locust stats entries (milliseconds), outside the request totals."""
     # Locust logs float response times itself, but StatsEntry.log's annotation says int: hence the two ignores
-    name = stats_name(exchange.name, exchange.traffic_class)
+    name = exchange.stats_name
     if exchange.ttft is not None:
         environment.stats.get(name, "TTFT").log(exchange.ttft * 1000, 0)  # type: ignore[arg-type]
     if exchange.tpot is not None:
@@ -123,9 +123,12 @@ def send_request(
         spec.max_tokens,
         check_output=user.ignore_eos and spec.canary is None and spec.json_schema is None,
     )
-    if spec.canary:
-        exchange.canary, exchange.text = spec.canary, []
     exchange.traffic_class = user.traffic_class.name if user.traffic_class else ""
+    apart = spec.canary is not None and not user.target.options.canaries_in_figures
+    exchange.stats_name = stats_name(user.request_name, exchange.traffic_class, canary=apart)
+    if spec.canary:  # its answer is kept, with the model it asked (no --lora-adapters draw, no class model unasked)
+        exchange.canary, exchange.text = spec.canary, []
+        exchange.model = canary_model(user.traffic_class, user.target.model)
     if spec.json_schema:
         exchange.json_schema, exchange.text = spec.json_schema, []
     exchange.schedule_lag = lag
@@ -166,7 +169,7 @@ def sampling(user: FlowUser, spec: RequestSpec) -> dict[str, Any]:
         fields["reasoning_effort"] = user.reasoning_effort
     if user.stream:
         fields["stream_options"] = {"include_usage": True}
-    return fields | request_fields(user.traffic_class)
+    return fields | request_fields(user.traffic_class, canary=spec.canary is not None)
 
 
 def read_options(user: FlowUser, environment: Environment) -> None:
@@ -256,7 +259,7 @@ class LLMUser(FastHttpUser):
         headers = (
             self.target.headers
             | ({self.affinity_header: f"prefix-{spec.prefix_group}"} if prefix else {})
-            | self.sticky_headers
+            | ({} if spec.canary else self.sticky_headers)  # a canary is no part of a session
             | id_headers(self, exchange)
             | {"Content-Type": "application/json"}
         )
@@ -271,7 +274,7 @@ class LLMUser(FastHttpUser):
             headers=headers,
             stream=self.stream,
             catch_response=True,
-            name=stats_name(self.request_name, exchange.traffic_class),
+            name=exchange.stats_name,
         ) as resp:
             exchange.status = resp.status_code
             if self.stream:

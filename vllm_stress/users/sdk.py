@@ -17,7 +17,6 @@ from openai.types.chat import ChatCompletionChunk
 
 from vllm_stress.client import options as opts
 from vllm_stress.client.adapters import AdapterPool, model_field
-from vllm_stress.client.classes import stats_name
 from vllm_stress.client.exchange import Exchange, is_output_delta, is_reasoning_delta
 from vllm_stress.client.images import message_content
 from vllm_stress.client.prompts import RequestSpec, Workload
@@ -149,7 +148,7 @@ class SdkChatUser(User):
         exchange.finish()
         self.environment.events.request.fire(
             request_type="POST",
-            name=stats_name(self.request_name, exchange.traffic_class),
+            name=exchange.stats_name,
             response_time=exchange.e2e * 1000,
             response_length=exchange.completion_tokens or 0,
             response=None,

@@ -78,14 +78,17 @@ def table_rows(live: LiveRun, final: Build | None = None) -> list[dict[str, obje
             "client_saturated": _saturated(cpu_now),
         }
     ]
-    by_class = recorder.live_stats.latencies_by_class
-    for users, level in sorted(recorder.live_stats.latencies_by_level.items()):
-        rows.append(level_row(f"{users} users", level, health.max_cpu_by_level.get(users)))
+    stats = recorder.live_stats
+    by_class, canaries = stats.latencies_by_class, stats.canaries_by_level
+    for users in sorted(stats.latencies_by_level.keys() | canaries.keys()):
+        rows.append(level_row(f"{users} users", stats.latencies_by_level[users], health.max_cpu_by_level.get(users)))
         rows += [
             level_row(f"{users} users: {name}", by_class[at, name], None)
             for at, name in sorted(by_class)
             if at == users
         ]
+        if users in canaries:  # kept apart from the level's figures (--canaries-in-figures counts them in)
+            rows.append(level_row(f"{users} users: canaries", canaries[users], None))
     return rows
 
 

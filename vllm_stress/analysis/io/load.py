@@ -96,6 +96,12 @@ class Run:
     meta: RunMeta = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)  # what was left out of the input, and why
     unjoined_spans: int | None = None  # server spans of no row (other clients'); None without server_spans.csv
+    canaries: pd.DataFrame = field(default_factory=pd.DataFrame)  # the canaries' rows kept apart from every figure
+
+    @property
+    def every_row(self) -> pd.DataFrame:
+        """Every request row, the canaries kept apart included: what the run's accounting counts."""
+        return pd.concat([self.requests, self.canaries], ignore_index=True) if len(self.canaries) else self.requests
 
     @property
     def format_version(self) -> int:
@@ -109,24 +115,26 @@ class Run:
         return self.meta.get("complete") is False
 
 
-def load_run(path: str | Path, canaries: bool = True) -> Run:
-    """Read one run folder, or raise AnalysisError; without ``canaries`` its canary requests are left out."""
+def load_run(path: str | Path, canaries_in_figures: bool | None = None) -> Run:
+    """Read one run folder, or raise AnalysisError. Its correctness canaries' rows are kept apart from the request
+    rows (``Run.canaries``) unless ``canaries_in_figures`` (None: as run.json says, apart when it says nothing)."""
     folder = Path(path)
     if not folder.is_dir():
         raise AnalysisError(f"{folder}: not a folder")
     meta = read_meta(folder / RUN_FILE)
     version = run_format(folder, meta)
     requests, notes = read_requests(folder / REQUESTS_FILE, version)
-    if not canaries and (is_canary := requests["canary"].fillna("") != "").any():
-        notes.append(f"{int(is_canary.sum())} canary requests left out of every figure (--no-canaries)")
-        requests = requests[~is_canary].reset_index(drop=True)
+    in_figures = bool(meta.get("canaries_in_figures")) if canaries_in_figures is None else canaries_in_figures
+    is_canary = requests["canary"].fillna("") != ""
+    canaries = requests[is_canary & (not in_figures)].reset_index(drop=True)
+    requests = requests[~is_canary | in_figures].reset_index(drop=True)
     tables = fleet_tables(read_tables(folder, version=version))
     if "levels" in tables:
         check_levels(folder / LEVELS_FILE, tables)
     later_keys = added_after(version, RUN_FILE)
     meta = {key: None for key in RUN_KEYS if key in later_keys} | meta | {FORMAT_KEY: version}
     requests, unjoined = with_server_view(requests, tables.pop("spans", None))
-    return Run(folder, requests, tables, meta, notes, unjoined)
+    return Run(folder, requests, tables, meta, notes, unjoined, canaries)
 
 
 def fleet_tables(tables: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:

@@ -42,7 +42,7 @@ def analyse(
     db: str | Path | None = None,
     window_s: float = DEFAULT_WINDOW_S,
     gpu_hour_price: float | Mapping[str, float] | None = None,
-    canaries: bool = True,
+    canaries_in_figures: bool | None = None,
 ) -> Summary:
     """Analyse run folders and write the report into ``out``; returns the summary (the summary.json content).
 
@@ -53,15 +53,16 @@ def analyse(
     (``vllm_stress.analysis.io.store``; default $VLLM_STRESS_DB) to append the runs to, their ids in the returned
     ``store_ids``. ``window_s``: the window of the per-window tables of open-loop runs and trace replays
     (``vllm_stress.analysis.traffic``). ``gpu_hour_price``: $ per GPU-hour for every config, or {label: price}
-    ("*" for the rest), for the cost per million tokens (needs the config's GPUs). ``canaries``: False leaves the
-    correctness canaries' requests out of every figure. Raises AnalysisError on bad input.
+    ("*" for the rest), for the cost per million tokens (needs the config's GPUs). ``canaries_in_figures``: True counts
+    the correctness canaries' requests in every figure (None: as each run.json says; they are kept apart unless it
+    says otherwise). Raises AnalysisError on bad input.
     """
     if not dirs:
         raise AnalysisError("no run folder given")
     unknown = sorted(set(slo or {}) - set(LATENCY_METRICS))
     if unknown:
         raise AnalysisError(f"--slo: unknown metric(s) {', '.join(unknown)} (use {', '.join(LATENCY_METRICS)})")
-    groups = group_runs(dirs, labels, canaries)
+    groups = group_runs(dirs, labels, canaries_in_figures)
     configs, timelines, analysed = {}, {}, []
     for label, runs in groups.items():
         price = for_label(gpu_hour_price, label)
@@ -127,14 +128,14 @@ def run_levels(path: str | Path, traffic_class: str = "") -> pd.DataFrame:
 
 
 def group_runs(
-    dirs: Sequence[str | Path], labels: str | Mapping[str, str] | None, canaries: bool = True
+    dirs: Sequence[str | Path], labels: str | Mapping[str, str] | None, canaries_in_figures: bool | None = None
 ) -> dict[str, list[Run]]:
-    """Load every dir (its canary requests left out without ``canaries``) and group the runs by label, in the order
-    the labels first appear."""
+    """Load every dir (its canary requests in the figures or apart: ``load_run``) and group the runs by label, in
+    the order the labels first appear."""
     by_path = {} if labels is None or isinstance(labels, str) else {Path(d).resolve(): n for d, n in labels.items()}
     groups: dict[str, list[Run]] = {}
     for directory in dirs:
-        run = load_run(directory, canaries)
+        run = load_run(directory, canaries_in_figures)
         label = labels if isinstance(labels, str) else by_path.get(Path(directory).resolve()) or default_label(run)
         groups.setdefault(label, []).append(run)
     return groups
@@ -162,8 +163,8 @@ def describe_run(run: Run, partial: bool) -> RunInfo:
         "partial": partial,
         "windows": "levels.csv hold windows" if "levels" in run.tables else "derived from request rows",
         "meta": run.meta,
-        "errors": error_counts(run.requests),
-        "aborted": int(classify(run.requests)["aborted"].sum()),
+        "errors": error_counts(run.every_row),  # the whole run's, its canaries' too
+        "aborted": int(classify(run.every_row)["aborted"].sum()),
         "locust_exceptions": 0 if exceptions is None else int(exceptions["Count"].sum()),
         "locust_failures": {}
         if failures is None
@@ -202,7 +203,7 @@ def unaccounted_requests(run: Run) -> list[Unaccounted]:
         {
             "run": str(run.path),
             "server_requests": run.meta["server_requests"],
-            "rows": len(run.requests),
+            "rows": len(run.every_row),
             "unaccounted_requests": missing,
             "lost_with": [lost["worker"] for lost in run.meta["lost_workers"]],
         }

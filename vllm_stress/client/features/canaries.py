@@ -33,3 +33,10 @@ def add_arguments(group: OptionGroup) -> None:
         help="With --canary-share: a JSONL file of MMLU- or GSM8K-shaped questions "
         "(default: the shipped scenarios/data/synthetic-mc.jsonl)",
     )
+    group.add_argument(
+        "--canaries-in-figures",
+        action="store_true",
+        default=False,
+        help="Count the canaries in the live figures like any request (their Locust entry is the request's own, "
+        "not '<name> canary'); run.json says so, and the analysis then counts them in every figure too",
+    )

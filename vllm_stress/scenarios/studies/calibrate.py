@@ -66,7 +66,7 @@ def launch_settings(meta: dict) -> dict[str, object]:
 def measured_levels(folder: str) -> list[Level]:
     """The steady levels of one run folder, or CalibrationError saying in one line why it cannot be fitted."""
     try:
-        run = load_run(folder, canaries=False)  # the twin is fitted to the load's own shape: canaries differ
+        run = load_run(folder, canaries_in_figures=False)  # the twin is fitted to the load's own shape: canaries differ
     except AnalysisError as error:
         raise CalibrationError(str(error)) from None
     rows = run.requests[run.requests["ok"] == 1]

@@ -42,10 +42,15 @@ class RequestTiming:
         "messages",
         "answer",
         "tool_call",
+        "model",
+        "header_names",
     )
 
-    def __init__(self, request_id: str, arrived: float | None = None, peer: str = "") -> None:
+    def __init__(
+        self, request_id: str, arrived: float | None = None, peer: str = "", header_names: tuple[str, ...] = ()
+    ) -> None:
         self.request_id = request_id
+        self.header_names = header_names  # the names (not the values) of the request's headers, lower case
         self.peer = peer  # the client's address (its source address: which one a client spreading them used)
         self.arrival = time.time() if arrived is None else arrived
         self.arrival_clock = "user" if arrived is None else "kernel"
@@ -57,6 +62,7 @@ class RequestTiming:
         self.messages: list | None = None  # a chat request's messages, as sent (a conversation's history)
         self.answer: str | None = None  # its first choice's text as generated (a tool call's arguments)
         self.tool_call: dict | None = None  # {"id", "name"} of the tool call it answered with
+        self.model = ""  # the model that answered it: the served model or the LoRA adapter it named
 
     def output_write(self) -> None:
         """A write carrying output tokens is about to hand its bytes to the socket."""
@@ -101,7 +107,8 @@ class RequestLog:
         sock = transport.get_extra_info("socket") if transport else None
         connection = self.connections.get(sock.fileno()) if sock else None
         peer = transport.get_extra_info("peername") if transport else None
-        return RequestTiming(request_id, connection.arrived if connection else None, peer[0] if peer else "")
+        names = tuple(sorted({name.lower() for name in headers}))
+        return RequestTiming(request_id, connection.arrived if connection else None, peer[0] if peer else "", names)
 
     def write(self, timing: RequestTiming) -> None:
         record = {
@@ -115,6 +122,8 @@ class RequestLog:
             "end": time.time(),
             "chunks": timing.chunks,
             "queue": timing.queue,
+            "model": timing.model,
+            "headers": timing.header_names,
         }
         if timing.messages is not None:  # a chat request: its history and what it answered
             record |= {"messages": timing.messages, "answer": timing.answer, "tool_call": timing.tool_call}

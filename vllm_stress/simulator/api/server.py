@@ -270,6 +270,8 @@ class Simulator:
             priority=header_priority(request.headers.get(PRIORITY_HEADER), generation.priority),
         )
         timing = request.get(TIMING_KEY)
+        if timing is not None:
+            timing.model = model
         try:
             if generation.stream:
                 fmt = ChunkFormat(

@@ -25,6 +25,7 @@ def environment(results_dir, overwrite: bool = False) -> SimpleNamespace:
         output_tokens=16,
         insecure=False,
         server_launch="",
+        canaries_in_figures=False,
     )
     quits: list[bool] = []
     runner = SimpleNamespace(quit=lambda: quits.append(True), quits=quits)

@@ -103,6 +103,11 @@ FORMATS = (
             Addition(TASKS_FILE, tuple(TASK_COLUMNS)),
         ),
     ),
+    Format(
+        5,
+        "2026-11-28",
+        (Addition(REQUESTS_FILE, ("shared_prefix_tokens",), "prefix-cache hit rate against its target"),),
+    ),
 )
 FORMAT_VERSION = FORMATS[-1].version
 

@@ -75,7 +75,14 @@ def blocks(label: str, config: Config, configs: Mapping[str, Config]) -> list[Bl
         for level in levels
     ]
     headers = ["Users", "Target", "Server", "Server − target", "Rows (cached_tokens)"]
-    return [Heading("Prefix-cache hit rate against its target"), Paragraph(TARGET_NOTE), Table(headers, rows)]
+    note = TARGET_NOTE + server_block_note(config)
+    return [Heading("Prefix-cache hit rate against its target"), Paragraph(note), Table(headers, rows)]
+
+
+def server_block_note(config: Config) -> str:
+    """The server's KV block size when it exported it (vllm:cache_config_info), what --kv-block-size must be."""
+    block_size = (config.get("kv_cache") or {}).get("block_size")
+    return "" if block_size is None else f" This server's KV blocks hold {block_size} tokens (vllm:cache_config_info)."
 
 
 def off_by(target: float, measured: float | None) -> str:

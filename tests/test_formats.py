@@ -121,7 +121,9 @@ def test_each_format_is_analysed_with_both_levels(version, tmp_path, capsys):
     else:
         assert [run["format_version"] for run in earlier] == [version]
         assert "Runs written by an earlier release" in report
-        assert earlier[0]["not_computed"][-1] == "no per-model canary comparison: written before 2026-11-28"
+        assert (
+            earlier[0]["not_computed"][-1] == "no prefix-cache hit rate against its target: written before 2026-11-28"
+        )
     if version < 4:
         assert earlier[0]["not_computed"][-2] == (
             "no image tokens and bytes per request, per-request server spans, client read-behind time, replica set "

@@ -28,6 +28,12 @@ from vllm_stress.core.failures import StreamError, failure_name
             "--prefix-tokens must be at least 0 and less than --input-tokens (100), got 100",
         ),
         (["--prefix-groups", "0"], "--prefix-groups must be at least 1, got 0"),
+        (["--prefix-hit-rate", "1"], "--prefix-hit-rate must be at least 0 and below 1 (the last token is computed)"),
+        (
+            ["--prefix-hit-rate", "0.5", "--prefix-tokens", "8"],
+            "--prefix-hit-rate builds its own prompts: drop --prefix-",
+        ),
+        (["--kv-block-size", "0"], "--kv-block-size must be at least 1, got 0"),
         (["--token-spread", "-0.5"], "--token-spread must not be negative, got -0.5"),
         (["--dataset", "/nonexistent.jsonl"], "--dataset: [Errno 2] No such file or directory"),
         (["--num-prompts", "-1"], "--num-prompts must be at least 0 (0: the whole --dataset), got -1"),

@@ -16,6 +16,31 @@ class StopTarget(Exception):
     pass
 
 
+def check_hit_rate(options: argparse.Namespace) -> None:
+    """--prefix-hit-rate: a rate below 1, whole blocks, synthetic prompts without --prefix-tokens."""
+    rate = options.prefix_hit_rate
+    if options.kv_block_size < 1:
+        raise StopTarget(f"--kv-block-size must be at least 1, got {options.kv_block_size}")
+    if rate is None:
+        return
+    if not 0 <= rate < 1:
+        raise StopTarget(f"--prefix-hit-rate must be at least 0 and below 1 (the last token is computed), got {rate:g}")
+    clash = next(
+        (
+            flag
+            for flag, value in (
+                ("--prefix-tokens", options.prefix_tokens),
+                ("--dataset", options.dataset),
+                ("--trace", getattr(options, "trace", None)),
+            )
+            if value
+        ),
+        None,
+    )
+    if clash:
+        raise StopTarget(f"--prefix-hit-rate builds its own prompts: drop {clash}")
+
+
 def validate(options: argparse.Namespace) -> None:
     """Refuse option values that no run can use, with a one-line StopTarget."""
     if getattr(options, "repeats", 1) > 1:  # a scenario's `repeats` (scenarios/shape.py): only the runner repeats
@@ -35,6 +60,7 @@ def validate(options: argparse.Namespace) -> None:
         )
     if options.prefix_groups < 1:
         raise StopTarget(f"--prefix-groups must be at least 1, got {options.prefix_groups}")
+    check_hit_rate(options)
     for flag, value in (("--turns", options.turns), ("--turn-tokens", options.turn_tokens)):
         if value < 1:
             raise StopTarget(f"{flag} must be at least 1, got {value}")

@@ -69,6 +69,7 @@ class Exchange:
         "answer_valid",
         "task_id",
         "step",
+        "shared_prefix_tokens",
     )
 
     def __init__(
@@ -112,6 +113,7 @@ class Exchange:
         self.traffic_class = ""  # the user's traffic class (--traffic-class), "" without
         self.json_schema: JsonSchema | None = None  # the structured output it asked for (--json-schema)
         self.answer_valid = ""  # structured.VALID, INVALID or CUT once judged
+        self.shared_prefix_tokens: int | None = None  # --prefix-hit-rate: leading tokens built to be shared
         self.task_id = ""  # an agent task's request (users/agent.py): its task and step
         self.step: int | None = None
 
@@ -250,6 +252,7 @@ class Exchange:
             self.answer_valid,
             self.task_id,
             _opt(self.step),
+            _opt(self.shared_prefix_tokens),
         ]
 
     def answer_row(self, worker: str) -> list[int | str]:

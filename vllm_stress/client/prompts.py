@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import requests
 
 from vllm_stress.client.canary import Canary
+from vllm_stress.client.hitrate import SharedBlocks
 from vllm_stress.client.images import DEFAULT_IMAGE_POOL, ImageSet, make_image_set, message_content
 from vllm_stress.client.sharegpt import is_sharegpt, read_conversations
 from vllm_stress.client.sourceaddr import SOURCES
@@ -39,6 +40,7 @@ WORDS = list(dict.fromkeys(WORDS))  # unique, order kept
 MOONCAKE_BLOCK_TOKENS = 512  # tokens of one hash id of a Mooncake trace (vllm_stress/client/trace.py)
 CHAT_OVERHEAD_GUESS = 10  # a typical chat template around one user message, when /tokenize is missing
 MAX_SIZING_CALLS = 200
+PREFIX_PIECE_WORDS = 256  # --prefix-hit-rate: a group's prefix grows by pieces of this many words
 DATASET_SAMPLE_SEED = 0  # vllm bench serve samples its datasets with --seed, 0 by default
 
 
@@ -49,7 +51,8 @@ class RequestSpec:
     text: str  # the user message (chat) or the prompt (completions, generate)
     target_prompt_tokens: int | None  # None when the length is unknown (dataset without /tokenize)
     max_tokens: int
-    prefix_group: int | None = None  # the shared prefix it opens with (--prefix-tokens), else None
+    prefix_group: int | None = None  # the shared prefix it opens with (--prefix-tokens, --prefix-hit-rate), else None
+    shared_prefix_tokens: int | None = None  # --prefix-hit-rate: its leading tokens built to be shared, whole blocks
     images: tuple[str, ...] = ()  # data URLs sent with the chat message (--images)
     image_tokens: int = 0  # the prompt tokens they add (in target_prompt_tokens), measured on the server
     canary: Canary | None = None  # a correctness canary (--canary-share): a fixed prompt at temperature 0, seeded
@@ -73,17 +76,32 @@ class Tokenizer:
             return self.count_messages([{"role": "user", "content": text}])
         return self.post({"prompt": text})
 
+    def head_tokens(self) -> int:
+        """Tokens the chat template (or the BOS token) puts before the text, the same in every prompt: the common
+        start of two one-word prompts' token ids."""
+        first, second = (self.token_ids(word) for word in WORDS[:2])
+        return next((n for n, (a, b) in enumerate(zip(first, second, strict=False)) if a != b), len(first))
+
+    def token_ids(self, text: str) -> list[int]:
+        body = {"messages": [{"role": "user", "content": text}], "add_generation_prompt": True}
+        return [int(token) for token in self.tokenize(body if self.chat else {"prompt": text})["tokens"]]
+
     def count_messages(self, messages: list[dict]) -> int:
         """Tokens of a chat request with these messages, chat template and generation prompt included."""
         return self.post({"messages": messages, "add_generation_prompt": True})
 
     def post(self, body: dict) -> int:
+        return int(self.tokenize(body)["count"])
+
+    def tokenize(self, body: dict) -> dict:
+        """The server's /tokenize answer for ``body``: its ``count`` and ``tokens``."""
         self.calls += 1
         if self.model:
             body["model"] = self.model
         resp = self.session.post(self.url, json=body, headers=self.headers, timeout=30, verify=self.verify)
         resp.raise_for_status()
-        return int(resp.json()["count"])
+        answer: dict = resp.json()
+        return answer
 
     def image_tokens(self, text: str, images: tuple[str, ...]) -> int:
         """The prompt tokens ``images`` add to a chat message of ``text``: one generation of one token with them, its
@@ -133,6 +151,7 @@ class Workload:
         prefix_groups: int = 1,
         images: ImageSet | None = None,
         reasoning_budget: int = 0,
+        shared: SharedBlocks | None = None,
     ) -> None:
         self.input_tokens = input_tokens
         self.output_tokens = output_tokens
@@ -153,6 +172,9 @@ class Workload:
             if prefix_tokens
             else []
         )
+        self.shared = shared  # --prefix-hit-rate: each prompt's shared blocks
+        self.prefix_groups = prefix_groups
+        self.group_words: dict[int, list[str]] = {}  # --prefix-hit-rate: each group's prefix, as long as used
 
     def output_length(self) -> int:
         """A request's max_tokens: an answer drawn around --output-tokens and the --reasoning-budget for thinking."""
@@ -191,10 +213,29 @@ class Workload:
             answer = spec.max_tokens and spec.max_tokens + self.reasoning_budget  # the dataset's answer length, if any
             return self.with_images(RequestSpec(spec.text, spec.target_prompt_tokens, answer or max_tokens))
         tokens = self.length(self.input_tokens)
+        if self.shared:
+            return self.with_images(self.shared_request(tokens, self.shared, max_tokens))
         group = self.rng.randrange(len(self.prefixes)) if self.prefixes else None
         return self.with_images(
             RequestSpec(self.prompt(tokens, group=group), max(tokens, self.overhead + 1), max_tokens, group)
         )
+
+    def shared_request(self, tokens: int, shared: SharedBlocks, max_tokens: int) -> RequestSpec:
+        """A prompt of ``tokens`` tokens opening with as many blocks of a drawn group's prefix as ``shared`` plans
+        (--prefix-hit-rate), then random words from a block boundary on."""
+        group = self.rng.randrange(self.prefix_groups)
+        shared_tokens = shared.shared_tokens(tokens)
+        prefix = self.prefix_of(group, shared.prefix_words(shared_tokens))
+        words = [*prefix, *self.rng.choices(self.words, k=max(1, tokens - self.overhead - len(prefix)))]
+        return RequestSpec(" ".join(words), max(tokens, self.overhead + 1), max_tokens, group, shared_tokens)
+
+    def prefix_of(self, group: int, count: int) -> list[str]:
+        """The first ``count`` words of ``group``'s prefix: the same on every worker (seeded by the group)."""
+        words = self.group_words.setdefault(group, [])
+        while len(words) < count:  # in pieces seeded by their place, so every worker grows the same words
+            piece = len(words) // PREFIX_PIECE_WORDS
+            words += random.Random(f"shared-prefix-{group}-{piece}").choices(self.words, k=PREFIX_PIECE_WORDS)
+        return words[:count]
 
     def with_images(self, spec: RequestSpec) -> RequestSpec:
         """``spec`` with the workload's images drawn, their tokens added to its target (``--images``)."""
@@ -266,7 +307,8 @@ def build_workload(tokenizer: Tokenizer, options: argparse.Namespace, seed: int 
         words = single_token_words(tokenizer, WORDS, overhead)
         if len(words) < 20:
             raise ValueError(f"only {len(words)} single-token words found")
-        workload = Workload(words=words, overhead=overhead, **common)
+        shared = shared_blocks(options, tokenizer.head_tokens(), overhead)
+        workload = Workload(words=words, overhead=overhead, shared=shared, **common)
         check_length(tokenizer, workload)
         measure_images(tokenizer, workload)
         return workload
@@ -276,7 +318,28 @@ def build_workload(tokenizer: Tokenizer, options: argparse.Namespace, seed: int 
         log.warning("Token counts are still checked against each response's usage.")
         log.warning("=" * 100)
         overhead = CHAT_OVERHEAD_GUESS if tokenizer.chat else 1
-        return Workload(dataset=dataset, overhead=overhead, exact=False, **common)
+        shared = shared_blocks(options, 0, overhead)
+        return Workload(dataset=dataset, overhead=overhead, exact=False, shared=shared, **common)
+
+
+def shared_blocks(options: argparse.Namespace, head: int, overhead: int) -> SharedBlocks | None:
+    """--prefix-hit-rate's plan of shared blocks (None without), the template's ``head`` tokens measured."""
+    rate = getattr(options, "prefix_hit_rate", None)
+    if rate is None:
+        return None
+    shared = SharedBlocks(rate, options.kv_block_size, head, overhead - head)
+    tokens = options.input_tokens
+    if not shared.reachable(tokens):
+        log.warning(
+            "--prefix-hit-rate %g cannot be made with %d-token prompts: each shares %.3f to %.3f of its tokens (the "
+            "chat template's %d leading tokens always, the last block never)",
+            rate,
+            tokens,
+            shared.fewest() / tokens,
+            shared.most(tokens) / tokens,
+            head,
+        )
+    return shared
 
 
 def image_set(options: argparse.Namespace, seed: int | None) -> ImageSet | None:

@@ -62,6 +62,8 @@ REQUEST_COLUMNS = [
     "answer_valid",  # valid, cut (not valid, finish_reason length) or invalid; empty without a schema or on failure
     "task_id",  # the agent task (tasks.csv) the request is a step of, else empty
     "step",  # its step in the task, from 1 (a fan-out's requests share one)
+    "shared_prefix_tokens",  # --prefix-hit-rate: its leading prompt tokens built to be found in the prefix cache
+    # (whole KV blocks of its group's prefix, the chat template's included), else empty
 ]
 # The request columns that hold text (the others hold numbers, empty for none)
 REQUEST_TEXT_COLUMNS = frozenset(

@@ -135,6 +135,7 @@ def send_request(
     if user.adapters and not spec.canary:  # --lora-adapters: this request's model (model_field)
         exchange.adapter = user.adapters.draw()
     exchange.images, exchange.image_tokens = len(spec.images), spec.image_tokens
+    exchange.shared_prefix_tokens = spec.shared_prefix_tokens
     exchange.image_bytes = sum(len(url) for url in spec.images)
     if session:
         exchange.session_id, exchange.turn = session

@@ -42,7 +42,8 @@ UNNUMBERED = 2
 UPGRADES = {
     2: "ALTER TABLE runs ADD COLUMN format_version INTEGER; UPDATE runs SET format_version = 2;",
     3: "",  # format 4 added files, columns and summary fields to the run folder, no table or column to the store
-    4: "",  # format 5 added a column to answers.csv and a run.json key, nothing to the store
+    4: "",  # format 5 added columns to answers.csv and requests.csv, a run.json key and a level field (in the levels'
+    # JSON), nothing to the store's tables
 }
 
 

@@ -84,6 +84,7 @@ def request_rows(
             "answer_valid": "",
             "task_id": "",
             "step": np.nan,
+            "shared_prefix_tokens": np.nan,
         }
     )
     return rows[REQUEST_COLUMNS]

@@ -1,8 +1,12 @@
-"""Prefix caching on purpose: prompts of a group share their first tokens."""
+"""Prefix caching on purpose: prompts of a group share their first tokens, so many (--prefix-tokens) or so many
+whole KV blocks that the server's hit rate is a target (--prefix-hit-rate, vllm_stress.client.hitrate)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
+
+from vllm_stress.client.features import FIELD
+from vllm_stress.client.hitrate import DEFAULT_BLOCK_SIZE
 
 if TYPE_CHECKING:
     from vllm_stress.client.features import OptionGroup
@@ -21,4 +25,20 @@ def add_arguments(group: OptionGroup) -> None:
         type=int,
         default=1,
         help="Different shared prefixes, each request draws one (with --prefix-tokens)",
+    )
+    group.add_argument(
+        "--prefix-hit-rate",
+        form=FIELD,
+        type=float,
+        default=None,
+        help="The prefix-cache hit rate to make (0 to below 1): each prompt opens with as many whole KV blocks of "
+        "its group's prefix, the chat template's included, as make the server's vllm:prefix_cache_hits / queries "
+        "this share of its prompt tokens (instead of --prefix-tokens; with --prefix-groups)",
+    )
+    group.add_argument(
+        "--kv-block-size",
+        form=FIELD,
+        type=int,
+        default=DEFAULT_BLOCK_SIZE,
+        help="Tokens of one KV block of the server (its --block-size), what --prefix-hit-rate shares whole",
     )

@@ -103,6 +103,11 @@ FORMATS = (
             Addition(TASKS_FILE, tuple(TASK_COLUMNS)),
         ),
     ),
+    Format(
+        5,
+        "2026-11-28",
+        (Addition(REQUESTS_FILE, ("endpoint",)),),
+    ),
 )
 FORMAT_VERSION = FORMATS[-1].version
 

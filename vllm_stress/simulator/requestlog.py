@@ -42,6 +42,9 @@ class RequestTiming:
         "messages",
         "answer",
         "tool_call",
+        "path",
+        "prompt_tokens",
+        "completion_tokens",
     )
 
     def __init__(self, request_id: str, arrived: float | None = None, peer: str = "") -> None:
@@ -57,6 +60,9 @@ class RequestTiming:
         self.messages: list | None = None  # a chat request's messages, as sent (a conversation's history)
         self.answer: str | None = None  # its first choice's text as generated (a tool call's arguments)
         self.tool_call: dict | None = None  # {"id", "name"} of the tool call it answered with
+        self.path = ""  # the API path it came to (/v1/chat/completions, /v1/responses, /v1/messages ...)
+        self.prompt_tokens: int | None = None  # the engine's counts: all its prompts' tokens, its first choice's output
+        self.completion_tokens: int | None = None
 
     def output_write(self) -> None:
         """A write carrying output tokens is about to hand its bytes to the socket."""
@@ -93,15 +99,19 @@ class RequestLog:
         self.connections[timed.fileno()] = timed
         return timed
 
-    def timing(self, headers: Mapping[str, str], transport: asyncio.BaseTransport | None) -> RequestTiming | None:
-        """The record of a request with an ``X-Request-Id`` that came in on ``transport`` (aiohttp's)."""
+    def timing(
+        self, headers: Mapping[str, str], transport: asyncio.BaseTransport | None, path: str = ""
+    ) -> RequestTiming | None:
+        """The record of a request to ``path`` with an ``X-Request-Id`` that came in on ``transport`` (aiohttp's)."""
         request_id = headers.get(REQUEST_ID_HEADER)
         if not request_id:
             return None
         sock = transport.get_extra_info("socket") if transport else None
         connection = self.connections.get(sock.fileno()) if sock else None
         peer = transport.get_extra_info("peername") if transport else None
-        return RequestTiming(request_id, connection.arrived if connection else None, peer[0] if peer else "")
+        timing = RequestTiming(request_id, connection.arrived if connection else None, peer[0] if peer else "")
+        timing.path = path
+        return timing
 
     def write(self, timing: RequestTiming) -> None:
         record = {
@@ -115,6 +125,9 @@ class RequestLog:
             "end": time.time(),
             "chunks": timing.chunks,
             "queue": timing.queue,
+            "path": timing.path,
+            "prompt_tokens": timing.prompt_tokens,
+            "completion_tokens": timing.completion_tokens,
         }
         if timing.messages is not None:  # a chat request: its history and what it answered
             record |= {"messages": timing.messages, "answer": timing.answer, "tool_call": timing.tool_call}

@@ -11,7 +11,7 @@ from aiohttp.typedefs import Handler
 from prometheus_client import generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
-from . import legacy
+from . import legacy, messagesapi, responsesapi
 from .answers import AnswerModel, Reply
 from .driver import EngineDriver
 from .engine import Engine, Sequence
@@ -38,6 +38,7 @@ from .spanexport import SpanExporter
 from .streams import Generator, write_sse
 from .tokenizer import Tokenizer
 from .toolcalls import ToolChunks, plan_tool_call
+from .typedapi import ApiFactory, TypedApi
 from .vision import message_images
 
 if TYPE_CHECKING:
@@ -114,6 +115,8 @@ class Simulator:
         app = web.Application(middlewares=[self._middleware], client_max_size=64 * 1024**2)
         app.router.add_post("/v1/chat/completions", self.chat_completions)
         app.router.add_post("/v1/completions", self.completions)
+        app.router.add_post("/v1/responses", self.responses)
+        app.router.add_post("/v1/messages", self.messages)
         app.router.add_get("/v1/models", self.models)
         if self.engine.lora:
             app.router.add_post("/v1/load_lora_adapter", self.load_lora_adapter)
@@ -145,7 +148,7 @@ class Simulator:
     async def _middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         started = time.perf_counter()
         if self.request_log:
-            request[TIMING_KEY] = self.request_log.timing(request.headers, request.transport)
+            request[TIMING_KEY] = self.request_log.timing(request.headers, request.transport, request.path)
         response = await self._respond(request, handler)
         resource = request.match_info.route.resource
         if resource is not None:
@@ -182,7 +185,21 @@ class Simulator:
         return ""
 
     async def chat_completions(self, request: web.Request) -> web.StreamResponse:
+        return await self._chat(request, parse_json(await request.read()))
+
+    async def responses(self, request: web.Request) -> web.StreamResponse:
+        """OpenAI's Responses API: a chat request answered in its events (responsesapi.py)."""
         body = parse_json(await request.read())
+        chat = responsesapi.chat_body(body)
+        return await self._chat(request, chat, responsesapi.ResponsesApi)
+
+    async def messages(self, request: web.Request) -> web.StreamResponse:
+        """Anthropic's Messages API: a chat request answered in its events (messagesapi.py)."""
+        chat = messagesapi.chat_body(parse_json(await request.read()))
+        return await self._chat(request, chat, lambda _max_tokens: messagesapi.MessagesApi())
+
+    async def _chat(self, request: web.Request, body: dict, api: ApiFactory | None = None) -> web.StreamResponse:
+        """A chat request's answer; ``api(max_tokens)`` gives another API's events and body for it."""
         adapter = self._adapter(body)
         messages = parse_messages(body)
         generation = parse_generation(body, [messages])
@@ -211,6 +228,7 @@ class Simulator:
             kv_params=body.get("kv_transfer_params"),
             adapter=adapter,
             tools=ToolChunks(call) if call else None,
+            api=api(max_tokens) if api else None,
         )
 
     async def completions(self, request: web.Request) -> web.StreamResponse:
@@ -248,6 +266,7 @@ class Simulator:
         kv_params: object = None,
         adapter: str = "",
         tools: ToolChunks | None = None,
+        api: TypedApi | None = None,
     ) -> web.StreamResponse:
         model = adapter or self.model  # vLLM answers with the adapter's name
         interval = max(generation.stream_interval or 1, self.profile.stream_interval)
@@ -269,6 +288,9 @@ class Simulator:
         )
         timing = request.get(TIMING_KEY)
         try:
+            if generation.stream and api:
+                typed = api.stream_format(model, prompt_tokens, self.prompt_details, self.sse_line_ending)
+                return await write_sse(request, stream, typed, True, timing)
             if generation.stream:
                 fmt = ChunkFormat(
                     chat,
@@ -291,6 +313,8 @@ class Simulator:
         choices = [(stream.full_text(index), reason) for index, reason in enumerate(stream.reasons)]
         build = chat_response if chat else completion_response
         cached = stream.cached_tokens if self.prompt_details else None
+        if api:
+            return _json(api.whole(model, *choices[0], prompt_tokens, stream.completion_tokens, cached))
         body = build(model, choices, prompt_tokens, stream.completion_tokens, cached)
         if self.connector and (produced := self.connector.produced(kv_params, prompt_tokens)):
             body["kv_transfer_params"] = produced  # as vLLM's response carries a KV connector's parameters
@@ -306,6 +330,7 @@ class Simulator:
         if timing and self.request_log:
             if seq.first_scheduled is not None:
                 timing.queue = seq.queue_time() / self.driver.time_scale
+            timing.prompt_tokens, timing.completion_tokens = prompt_tokens, seq.num_output
             self.request_log.write(timing)
         if self.spans and (parent := request.headers.get(TRACEPARENT_HEADER)):
             request_id = request.headers.get(REQUEST_ID_HEADER, "")

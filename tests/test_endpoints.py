@@ -1,0 +1,87 @@
+"""The Responses and Messages users against the simulator's /v1/responses and /v1/messages, through the real locust
+CLI: every row is a request the server logged, with the server's token counts and its TTFT."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.helpers import NO_CANARIES
+from vllm_stress.core.csvrows import read_rows
+from vllm_stress.simulator.requestlog import read_request_log
+
+BOTH = "locustfiles/responses.py,locustfiles/messages.py"
+PATHS = {"responses": "/v1/responses", "messages": "/v1/messages"}
+
+
+def run_both(run_locust, simulator, tmp_path, *args: str) -> tuple[list[dict], dict[str, dict]]:
+    """One user of each class for 4 s against a simulator with a request log: (the rows, the log by request id)."""
+    log = tmp_path / "requests.jsonl"
+    sim = simulator("--profile", "cpu-tiny", "--request-log", str(log))
+    out = tmp_path / "run"
+    proc = run_locust(
+        *("-f", BOTH, "-H", sim.url, "-u", "2", "-r", "2", "-t", "4s", "--headless", "--only-summary"),
+        *("--results-dir", str(out), *NO_CANARIES, *args),
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    sim.stop()  # flushes the log
+    rows = read_rows(out / "requests.csv")
+    records = read_request_log(str(log))
+    # the rows are the server's requests, no more, no less (a request the run's stop cut may not have been logged)
+    assert {r["request_id"] for r in rows if r["error"] != "Aborted"} <= set(records) <= {r["request_id"] for r in rows}
+    for row in rows:
+        assert row["endpoint"] == PATHS[row["name"]], row
+        assert row["request_id"] not in records or records[row["request_id"]]["path"] == row["endpoint"], row
+    return rows, records
+
+
+def check_counts(row: dict, record: dict) -> None:
+    """A finished row's counts are the server's usage: the prompt as built, the output as the engine made it."""
+    assert (row["ok"], row["error"], row["count_mismatch"]) == ("1", "", "0"), row
+    assert int(row["prompt_tokens"]) == int(row["target_prompt_tokens"]) == record["prompt_tokens"], (row, record)
+    assert int(row["completion_tokens"]) == record["completion_tokens"], (row, record)
+
+
+def test_streamed_rows_are_the_servers_and_timed_like_chat(run_locust, simulator, tmp_path):
+    """16 output tokens each: Responses forces them (ignore_eos), Messages cannot (vLLM's Messages API drops
+    ignore_eos), so its answers may stop earlier; TPOT is vLLM's benchmark's, over the usage's tokens."""
+    rows, records = run_both(run_locust, simulator, tmp_path, "--input-tokens", "64", "--output-tokens", "16")
+    done = [r for r in rows if r["error"] != "Aborted"]
+    assert {r["name"] for r in done} == {"responses", "messages"}
+    for row in done:
+        check_counts(row, records[row["request_id"]])
+        completion = int(row["completion_tokens"])
+        assert row["finish_reason"] == ("length" if completion == 16 else "stop"), row
+        if row["name"] == "responses":  # one delta event per token (the simulator's tokens all have text)
+            assert (completion, int(row["chunks"])) == (16, 16), row
+        if completion > 1:
+            gaps = float(row["e2e_s"]) - float(row["ttft_s"])
+            assert float(row["tpot_s"]) * (completion - 1) == pytest.approx(gaps, abs=1e-5), row
+
+
+def test_ttft_is_the_servers_first_write(run_locust, simulator, tmp_path):
+    """As chat's (tests/test_users.py): the client's send is the server's kernel arrival within 2 ms, and its first
+    token lies between the server's stamps before and after the write that carried it (within 1 ms). One output
+    token: that write is the answer's only one with output."""
+    rows, records = run_both(run_locust, simulator, tmp_path, "--input-tokens", "500", "--output-tokens", "1")
+    done = [r for r in rows if r["ok"] == "1"]  # a Messages answer whose only token is EOS has no output: NoOutput
+    assert {r["name"] for r in done} == {"responses", "messages"}
+    for row in done:
+        record = records[row["request_id"]]
+        check_counts(row, record)
+        start, first_token = float(row["start_time"]), float(row["start_time"]) + float(row["ttft_s"])
+        assert abs(start - record["arrival"]) < 0.002, (row, record)
+        assert record["first"] - 0.001 <= first_token <= record["first_sent"] + 0.001, (row, record)
+
+
+def test_whole_answers(run_locust, simulator, tmp_path):
+    """Not streamed: the counts and the finish reason come from the whole body's usage."""
+    rows, records = run_both(
+        run_locust, simulator, tmp_path, "--input-tokens", "64", "--output-tokens", "16", "--no-stream"
+    )
+    done = [r for r in rows if r["error"] != "Aborted"]
+    assert {r["name"] for r in done} == {"responses", "messages"}
+    for row in done:
+        check_counts(row, records[row["request_id"]])
+        assert row["ttft_s"] == "" and row["chunks"] == "0", row
+        assert row["finish_reason"] == ("length" if row["completion_tokens"] == "16" else "stop"), row

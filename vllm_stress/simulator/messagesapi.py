@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from .parsing import ApiError
 from .protocol import ChunkFormat, json_bytes, new_request_id
-from .typedapi import typed_event
+from .typedapi import Answer, typed_event
 
 STOP_REASONS = {"length": "max_tokens", "stop": "end_turn", "tool_calls": "tool_use"}
 _BLOCK_START = b'{"type":"content_block_start","content_block":{"type":"text","text":""},"index":0}'
@@ -64,23 +64,15 @@ class MessagesApi:
     def stream_format(self, model: str, prompt_tokens: int, prompt_details: bool, line_ending: bytes) -> ChunkFormat:
         return MessagesFormat(self, model, prompt_tokens, prompt_details, line_ending)
 
-    def whole(
-        self,
-        model: str,
-        text: str,
-        finish_reason: str | None,
-        prompt_tokens: int,
-        completion_tokens: int,
-        cached: int | None,
-    ) -> dict:
+    def whole(self, model: str, answer: Answer) -> dict:
         return {
             "id": self.message_id,
             "type": "message",
             "role": "assistant",
-            "content": [{"type": "text", "text": text}],
+            "content": [{"type": "text", "text": answer.text}],
             "model": model,
-            "stop_reason": STOP_REASONS.get(finish_reason or "stop"),
-            "usage": usage_object(prompt_tokens, completion_tokens, cached),
+            "stop_reason": STOP_REASONS.get(answer.finish_reason or "stop"),
+            "usage": usage_object(answer.prompt_tokens, answer.completion_tokens, answer.cached_tokens),
         }
 
 

@@ -11,7 +11,7 @@ import uuid
 
 from .parsing import ApiError
 from .protocol import ChunkFormat, json_bytes
-from .typedapi import typed_event
+from .typedapi import Answer, typed_event
 
 # vLLM's status of a finished response by its chat finish reason, and why an incomplete one stopped
 STATUS = {"length": "incomplete", "abort": "cancelled"}
@@ -132,18 +132,10 @@ class ResponsesApi:
     def stream_format(self, model: str, prompt_tokens: int, prompt_details: bool, line_ending: bytes) -> ChunkFormat:
         return ResponsesFormat(self, model, prompt_tokens, line_ending)
 
-    def whole(
-        self,
-        model: str,
-        text: str,
-        finish_reason: str | None,
-        prompt_tokens: int,
-        completion_tokens: int,
-        cached: int | None,
-    ) -> dict:
-        status = STATUS.get(finish_reason or "", "completed")
-        usage = usage_object(prompt_tokens, completion_tokens, cached)
-        output = [message_item(self.item_id, text, "completed")]
+    def whole(self, model: str, answer: Answer) -> dict:
+        status = STATUS.get(answer.finish_reason or "", "completed")
+        usage = usage_object(answer.prompt_tokens, answer.completion_tokens, answer.cached_tokens)
+        output = [message_item(self.item_id, answer.text, "completed")]
         return response_object(self.response_id, model, self.max_tokens, output, status, usage)
 
 
@@ -205,7 +197,8 @@ class ResponsesFormat(ChunkFormat):
         api, part = self.api, {"annotations": [], "text": text, "type": "output_text", "logprobs": None}
         item = message_item(api.item_id, text, "completed")
         where = {"content_index": 0, "item_id": api.item_id}
-        body = api.whole(self.model, text, self.finish_reason, self.prompt_tokens, completion_tokens, cached_tokens)
+        answer = Answer(text, self.finish_reason, self.prompt_tokens, completion_tokens, cached_tokens)
+        body = api.whole(self.model, answer)
         return b"".join(
             (
                 self.event("response.output_text.done", where | {"logprobs": [], "output_index": 0, "text": text}),

@@ -38,7 +38,7 @@ from .spanexport import SpanExporter
 from .streams import Generator, write_sse
 from .tokenizer import Tokenizer
 from .toolcalls import ToolChunks, plan_tool_call
-from .typedapi import ApiFactory, TypedApi
+from .typedapi import Answer, ApiFactory, TypedApi
 from .vision import message_images
 
 if TYPE_CHECKING:
@@ -314,7 +314,7 @@ class Simulator:
         build = chat_response if chat else completion_response
         cached = stream.cached_tokens if self.prompt_details else None
         if api:
-            return _json(api.whole(model, *choices[0], prompt_tokens, stream.completion_tokens, cached))
+            return _json(api.whole(model, Answer(*choices[0], prompt_tokens, stream.completion_tokens, cached)))
         body = build(model, choices, prompt_tokens, stream.completion_tokens, cached)
         if self.connector and (produced := self.connector.produced(kv_params, prompt_tokens)):
             body["kv_transfer_params"] = produced  # as vLLM's response carries a KV connector's parameters

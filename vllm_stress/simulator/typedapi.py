@@ -4,6 +4,7 @@ streamed answer and the body of a whole one, for a chat request run over the sam
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Protocol
 
 from .protocol import ChunkFormat
@@ -14,20 +15,23 @@ def typed_event(kind: str, data: bytes) -> bytes:
     return b"event: %s\ndata: %s\n\n" % (kind.encode(), data)
 
 
+@dataclass(frozen=True)
+class Answer:
+    """A finished answer, as a whole body reports it."""
+
+    text: str
+    finish_reason: str | None
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int | None  # None: not reported (vllm serve without --enable-prompt-tokens-details)
+
+
 class TypedApi(Protocol):
     def stream_format(self, model: str, prompt_tokens: int, prompt_details: bool, line_ending: bytes) -> ChunkFormat:
         """The templates of the streamed answer's events (``streams.write_sse`` writes them)."""
         ...
 
-    def whole(
-        self,
-        model: str,
-        text: str,
-        finish_reason: str | None,
-        prompt_tokens: int,
-        completion_tokens: int,
-        cached: int | None,
-    ) -> dict:
+    def whole(self, model: str, answer: Answer) -> dict:
         """The body of a non-streamed answer."""
         ...
 

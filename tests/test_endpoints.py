@@ -1,11 +1,18 @@
 """The Responses and Messages users against the simulator's /v1/responses and /v1/messages, through the real locust
-CLI: every row is a request the server logged, with the server's token counts and its TTFT."""
+CLI: every row is a request the server logged, with the server's token counts and its TTFT; their parsers on vLLM's
+own bytes, and the simulator's events against vLLM's."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
+import requests
 
 from tests.helpers import NO_CANARIES
+from vllm_stress.client.events import MessagesParser, ResponsesParser
+from vllm_stress.client.exchange import Exchange
 from vllm_stress.core.csvrows import read_rows
 from vllm_stress.simulator.requestlog import read_request_log
 
@@ -85,3 +92,45 @@ def test_whole_answers(run_locust, simulator, tmp_path):
         check_counts(row, records[row["request_id"]])
         assert row["ttft_s"] == "" and row["chunks"] == "0", row
         assert row["finish_reason"] == ("length" if row["completion_tokens"] == "16" else "stop"), row
+
+
+VLLM_STREAMS = json.loads((Path(__file__).parent / "fixtures" / "vllm_typed_streams.json").read_text())
+NESTED = ("response", "message", "item", "part", "delta", "usage", "content_block")  # the objects a shape looks into
+
+
+def event_shapes(body: str) -> list[tuple]:
+    """Each event's type (its event: line and its data's), its keys and those of the objects it holds; repeats of
+    one shape in a row count once (vLLM sends no event for a token without text)."""
+    shapes: list[tuple] = []
+    for block in body.strip().split("\n\n"):
+        kind_line, data_line = block.split("\n")
+        data = json.loads(data_line.removeprefix("data: "))
+        nested = {key: sorted(data[key]) for key in NESTED if isinstance(data.get(key), dict)}
+        usage = (data.get("response") or data.get("message") or {}).get("usage")
+        shape = (kind_line.removeprefix("event: "), data["type"], sorted(data), nested, sorted(usage or {}))
+        if not shapes or shapes[-1] != shape:
+            shapes.append(shape)
+    return shapes
+
+
+@pytest.mark.parametrize("api,parser", [("responses", ResponsesParser), ("messages", MessagesParser)])
+def test_vllms_own_stream_is_read(api, parser):
+    """vLLM 0.32's bytes (tests/fixtures/vllm_typed_streams.json): one output chunk per delta event, the usage's
+    counts, the finish reason in chat's words, a complete stream."""
+    exchange = Exchange(api, 1, 25, 3, check_output=True)
+    reader = parser(exchange)
+    reader.feed(VLLM_STREAMS[api]["body"].encode(), 1.0)
+    reader.finish()
+    chunks = {"responses": 2, "messages": 1}[api]
+    assert (exchange.prompt_tokens, exchange.completion_tokens, exchange.chunks) == (25, 3, chunks)
+    assert exchange.finish_reason == "length" and exchange.cached_tokens == 0 and not exchange.count_mismatch()
+
+
+@pytest.mark.parametrize("api", ["responses", "messages"])
+def test_simulator_streams_vllms_events(simulator, api):
+    """The simulator's stream of the same request has vLLM's events in vLLM's order with vLLM's keys."""
+    sim = simulator("--profile", "cpu-tiny", "--enable-prompt-tokens-details")
+    request = VLLM_STREAMS[api]["request"] | {"model": sim.model}
+    answer = requests.post(f"{sim.url}/v1/{api}", json=request, timeout=30)
+    assert answer.headers["content-type"].startswith("text/event-stream")
+    assert event_shapes(answer.text) == event_shapes(VLLM_STREAMS[api]["body"])

@@ -9,7 +9,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-from vllm_stress.simulator.api.requestlog import read_request_log
 
 from benchmarks.harness import read_rows
 from tests.helpers import locust_stats, run_cli, small_run
@@ -19,6 +18,7 @@ from vllm_stress.analysis.io.load import load_run
 from vllm_stress.client.canary import DEFAULT_CANARY_MIN, DEFAULT_CANARY_SET, Canaries
 from vllm_stress.core import schema
 from vllm_stress.core.questions import Question, load_questions, prompt
+from vllm_stress.simulator.api.requestlog import read_request_log
 
 FORMATS_FIXTURES = Path(__file__).parent / "fixtures" / "formats"
 

@@ -168,6 +168,24 @@ def test_non_streaming_user(run_locust, real_vllm, tmp_path, locustfile, name):
     assert server_completed(real_vllm.url) - before == len(rows)
 
 
+@pytest.mark.parametrize("locustfile", ["responses", "messages"])
+def test_responses_and_messages_users(run_locust, real_vllm, tmp_path, locustfile):
+    """vLLM's own Responses and Messages APIs (docs/guides/endpoints.md): prompts sized exactly, every count the
+    server's; the Responses output forced to 16 tokens, the Messages output at most 16 (its API takes no ignore_eos)."""
+    before = counters(real_vllm.url)
+    rows = run_user(run_locust, real_vllm, tmp_path / "run", locustfile, *SHORT)
+    assert rows, "no request finished"
+    for r in rows:
+        assert (r["ok"], r["error"], r["name"], r["count_mismatch"]) == ("1", "", locustfile, "0"), r
+        assert r["endpoint"] == f"/v1/{locustfile}" and int(r["prompt_tokens"]) == 64, r
+        assert 0 < int(r["completion_tokens"]) <= 16 and 0 < float(r["ttft_s"]) <= float(r["e2e_s"]), r
+        if locustfile == "responses":
+            assert (r["completion_tokens"], r["finish_reason"]) == ("16", "length"), r
+    changed = delta(before, counters(real_vllm.url))
+    assert changed["vllm:prompt_tokens_total{}"] == 64 * len(rows)
+    assert changed["vllm:generation_tokens_total{}"] == sum(int(r["completion_tokens"]) for r in rows)
+
+
 @pytest.mark.parametrize("locustfile,args", [("chat", []), ("completions", ["--no-stream"]), ("sdk", [])])
 def test_prompt_too_long_fails_as_http_400(run_locust, real_vllm, tmp_path, locustfile, args):
     """A dataset prompt over max_model_len (the option check cannot see it): every request fails with vLLM's 400."""

@@ -70,6 +70,7 @@ class Exchange:
         "task_id",
         "step",
         "shared_prefix_tokens",
+        "endpoint",
     )
 
     def __init__(
@@ -116,6 +117,7 @@ class Exchange:
         self.shared_prefix_tokens: int | None = None  # --prefix-hit-rate: leading tokens built to be shared
         self.task_id = ""  # an agent task's request (users/agent.py): its task and step
         self.step: int | None = None
+        self.endpoint = ""  # the API path it went to: /v1/chat/completions, /v1/responses, /v1/messages ...
 
     def sent(self) -> None:
         """The request is about to be sent: the send time, as late as the caller can take it."""
@@ -142,11 +144,11 @@ class Exchange:
         self.last = now
         self.chunks += 1
 
-    def check_stream_end(self, done: bool) -> None:
-        """The rule for a complete stream, for every streaming user: it ended with ``data: [DONE]`` (``done``) and
-        at least one chunk carried output."""
+    def check_stream_end(self, done: bool, end: str = "data: [DONE]") -> None:
+        """The rule for a complete stream, for every streaming user: it ended with its closing event ``end``
+        (``done``) and at least one chunk carried output."""
         if not done:
-            raise StreamError("StreamTruncated", "the stream ended without data: [DONE]")
+            raise StreamError("StreamTruncated", f"the stream ended without {end}")
         if not self.chunks:
             raise StreamError("NoOutput", "no chunk carried output")
 
@@ -253,6 +255,7 @@ class Exchange:
             self.task_id,
             _opt(self.step),
             _opt(self.shared_prefix_tokens),
+            self.endpoint,
         ]
 
     def answer_row(self, worker: str) -> list[int | str]:

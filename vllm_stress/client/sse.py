@@ -24,6 +24,7 @@ class SSEParser:
     linear in the bytes: each read is split once, and a line left open is kept in pieces joined when it ends."""
 
     __slots__ = ("exchange", "marker", "is_output", "open_line", "data", "after_cr", "done", "now")
+    end_event = "data: [DONE]"  # what ends a complete stream (a typed event stream names its closing event)
 
     def __init__(self, exchange: Exchange, marker: bytes, is_output: Callable[[dict[str, Any]], bool]) -> None:
         self.exchange = exchange
@@ -92,7 +93,7 @@ class SSEParser:
             self.feed(b"\n", self.now)
         if self.data:
             self.dispatch()
-        self.exchange.check_stream_end(self.done)
+        self.exchange.check_stream_end(self.done, self.end_event)
 
     def read_data(self, data: bytes) -> None:
         if data == b"[DONE]":

@@ -110,6 +110,7 @@ FORMATS = (
             Addition(ANSWERS_FILE, ("model",), "per-model canary comparison"),
             Addition(RUN_FILE, ("canaries_in_figures",)),
             Addition(REQUESTS_FILE, ("shared_prefix_tokens",), "prefix-cache hit rate against its target"),
+            Addition(REQUESTS_FILE, ("endpoint",)),
         ),
     ),
 )

@@ -64,11 +64,13 @@ REQUEST_COLUMNS = [
     "step",  # its step in the task, from 1 (a fan-out's requests share one)
     "shared_prefix_tokens",  # --prefix-hit-rate: its leading prompt tokens built to be found in the prefix cache
     # (whole KV blocks of its group's prefix, the chat template's included), else empty
+    "endpoint",  # the API path the request went to: /v1/chat/completions, /v1/completions, /v1/responses,
+    # /v1/messages, /generate
 ]
 # The request columns that hold text (the others hold numbers, empty for none)
 REQUEST_TEXT_COLUMNS = frozenset(
     {"error", "finish_reason", "worker", "name", "request_id", "session_id", "replica", "canary", "adapter", "class"}
-    | {"schema_id", "answer_valid", "task_id"}
+    | {"schema_id", "answer_valid", "task_id", "endpoint"}
 )
 
 # answers.csv: one row per canary request (--canary-share), its answer text, written beside requests.csv. A canary

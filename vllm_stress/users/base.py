@@ -61,6 +61,7 @@ class FlowUser(Protocol):
     (``start_user``), and the per-request options (``read_options``)."""
 
     request_name: str
+    path: str  # the API path its requests go to (the rows' endpoint)
     chat: bool
     target: Target
     workload: Workload | None
@@ -121,8 +122,12 @@ def send_request(
         user.target.recorder.level,
         spec.target_prompt_tokens,
         spec.max_tokens,
-        check_output=user.ignore_eos and spec.canary is None and spec.json_schema is None,
+        check_output=user.ignore_eos
+        and getattr(user, "forces_output", True)
+        and spec.canary is None
+        and spec.json_schema is None,
     )
+    exchange.endpoint = user.path
     exchange.traffic_class = user.traffic_class.name if user.traffic_class else ""
     apart = spec.canary is not None and not user.target.options.canaries_in_figures
     exchange.stats_name = stats_name(user.request_name, exchange.traffic_class, canary=apart)
@@ -215,6 +220,7 @@ class LLMUser(FastHttpUser):
     chat = False  # prompts are chat messages (the template's tokens count toward the input length)
     needs_model = True  # the API takes a model name (default: the first the server lists)
     takes_schemas = False  # --json-schema asks some of its requests for a structured output (chat and completions)
+    forces_output = True  # ignore_eos reaches the server: with it, the output's length is checked against its target
     output_marker = b"\0"  # bytes that only an output-bearing chunk in vLLM's layout has (see read_stream)
     connections = 1  # connections the user may hold at once (an agent's fan-out: users/agent.py)
     sticky_headers: dict[str, str] = {}  # headers of every request of the user (a session's id, session.py)

@@ -87,6 +87,7 @@ class DoneWatch(httpx2.BaseTransport):
 class SdkChatUser(User):
     abstract = False
     request_name = "sdk-chat"
+    path = "/v1/chat/completions"
     chat = True
     needs_model = True
     takes_images = True  # --images

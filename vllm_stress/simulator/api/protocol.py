@@ -54,6 +54,8 @@ class Reasoning:
 class ChunkFormat:
     """Byte templates shared by all chunks of one streamed response (same id, created, model)."""
 
+    done = DONE  # the stream's last event
+
     def __init__(
         self,
         chat: bool,
@@ -79,6 +81,10 @@ class ChunkFormat:
         self.continuous_usage = continuous_usage
         self.prompt_tokens = prompt_tokens
         self.tools: ToolChunks | None = None  # the answer is a tool call (toolcalls.py)
+
+    def opening(self) -> bytes:
+        """Events sent as soon as the response starts, before any token (none for chat and completions)."""
+        return b""
 
     def frame(self, events: bytes) -> bytes:
         """SSE events made with LF line ends (JSON has none inside), with this response's line ends."""

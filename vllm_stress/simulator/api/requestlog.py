@@ -44,6 +44,9 @@ class RequestTiming:
         "tool_call",
         "model",
         "header_names",
+        "path",
+        "prompt_tokens",
+        "completion_tokens",
     )
 
     def __init__(
@@ -63,6 +66,9 @@ class RequestTiming:
         self.answer: str | None = None  # its first choice's text as generated (a tool call's arguments)
         self.tool_call: dict | None = None  # {"id", "name"} of the tool call it answered with
         self.model = ""  # the model that answered it: the served model or the LoRA adapter it named
+        self.path = ""  # the API path it came to (/v1/chat/completions, /v1/responses, /v1/messages ...)
+        self.prompt_tokens: int | None = None  # the engine's counts: all its prompts' tokens, its first choice's output
+        self.completion_tokens: int | None = None
 
     def output_write(self) -> None:
         """A write carrying output tokens is about to hand its bytes to the socket."""
@@ -99,8 +105,10 @@ class RequestLog:
         self.connections[timed.fileno()] = timed
         return timed
 
-    def timing(self, headers: Mapping[str, str], transport: asyncio.BaseTransport | None) -> RequestTiming | None:
-        """The record of a request with an ``X-Request-Id`` that came in on ``transport`` (aiohttp's)."""
+    def timing(
+        self, headers: Mapping[str, str], transport: asyncio.BaseTransport | None, path: str = ""
+    ) -> RequestTiming | None:
+        """The record of a request to ``path`` with an ``X-Request-Id`` that came in on ``transport`` (aiohttp's)."""
         request_id = headers.get(REQUEST_ID_HEADER)
         if not request_id:
             return None
@@ -108,7 +116,9 @@ class RequestLog:
         connection = self.connections.get(sock.fileno()) if sock else None
         peer = transport.get_extra_info("peername") if transport else None
         names = tuple(sorted({name.lower() for name in headers}))
-        return RequestTiming(request_id, connection.arrived if connection else None, peer[0] if peer else "", names)
+        timing = RequestTiming(request_id, connection.arrived if connection else None, peer[0] if peer else "", names)
+        timing.path = path
+        return timing
 
     def write(self, timing: RequestTiming) -> None:
         record = {
@@ -124,6 +134,9 @@ class RequestLog:
             "queue": timing.queue,
             "model": timing.model,
             "headers": timing.header_names,
+            "path": timing.path,
+            "prompt_tokens": timing.prompt_tokens,
+            "completion_tokens": timing.completion_tokens,
         }
         if timing.messages is not None:  # a chat request: its history and what it answered
             record |= {"messages": timing.messages, "answer": timing.answer, "tool_call": timing.tool_call}

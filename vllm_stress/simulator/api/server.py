@@ -22,7 +22,7 @@ from ..model.profiles import Profile
 from ..model.tokenizer import Tokenizer
 from ..model.toolcalls import ToolChunks, plan_tool_call
 from ..model.vision import message_images
-from . import legacy
+from . import legacy, messagesapi, responsesapi
 from .driver import EngineDriver
 from .httpmetrics import HttpMetrics
 from .metrics import EngineMetrics
@@ -41,6 +41,7 @@ from .protocol import ChunkFormat, Reasoning, chat_response, completion_response
 from .requestlog import REQUEST_ID_HEADER, RequestLog
 from .spanexport import SpanExporter
 from .streams import Generator, write_sse
+from .typedapi import Answer, ApiFactory, TypedApi
 
 if TYPE_CHECKING:
     from .instance import KvTransfer
@@ -116,6 +117,8 @@ class Simulator:
         app = web.Application(middlewares=[self._middleware], client_max_size=64 * 1024**2)
         app.router.add_post("/v1/chat/completions", self.chat_completions)
         app.router.add_post("/v1/completions", self.completions)
+        app.router.add_post("/v1/responses", self.responses)
+        app.router.add_post("/v1/messages", self.messages)
         app.router.add_get("/v1/models", self.models)
         if self.engine.lora:
             app.router.add_post("/v1/load_lora_adapter", self.load_lora_adapter)
@@ -147,7 +150,7 @@ class Simulator:
     async def _middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         started = time.perf_counter()
         if self.request_log:
-            request[TIMING_KEY] = self.request_log.timing(request.headers, request.transport)
+            request[TIMING_KEY] = self.request_log.timing(request.headers, request.transport, request.path)
         response = await self._respond(request, handler)
         resource = request.match_info.route.resource
         if resource is not None:
@@ -184,7 +187,21 @@ class Simulator:
         return ""
 
     async def chat_completions(self, request: web.Request) -> web.StreamResponse:
+        return await self._chat(request, parse_json(await request.read()))
+
+    async def responses(self, request: web.Request) -> web.StreamResponse:
+        """OpenAI's Responses API: a chat request answered in its events (responsesapi.py)."""
         body = parse_json(await request.read())
+        chat = responsesapi.chat_body(body)
+        return await self._chat(request, chat, responsesapi.ResponsesApi)
+
+    async def messages(self, request: web.Request) -> web.StreamResponse:
+        """Anthropic's Messages API: a chat request answered in its events (messagesapi.py)."""
+        chat = messagesapi.chat_body(parse_json(await request.read()))
+        return await self._chat(request, chat, lambda _max_tokens: messagesapi.MessagesApi())
+
+    async def _chat(self, request: web.Request, body: dict, api: ApiFactory | None = None) -> web.StreamResponse:
+        """A chat request's answer; ``api(max_tokens)`` gives another API's events and body for it."""
         adapter = self._adapter(body)
         messages = parse_messages(body)
         generation = parse_generation(body, [messages])
@@ -213,6 +230,7 @@ class Simulator:
             kv_params=body.get("kv_transfer_params"),
             adapter=adapter,
             tools=ToolChunks(call) if call else None,
+            api=api(max_tokens) if api else None,
         )
 
     async def completions(self, request: web.Request) -> web.StreamResponse:
@@ -250,6 +268,7 @@ class Simulator:
         kv_params: object = None,
         adapter: str = "",
         tools: ToolChunks | None = None,
+        api: TypedApi | None = None,
     ) -> web.StreamResponse:
         model = adapter or self.model  # vLLM answers with the adapter's name
         interval = max(generation.stream_interval or 1, self.profile.stream_interval)
@@ -273,6 +292,9 @@ class Simulator:
         if timing is not None:
             timing.model = model
         try:
+            if generation.stream and api:
+                typed = api.stream_format(model, prompt_tokens, self.prompt_details, self.sse_line_ending)
+                return await write_sse(request, stream, typed, True, timing)
             if generation.stream:
                 fmt = ChunkFormat(
                     chat,
@@ -295,6 +317,8 @@ class Simulator:
         choices = [(stream.full_text(index), reason) for index, reason in enumerate(stream.reasons)]
         build = chat_response if chat else completion_response
         cached = stream.cached_tokens if self.prompt_details else None
+        if api:
+            return _json(api.whole(model, Answer(*choices[0], prompt_tokens, stream.completion_tokens, cached)))
         body = build(model, choices, prompt_tokens, stream.completion_tokens, cached)
         if self.connector and (produced := self.connector.produced(kv_params, prompt_tokens)):
             body["kv_transfer_params"] = produced  # as vLLM's response carries a KV connector's parameters
@@ -310,6 +334,7 @@ class Simulator:
         if timing and self.request_log:
             if seq.first_scheduled is not None:
                 timing.queue = seq.queue_time() / self.driver.time_scale
+            timing.prompt_tokens, timing.completion_tokens = prompt_tokens, seq.num_output
             self.request_log.write(timing)
         if self.spans and (parent := request.headers.get(TRACEPARENT_HEADER)):
             request_id = request.headers.get(REQUEST_ID_HEADER, "")

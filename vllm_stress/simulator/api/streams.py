@@ -16,7 +16,7 @@ from ..model.answers import Reply
 from ..model.profiles import Profile
 from ..model.sampling import plan_sequence, text_bytes
 from .driver import EngineDriver
-from .protocol import DONE, ChunkFormat
+from .protocol import ChunkFormat
 from .requestlog import RequestTiming
 
 WRITE_BUFFER_LIMIT = 0x10000  # bytes waiting in a connection's buffer above which its writes wait for it to drain
@@ -217,17 +217,19 @@ async def write_sse(
 ) -> web.StreamResponse:
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream; charset=utf-8"})
     await response.prepare(request)
+    if opening := fmt.opening():
+        await response.write(fmt.frame(opening))
     writer = request.writer
     while True:
         stream.ready.clear()  # before reading the state: a token published during the write below wakes us again
         finished = stream.finished
-        chunks = [chunk for index in range(len(stream.seqs)) for chunk in _due_chunks(stream, fmt, index)]
+        chunks = [chunk for index in range(len(stream.seqs)) for chunk in _due_chunks(stream, fmt, index) if chunk]
         if chunks and timing:
             timing.output_write()  # the write below hands its bytes to the socket before it awaits anything
         if finished:
             if include_usage:
                 chunks.append(fmt.usage(stream.completion_tokens, stream.cached_tokens, stream.reasoning_tokens(fmt)))
-            chunks.append(DONE)
+            chunks.append(fmt.done)
         if chunks:
             await response.write(fmt.frame(b"".join(chunks)))
             if timing:

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 import requests
-from vllm_stress.simulator.requestlog import read_request_log
 
 from tests.helpers import NO_CANARIES
 from vllm_stress.client.events import MessagesParser, ResponsesParser
 from vllm_stress.client.exchange import Exchange
 from vllm_stress.core.csvrows import read_rows
+from vllm_stress.simulator.api.requestlog import read_request_log
 
 BOTH = "locustfiles/responses.py,locustfiles/messages.py"
 PATHS = {"responses": "/v1/responses", "messages": "/v1/messages"}

@@ -3,7 +3,7 @@
 # `vllm-stress` command and `locust -f locustfiles/...` from anywhere) and reinstall only when a requirements file
 # or pyproject.toml changes. `make test-fast` runs the fast tier only.
 # `make test` also installs what its heavier tiers need: a CPU build of vLLM with a tiny model in ~/.cache/vllm-stress (the
-# real-vLLM tier, deploy/real-vllm.sh), Debian's chromium (the web UI browser test) and Debian's prometheus (the
+# real-vLLM tier, deploy/real-vllm.sh, installed by that tier's first test while the others run), Debian's chromium (the web UI browser test) and Debian's prometheus (the
 # Prometheus scrape test) and Debian's nginx (the router of the fleet test). `make test QUICK=1` skips
 # the real-vLLM tier for quick local runs. Without one of those (or root, for the network namespaces) its tests are
 # skipped, and the run ends with a line per reason; with CI=true they fail instead, naming the make target.
@@ -66,14 +66,18 @@ nginx:
 test-fast: $(STAMP) lint
 	$(PY) -m pytest -m fast -q $(PYTEST_ARGS)
 
-# the whole suite on TEST_PROCESSES processes, a test file to each in turn (pytest-xdist), its 25 slowest tests listed;
+# the whole suite on TEST_PROCESSES processes, a test file to each in turn (pytest-xdist; the two real-vLLM files
+# to one: tests/conftest.py), longest first as tests/conftest.py orders them (--no-loadscope-reorder: pytest-xdist would
+# start the files with the most tests first, and the few long ones last), its 25 slowest tests listed;
 # three on two cores: the tests mostly wait on the servers and Locust processes they start
 TEST_PROCESSES ?= 3
-PARALLEL := -n $(TEST_PROCESSES) --dist loadfile --durations=25
+PARALLEL := -n $(TEST_PROCESSES) --dist loadfile --no-loadscope-reorder --durations=25
 ifdef QUICK
 test: $(STAMP) browser prometheus nginx lint
 	$(PY) -m pytest -m "not realvllm" $(PARALLEL) $(PYTEST_ARGS)
 else
-test: $(STAMP) browser prometheus nginx lint real-vllm
+# no real-vllm prerequisite: the real-vLLM tests' fixture runs deploy/real-vllm.sh start, which installs vLLM and
+# builds the model when they are missing, in one test process while the others run the rest of the suite
+test: $(STAMP) browser prometheus nginx lint
 	$(PY) -m pytest $(PARALLEL) $(PYTEST_ARGS)
 endif

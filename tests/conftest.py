@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from xdist.scheduler import LoadFileScheduling
 
 from tests.faultserver import FaultServer
 from tests.helpers import REPO, Server
@@ -76,6 +77,10 @@ def import_locust_unpatched() -> None:
 import_locust_unpatched()
 
 
+# the files of the real-vLLM tests: one test process runs them all, one file after the other (real_vllm_files)
+REAL_VLLM_FILES = ("tests/test_realvllm.py", "tests/test_realvllm_traffic.py")
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark each test's tiers by the fixtures it uses, and put the longest files first: the test processes take a
     file at a time (pytest-xdist's ``--dist loadfile``), so the files that start last decide when the suite ends. A
@@ -84,9 +89,24 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         markers = {marker for name in item.fixturenames for marker in TIERS.get(name, ())}
         for marker in sorted(markers) or ["fast"]:
             item.add_marker(marker)
+        if "realvllm" in markers and item.nodeid.split("::")[0] not in REAL_VLLM_FILES:
+            raise pytest.UsageError(f"{item.nodeid} needs a real vLLM: its file belongs in REAL_VLLM_FILES")
     whole_runs = Counter(item.path for item in items if WHOLE_RUNS.intersection(item.fixturenames))
     starting = Counter(item.path for item in items if item.get_closest_marker("fast") is None)
     items.sort(key=lambda item: (-whole_runs[item.path], -starting[item.path]))  # stable: a file's tests in order
+
+
+class RealVllmFilesTogether(LoadFileScheduling):
+    """``--dist loadfile``, except that REAL_VLLM_FILES are one unit of work: one test process runs them one after
+    the other, so two real vLLMs never share the cores."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        scope = super()._split_scope(nodeid)
+        return "real-vllm" if scope in REAL_VLLM_FILES else scope
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log) -> LoadFileScheduling | None:
+    return RealVllmFilesTogether(config, log) if config.getvalue("dist") == "loadfile" else None
 
 
 def skip_reason(report: pytest.TestReport) -> str:

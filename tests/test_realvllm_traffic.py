@@ -156,24 +156,39 @@ def test_json_schema_answers_are_judged_and_first_uses_marked(run_locust, real_v
     assert seen - {"order", "ticket"}, "no new schema was sent"
 
 
+def finished_by_reason(url: str) -> Counter[str]:
+    """The requests the server finished, by the reason it recorded (vLLM's request_success_total)."""
+    reasons: Counter[str] = Counter()
+    for key, value in scrape(url).items():
+        if match := re.match(r"vllm:request_success_total\{.*finished_reason=(\w+)", key):
+            reasons[match[1]] += int(value)
+    return reasons
+
+
 def test_a_required_tool_call_is_judged_by_the_same_code(real_vllm_traffic: Server):
     """vLLM enforces tool_choice required with the same grammar engine: the call's arguments are judged against the
-    tool's parameters as a --json-schema answer is (a call cut by max_tokens comes back as empty content)."""
+    tool's parameters as a --json-schema answer is. The verdict follows what the server recorded of the request (its
+    finish reason in /metrics): the server stops a call only when the grammar's JSON is whole, so a call that stopped
+    is valid; one max_tokens cut off (it comes back as empty content) is cut."""
     parameters = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 12}}, "required": ["city"]}
     tool = {"type": "function", "function": {"name": "get_weather", "parameters": parameters}}
     body = {"model": real_vllm_traffic.model, "messages": [{"role": "user", "content": "weather in Oslo?"}]}
     body |= {"tools": [tool], "tool_choice": "required", "max_tokens": 48}
+    before = finished_by_reason(real_vllm_traffic.url)
     answer = requests.post(f"{real_vllm_traffic.url}/v1/chat/completions", json=body, timeout=120)
     assert answer.status_code == 200, answer.text
+    recorded = finished_by_reason(real_vllm_traffic.url) - before
+    assert sum(recorded.values()) == 1, recorded  # this request alone: the module's tests run one at a time
+    (reason,) = recorded
     choice = answer.json()["choices"][0]
     calls = choice["message"].get("tool_calls") or []
     arguments = calls[0]["function"]["arguments"] if calls else choice["message"].get("content") or ""
     verdict = judge(JsonSchema("get_weather", parameters, False), arguments, choice["finish_reason"])
-    assert verdict in VERDICTS
-    if calls:
+    assert reason in ("stop", "length") and (reason == "length") == (choice["finish_reason"] == "length"), recorded
+    if calls:  # the grammar's JSON is whole: the call is named and valid
         assert calls[0]["function"]["name"] == "get_weather" and verdict == VALID, choice
-    else:
-        assert choice["finish_reason"] == "length" and verdict != VALID, choice
+    else:  # only max_tokens stops a call before its end
+        assert reason == "length" and verdict == CUT, (recorded, choice)
 
 
 def test_a_required_tool_choice_streams_calls_the_agent_reader_joins(real_vllm_traffic: Server):

@@ -42,6 +42,8 @@ class RequestTiming:
         "messages",
         "answer",
         "tool_call",
+        "finish_reason",
+        "output_tokens",
     )
 
     def __init__(self, request_id: str, arrived: float | None = None, peer: str = "") -> None:
@@ -57,6 +59,8 @@ class RequestTiming:
         self.messages: list | None = None  # a chat request's messages, as sent (a conversation's history)
         self.answer: str | None = None  # its first choice's text as generated (a tool call's arguments)
         self.tool_call: dict | None = None  # {"id", "name"} of the tool call it answered with
+        self.finish_reason: str | None = None  # its (first) sequence's: stop, length, or abort when the client left
+        self.output_tokens = 0  # the tokens the engine generated for it (an aborted one's up to its abort)
 
     def output_write(self) -> None:
         """A write carrying output tokens is about to hand its bytes to the socket."""
@@ -115,6 +119,8 @@ class RequestLog:
             "end": time.time(),
             "chunks": timing.chunks,
             "queue": timing.queue,
+            "finish_reason": timing.finish_reason,
+            "output_tokens": timing.output_tokens,
         }
         if timing.messages is not None:  # a chat request: its history and what it answered
             record |= {"messages": timing.messages, "answer": timing.answer, "tool_call": timing.tool_call}

@@ -103,6 +103,14 @@ FORMATS = (
             Addition(TASKS_FILE, tuple(TASK_COLUMNS)),
         ),
     ),
+    Format(
+        5,
+        "2026-11-28",
+        (
+            Addition(REQUESTS_FILE, ("cancel_after",), "client cancellations"),
+            Addition(RUN_FILE, ("stress",)),
+        ),
+    ),
 )
 FORMAT_VERSION = FORMATS[-1].version
 

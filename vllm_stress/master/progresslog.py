@@ -21,6 +21,7 @@ def closing_line(path: str, totals: Counter[str], unaccounted: int | None, lost_
     return (
         f"{path}: {totals['requests']} requests, {totals['failures']} failed, {totals['mismatches']} with token "
         f"counts off target; {totals['aborted']} streams aborted when the run stopped (not failures)"
+        + (f", {totals['cancelled']} cancelled by the client (--cancel-share)" if totals["cancelled"] else "")
         + unaccounted_note(unaccounted, lost_workers)
     )
 

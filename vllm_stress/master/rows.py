@@ -54,3 +54,13 @@ def measured(row: list) -> bool:
 def aborted(row: list) -> bool:
     """The run or a cooldown stopped the stream (not a failure)."""
     return not row[OK] and row[ERROR] == schema.ABORTED
+
+
+def cancelled(row: list) -> bool:
+    """The client cancelled the request on purpose (--cancel-share): not a failure, in no latency figure."""
+    return not row[OK] and row[ERROR] == schema.CANCELLED
+
+
+def apart(row: list) -> bool:
+    """Neither a success nor a failure: aborted by the stop, or cancelled by the client."""
+    return not row[OK] and row[ERROR] in (schema.ABORTED, schema.CANCELLED)

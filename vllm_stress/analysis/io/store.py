@@ -42,6 +42,7 @@ UNNUMBERED = 2
 UPGRADES = {
     2: "ALTER TABLE runs ADD COLUMN format_version INTEGER; UPDATE runs SET format_version = 2;",
     3: "",  # format 4 added files, columns and summary fields to the run folder, no table or column to the store
+    4: "",  # format 5 added columns and run.json keys to the run folder, nothing to the store
 }
 
 

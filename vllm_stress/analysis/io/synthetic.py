@@ -84,6 +84,7 @@ def request_rows(
             "answer_valid": "",
             "task_id": "",
             "step": np.nan,
+            "cancel_after": "",
         }
     )
     return rows[REQUEST_COLUMNS]

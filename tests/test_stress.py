@@ -69,6 +69,22 @@ def test_cancellations_are_the_servers_aborts_and_free_their_slots(run_locust, s
     assert "## Stress: cancellations and bursts" in (tmp_path / "report" / "report.md").read_text()
 
 
+def test_a_delay_cuts_every_drawn_request(run_locust, simulator, tmp_path):
+    """--cancel-share 1 --cancel-after 300ms: every request is cut 300 ms after its send, long before its 2 s answer
+    ends; the server logged each as aborted."""
+    log = tmp_path / "requests.jsonl"
+    sim = simulator("--profile", "cpu-tiny", "--set", "t_fixed=0.01", "--request-log", str(log))
+    args = ["-u", "2", "-t", "3s", "--input-tokens", "16", "--output-tokens", "200"]
+    proc = run_chat(run_locust, sim.url, tmp_path, *args, "--cancel-share", "1", "--cancel-after", "300ms")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    sim.stop()
+    records = read_request_log(str(log))
+    rows = [row for row in read_rows(tmp_path / "run" / "requests.csv") if row["error"] != ABORTED]
+    assert len(rows) >= 4 and all(row["error"] == CANCELLED and row["cancel_after"] == "300ms" for row in rows)
+    assert all(float(row["e2e_s"]) >= 0.3 and int(row["chunks"]) < 200 for row in rows)
+    assert all(records[row["request_id"]]["finish_reason"] == "abort" for row in rows)
+
+
 def run_chat(run_locust, url: str, tmp_path, *args: str):
     """A headless run of the chat user against ``url``, its folder tmp_path/run."""
     return run_locust(

@@ -68,6 +68,13 @@ class Cancelled(StreamError):
         super().__init__(CANCELLED, "cancelled by the client (--cancel-after)")
 
 
+def check_options(options: argparse.Namespace) -> None:
+    """ValueError, in one line, for stress options no run can use: --cancel-share, --cancel-after, --burstiness."""
+    cancellations_for(options)
+    if not getattr(options, "burstiness", 1.0) > 0:
+        raise ValueError(f"--burstiness {options.burstiness:g}: above 0")
+
+
 def cancelled() -> Cancelled:
     return Cancelled()
 

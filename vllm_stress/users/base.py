@@ -138,7 +138,7 @@ def send_request(
     exchange.image_bytes = sum(len(url) for url in spec.images)
     if session:
         exchange.session_id, exchange.turn = session
-    if user.target.cancellations and not spec.canary:  # --cancel-share: where the client cuts it, if it does
+    if user.target.cancellations and not spec.canary and getattr(user, "cancellable", True):  # --cancel-share
         exchange.cut_at(user.target.cancellations.draw())
     user.target.recorder.started(exchange)
     try:

@@ -146,10 +146,7 @@ class Target:
             raise StopTarget(f"--json-schema: {e}") from None
         worker_index = getattr(self.environment.runner, "worker_index", 0)
         seed = os.getpid() if options.arrival_seed is None else options.arrival_seed + worker_index
-        try:
-            self.cancellations = cancellations_for(options, f"cancel-{seed}")
-        except ValueError as e:
-            raise StopTarget(str(e)) from None
+        self.cancellations = cancellations_for(options, f"cancel-{seed}")  # its options passed validate
         if self.runs_users:
             for chat in {getattr(cls, "chat", False) for cls in self.environment.user_classes}:
                 self.workloads[chat] = self.build_workload(chat)
@@ -160,10 +157,7 @@ class Target:
             if options.trace:  # once the prompts are ready: no backlog
                 self.arrivals = arrivals_for_trace(options, read_trace(options.trace), worker_index)
             else:
-                try:
-                    self.arrivals = arrivals_for(options, seed)
-                except ValueError as e:
-                    raise StopTarget(str(e)) from None
+                self.arrivals = arrivals_for(options, seed)
             if self.arrivals and not self.is_worker:  # a local run's schedule starts now; a worker's when told
                 self.arrivals.start_at(time.perf_counter())
 

@@ -85,11 +85,27 @@ def test_a_delay_cuts_every_drawn_request(run_locust, simulator, tmp_path):
     assert all(records[row["request_id"]]["finish_reason"] == "abort" for row in rows)
 
 
-def run_chat(run_locust, url: str, tmp_path, *args: str):
-    """A headless run of the chat user against ``url``, its folder tmp_path/run."""
+def test_the_sdk_user_cuts_its_stream_too(run_locust, simulator, tmp_path):
+    """The OpenAI SDK's user cut at its 5th token closes its stream: the server aborts each one."""
+    log = tmp_path / "requests.jsonl"
+    sim = simulator("--profile", "cpu-tiny", "--set", "t_fixed=0.01", "--request-log", str(log))
+    args = ["-u", "2", "-t", "3s", "--input-tokens", "16", "--output-tokens", "100"]
+    proc = run_chat(
+        run_locust, sim.url, tmp_path, *args, "--cancel-share", "1", "--cancel-after", "5tokens", user="sdk"
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    sim.stop()
+    records = read_request_log(str(log))
+    rows = [row for row in read_rows(tmp_path / "run" / "requests.csv") if row["error"] != ABORTED]
+    assert len(rows) >= 4 and all(row["error"] == CANCELLED and row["chunks"] == "5" for row in rows)
+    assert all(records[row["request_id"]]["finish_reason"] == "abort" for row in rows)
+
+
+def run_chat(run_locust, url: str, tmp_path, *args: str, user: str = "chat"):
+    """A headless run of ``user`` (a locustfile's name) against ``url``, its folder tmp_path/run."""
     return run_locust(
         "-f",
-        "locustfiles/chat.py",
+        f"locustfiles/{user}.py",
         "-H",
         url,
         *QUIET,

@@ -14,19 +14,22 @@ def request_row(**fields) -> list:
 SUCCESS = request_row()
 FAILURE = request_row(ok=0, error="HTTP 503")
 ABORTED = request_row(ok=0, error=schema.ABORTED)
+CANCELLED = request_row(ok=0, error=schema.CANCELLED)
 MISMATCH = request_row(count_mismatch=1)
 CANARY = request_row(canary="syn-mc-001")
 
 
 def test_rows_are_counted_by_outcome_and_by_worker():
     accounting = RequestAccounting()
-    accounting.count([SUCCESS, FAILURE, ABORTED, MISMATCH], worker="w1")
+    accounting.count([SUCCESS, FAILURE, ABORTED, CANCELLED, MISMATCH], worker="w1")
     accounting.count([SUCCESS], worker="w2")
     accounting.count([], worker="w3")  # a report without rows: the worker is seen
     accounting.count([SUCCESS, CANARY])  # the local runner's own rows; a canary is a request like any other
-    assert dict(accounting.totals) == {"requests": 6, "failures": 1, "aborted": 1, "mismatches": 1, "canaries": 1}
+    assert dict(accounting.totals) == {
+        "requests": 6, "failures": 1, "aborted": 1, "cancelled": 1, "mismatches": 1, "canaries": 1
+    }  # fmt: skip
     assert accounting.run_keys()["workers"] == ["w1", "w2", "w3"]
-    assert dict(accounting.rows_by_worker) == {"w1": 4, "w2": 1, "w3": 0}
+    assert dict(accounting.rows_by_worker) == {"w1": 5, "w2": 1, "w3": 0}
 
 
 def test_requests_the_server_finished_without_a_row_are_unaccounted():

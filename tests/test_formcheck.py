@@ -101,6 +101,11 @@ def test_a_value_the_parser_refuses_is_the_command_lines_error(flag, value):
             "--prefix-tokens must be at least 0 and less than --input-tokens (64), got 64",
         ),
         ({"--traffic-class": "a:weight=0"}, "--traffic-class: --traffic-class a: weight must be more than 0"),
+        (
+            {"--cancel-share": "0.1", "--cancel-after": "soon"},
+            "--cancel-after 'soon': a delay (2s, 500ms) or a token count (20tokens), above 0",
+        ),
+        ({"--burstiness": "0"}, "--burstiness 0: above 0"),
         ({"user_count": "lots"}, "Invalid user_count value: 'lots' (must be an integer)"),
         ({"run_time": "soon"}, "Valid run_time formats are : 20, 20s, 3m, 2h, 1h20m, 3h30m10s, etc."),
     ],

@@ -9,7 +9,7 @@ import gevent
 import pytest
 
 from benchmarks.harness import read_rows, two_workers
-from vllm_stress.client.pacing import PoissonArrivals, arrivals_for
+from vllm_stress.client.pacing import OpenLoopArrivals, arrivals_for
 from vllm_stress.master.schedulestart import clock_offset
 
 ARGS = ["--input-tokens", "32", "--output-tokens", "8", "--headless", "--only-summary", "-L", "WARNING"]
@@ -112,7 +112,7 @@ def clock(monkeypatch):
 
 
 def test_arrivals_on_time_are_a_poisson_process_at_the_rate(clock):
-    arrivals = PoissonArrivals(50.0, seed=7)
+    arrivals = OpenLoopArrivals(50.0, seed=7)
     arrivals.start_at(clock[0])
     sent = []
     for _ in range(20_000):
@@ -121,12 +121,12 @@ def test_arrivals_on_time_are_a_poisson_process_at_the_rate(clock):
     gaps = [b - a for a, b in zip(sent, sent[1:], strict=False)]
     assert statistics.fmean(gaps) == pytest.approx(1 / 50, rel=0.02)
     assert statistics.pstdev(gaps) / statistics.fmean(gaps) == pytest.approx(1.0, rel=0.03)  # exponential gaps
-    again = PoissonArrivals(50.0, seed=7)
+    again = OpenLoopArrivals(50.0, seed=7)
     assert [again.rng.expovariate(50.0) for _ in range(5)] == pytest.approx(gaps[:5])  # seed=7 fixes them
 
 
 def test_an_arrival_waiting_for_a_free_user_is_sent_late_and_says_how_late(clock, caplog):
-    arrivals = PoissonArrivals(2.0, seed=1)
+    arrivals = OpenLoopArrivals(2.0, seed=1)
     arrivals.start_at(clock[0])
     assert arrivals.wait() == 0.0  # the first arrival is at the start
     clock[0] = arrivals.started + arrivals.next_offset + 0.5
@@ -146,7 +146,7 @@ def test_an_arrival_waiting_for_a_free_user_is_sent_late_and_says_how_late(clock
 
 
 def test_a_process_that_wakes_after_the_arrival_time_reports_it_as_lateness(clock, monkeypatch):
-    arrivals = PoissonArrivals(2.0, seed=1)
+    arrivals = OpenLoopArrivals(2.0, seed=1)
     arrivals.start_at(clock[0])
     arrivals.wait()
     monkeypatch.setattr(gevent, "sleep", lambda seconds=0: clock.__setitem__(0, clock[0] + seconds + 0.04))

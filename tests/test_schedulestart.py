@@ -10,7 +10,7 @@ from locust.event import Events
 from locust.rpc.protocol import Message
 
 from vllm_stress.analysis.traffic import skew_paragraph
-from vllm_stress.client.pacing import PoissonArrivals
+from vllm_stress.client.pacing import OpenLoopArrivals
 from vllm_stress.master.schedulestart import (
     READY_MESSAGE,
     START_LEAD_S,
@@ -85,7 +85,7 @@ def test_the_master_sends_one_start_once_every_worker_is_ready_and_the_same_to_a
 
 
 def test_a_worker_counts_its_clock_from_the_start_and_reports_its_offset(monkeypatch):
-    runner, arrivals = Runner(), PoissonArrivals(10.0, seed=1)
+    runner, arrivals = Runner(), OpenLoopArrivals(10.0, seed=1)
     worker = WorkerStart(runner)
     monkeypatch.setattr(time, "time", lambda: 1000.0)
     worker.ready(arrivals)

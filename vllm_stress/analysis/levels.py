@@ -40,7 +40,8 @@ BASE_FIELDS = {  # the plain profile's fields; each capability's come from its a
     "steady_reason": "why the level is steady or not, in one line",
     "lifetimes": "window_s / the e2e p50 of the level's measured requests: how many request lifetimes it holds",
     "hold_needed_s": "the shortest hold that can be steady at this e2e p50 (after a warm-up of one lifetime)",
-    "requests": "requests of the level that ended in the window, successes and failures (aborted ones apart)",
+    "requests": "requests of the level that ended in the window, successes and failures (aborted and cancelled ones "
+    "apart)",
     "failures": "of those, the failed ones (what the server or the network did wrong)",
     "aborted": "requests of the level ended in the window because the run stopped its users mid-stream: neither "
     "successes nor failures",
@@ -180,7 +181,7 @@ def level_stats(
     by_users = windows.set_index("users")
     window_s = by_users["end"] - by_users["start"]
     ended = ended_in_windows(rows, windows)
-    counted = ended[~ended["aborted"]]
+    counted = ended[~ended["aborted"] & ~ended["cancelled"]]
     measured = ended[ended["measured"]]
     stats = pd.DataFrame(index=by_users.index)
     stats["window_s"] = window_s

@@ -12,7 +12,7 @@ import pandas as pd
 
 from vllm_stress.core import bound
 from vllm_stress.core.metrics import in_window, percentile, streamed_tokens
-from vllm_stress.core.schema import ABORTED
+from vllm_stress.core.schema import ABORTED, CANCELLED
 
 PERCENTILES = (50, 90, 99)
 
@@ -44,11 +44,14 @@ def records(table: pd.DataFrame) -> list[dict[str, Any]]:
 
 
 def classify(rows: pd.DataFrame) -> pd.DataFrame:
-    """The rows with a boolean column per population of requests: aborted, failed, off_target, measured."""
+    """The rows with a boolean column per population of requests: aborted (by the stop), cancelled (by the client,
+    --cancel-share), failed, off_target, measured."""
     aborted = ~rows["ok"] & (rows["error"] == ABORTED).fillna(False)
+    cancelled = ~rows["ok"] & (rows["error"] == CANCELLED).fillna(False)
     off_target = rows["ok"] & (rows["count_mismatch"] | (rows["finish_reason"] == "abort").fillna(False))
+    failed = ~rows["ok"] & ~aborted & ~cancelled
     return rows.assign(
-        aborted=aborted, failed=~rows["ok"] & ~aborted, off_target=off_target, measured=rows["ok"] & ~off_target
+        aborted=aborted, cancelled=cancelled, failed=failed, off_target=off_target, measured=rows["ok"] & ~off_target
     )
 
 

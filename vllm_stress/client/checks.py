@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from vllm_stress.client import adapters
+from vllm_stress.client import adapters, cancel
 from vllm_stress.client.classes import declared
 from vllm_stress.client.images import parse_size
 from vllm_stress.client.prompts import load_dataset
@@ -78,6 +78,10 @@ def validate(options: argparse.Namespace) -> None:
             raise StopTarget(f"--image-size: {e}") from None
         if options.image_pool < 1:
             raise StopTarget(f"--image-pool must be at least 1, got {options.image_pool}")
+    try:
+        cancel.check_options(options)
+    except ValueError as e:
+        raise StopTarget(str(e)) from None
     if options.num_prompts < 0:
         raise StopTarget(f"--num-prompts must be at least 0 (0: the whole --dataset), got {options.num_prompts}")
     if options.dataset:

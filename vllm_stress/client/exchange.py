@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 from vllm_stress.client.canary import Canary
+from vllm_stress.client.cancel import CancelAfter, cancelled
 from vllm_stress.client.structured import JsonSchema
 from vllm_stress.core import metrics, schema
 from vllm_stress.core.failures import StreamError
@@ -71,6 +72,8 @@ class Exchange:
         "step",
         "shared_prefix_tokens",
         "endpoint",
+        "cancel",
+        "cancel_chunk",
     )
 
     def __init__(
@@ -118,6 +121,14 @@ class Exchange:
         self.task_id = ""  # an agent task's request (users/agent.py): its task and step
         self.step: int | None = None
         self.endpoint = ""  # the API path it went to: /v1/chat/completions, /v1/responses, /v1/messages ...
+        self.cancel: CancelAfter | None = None  # --cancel-share: where the client cuts it (cut_at), None: nowhere
+        self.cancel_chunk = 0  # the output chunk the client cuts it at (0: none)
+
+    def cut_at(self, cancel: CancelAfter | None) -> None:
+        """The client cancels this request at ``cancel`` (its delay is the sender's deadline, its chunks ``output``'s)."""
+        self.cancel = cancel
+        tokens = (cancel.tokens or 0) if cancel else 0
+        self.cancel_chunk = tokens if tokens < self.max_tokens else 0  # a cut at its last token would cut nothing
 
     def sent(self) -> None:
         """The request is about to be sent: the send time, as late as the caller can take it."""
@@ -143,6 +154,8 @@ class Exchange:
             self.gaps.append(now - self.last)
         self.last = now
         self.chunks += 1
+        if self.chunks == self.cancel_chunk:
+            raise cancelled()
 
     def check_stream_end(self, done: bool, end: str = "data: [DONE]") -> None:
         """The rule for a complete stream, for every streaming user: it ended with its closing event ``end``
@@ -256,6 +269,7 @@ class Exchange:
             _opt(self.step),
             _opt(self.shared_prefix_tokens),
             self.endpoint,
+            self.cancel.label if self.cancel else "",
         ]
 
     def answer_row(self, worker: str) -> list[int | str]:

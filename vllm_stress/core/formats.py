@@ -111,6 +111,8 @@ FORMATS = (
             Addition(RUN_FILE, ("canaries_in_figures",)),
             Addition(REQUESTS_FILE, ("shared_prefix_tokens",), "prefix-cache hit rate against its target"),
             Addition(REQUESTS_FILE, ("endpoint",)),
+            Addition(REQUESTS_FILE, ("cancel_after",), "client cancellations"),
+            Addition(RUN_FILE, ("stress",)),
         ),
     ),
 )

@@ -28,8 +28,8 @@ REQUEST_COLUMNS = [
     "target_completion_tokens",  # what the request asked for (max_tokens)
     "count_mismatch",  # 1 when a successful request's usage count differs from its target (the output's only
     # checked under ignore_eos, so not for canaries or --json-schema requests); 0 otherwise
-    "ok",  # 1 success; 0 failure, or aborted (error Aborted: neither a success nor a failure)
-    "error",  # failure class, e.g. "HTTP 503", "StreamTruncated", "Timeout", or Aborted; empty on success
+    "ok",  # 1 success; 0 failure, or aborted or cancelled (error Aborted, Cancelled: neither a success nor a failure)
+    "error",  # failure class, e.g. "HTTP 503", "StreamTruncated", "Timeout", or Aborted, Cancelled; empty on success
     "status",  # HTTP status code (0 when no response arrived)
     "finish_reason",  # the first choice's (a stream's last one sent): length, stop, abort ...; empty when none came
     "users",  # target user count (the level) when the request started
@@ -66,11 +66,13 @@ REQUEST_COLUMNS = [
     # (whole KV blocks of its group's prefix, the chat template's included), else empty
     "endpoint",  # the API path the request went to: /v1/chat/completions, /v1/completions, /v1/responses,
     # /v1/messages, /generate
+    "cancel_after",  # --cancel-share: the cancellation drawn for the request (e.g. 2s, 20tokens), else ""; its row
+    # says Cancelled when the client cut it there, a success when it ended first
 ]
 # The request columns that hold text (the others hold numbers, empty for none)
 REQUEST_TEXT_COLUMNS = frozenset(
     {"error", "finish_reason", "worker", "name", "request_id", "session_id", "replica", "canary", "adapter", "class"}
-    | {"schema_id", "answer_valid", "task_id", "endpoint"}
+    | {"schema_id", "answer_valid", "task_id", "endpoint", "cancel_after"}
 )
 
 # answers.csv: one row per canary request (--canary-share), its answer text, written beside requests.csv. A canary
@@ -91,6 +93,9 @@ ANSWER_MAX_CHARS = 4000  # bounds answers.csv: at most this many characters of e
 # users: the client ended it, not the server or the network. Such a row is kept (its tokens were streamed) but it is
 # neither a success nor a failure: it is counted apart as aborted, everywhere.
 ABORTED = "Aborted"
+# The error class of a request the client cancelled on purpose (--cancel-share, --cancel-after): a population of its
+# own, like aborted ones, neither a success nor a failure and in no latency figure.
+CANCELLED = "Cancelled"
 
 # tasks.csv: one row per agent task (docs/guides/agents.md), written beside requests.csv.
 TASKS_FILE = "tasks.csv"
@@ -166,6 +171,8 @@ RUN_KEYS = [
     # "slo", "canaries"}] (vllm_stress.core.classes), or null
     "canaries_in_figures",  # --canaries-in-figures: true when the correctness canaries count in the live figures,
     # so the analysis counts them in every figure too; false (or absent, before format 5): kept apart
+    "stress",  # {"arrival_rate" (req/s, null: closed loop), "burstiness" (the gamma shape of its gaps: 1 Poisson),
+    # "cancel_share", "cancel_after"} (vllm_stress.client.features.stress), or null when none is set
 ]
 
 

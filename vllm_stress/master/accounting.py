@@ -12,8 +12,9 @@ class RequestAccounting:
     """The counts of one run (``reset`` at its start) and the ``run.json`` keys they fill (``run_keys``)."""
 
     def __init__(self) -> None:
-        self.totals: Counter[str] = Counter()  # requests (successes and failures), failures, aborted, mismatches,
-        # canaries (of the requests: the correctness canaries')
+        # requests (successes and failures), failures, aborted, cancelled, mismatches, canaries (of the requests: the
+        # correctness canaries')
+        self.totals: Counter[str] = Counter()
         self.rows_by_worker: Counter[str] = Counter()  # rows received from each worker, in the order they came
         self.lost_workers: list[dict[str, Any]] = []  # {"worker", "last_seen"} of each worker lost
         self.server_requests: int | None = None  # requests the server finished in the run, by its own counter
@@ -27,11 +28,12 @@ class RequestAccounting:
     def count(self, new_rows: list[list[Any]], worker: str | None = None) -> None:
         """Count rows; ``worker``: the worker that sent them (the master)."""
         for row in new_rows:
-            aborted = rows.aborted(row)
-            self.totals["aborted"] += aborted
-            self.totals["requests"] += not aborted
-            self.totals["canaries"] += bool(row[rows.CANARY]) and not aborted  # of the requests
-            self.totals["failures"] += not (aborted or row[rows.OK])
+            apart = rows.apart(row)
+            self.totals["aborted"] += rows.aborted(row)
+            self.totals["cancelled"] += rows.cancelled(row)
+            self.totals["requests"] += not apart
+            self.totals["canaries"] += bool(row[rows.CANARY]) and not apart  # of the requests
+            self.totals["failures"] += not (apart or row[rows.OK])
             self.totals["mismatches"] += row[rows.MISMATCH]
         if worker is not None:
             self.rows_by_worker[worker] += len(new_rows)
@@ -43,10 +45,12 @@ class RequestAccounting:
 
     def unaccounted(self) -> int | None:
         """Requests the server finished that have no row (None without the server's count). The server counts an
-        aborted stream as finished, so the rows kept include the aborted ones."""
+        aborted stream as finished, so the rows kept include the aborted and cancelled ones (vLLM 0.32 counts no
+        client abort: then they only lower this count)."""
         if self.server_requests is None:
             return None
-        return max(0, self.server_requests - self.totals["requests"] - self.totals["aborted"])
+        kept = self.totals["requests"] + self.totals["aborted"] + self.totals["cancelled"]
+        return max(0, self.server_requests - kept)
 
     def run_keys(self) -> dict[str, Any]:
         """The run.json keys these counts fill."""

@@ -29,8 +29,8 @@ class LevelLatencies:
         self.e2e_ms: Counter[float] = Counter()
 
     def add(self, row: list[Any]) -> None:
-        if rows.aborted(row):
-            self.aborted += 1
+        if rows.apart(row):  # cut by the stop, or cancelled by the client: in no figure of the live view
+            self.aborted += rows.aborted(row)
             return
         self.requests += 1
         if not row[rows.OK]:

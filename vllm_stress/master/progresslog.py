@@ -21,7 +21,9 @@ def closing_line(path: str, totals: Counter[str], unaccounted: int | None, lost_
     return (
         f"{path}: {totals['requests']} requests{canaries_note(totals)}, {totals['failures']} failed, "
         f"{totals['mismatches']} with token counts off target; {totals['aborted']} streams aborted when the run "
-        "stopped (not failures)" + unaccounted_note(unaccounted, lost_workers)
+        "stopped (not failures)"
+        + (f", {totals['cancelled']} cancelled by the client (--cancel-share)" if totals["cancelled"] else "")
+        + unaccounted_note(unaccounted, lost_workers)
     )
 
 

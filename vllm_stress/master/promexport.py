@@ -82,9 +82,12 @@ class RunSeries:
                 histogram.observe(float(row[column]))
 
     def outcome(self, row: list[Any]) -> tuple[str, str]:
-        """(outcome, error class) as the analysis classifies rows: aborted, failure, off_target or success."""
+        """(outcome, error class) as the analysis classifies rows: aborted, cancelled, failure, off_target or
+        success."""
         if rows.aborted(row):
             return "aborted", ""
+        if rows.cancelled(row):
+            return "cancelled", ""
         if not row[rows.OK]:
             if row[rows.ERROR] not in self.errors and len(self.errors) >= MAX_ERROR_CLASSES:
                 return "failure", "other"

@@ -68,3 +68,13 @@ def canaries_counted(environment: Any) -> bool:
 def in_figures(row: list, canaries_counted: bool) -> bool:
     """The row counts in the live figures: every row but a correctness canary's, unless ``canaries_counted``."""
     return canaries_counted or not row[CANARY]
+
+
+def cancelled(row: list) -> bool:
+    """The client cancelled the request on purpose (--cancel-share): not a failure, in no latency figure."""
+    return not row[OK] and row[ERROR] == schema.CANCELLED
+
+
+def apart(row: list) -> bool:
+    """Neither a success nor a failure: aborted by the stop, or cancelled by the client."""
+    return not row[OK] and row[ERROR] in (schema.ABORTED, schema.CANCELLED)

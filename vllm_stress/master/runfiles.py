@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import gevent
 
 from vllm_stress.client import classes, serverinfo
+from vllm_stress.client.features import stress
 from vllm_stress.client.stream import clocks as receive_clocks
 from vllm_stress.core import fleet, schema
 from vllm_stress.core.formats import FORMAT_VERSION
@@ -51,6 +52,7 @@ def run_meta(environment: Environment, server: ServerUnderTest) -> dict[str, Any
         "server_launch": serverinfo.server_launch(options),
         "traffic_classes": classes.run_json(options),
         "canaries_in_figures": options.canaries_in_figures,
+        "stress": stress.run_json(options),
     }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Callable
@@ -15,6 +16,7 @@ from locust.exception import StopUser
 from vllm_stress.client.adapters import AdapterPool, adapter_pool, model_field
 from vllm_stress.client.affinity import Spread, affinity_header
 from vllm_stress.client.canary import CANARY_SAMPLING
+from vllm_stress.client.cancel import Cancelled, deadline
 from vllm_stress.client.classes import canary_model, request_fields, stats_name
 from vllm_stress.client.cookies import use_lean_cookies
 from vllm_stress.client.exchange import (
@@ -39,7 +41,8 @@ from vllm_stress.client.structured import judge
 from vllm_stress.client.trace import TraceDone
 from vllm_stress.core import fleet
 from vllm_stress.core.classes import TrafficClass
-from vllm_stress.core.failures import StreamError, failure_name
+from vllm_stress.core.failures import failure_name
+from vllm_stress.core.schema import CANCELLED
 from vllm_stress.core.spans import traceparent
 from vllm_stress.users import plugin  # noqa: F401 (the suite's options and event listeners, for every user class)
 from vllm_stress.users.target import TARGETS, Target
@@ -144,6 +147,8 @@ def send_request(
     exchange.image_bytes = sum(len(url) for url in spec.images)
     if session:
         exchange.session_id, exchange.turn = session
+    if user.target.cancellations and not spec.canary and getattr(user, "cancellable", True):  # --cancel-share
+        exchange.cut_at(user.target.cancellations.draw())
     user.target.recorder.started(exchange)
     try:
         send(spec, exchange)
@@ -275,20 +280,25 @@ class LLMUser(FastHttpUser):
         if len(self.spread.replicas) > 1:  # client-side spreading: an absolute URL, the replica on the row
             url, exchange.replica = self.replica_targets[self.spread.next()]
         exchange.sent()  # as late as a Locust user can take it: the session's own request building follows
-        with self.client.post(
-            url,
-            data=payload,  # type: ignore[arg-type]  # Locust's docstring takes bytes; its annotation says str | dict
-            headers=headers,
-            stream=self.stream,
-            catch_response=True,
-            name=exchange.stats_name,
-        ) as resp:
+        # a request the client cancelled leaves the block by Cancelled: Locust's stats count it nowhere (as the
+        # streams a stop cuts), like every figure of the suite
+        with (
+            contextlib.suppress(Cancelled),
+            self.client.post(
+                url,
+                data=payload,  # type: ignore[arg-type]  # Locust's docstring takes bytes; its annotation says str | dict
+                headers=headers,
+                stream=self.stream,
+                catch_response=True,
+                name=exchange.stats_name,
+            ) as resp,
+        ):
             exchange.status = resp.status_code
             if self.stream:
                 use_send_time(resp.stream, exchange)
             remaining = max(self.timeout - (time.perf_counter() - exchange.start), 0.001)
             try:
-                with gevent.Timeout(remaining, StreamError("Timeout")):
+                with deadline(exchange.start, remaining, exchange.cancel):
                     self.check_status(resp)
                     if self.stream:
                         with deadline_only(resp.stream):
@@ -300,6 +310,8 @@ class LLMUser(FastHttpUser):
             exchange.finish()
             resp.request_meta["response_time"] = exchange.e2e * 1000
             resp.request_meta["response_length"] = exchange.completion_tokens or 0
+            if exchange.error == CANCELLED:
+                raise Cancelled()
             if exchange.error:
                 resp.failure(exchange.error)
             else:

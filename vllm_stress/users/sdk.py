@@ -22,6 +22,7 @@ from vllm_stress.client.images import message_content
 from vllm_stress.client.prompts import RequestSpec, Workload
 from vllm_stress.core.classes import TrafficClass
 from vllm_stress.core.failures import StreamError, failure_name
+from vllm_stress.core.schema import CANCELLED
 from vllm_stress.users.base import id_headers, log_token_stats, read_options, run_request, sampling, start_user
 from vllm_stress.users.target import Target
 
@@ -147,6 +148,8 @@ class SdkChatUser(User):
             exchange.status = getattr(e, "status_code", exchange.status)
             exchange.fail(sdk_failure_name(e))
         exchange.finish()
+        if exchange.error == CANCELLED:  # cut by the client on purpose (--cancel-share): in no Locust statistic
+            return
         self.environment.events.request.fire(
             request_type="POST",
             name=exchange.stats_name,
@@ -160,16 +163,17 @@ class SdkChatUser(User):
             log_token_stats(self.environment, exchange)
 
     def read_stream(self, response: openai.Stream[ChatCompletionChunk], exchange: Exchange) -> None:
-        for chunk in response:
-            now = time.perf_counter()
-            if chunk.usage:
-                exchange.usage(chunk.usage.model_dump())
-            if chunk.choices:
-                choice = chunk.choices[0]
-                delta = choice.delta.model_dump(exclude_none=True)
-                if is_output_delta(delta):
-                    exchange.output(now, is_reasoning_delta(delta))
-                    exchange.keep_text(delta.get("content"))
-                if choice.finish_reason:
-                    exchange.finish_reason = choice.finish_reason
+        with response:  # closed on the way out: a stream the client cuts (--cancel-after) leaves the server
+            for chunk in response:
+                now = time.perf_counter()
+                if chunk.usage:
+                    exchange.usage(chunk.usage.model_dump())
+                if chunk.choices:
+                    choice = chunk.choices[0]
+                    delta = choice.delta.model_dump(exclude_none=True)
+                    if is_output_delta(delta):
+                        exchange.output(now, is_reasoning_delta(delta))
+                        exchange.keep_text(delta.get("content"))
+                    if choice.finish_reason:
+                        exchange.finish_reason = choice.finish_reason
         exchange.check_stream_end(self.transport.done)

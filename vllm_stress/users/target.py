@@ -18,9 +18,10 @@ from locust.runners import MasterRunner, WorkerRunner
 from vllm_stress.client import classes
 from vllm_stress.client import options as opts
 from vllm_stress.client.canary import Canaries, load_canaries
+from vllm_stress.client.cancel import Cancellations, cancellations_for
 from vllm_stress.client.checks import StopTarget, check_model, validate
 from vllm_stress.client.classes import ClassSet
-from vllm_stress.client.pacing import PoissonArrivals, arrivals_for
+from vllm_stress.client.pacing import OpenLoopArrivals, arrivals_for
 from vllm_stress.client.prompts import Tokenizer, Workload, build_workload
 from vllm_stress.client.recorder import Recorder, WorkerRecorder
 from vllm_stress.client.sourceaddr import SOURCES
@@ -89,10 +90,11 @@ class Target:
                 self.spans = SpanReceiver(environment, recorder, self.options.otlp_port)
         self.workloads: dict[bool, Workload] = {}  # chat template or not -> its workload
         self.prepared = gevent.event.Event()  # set when prepare() is over (successful or not): users wait for it
-        self.arrivals: PoissonArrivals | TraceArrivals | None = None  # open loop: the arrival clock
+        self.arrivals: OpenLoopArrivals | TraceArrivals | None = None  # open loop: the arrival clock
         self.canaries: Canaries | None = None  # --canary-share: which requests are fixed prompts
         self.classes: ClassSet | None = None  # --traffic-class: each user's class and its workload
         self.schemas: SchemaPool | None = None  # --json-schema: which requests ask for a structured output
+        self.cancellations: Cancellations | None = None  # --cancel-share: which requests the client cuts, and where
 
     @property
     def options(self) -> argparse.Namespace:
@@ -142,6 +144,9 @@ class Target:
             self.schemas = load_pool(options, seed=os.getpid())
         except ValueError as e:
             raise StopTarget(f"--json-schema: {e}") from None
+        worker_index = getattr(self.environment.runner, "worker_index", 0)
+        seed = os.getpid() if options.arrival_seed is None else options.arrival_seed + worker_index
+        self.cancellations = cancellations_for(options, f"cancel-{seed}")  # its options passed validate
         if self.runs_users:
             for chat in {getattr(cls, "chat", False) for cls in self.environment.user_classes}:
                 self.workloads[chat] = self.build_workload(chat)
@@ -150,10 +155,9 @@ class Target:
                     prepare_workload(self, self.workloads[getattr(cls, "chat", False)])
             self.classes = self.class_set()
             if options.trace:  # once the prompts are ready: no backlog
-                worker_index = getattr(self.environment.runner, "worker_index", 0)
                 self.arrivals = arrivals_for_trace(options, read_trace(options.trace), worker_index)
             else:
-                self.arrivals = arrivals_for(options, seed=os.getpid())
+                self.arrivals = arrivals_for(options, seed)
             if self.arrivals and not self.is_worker:  # a local run's schedule starts now; a worker's when told
                 self.arrivals.start_at(time.perf_counter())
 

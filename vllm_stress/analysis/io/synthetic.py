@@ -85,6 +85,7 @@ def request_rows(
             "task_id": "",
             "step": np.nan,
             "shared_prefix_tokens": np.nan,
+            "cancel_after": "",
         }
     )
     return rows[REQUEST_COLUMNS]

@@ -1,0 +1,193 @@
+"""Stress (docs/guides/stress.md): client cancellations and bursty open-loop arrivals, checked on what the simulator
+recorded (its --request-log and /metrics)."""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import requests
+
+from benchmarks.harness import read_rows
+from tests.helpers import NO_CANARIES, analyse, run_json
+from vllm_stress.client.cancel import CancelAfter, Cancellations, cancellations_for, parse_after
+from vllm_stress.client.pacing import OpenLoopArrivals
+from vllm_stress.core.schema import ABORTED, CANCELLED
+from vllm_stress.simulator.api.requestlog import read_request_log
+
+QUIET = ["--headless", "--only-summary", *NO_CANARIES]
+RATE = 10  # req/s: gaps of 100 ms on average, so that a loaded machine's late sends (ms, tens at worst) count little
+DURATION_S = 42  # about 400 arrivals per burstiness
+EDGE_S = 1.0  # the arrivals of the first and last second are left out: the users start, and the stop cuts
+# The draw's seed: 400 gamma gaps have a sampling error of a few % in their CV; this seed's are within DRAW_REL of
+# 1/sqrt(B) for each B tested (the first seed that is; test_the_seeded_draw_is_representative checks it), so that
+# the 5 % is left to what the sends and the network add to the gaps.
+SEED = 37
+DRAW_REL = 0.015
+
+
+def test_cancellations_are_the_servers_aborts_and_free_their_slots(run_locust, simulator, tmp_path):
+    """Half the requests are cut at their 20th token. Steps of 50 ms: the driver hands each step's tokens over on its
+    own and waits out the step's time, in which the client's cut reaches the server."""
+    log = tmp_path / "requests.jsonl"
+    sim = simulator("--profile", "cpu-tiny", "--set", "t_fixed=0.05", "--request-log", str(log))
+    args = ["-u", "4", "-t", "6s", "--input-tokens", "16", "--output-tokens", "60", "--arrival-seed", "3"]
+    proc = run_chat(run_locust, sim.url, tmp_path, *args, "--cancel-share", "0.5", "--cancel-after", "20tokens")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    metrics = requests.get(f"{sim.url}/metrics", timeout=10).text
+    sim.stop()  # flushes the log
+    records = read_request_log(str(log))
+    rows = read_rows(tmp_path / "run" / "requests.csv")
+    cancelled = [row for row in rows if row["error"] == CANCELLED]
+    cut_at_stop = {row["request_id"] for row in rows if row["error"] == ABORTED}
+    aborts = {rid for rid, record in records.items() if record["finish_reason"] == "abort"}
+    assert len(cancelled) >= 8, proc.stderr[-2000:]
+    # the client's cancellations are the server's aborts, one for one (the stop's cuts are aborts too)
+    assert {row["request_id"] for row in cancelled} == aborts - cut_at_stop
+    assert all(row["cancel_after"] == "20tokens" and row["chunks"] == "20" for row in cancelled)
+    drawn = [row for row in rows if row["cancel_after"] and row["error"] != ABORTED]
+    assert all(row["error"] == CANCELLED for row in drawn) and len(drawn) < len(rows)  # only the drawn share
+    for row in cancelled:
+        record = records[row["request_id"]]
+        # the engine generated at most one token it never wrote (the step it had computed when the client left):
+        # the request left the running batch, and the gauge counting it, within one step of the cut
+        assert 20 <= record["chunks"] <= record["output_tokens"] <= record["chunks"] + 1, record
+    # the generation counter stopped for each aborted request at what it had generated; nothing is left running
+    assert sample(metrics, "vllm:generation_tokens_total") == sum(r["output_tokens"] for r in records.values())
+    assert sample(metrics, "vllm:num_requests_running") == 0
+    assert run_json(tmp_path / "run")["stress"] == {
+        "arrival_rate": None,
+        "burstiness": 1.0,
+        "cancel_share": 0.5,
+        "cancel_after": "20tokens",
+    }
+    summary = analyse(tmp_path / "run", tmp_path / "report")  # cancelled rows: their own population, in no latency
+    assert summary["stress"]["cancel_share"] == 0.5
+    assert 0 < sum(level["cancelled"] for level in summary["levels"]) <= len(cancelled)
+    assert "## Stress: cancellations and bursts" in (tmp_path / "report" / "report.md").read_text()
+
+
+def test_a_delay_cuts_every_drawn_request(run_locust, simulator, tmp_path):
+    """--cancel-share 1 --cancel-after 300ms: every request is cut 300 ms after its send, long before its 2 s answer
+    ends; the server logged each as aborted."""
+    log = tmp_path / "requests.jsonl"
+    sim = simulator("--profile", "cpu-tiny", "--set", "t_fixed=0.01", "--request-log", str(log))
+    args = ["-u", "2", "-t", "3s", "--input-tokens", "16", "--output-tokens", "200"]
+    proc = run_chat(run_locust, sim.url, tmp_path, *args, "--cancel-share", "1", "--cancel-after", "300ms")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    sim.stop()
+    records = read_request_log(str(log))
+    rows = [row for row in read_rows(tmp_path / "run" / "requests.csv") if row["error"] != ABORTED]
+    assert len(rows) >= 4 and all(row["error"] == CANCELLED and row["cancel_after"] == "300ms" for row in rows)
+    assert all(float(row["e2e_s"]) >= 0.3 and int(row["chunks"]) < 200 for row in rows)
+    assert all(records[row["request_id"]]["finish_reason"] == "abort" for row in rows)
+
+
+def test_the_sdk_user_cuts_its_stream_too(run_locust, simulator, tmp_path):
+    """The OpenAI SDK's user cut at its 5th token closes its stream: the server aborts each one."""
+    log = tmp_path / "requests.jsonl"
+    sim = simulator("--profile", "cpu-tiny", "--set", "t_fixed=0.01", "--request-log", str(log))
+    args = ["-u", "2", "-t", "3s", "--input-tokens", "16", "--output-tokens", "100"]
+    proc = run_chat(
+        run_locust, sim.url, tmp_path, *args, "--cancel-share", "1", "--cancel-after", "5tokens", user="sdk"
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    sim.stop()
+    records = read_request_log(str(log))
+    rows = [row for row in read_rows(tmp_path / "run" / "requests.csv") if row["error"] != ABORTED]
+    assert len(rows) >= 4 and all(row["error"] == CANCELLED and row["chunks"] == "5" for row in rows)
+    assert all(records[row["request_id"]]["finish_reason"] == "abort" for row in rows)
+
+
+def run_chat(run_locust, url: str, tmp_path, *args: str, user: str = "chat"):
+    """A headless run of ``user`` (a locustfile's name) against ``url``, its folder tmp_path/run."""
+    return run_locust(
+        "-f",
+        f"locustfiles/{user}.py",
+        "-H",
+        url,
+        *QUIET,
+        "-r",
+        "100",
+        *args,
+        "--results-dir",
+        str(tmp_path / "run"),
+        timeout=180,
+    )
+
+
+def sample(metrics: str, name: str) -> float:
+    """The value of an unlabelled-but-for-the-model sample of a Prometheus text page."""
+    return sum(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines() if line.startswith(name + "{"))
+
+
+@pytest.mark.parametrize("burstiness", [0.5, 1.0, 2.0])
+def test_burstiness_sets_the_gaps_cv_the_server_sees(run_locust, simulator, tmp_path, burstiness):
+    """Gamma arrivals of shape B at RATE: the coefficient of variation of the gaps between the server's arrival
+    stamps is 1/sqrt(B) within 5 %, over about 400 arrivals of one-token requests (the seeded draw SEED)."""
+    log = tmp_path / "requests.jsonl"
+    sim = simulator("--profile", "cpu-tiny", "--request-log", str(log))
+    args = [
+        "-u",
+        "10",
+        "-t",
+        f"{DURATION_S}s",
+        "--input-tokens",
+        "8",
+        "--output-tokens",
+        "1",
+        "--arrival-seed",
+        str(SEED),
+    ]
+    proc = run_chat(run_locust, sim.url, tmp_path, *args, "--arrival-rate", str(RATE), "--burstiness", str(burstiness))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    sim.stop()
+    sent = {row["request_id"] for row in read_rows(tmp_path / "run" / "requests.csv")}
+    arrivals = np.sort([record["arrival"] for rid, record in read_request_log(str(log)).items() if rid in sent])
+    gaps = np.diff(trimmed(arrivals))
+    assert len(gaps) > 0.9 * RATE * (DURATION_S - 2 * EDGE_S)
+    cv = gaps.std() / gaps.mean()
+    print(f"burstiness {burstiness}: {len(gaps)} gaps, CV {cv:.4f} (1/sqrt(B) = {1 / math.sqrt(burstiness):.4f})")
+    assert cv == pytest.approx(1 / math.sqrt(burstiness), rel=0.05), (len(gaps), cv)
+
+
+def trimmed(arrivals: np.ndarray) -> np.ndarray:
+    """The arrivals (sorted, seconds) without those of the first and last EDGE_S."""
+    return arrivals[(arrivals > arrivals[0] + EDGE_S) & (arrivals < arrivals[-1] - EDGE_S)]
+
+
+@pytest.mark.parametrize("burstiness", [0.5, 1.0, 2.0])
+def test_the_seeded_draw_is_representative(burstiness):
+    """SEED's schedule over DURATION_S, trimmed as the server's arrivals are, has the CV of its law within DRAW_REL."""
+    arrivals = OpenLoopArrivals(RATE, seed=SEED, burstiness=burstiness)
+    times = np.cumsum([arrivals.gap() for _ in range(RATE * DURATION_S * 2)])
+    gaps = np.diff(trimmed(times[times < DURATION_S]))
+    assert gaps.std() / gaps.mean() == pytest.approx(1 / math.sqrt(burstiness), rel=DRAW_REL)
+
+
+@pytest.mark.parametrize("burstiness", [0.5, 1.0, 2.0])
+def test_the_gaps_are_vllms_gamma(burstiness):
+    """Mean gap 1/rate, CV 1/sqrt(B), as vLLM's benchmark draws them; burstiness 1 is the Poisson clock of before."""
+    arrivals = OpenLoopArrivals(50.0, seed=7, burstiness=burstiness)
+    gaps = np.array([arrivals.gap() for _ in range(20000)])
+    assert gaps.mean() == pytest.approx(1 / 50, rel=0.03)
+    assert gaps.std() / gaps.mean() == pytest.approx(1 / math.sqrt(burstiness), rel=0.03)
+    with pytest.raises(ValueError, match="--burstiness"):
+        OpenLoopArrivals(50.0, burstiness=0)
+
+
+def test_cancel_after_reads_a_delay_or_tokens():
+    assert parse_after("2s") == CancelAfter("2s", seconds=2.0)
+    assert parse_after("500ms") == CancelAfter("500ms", seconds=0.5)
+    assert parse_after("20tokens") == CancelAfter("20tokens", tokens=20)
+    for bad in ("2", "0s", "1.5tokens", "soon"):
+        with pytest.raises(ValueError, match="--cancel-after"):
+            parse_after(bad)
+    options = SimpleNamespace(cancel_share=0.25, cancel_after="1s")
+    draws = cancellations_for(options, "x")
+    assert isinstance(draws, Cancellations)
+    share = sum(draws.draw() is not None for _ in range(4000)) / 4000
+    assert share == pytest.approx(0.25, abs=0.03)
+    assert cancellations_for(SimpleNamespace(cancel_share=0.0, cancel_after="1s")) is None

@@ -1,0 +1,123 @@
+"""Stress in the analysis: each level's client cancellations (a population of their own: neither successes nor
+failures, in no latency figure), what the server did with their slots (its running gauge and generated tokens; vLLM
+counts no client abort), and how bursty its arrivals were (docs/guides/stress.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from vllm_stress.analysis.features import Column, Config, ConfigInput, LevelInput
+from vllm_stress.analysis.measures import counter_gains, tokens_in_windows
+from vllm_stress.analysis.report.render import Block, Heading, Paragraph, Table
+from vllm_stress.core.metrics import in_window
+from vllm_stress.core.numbers import count, formatted, percent
+
+FIELDS = {
+    "cancelled": "requests of the level the client cancelled (--cancel-share) that ended in the window: neither "
+    "successes nor failures, in no latency figure",
+    "cancel_share": "cancelled / (requests + cancelled): the share of the level's ended requests the client cut",
+    "cancelled_chunks_mean": "output chunks a cancelled request received before its cut, the mean",
+    "server_generated_per_received": "output tokens the server generated in the window (vllm:generation_tokens "
+    "gained) / output tokens the clients received in it: near 1 when the engine stops generating for a request the "
+    "client cut, above when it goes on",
+    "arrival_cv": "the coefficient of variation of the gaps between the level's sends in the window (sd / mean): 1 "
+    "for Poisson arrivals, 1/sqrt(B) for gamma arrivals of burstiness B",
+}
+
+
+def level_fields(level: LevelInput) -> pd.DataFrame:
+    """Cancellations, the server's generated tokens per received one and the send gaps' CV, per level."""
+    index = level.base.index
+    ended = level.ended
+    cancelled = ended["cancelled"].groupby(ended["users"]).sum().reindex(index, fill_value=0)
+    started = cancelled + level.base["requests"]
+    chunks = ended.loc[ended["cancelled"], "chunks"].groupby(ended["users"]).mean().reindex(index)
+    received, _prompts = tokens_in_windows(level.rows, level.windows)  # both in the windows' order
+    generated = counter_gains(level.run.tables.get("server"), level.windows, "generation_tokens")
+    per_received = pd.Series(generated, index=received.index) / received.where(received > 0)
+    return pd.DataFrame(
+        {
+            "cancelled": cancelled,
+            "cancel_share": cancelled / started.where(started > 0),
+            "cancelled_chunks_mean": chunks,
+            "server_generated_per_received": per_received.reindex(index),
+            "arrival_cv": arrival_cvs(level.rows, level.windows).reindex(index),
+        },
+        index=index,
+    )
+
+
+def arrival_cvs(rows: pd.DataFrame, windows: pd.DataFrame) -> pd.Series:
+    """Per level: the CV of the gaps between the sends (start_time) of its requests inside its window (NaN with
+    fewer than three)."""
+    cvs = {}
+    for users, start, end in zip(windows["users"], windows["start"], windows["end"], strict=True):
+        sends = np.sort(rows.loc[(rows["users"] == users) & in_window(rows["start_time"], start, end), "start_time"])
+        gaps = np.diff(sends)
+        cvs[users] = float(gaps.std() / gaps.mean()) if len(gaps) >= 2 and gaps.mean() > 0 else np.nan
+    return pd.Series(cvs, dtype=float)
+
+
+def summarise(config: ConfigInput) -> dict[str, Any]:
+    """``stress``: what the first run that asked for bursts or cancellations asked (run.json's ``stress``)."""
+    asked = next((run.run.meta.get("stress") for run in config.runs if run.run.meta.get("stress")), None)
+    return {"stress": asked} if asked else {}
+
+
+def used(config: Config) -> bool:
+    return bool(config.get("stress"))
+
+
+def columns(config: Config) -> list[Column]:
+    return [Column("cancelled", lambda level: count(level.get("cancelled")))]
+
+
+def overview(label: str, config: Config) -> list[str]:
+    asked = config["stress"]
+    said = []
+    if asked.get("cancel_share"):
+        said.append(f"the client cancelled {percent(asked['cancel_share'])} of its requests at {asked['cancel_after']}")
+    if asked.get("arrival_rate") and asked.get("burstiness") != 1:
+        said.append(f"arrivals came in bursts (burstiness {asked['burstiness']:g})")
+    return [f"In {label}, {' and '.join(said)}."] if said else []
+
+
+NOTE = (
+    "Cancelled requests are counted apart: neither successes nor failures, in no latency figure. vLLM counts no "
+    "client abort in its metrics (its abort path drops the request before its finished-request statistics), so the "
+    "slot a cancellation frees shows in what it does export: the running gauge falls back and the generation "
+    "counter stops for that request, so the server generates about the tokens the clients received."
+)
+
+
+def blocks(label: str, config: Config, configs: Mapping[str, Config]) -> list[Block]:
+    asked = config["stress"]
+    expected = 1 / np.sqrt(asked["burstiness"]) if asked.get("arrival_rate") else None
+    arrivals = (
+        f"Open loop at {asked['arrival_rate']:g} req/s, burstiness {asked['burstiness']:g}: the gaps' coefficient "
+        f"of variation should be {expected:.2f}."
+        if expected is not None
+        else "Closed loop: the arrival CV is the users' own rhythm."
+    )
+    rows = [
+        [
+            str(level["users"]),
+            count(level.get("cancelled")),
+            percent(level.get("cancel_share")),
+            count(level.get("cancelled_chunks_mean"), 1),
+            formatted(level.get("server_running_mean"), "{:.1f}".format),
+            formatted(level.get("server_generated_per_received"), "{:.2f}".format),
+            formatted(level.get("arrival_cv"), "{:.2f}".format),
+        ]
+        for level in config["levels"]
+    ]
+    headers = ["users", "cancelled", "share", "chunks before the cut", "running (server)", "generated / received"]
+    return [
+        Heading(f"Stress: cancellations and bursts: {label}"),
+        Paragraph(f"{NOTE} {arrivals}"),
+        Table([*headers, "arrival CV"], rows),
+    ]

@@ -1,0 +1,52 @@
+"""Stress: requests the client cancels on purpose, and bursty (gamma) open-loop arrivals (docs/guides/stress.md)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from vllm_stress.client.features import OptionGroup
+
+
+def add_arguments(group: OptionGroup) -> None:
+    group.add_argument(
+        "--cancel-share",
+        type=float,
+        default=0.0,
+        help="Share of requests the client cancels (0 to 1): it closes the connection at --cancel-after; such a row "
+        "says Cancelled, counted apart from successes and failures (0: none)",
+    )
+    group.add_argument(
+        "--cancel-after",
+        default="20tokens",
+        help="With --cancel-share: where a drawn request is cut, a delay from its send (2s, 500ms) or its N-th "
+        "output chunk (20tokens: tokens with a stream interval of 1; a delay for non-streamed requests)",
+    )
+    group.add_argument(
+        "--burstiness",
+        type=float,
+        default=1.0,
+        help="With --arrival-rate: the gaps between arrivals are gamma-distributed with this shape, as vllm bench "
+        "serve's --burstiness (1: Poisson; below 1 burstier, above 1 more even; coefficient of variation 1/sqrt(B))",
+    )
+    group.add_argument(
+        "--arrival-seed",
+        type=int,
+        default=None,
+        help="Seed of the arrival and cancellation draws (each worker adds its index); default: the process id",
+    )
+
+
+def run_json(options: argparse.Namespace) -> dict[str, Any] | None:
+    """run.json's ``stress``: the arrivals' rate and burstiness and the cancellations asked, None when a run asked
+    neither bursts nor cancellations."""
+    burstiness, share = getattr(options, "burstiness", 1.0), getattr(options, "cancel_share", 0.0)
+    if burstiness == 1.0 and not share:
+        return None
+    return {
+        "arrival_rate": options.arrival_rate or None,
+        "burstiness": burstiness,
+        "cancel_share": share,
+        "cancel_after": options.cancel_after if share else None,
+    }

@@ -85,6 +85,7 @@ def request_rows(
             "task_id": "",
             "step": np.nan,
             "shared_prefix_tokens": np.nan,
+            "endpoint": "",
             "cancel_after": "",
         }
     )

@@ -24,6 +24,7 @@ class ClosedLoopResult:
     ttft_mean: float  # seconds, arrival -> first token (includes queueing)
     ttft_p50: float
     tpot_p50: float  # seconds per output token after the first
+    e2e_mean: float  # seconds, arrival -> last token (the search's dense-sweep test holds the search to it)
     max_waiting: int  # largest waiting-queue length seen after a step
     max_running: int
     preemptions: int
@@ -92,7 +93,8 @@ def _summarise(
     e2e = [seq.e2e() for seq in steady]
     ttft = [seq.ttft() for seq in steady]
     tpot = [seq.tpot() for seq in steady if seq.num_output > 1]
-    request_rate = concurrency / statistics.fmean(e2e)
+    e2e_mean = statistics.fmean(e2e)
+    request_rate = concurrency / e2e_mean
     output_mean = statistics.fmean(seq.num_output for seq in steady)
     return ClosedLoopResult(
         concurrency=concurrency,
@@ -102,6 +104,7 @@ def _summarise(
         ttft_mean=statistics.fmean(ttft),
         ttft_p50=percentile(np.array(ttft), 50),  # the report's rule, so calibrate compares like with like
         tpot_p50=percentile(np.array(tpot), 50) if tpot else 0.0,
+        e2e_mean=e2e_mean,
         max_waiting=max_waiting,
         max_running=max_running,
         preemptions=engine.num_preemptions,

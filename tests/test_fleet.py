@@ -110,7 +110,10 @@ def fleet_run(simulator, nginx, run_locust, tmp_path: Path, weights: list[int]) 
 def test_round_robin_spreads_the_requests_evenly(simulator, nginx, run_locust, tmp_path):
     summary, rows, finished = fleet_run(simulator, nginx, run_locust, tmp_path, [1, 1, 1])
     print("round robin: finished per replica", finished, "rows", len(rows))
-    assert sum(finished.values()) == len(rows) > 0
+    # every request that ended before the stop was finished by a replica, and no replica finished one without a row;
+    # a stream the stop cut (Aborted) is counted by its replica once it sees the disconnect, maybe after the scrape
+    ended = int((rows["error"] != schema.ABORTED).sum())
+    assert 0 < ended <= sum(finished.values()) <= len(rows)
     for level in summary["levels"]:
         print("level", level["users"], "imbalance", level["replica_imbalance"])
         assert level["replica_imbalance"] <= 1.3  # max / mean: 1 at best

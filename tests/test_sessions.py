@@ -213,6 +213,7 @@ def test_a_failed_turn_ends_its_session_and_every_request_names_its_session(run_
         "--results-dir",
         str(out),
         *QUIET,
+        *NO_CANARIES,  # the fault server's cycle is of the conversation's requests
     )
     assert proc.returncode == 1, proc.stderr[-3000:]  # Locust's exit code for a run with failed requests
     rows = read_rows(out / "requests.csv")

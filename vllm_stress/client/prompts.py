@@ -6,6 +6,7 @@ import argparse
 import json
 import logging
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -307,7 +308,7 @@ def build_workload(tokenizer: Tokenizer, options: argparse.Namespace, seed: int 
         words = single_token_words(tokenizer, WORDS, overhead)
         if len(words) < 20:
             raise ValueError(f"only {len(words)} single-token words found")
-        shared = shared_blocks(options, tokenizer.head_tokens(), overhead)
+        shared = shared_blocks(options, tokenizer.head_tokens, overhead)
         workload = Workload(words=words, overhead=overhead, shared=shared, **common)
         check_length(tokenizer, workload)
         measure_images(tokenizer, workload)
@@ -318,15 +319,17 @@ def build_workload(tokenizer: Tokenizer, options: argparse.Namespace, seed: int 
         log.warning("Token counts are still checked against each response's usage.")
         log.warning("=" * 100)
         overhead = CHAT_OVERHEAD_GUESS if tokenizer.chat else 1
-        shared = shared_blocks(options, 0, overhead)
+        shared = shared_blocks(options, lambda: 0, overhead)
         return Workload(dataset=dataset, overhead=overhead, exact=False, shared=shared, **common)
 
 
-def shared_blocks(options: argparse.Namespace, head: int, overhead: int) -> SharedBlocks | None:
-    """--prefix-hit-rate's plan of shared blocks (None without), the template's ``head`` tokens measured."""
+def shared_blocks(options: argparse.Namespace, measure_head: Callable[[], int], overhead: int) -> SharedBlocks | None:
+    """--prefix-hit-rate's plan of shared blocks (None without it, and then ``measure_head``, a /tokenize call, is not
+    made), the template's head tokens measured."""
     rate = getattr(options, "prefix_hit_rate", None)
     if rate is None:
         return None
+    head = measure_head()
     shared = SharedBlocks(rate, options.kv_block_size, head, overhead - head)
     tokens = options.input_tokens
     if not shared.reachable(tokens):

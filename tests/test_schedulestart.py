@@ -9,7 +9,7 @@ import pytest
 from locust.event import Events
 from locust.rpc.protocol import Message
 
-from vllm_stress.analysis.traffic import skew_paragraph
+from vllm_stress.analysis.features.traces import skew_paragraph
 from vllm_stress.client.pacing import OpenLoopArrivals
 from vllm_stress.master.schedulestart import (
     READY_MESSAGE,

@@ -14,8 +14,8 @@ import pytest
 from benchmarks.harness import read_rows, scrape, two_workers
 from tests.helpers import NO_CANARIES, REPO
 from vllm_stress.analysis.cli import main as analyse
+from vllm_stress.analysis.features.traces import session_summary, turn_table, window_table
 from vllm_stress.analysis.measures import classify
-from vllm_stress.analysis.traffic import session_summary, turn_table, window_table
 from vllm_stress.client.conversation import think_time
 from vllm_stress.client.prompts import load_dataset
 from vllm_stress.client.sharegpt import read_conversations

@@ -60,7 +60,7 @@ def replay(simulator, run_locust, tmp_path, name, users, speedup, duration):
     assert main_report(out) == 0
     rows = read_rows(out / "requests.csv")
     summary = json.loads((out / "report" / "summary.json").read_text())
-    windows = summary["traffic"][0]["windows"]  # vllm_stress/analysis/traffic.py: per 10 s of the replay
+    windows = summary["traffic"][0]["windows"]  # vllm_stress/analysis/features/traces.py: per 10 s of the replay
     assert sum(w["requests"] for w in windows) == len(rows) - sum(r["error"] == "Aborted" for r in rows)
     sim.stop()  # its request log is flushed as it stops
     logged = read_request_log(str(log))

@@ -21,11 +21,11 @@ from vllm_stress.analysis.compare.compare_report import (
     write_report,
 )
 from vllm_stress.analysis.features.spec_counters import ACCEPTED_LENGTH, crossover_text
+from vllm_stress.analysis.features.traces import DEFAULT_WINDOW_S
 from vllm_stress.analysis.io import store, vllm_json
 from vllm_stress.analysis.io.load import AnalysisError
 from vllm_stress.analysis.measures import LATENCY_METRICS
 from vllm_stress.analysis.report.pipeline import ANY_LABEL, analyse, for_label
-from vllm_stress.analysis.traffic import DEFAULT_WINDOW_S
 from vllm_stress.core.slo import HELP as SLO_HELP
 from vllm_stress.core.slo import request_slos
 

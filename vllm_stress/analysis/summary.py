@@ -17,7 +17,6 @@ from vllm_stress.analysis.io.load import AnalysisError, RunMeta
 from vllm_stress.analysis.levels import COST_FIELDS, level_stats
 from vllm_stress.analysis.measures import Level, records
 from vllm_stress.analysis.replicas import REPLICA_LEVEL_COLUMNS
-from vllm_stress.analysis.traffic import TrafficTables
 from vllm_stress.core import bound
 from vllm_stress.core.formats import FORMAT_VERSION
 
@@ -87,14 +86,13 @@ class ConfigSummary(Capacity):
     aborted: int
     locust_failures: dict[str, int]
     locust_exceptions: int
-    traffic: list[TrafficTables]  # per run with sessions or an open loop
     replicas: list[dict[str, Any]]  # per level and replica behind a router (replicas.REPLICA_LEVEL_COLUMNS)
     earlier_formats: list[EarlierFormat]  # its runs written by an earlier release
     input_notes: list[str]  # "<run folder>: <note>" for what was left out of its runs' input
     gpu_hour_price: NotRequired[float]  # $ per GPU-hour (--gpu-hour-price), when given
     kv_cache: KvCeiling | None  # None when no run's run.json names the server's KV cache
     unjoined_spans: int | None  # server spans of its runs that joined no row (other clients'), None: no span file
-    # and each capability's keys (vllm_stress.analysis.features: canaries, tasks, classes, adapters, replica_set ...)
+    # and each capability's keys (vllm_stress.analysis.features: traffic, canaries, tasks, classes, adapters ...)
 
 
 class Unaccounted(TypedDict):
@@ -126,14 +124,14 @@ def summarise_config(
     run_info: list[RunInfo],
     gpus: int | None,
     scaling: tuple[int, int] | None,
-    traffic: list[TrafficTables],
     replicas: pd.DataFrame,
     gpu_hour_price: float | None = None,
+    window_s: float | None = None,
 ) -> ConfigSummary:
-    """The config summary from its runs' level rows, per-run info, traffic tables and replicas' rows
-    (replicas.replica_levels of each run, averaged over the repeats), with each capability's part
-    (vllm_stress.analysis.features); with ``gpu_hour_price`` (and ``gpus``) what a million tokens cost at each level
-    and at the peak."""
+    """The config summary from its runs' level rows, per-run info and replicas' rows (replicas.replica_levels of each
+    run, averaged over the repeats), with each capability's part (vllm_stress.analysis.features); with
+    ``gpu_hour_price`` (and ``gpus``) what a million tokens cost at each level and at the peak; ``window_s``: the
+    window of the per-window tables of open loops (None: their default)."""
     per_run = pd.concat([run.stats.assign(run=index) for index, run in enumerate(runs)])
     levels = stats.aggregate_repeats(per_run).sort_values("users").reset_index(drop=True)
     levels["output_tokens_per_s_per_user"] = 1 / levels["tpot_p50_s"]
@@ -182,7 +180,6 @@ def summarise_config(
         "aborted": sum(info["aborted"] for info in run_info),
         "locust_failures": dict(sum((Counter(info["locust_failures"]) for info in run_info), Counter[str]())),
         "locust_exceptions": sum(info["locust_exceptions"] for info in run_info),
-        "traffic": traffic,
         "replicas": records(replicas),
         "earlier_formats": [
             {"run": info["dir"], "format_version": info["format_version"], "not_computed": info["not_computed"]}
@@ -192,7 +189,7 @@ def summarise_config(
         "input_notes": [f"{info['dir']}: {note}" for info in run_info for note in info["notes"]],
         "unjoined_spans": unjoined_spans(run_info),
     }
-    features_input = ConfigInput(label, runs, gpus, gpu_hour_price, level_stats)
+    features_input = ConfigInput(label, runs, gpus, gpu_hour_price, level_stats, window_s)
     for feature in features():
         config.update(feature.summarise(features_input))
     if gpu_hour_price is not None:

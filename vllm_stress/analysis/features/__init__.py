@@ -69,6 +69,7 @@ class ConfigInput:
     gpus: int | None
     gpu_hour_price: float | None
     level_stats: Callable[[Run, pd.DataFrame, dict[str, float] | None], pd.DataFrame]  # levels.level_stats
+    window_s: float | None  # the per-window tables' window (analysis --window), None: the traces module's default
 
 
 @dataclass(frozen=True)

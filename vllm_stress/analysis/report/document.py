@@ -16,7 +16,6 @@ from vllm_stress.analysis.report.gpus import gpu_blocks
 from vllm_stress.analysis.report.method import method_blocks
 from vllm_stress.analysis.report.render import Block, Bullets, Heading, Image, Paragraph, Table
 from vllm_stress.analysis.summary import ConfigSummary, Peak, Summary, Unaccounted
-from vllm_stress.analysis.traffic import traffic_blocks
 from vllm_stress.core import bound, capacity
 from vllm_stress.core import steady as steady_rule
 from vllm_stress.core.formats import added_in, format_of
@@ -54,7 +53,6 @@ def build_report(summary: Summary, plots: dict[str, Path]) -> list[Block]:
         blocks += [Heading(f"Per level: {label}"), Paragraph(config_caption(config)), level_table(config)]
         blocks += [block for feature in features() for block in feature.blocks(label, config, configs)]
         blocks += error_blocks(config)
-    blocks += [block for config in configs.values() for block in traffic_blocks(config["traffic"])]
     blocks += [Heading("Plots")] + [Image(title, path) for title, path in plots.items()]
     blocks += method_blocks(summary)
     return blocks
@@ -263,11 +261,9 @@ def config_caption(config: ConfigSummary) -> str:
 
 
 def level_table(config: ConfigSummary) -> Table:
-    open_loop = any(level.get("schedule_lag_p50_s") is not None for level in config["levels"])
     headers = ["Users", "Steady", "Requests", "Success", "Output tok/s", "Total tok/s", "Req/s", "In flight"]
     headers += ["Server held", "Client CPU", "Client lag"]
     headers += ["TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99", "ITL p50", "ITL p99", "e2e p50", "e2e p90", "e2e p99"]
-    headers += ["Arrival wait p50", "Arrival wait p99"] if open_loop else []
     has_goodput = "goodput_ratio" in config["levels"][0]
     headers += ["Goodput"] if has_goodput else []
     priced = "gpu_hour_price" in config
@@ -285,7 +281,6 @@ def level_table(config: ConfigSummary) -> Table:
         for field in ("ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "itl_p50_s", "itl_p99_s"):
             row.append(seconds(level[field]))
         row += [seconds(level["e2e_p50_s"]), seconds(level["e2e_p90_s"]), with_ci(level, "e2e_p99_s", seconds)]
-        row += [seconds(level["schedule_lag_p50_s"]), seconds(level["schedule_lag_p99_s"])] if open_loop else []
         row += [percent(level["goodput_ratio"])] if has_goodput else []
         row += [dollars(level[cost]) for cost in level_defs.COST_FIELDS.values()] if priced else []
         row += [column.cell(level) for column in columns]

@@ -23,7 +23,6 @@ from vllm_stress.analysis.replicas import replica_levels
 from vllm_stress.analysis.report.document import TITLE, build_report
 from vllm_stress.analysis.report.render import to_html, to_markdown
 from vllm_stress.analysis.summary import ConfigSummary, RunInfo, Summary, Unaccounted, build_summary, summarise_config
-from vllm_stress.analysis.traffic import DEFAULT_WINDOW_S, traffic_tables
 from vllm_stress.core.formats import not_computed
 from vllm_stress.core.schema import REPORT_HTML, REPORT_MD, SUMMARY_JSON
 
@@ -40,7 +39,7 @@ def analyse(
     slo: Mapping[str, float] | None = None,
     scaling: tuple[int, int] | None = None,
     db: str | Path | None = None,
-    window_s: float = DEFAULT_WINDOW_S,
+    window_s: float | None = None,
     gpu_hour_price: float | Mapping[str, float] | None = None,
     canaries_in_figures: bool | None = None,
 ) -> Summary:
@@ -51,11 +50,11 @@ def analyse(
     config, or {label: count} ("*" for the rest). ``slo``: limits in seconds for "ttft", "tpot", "e2e" (goodput).
     ``scaling``: the two levels of the scaling factor (default: smallest and largest). ``db``: a results store
     (``vllm_stress.analysis.io.store``; default $VLLM_STRESS_DB) to append the runs to, their ids in the returned
-    ``store_ids``. ``window_s``: the window of the per-window tables of open-loop runs and trace replays
-    (``vllm_stress.analysis.traffic``). ``gpu_hour_price``: $ per GPU-hour for every config, or {label: price}
-    ("*" for the rest), for the cost per million tokens (needs the config's GPUs). ``canaries_in_figures``: True counts
-    the correctness canaries' requests in every figure (None: as each run.json says; they are kept apart unless it
-    says otherwise). Raises AnalysisError on bad input.
+    ``store_ids``. ``window_s``: the window of the per-window tables of open-loop runs and trace replays (None: their
+    default, ``vllm_stress.analysis.features.traces``). ``gpu_hour_price``: $ per GPU-hour for every config, or
+    {label: price} ("*" for the rest), for the cost per million tokens (needs the config's GPUs).
+    ``canaries_in_figures``: True counts the correctness canaries' requests in every figure (None: as each run.json
+    says; they are kept apart unless it says otherwise). Raises AnalysisError on bad input.
     """
     if not dirs:
         raise AnalysisError("no run folder given")
@@ -90,7 +89,7 @@ def summarise_runs(
     gpus: int | None,
     scaling: tuple[int, int] | None,
     slo: dict[str, float],
-    window_s: float,
+    window_s: float | None,
     gpu_hour_price: float | None = None,
 ) -> tuple[ConfigSummary, list[Timeline], list[StoredRun]]:
     """The summary of one config's runs, their timelines, and their level rows for the results store."""
@@ -102,8 +101,7 @@ def summarise_runs(
         stored.append((label, run, stats))
         run_info.append(describe_run(run, partial))
         timelines.append((str(run.path), timeline(run.requests), windows.assign(steady=stats["steady"].to_numpy())))
-    traffic = [tables for run in runs if (tables := traffic_tables(run, window_s))]
-    config = summarise_config(label, levels, run_info, gpus, scaling, traffic, pd.concat(replicas), gpu_hour_price)
+    config = summarise_config(label, levels, run_info, gpus, scaling, pd.concat(replicas), gpu_hour_price, window_s)
     return config, timelines, stored
 
 

@@ -13,10 +13,10 @@ from typing import Any
 
 import pandas as pd
 
+from vllm_stress.analysis.features.traces import DEFAULT_WINDOW_S
 from vllm_stress.analysis.io.load import load_run
 from vllm_stress.analysis.report.pipeline import summarise_runs
 from vllm_stress.analysis.report.render import Paragraph, Table, to_markdown
-from vllm_stress.analysis.traffic import DEFAULT_WINDOW_S
 from vllm_stress.client.features.profile import DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS
 from vllm_stress.core.numbers import count, milliseconds, percent, seconds
 from vllm_stress.scenarios.run.config import cell_name, read_config, with_overrides

@@ -1,14 +1,22 @@
-"""Tables for real traffic beside the per-level ones: per turn and per session of multi-turn sessions, and per time
-window of an open-loop run or a trace replay (docs/concepts/analysis.md, "Sessions and open-loop traffic")."""
+"""Trace replays, open loops and sessions in the analysis: tables for real traffic beside the per-level ones, per
+turn and per session of multi-turn sessions and per time window of an open-loop run or a trace replay
+(docs/concepts/analysis.md, "Sessions and open-loop traffic"), and the per-level table's arrival-wait columns.
+
+One module for both registry entries (sessions, traces): a run's tables are one record (summary.json's ``traffic``
+list, one entry per run, its turns and its windows side by side), computed from one pass over its rows and shown
+together in the report.
+"""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any, TypedDict, cast
 
 import numpy as np
 import pandas as pd
 
+from vllm_stress.analysis.features import Column, Config, ConfigInput
 from vllm_stress.analysis.io.json_types import to_json_types
 from vllm_stress.analysis.io.load import Run
 from vllm_stress.analysis.measures import classify, prefix_hit_rates, token_times
@@ -79,6 +87,36 @@ class TrafficTables(TypedDict):
     window_s: float | None
     windows: list[Window]
     schedule_start: dict[str, Any] | None  # run.json's: the start the master sent the workers, their clock skew
+
+
+def summarise(config: ConfigInput) -> dict[str, Any]:
+    """``traffic``: the tables of each run with sessions or an open loop (per ``config.window_s``, by default
+    DEFAULT_WINDOW_S), an empty list without such runs."""
+    window_s = config.window_s or DEFAULT_WINDOW_S
+    return {"traffic": [tables for run in config.runs if (tables := traffic_tables(run.run, window_s))]}
+
+
+def used(config: Config) -> bool:
+    return bool(config.get("traffic")) or open_loop(config)
+
+
+def open_loop(config: Config) -> bool:
+    """Whether a level of the config has a schedule lag: its requests were sent on a schedule."""
+    return any(level.get("schedule_lag_p50_s") is not None for level in config["levels"])
+
+
+def columns(config: Config) -> list[Column]:
+    """The open loop's arrival wait (the schedule lag) at p50 and p99."""
+    if not open_loop(config):
+        return []
+    return [
+        Column("Arrival wait p50", lambda level: seconds(level["schedule_lag_p50_s"])),
+        Column("Arrival wait p99", lambda level: seconds(level["schedule_lag_p99_s"])),
+    ]
+
+
+def blocks(label: str, config: Config, configs: Mapping[str, Config]) -> list[Block]:
+    return traffic_blocks(config["traffic"])
 
 
 def traffic_tables(run: Run, window_s: float = DEFAULT_WINDOW_S) -> TrafficTables | None:

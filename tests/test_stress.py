@@ -21,9 +21,9 @@ QUIET = ["--headless", "--only-summary", *NO_CANARIES]
 RATE = 10  # req/s: gaps of 100 ms on average, so that a loaded machine's late sends (ms, tens at worst) count little
 DURATION_S = 42  # about 400 arrivals per burstiness
 EDGE_S = 1.0  # the arrivals of the first and last second are left out: the users start, and the stop cuts
-# The draw's seed: 400 gamma gaps have a sampling error of a few % in their CV; this seed's are within DRAW_REL of
-# 1/sqrt(B) for each B tested (the first seed that is; test_the_seeded_draw_is_representative checks it), so that
-# the 5 % is left to what the sends and the network add to the gaps.
+# The random state of the draw (--arrival-seed): 400 gamma gaps have a sampling error of a few % in their CV; this
+# state's gaps are within DRAW_REL of 1/sqrt(B) for each B tested (the first value whose are;
+# test_the_seeded_draw_is_representative checks it), so that the 5 % is left to what the sends and the network add.
 SEED = 37
 DRAW_REL = 0.015
 
@@ -160,7 +160,8 @@ def trimmed(arrivals: np.ndarray) -> np.ndarray:
 
 @pytest.mark.parametrize("burstiness", [0.5, 1.0, 2.0])
 def test_the_seeded_draw_is_representative(burstiness):
-    """SEED's schedule over DURATION_S, trimmed as the server's arrivals are, has the CV of its law within DRAW_REL."""
+    """The schedule drawn with SEED over DURATION_S, trimmed as the server's arrivals are, has its law's CV within
+    DRAW_REL."""
     arrivals = OpenLoopArrivals(RATE, seed=SEED, burstiness=burstiness)
     times = np.cumsum([arrivals.gap() for _ in range(RATE * DURATION_S * 2)])
     gaps = np.diff(trimmed(times[times < DURATION_S]))

@@ -53,9 +53,9 @@ def test_cancellations_are_the_servers_aborts_and_free_their_slots(run_locust, s
         record = records[row["request_id"]]
         # the engine generated at most one token it never wrote (the step it had computed when the client left):
         # the request left the running batch, and the gauge counting it, within one step of the cut
-        assert 20 <= record["chunks"] <= record["output_tokens"] <= record["chunks"] + 1, record
+        assert 20 <= record["chunks"] <= record["completion_tokens"] <= record["chunks"] + 1, record
     # the generation counter stopped for each aborted request at what it had generated; nothing is left running
-    assert sample(metrics, "vllm:generation_tokens_total") == sum(r["output_tokens"] for r in records.values())
+    assert sample(metrics, "vllm:generation_tokens_total") == sum(r["completion_tokens"] for r in records.values())
     assert sample(metrics, "vllm:num_requests_running") == 0
     assert run_json(tmp_path / "run")["stress"] == {
         "arrival_rate": None,

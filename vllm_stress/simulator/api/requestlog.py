@@ -48,7 +48,6 @@ class RequestTiming:
         "prompt_tokens",
         "completion_tokens",
         "finish_reason",
-        "output_tokens",
     )
 
     def __init__(
@@ -70,9 +69,8 @@ class RequestTiming:
         self.model = ""  # the model that answered it: the served model or the LoRA adapter it named
         self.path = ""  # the API path it came to (/v1/chat/completions, /v1/responses, /v1/messages ...)
         self.prompt_tokens: int | None = None  # the engine's counts: all its prompts' tokens, its first choice's output
-        self.completion_tokens: int | None = None
+        self.completion_tokens: int | None = None  # (an aborted one's up to its abort)
         self.finish_reason: str | None = None  # its (first) sequence's: stop, length, or abort when the client left
-        self.output_tokens = 0  # the tokens the engine generated for it (an aborted one's up to its abort)
 
     def output_write(self) -> None:
         """A write carrying output tokens is about to hand its bytes to the socket."""
@@ -142,7 +140,6 @@ class RequestLog:
             "prompt_tokens": timing.prompt_tokens,
             "completion_tokens": timing.completion_tokens,
             "finish_reason": timing.finish_reason,
-            "output_tokens": timing.output_tokens,
         }
         if timing.messages is not None:  # a chat request: its history and what it answered
             record |= {"messages": timing.messages, "answer": timing.answer, "tool_call": timing.tool_call}

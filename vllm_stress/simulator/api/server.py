@@ -332,7 +332,7 @@ class Simulator:
         """The finished request in the request log and as a span (its first sequence's engine times)."""
         timing = request.get(TIMING_KEY)
         if timing and self.request_log:
-            timing.finish_reason, timing.output_tokens = seq.finish_reason, seq.num_output
+            timing.finish_reason = seq.finish_reason
             if seq.first_scheduled is not None:
                 timing.queue = seq.queue_time() / self.driver.time_scale
             timing.prompt_tokens, timing.completion_tokens = prompt_tokens, seq.num_output

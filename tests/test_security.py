@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 import ssl
 import subprocess
 import sys
@@ -18,7 +19,7 @@ from tests.helpers import LOCUST, NO_CANARIES, REPO, SHORT, wait_until
 from vllm_stress.scenarios.run.runner import free_port
 from vllm_stress.simulator.cli import build_parser
 
-KEY = "sk-vllm-stress-canary-5e1f0c2b9d7a"
+KEY = f"sk-vllm-stress-canary-{secrets.token_hex(6)}"  # this run's own: other runs on the machine hold theirs
 
 
 def cmdlines_with_key(exclude: set[int]) -> list[str]:

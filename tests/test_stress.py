@@ -89,7 +89,8 @@ def test_the_sdk_user_cuts_its_stream_too(run_locust, simulator, tmp_path):
     """The OpenAI SDK's user cut at its 5th token closes its stream: the server aborts each one."""
     log = tmp_path / "requests.jsonl"
     sim = simulator("--profile", "cpu-tiny", "--set", "t_fixed=0.01", "--request-log", str(log))
-    args = ["-u", "2", "-t", "3s", "--input-tokens", "16", "--output-tokens", "100"]
+    # 10 s of output: the server is still writing when the cut reaches it, even from a client lagging on a loaded host
+    args = ["-u", "2", "-t", "3s", "--input-tokens", "16", "--output-tokens", "1000"]
     proc = run_chat(
         run_locust, sim.url, tmp_path, *args, "--cancel-share", "1", "--cancel-after", "5tokens", user="sdk"
     )

@@ -19,7 +19,7 @@ class StopTarget(Exception):
 def check_hit_rate(options: argparse.Namespace) -> None:
     """--prefix-hit-rate: a rate below 1, whole blocks, synthetic prompts without --prefix-tokens."""
     rate = options.prefix_hit_rate
-    if options.kv_block_size < 1:
+    if options.kv_block_size is not None and options.kv_block_size < 1:
         raise StopTarget(f"--kv-block-size must be at least 1, got {options.kv_block_size}")
     if rate is None:
         return

@@ -11,6 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from vllm_stress.core import schema
 from vllm_stress.core.metrics import histogram_quantile
+from vllm_stress.core.served import cache_config
 from vllm_stress.master.lorascrape import lora_values
 
 log = logging.getLogger(__name__)
@@ -25,8 +26,6 @@ _SAMPLES = _SCALARS | {name + part for name in schema.SERVER_HISTOGRAMS.values()
 _LINE_STARTS = tuple(name + end for name in _SAMPLES for end in ("{", " "))  # exact sample names, labels or not
 
 Cell = float | int | str  # a CSV cell: a number, or "" when unknown
-CACHE_CONFIG_INFO = "vllm:cache_config_info"  # vLLM's info gauge of its CacheConfig: the labels carry the values
-CACHE_CONFIG_LABELS = ("block_size", "num_gpu_blocks")  # run.json server_cache_config keeps these
 
 
 class Snapshot:
@@ -49,20 +48,6 @@ def parse_metrics(text: str) -> Snapshot:
             else:
                 snapshot.values[sample.name] += sample.value
     return snapshot
-
-
-def cache_config(text: str) -> dict[str, int] | None:
-    """``block_size`` and ``num_gpu_blocks`` from the labels of vLLM's ``vllm:cache_config_info`` gauge in a
-    Prometheus text exposition (each engine's sample carries the frontend's CacheConfig, whose num_gpu_blocks sums
-    the data-parallel engines'), or None when the server exports no such gauge or a label is not a number (vLLM
-    writes "None" before its KV cache is sized)."""
-    lines = "\n".join(line for line in text.splitlines() if line.startswith(CACHE_CONFIG_INFO + "{"))
-    for family in text_string_to_metric_families(lines):
-        for sample in family.samples:
-            values = [sample.labels.get(label, "") for label in CACHE_CONFIG_LABELS]
-            if all(value.isdigit() for value in values):
-                return dict(zip(CACHE_CONFIG_LABELS, map(int, values), strict=True))
-    return None
 
 
 def cell(value: float | None) -> Cell:

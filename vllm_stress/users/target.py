@@ -21,6 +21,7 @@ from vllm_stress.client.canary import Canaries, load_canaries
 from vllm_stress.client.cancel import Cancellations, cancellations_for
 from vllm_stress.client.checks import StopTarget, check_model, validate
 from vllm_stress.client.classes import ClassSet
+from vllm_stress.client.hitrate import DEFAULT_BLOCK_SIZE
 from vllm_stress.client.pacing import OpenLoopArrivals, arrivals_for
 from vllm_stress.client.prompts import Tokenizer, Workload, build_workload
 from vllm_stress.client.recorder import Recorder, WorkerRecorder
@@ -135,6 +136,8 @@ class Target:
         self.model = options.model or (next(iter(models)) if needs_model else "")
         if not self.is_worker:
             check_model(options, self.model, models, self.host)
+        if options.prefix_hit_rate is not None and options.kv_block_size is None:
+            options.kv_block_size = self.server_block_size()
         self.workloads.clear()
         try:
             self.canaries = load_canaries(options.canary_file, options.canary_share, options.canary_min)
@@ -209,6 +212,19 @@ class Target:
         if not models and required:
             raise StopTarget(f"cannot list models at {host.rstrip('/')}/v1/models: no model listed")
         return models
+
+    def server_block_size(self) -> int:
+        """The server's KV block size (its vllm:cache_config_info), what --prefix-hit-rate shares whole when
+        --kv-block-size is not given; vLLM's GPU default when the server exports none."""
+        size = served.kv_block_size(self.host, self.headers, timeout=30, verify=not self.options.insecure)
+        if size is None:
+            log.warning(
+                "The server exports no vllm:cache_config_info: KV blocks of %d tokens assumed (--kv-block-size)",
+                DEFAULT_BLOCK_SIZE,
+            )
+            return DEFAULT_BLOCK_SIZE
+        log.info("KV blocks of %d tokens, the server's (vllm:cache_config_info)", size)
+        return size
 
     def build_workload(self, chat: bool) -> Workload:
         """The prompts for chat (template counted) or plain prompts, sized once per process and run."""

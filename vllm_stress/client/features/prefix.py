@@ -39,6 +39,8 @@ def add_arguments(group: OptionGroup) -> None:
         "--kv-block-size",
         form=FIELD,
         type=int,
-        default=DEFAULT_BLOCK_SIZE,
-        help="Tokens of one KV block of the server (its --block-size), what --prefix-hit-rate shares whole",
+        default=None,
+        help="Tokens of one KV block of the server (its --block-size), what --prefix-hit-rate shares whole "
+        f"(default: the server's, read from its vllm:cache_config_info at test start; {DEFAULT_BLOCK_SIZE} when "
+        "it exports none)",
     )

@@ -20,6 +20,14 @@ during the hold, NaN if unknown), ``schedule_lag_p99_s`` (open loop: of the hold
 input of the level's bound) and ``hold_end`` (unix seconds: where the hold ends in ``levels.csv``; an auto hold ends
 where the window its verdict judged ends, so the report judges the same window; None: now)."""
 
+ramp_stopped = EventHook()
+"""The load shape ends the run early, after the level it has just judged, as a ``--stop-on`` rule tripped (its levels
+that ran are kept). Arguments: ``environment``, ``users`` (the level), ``reason`` ("errors 7.2% > 5%")."""
+
+server_scraped = EventHook()
+"""The master (or local runner) scraped the server's /metrics. Arguments: ``environment``, ``row`` (the scrape by
+``server_metrics.csv`` column, the replicas' numbers summed; ``time``: unix seconds; "" where unknown)."""
+
 phase_changed = EventHook()
 """The load shape entered a phase. Arguments: ``environment``, ``text`` (e.g. "Level 2/6 (50 users): warming up ..."),
 ``limit_s`` (the longest the phase lasts, None when unbounded), ``phase`` ("ramping", "warming_up", "holding" or

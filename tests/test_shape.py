@@ -244,8 +244,8 @@ def test_a_stop_on_rule_ends_the_ramp_after_the_level_that_trips_it(ramp, caplog
     held_level(r, 2, 1000.0, rows)  # the hold [1001.5, 1011.5): 9 requests, 2 failed (the third ended after it)
     assert [users for users, *_ in r.ended] == [2]
     assert r.tick(1012.0) is None  # judged: no next level
-    assert r.stopped == [(2, "errors 22.2% > 20%")]
-    assert "Stopped early after 2 users: errors 22.2% > 20%" in caplog.text
+    assert r.stopped == [(2, "errors 22.2 % > 20.0 %")]
+    assert "Stopped early after 2 users: errors 22.2 % > 20.0 %" in caplog.text
     assert r.tick(1012.0) is None and r.environment.process_exit_code is None
     assert not any("4 users" in phase for phase in r.phases)
 
@@ -267,7 +267,7 @@ def test_the_verdict_waits_for_the_holds_requests(ramp):
     assert r.tick(1012.0) == (2, 2.0) and r.stopped == []  # waiting: the level's users still run
     r.rows(failed(2, 1011.1), failed(2, 1011.2), failed(2, 1011.3))  # ended in the hold, told late
     hooks.in_flight_reported.fire(environment=r.environment, source="w1", report_time=1012.0, entries=[])
-    assert r.tick(1012.5) is None and r.stopped == [(2, "errors 27.3% > 20%")]
+    assert r.tick(1012.5) is None and r.stopped == [(2, "errors 27.3 % > 20.0 %")]
 
 
 def test_a_bad_stop_rule_stops_the_run_with_exit_code_2(ramp, caplog):

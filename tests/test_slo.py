@@ -89,9 +89,9 @@ def test_stop_rules_read_the_slo_grammar_with_a_greater_than():
 
 def test_a_stop_rule_trips_above_its_limit_and_names_the_value():
     errors, ttft = stop_rules("errors>5%,ttft>30s", ["ttft"], [99])
-    assert errors.reason({"requests": 1000, "failures": 72}) == "errors 7.2% > 5%"
+    assert errors.reason({"requests": 1000, "failures": 72}) == "errors 7.2 % > 5.0 %"
     assert errors.reason({"requests": 20, "failures": 1}) == ""  # at the limit: not above it
-    assert ttft.reason({"ttft_p99_s": 31.25}) == "ttft_p99 31.2 s > 30 s"
+    assert ttft.reason({"ttft_p99_s": 31.25}) == "ttft_p99 31.25 s > 30.00 s"
     assert ttft.reason({"ttft_p99_s": 29.0}) == ""
     assert errors.reason({"requests": 0, "failures": 0}) == ttft.reason({}) == ""  # unknown (no request): no trip
 

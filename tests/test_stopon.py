@@ -18,11 +18,11 @@ def test_a_level_within_every_rule_goes_on():
 
 
 def test_the_first_rule_tripped_gives_the_reason():
-    assert judge(RULES, CALM | {"failures": 20.0}, [], 100.0, 106.0) == "errors 10.0% > 5%"
-    assert judge(RULES, CALM | {"ttft_p99_s": 2.5}, [], 100.0, 106.0) == "ttft_p99 2.5 s > 2 s"
+    assert judge(RULES, CALM | {"failures": 20.0}, [], 100.0, 106.0) == "errors 10.0 % > 5.0 %"
+    assert judge(RULES, CALM | {"ttft_p99_s": 2.5}, [], 100.0, 106.0) == "ttft_p99 2.50 s > 2.00 s"
     both = CALM | {"failures": 20.0, "ttft_p99_s": 2.5}
-    assert judge(RULES, both, [], 100.0, 106.0) == "errors 10.0% > 5%"  # in the order given
-    assert judge(RULES[1:], both, [], 100.0, 106.0) == "ttft_p99 2.5 s > 2 s"
+    assert judge(RULES, both, [], 100.0, 106.0) == "errors 10.0 % > 5.0 %"  # in the order given
+    assert judge(RULES[1:], both, [], 100.0, 106.0) == "ttft_p99 2.50 s > 2.00 s"
 
 
 def test_a_queue_that_grows_through_the_hold_is_saturation():

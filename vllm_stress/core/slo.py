@@ -23,6 +23,9 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from vllm_stress.core.numbers import percent
+from vllm_stress.core.numbers import seconds as seconds_text
+
 LIMIT = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ms|s|%)?\s*$")
 PERCENTILE_NAME = re.compile(r"^(\w+?)_p(\d+)$")
 SUCCESS = "success"
@@ -88,13 +91,12 @@ class StopRule:
         return level.get(self.field, math.nan)
 
     def reason(self, level: Mapping[str, float]) -> str:
-        """Why ``level`` trips the rule ("errors 7.2% > 5%"), or "" when it does not (an unknown value never does)."""
+        """Why ``level`` trips the rule ("errors 7.2 % > 5.0 %", vllm_stress.core.numbers), or "" when it does not (an unknown value never does)."""
         value = self.value(level)
         if math.isnan(value) or value <= self.limit:
             return ""
-        if self.field == FAILURES:
-            return f"{self.name} {value:.1%} > {self.limit * 100:g}%"
-        return f"{self.name} {value:.3g} s > {self.limit:g} s"
+        said = percent if self.field == FAILURES else seconds_text
+        return f"{self.name} {said(value)} > {said(self.limit)}"
 
 
 def parse_items(text: str, option: str = "--slo", sign: str = "=") -> list[tuple[str, float, str | None]]:

@@ -277,3 +277,30 @@ def test_a_bad_stop_rule_stops_the_run_with_exit_code_2(ramp, caplog):
     spike = ramp(stop_on="errors>5%", shape="spike:1,2,1,1,3")
     assert spike.tick(1000.0) is None and spike.environment.process_exit_code == 2
     assert "--stop-on: only the step ramp (--shape steps) stops early" in caplog.text
+
+
+def test_a_queue_growing_through_the_hold_stops_the_ramp_as_saturated(ramp):
+    """The server's scrapes (hooks.server_scraped, as ServerMetrics fires them): a full queue that has settled goes
+    on, one that grows through the hold stops the ramp; scrapes before the level's ramp do not count."""
+    r = ramp(levels="2,4,8", stop_on="saturated")
+
+    def scraped(start: float, *waiting) -> None:
+        for i, value in enumerate(waiting):
+            hooks.server_scraped.fire(environment=r.environment, row={"time": start + i, "waiting": value})
+
+    held_level(r, 2, 1000.0, [ended(2, 1002.0 + i) for i in range(9)])
+    scraped(1001.6, 9, 8, 9, "", 8, 9, 8, 9, 8, 9)  # the hold [1001.5, 1011.5): full, settled ("": not exported)
+    assert r.tick(1012.0) == (4, 2.0)
+    held_level(r, 4, 1012.0, [ended(4, 1014.0 + i) for i in range(9)])
+    scraped(1013.6, 1, 2, 2, 4, 5, 6, 8, 9, 11, 12)  # the hold [1013.5, 1023.5), by thirds: 1 to 4, 5 to 8, 9 to 12
+    assert r.tick(1024.0) is None
+    reason = "saturated: the server's queue grew through the hold (2.25 → 6.33 → 10.7 waiting, the means of its thirds)"
+    assert r.stopped == [(4, reason)]
+
+
+def test_a_process_that_never_reports_past_the_hold_delays_the_verdict_at_most_stop_wait_s(ramp):
+    r = ramp(levels="2,4", stop_on="errors>20%")
+    held_level(r, 2, 1000.0, [failed(2, 1002.0 + i) for i in range(8)])
+    hooks.in_flight_reported.fire(environment=r.environment, source="w1", report_time=1011.0, entries=[])
+    assert r.tick(1011.5 + shape.STOP_WAIT_S - 0.5) == (2, 2.0) and r.stopped == []
+    assert r.tick(1011.5 + shape.STOP_WAIT_S) is None and r.stopped == [(2, "errors 100.0 % > 20.0 %")]

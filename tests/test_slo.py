@@ -74,7 +74,7 @@ def test_every_command_with_an_slo_takes_both_forms():
 
 
 def test_stop_rules_read_the_slo_grammar_with_a_greater_than():
-    rules = stop_rules("errors>5%, ttft_p99>30s,e2e>1500,saturated,tpot_p50>0.05s", ["ttft", "tpot", "e2e"], [50, 99])
+    rules = stop_rules("errors>5%, ttft_p99>30s,e2e>1500,saturated,tpot_p50>0.05s", COLUMNS, [50, 99])
     assert [(rule.name, rule.field, rule.column) for rule in rules] == [
         ("errors", "failures", ""),
         ("ttft_p99", "ttft_p99_s", "ttft_s"),
@@ -84,11 +84,11 @@ def test_stop_rules_read_the_slo_grammar_with_a_greater_than():
     ]
     assert [rule.limit for rule in rules if rule.field] == [0.05, 30.0, 1.5, pytest.approx(0.05)]
     assert [rule.percentile for rule in rules if rule.column] == [99, 99, 50]
-    assert [rule.limit for rule in stop_rules("errors>0.1,errors>10", ["ttft"], [99])] == [0.1, 0.1]
+    assert [rule.limit for rule in stop_rules("errors>0.1,errors>10", COLUMNS, [99])] == [0.1, 0.1]
 
 
 def test_a_stop_rule_trips_above_its_limit_and_names_the_value():
-    errors, ttft = stop_rules("errors>5%,ttft>30s", ["ttft"], [99])
+    errors, ttft = stop_rules("errors>5%,ttft>30s", COLUMNS, [99])
     assert errors.reason({"requests": 1000, "failures": 72}) == "errors 7.2 % > 5.0 %"
     assert errors.reason({"requests": 20, "failures": 1}) == ""  # at the limit: not above it
     assert ttft.reason({"ttft_p99_s": 31.25}) == "ttft_p99 31.25 s > 30.00 s"
@@ -109,5 +109,5 @@ def test_a_stop_rule_trips_above_its_limit_and_names_the_value():
 )
 def test_a_bad_stop_rule_is_one_line(text, message):
     with pytest.raises(ValueError) as error:
-        stop_rules(text, ["ttft"], [50, 99])
+        stop_rules(text, {"ttft": "ttft_s"}, [50, 99])
     assert str(error.value).startswith(message) and "\n" not in str(error.value)

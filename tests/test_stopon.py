@@ -4,7 +4,7 @@ ends after it: test_shape.py; a run the simulator breaks: test_stress.py)."""
 from vllm_stress.core.slo import stop_rules
 from vllm_stress.core.stopon import judge, queue_means, saturated
 
-RULES = stop_rules("errors>5%,ttft_p99>2s,saturated", ["ttft", "e2e"], [50, 99])
+RULES = stop_rules("errors>5%,ttft_p99>2s,saturated", {"ttft": "ttft_s", "e2e": "e2e_s"}, [50, 99])
 CALM = {"requests": 200.0, "failures": 2.0, "ttft_p99_s": 0.4}
 
 

@@ -73,15 +73,8 @@ class StopRule:
     name: str  # ttft_p99, errors or saturated
     field: str  # the level field it reads (ttft_p99_s, failures), "" for saturated
     limit: float  # seconds, or a share from 0 to 1 for errors
-
-    @property
-    def column(self) -> str:
-        """The request column a percentile rule reads (``ttft_s``), "" for errors and saturated."""
-        return f"{split_name(self.name)[0]}_s" if self.field not in ("", FAILURES) else ""
-
-    @property
-    def percentile(self) -> int:
-        return split_name(self.name)[1] or JUDGED_PERCENTILE
+    column: str = ""  # a percentile rule's request column (ttft_s), of whose measured rows the level's percentile
+    percentile: int = JUDGED_PERCENTILE
 
     def value(self, level: Mapping[str, float]) -> float:
         """What the rule compares in ``level`` ({field: value}): failures / requests for errors; NaN when unknown."""
@@ -91,7 +84,8 @@ class StopRule:
         return level.get(self.field, math.nan)
 
     def reason(self, level: Mapping[str, float]) -> str:
-        """Why ``level`` trips the rule ("errors 7.2 % > 5.0 %", vllm_stress.core.numbers), or "" when it does not (an unknown value never does)."""
+        """Why ``level`` trips the rule ("errors 7.2 % > 5.0 %", in vllm_stress.core.numbers' formats), or "" when it
+        does not (an unknown value never does)."""
         value = self.value(level)
         if math.isnan(value) or value <= self.limit:
             return ""
@@ -169,10 +163,11 @@ def level_slos(text: str, metrics: Iterable[str], percentiles: Iterable[int]) ->
     return slos
 
 
-def stop_rules(text: str, metrics: Iterable[str], percentiles: Iterable[int]) -> list[StopRule]:
+def stop_rules(text: str, columns: Mapping[str, str], percentiles: Iterable[int]) -> list[StopRule]:
     """--stop-on: ``ttft_p99>30s`` (a bare ``ttft`` is its p99), ``errors>5%`` and ``saturated``, comma-separated,
-    in their order; a one-line ValueError for anything else."""
-    metrics, percentiles = tuple(metrics), tuple(percentiles)
+    in their order; ``columns`` maps the latency metrics allowed to their request column. A one-line ValueError for
+    anything else."""
+    percentiles = tuple(percentiles)
     rules = []
     for item in filter(None, (part.strip() for part in text.split(","))):
         if item == SATURATED:
@@ -183,11 +178,11 @@ def stop_rules(text: str, metrics: Iterable[str], percentiles: Iterable[int]) ->
         percentile = JUDGED_PERCENTILE if percentile is None else percentile
         if name == ERRORS:
             rules.append(StopRule(ERRORS, FAILURES, share(value, unit)))
-        elif metric in metrics and percentile in percentiles and unit != "%":
+        elif metric in columns and percentile in percentiles and unit != "%":
             judged = f"{metric}_p{percentile}"
-            rules.append(StopRule(judged, f"{judged}_s", seconds(value, unit)))
+            rules.append(StopRule(judged, f"{judged}_s", seconds(value, unit), columns[metric], percentile))
         else:
-            known = f"{', '.join(metrics)}, each with an optional _p{' or _p'.join(map(str, percentiles))}"
+            known = f"{', '.join(columns)}, each with an optional _p{' or _p'.join(map(str, percentiles))}"
             raise ValueError(f"{STOP_ON}: {item} is not a rule (use {known}, {ERRORS} or {SATURATED})")
     if not rules:
         raise ValueError(f"{STOP_ON}: give at least one rule, e.g. errors>5%")

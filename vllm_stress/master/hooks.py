@@ -11,7 +11,7 @@ timed shape's stretch at users judged before, not a level; its rows carry ``user
 
 level_held = EventHook()
 """Every user of the open level runs and has warmed up: its measured window (the hold) begins. Arguments:
-``environment``."""
+``environment``, ``hold_start`` (unix seconds: where the hold starts in ``levels.csv``; None: now)."""
 
 level_ended = EventHook()
 """The open level's hold is over. Arguments: ``environment``, ``users``, ``verdict`` (a

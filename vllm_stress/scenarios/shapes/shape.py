@@ -287,7 +287,7 @@ class StepRampShape(LoadTestShape):
         if moment.elapsed < options.warmup or not lifetime_done:
             return
         moment.window.hold()
-        hooks.level_held.fire(environment=moment.environment)
+        hooks.level_held.fire(environment=moment.environment, hold_start=moment.window.hold_start)
         self.begin("hold", moment.now)
         self.announce(
             moment.name,

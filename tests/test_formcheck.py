@@ -118,6 +118,8 @@ def test_the_shape_checks_its_own_options_and_the_slo():
     assert refusal({"--levels": "2,x"}, ramp=True) == "--levels must be comma-separated whole numbers, got '2,x'"
     assert refusal({"--warmup": "-1"}, ramp=True) == "--warmup must be a number of seconds, at least 0, got -1.0"
     assert refusal({"--slo": "ttft"}, ramp=True).startswith("--slo: 'ttft' is not NAME=LIMIT")
+    assert refusal({"--stop-on": "errors"}, ramp=True).startswith("--stop-on: 'errors' is not NAME>LIMIT")
+    assert check({"--stop-on": "errors>5%,saturated"}, ramp=True) == {"stop_on": "errors>5%,saturated"}
     assert "--levels" not in StartForm(option_parser()).fields  # no shape: not a field of this run
 
 

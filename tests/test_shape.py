@@ -39,8 +39,10 @@ class Ramp:
         self.runner = SimpleNamespace(environment=self.environment, clients={}, user_count=0)
         self.phases: list[str] = []
         self.ended: list[tuple] = []
+        self.stopped: list[tuple[int, str]] = []  # what --stop-on said (hooks.ramp_stopped)
         hooks.phase_changed.add_listener(self._on_phase)
         hooks.level_ended.add_listener(self._on_ended)
+        hooks.ramp_stopped.add_listener(self._on_stopped)
         self.shape = StepRampShape()
         self.shape.runner = self.runner
 
@@ -52,6 +54,10 @@ class Ramp:
         if environment is self.environment:
             self.ended.append((users, verdict.steady, verdict.reason, output_tokens_per_s))
 
+    def _on_stopped(self, environment, users, reason, **_kw) -> None:
+        if environment is self.environment:
+            self.stopped.append((users, reason))
+
     def tick(self, at: float):
         self.now = at
         return self.shape.tick()
@@ -62,6 +68,7 @@ class Ramp:
     def close(self) -> None:
         hooks.phase_changed.remove_listener(self._on_phase)
         hooks.level_ended.remove_listener(self._on_ended)
+        hooks.ramp_stopped.remove_listener(self._on_stopped)
 
 
 @pytest.fixture
@@ -209,3 +216,91 @@ def test_a_level_at_its_longest():
     assert level_bound_s(fixed, 10.0) == 1 + 60 + 10 + 2  # the warm-up may wait up to max-step-time
     assert level_bound_s(fixed, None) == 1 + 60 + 60 + 2
     assert level_bound_s(options(ramp_time=500.0), 10.0) == shape.REACH_TIMEOUT_S + 60 + 10
+
+
+def failed(users: int, end: float) -> list:
+    """A request of the level ``users`` that failed at ``end`` (a timeout after 1 s)."""
+    row = ended(users, end)
+    row[schema.REQUEST_COLUMNS.index("ok")] = 0
+    row[schema.REQUEST_COLUMNS.index("error")] = "Timeout"
+    return row
+
+
+def held_level(r: Ramp, users: int, start: float, rows: list) -> None:
+    """Ramp, warm up and hold the level of ``users`` from ``start`` (its hold [start + 1.5, start + 11.5)), with
+    ``rows``; the last tick at the hold's end."""
+    r.tick(start)
+    r.runner.user_count = users
+    r.tick(start + 0.5)  # warming up
+    r.rows(*(ended(users, start + 0.6) for _ in range(users)))
+    r.tick(start + 1.5)  # held
+    r.rows(*rows)
+    r.tick(start + 11.5)  # the hold's end
+
+
+def test_a_stop_on_rule_ends_the_ramp_after_the_level_that_trips_it(ramp, caplog):
+    r = ramp(levels="2,4,8", stop_on="errors>20%")
+    rows = [ended(2, 1002.0 + i) for i in range(7)] + [failed(2, 1009.5), failed(2, 1010.5), failed(2, 1011.6)]
+    held_level(r, 2, 1000.0, rows)  # the hold [1001.5, 1011.5): 9 requests, 2 failed (the third ended after it)
+    assert [users for users, *_ in r.ended] == [2]
+    assert r.tick(1012.0) is None  # judged: no next level
+    assert r.stopped == [(2, "errors 22.2 % > 20.0 %")]
+    assert "Stopped early after 2 users: errors 22.2 % > 20.0 %" in caplog.text
+    assert r.tick(1012.0) is None and r.environment.process_exit_code is None
+    assert not any("4 users" in phase for phase in r.phases)
+
+
+def test_a_level_within_the_rules_goes_on_and_the_last_level_is_not_judged(ramp):
+    r = ramp(levels="2,4", stop_on="errors>20%,ttft>0.5s")
+    held_level(r, 2, 1000.0, [ended(2, 1002.0 + i) for i in range(9)] + [failed(2, 1010.5)])  # 10 %
+    assert r.tick(1012.0) == (4, 2.0)  # the next level
+    held_level(r, 4, 1012.0, [failed(4, 1014.0 + i) for i in range(5)])
+    assert r.tick(1024.0) is None and r.stopped == []  # the ramp's end: no level left to spare
+
+
+def test_the_verdict_waits_for_the_holds_requests(ramp):
+    """A worker that last reported before the hold's end: its rows may still come, so the level is judged once
+    every process has reported past it (a cooldown of 0: the level's users go on meanwhile)."""
+    r = ramp(levels="2,4", stop_on="errors>20%")
+    held_level(r, 2, 1000.0, [ended(2, 1002.0 + i) for i in range(8)])
+    hooks.in_flight_reported.fire(environment=r.environment, source="w1", report_time=1011.0, entries=[])
+    assert r.tick(1012.0) == (2, 2.0) and r.stopped == []  # waiting: the level's users still run
+    r.rows(failed(2, 1011.1), failed(2, 1011.2), failed(2, 1011.3))  # ended in the hold, told late
+    hooks.in_flight_reported.fire(environment=r.environment, source="w1", report_time=1012.0, entries=[])
+    assert r.tick(1012.5) is None and r.stopped == [(2, "errors 27.3 % > 20.0 %")]
+
+
+def test_a_bad_stop_rule_stops_the_run_with_exit_code_2(ramp, caplog):
+    r = ramp(stop_on="errors>lots")
+    assert r.tick(1000.0) is None and r.environment.process_exit_code == 2
+    assert "--stop-on: 'errors>lots' is not NAME>LIMIT" in caplog.text
+    spike = ramp(stop_on="errors>5%", shape="spike:1,2,1,1,3")
+    assert spike.tick(1000.0) is None and spike.environment.process_exit_code == 2
+    assert "--stop-on: only the step ramp (--shape steps) stops early" in caplog.text
+
+
+def test_a_queue_growing_through_the_hold_stops_the_ramp_as_saturated(ramp):
+    """The server's scrapes (hooks.server_scraped, as ServerMetrics fires them): a full queue that has settled goes
+    on, one that grows through the hold stops the ramp; scrapes before the level's ramp do not count."""
+    r = ramp(levels="2,4,8", stop_on="saturated")
+
+    def scraped(start: float, *waiting) -> None:
+        for i, value in enumerate(waiting):
+            hooks.server_scraped.fire(environment=r.environment, row={"time": start + i, "waiting": value})
+
+    held_level(r, 2, 1000.0, [ended(2, 1002.0 + i) for i in range(9)])
+    scraped(1001.6, 9, 8, 9, "", 8, 9, 8, 9, 8, 9)  # the hold [1001.5, 1011.5): full, settled ("": not exported)
+    assert r.tick(1012.0) == (4, 2.0)
+    held_level(r, 4, 1012.0, [ended(4, 1014.0 + i) for i in range(9)])
+    scraped(1013.6, 1, 2, 2, 4, 5, 6, 8, 9, 11, 12)  # the hold [1013.5, 1023.5), by thirds: 1 to 4, 5 to 8, 9 to 12
+    assert r.tick(1024.0) is None
+    reason = "saturated: the server's queue grew through the hold (2.25 → 6.33 → 10.7 waiting, the means of its thirds)"
+    assert r.stopped == [(4, reason)]
+
+
+def test_a_process_that_never_reports_past_the_hold_delays_the_verdict_at_most_stop_wait_s(ramp):
+    r = ramp(levels="2,4", stop_on="errors>20%")
+    held_level(r, 2, 1000.0, [failed(2, 1002.0 + i) for i in range(8)])
+    hooks.in_flight_reported.fire(environment=r.environment, source="w1", report_time=1011.0, entries=[])
+    assert r.tick(1011.5 + shape.STOP_WAIT_S - 0.5) == (2, 2.0) and r.stopped == []
+    assert r.tick(1011.5 + shape.STOP_WAIT_S) is None and r.stopped == [(2, "errors 100.0 % > 20.0 %")]

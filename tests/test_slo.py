@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from vllm_stress.core.slo import level_slos, parse_items, request_slos
+from vllm_stress.core.slo import level_slos, parse_items, request_slos, stop_rules
 
 COLUMNS = {"ttft": "ttft_s", "tpot": "tpot_s", "e2e": "e2e_s"}
 
@@ -71,3 +71,43 @@ def test_every_command_with_an_slo_takes_both_forms():
     assert parse_slo("ttft_p99=2000") == parse_slo("ttft=2s") == {"ttft": 2.0}
     assert [slo.name for slo in parse_slos("ttft=2s,success=99%")] == ["ttft_p99", "success"]
     assert parse_slos("ttft=2s") == parse_slos("ttft_p99=2000")
+
+
+def test_stop_rules_read_the_slo_grammar_with_a_greater_than():
+    rules = stop_rules("errors>5%, ttft_p99>30s,e2e>1500,saturated,tpot_p50>0.05s", COLUMNS, [50, 99])
+    assert [(rule.name, rule.field, rule.column) for rule in rules] == [
+        ("errors", "failures", ""),
+        ("ttft_p99", "ttft_p99_s", "ttft_s"),
+        ("e2e_p99", "e2e_p99_s", "e2e_s"),  # a bare metric is its p99, a bare number milliseconds
+        ("saturated", "", ""),
+        ("tpot_p50", "tpot_p50_s", "tpot_s"),
+    ]
+    assert [rule.limit for rule in rules if rule.field] == [0.05, 30.0, 1.5, pytest.approx(0.05)]
+    assert [rule.percentile for rule in rules if rule.column] == [99, 99, 50]
+    assert [rule.limit for rule in stop_rules("errors>0.1,errors>10", COLUMNS, [99])] == [0.1, 0.1]
+
+
+def test_a_stop_rule_trips_above_its_limit_and_names_the_value():
+    errors, ttft = stop_rules("errors>5%,ttft>30s", COLUMNS, [99])
+    assert errors.reason({"requests": 1000, "failures": 72}) == "errors 7.2 % > 5.0 %"
+    assert errors.reason({"requests": 20, "failures": 1}) == ""  # at the limit: not above it
+    assert ttft.reason({"ttft_p99_s": 31.25}) == "ttft_p99 31.25 s > 30.00 s"
+    assert ttft.reason({"ttft_p99_s": 29.0}) == ""
+    assert errors.reason({"requests": 0, "failures": 0}) == ttft.reason({}) == ""  # unknown (no request): no trip
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("errors=5%", "--stop-on: 'errors=5%' is not NAME>LIMIT (e.g. ttft>2s, ttft_p99>2000ms, errors>5%)"),
+        ("ttft_p95>1s", "--stop-on: ttft_p95>1s is not a rule (use ttft, each with an optional _p50 or _p99, "),
+        ("ttft>5%", "--stop-on: ttft>5% is not a rule"),
+        ("success>99%", "--stop-on: success>99% is not a rule"),
+        ("saturated>3", "--stop-on: saturated>3 is not a rule"),
+        (" , ", "--stop-on: give at least one rule, e.g. errors>5%"),
+    ],
+)
+def test_a_bad_stop_rule_is_one_line(text, message):
+    with pytest.raises(ValueError) as error:
+        stop_rules(text, {"ttft": "ttft_s"}, [50, 99])
+    assert str(error.value).startswith(message) and "\n" not in str(error.value)

@@ -14,6 +14,7 @@ from benchmarks.harness import read_rows
 from tests.helpers import NO_CANARIES, analyse, run_json
 from vllm_stress.client.cancel import CancelAfter, Cancellations, cancellations_for, parse_after
 from vllm_stress.client.pacing import OpenLoopArrivals
+from vllm_stress.core.numbers import percent
 from vllm_stress.core.schema import ABORTED, CANCELLED
 from vllm_stress.simulator.api.requestlog import read_request_log
 
@@ -100,6 +101,50 @@ def test_the_sdk_user_cuts_its_stream_too(run_locust, simulator, tmp_path):
     rows = [row for row in read_rows(tmp_path / "run" / "requests.csv") if row["error"] != ABORTED]
     assert len(rows) >= 4 and all(row["error"] == CANCELLED and row["chunks"] == "5" for row in rows)
     assert all(records[row["request_id"]]["finish_reason"] == "abort" for row in rows)
+
+
+def test_a_stop_on_rule_ends_the_ramp_after_the_level_that_broke(run_locust, simulator, tmp_path):
+    """Two sequences at a time, each about 0.55 s (prefill and 10 steps of 50 ms): at 1 and 2 users nothing waits and
+    every request ends well within --request-timeout 1.5 s; at 8 users six wait in the server's queue, each about a
+    second, so that most time out, and errors>20% ends the ramp before 16 users."""
+    log = tmp_path / "requests.jsonl"
+    sim = simulator("--profile", "cpu-tiny", "--set", "t_fixed=0.05", "--max-num-seqs", "2", "--request-log", str(log))
+    ramp = ["--levels", "1,2,8,16", "--step-time", "3", "--warmup", "1", "--ramp-time", "0.5"]
+    proc = run_locust(
+        *("-f", "locustfiles/chat.py,scenarios/shape.py", "-H", sim.url, *QUIET, *ramp),
+        *("--input-tokens", "16", "--output-tokens", "10", "--request-timeout", "1.5", "--stop-on", "errors>20%"),
+        *("--results-dir", str(tmp_path / "run")),
+        timeout=180,
+    )
+    sim.stop()  # flushes the log
+    folder = tmp_path / "run"
+    stopped = run_json(folder)["stopped"]
+    assert stopped["after_users"] == 8, proc.stderr[-3000:]
+    assert [int(level["users"]) for level in read_rows(folder / "levels.csv")] == [1, 2, 8]  # 16 never ran
+    rows = read_rows(folder / "requests.csv")
+    assert {row["users"] for row in rows} == {"1", "2", "8"}
+    # the reason's share is the level's failed share over its hold, as levels.csv and requests.csv have them
+    (hold,) = [level for level in read_rows(folder / "levels.csv") if level["users"] == "8"]
+    start, end = float(hold["hold_start"]), float(hold["hold_end"])
+    held = [row for row in rows if row["users"] == "8" and start <= float(row["end_time"]) < end]
+    counted = [row for row in held if row["error"] not in (ABORTED, CANCELLED)]
+    failed = [row for row in counted if row["ok"] != "1"]
+    assert stopped["reason"] == f"errors {percent(len(failed) / len(counted))} > 20.0 %"
+    assert len(failed) / len(counted) > 0.2 and {row["error"] for row in failed} == {"Timeout"}
+    assert f"Stopped early after 8 users: {stopped['reason']}" in proc.stderr
+    # below 8 users none failed; the server kept each request that timed out in its queue longer than any of theirs
+    # (a step at most), or never ran it (no queue time: the client left while it waited)
+    assert all(row["ok"] == "1" or row["error"] == ABORTED for row in rows if row["users"] in ("1", "2"))
+    records = read_request_log(str(log))
+    waits = {row["request_id"]: records[row["request_id"]]["queue"] for row in rows if row["error"] != ABORTED}
+    unloaded = max(waits[row["request_id"]] for row in rows if row["users"] in ("1", "2") and row["ok"] == "1")
+    assert all(waits[row["request_id"]] is None or waits[row["request_id"]] > unloaded for row in failed), unloaded
+    summary = analyse(folder, tmp_path / "report")
+    assert summary["stopped"] == stopped
+    levels = {level["users"]: level for level in summary["levels"]}
+    assert sorted(levels) == [1, 2, 8]  # the levels that ran, all reported; the one judged over the report's window
+    assert (levels[8]["requests"], levels[8]["failures"]) == (len(counted), len(failed))
+    assert f"Stopped early after 8 users: {stopped['reason']}." in (tmp_path / "report" / "report.md").read_text()
 
 
 def run_chat(run_locust, url: str, tmp_path, *args: str, user: str = "chat"):
@@ -193,3 +238,18 @@ def test_cancel_after_reads_a_delay_or_tokens():
     share = sum(draws.draw() is not None for _ in range(4000)) / 4000
     assert share == pytest.approx(0.25, abs=0.03)
     assert cancellations_for(SimpleNamespace(cancel_share=0.0, cancel_after="1s")) is None
+
+
+def test_a_stopped_ramp_is_one_overview_line_and_no_stress_section():
+    """run.json's stopped alone (no cancellations, no bursts): the report's overview says it, no table or column."""
+    from vllm_stress.analysis.features import stress
+
+    config = {"stopped": {"after_users": 8, "reason": "errors 30.0 % > 20.0 %"}, "levels": []}
+    assert stress.used(config) and stress.columns(config) == [] and stress.blocks("A", config, {}) == []
+    assert stress.overview("A", config) == ["A: Stopped early after 8 users: errors 30.0 % > 20.0 %."]
+    both = config | {"stress": {"cancel_share": 0.1, "cancel_after": "2s", "arrival_rate": None, "burstiness": 1.0}}
+    assert stress.overview("A", both) == [
+        "In A, the client cancelled 10.0 % of its requests at 2s.",
+        "A: Stopped early after 8 users: errors 30.0 % > 20.0 %.",
+    ]
+    assert [column.header for column in stress.columns(both)] == ["cancelled"]

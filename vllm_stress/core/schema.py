@@ -173,6 +173,8 @@ RUN_KEYS = [
     # so the analysis counts them in every figure too; false (or absent, before format 5): kept apart
     "stress",  # {"arrival_rate" (req/s, null: closed loop), "burstiness" (the gamma shape of its gaps: 1 Poisson),
     # "cancel_share", "cancel_after"} (vllm_stress.client.features.stress), or null when none is set
+    "stopped",  # {"after_users" (the last level that ran), "reason" ("errors 7.2 % > 5.0 %")}: a --stop-on rule ended
+    # the step ramp after that level (vllm_stress.core.stopon), or null
 ]
 
 

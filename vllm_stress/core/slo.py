@@ -10,7 +10,11 @@ A bare metric (``ttft=2s``) limits each request: the report's goodput counts the
 level is judged (the SLO search), a bare metric means that level's p99 (``ttft=2s`` is ``ttft_p99=2s``) and ``_pNN``
 names another percentile. The per-request reading of ``ttft_p99=2s`` is ``ttft=2s``: every command takes both forms.
 
-Examples: ``ttft=2s,tpot=50``; ``ttft_p99=2000,tpot_p90=50ms,success=99.9%``."""
+Examples: ``ttft=2s,tpot=50``; ``ttft_p99=2000,tpot_p90=50ms,success=99.9%``.
+
+``--stop-on`` (the step ramp's early stop, docs/guides/stress.md) reads the same items with ``>`` for ``=``:
+``NAME[_pNN]>LIMIT`` judges a level's percentile as above, ``errors>SHARE`` its failed share (``5%`` or ``0.05``), and
+the bare keyword ``saturated`` the server's queue growing through the level's hold (vllm_stress.core.stopon)."""
 
 from __future__ import annotations
 
@@ -19,10 +23,17 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from vllm_stress.core.numbers import percent
+from vllm_stress.core.numbers import seconds as seconds_text
+
 LIMIT = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ms|s|%)?\s*$")
 PERCENTILE_NAME = re.compile(r"^(\w+?)_p(\d+)$")
 SUCCESS = "success"
 SUCCESS_FIELD = "success_rate"
+ERRORS = "errors"  # --stop-on: the level's failed share, its failures / requests (1 - success_rate)
+FAILURES = "failures"  # the level field errors reads, over its "requests" (successes and failures)
+SATURATED = "saturated"  # --stop-on: the server's queue grew through the level's hold
+STOP_ON = "--stop-on"
 JUDGED_PERCENTILE = 99  # the percentile a bare metric means where a level is judged
 HELP = (
     "NAME[_pNN]=LIMIT,...: a limit in ms (a bare number) or s, success in %%; a bare NAME limits each request and, "
@@ -53,18 +64,56 @@ class Slo:
         return f"{self.name} ≤ {self.limit * 1000:g} ms"
 
 
-def parse_items(text: str) -> list[tuple[str, float, str | None]]:
-    """'ttft=2s,tpot=50' -> [("ttft", 2.0, "s"), ("tpot", 50.0, None)]; a ValueError naming a malformed item."""
+@dataclass(frozen=True)
+class StopRule:
+    """A --stop-on rule: the level's ``field`` above ``limit`` trips it (``errors``: field ``failures``, over the
+    level's ``requests`` a share; a percentile: its field in seconds); ``saturated``: no field, the server's queue
+    decides (vllm_stress.core.stopon)."""
+
+    name: str  # ttft_p99, errors or saturated
+    field: str  # the level field it reads (ttft_p99_s, failures), "" for saturated
+    limit: float  # seconds, or a share from 0 to 1 for errors
+    column: str = ""  # a percentile rule's request column (ttft_s), of whose measured rows the level's percentile
+    percentile: int = JUDGED_PERCENTILE
+
+    def value(self, level: Mapping[str, float]) -> float:
+        """What the rule compares in ``level`` ({field: value}): failures / requests for errors; NaN when unknown."""
+        if self.field == FAILURES:
+            requests = level.get("requests", 0)
+            return level.get(FAILURES, math.nan) / requests if requests else math.nan
+        return level.get(self.field, math.nan)
+
+    def reason(self, level: Mapping[str, float]) -> str:
+        """Why ``level`` trips the rule ("errors 7.2 % > 5.0 %", in vllm_stress.core.numbers' formats), or "" when it
+        does not (an unknown value never does)."""
+        value = self.value(level)
+        if math.isnan(value) or value <= self.limit:
+            return ""
+        said = percent if self.field == FAILURES else seconds_text
+        return f"{self.name} {said(value)} > {said(self.limit)}"
+
+
+def parse_items(text: str, option: str = "--slo", sign: str = "=") -> list[tuple[str, float, str | None]]:
+    """'ttft=2s,tpot=50' -> [("ttft", 2.0, "s"), ("tpot", 50.0, None)]; a ValueError naming a malformed item.
+    ``sign``: what joins a name and its limit (``>`` for --stop-on)."""
     items = []
     for item in filter(None, (part.strip() for part in text.split(","))):
-        name, _, limit = item.partition("=")
+        name, _, limit = item.partition(sign)
         match = LIMIT.match(limit)
         if not name.strip() or not match:
-            raise ValueError(f"--slo: {item!r} is not NAME=LIMIT (e.g. ttft=2s, ttft_p99=2000ms, success=99.9%)")
+            raise ValueError(
+                f"{option}: {item!r} is not NAME{sign}LIMIT (e.g. ttft{sign}2s, ttft_p99{sign}2000ms, "
+                + (f"errors{sign}5%)" if sign == ">" else f"success{sign}99.9%)")
+            )
         items.append((name.strip(), float(match[1]), match[2]))
     if not items:
-        raise ValueError("--slo: give at least one, e.g. ttft=2000ms")
+        raise ValueError(f"{option}: give at least one, e.g. ttft{sign}2000ms")
     return items
+
+
+def share(value: float, unit: str | None) -> float:
+    """A share limit from 0 to 1: ``99.9%``, ``99.9`` (above 1: percent) or ``0.999``."""
+    return value / 100 if unit == "%" or value > 1 else value
 
 
 def seconds(value: float, unit: str | None) -> float:
@@ -104,7 +153,7 @@ def level_slos(text: str, metrics: Iterable[str], percentiles: Iterable[int]) ->
         metric, percentile = split_name(name)
         percentile = JUDGED_PERCENTILE if percentile is None else percentile
         if name == SUCCESS:
-            slos.append(Slo(SUCCESS, SUCCESS_FIELD, value / 100 if unit == "%" or value > 1 else value))
+            slos.append(Slo(SUCCESS, SUCCESS_FIELD, share(value, unit)))
         elif metric in metrics and percentile in percentiles and unit != "%":
             judged = f"{metric}_p{percentile}"
             slos.append(Slo(judged, f"{judged}_s", seconds(value, unit)))
@@ -112,3 +161,29 @@ def level_slos(text: str, metrics: Iterable[str], percentiles: Iterable[int]) ->
             known = f"{', '.join(metrics)}, each with an optional _p{' or _p'.join(map(str, percentiles))}"
             raise ValueError(f"--slo: unknown {name!r} (use {known}, or {SUCCESS})")
     return slos
+
+
+def stop_rules(text: str, columns: Mapping[str, str], percentiles: Iterable[int]) -> list[StopRule]:
+    """--stop-on: ``ttft_p99>30s`` (a bare ``ttft`` is its p99), ``errors>5%`` and ``saturated``, comma-separated,
+    in their order; ``columns`` maps the latency metrics allowed to their request column. A one-line ValueError for
+    anything else."""
+    percentiles = tuple(percentiles)
+    rules = []
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        if item == SATURATED:
+            rules.append(StopRule(SATURATED, "", math.nan))
+            continue
+        ((name, value, unit),) = parse_items(item, STOP_ON, ">")
+        metric, percentile = split_name(name)
+        percentile = JUDGED_PERCENTILE if percentile is None else percentile
+        if name == ERRORS:
+            rules.append(StopRule(ERRORS, FAILURES, share(value, unit)))
+        elif metric in columns and percentile in percentiles and unit != "%":
+            judged = f"{metric}_p{percentile}"
+            rules.append(StopRule(judged, f"{judged}_s", seconds(value, unit), columns[metric], percentile))
+        else:
+            known = f"{', '.join(columns)}, each with an optional _p{' or _p'.join(map(str, percentiles))}"
+            raise ValueError(f"{STOP_ON}: {item} is not a rule (use {known}, {ERRORS} or {SATURATED})")
+    if not rules:
+        raise ValueError(f"{STOP_ON}: give at least one rule, e.g. errors>5%")
+    return rules

@@ -11,7 +11,7 @@ timed shape's stretch at users judged before, not a level; its rows carry ``user
 
 level_held = EventHook()
 """Every user of the open level runs and has warmed up: its measured window (the hold) begins. Arguments:
-``environment``."""
+``environment``, ``hold_start`` (unix seconds: where the hold starts in ``levels.csv``; None: now)."""
 
 level_ended = EventHook()
 """The open level's hold is over. Arguments: ``environment``, ``users``, ``verdict`` (a
@@ -19,6 +19,14 @@ level_ended = EventHook()
 during the hold, NaN if unknown), ``schedule_lag_p99_s`` (open loop: of the hold's requests, NaN otherwise; an
 input of the level's bound) and ``hold_end`` (unix seconds: where the hold ends in ``levels.csv``; an auto hold ends
 where the window its verdict judged ends, so the report judges the same window; None: now)."""
+
+ramp_stopped = EventHook()
+"""The load shape ends the run early, after the level it has just judged, as a ``--stop-on`` rule tripped (its levels
+that ran are kept). Arguments: ``environment``, ``users`` (the level), ``reason`` ("errors 7.2% > 5%")."""
+
+server_scraped = EventHook()
+"""The master (or local runner) scraped the server's /metrics. Arguments: ``environment``, ``row`` (the scrape by
+``server_metrics.csv`` column, the replicas' numbers summed; ``time``: unix seconds; "" where unknown)."""
 
 phase_changed = EventHook()
 """The load shape entered a phase. Arguments: ``environment``, ``text`` (e.g. "Level 2/6 (50 users): warming up ..."),

@@ -48,10 +48,10 @@ class LevelTimes:
         self.recorder.set_level(users, measuring=False)
         self.open_level = (users, now, None) if judged else None
 
-    def held(self, environment: Environment, **_kw: object) -> None:
+    def held(self, environment: Environment, hold_start: float | None = None, **_kw: object) -> None:
         if environment is self.environment and self.open_level:
             users, ramp_start, _ = self.open_level
-            self.open_level = (users, ramp_start, time.time())
+            self.open_level = (users, ramp_start, time.time() if hold_start is None else hold_start)
             self.recorder.set_level(users, measuring=True)
 
     def ended(self, environment: Environment, hold_end: float | None = None, **_kw: object) -> None:

@@ -1,16 +1,20 @@
 """The open level's requests as the master knows them live, for the load shape to judge whether its hold is steady
-(the correctness canaries' apart, unless --canaries-in-figures)."""
+and whether a --stop-on rule trips (the correctness canaries' apart, unless --canaries-in-figures), and the server's
+queue as scraped."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from locust.runners import STATE_MISSING
 
-from vllm_stress.core import steady
-from vllm_stress.core.metrics import percentile, streamed_tokens
+from vllm_stress.core import schema, steady
+from vllm_stress.core.metrics import in_window, percentile, streamed_tokens
+from vllm_stress.core.slo import FAILURES, StopRule
+from vllm_stress.core.stopon import WAITING
 from vllm_stress.master import hooks, rows
 from vllm_stress.master.rows import in_figures  # the hook's keyword ``rows`` hides the module in _on_rows
 
@@ -31,14 +35,17 @@ class LevelWindow:
         self.hold_start: float | None = None
         self.rows: list[list[Any]] = []
         self.reports: dict[str, tuple[float, list[list[float]]]] = {}  # source -> (report time, its requests in flight)
+        self.scrapes: list[dict[str, float]] = []  # the server's (time, waiting) since the open level's ramp began
         hooks.rows_received.add_listener(self._on_rows)
         hooks.in_flight_reported.add_listener(self._on_in_flight)
+        hooks.server_scraped.add_listener(self._on_scrape)
 
     def start(self, users: int) -> None:
         """A level's ramp begins: keep only rows from now on."""
         now = time.time()
         self.users, self.hold_start = users, None
         self.rows = [row for row in self.rows if row[rows.END] >= now]
+        self.scrapes = []
 
     def hold(self) -> None:
         self.hold_start = time.time()
@@ -80,6 +87,22 @@ class LevelWindow:
             and row[rows.SCHEDULE_LAG] != ""
         ]
         return percentile(np.array(lags, dtype=float), 99)
+
+    def measures(self, rules: Sequence[StopRule], start: float, end: float) -> dict[str, float]:
+        """The open level's requests that ended in ``[start, end)`` measured as the report measures a level's window
+        (vllm_stress.analysis.levels): ``requests`` (successes and failures: aborted and cancelled ones apart), of
+        which ``failures``, and each percentile rule's field (``ttft_p99_s``) over the measured ones
+        (vllm_stress.core.metrics.percentile)."""
+        ended = [row for row in self.rows if row[rows.USERS] == self.users and in_window(row[rows.END], start, end)]
+        counted = [row for row in ended if not rows.apart(row)]
+        level = {"requests": float(len(counted)), FAILURES: float(sum(1 for row in counted if not row[rows.OK]))}
+        measured = [row for row in counted if rows.measured(row)]
+        for rule in rules:
+            if rule.column:
+                index = schema.REQUEST_COLUMNS.index(rule.column)
+                values = np.array([np.nan if row[index] == "" else row[index] for row in measured], dtype=float)
+                level[rule.field] = percentile(values, rule.percentile)
+        return level
 
     def sample(self) -> tuple[float, float, steady.Requests] | None:
         """The hold so far — its start, the time up to which every process has reported, and the requests: the rows
@@ -130,3 +153,7 @@ class LevelWindow:
     ) -> None:
         if environment is self.runner.environment:
             self.reports[source] = (report_time, entries)
+
+    def _on_scrape(self, environment: Environment, row: dict[str, Any], **_kw: object) -> None:
+        if environment is self.runner.environment and not isinstance(row.get(WAITING, ""), str):
+            self.scrapes.append({"time": row["time"], WAITING: float(row[WAITING])})

@@ -52,10 +52,16 @@ class LocalRecorder(Recorder):
         hooks.level_started.add_listener(self.levels.started)
         hooks.level_held.add_listener(self.levels.held)
         hooks.level_ended.add_listener(self.levels.ended)
+        hooks.ramp_stopped.add_listener(self._on_ramp_stopped)
         gevent.spawn(self._watch)
 
     def keep(self, rows: list[list[Any]], side: dict[str, list[list[Any]]]) -> None:
         self._write(rows, side=side)
+
+    def _on_ramp_stopped(self, environment: Environment, users: int, reason: str, **_kw: object) -> None:
+        """run.json's ``stopped``: the load shape ended the run after the level of ``users`` (--stop-on)."""
+        if environment is self.environment:
+            self.run.update({"stopped": {"after_users": users, "reason": reason}})
 
     def _on_test_start(self, **_kw: object) -> None:
         self.accounting.reset()  # before the folder opens: rows may come while run.json is being made

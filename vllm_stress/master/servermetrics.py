@@ -13,6 +13,7 @@ import gevent
 from vllm_stress.core import fleet, schema
 from vllm_stress.core.fleet import fleet_row
 from vllm_stress.core.roles import DEFAULT_ROLE, split_role
+from vllm_stress.master import hooks
 from vllm_stress.master.csvappender import CsvAppender
 from vllm_stress.master.gpuscraper import GpuScraper
 from vllm_stress.master.periodic import Periodic
@@ -103,9 +104,13 @@ class ServerMetrics:
 
     def _scrape(self) -> None:
         now = time.time()
+        scraped = False
         for scraper in self.scrapers:
             if self.file and (row := scraper.scrape(self.recorder.level, now)):
                 self.file.write(row)
+                scraped = True
+        if scraped:  # the replicas' latest as one row (a replica that failed this scrape counts with its last)
+            hooks.server_scraped.fire(environment=self.environment, row=self.latest | {"time": now})
         if self.gpu_file:
             for gpus in self.gpus:
                 self.gpu_file.write_rows(gpus.scrape(self.recorder.level))

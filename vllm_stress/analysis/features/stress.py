@@ -1,6 +1,7 @@
 """Stress in the analysis: each level's client cancellations (a population of their own: neither successes nor
 failures, in no latency figure), what the server did with their slots (its running gauge and generated tokens; vLLM
-counts no client abort), and how bursty its arrivals were (docs/guides/stress.md)."""
+counts no client abort), how bursty its arrivals were, and whether --stop-on ended the step ramp early
+(docs/guides/stress.md)."""
 
 from __future__ import annotations
 
@@ -63,27 +64,34 @@ def arrival_cvs(rows: pd.DataFrame, windows: pd.DataFrame) -> pd.Series:
 
 
 def summarise(config: ConfigInput) -> dict[str, Any]:
-    """``stress``: what the first run that asked for bursts or cancellations asked (run.json's ``stress``)."""
-    asked = next((run.run.meta.get("stress") for run in config.runs if run.run.meta.get("stress")), None)
-    return {"stress": asked} if asked else {}
+    """``stress``: what the first run that asked for bursts or cancellations asked (run.json's ``stress``);
+    ``stopped``: where --stop-on ended the first run it ended early, and why (run.json's ``stopped``)."""
+    keys = {}
+    for key in ("stress", "stopped"):
+        if said := next((run.run.meta.get(key) for run in config.runs if run.run.meta.get(key)), None):
+            keys[key] = said
+    return keys
 
 
 def used(config: Config) -> bool:
-    return bool(config.get("stress"))
+    return bool(config.get("stress") or config.get("stopped"))
 
 
 def columns(config: Config) -> list[Column]:
-    return [Column("cancelled", lambda level: count(level.get("cancelled")))]
+    return [Column("cancelled", lambda level: count(level.get("cancelled")))] if config.get("stress") else []
 
 
 def overview(label: str, config: Config) -> list[str]:
-    asked = config["stress"]
+    asked = config.get("stress") or {}
     said = []
     if asked.get("cancel_share"):
         said.append(f"the client cancelled {percent(asked['cancel_share'])} of its requests at {asked['cancel_after']}")
     if asked.get("arrival_rate") and asked.get("burstiness") != 1:
         said.append(f"arrivals came in bursts (burstiness {asked['burstiness']:g})")
-    return [f"In {label}, {' and '.join(said)}."] if said else []
+    sentences = [f"In {label}, {' and '.join(said)}."] if said else []
+    if stopped := config.get("stopped"):
+        sentences.append(f"{label}: Stopped early after {stopped['after_users']} users: {stopped['reason']}.")
+    return sentences
 
 
 NOTE = (
@@ -95,7 +103,9 @@ NOTE = (
 
 
 def blocks(label: str, config: Config, configs: Mapping[str, Config]) -> list[Block]:
-    asked = config["stress"]
+    asked = config.get("stress")
+    if not asked:  # only --stop-on: its overview line says it all
+        return []
     expected = 1 / np.sqrt(asked["burstiness"]) if asked.get("arrival_rate") else None
     arrivals = (
         f"Open loop at {asked['arrival_rate']:g} req/s, burstiness {asked['burstiness']:g}: the gaps' coefficient "

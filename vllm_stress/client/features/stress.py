@@ -1,4 +1,5 @@
-"""Stress: requests the client cancels on purpose, and bursty (gamma) open-loop arrivals (docs/guides/stress.md)."""
+"""Stress: requests the client cancels on purpose, bursty (gamma) open-loop arrivals, and the step ramp's early stop
+when the server broke (docs/guides/stress.md)."""
 
 from __future__ import annotations
 
@@ -35,6 +36,13 @@ def add_arguments(group: OptionGroup) -> None:
         type=int,
         default=None,
         help="Seed of the arrival and cancellation draws (each worker adds its index); default: the process id",
+    )
+    group.add_argument(
+        "--stop-on",
+        default="",
+        help="The step ramp ends after a level that trips a rule, keeping the levels that ran: NAME[_pNN]>LIMIT "
+        "(the --slo grammar: ttft, tpot, e2e, a bare NAME its p99), errors>SHARE (failed share, 5%% or 0.05), "
+        "saturated (the server's queue grew through the hold); comma-separated, e.g. 'errors>5%%,ttft_p99>30s'",
     )
 
 

@@ -15,7 +15,8 @@ from locust.argument_parser import LocustArgumentParser
 from locust.env import Environment
 
 from vllm_stress.client import features
-from vllm_stress.core.slo import request_slos
+from vllm_stress.core import stopon
+from vllm_stress.core.slo import STOP_ON, StopRule, request_slos, stop_rules
 from vllm_stress.master import fdlimits, hooks
 from vllm_stress.master.levelwindow import LevelWindow
 from vllm_stress.scenarios.shapes.levels import (
@@ -38,6 +39,7 @@ NOT_IN_A_RUN = "the step ramp runs in a Locust run started from its command line
 log = logging.getLogger(__name__)
 
 REACH_TIMEOUT_S = 120.0  # a level that is not reached by then (a worker lost, a server refusing) is held anyway
+STOP_WAIT_S = 30.0  # how long a --stop-on verdict waits, after the cooldown, for every process to report the hold
 PAIRS = (("warmup", "hold"), ("hold", "cooldown"))  # a level's warm-up and hold: from their start to the next's
 PHASE_NAMES = dict(zip(("ramp", "warmup", "hold", "cooldown"), hooks.PHASES, strict=True))  # as the suite's events say
 
@@ -127,6 +129,7 @@ class Moment:
     window: LevelWindow
     target: int  # the level's users
     previous: int  # the users the ramp starts from
+    last: bool  # the ramp's last level
     name: str
     hold_s: float | None  # None: hold until steady
     eta: str
@@ -166,6 +169,7 @@ class StepRampShape(LoadTestShape):
         self.index = index
         self.level_started = now
         self.judged = None
+        self.held: tuple[float, float] | None = None  # the hold's window once it is over, as levels.csv has it
         self.current: tuple[int, float] | None = None  # the (users, spawn rate) asked for; Locust acts on a change
         self.phase = "ramp"
         self.phase_start = self.last_check = time.monotonic()
@@ -236,6 +240,7 @@ class StepRampShape(LoadTestShape):
             self.window,
             target,
             previous=levels[self.index - 1] if self.index and not options.cooldown else 0,
+            last=self.index == len(levels) - 1,
             name=f"{options.run_label} · {name}" if options.run_label else name,
             hold_s=hold_s,
             eta=ramp_eta(
@@ -282,7 +287,7 @@ class StepRampShape(LoadTestShape):
         if moment.elapsed < options.warmup or not lifetime_done:
             return
         moment.window.hold()
-        hooks.level_held.fire(environment=moment.environment)
+        hooks.level_held.fire(environment=moment.environment, hold_start=moment.window.hold_start)
         self.begin("hold", moment.now)
         self.announce(
             moment.name,
@@ -299,13 +304,15 @@ class StepRampShape(LoadTestShape):
             return
         verdict = moment.window.verdict()
         self.judged = moment.target, verdict.e2e_p50_s
+        hold_end = moment.window.known_until() if moment.hold_s is None else time.time()
+        self.held = (moment.window.hold_start or hold_end, hold_end)
         hooks.level_ended.fire(
             environment=moment.environment,
             users=moment.target,
             verdict=verdict,
             output_tokens_per_s=moment.window.output_tokens_per_s(),
             schedule_lag_p99_s=moment.window.schedule_lag_p99_s(),
-            hold_end=moment.window.known_until() if moment.hold_s is None else None,
+            hold_end=hold_end,
         )
         self.begin("cooldown", moment.now)
         steadiness = "steady" if verdict.steady else "not steady"
@@ -313,13 +320,38 @@ class StepRampShape(LoadTestShape):
         self.announce(moment.name, f"held {moment.elapsed:.0f} s{budget}: {steadiness} ({verdict.reason})")
 
     def cool_down(self, moment: Moment) -> tuple[int, float] | None:
-        """No users for --cooldown seconds, then the next level."""
+        """No users for --cooldown seconds, then the --stop-on verdict on the level held, then the next level."""
         if moment.elapsed >= moment.options.cooldown:
+            reason = self.stop_reason(moment)
+            if reason is None:  # the hold's requests are still on their way to this process
+                return (0, max(moment.target, 1)) if moment.options.cooldown else self.current
+            if reason:
+                self.stop_early(moment, reason)
+                return None
             self.start_level(self.index + 1)
             return self.tick()
         if moment.options.cooldown:
             return 0, max(moment.target, 1)
         return self.current
+
+    def stop_reason(self, moment: Moment) -> str | None:
+        """The reason a --stop-on rule gives to end the ramp after the level held (vllm_stress.core.stopon), "" to go
+        on (no rule trips, no rule is set, or no level is left to spare), None while the requests of its hold are not
+        all known here yet (at most STOP_WAIT_S after the cooldown). The level's hold is the window levels.csv says."""
+        rules = stop_rules_of(moment.options)
+        if not rules or moment.last or self.held is None:
+            return ""
+        start, end = self.held
+        if moment.window.known_until() < end and moment.elapsed < moment.options.cooldown + STOP_WAIT_S:
+            return None
+        level = moment.window.measures(rules, start, end)
+        return stopon.judge(rules, level, moment.window.scrapes, start, end)
+
+    def stop_early(self, moment: Moment, reason: str) -> None:
+        """End the ramp after the level held: one line, and run.json's ``stopped`` (hooks.ramp_stopped)."""
+        log.warning("Stopped early after %d users: %s", moment.target, reason)
+        hooks.ramp_stopped.fire(environment=moment.environment, users=moment.target, reason=reason)
+        self.index = len(parse_levels(moment.options.levels))
 
     def begin(self, phase: str, now: float) -> None:
         self.phase, self.phase_start = phase, now
@@ -375,6 +407,8 @@ class StepRampShape(LoadTestShape):
             from vllm_stress.analysis.measures import LATENCY_METRICS  # here: the locustfile's import needs no pandas
 
             request_slos(slo, LATENCY_METRICS)
+        if stop_rules_of(options) and str(getattr(options, "shape", STEPS)).strip() != STEPS:
+            raise ValueError(f"{STOP_ON}: only the step ramp (--shape {STEPS}) stops early")
         return parse_levels(options.levels)
 
     def announce(self, name: str, phase: str, limit_s: float | None = None, eta: str = "") -> None:
@@ -389,3 +423,13 @@ class StepRampShape(LoadTestShape):
             environment=self.locust()[0], text=text, limit_s=limit_s, phase=PHASE_NAMES[self.phase]
         )
         log.info("%s", text)
+
+
+def stop_rules_of(options: argparse.Namespace) -> list[StopRule]:
+    """--stop-on's rules ([] without it): the latency metrics and percentiles the report has, errors, saturated
+    (vllm_stress.core.slo); a one-line ValueError for a bad one."""
+    if not (text := getattr(options, "stop_on", "")):
+        return []
+    from vllm_stress.analysis.measures import LATENCY_METRICS, PERCENTILES  # here: the locustfile needs no pandas
+
+    return stop_rules(text, LATENCY_METRICS, PERCENTILES)

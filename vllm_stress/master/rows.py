@@ -24,6 +24,7 @@ from vllm_stress.core import schema
     REASONING,
     CLASS,
     CANARY,
+    INPUTS,
 ) = (
     schema.REQUEST_COLUMNS.index(column)
     for column in (
@@ -46,6 +47,7 @@ from vllm_stress.core import schema
         "reasoning_tokens",
         "class",
         "canary",
+        "inputs",
     )
 )
 
@@ -53,6 +55,12 @@ from vllm_stress.core import schema
 def measured(row: list) -> bool:
     """Exchange.measured, read back from a row."""
     return bool(row[OK]) and not row[MISMATCH] and row[FINISH] != "abort"
+
+
+def engine_requests(row: list) -> int:
+    """The requests the server's engine counts for a row: one, or a pooling request's inputs (vLLM runs each input
+    or query-document pair as a request of its own)."""
+    return row[INPUTS] or 1
 
 
 def aborted(row: list) -> bool:

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-LOCUSTFILES = ("chat", "completions", "responses", "messages", "generate", "sdk", "session", "agent")
+LOCUSTFILES = ("chat", "completions", "responses", "messages", "pooling", "generate", "sdk", "session", "agent")
 
 
 def locustfile(name: str) -> Path:

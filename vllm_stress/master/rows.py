@@ -25,6 +25,7 @@ from vllm_stress.core import schema
     CLASS,
     CANARY,
     INPUTS,
+    ENDPOINT,
 ) = (
     schema.REQUEST_COLUMNS.index(column)
     for column in (
@@ -48,8 +49,10 @@ from vllm_stress.core import schema
         "class",
         "canary",
         "inputs",
+        "endpoint",
     )
 )
+QUERY_APIS = ("rerank", "score")  # the pooling APIs whose requests hold a query besides their inputs (documents)
 
 
 def measured(row: list) -> bool:
@@ -58,9 +61,12 @@ def measured(row: list) -> bool:
 
 
 def engine_requests(row: list) -> int:
-    """The requests the server's engine counts for a row: one, or a pooling request's inputs (vLLM runs each input
-    or query-document pair as a request of its own)."""
-    return row[INPUTS] or 1
+    """The requests the server's engine counts for a row: one, or a pooling request's inputs (vLLM runs each input,
+    or each query-document pair of a cross-encoder, as a request of its own). On an embedding model a rerank or score
+    request embeds its query too: one more, counted so that no row seems missing."""
+    if not row[INPUTS]:
+        return 1
+    return int(row[INPUTS]) + (str(row[ENDPOINT]).rsplit("/", 1)[-1] in QUERY_APIS)
 
 
 def aborted(row: list) -> bool:

@@ -96,7 +96,8 @@ def relevance(token_ids: list[int]) -> float:
 
 def usage(prompt_tokens: int) -> dict:
     """vLLM's UsageInfo of a pooling answer: prompt tokens only."""
-    return {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens, "completion_tokens": 0}
+    counts = {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens, "completion_tokens": 0}
+    return counts | {"prompt_tokens_details": None, "completion_tokens_details": None}
 
 
 def embeddings_response(model: str, prompts: list[list[int]], encoding_format: str = "float") -> dict:
@@ -129,7 +130,7 @@ def rerank_response(model: str, documents: list[str], prompts: list[list[int]], 
     ]
     prompt_tokens = sum(map(len, prompts))
     return {
-        "id": new_request_id("rerank"),
+        "id": new_request_id("score"),  # vLLM 0.32 answers a rerank request from its score server: score-
         "model": model,
         "usage": {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens},
         "results": results,

@@ -29,12 +29,12 @@ def score_body(query: str, documents: list[str], model: str) -> dict[str, Any]:
 
 
 def read_usage(response: dict[str, Any], exchange: Exchange) -> None:
-    """A pooling answer's usage: its prompt tokens (a pooling request generates nothing: 0 output tokens)."""
+    """A pooling answer's usage: its prompt tokens (a pooling request generates nothing: 0 output tokens; its answer
+    has no finish reason, nor has its row)."""
     if "error" in response:
         raise error_event(response)
     usage = response.get("usage") or {}
     exchange.usage({"prompt_tokens": usage.get("prompt_tokens"), "completion_tokens": 0})
-    exchange.finish_reason = "stop"
 
 
 def read_embeddings(response: dict[str, Any], exchange: Exchange) -> None:

@@ -4,6 +4,7 @@ every row a request the server logged with its inputs and prompt tokens, and the
 
 from __future__ import annotations
 
+import argparse
 import base64
 import struct
 
@@ -13,6 +14,7 @@ from tests.helpers import NO_CANARIES, analyse, scrape
 from vllm_stress.analysis.io.load import load_run
 from vllm_stress.analysis.levels import level_windows
 from vllm_stress.client.exchange import Exchange
+from vllm_stress.client.features.pooling import at_least_one
 from vllm_stress.client.pooling import (
     INCOMPLETE,
     embeddings_body,
@@ -29,6 +31,7 @@ from vllm_stress.simulator.api import poolingapi
 from vllm_stress.simulator.api.requestlog import read_request_log
 from vllm_stress.simulator.engine.core import Engine
 from vllm_stress.simulator.engine.sequence import Sequence
+from vllm_stress.simulator.model.errors import ApiError
 from vllm_stress.simulator.model.profiles import load_profile
 from vllm_stress.simulator.model.tokenizer import Tokenizer
 
@@ -184,3 +187,32 @@ def check_report(run_folder, report_folder) -> None:
     report = (report_folder / "report.md").read_text()
     assert "## Embeddings and rerank:" in report
     assert all(f"### {kind}\n" in report for kind in PATHS)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"input": []},
+        {"input": ["text", 3]},
+        {"input": "text", "encoding_format": "bytes"},
+    ],
+)
+def test_the_simulator_refuses_bad_inputs(body):
+    """An empty input, an input neither text nor token ids, an encoding the simulator does not serve (it serves
+    float and base64): 400."""
+    with pytest.raises(ApiError) as refused:
+        poolingapi.embedding_prompts(body, Tokenizer())
+    assert refused.value.status == 400
+
+
+def test_score_pairs_one_text_against_many_or_pairwise():
+    assert poolingapi.score_pairs({"text_1": "q", "text_2": ["a", "b"]}) == [("q", "a"), ("q", "b")]
+    assert poolingapi.score_pairs({"text_1": ["p", "q"], "text_2": ["a", "b"]}) == [("p", "a"), ("q", "b")]
+    with pytest.raises(ApiError):
+        poolingapi.score_pairs({"text_1": ["p", "q"], "text_2": ["a", "b", "c"]})
+
+
+def test_a_request_carries_at_least_one_input():
+    assert at_least_one("3") == 3
+    with pytest.raises(argparse.ArgumentTypeError):
+        at_least_one("0")

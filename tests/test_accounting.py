@@ -26,7 +26,8 @@ def test_rows_are_counted_by_outcome_and_by_worker():
     accounting.count([], worker="w3")  # a report without rows: the worker is seen
     accounting.count([SUCCESS, CANARY])  # the local runner's own rows; a canary is a request like any other
     assert dict(accounting.totals) == {
-        "requests": 6, "failures": 1, "aborted": 1, "cancelled": 1, "mismatches": 1, "canaries": 1
+        "requests": 6, "failures": 1, "aborted": 1, "cancelled": 1, "mismatches": 1, "canaries": 1,
+        "engine_requests": 8,
     }  # fmt: skip
     assert accounting.run_keys()["workers"] == ["w1", "w2", "w3"]
     assert dict(accounting.rows_by_worker) == {"w1": 5, "w2": 1, "w3": 0}
@@ -45,6 +46,19 @@ def test_requests_the_server_finished_without_a_row_are_unaccounted():
     assert accounting.run_keys()["lost_workers"] == [{"worker": "w1", "last_seen": 123.0, "rows": 5}]
     accounting.server_requests = 2  # another client's requests cannot make it negative
     assert accounting.unaccounted() == 0
+
+
+def test_a_pooling_row_counts_as_its_inputs_on_the_server():
+    """vLLM runs each input of an embeddings request as an engine request, and a rerank or score request's documents
+    (on an embedding model its query too): the rows account for that many finished requests, at most."""
+    accounting = RequestAccounting()
+    embeddings = request_row(endpoint="/v1/embeddings", inputs=4)
+    rerank, score = request_row(endpoint="/rerank", inputs=5), request_row(endpoint="/v1/score", inputs=5)
+    accounting.count([embeddings, rerank, score, SUCCESS])
+    accounting.server_requests = 4 + 6 + 6 + 1
+    assert accounting.unaccounted() == 0 and accounting.totals["requests"] == 4
+    accounting.server_requests += 1  # one request more than the rows can account for
+    assert accounting.unaccounted() == 1
 
 
 def test_reset_starts_a_new_run():

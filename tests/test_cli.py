@@ -81,7 +81,8 @@ def test_locustfiles_are_the_packages_files(capsys):
         cli.locustfile("nope")
     assert (
         str(refused.value)
-        == "error: no locustfile 'nope' (one of: chat, completions, responses, messages, generate, sdk, session, agent) or shape"
+        == "error: no locustfile 'nope' (one of: chat, completions, responses, messages, embeddings, rerank, score, "
+        "generate, sdk, session, agent) or shape"
     )
 
 

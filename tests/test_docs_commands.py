@@ -209,9 +209,10 @@ OPTION = re.compile(r"(?<![\w/-])--[a-z][a-z0-9]*(?:-[a-z0-9]+)*")
 # production-stack router, MkDocs
 OTHER_PROGRAMS = {
     "vllm serve": {
-        "--collect-detailed-traces", "--dtype", "--enable-request-id-headers", "--enforce-eager",
+        "--collect-detailed-traces", "--convert", "--dtype", "--enable-request-id-headers", "--enforce-eager",
         "--max-num-queued-reqs", "--mm-processor-cache-gb", "--num-scheduler-steps", "--reasoning-parser",
-        "--speculative-config", "--ssl-certfile", "--ssl-keyfile", "--tensor-parallel-size", "--trust-remote-code",
+        "--runner", "--speculative-config", "--ssl-certfile", "--ssl-keyfile", "--tensor-parallel-size",
+        "--trust-remote-code",
     },
     "vllm bench serve": {"--goodput", "--ignore-eos", "--max-concurrency", "--save-result"},
     "docker": {

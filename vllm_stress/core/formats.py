@@ -114,6 +114,7 @@ FORMATS = (
             Addition(REQUESTS_FILE, ("cancel_after",), "client cancellations"),
             Addition(RUN_FILE, ("stress",)),
             Addition(RUN_FILE, ("stopped",)),
+            Addition(REQUESTS_FILE, ("inputs",), "embeddings and rerank inputs per second"),
         ),
     ),
 )

@@ -68,6 +68,8 @@ REQUEST_COLUMNS = [
     # /v1/messages, /generate
     "cancel_after",  # --cancel-share: the cancellation drawn for the request (e.g. 2s, 20tokens), else ""; its row
     # says Cancelled when the client cut it there, a success when it ended first
+    "inputs",  # a pooling request's inputs: the texts embedded (/v1/embeddings, --embedding-inputs) or the documents
+    # scored against its query (/rerank, /score, --rerank-documents); empty for a generating request
 ]
 # The request columns that hold text (the others hold numbers, empty for none)
 REQUEST_TEXT_COLUMNS = frozenset(

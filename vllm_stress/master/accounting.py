@@ -13,7 +13,7 @@ class RequestAccounting:
 
     def __init__(self) -> None:
         # requests (successes and failures), failures, aborted, cancelled, mismatches, canaries (of the requests: the
-        # correctness canaries')
+        # correctness canaries'), engine_requests (rows.engine_requests)
         self.totals: Counter[str] = Counter()
         self.rows_by_worker: Counter[str] = Counter()  # rows received from each worker, in the order they came
         self.lost_workers: list[dict[str, Any]] = []  # {"worker", "last_seen"} of each worker lost
@@ -35,6 +35,7 @@ class RequestAccounting:
             self.totals["canaries"] += bool(row[rows.CANARY]) and not apart  # of the requests
             self.totals["failures"] += not (apart or row[rows.OK])
             self.totals["mismatches"] += row[rows.MISMATCH]
+            self.totals["engine_requests"] += rows.engine_requests(row)  # as the server's counter counts them
         if worker is not None:
             self.rows_by_worker[worker] += len(new_rows)
 
@@ -46,11 +47,10 @@ class RequestAccounting:
     def unaccounted(self) -> int | None:
         """Requests the server finished that have no row (None without the server's count). The server counts an
         aborted stream as finished, so the rows kept include the aborted and cancelled ones (vLLM 0.32 counts no
-        client abort: then they only lower this count)."""
+        client abort: then they only lower this count), and each input of a pooling request."""
         if self.server_requests is None:
             return None
-        kept = self.totals["requests"] + self.totals["aborted"] + self.totals["cancelled"]
-        return max(0, self.server_requests - kept)
+        return max(0, self.server_requests - self.totals["engine_requests"])
 
     def run_keys(self) -> dict[str, Any]:
         """The run.json keys these counts fill."""

@@ -24,6 +24,8 @@ from vllm_stress.core import schema
     REASONING,
     CLASS,
     CANARY,
+    INPUTS,
+    ENDPOINT,
 ) = (
     schema.REQUEST_COLUMNS.index(column)
     for column in (
@@ -46,13 +48,25 @@ from vllm_stress.core import schema
         "reasoning_tokens",
         "class",
         "canary",
+        "inputs",
+        "endpoint",
     )
 )
+QUERY_APIS = ("rerank", "score")  # the pooling APIs whose requests hold a query besides their inputs (documents)
 
 
 def measured(row: list) -> bool:
     """Exchange.measured, read back from a row."""
     return bool(row[OK]) and not row[MISMATCH] and row[FINISH] != "abort"
+
+
+def engine_requests(row: list) -> int:
+    """The requests the server's engine counts for a row: one, or a pooling request's inputs (vLLM runs each input,
+    or each query-document pair of a cross-encoder, as a request of its own). On an embedding model a rerank or score
+    request embeds its query too: one more, counted so that no row seems missing."""
+    if not row[INPUTS]:
+        return 1
+    return int(row[INPUTS]) + (str(row[ENDPOINT]).rsplit("/", 1)[-1] in QUERY_APIS)
 
 
 def aborted(row: list) -> bool:

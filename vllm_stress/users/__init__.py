@@ -2,7 +2,19 @@
 
 from pathlib import Path
 
-LOCUSTFILES = ("chat", "completions", "responses", "messages", "generate", "sdk", "session", "agent")
+LOCUSTFILES = (
+    "chat",
+    "completions",
+    "responses",
+    "messages",
+    "embeddings",
+    "rerank",
+    "score",
+    "generate",
+    "sdk",
+    "session",
+    "agent",
+)
 
 
 def locustfile(name: str) -> Path:

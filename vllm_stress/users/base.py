@@ -110,7 +110,7 @@ def run_request(user: FlowUser, send: Send) -> None:
 def canary_request(user: FlowUser) -> RequestSpec | None:
     """The canary the user's next request at this level is (--canary-share), or None for its own request."""
     canaries = user.target.canaries
-    if canaries and (canary := canaries.next(user.target.recorder.level)):
+    if canaries and getattr(user, "takes_canaries", True) and (canary := canaries.next(user.target.recorder.level)):
         return RequestSpec(canary.text, None, canary.max_tokens, canary=canary)
     return None
 

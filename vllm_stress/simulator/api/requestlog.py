@@ -48,6 +48,7 @@ class RequestTiming:
         "prompt_tokens",
         "completion_tokens",
         "finish_reason",
+        "inputs",
     )
 
     def __init__(
@@ -71,6 +72,7 @@ class RequestTiming:
         self.prompt_tokens: int | None = None  # the engine's counts: all its prompts' tokens, its first choice's output
         self.completion_tokens: int | None = None  # (an aborted one's up to its abort)
         self.finish_reason: str | None = None  # its (first) sequence's: stop, length, or abort when the client left
+        self.inputs: int | None = None  # a pooling request's inputs (embeddings) or pairs (rerank, score), else None
 
     def output_write(self) -> None:
         """A write carrying output tokens is about to hand its bytes to the socket."""
@@ -141,6 +143,8 @@ class RequestLog:
             "completion_tokens": timing.completion_tokens,
             "finish_reason": timing.finish_reason,
         }
+        if timing.inputs is not None:
+            record["inputs"] = timing.inputs
         if timing.messages is not None:  # a chat request: its history and what it answered
             record |= {"messages": timing.messages, "answer": timing.answer, "tool_call": timing.tool_call}
         self._file.write(json.dumps(record) + "\n")

@@ -22,7 +22,7 @@ from ..model.profiles import Profile
 from ..model.tokenizer import Tokenizer
 from ..model.toolcalls import ToolChunks, plan_tool_call
 from ..model.vision import message_images
-from . import legacy, messagesapi, responsesapi
+from . import legacy, messagesapi, poolingapi, responsesapi
 from .driver import EngineDriver
 from .httpmetrics import HttpMetrics
 from .metrics import EngineMetrics
@@ -119,6 +119,11 @@ class Simulator:
         app.router.add_post("/v1/completions", self.completions)
         app.router.add_post("/v1/responses", self.responses)
         app.router.add_post("/v1/messages", self.messages)
+        app.router.add_post("/v1/embeddings", self.embeddings)
+        for path in ("/rerank", "/v1/rerank", "/v2/rerank"):
+            app.router.add_post(path, self.rerank)
+        app.router.add_post("/score", self.score)
+        app.router.add_post("/v1/score", self.score)
         app.router.add_get("/v1/models", self.models)
         if self.engine.lora:
             app.router.add_post("/v1/load_lora_adapter", self.load_lora_adapter)
@@ -255,6 +260,57 @@ class Simulator:
             adapter=adapter,
             reply=reply,
         )
+
+    async def embeddings(self, request: web.Request) -> web.Response:
+        """vLLM's embeddings API: an embedding per input (poolingapi.py)."""
+        body = parse_json(await request.read())
+        check_model(body, self.model)
+        prompts = poolingapi.embedding_prompts(body, self.tokenizer)
+        await self._pool(request, body, prompts)
+        return _json(poolingapi.embeddings_response(self.model, prompts, body.get("encoding_format") or "float"))
+
+    async def rerank(self, request: web.Request) -> web.Response:
+        """vLLM's rerank API (Jina's and Cohere's shape): a query's documents by relevance (poolingapi.py)."""
+        body = parse_json(await request.read())
+        check_model(body, self.model)
+        query, documents = poolingapi.rerank_pairs(body)
+        prompts = [poolingapi.pair_ids(self.tokenizer, query, document) for document in documents]
+        await self._pool(request, body, prompts)
+        return _json(poolingapi.rerank_response(self.model, documents, prompts, body.get("top_n")))
+
+    async def score(self, request: web.Request) -> web.Response:
+        """vLLM's score API: text_1 against text_2, a score per pair (poolingapi.py)."""
+        body = parse_json(await request.read())
+        check_model(body, self.model)
+        pairs = poolingapi.score_pairs(body)
+        prompts = [poolingapi.pair_ids(self.tokenizer, first, second) for first, second in pairs]
+        await self._pool(request, body, prompts)
+        return _json(poolingapi.score_response(self.model, prompts))
+
+    async def _pool(self, request: web.Request, body: dict, prompts: list[list[int]]) -> None:
+        """Run a pooling request's prompts on the engine, each a prefill-only sequence (max_tokens 0), and log it
+        like any other request (its sequences' prompt tokens, no output)."""
+        limit = self.profile.max_model_len
+        if too_long := [len(ids) for ids in prompts if len(ids) > limit]:
+            raise ApiError(f"This model's maximum context length is {limit} tokens, an input has {too_long[0]}")
+        priority = body["priority"] if isinstance(body.get("priority"), int) else 0
+        stream = self.generator.start(
+            [(token_ids, 0) for token_ids in prompts],
+            1,
+            seed=None,
+            min_tokens=0,
+            ignore_eos=True,
+            interval=1,
+            streaming=False,
+            priority=header_priority(request.headers.get(PRIORITY_HEADER), priority),
+        )
+        if (timing := request.get(TIMING_KEY)) is not None:
+            timing.model, timing.inputs = self.model, len(prompts)
+        try:
+            await stream.wait_finished()
+        finally:
+            self.driver.abort(stream.seqs)
+            self._record(request, stream.seqs[0], sum(map(len, prompts)))
 
     async def _generate(
         self,

@@ -194,7 +194,10 @@ class Engine:
             seq.num_computed += n
             if seq.num_computed < seq.prompt_len + seq.num_output:
                 continue  # a prefill chunk that did not reach the end of the prompt
-            new = self.spec.advance(seq, drafts, len(scheduled)) if self.spec else 1
+            if not seq.max_tokens:  # a pooling request (embeddings, scores) ends with its prefill, sampling nothing
+                new = 0
+            else:
+                new = self.spec.advance(seq, drafts, len(scheduled)) if self.spec else 1
             seq.num_output += new
             tokens += new
             if seq.first_token is None:
@@ -202,7 +205,10 @@ class Engine:
             seq.previous_token = seq.last_token
             seq.last_token = now
             outputs.append(seq)
-            if seq.num_output >= seq.max_tokens:
+            if not seq.max_tokens:  # vLLM finishes a pooled request as stopped
+                self._finish(seq, "stop")
+                any_finished = True
+            elif seq.num_output >= seq.max_tokens:
                 self._finish(seq, "length")
                 any_finished = True
             elif seq.num_output == seq.stop_after:

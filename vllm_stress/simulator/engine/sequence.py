@@ -17,7 +17,8 @@ class Sequence:
     """One engine sequence: a request with ``n=1``, or one of the ``n`` children of a request.
 
     ``stop_after`` is the output length at which the sequence samples EOS and ends with ``stop`` (0: never, as with
-    ``ignore_eos``). ``sink`` and ``index`` belong to the caller (who to tell about tokens, which choice this is).
+    ``ignore_eos``); ``max_tokens`` 0 makes it a pooling request's (embeddings, scores): its prefill and nothing
+    after, ended ``stop`` with no output token. ``sink`` and ``index`` belong to the caller (who to tell about tokens, which choice this is).
     ``block_hashes`` are the chained hashes of the prompt's full blocks (``kvcache.prompt_block_hashes``; the ``n``
     children of a request share them); without them the prompt never hits the prefix cache.
     """

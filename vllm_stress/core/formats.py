@@ -113,6 +113,7 @@ FORMATS = (
             Addition(REQUESTS_FILE, ("endpoint",)),
             Addition(REQUESTS_FILE, ("cancel_after",), "client cancellations"),
             Addition(RUN_FILE, ("stress",)),
+            Addition(REQUESTS_FILE, ("trace_blocks", "trace_reused_blocks", "session_turns"), "recorded sessions"),
         ),
     ),
 )

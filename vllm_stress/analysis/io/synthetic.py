@@ -87,6 +87,9 @@ def request_rows(
             "shared_prefix_tokens": np.nan,
             "endpoint": "",
             "cancel_after": "",
+            "trace_blocks": np.nan,
+            "trace_reused_blocks": np.nan,
+            "session_turns": np.nan,
         }
     )
     return rows[REQUEST_COLUMNS]

@@ -2,6 +2,7 @@
 the idle-gap cap, the per-level session figures from rows, and one replay against the simulator with prefix caching
 checked on what the server recorded: its request log (lengths, gaps) and its prefix-cache counters."""
 
+import argparse
 import gzip
 import json
 import shutil
@@ -14,6 +15,7 @@ from tests.helpers import NO_CANARIES, REPO
 from vllm_stress.analysis.cli import main as analyse
 from vllm_stress.analysis.features.sessions import session_ends
 from vllm_stress.analysis.measures import classify
+from vllm_stress.client.checks import StopTarget, check_session_trace
 from vllm_stress.client.sessiontrace import SessionDeck, capped_gap, read_sessions
 from vllm_stress.core.csvrows import read_rows
 from vllm_stress.simulator.api.requestlog import read_request_log
@@ -53,6 +55,17 @@ def test_a_bad_line_is_one_line_naming_the_file_and_line(tmp_path):
     )
     with pytest.raises(ValueError, match=r"backwards\.jsonl:2: its timestamp is before"):
         read_sessions(str(backwards))
+
+
+def test_the_options_are_checked_before_the_run(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"session_id": 1, "input_length": 9, "output_length": 2}\nnot json\n')
+    options = argparse.Namespace(trace="", trace_block_size=64, idle_gap_cap=None, session_trace=str(bad))
+    with pytest.raises(StopTarget, match=r"^--session-trace: .*bad\.jsonl:2: not a session-trace line"):
+        check_session_trace(options)
+    with pytest.raises(StopTarget, match="--idle-gap-cap must be at least 0 seconds, got -1"):
+        check_session_trace(argparse.Namespace(**vars(options) | {"idle_gap_cap": -1.0}))
+    check_session_trace(argparse.Namespace(**vars(options) | {"session_trace": str(SAMPLE), "idle_gap_cap": 0.0}))
 
 
 def test_the_gap_cap_bounds_a_gap_and_the_deck_replays_in_passes():

@@ -43,6 +43,7 @@ class ChatSessionUser(chat.ChatUser):
     request_name = "chat-session"
     output_marker = NEVER_IN_JSON
     closed_loop_only = True  # its turns follow answers and think times, not --trace or --arrival-rate
+    replays_sessions = True  # --session-trace
 
     def on_start(self) -> None:
         super().on_start()

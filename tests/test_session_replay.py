@@ -16,7 +16,7 @@ from vllm_stress.analysis.cli import main as analyse
 from vllm_stress.analysis.features.sessions import session_ends
 from vllm_stress.analysis.measures import classify
 from vllm_stress.client.checks import StopTarget, check_session_trace
-from vllm_stress.client.sessiontrace import SessionDeck, capped_gap, read_sessions
+from vllm_stress.client.sessiontrace import SessionDeck, capped_gap, deck_for, read_sessions
 from vllm_stress.core.csvrows import read_rows
 from vllm_stress.simulator.api.requestlog import read_request_log
 
@@ -81,6 +81,10 @@ def test_the_gap_cap_bounds_a_gap_and_the_deck_replays_in_passes():
         ("agent-b", 1),
         ("agent-a", 2),
     ]
+    seeded = argparse.Namespace(session_seed=7)
+    assert deck_for(seeded, sessions, 0).salt_of(1) == deck_for(seeded, sessions, 0).salt_of(1) != deck.salt_of(0)
+    fresh = argparse.Namespace(session_seed=None)
+    assert deck_for(fresh, sessions, 0).salt_of(0) != deck_for(fresh, sessions, 0).salt_of(0)  # a new one per run
 
 
 def test_sessions_are_completed_truncated_or_failed_by_their_last_turn():

@@ -63,13 +63,13 @@ class Conversation:
         turns: int,
         texts: list[str] | None,
         recorded: RecordedSession | None = None,
-        replay: int = 0,
+        salt: str = "",
     ) -> None:
         self.session_id = session_id
         self.turns = turns
         self.texts = texts  # the human turns of a dataset conversation, or None: random words
         self.recorded = recorded  # --session-trace: the recorded session it replays, its turns' prompts and gaps
-        self.replay = replay  # its pass through the recorded sessions (0: the first)
+        self.salt = salt  # --session-trace: its block words' salt (its deck's, and its pass through it)
         self.messages: list[dict] = []
         self.turn = 0  # the turn in flight or last sent
         self.next_target: int | None = None  # prompt tokens the next turn must have, from the history

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import random
 from dataclasses import dataclass
 
 
@@ -104,12 +105,18 @@ def capped_gap(gap_s: float, cap_s: float | None) -> float:
 
 class SessionDeck:
     """This process's share of the sessions, dealt one after another to whichever user asks next; after the last
-    the deck starts over, its ``replay`` number counting the passes (a new pass's prompts get new block words, so a
-    session replayed again finds nothing of its previous pass in the prefix cache)."""
+    the deck starts over, its ``replay`` number counting the passes. ``salt`` and the pass make the block words
+    (``salt_of``): a session replayed again finds nothing of its previous pass, nor of a previous run with another
+    salt, in the prefix cache."""
 
-    def __init__(self, sessions: list[RecordedSession]) -> None:
+    def __init__(self, sessions: list[RecordedSession], salt: str = "") -> None:
         self.sessions = sessions
+        self.salt = salt
         self.dealt = 0
+
+    def salt_of(self, replay: int) -> str:
+        """The block words' salt of pass ``replay``: the same in every process with the same deck salt."""
+        return f"{self.salt}-{replay}-"
 
     def deal(self) -> tuple[RecordedSession, int]:
         """The next session and its pass (0 the first time through)."""
@@ -122,6 +129,10 @@ class SessionDeck:
 
 
 def deck_for(options: argparse.Namespace, sessions: list[RecordedSession], worker_index: int) -> SessionDeck:
-    """This process's deck: every ``workers``-th session from its index."""
+    """This process's deck: every ``workers``-th session from its index, salted by ``--session-seed`` (the same
+    words in every worker and every run with that seed), else by a new salt per process (a rerun finds nothing of
+    the last run in the cache; blocks sessions share are then shared within a worker's sessions only)."""
     workers = max(getattr(options, "expect_workers", 1) or 1, 1) if getattr(options, "worker", False) else 1
-    return SessionDeck(sessions[worker_index % workers :: workers])
+    seed = options.session_seed
+    salt = f"seed{seed}" if seed is not None else f"run{random.randrange(2**32)}"
+    return SessionDeck(sessions[worker_index % workers :: workers], salt)

@@ -91,19 +91,22 @@ class ChatSessionUser(chat.ChatUser):
 
     def new_conversation(self) -> Conversation:
         options = self.environment.parsed_options
-        session_id = f"{self.target.recorder.worker_id}-{self.number}-{next(self.conversations)}"
         deck = _decks.get(self.workload) if self.workload else None
-        recorded, replay = deck.deal() if deck else (None, 0)
-        if recorded:  # the recorded session's id and its pass through the deck: one id per replayed session
-            session_id = f"{recorded.session_id}/{replay}"
+        if deck:  # --session-trace: the next recorded session, its id with its pass through the deck
+            recorded, replay = deck.deal()
+            session_id = self.pin(f"{recorded.session_id}/{replay}")
+            return Conversation(session_id, len(recorded.turns), None, recorded, deck.salt_of(replay))
+        session_id = self.pin(f"{self.target.recorder.worker_id}-{self.number}-{next(self.conversations)}")
         conversations = dataset_conversations(options.dataset, options.num_prompts) if options.dataset else None
-        texts = self.rng.choice(conversations) if conversations and not recorded else None
-        self.sticky_headers = {self.affinity_header: session_id} if self.affinity_header else {}
-        if echoes_cookie(options.router_preset):  # a new conversation: the router's cookie would pin it to the last's
-            self.client.cookiejar.clear()
-        if recorded:
-            return Conversation(session_id, len(recorded.turns), None, recorded, replay)
+        texts = self.rng.choice(conversations) if conversations else None
         return Conversation(session_id, min(options.turns, len(texts)) if texts else options.turns, texts)
+
+    def pin(self, session_id: str) -> str:
+        """Start conversation ``session_id`` (returned): its affinity header, and no cookie of the last one's router."""
+        self.sticky_headers = {self.affinity_header: session_id} if self.affinity_header else {}
+        if echoes_cookie(self.environment.parsed_options.router_preset):
+            self.client.cookiejar.clear()
+        return session_id
 
     def next_turn(self, conversation: Conversation, workload: Workload) -> RequestSpec:
         """The next turn's request: the history plus a new user message, with its target prompt tokens."""
@@ -117,13 +120,13 @@ class ChatSessionUser(chat.ChatUser):
         return RequestSpec(text, target, workload.output_length())
 
     def recorded_turn(self, conversation: Conversation, workload: Workload) -> RequestSpec:
-        """A recorded turn's request: its whole prompt (history included) made of its hash ids' blocks, new words for
-        each pass through the deck, its recorded output length; the conversation's messages are that prompt."""
+        """A recorded turn's request: its whole prompt (history included) made of its hash ids' blocks, salted
+        (``SessionDeck.salt_of``), its recorded output length; the conversation's messages are that prompt."""
         assert conversation.recorded is not None
         options = self.environment.parsed_options
         recorded = conversation.recorded.turns[conversation.turn - 1]
         line = TraceLine(0.0, recorded.input_tokens, recorded.output_tokens, recorded.hash_ids)
-        spec = workload.trace_request(line, options.trace_block_size, salt=f"pass{conversation.replay}-")
+        spec = workload.trace_request(line, options.trace_block_size, salt=conversation.salt)
         conversation.messages = [user_message(spec.text)]
         return replace(spec, trace_reused_blocks=recorded.reused_blocks, session_turns=conversation.turns)
 

@@ -109,7 +109,7 @@ def first_and_later_ttft(level: LevelInput, index: pd.Index) -> tuple[pd.Series,
 
 def used(config: Config) -> bool:
     """A level with replayed sessions."""
-    return any(level.get("trace_block_reuse") is not None for level in config["levels"])
+    return any(level.get("turns_per_session") is not None for level in config["levels"])
 
 
 def blocks(label: str, config: Config, configs: Mapping[str, Config]) -> list[Block]:

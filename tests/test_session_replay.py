@@ -83,6 +83,8 @@ def test_the_gap_cap_bounds_a_gap_and_the_deck_replays_in_passes():
     ]
     seeded = argparse.Namespace(session_seed=7)
     assert deck_for(seeded, sessions, 0).salt_of(1) == deck_for(seeded, sessions, 0).salt_of(1) != deck.salt_of(0)
+    with pytest.raises(ValueError, match="2 sessions cannot give each of 3 workers one"):
+        deck_for(argparse.Namespace(session_seed=None, worker=True, expect_workers=3), sessions[:2], 2)
     fresh = argparse.Namespace(session_seed=None)
     assert deck_for(fresh, sessions, 0).salt_of(0) != deck_for(fresh, sessions, 0).salt_of(0)  # a new one per run
 

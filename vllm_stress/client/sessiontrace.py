@@ -53,7 +53,7 @@ def parse_line(path: str, number: int, raw: str) -> dict:
     """One line's fields, checked: ValueError ``path:number: ...`` when it is not a session turn."""
     try:
         item = json.loads(raw)
-        if not isinstance(item, dict) or "session_id" not in item:
+        if not isinstance(item, dict) or item.get("session_id") is None:
             raise KeyError("session_id")
         checked = {
             "session_id": item["session_id"],
@@ -120,8 +120,6 @@ class SessionDeck:
 
     def deal(self) -> tuple[RecordedSession, int]:
         """The next session and its pass (0 the first time through)."""
-        if not self.sessions:
-            raise ValueError("no sessions for this process: fewer sessions in the trace than workers")
         session = self.sessions[self.dealt % len(self.sessions)]
         replay = self.dealt // len(self.sessions)
         self.dealt += 1
@@ -133,6 +131,9 @@ def deck_for(options: argparse.Namespace, sessions: list[RecordedSession], worke
     words in every worker and every run with that seed), else by a new salt per process (a rerun finds nothing of
     the last run in the cache; blocks sessions share are then shared within a worker's sessions only)."""
     workers = max(getattr(options, "expect_workers", 1) or 1, 1) if getattr(options, "worker", False) else 1
+    share = sessions[worker_index % workers :: workers]
+    if not share:
+        raise ValueError(f"{len(sessions)} sessions cannot give each of {workers} workers one")
     seed = options.session_seed
     salt = f"seed{seed}" if seed is not None else f"run{random.randrange(2**32)}"
-    return SessionDeck(sessions[worker_index % workers :: workers], salt)
+    return SessionDeck(share, salt)

@@ -16,6 +16,7 @@ from locust import task
 from locust.exception import StopUser
 
 from vllm_stress.client.affinity import echoes_cookie
+from vllm_stress.client.checks import StopTarget
 from vllm_stress.client.conversation import Conversation, TurnSizer, assistant_message, think_time, user_message
 from vllm_stress.client.exchange import Exchange
 from vllm_stress.client.prompts import RequestSpec, Tokenizer, Workload, sample_dataset
@@ -158,7 +159,10 @@ class ChatSessionUser(chat.ChatUser):
         options = target.options
         if options.session_trace:  # the recorded turns carry their own lengths: nothing to size
             worker = getattr(target.environment.runner, "worker_index", 0)
-            _decks[workload] = deck_for(options, read_sessions(options.session_trace), worker)
+            try:
+                _decks[workload] = deck_for(options, read_sessions(options.session_trace), worker)
+            except ValueError as e:
+                raise StopTarget(f"--session-trace: {e}") from None
             return
         if not workload.exact:
             return

@@ -80,6 +80,10 @@ def test_bad_ramp_is_refused_by_the_shape(run_locust, tmp_path, args, message):
         (["--dataset", "/nonexistent/prompts.jsonl"], "--dataset: [Errno 2] No such file or directory"),
         (["--turns", "0"], "--turns must be at least 1, got 0"),
         (["--think-time", "-1"], "--think-time must not be negative, got -1"),
+        (
+            ["--session-trace", "scenarios/data/agent-sessions-sample.jsonl"],
+            "--session-trace: only the session user (locustfiles/session.py) replays sessions",
+        ),
     ],
 )
 def test_bad_options_are_refused_at_test_start(run_locust, tmp_path, args, message):

@@ -123,7 +123,9 @@ def test_the_shape_checks_its_own_options_and_the_slo():
     assert "--levels" not in StartForm(option_parser()).fields  # no shape: not a field of this run
 
 
-@pytest.mark.parametrize("flag", ["--dataset", "--api-key-file", "--results-dir", "--trace", "--json-schema"])
+@pytest.mark.parametrize(
+    "flag", ["--dataset", "--api-key-file", "--results-dir", "--trace", "--json-schema", "--session-trace"]
+)
 def test_a_path_is_refused_by_flag_and_by_name(flag):
     message = f"{flag} names a file on the master: only its command line or the scenario sets it"
     name = flag.removeprefix("--").replace("-", "_")
@@ -134,7 +136,10 @@ def test_a_path_is_refused_by_flag_and_by_name(flag):
 def test_every_path_option_is_read_only_and_the_command_line_ones_absent():
     start = StartForm(option_parser(ramp=True))
     paths = {field.dest for field in start.fields.values() if field.kind == features.PATH}
-    assert paths == {"agent_task", "api_key_file", "canary_file", "dataset", "json_schema", "results_dir", "trace"}
+    assert paths == {
+        *("agent_task", "api_key_file", "canary_file", "dataset", "json_schema", "results_dir", "session_trace"),
+        "trace",
+    }
     assert not {"api_key", "server_metrics_url", "metrics_port", "otlp_port", "overwrite", "repeats"} & set(
         start.by_dest
     )

@@ -8,6 +8,7 @@ from vllm_stress.client import adapters, cancel
 from vllm_stress.client.classes import declared
 from vllm_stress.client.images import parse_size
 from vllm_stress.client.prompts import load_dataset
+from vllm_stress.client.sessiontrace import read_sessions
 from vllm_stress.client.trace import read_trace
 from vllm_stress.core.slo import parse_items
 
@@ -99,10 +100,27 @@ def validate(options: argparse.Namespace) -> None:
             read_trace(options.trace)
         except (OSError, ValueError) as e:
             raise StopTarget(f"--trace: {e}") from None
+    check_session_trace(options)
     try:
         adapters.check_options(options)
     except ValueError as e:
         raise StopTarget(str(e)) from None
+
+
+def check_session_trace(options: argparse.Namespace) -> None:
+    """--session-trace: a readable file, whole blocks and a cap of at least 0."""
+    if options.trace_block_size < 1:
+        raise StopTarget(f"--trace-block-size must be at least 1, got {options.trace_block_size}")
+    if options.idle_gap_cap is not None and options.idle_gap_cap < 0:
+        raise StopTarget(f"--idle-gap-cap must be at least 0 seconds, got {options.idle_gap_cap:g}")
+    if not options.session_trace:
+        return
+    if options.trace:
+        raise StopTarget("--trace and --session-trace both give the requests: give one")
+    try:
+        read_sessions(options.session_trace)
+    except (OSError, EOFError, ValueError) as e:
+        raise StopTarget(f"--session-trace: {e}") from None
 
 
 def check_model(options: argparse.Namespace, model: str, served: dict[str, int | None], host: str) -> None:

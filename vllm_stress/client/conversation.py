@@ -7,6 +7,7 @@ from collections.abc import Iterable
 
 from vllm_stress.client.exchange import Exchange
 from vllm_stress.client.prompts import Tokenizer
+from vllm_stress.client.sessiontrace import RecordedSession
 
 
 class TurnSizer:
@@ -56,10 +57,19 @@ def think_time(rng: random.Random, mean: float, dist: str) -> float:
 class Conversation:
     """One session: its messages so far and what its next turn sends."""
 
-    def __init__(self, session_id: str, turns: int, texts: list[str] | None) -> None:
+    def __init__(
+        self,
+        session_id: str,
+        turns: int,
+        texts: list[str] | None,
+        recorded: RecordedSession | None = None,
+        salt: str = "",
+    ) -> None:
         self.session_id = session_id
         self.turns = turns
         self.texts = texts  # the human turns of a dataset conversation, or None: random words
+        self.recorded = recorded  # --session-trace: the recorded session it replays, its turns' prompts and gaps
+        self.salt = salt  # --session-trace: its block words' salt (its deck's, and its pass through it)
         self.messages: list[dict] = []
         self.turn = 0  # the turn in flight or last sent
         self.next_target: int | None = None  # prompt tokens the next turn must have, from the history

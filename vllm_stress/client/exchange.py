@@ -75,6 +75,9 @@ class Exchange:
         "cancel",
         "cancel_chunk",
         "inputs",
+        "trace_blocks",
+        "trace_reused_blocks",
+        "session_turns",
     )
 
     def __init__(
@@ -125,6 +128,9 @@ class Exchange:
         self.cancel: CancelAfter | None = None  # --cancel-share: where the client cuts it (cut_at), None: nowhere
         self.cancel_chunk = 0  # the output chunk the client cuts it at (0: none)
         self.inputs: int | None = None  # a pooling request's inputs or documents (users/pooling.py), else None
+        self.trace_blocks: int | None = None  # --trace, --session-trace: the hash ids its prompt was made of
+        self.trace_reused_blocks: int | None = None  # --session-trace: those an earlier turn of its session had
+        self.session_turns: int | None = None  # --session-trace: the turns of its recorded session
 
     def cut_at(self, cancel: CancelAfter | None) -> None:
         """The client cancels this request at ``cancel`` (its delay is the sender's deadline, its chunks ``output``'s)."""
@@ -273,6 +279,9 @@ class Exchange:
             self.endpoint,
             self.cancel.label if self.cancel else "",
             _opt(self.inputs),
+            _opt(self.trace_blocks),
+            _opt(self.trace_reused_blocks),
+            _opt(self.session_turns),
         ]
 
     def answer_row(self, worker: str) -> list[int | str]:

@@ -58,6 +58,9 @@ class RequestSpec:
     image_tokens: int = 0  # the prompt tokens they add (in target_prompt_tokens), measured on the server
     canary: Canary | None = None  # a correctness canary (--canary-share): a fixed prompt at temperature 0, seeded
     json_schema: JsonSchema | None = None  # the structured output it asks for (--json-schema), else None
+    trace_blocks: int | None = None  # --trace, --session-trace: the hash ids (KV blocks) its prompt was made of
+    trace_reused_blocks: int | None = None  # --session-trace: of those, the ones an earlier turn of its session had
+    session_turns: int | None = None  # --session-trace: the turns of its recorded session
 
 
 class Tokenizer:
@@ -117,9 +120,10 @@ class Tokenizer:
         return int(resp.json()["usage"]["prompt_tokens"]) - self.count(text)
 
 
-def block_words(hash_id: int, words: list[str]) -> list[str]:
-    """The words of one Mooncake trace block: the same on every worker for the same id."""
-    return random.Random(f"block-{hash_id}").choices(words, k=MOONCAKE_BLOCK_TOKENS)
+def block_words(hash_id: int, words: list[str], tokens: int = MOONCAKE_BLOCK_TOKENS, salt: str = "") -> list[str]:
+    """The words of one trace block of ``tokens`` tokens: the same on every worker for the same id and ``salt`` (a
+    session replayed again gets a new salt, so new words)."""
+    return random.Random(f"block-{salt}{hash_id}").choices(words, k=tokens)
 
 
 def single_token_words(tokenizer: Tokenizer, words: list[str], overhead: int) -> list[str]:
@@ -199,12 +203,15 @@ class Workload:
         random_words = max(1, tokens - self.overhead - len(prefix.split()))
         return " ".join(filter(None, (prefix, *rng.choices(self.words, k=random_words))))
 
-    def trace_request(self, line: TraceLine) -> RequestSpec:
-        """The request of a trace line: its lengths; with Mooncake hash ids, a prompt of those blocks' words."""
+    def trace_request(self, line: TraceLine, block_tokens: int = MOONCAKE_BLOCK_TOKENS, salt: str = "") -> RequestSpec:
+        """The request of a trace line: its lengths; with hash ids, a prompt of those blocks' words (``block_tokens``
+        words each, --trace-block-size), the rest random."""
         count = max(1, line.input_tokens - self.overhead)
-        words = [word for hash_id in line.hash_ids for word in block_words(hash_id, self.words)][:count]
+        blocks = (block_words(hash_id, self.words, block_tokens, salt) for hash_id in line.hash_ids)
+        words = [word for block in blocks for word in block][:count]
         words += self.rng.choices(self.words, k=count - len(words))
-        spec = RequestSpec(" ".join(words), max(line.input_tokens, self.overhead + 1), max(1, line.output_tokens))
+        target = max(line.input_tokens, self.overhead + 1)
+        spec = RequestSpec(" ".join(words), target, max(1, line.output_tokens), trace_blocks=len(line.hash_ids) or None)
         return self.with_images(spec)
 
     def next_request(self) -> RequestSpec:

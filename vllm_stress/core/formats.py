@@ -115,6 +115,7 @@ FORMATS = (
             Addition(RUN_FILE, ("stress",)),
             Addition(RUN_FILE, ("stopped",)),
             Addition(REQUESTS_FILE, ("inputs",), "embeddings and rerank inputs per second"),
+            Addition(REQUESTS_FILE, ("trace_blocks", "trace_reused_blocks", "session_turns"), "recorded sessions"),
         ),
     ),
 )

@@ -70,6 +70,12 @@ REQUEST_COLUMNS = [
     # says Cancelled when the client cut it there, a success when it ended first
     "inputs",  # a pooling request's inputs: the texts embedded (/v1/embeddings, --embedding-inputs) or the documents
     # scored against its query (/rerank, /score, --rerank-documents); empty for a generating request
+    "trace_blocks",  # --trace, --session-trace: the trace's hash ids (KV blocks of --trace-block-size tokens) its
+    # prompt was made of, else empty
+    "trace_reused_blocks",  # --session-trace: of those, the blocks an earlier turn of its recorded session had (the
+    # trace's own block reuse), else empty
+    "session_turns",  # --session-trace: the turns its recorded session has (a session that ended with fewer, not by
+    # a failure, was truncated by the run's stop), else empty
 ]
 # The request columns that hold text (the others hold numbers, empty for none)
 REQUEST_TEXT_COLUMNS = frozenset(

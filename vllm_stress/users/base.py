@@ -99,7 +99,7 @@ def run_request(user: FlowUser, send: Send) -> None:
         raise StopUser() from None
     line = getattr(user.target.arrivals, "last", None)  # the trace line just taken (the same greenlet, no yield)
     if line:  # a trace's request is replayed as it was: never a canary
-        spec = user.workload.trace_request(line)
+        spec = user.workload.trace_request(line, user.target.options.trace_block_size)
     else:
         spec = canary_request(user) or user.workload.next_request()
     if not spec.canary and user.target.schemas and getattr(user, "takes_schemas", False):
@@ -144,6 +144,8 @@ def send_request(
         exchange.adapter = user.adapters.draw()
     exchange.images, exchange.image_tokens = len(spec.images), spec.image_tokens
     exchange.shared_prefix_tokens = spec.shared_prefix_tokens
+    exchange.trace_blocks, exchange.trace_reused_blocks = spec.trace_blocks, spec.trace_reused_blocks
+    exchange.session_turns = spec.session_turns
     exchange.image_bytes = sum(len(url) for url in spec.images)
     if session:
         exchange.session_id, exchange.turn = session

@@ -8,6 +8,7 @@ import itertools
 import logging
 import random
 import weakref
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import requests
@@ -15,10 +16,13 @@ from locust import task
 from locust.exception import StopUser
 
 from vllm_stress.client.affinity import echoes_cookie
+from vllm_stress.client.checks import StopTarget
 from vllm_stress.client.conversation import Conversation, TurnSizer, assistant_message, think_time, user_message
 from vllm_stress.client.exchange import Exchange
 from vllm_stress.client.prompts import RequestSpec, Tokenizer, Workload, sample_dataset
+from vllm_stress.client.sessiontrace import SessionDeck, capped_gap, deck_for, read_sessions
 from vllm_stress.client.sharegpt import is_sharegpt, read_conversations
+from vllm_stress.client.trace import TraceLine
 from vllm_stress.users import chat  # the module, not the class: Locust would run every User class in this file
 from vllm_stress.users.base import canary_request, send_request
 
@@ -30,6 +34,7 @@ NEVER_IN_JSON = b"\0"  # an output marker no event has: every SSE event is parse
 log = logging.getLogger(__name__)
 _user_numbers = itertools.count(1)
 _sizers: weakref.WeakKeyDictionary[Workload, TurnSizer | None] = weakref.WeakKeyDictionary()  # made at test start
+_decks: weakref.WeakKeyDictionary[Workload, SessionDeck] = weakref.WeakKeyDictionary()  # --session-trace
 _datasets: dict[str, list[list[str]] | None] = {}  # --dataset path -> conversations (human turns), per process
 
 
@@ -39,6 +44,7 @@ class ChatSessionUser(chat.ChatUser):
     request_name = "chat-session"
     output_marker = NEVER_IN_JSON
     closed_loop_only = True  # its turns follow answers and think times, not --trace or --arrival-rate
+    replays_sessions = True  # --session-trace
 
     def on_start(self) -> None:
         super().on_start()
@@ -52,10 +58,13 @@ class ChatSessionUser(chat.ChatUser):
         self.answer: list[str] = []
 
     def wait_time(self) -> float:
-        """Think time inside a conversation; a new conversation starts at once."""
+        """Think time inside a conversation (a recorded session's gap before its next turn, capped); a new
+        conversation starts at once."""
         if self.conversation is None:
             return 0.0
         options = self.environment.parsed_options
+        if recorded := self.conversation.recorded:
+            return capped_gap(recorded.turns[self.conversation.turn].gap_s, options.idle_gap_cap)
         return think_time(self.rng, options.think_time, options.think_dist)
 
     @task
@@ -83,22 +92,44 @@ class ChatSessionUser(chat.ChatUser):
 
     def new_conversation(self) -> Conversation:
         options = self.environment.parsed_options
-        session_id = f"{self.target.recorder.worker_id}-{self.number}-{next(self.conversations)}"
+        deck = _decks.get(self.workload) if self.workload else None
+        if deck:  # --session-trace: the next recorded session, its id with its pass through the deck
+            recorded, replay = deck.deal()
+            session_id = self.pin(f"{recorded.session_id}/{replay}")
+            return Conversation(session_id, len(recorded.turns), None, recorded, deck.salt_of(replay))
+        session_id = self.pin(f"{self.target.recorder.worker_id}-{self.number}-{next(self.conversations)}")
         conversations = dataset_conversations(options.dataset, options.num_prompts) if options.dataset else None
         texts = self.rng.choice(conversations) if conversations else None
-        self.sticky_headers = {self.affinity_header: session_id} if self.affinity_header else {}
-        if echoes_cookie(options.router_preset):  # a new conversation: the router's cookie would pin it to the last's
-            self.client.cookiejar.clear()
         return Conversation(session_id, min(options.turns, len(texts)) if texts else options.turns, texts)
+
+    def pin(self, session_id: str) -> str:
+        """Start conversation ``session_id`` (returned): its affinity header, and no cookie of the last one's router."""
+        self.sticky_headers = {self.affinity_header: session_id} if self.affinity_header else {}
+        if echoes_cookie(self.environment.parsed_options.router_preset):
+            self.client.cookiejar.clear()
+        return session_id
 
     def next_turn(self, conversation: Conversation, workload: Workload) -> RequestSpec:
         """The next turn's request: the history plus a new user message, with its target prompt tokens."""
         conversation.turn += 1
+        if conversation.recorded:
+            return self.recorded_turn(conversation, workload)
         text, new_tokens = self.new_message(conversation, workload)
         history = workload.overhead if conversation.turn == 1 else conversation.next_target
         target = None if history is None or new_tokens is None else history + new_tokens
         conversation.messages.append(user_message(text))
         return RequestSpec(text, target, workload.output_length())
+
+    def recorded_turn(self, conversation: Conversation, workload: Workload) -> RequestSpec:
+        """A recorded turn's request: its whole prompt (history included) made of its hash ids' blocks, salted
+        (``SessionDeck.salt_of``), its recorded output length; the conversation's messages are that prompt."""
+        assert conversation.recorded is not None
+        options = self.environment.parsed_options
+        recorded = conversation.recorded.turns[conversation.turn - 1]
+        line = TraceLine(0.0, recorded.input_tokens, recorded.output_tokens, recorded.hash_ids)
+        spec = workload.trace_request(line, options.trace_block_size, salt=conversation.salt)
+        conversation.messages = [user_message(spec.text)]
+        return replace(spec, trace_reused_blocks=recorded.reused_blocks, session_turns=conversation.turns)
 
     def new_message(self, conversation: Conversation, workload: Workload) -> tuple[str, int | None]:
         """The text of the turn's user message and its tokens (None when unknown)."""
@@ -125,9 +156,16 @@ class ChatSessionUser(chat.ChatUser):
         turns included, so that no request but the measured load reaches the server during the run (a later turn
         is sized from the previous one's usage). Without /tokenize, turns after the first are not length-checked."""
         _sizers[workload] = None
+        options = target.options
+        if options.session_trace:  # the recorded turns carry their own lengths: nothing to size
+            worker = getattr(target.environment.runner, "worker_index", 0)
+            try:
+                _decks[workload] = deck_for(options, read_sessions(options.session_trace), worker)
+            except ValueError as e:
+                raise StopTarget(f"--session-trace: {e}") from None
+            return
         if not workload.exact:
             return
-        options = target.options
         conversations = dataset_conversations(options.dataset, options.num_prompts) if options.dataset else None
         texts = [text for turns in conversations or () for text in turns[: options.turns]]
         tokenizer = Tokenizer(target.host, target.model, target.headers, chat=True, verify=not options.insecure)

@@ -125,6 +125,9 @@ class Target:
             )
         if options.images and not all(getattr(cls, "takes_images", False) for cls in self.environment.user_classes):
             raise StopTarget("--images: only the chat users (chat.py, sdk.py) send images")
+        classes = self.environment.user_classes
+        if options.session_trace and not all(getattr(cls, "replays_sessions", False) for cls in classes):
+            raise StopTarget("--session-trace: only the session user (locustfiles/session.py) replays sessions")
         try:
             key = opts.api_key(options)
         except OSError as e:

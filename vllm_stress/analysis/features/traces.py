@@ -4,7 +4,8 @@ turn and per session of multi-turn sessions and per time window of an open-loop 
 
 One module for both registry entries (sessions, traces): a run's tables are one record (summary.json's ``traffic``
 list, one entry per run, its turns and its windows side by side), computed from one pass over its rows and shown
-together in the report.
+together in the report. The per-level figures of replayed recorded sessions (--session-trace) are the sessions
+module's.
 """
 
 from __future__ import annotations

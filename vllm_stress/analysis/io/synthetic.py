@@ -88,6 +88,9 @@ def request_rows(
             "endpoint": "",
             "cancel_after": "",
             "inputs": np.nan,
+            "trace_blocks": np.nan,
+            "trace_reused_blocks": np.nan,
+            "session_turns": np.nan,
         }
     )
     return rows[REQUEST_COLUMNS]

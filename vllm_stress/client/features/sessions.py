@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from vllm_stress.client.affinity import PRESETS
+from vllm_stress.client.features import PATH
 
 if TYPE_CHECKING:
     from vllm_stress.client.features import OptionGroup
@@ -62,4 +63,19 @@ def add_arguments(group: OptionGroup) -> None:
         default=None,
         help="Session user: seed of the think times and prompt words (default: a new one per run, so "
         "that a rerun does not find the previous run's conversations in the prefix cache)",
+    )
+    group.add_argument(
+        "--session-trace",
+        default="",
+        form=PATH,
+        help="Session user: replay the recorded sessions of this session-trace JSONL file (.gz: gzip; session_id, "
+        "input_length, output_length, hash_ids, delay or timestamp ms a line), one after another, in place of "
+        "--turns, --input-tokens and --think-time (docs/guides/sessions-and-traces.md)",
+    )
+    group.add_argument(
+        "--idle-gap-cap",
+        type=float,
+        default=None,
+        help="With --session-trace: wait at most this many seconds of a recorded gap between turns (default: the "
+        "whole gap)",
     )

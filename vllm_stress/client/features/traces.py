@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from vllm_stress.client.features import PATH
+from vllm_stress.client.prompts import MOONCAKE_BLOCK_TOKENS
 
 if TYPE_CHECKING:
     from vllm_stress.client.features import OptionGroup
@@ -29,4 +30,10 @@ def add_arguments(group: OptionGroup) -> None:
     group.add_argument("--trace-start", type=float, default=0.0, help="With --trace: seconds of the trace to skip")
     group.add_argument(
         "--trace-duration", type=float, default=0.0, help="With --trace: seconds of the trace to replay (0: to its end)"
+    )
+    group.add_argument(
+        "--trace-block-size",
+        type=int,
+        default=MOONCAKE_BLOCK_TOKENS,
+        help="With --trace or --session-trace: tokens of one hash id's block (Mooncake's traces: 512)",
     )

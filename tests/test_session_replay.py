@@ -1,0 +1,166 @@
+"""Replaying recorded agent sessions (--session-trace): the session-trace reader (JSONL and gzip, a bad line named),
+the idle-gap cap, the per-level session figures from rows, and one replay against the simulator with prefix caching
+checked on what the server recorded: its request log (lengths, gaps) and its prefix-cache counters."""
+
+import argparse
+import gzip
+import json
+import shutil
+
+import pandas as pd
+import pytest
+
+from benchmarks.harness import scrape
+from tests.helpers import NO_CANARIES, REPO
+from vllm_stress.analysis.cli import main as analyse
+from vllm_stress.analysis.features.sessions import session_ends
+from vllm_stress.analysis.measures import classify
+from vllm_stress.client.checks import StopTarget, check_session_trace
+from vllm_stress.client.sessiontrace import SessionDeck, capped_gap, deck_for, read_sessions
+from vllm_stress.core.csvrows import read_rows
+from vllm_stress.simulator.api.requestlog import read_request_log
+
+SAMPLE = REPO / "scenarios" / "data" / "agent-sessions-sample.jsonl"
+BLOCK = 64  # the sample's block size (--trace-block-size)
+CAP_S = 1.0
+
+
+def test_the_sample_reads_the_same_from_jsonl_and_gzip(tmp_path):
+    packed = tmp_path / "sessions.jsonl.gz"
+    with open(SAMPLE, "rb") as plain, gzip.open(packed, "wb") as gz:
+        shutil.copyfileobj(plain, gz)
+    sessions = read_sessions(str(SAMPLE))
+    assert read_sessions(str(packed)) == sessions
+    assert [s.session_id for s in sessions] == [f"agent-{x}" for x in "abcdef"]
+    assert [len(s.turns) for s in sessions] == [4, 5, 3, 6, 4, 5]
+    a, b = sessions[0].turns, sessions[1].turns
+    assert [t.gap_s for t in a] == [0.0, 45.0, 45.0, 0.4]  # from delay (ms)
+    assert b[1].gap_s == pytest.approx(3.4)  # from timestamps (ms): the send-to-send difference
+    assert a[0].reused_blocks == 0 and a[1].reused_blocks == 5  # turn 2 repeats turn 1's blocks but its last
+    assert (a[1].input_tokens, a[1].output_tokens) == (501, 38)
+
+
+def test_a_bad_line_is_one_line_naming_the_file_and_line(tmp_path):
+    lines = SAMPLE.read_text().splitlines()
+    bad = tmp_path / "bad.jsonl.gz"
+    with gzip.open(bad, "wt") as gz:
+        gz.write("\n".join([*lines[:2], '{"session_id": "x", "input_length": "many"}', *lines[2:]]) + "\n")
+    with pytest.raises(ValueError, match=r"bad\.jsonl\.gz:3: not a session-trace line") as raised:
+        read_sessions(str(bad))
+    assert "\n" not in str(raised.value)
+    backwards = tmp_path / "backwards.jsonl"
+    backwards.write_text(
+        '{"session_id": 1, "input_length": 9, "output_length": 2, "timestamp": 500}\n'
+        '{"session_id": 1, "input_length": 9, "output_length": 2, "timestamp": 100}\n'
+    )
+    with pytest.raises(ValueError, match=r"backwards\.jsonl:2: its timestamp is before"):
+        read_sessions(str(backwards))
+
+
+def test_the_options_are_checked_before_the_run(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"session_id": 1, "input_length": 9, "output_length": 2}\nnot json\n')
+    options = argparse.Namespace(trace="", trace_block_size=64, idle_gap_cap=None, session_trace=str(bad))
+    with pytest.raises(StopTarget, match=r"^--session-trace: .*bad\.jsonl:2: not a session-trace line"):
+        check_session_trace(options)
+    with pytest.raises(StopTarget, match="--idle-gap-cap must be at least 0 seconds, got -1"):
+        check_session_trace(argparse.Namespace(**vars(options) | {"idle_gap_cap": -1.0}))
+    check_session_trace(argparse.Namespace(**vars(options) | {"session_trace": str(SAMPLE), "idle_gap_cap": 0.0}))
+
+
+def test_the_gap_cap_bounds_a_gap_and_the_deck_replays_in_passes():
+    assert capped_gap(45.0, CAP_S) == CAP_S and capped_gap(0.4, CAP_S) == 0.4
+    assert capped_gap(45.0, None) == 45.0 and capped_gap(3.0, 0.0) == 0.0
+    sessions = read_sessions(str(SAMPLE))
+    deck = SessionDeck(sessions[:2])
+    dealt = [deck.deal() for _ in range(5)]
+    assert [(s.session_id, replay) for s, replay in dealt] == [
+        ("agent-a", 0),
+        ("agent-b", 0),
+        ("agent-a", 1),
+        ("agent-b", 1),
+        ("agent-a", 2),
+    ]
+    seeded = argparse.Namespace(session_seed=7)
+    assert deck_for(seeded, sessions, 0).salt_of(1) == deck_for(seeded, sessions, 0).salt_of(1) != deck.salt_of(0)
+    with pytest.raises(ValueError, match="2 sessions cannot give each of 3 workers one"):
+        deck_for(argparse.Namespace(session_seed=None, worker=True, expect_workers=3), sessions[:2], 2)
+    fresh = argparse.Namespace(session_seed=None)
+    assert deck_for(fresh, sessions, 0).salt_of(0) != deck_for(fresh, sessions, 0).salt_of(0)  # a new one per run
+
+
+def test_sessions_are_completed_truncated_or_failed_by_their_last_turn():
+    rows = pd.DataFrame(
+        {  # a completed in 2 turns; b cut mid-turn; c caught between turns by the stop; d ended by a failure
+            "session_id": ["a", "a", "b", "b", "c", "d"],
+            "turn": [1, 2, 1, 2, 1, 1],
+            "session_turns": [2, 2, 3, 3, 2, 2],
+            "ok": [True, True, True, False, True, False],
+            "error": ["", "", "", "Aborted", "", "HTTP 500"],
+            "count_mismatch": [False] * 6,
+            "finish_reason": ["length"] * 6,
+            "start_time": [0.0, 2.0, 0.0, 1.0, 0.0, 0.0],
+            "end_time": [1.0, 3.5, 0.5, 9.0, 1.0, 0.2],
+            "users": [2] * 6,
+        }
+    )
+    ends = session_ends(classify(rows)).set_index(pd.Index(["a", "b", "c", "d"]))
+    assert ends["completed"].tolist() == [True, False, False, False]
+    assert ends["truncated"].tolist() == [False, True, True, False]
+    assert ends["answered"].tolist() == [2, 1, 1, 0] and ends.loc["a", "latency_s"] == 3.5
+
+
+def test_recorded_sessions_replay_against_the_simulator(simulator, run_locust, tmp_path):
+    log = tmp_path / "server.jsonl"
+    sim = simulator("--enable-prompt-tokens-details", "--request-log", str(log))
+    out = tmp_path / "run"
+    proc = run_locust(
+        *("-f", "locustfiles/session.py", "-H", sim.url, "-u", "2", "-r", "2", "-t", "10s"),
+        *("--session-trace", str(SAMPLE), "--trace-block-size", str(BLOCK), "--idle-gap-cap", str(CAP_S)),
+        *("--results-dir", str(out), "--headless", "--only-summary", "-L", "WARNING", *NO_CANARIES),
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    metrics = scrape(sim.url)
+    sim.stop()  # its request log flushed
+    served = read_request_log(str(log))
+    rows = read_rows(out / "requests.csv")
+    unseen = [row for row in rows if row["request_id"] not in served]  # cut by the stop before the server logged it
+    assert set(served) <= {row["request_id"] for row in rows} and all(row["error"] == "Aborted" for row in unseen)
+
+    recorded = {session.session_id: session.turns for session in read_sessions(str(SAMPLE))}
+    by_session: dict[str, list[dict]] = {}
+    for row in sorted(rows, key=lambda row: int(row["turn"])):
+        by_session.setdefault(row["session_id"], []).append(row)
+    gaps = []
+    for session_id, turns in by_session.items():
+        recording = recorded[session_id.split("/")[0]]
+        assert int(turns[0]["turn"]) == 1 and [int(t["turn"]) for t in turns] == list(range(1, len(turns) + 1))
+        for row in turns:
+            turn = recording[int(row["turn"]) - 1]
+            if row["ok"] == "1":  # the server counted the recorded lengths
+                server = served[row["request_id"]]
+                assert (server["prompt_tokens"], server["completion_tokens"]) == (turn.input_tokens, turn.output_tokens)
+        for before, after in zip(turns, turns[1:], strict=False):
+            if after["request_id"] not in served:
+                continue
+            idle = served[after["request_id"]]["arrival"] - served[before["request_id"]]["end"]
+            gaps.append((idle, capped_gap(recording[int(after["turn"]) - 1].gap_s, CAP_S)))
+    assert any(wanted == CAP_S for _, wanted in gaps) and any(wanted < CAP_S for _, wanted in gaps)
+    for idle, wanted in gaps:  # a recorded 45 s gap is waited 1 s; a 0.4 s one 0.4 s (wide margin up)
+        assert wanted - 0.05 <= idle <= wanted + 2.0, gaps
+
+    later = [row for row in rows if row["ok"] == "1" and int(row["turn"]) > 1]
+    assert later and all(int(row["cached_tokens"]) >= BLOCK for row in later)  # their history was in the cache
+    hits, queries = (
+        sum(v for k, v in metrics.items() if k.startswith(f"vllm:prefix_cache_{n}_total")) for n in ("hits", "queries")
+    )
+    assert hits / queries > 0.4
+
+    assert analyse([str(out), "--out", str(out / "report")]) == 0
+    level = json.loads((out / "report" / "summary.json").read_text())["levels"][-1]
+    cut = [
+        turns for turns in by_session.values() if sum(t["ok"] == "1" for t in turns) < int(turns[0]["session_turns"])
+    ]
+    assert 1 <= level["sessions_truncated"] == len(cut) <= 2 and level["sessions_failed"] == 0
+    assert level["sessions_completed_per_s"] > 0 and level["turns_per_session"] > 1
+    assert level["trace_block_reuse"] > 0.3 and level["server_prefix_hit_rate"] > 0.3

@@ -1,0 +1,139 @@
+"""Recorded agent sessions (``--session-trace``): a session-trace JSONL file (plain or gzip) read into sessions of
+turns, and each process's share of them handed to its session users one after another.
+
+The format is the Mooncake trace line with a session id, as AIPerf's mooncake_trace loader and Dynamo's multi-turn
+traces write it: one request a line, ``session_id``, ``input_length``, ``output_length``, ``hash_ids`` (the KV
+blocks of the whole prompt, history included) and the gap before it, ``delay`` (ms after the previous turn's
+answer) or, without one, the difference of ``timestamp`` (ms) from the session's previous line. A session's turns
+are its lines in file order.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import random
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class RecordedTurn:
+    """One turn of a recorded session."""
+
+    input_tokens: int
+    output_tokens: int
+    hash_ids: tuple[int, ...]
+    gap_s: float  # recorded idle time before it, after the previous turn's answer (0 for a session's first turn)
+    reused_blocks: int  # of its hash ids, those an earlier turn of the session had
+
+
+@dataclass(frozen=True)
+class RecordedSession:
+    session_id: str
+    turns: tuple[RecordedTurn, ...]
+
+
+def read_sessions(path: str) -> list[RecordedSession]:
+    """The sessions of a session-trace file (``.gz``: gzip), in the order they first appear; ValueError naming the
+    file and line for a line that is not a session turn, or for a file without one."""
+    opener = gzip.open if path.endswith(".gz") else open
+    lines: dict[str, list[tuple[dict, int]]] = {}
+    with opener(path, "rt", encoding="utf-8") as f:
+        for number, raw in enumerate(f, 1):
+            if raw.strip():
+                item = parse_line(path, number, raw)
+                lines.setdefault(str(item["session_id"]), []).append((item, number))
+    if not lines:
+        raise ValueError(f"{path}: no sessions in the trace")
+    return [RecordedSession(session_id, session_turns(path, items)) for session_id, items in lines.items()]
+
+
+def parse_line(path: str, number: int, raw: str) -> dict:
+    """One line's fields, checked: ValueError ``path:number: ...`` when it is not a session turn."""
+    try:
+        item = json.loads(raw)
+        if not isinstance(item, dict) or item.get("session_id") is None:
+            raise KeyError("session_id")
+        checked = {
+            "session_id": item["session_id"],
+            "input_length": int(item["input_length"]),
+            "output_length": int(item["output_length"]),
+            "hash_ids": tuple(int(h) for h in item.get("hash_ids") or ()),
+            "delay": None if item.get("delay") is None else float(item["delay"]) / 1000,
+            "timestamp": None if item.get("timestamp") is None else float(item["timestamp"]) / 1000,
+        }
+    except (ValueError, KeyError, TypeError) as e:
+        raise ValueError(f"{path}:{number}: not a session-trace line ({type(e).__name__}: {e})") from None
+    if checked["input_length"] < 1 or checked["output_length"] < 1:
+        raise ValueError(f"{path}:{number}: input_length and output_length must be at least 1")
+    if (checked["delay"] or 0) < 0:
+        raise ValueError(f"{path}:{number}: a negative delay")
+    return checked
+
+
+def session_turns(path: str, items: list[tuple[dict, int]]) -> tuple[RecordedTurn, ...]:
+    """A session's lines as turns: each one's gap and the blocks it shares with the turns before it."""
+    turns: list[RecordedTurn] = []
+    seen: set[int] = set()
+    previous: dict | None = None
+    for item, number in items:
+        gap = 0.0 if previous is None else recorded_gap(previous, item)
+        if gap < 0:
+            raise ValueError(f"{path}:{number}: its timestamp is before the session's previous line")
+        hash_ids = item["hash_ids"]
+        reused = sum(h in seen for h in hash_ids)
+        turns.append(RecordedTurn(item["input_length"], item["output_length"], hash_ids, gap, reused))
+        seen.update(hash_ids)
+        previous = item
+    return tuple(turns)
+
+
+def recorded_gap(previous: dict, item: dict) -> float:
+    """Seconds idle before ``item``: its delay, else its timestamp less the previous line's (0 when neither says)."""
+    if item["delay"] is not None:
+        return float(item["delay"])
+    if item["timestamp"] is not None and previous["timestamp"] is not None:
+        return float(item["timestamp"] - previous["timestamp"])
+    return 0.0
+
+
+def capped_gap(gap_s: float, cap_s: float | None) -> float:
+    """The idle time a replay keeps: the recorded gap, at most ``--idle-gap-cap`` seconds (None: uncapped)."""
+    return gap_s if cap_s is None else min(gap_s, max(cap_s, 0.0))
+
+
+class SessionDeck:
+    """This process's share of the sessions, dealt one after another to whichever user asks next; after the last
+    the deck starts over, its ``replay`` number counting the passes. ``salt`` and the pass make the block words
+    (``salt_of``): a session replayed again finds nothing of its previous pass, nor of a previous run with another
+    salt, in the prefix cache."""
+
+    def __init__(self, sessions: list[RecordedSession], salt: str = "") -> None:
+        self.sessions = sessions
+        self.salt = salt
+        self.dealt = 0
+
+    def salt_of(self, replay: int) -> str:
+        """The block words' salt of pass ``replay``: the same in every process with the same deck salt."""
+        return f"{self.salt}-{replay}-"
+
+    def deal(self) -> tuple[RecordedSession, int]:
+        """The next session and its pass (0 the first time through)."""
+        session = self.sessions[self.dealt % len(self.sessions)]
+        replay = self.dealt // len(self.sessions)
+        self.dealt += 1
+        return session, replay
+
+
+def deck_for(options: argparse.Namespace, sessions: list[RecordedSession], worker_index: int) -> SessionDeck:
+    """This process's deck: every ``workers``-th session from its index, salted by ``--session-seed`` (the same
+    words in every worker and every run with that seed), else by a new salt per process (a rerun finds nothing of
+    the last run in the cache; blocks sessions share are then shared within a worker's sessions only)."""
+    workers = max(getattr(options, "expect_workers", 1) or 1, 1) if getattr(options, "worker", False) else 1
+    share = sessions[worker_index % workers :: workers]
+    if not share:
+        raise ValueError(f"{len(sessions)} sessions cannot give each of {workers} workers one")
+    seed = options.session_seed
+    salt = f"seed{seed}" if seed is not None else f"run{random.randrange(2**32)}"
+    return SessionDeck(share, salt)

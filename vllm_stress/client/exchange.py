@@ -74,6 +74,7 @@ class Exchange:
         "endpoint",
         "cancel",
         "cancel_chunk",
+        "connect",
     )
 
     def __init__(
@@ -123,6 +124,7 @@ class Exchange:
         self.endpoint = ""  # the API path it went to: /v1/chat/completions, /v1/responses, /v1/messages ...
         self.cancel: CancelAfter | None = None  # --cancel-share: where the client cuts it (cut_at), None: nowhere
         self.cancel_chunk = 0  # the output chunk the client cuts it at (0: none)
+        self.connect: float | None = None  # seconds the connection it opened took (None: it reused one; pools.py)
 
     def cut_at(self, cancel: CancelAfter | None) -> None:
         """The client cancels this request at ``cancel`` (its delay is the sender's deadline, its chunks ``output``'s)."""
@@ -270,6 +272,7 @@ class Exchange:
             _opt(self.shared_prefix_tokens),
             self.endpoint,
             self.cancel.label if self.cancel else "",
+            _opt(self.connect),
         ]
 
     def answer_row(self, worker: str) -> list[int | str]:

@@ -113,6 +113,8 @@ FORMATS = (
             Addition(REQUESTS_FILE, ("endpoint",)),
             Addition(REQUESTS_FILE, ("cancel_after",), "client cancellations"),
             Addition(RUN_FILE, ("stress",)),
+            Addition(REQUESTS_FILE, ("connect_s",), "connection churn"),
+            Addition(RUN_FILE, ("connections",)),
         ),
     ),
 )

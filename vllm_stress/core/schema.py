@@ -68,6 +68,8 @@ REQUEST_COLUMNS = [
     # /v1/messages, /generate
     "cancel_after",  # --cancel-share: the cancellation drawn for the request (e.g. 2s, 20tokens), else ""; its row
     # says Cancelled when the client cut it there, a success when it ended first
+    "connect_s",  # seconds the connection this request opened took: TCP connect, and TLS handshake to an https://
+    # target (the load generator's clock); empty when it went on a connection already open (--connections)
 ]
 # The request columns that hold text (the others hold numbers, empty for none)
 REQUEST_TEXT_COLUMNS = frozenset(
@@ -173,6 +175,8 @@ RUN_KEYS = [
     # so the analysis counts them in every figure too; false (or absent, before format 5): kept apart
     "stress",  # {"arrival_rate" (req/s, null: closed loop), "burstiness" (the gamma shape of its gaps: 1 Poisson),
     # "cancel_share", "cancel_after"} (vllm_stress.client.features.stress), or null when none is set
+    "connections",  # --connections: pooled (each user keeps its connections), per-request or per-session
+    # (vllm_stress.client.pools); absent before format 5: pooled
 ]
 
 

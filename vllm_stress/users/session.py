@@ -17,6 +17,7 @@ from locust.exception import StopUser
 from vllm_stress.client.affinity import echoes_cookie
 from vllm_stress.client.conversation import Conversation, TurnSizer, assistant_message, think_time, user_message
 from vllm_stress.client.exchange import Exchange
+from vllm_stress.client.pools import new_session
 from vllm_stress.client.prompts import RequestSpec, Tokenizer, Workload, sample_dataset
 from vllm_stress.client.sharegpt import is_sharegpt, read_conversations
 from vllm_stress.users import chat  # the module, not the class: Locust would run every User class in this file
@@ -89,6 +90,7 @@ class ChatSessionUser(chat.ChatUser):
         self.sticky_headers = {self.affinity_header: session_id} if self.affinity_header else {}
         if echoes_cookie(options.router_preset):  # a new conversation: the router's cookie would pin it to the last's
             self.client.cookiejar.clear()
+        new_session(self.client, options.connections)
         return Conversation(session_id, min(options.turns, len(texts)) if texts else options.turns, texts)
 
     def next_turn(self, conversation: Conversation, workload: Workload) -> RequestSpec:

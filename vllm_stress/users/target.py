@@ -22,6 +22,7 @@ from vllm_stress.client.cancel import Cancellations, cancellations_for
 from vllm_stress.client.checks import StopTarget, check_model, validate
 from vllm_stress.client.classes import ClassSet
 from vllm_stress.client.pacing import OpenLoopArrivals, arrivals_for
+from vllm_stress.client.pools import POOLED
 from vllm_stress.client.prompts import Tokenizer, Workload, build_workload
 from vllm_stress.client.recorder import Recorder, WorkerRecorder
 from vllm_stress.client.sourceaddr import SOURCES
@@ -129,6 +130,8 @@ class Target:
         except OSError as e:
             raise StopTarget(f"--api-key-file: {e}") from None
         self.use_source_addresses(options.source_addresses)
+        if options.connections != POOLED and not self.own_connections():
+            raise StopTarget(f"--connections {options.connections}: the SDK user's connections are its SDK's (pooled)")
         self.headers = {"Accept-Encoding": "identity"} | ({"Authorization": f"Bearer {key}"} if key else {})
         needs_model = any(getattr(cls, "needs_model", True) for cls in self.environment.user_classes)
         models = self.served_models(required=not options.model) if needs_model else {}
@@ -179,9 +182,7 @@ class Target:
         use, or a target they would not apply to."""
         if not text or not self.runs_users:
             return
-        if receive_clock(self.environment.host or "") != KERNEL_CLOCK or not all(
-            issubclass(cls, FastHttpUser) for cls in self.environment.user_classes
-        ):
+        if receive_clock(self.environment.host or "") != KERNEL_CLOCK or not self.own_connections():
             raise StopTarget(
                 "--source-addresses applies to an http:// target and the users whose connections are the suite's "
                 "own (not the SDK user's)"
@@ -190,6 +191,10 @@ class Target:
             SOURCES.use(text)
         except ValueError as e:
             raise StopTarget(f"--source-addresses: {e}") from None
+
+    def own_connections(self) -> bool:
+        """Whether every user class's connections are the suite's own (Locust's FastHttpUser: not the SDK user's)."""
+        return all(issubclass(cls, FastHttpUser) for cls in self.environment.user_classes)
 
     def served_models(self, required: bool) -> dict[str, int | None]:
         """{model: max_model_len or None} from ``/v1/models``. A server that cannot be reached is refused; one that

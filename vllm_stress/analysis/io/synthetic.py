@@ -87,6 +87,7 @@ def request_rows(
             "shared_prefix_tokens": np.nan,
             "endpoint": "",
             "cancel_after": "",
+            "connect_s": np.nan,
         }
     )
     return rows[REQUEST_COLUMNS]

@@ -17,14 +17,10 @@ from geventhttpclient.url import URL
 
 from vllm_stress.client.sourceaddr import SOURCES
 from vllm_stress.client.timedsocket import TimedSocket
+from vllm_stress.core.schema import PER_REQUEST, PER_SESSION
 
 if TYPE_CHECKING:
     from locust.contrib.fasthttp import FastHttpSession
-
-POOLED = "pooled"  # a user keeps its connections for its lifetime (Locust's FastHttpUser)
-PER_REQUEST = "per-request"  # a connection per request, closed after it
-PER_SESSION = "per-session"  # a session user's conversation or an agent's task keeps one; others: as pooled
-CONNECTION_MODES = (POOLED, PER_REQUEST, PER_SESSION)
 
 _opened = gevent.local.local()  # per greenlet: the seconds its last connection took to open (None: none opened)
 
@@ -80,6 +76,11 @@ class TimedConnectionPool(ClockedPool):
             SOURCES.out_of_ports(e, f"{address[0]}:{address[1]}")
             raise
 
+    def return_socket(self, sock: gevent.socket.socket) -> None:
+        if isinstance(sock, TimedSocket):  # a send timestamp left on its error queue polls as readable, which
+            sock.read_send_times()  # geventhttpclient's check of an idle connection takes for a closed one
+        super().return_socket(sock)
+
 
 class TimedClientPool(HTTPClientPool):
     """geventhttpclient's per-host client factory whose clients' pools are clocked (:class:`ClockedPool`): with
@@ -105,7 +106,7 @@ class TimedClientPool(HTTPClientPool):
 def use_pools(session: FastHttpSession, timed: bool, mode: str) -> None:
     """Make a Locust ``FastHttpSession``'s connection pools clocked (its geventhttpclient ``UserAgent`` is
     ``session.client``; its ``clientpool`` is rebuilt with the same arguments): ``timed`` for the kernel clock,
-    ``mode`` one of :data:`CONNECTION_MODES`."""
+    ``mode`` one of ``vllm_stress.core.schema.CONNECTION_MODES``."""
     agent = session.client
     agent.clientpool = TimedClientPool(timed=timed, one_use=mode == PER_REQUEST, **agent.clientpool.client_args)
 

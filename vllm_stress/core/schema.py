@@ -98,6 +98,11 @@ ABORTED = "Aborted"
 # The error class of a request the client cancelled on purpose (--cancel-share, --cancel-after): a population of its
 # own, like aborted ones, neither a success nor a failure and in no latency figure.
 CANCELLED = "Cancelled"
+# run.json's connections (--connections): how long a user's connections live (vllm_stress.client.pools)
+POOLED = "pooled"  # a user keeps its connections for its lifetime (Locust's FastHttpUser)
+PER_REQUEST = "per-request"  # a connection per request, closed after it
+PER_SESSION = "per-session"  # a session user's conversation or an agent's task keeps one; others: as pooled
+CONNECTION_MODES = (POOLED, PER_REQUEST, PER_SESSION)
 
 # tasks.csv: one row per agent task (docs/guides/agents.md), written beside requests.csv.
 TASKS_FILE = "tasks.csv"

@@ -22,7 +22,6 @@ from vllm_stress.client.cancel import Cancellations, cancellations_for
 from vllm_stress.client.checks import StopTarget, check_model, validate
 from vllm_stress.client.classes import ClassSet
 from vllm_stress.client.pacing import OpenLoopArrivals, arrivals_for
-from vllm_stress.client.pools import POOLED
 from vllm_stress.client.prompts import Tokenizer, Workload, build_workload
 from vllm_stress.client.recorder import Recorder, WorkerRecorder
 from vllm_stress.client.sourceaddr import SOURCES
@@ -31,6 +30,7 @@ from vllm_stress.client.structured import SchemaPool, load_pool
 from vllm_stress.client.trace import TraceArrivals, arrivals_for_trace, read_trace
 from vllm_stress.core import fleet, served
 from vllm_stress.core.questions import DatasetError
+from vllm_stress.core.schema import POOLED
 from vllm_stress.master.clienthealth import ClientHealth, report_worker_cpu
 from vllm_stress.master.promexport import PromExport
 from vllm_stress.master.replicaset import ReplicaSet

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from vllm_stress.client.features import COMMAND_LINE, PATH
-from vllm_stress.client.pools import CONNECTION_MODES, POOLED
+from vllm_stress.core.schema import CONNECTION_MODES, POOLED
 
 if TYPE_CHECKING:
     from vllm_stress.client.features import OptionGroup

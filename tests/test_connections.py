@@ -6,12 +6,14 @@ from __future__ import annotations
 import socket
 import threading
 
+import pandas as pd
 import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 from benchmarks.harness import read_rows
-from tests.helpers import NO_CANARIES, parsed_options, run_json
+from tests.helpers import NO_CANARIES, analyse, parsed_options, run_json
+from vllm_stress.analysis.features import connection
 from vllm_stress.client.pools import TimedClientPool, opened, opening
 from vllm_stress.simulator.api.requestlog import read_request_log
 
@@ -51,6 +53,12 @@ def test_per_request_opens_a_connection_for_each_request(run_locust, simulator, 
     assert accepted == len(records) + STARTUP_CONNECTIONS + OWN_SCRAPE
     assert all(float(row["connect_s"]) > 0 for row in rows)
     assert run_json(tmp_path / "run")["connections"] == "per-request"
+    summary = analyse(tmp_path / "run", tmp_path / "report")
+    (level,) = summary["levels"]
+    assert summary["connections"] == "per-request"
+    assert 0 < level["connect_p50_s"] <= level["connect_p99_s"]
+    assert level["connections_per_s"] > 0.9 * level["requests_per_s"]  # the window's aborted and failed open too
+    assert "## Connection churn" in (tmp_path / "report" / "report.md").read_text()
 
 
 def test_pooled_keeps_one_connection_per_user(run_locust, simulator, tmp_path):
@@ -79,6 +87,38 @@ def test_per_session_opens_a_connection_per_conversation(run_locust, simulator, 
     assert all(bool(row["connect_s"]) == (row["turn"] == "1") for row in rows)
     # the session user sizes its turns with a /tokenize session of its own at start-up
     assert accepted == len(conversations) + STARTUP_CONNECTIONS + 1 + OWN_SCRAPE
+
+
+def test_an_accept_cost_caps_new_connections_and_the_http_layer_holds_few(run_locust, simulator, tmp_path):
+    """The server's one event loop spends 200 ms on each new connection: at most 5 a second, so 4 users whose
+    requests (0.2 s of engine time) each open one wait for their accept, and its HTTP layer holds fewer than 4."""
+    sim = simulator(*SIM, "--accept-cost-ms", "200")
+    args = ["-u", "4", "-t", "6s", "--connections", "per-request", "--server-metrics-interval", "1"]
+    run(run_locust, sim.url, tmp_path, *args)
+    (level,) = analyse(tmp_path / "run", tmp_path / "report")["levels"]
+    assert level["connections_per_s"] <= 5 * 1.1
+    assert level["server_http_held_mean"] < 0.9 * 4
+    # the verdict names the HTTP layer's shortfall; which kind (HTTP-layer-bound, or client-bound when this loaded
+    # machine's load generator lagged) is the rule's, checked below without a machine's health in it
+    assert "vLLM's HTTP layer held" in level["bound"], level["bound"]
+
+
+@pytest.mark.parametrize(
+    ("connections_per_s", "verdict", "bound"),
+    [
+        (
+            9.0,
+            "gateway/frontend-bound (held 1 of 4)",
+            ["HTTP-layer-bound (9.0 new connections/s; gateway/frontend-bound (held 1 of 4))"],
+        ),
+        (1.0, "gateway/frontend-bound (held 1 of 4)", None),  # pooled: few new connections, the verdict stands
+        (9.0, "client-bound (CPU)", None),  # the load generators kept the requests out
+    ],
+)
+def test_a_churning_level_whose_http_layer_held_few_is_http_layer_bound(connections_per_s, verdict, bound):
+    levels = pd.DataFrame({"users": [4], "requests_per_s": [10.0], "connections_per_s": [connections_per_s]})
+    verdicts = connection.bounds(levels.assign(bound=verdict))
+    assert (None if verdicts is None else verdicts.tolist()) == bound
 
 
 def test_the_connections_option_takes_its_three_modes():

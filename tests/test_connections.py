@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import socket
+import ssl
 import threading
+import time
 
 import pandas as pd
 import pytest
@@ -25,6 +27,7 @@ RUN += ["--server-metrics-interval", "0"]  # no scrapes: the connections before 
 STARTUP_CONNECTIONS = 3
 OWN_SCRAPE = 1  # the test's GET /metrics counts the connection it came on
 RESPONSE = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+HANDSHAKE_DELAY_S = 0.2  # the TLS server below waits this long before its handshake
 
 
 def accepted_connections(url: str) -> int:
@@ -171,3 +174,33 @@ def test_a_pool_times_the_connections_it_opens_and_a_one_use_pool_keeps_none(one
     assert len(accepted) == connections
     assert all(seconds is not None and seconds > 0 for seconds in times[:connections])
     assert times[connections:] == [None] * (3 - connections)
+
+
+def serve_tls_late(server: socket.socket, context: ssl.SSLContext) -> None:
+    """Accept one connection (the kernel has completed its TCP handshake already), wait HANDSHAKE_DELAY_S, then do
+    the TLS handshake and answer one request."""
+    connection, _ = server.accept()
+    time.sleep(HANDSHAKE_DELAY_S)
+    with context.wrap_socket(connection, server_side=True) as tls:
+        while b"\r\n\r\n" not in tls.recv(65536):
+            pass
+        tls.sendall(RESPONSE)
+
+
+def test_an_https_connection_is_timed_with_its_tls_handshake(tls_files):
+    """To an https:// target the connect time holds the TLS handshake: a server that shakes hands 0.2 s after the
+    TCP connect makes the request's connection take at least that."""
+    cert, key = tls_files
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert, key)
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        threading.Thread(target=serve_tls_late, args=(server, context), daemon=True).start()
+        pool = TimedClientPool(ssl_options={"ca_certs": str(cert)}, network_timeout=10, connection_timeout=10)
+        client = pool.get_client(f"https://127.0.0.1:{server.getsockname()[1]}/")
+        opening()
+        response = client.get("/")
+        assert response.read() == b"ok"
+        response.release()
+        pool.close()
+    seconds = opened()
+    assert seconds is not None and seconds >= HANDSHAKE_DELAY_S

@@ -106,6 +106,14 @@ def test_an_accept_cost_caps_new_connections_and_the_http_layer_holds_few(run_lo
     assert "vLLM's HTTP layer held" in level["bound"], level["bound"]
 
 
+def test_the_sdk_user_runs_pooled_only(run_locust, tmp_path):
+    """The SDK's HTTP client keeps its own connections: any other mode stops the run before it reaches a server."""
+    args = ["-f", "locustfiles/sdk.py", "-H", "http://127.0.0.1:9", *RUN, "-u", "1", "-t", "2s"]
+    proc = run_locust(*args, "--connections", "per-request", "--results-dir", str(tmp_path / "run"))
+    assert proc.returncode == 2
+    assert "--connections per-request: the SDK user's connections are its SDK's (pooled)" in proc.stderr
+
+
 @pytest.mark.parametrize(
     ("connections_per_s", "verdict", "bound"),
     [

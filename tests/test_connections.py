@@ -7,6 +7,7 @@ import socket
 import ssl
 import threading
 import time
+from collections import Counter
 
 import pandas as pd
 import pytest
@@ -90,6 +91,20 @@ def test_per_session_opens_a_connection_per_conversation(run_locust, simulator, 
     assert all(bool(row["connect_s"]) == (row["turn"] == "1") for row in rows)
     # the session user sizes its turns with a /tokenize session of its own at start-up
     assert accepted == len(conversations) + STARTUP_CONNECTIONS + 1 + OWN_SCRAPE
+
+
+def test_per_session_gives_each_agent_task_its_own_connections(run_locust, simulator, tmp_path):
+    """The built-in agent task (4 steps, a fan-out of 3 at the third): its first step opens a connection, the
+    fan-out two more beside it, the rest reuse them; the next task opens its own. The stop lets the last task end."""
+    sim = simulator(*SIM)
+    args = ["-u", "1", "-t", "3s", "--stop-timeout", "20", "--connections", "per-session"]
+    rows = run(run_locust, sim.url, tmp_path, *args, user="agent")
+    accepted = accepted_connections(sim.url)
+    tasks = {row["task_id"] for row in rows}
+    assert len(tasks) >= 2
+    opened_by_task = Counter(row["task_id"] for row in rows if row["connect_s"])
+    assert opened_by_task == dict.fromkeys(tasks, 3)
+    assert accepted == 3 * len(tasks) + STARTUP_CONNECTIONS + OWN_SCRAPE
 
 
 def test_an_accept_cost_caps_new_connections_and_the_http_layer_holds_few(run_locust, simulator, tmp_path):

@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import signal
+import ssl
 import subprocess
 import sys
 import sysconfig
@@ -217,6 +218,45 @@ def fault_servers():
 def fault_server(fault_servers):
     """One plain fault server for the module's tests."""
     return fault_servers()
+
+
+@pytest.fixture(scope="module")
+def tls_files(tmp_path_factory) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1 and its key (cert.pem, key.pem), made by openssl for the module."""
+    folder = tmp_path_factory.mktemp("tls")
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return cert, key
+
+
+@pytest.fixture(scope="module")
+def tls_server(fault_servers, tls_files):
+    """A fault server over TLS with the module's self-signed certificate; returns (server, cert path)."""
+    cert, key = tls_files
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert, key)
+    return fault_servers(ssl_context=context), cert
 
 
 @pytest.fixture(scope="session")

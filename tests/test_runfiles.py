@@ -26,6 +26,7 @@ def environment(results_dir, overwrite: bool = False) -> SimpleNamespace:
         insecure=False,
         server_launch="",
         canaries_in_figures=False,
+        connections="per-request",
     )
     quits: list[bool] = []
     runner = SimpleNamespace(quit=lambda: quits.append(True), quits=quits)

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import os
 import secrets
-import ssl
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import psutil
-import pytest
 import requests
 
 from benchmarks.harness import read_rows
@@ -174,37 +172,6 @@ def page_up(url: str) -> bool:
         return requests.get(url + "/llm/start", timeout=5).status_code == 200
     except requests.ConnectionError:
         return False
-
-
-@pytest.fixture(scope="module")
-def tls_server(fault_servers, tmp_path_factory):
-    folder = tmp_path_factory.mktemp("tls")
-    cert, key = folder / "cert.pem", folder / "key.pem"
-    subprocess.run(
-        [
-            "openssl",
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "1",
-            "-subj",
-            "/CN=127.0.0.1",
-            "-addext",
-            "subjectAltName=IP:127.0.0.1",
-            "-keyout",
-            str(key),
-            "-out",
-            str(cert),
-        ],
-        check=True,
-        capture_output=True,
-    )
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    context.load_cert_chain(cert, key)
-    return fault_servers(ssl_context=context), cert
 
 
 def test_tls_is_verified_unless_insecure(run_locust, tls_server, tmp_path):

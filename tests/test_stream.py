@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from vllm_stress.client.exchange import Exchange
+from vllm_stress.client.pools import TimedClientPool
 from vllm_stress.client.sse import SSEParser
-from vllm_stress.client.stream import TimedClientPool, read_body, use_send_time
+from vllm_stress.client.stream import read_body, use_send_time
 from vllm_stress.core.failures import StreamError
 from vllm_stress.core.kernelclock import KERNEL_PLATFORM, SO_TIMESTAMPNS, kernel_time
 from vllm_stress.simulator.api.protocol import DONE, ChunkFormat

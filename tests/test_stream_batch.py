@@ -12,9 +12,10 @@ import pytest
 
 from vllm_stress.client.batchread import batch_reader
 from vllm_stress.client.exchange import Exchange
+from vllm_stress.client.pools import TimedClientPool
 from vllm_stress.client.readbehind import read_behind
 from vllm_stress.client.sse import SSEParser
-from vllm_stress.client.stream import TimedClientPool, read_body
+from vllm_stress.client.stream import read_body
 from vllm_stress.core.failures import StreamError
 from vllm_stress.core.kernelclock import KERNEL_PLATFORM
 

@@ -78,6 +78,7 @@ class Exchange:
         "trace_blocks",
         "trace_reused_blocks",
         "session_turns",
+        "connect",
     )
 
     def __init__(
@@ -131,6 +132,7 @@ class Exchange:
         self.trace_blocks: int | None = None  # --trace, --session-trace: the hash ids its prompt was made of
         self.trace_reused_blocks: int | None = None  # --session-trace: those an earlier turn of its session had
         self.session_turns: int | None = None  # --session-trace: the turns of its recorded session
+        self.connect: float | None = None  # seconds the connection it opened took (None: it reused one; pools.py)
 
     def cut_at(self, cancel: CancelAfter | None) -> None:
         """The client cancels this request at ``cancel`` (its delay is the sender's deadline, its chunks ``output``'s)."""
@@ -282,6 +284,7 @@ class Exchange:
             _opt(self.trace_blocks),
             _opt(self.trace_reused_blocks),
             _opt(self.session_turns),
+            _opt(self.connect),
         ]
 
     def answer_row(self, worker: str) -> list[int | str]:

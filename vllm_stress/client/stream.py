@@ -1,5 +1,5 @@
-"""Reading a streamed (SSE) response into its parser (sse.py): the connection pools whose sockets time the bytes
-(timedsocket.py), and the read of a body, by the batch reader (batchread.py) or in the user's greenlet."""
+"""Reading a streamed (SSE) response into its parser (sse.py): the read of a body, by the batch reader (batchread.py)
+on the sockets that time the bytes (timedsocket.py, made by pools.py), or in the user's greenlet."""
 
 from __future__ import annotations
 
@@ -7,25 +7,17 @@ import contextlib
 import os
 import time
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import gevent.socket
-from geventhttpclient.client import HTTPClient, HTTPClientPool
-from geventhttpclient.connectionpool import ConnectionPool
 from geventhttpclient.response import HTTPSocketPoolResponse
-from geventhttpclient.url import URL
 
 from vllm_stress.client.batchread import READ_SIZE, TRUNCATED, batch_reader
 from vllm_stress.client.exchange import Exchange
 from vllm_stress.client.readbehind import read_behind
-from vllm_stress.client.sourceaddr import SOURCES
 from vllm_stress.client.sse import SSEParser
 from vllm_stress.client.timedsocket import TimedSocket
 from vllm_stress.core.failures import StreamError
 from vllm_stress.core.kernelclock import KERNEL_PLATFORM
-
-if TYPE_CHECKING:
-    from locust.contrib.fasthttp import FastHttpSession
 
 KERNEL_CLOCK = "kernel (SO_TIMESTAMPNS)"
 USER_CLOCK = "user (perf_counter after each read)"
@@ -54,43 +46,6 @@ def deadline_only(stream: HTTPSocketPoolResponse) -> Iterator[None]:
         yield
     finally:
         sock.settimeout(timeout)
-
-
-class TimedConnectionPool(ConnectionPool):
-    """geventhttpclient's plain-HTTP connection pool with :class:`TimedSocket` connections, made in its socket
-    factory (the place its docstring gives to change the socket), each bound to the process's next source address
-    (sourceaddr.py)."""
-
-    def _create_tcp_socket(self, family: int, socktype: int, protocol: int) -> gevent.socket.socket:
-        sock = TimedSocket(family, socktype, protocol)
-        SOURCES.bind(sock)
-        return sock
-
-    def _connect_socket(self, sock: gevent.socket.socket, address: Any) -> gevent.socket.socket:
-        try:
-            return super()._connect_socket(sock, address)
-        except OSError as e:
-            SOURCES.out_of_ports(e, f"{address[0]}:{address[1]}")
-            raise
-
-
-class TimedClientPool(HTTPClientPool):
-    """geventhttpclient's per-host client factory, whose plain-HTTP connections are :class:`TimedSocket` objects."""
-
-    def get_client(self, url: str | URL) -> HTTPClient:
-        client = super().get_client(url)
-        if not client.ssl:  # TLS is decrypted in user space: the kernel's time is not the chunk's
-            # HTTPClient builds its ConnectionPool inline (no argument picks the class), so the pool it made
-            # becomes a TimedConnectionPool.
-            client._connection_pool.__class__ = TimedConnectionPool
-        return client
-
-
-def use_timed_sockets(session: FastHttpSession) -> None:
-    """Make a Locust ``FastHttpSession``'s connections :class:`TimedSocket` objects (its geventhttpclient
-    ``UserAgent`` is ``session.client``; its ``clientpool`` is rebuilt with the same arguments)."""
-    agent = session.client
-    agent.clientpool = TimedClientPool(**agent.clientpool.client_args)
 
 
 def use_send_time(response: HTTPSocketPoolResponse, exchange: Exchange) -> None:

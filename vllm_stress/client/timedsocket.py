@@ -1,5 +1,5 @@
 """The socket that times a streamed response's bytes: a gevent TCP socket keeping the kernel's arrival time of what
-it reads and the time what it sent left; stream.py's connection pools make them, the batch reader (batchread.py) reads
+it reads and the time what it sent left; pools.py's connection pools make them, the batch reader (batchread.py) reads
 them."""
 
 from __future__ import annotations

@@ -116,6 +116,8 @@ FORMATS = (
             Addition(RUN_FILE, ("stopped",)),
             Addition(REQUESTS_FILE, ("inputs",), "embeddings and rerank inputs per second"),
             Addition(REQUESTS_FILE, ("trace_blocks", "trace_reused_blocks", "session_turns"), "recorded sessions"),
+            Addition(REQUESTS_FILE, ("connect_s",), "connection churn"),
+            Addition(RUN_FILE, ("connections",)),
         ),
     ),
 )

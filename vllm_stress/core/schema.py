@@ -76,6 +76,8 @@ REQUEST_COLUMNS = [
     # trace's own block reuse), else empty
     "session_turns",  # --session-trace: the turns its recorded session has (a session that ended with fewer, not by
     # a failure, was truncated by the run's stop), else empty
+    "connect_s",  # seconds the connection this request opened took: TCP connect, and TLS handshake to an https://
+    # target (the load generator's clock); empty when it went on a connection already open (--connections)
 ]
 # The request columns that hold text (the others hold numbers, empty for none)
 REQUEST_TEXT_COLUMNS = frozenset(
@@ -104,6 +106,11 @@ ABORTED = "Aborted"
 # The error class of a request the client cancelled on purpose (--cancel-share, --cancel-after): a population of its
 # own, like aborted ones, neither a success nor a failure and in no latency figure.
 CANCELLED = "Cancelled"
+# run.json's connections (--connections): how long a user's connections live (vllm_stress.client.pools)
+POOLED = "pooled"  # a user keeps its connections for its lifetime (Locust's FastHttpUser)
+PER_REQUEST = "per-request"  # a connection per request, closed after it
+PER_SESSION = "per-session"  # a session user's conversation or an agent's task keeps one; others: as pooled
+CONNECTION_MODES = (POOLED, PER_REQUEST, PER_SESSION)
 
 # tasks.csv: one row per agent task (docs/guides/agents.md), written beside requests.csv.
 TASKS_FILE = "tasks.csv"
@@ -183,6 +190,8 @@ RUN_KEYS = [
     # "cancel_share", "cancel_after"} (vllm_stress.client.features.stress), or null when none is set
     "stopped",  # {"after_users" (the last level that ran), "reason" ("errors 7.2 % > 5.0 %")}: a --stop-on rule ended
     # the step ramp after that level (vllm_stress.core.stopon), or null
+    "connections",  # --connections: pooled (each user keeps its connections), per-request or per-session
+    # (vllm_stress.client.pools); absent before format 5: pooled
 ]
 
 

@@ -53,6 +53,7 @@ def run_meta(environment: Environment, server: ServerUnderTest) -> dict[str, Any
         "traffic_classes": classes.run_json(options),
         "canaries_in_figures": options.canaries_in_figures,
         "stress": stress.run_json(options),
+        "connections": options.connections,
     }
 
 

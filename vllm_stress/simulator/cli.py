@@ -144,6 +144,13 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         help="how streamed SSE lines end: LF as vLLM, or CRLF or CR as the SSE standard also allows (and some "
         "gateways send) (%(default)s)",
     )
+    parser.add_argument(
+        "--accept-cost-ms",
+        type=float,
+        default=0.0,
+        help="milliseconds the server's event loop spends on each connection it accepts, serving nothing else "
+        "meanwhile (a TLS handshake's CPU): the HTTP layer bounds the connections per second (%(default)s: none)",
+    )
     lora.add_arguments(parser)
     add_spec_arguments(parser)
     parser.add_argument(
@@ -189,7 +196,7 @@ def accept_all(
     deferred accept ran): with a thousand busy streams an iteration takes ~12 ms, so a burst of new connections
     waits in the accept queue at ~80 per second and a scraper behind it waits for seconds. asyncio's server accepts
     up to its backlog per wake-up. This reader drains the queue on either loop. ``accepted`` may wrap each
-    connection (the request log's arrival stamps).
+    connection (the simulator's count and accept cost, the request log's arrival stamps: api/connections.py).
     """
     while True:
         try:
@@ -217,11 +224,10 @@ async def serve(simulator: Simulator, host: str, port: int) -> None:
     listener.setblocking(False)
     loop = asyncio.get_running_loop()
     pending: set[asyncio.Task[object]] = set()
-    accepted = None
     if simulator.request_log:
         simulator.request_log.listening(listener)
-        accepted = simulator.request_log.accepted
-    loop.add_reader(listener.fileno(), accept_all, loop, listener, runner.server, pending, accepted)
+    accept = simulator.connections.accept
+    loop.add_reader(listener.fileno(), accept_all, loop, listener, runner.server, pending, accept)
     stop = asyncio.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
@@ -258,6 +264,7 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
                 profile,
                 seed=args.seed,
                 request_log=args.request_log,
+                accept_cost_s=args.accept_cost_ms / 1000,
                 otlp_traces_endpoint=args.otlp_traces_endpoint,
             )
     except ValueError as error:

@@ -16,6 +16,7 @@ from locust.exception import StopUser
 
 from vllm_stress.client.agenttask import Answer, Script, TaskRecord, opening, read_script, run_task
 from vllm_stress.client.exchange import Exchange, is_output_delta
+from vllm_stress.client.pools import new_session
 from vllm_stress.client.prompts import RequestSpec
 from vllm_stress.client.sse import SSEParser
 from vllm_stress.client.stream import read_body
@@ -76,6 +77,7 @@ class AgentUser(chat.ChatUser):
         if self.workload is None:  # the target could not be prepared (logged at test start)
             raise StopUser()
         recorder = self.target.recorder
+        new_session(self.client, self.target.options.connections)
         record = self.record = TaskRecord(f"{recorder.worker_id}-{self.number}-{next(self.tasks_run)}", recorder.level)
         messages = opening(self.script, self.workload.next_request().text)
         try:

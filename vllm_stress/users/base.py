@@ -26,6 +26,7 @@ from vllm_stress.client.exchange import (
     error_event,
     response_error,
 )
+from vllm_stress.client.pools import opened, opening, use_pools
 from vllm_stress.client.prompts import RequestSpec, Workload
 from vllm_stress.client.sse import SSEParser
 from vllm_stress.client.stream import (
@@ -34,7 +35,6 @@ from vllm_stress.client.stream import (
     read_body,
     receive_clock,
     use_send_time,
-    use_timed_sockets,
 )
 from vllm_stress.client.stream import clocks as receive_clocks
 from vllm_stress.client.structured import judge
@@ -257,8 +257,9 @@ class LLMUser(FastHttpUser):
         # with client-side spreading, each replica's absolute URL of this user's path and its name on the rows
         self.replica_targets = {base: (base + self.path, fleet.replica_name(base)) for base in self.spread.replicas}
         use_lean_cookies(self.client)
-        if receive_clock(self.host or "") == KERNEL_CLOCK:
-            use_timed_sockets(self.client)  # chunks timed by the kernel's receive time (stream.py)
+        # connections timed as they open (--connections: how long they live); under the kernel clock, chunks timed
+        # by the kernel's receive time (stream.py)
+        use_pools(self.client, receive_clock(self.host or "") == KERNEL_CLOCK, options.connections)
 
     def on_start(self) -> None:
         start_user(self)
@@ -282,6 +283,7 @@ class LLMUser(FastHttpUser):
         if len(self.spread.replicas) > 1:  # client-side spreading: an absolute URL, the replica on the row
             url, exchange.replica = self.replica_targets[self.spread.next()]
         exchange.sent()  # as late as a Locust user can take it: the session's own request building follows
+        opening()
         # a request the client cancelled leaves the block by Cancelled: Locust's stats count it nowhere (as the
         # streams a stop cuts), like every figure of the suite
         with (
@@ -295,6 +297,7 @@ class LLMUser(FastHttpUser):
                 name=exchange.stats_name,
             ) as resp,
         ):
+            exchange.connect = opened()
             exchange.status = resp.status_code
             if self.stream:
                 use_send_time(resp.stream, exchange)

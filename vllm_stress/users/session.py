@@ -19,6 +19,7 @@ from vllm_stress.client.affinity import echoes_cookie
 from vllm_stress.client.checks import StopTarget
 from vllm_stress.client.conversation import Conversation, TurnSizer, assistant_message, think_time, user_message
 from vllm_stress.client.exchange import Exchange
+from vllm_stress.client.pools import new_session
 from vllm_stress.client.prompts import RequestSpec, Tokenizer, Workload, sample_dataset
 from vllm_stress.client.sessiontrace import SessionDeck, capped_gap, deck_for, read_sessions
 from vllm_stress.client.sharegpt import is_sharegpt, read_conversations
@@ -103,10 +104,13 @@ class ChatSessionUser(chat.ChatUser):
         return Conversation(session_id, min(options.turns, len(texts)) if texts else options.turns, texts)
 
     def pin(self, session_id: str) -> str:
-        """Start conversation ``session_id`` (returned): its affinity header, and no cookie of the last one's router."""
+        """Start conversation ``session_id`` (returned): its affinity header, no cookie of the last one's router, and
+        new connections under --connections per-session."""
+        options = self.environment.parsed_options
         self.sticky_headers = {self.affinity_header: session_id} if self.affinity_header else {}
-        if echoes_cookie(self.environment.parsed_options.router_preset):
+        if echoes_cookie(options.router_preset):
             self.client.cookiejar.clear()
+        new_session(self.client, options.connections)
         return session_id
 
     def next_turn(self, conversation: Conversation, workload: Workload) -> RequestSpec:

@@ -31,6 +31,7 @@ from vllm_stress.client.structured import SchemaPool, load_pool
 from vllm_stress.client.trace import TraceArrivals, arrivals_for_trace, read_trace
 from vllm_stress.core import fleet, served
 from vllm_stress.core.questions import DatasetError
+from vllm_stress.core.schema import POOLED
 from vllm_stress.master.clienthealth import ClientHealth, report_worker_cpu
 from vllm_stress.master.promexport import PromExport
 from vllm_stress.master.replicaset import ReplicaSet
@@ -133,6 +134,8 @@ class Target:
         except OSError as e:
             raise StopTarget(f"--api-key-file: {e}") from None
         self.use_source_addresses(options.source_addresses)
+        if options.connections != POOLED and not self.own_connections():
+            raise StopTarget(f"--connections {options.connections}: the SDK user's connections are its SDK's (pooled)")
         self.headers = {"Accept-Encoding": "identity"} | ({"Authorization": f"Bearer {key}"} if key else {})
         needs_model = any(getattr(cls, "needs_model", True) for cls in self.environment.user_classes)
         models = self.served_models(required=not options.model) if needs_model else {}
@@ -185,9 +188,7 @@ class Target:
         use, or a target they would not apply to."""
         if not text or not self.runs_users:
             return
-        if receive_clock(self.environment.host or "") != KERNEL_CLOCK or not all(
-            issubclass(cls, FastHttpUser) for cls in self.environment.user_classes
-        ):
+        if receive_clock(self.environment.host or "") != KERNEL_CLOCK or not self.own_connections():
             raise StopTarget(
                 "--source-addresses applies to an http:// target and the users whose connections are the suite's "
                 "own (not the SDK user's)"
@@ -196,6 +197,10 @@ class Target:
             SOURCES.use(text)
         except ValueError as e:
             raise StopTarget(f"--source-addresses: {e}") from None
+
+    def own_connections(self) -> bool:
+        """Whether every user class's connections are the suite's own (Locust's FastHttpUser: not the SDK user's)."""
+        return all(issubclass(cls, FastHttpUser) for cls in self.environment.user_classes)
 
     def served_models(self, required: bool) -> dict[str, int | None]:
         """{model: max_model_len or None} from ``/v1/models``. A server that cannot be reached is refused; one that

@@ -91,6 +91,7 @@ def request_rows(
             "trace_blocks": np.nan,
             "trace_reused_blocks": np.nan,
             "session_turns": np.nan,
+            "connect_s": np.nan,
         }
     )
     return rows[REQUEST_COLUMNS]

@@ -1,10 +1,12 @@
-"""How the load generator reaches the server: its API key, TLS, timeouts and source addresses."""
+"""How the load generator reaches the server: its API key, TLS, timeouts, source addresses and how long its
+connections live (docs/guides/stress.md, "Connection churn")."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from vllm_stress.client.features import COMMAND_LINE, PATH
+from vllm_stress.core.schema import CONNECTION_MODES, POOLED
 
 if TYPE_CHECKING:
     from vllm_stress.client.features import OptionGroup
@@ -39,4 +41,12 @@ def add_arguments(group: OptionGroup) -> None:
         default="",
         help="Comma-separated local IPv4 addresses the connections to an http:// target leave from, in turn: each "
         "adds an ephemeral port range (about 28,000 connections per server) (default: the kernel picks one)",
+    )
+    group.add_argument(
+        "--connections",
+        choices=CONNECTION_MODES,
+        default=POOLED,
+        help="How long a user's connections live: pooled, for the user's lifetime (HTTP keep-alive); per-request, "
+        "a new one for each request, closed after it; per-session, one per conversation of the session user or "
+        "task of the agent user (other users: as pooled). A row's connect_s times the connection it opened",
     )

@@ -23,6 +23,7 @@ from ..model.tokenizer import Tokenizer
 from ..model.toolcalls import ToolChunks, plan_tool_call
 from ..model.vision import message_images
 from . import legacy, messagesapi, poolingapi, responsesapi
+from .connections import Connections
 from .driver import EngineDriver
 from .httpmetrics import HttpMetrics
 from .metrics import EngineMetrics
@@ -80,6 +81,7 @@ class Simulator:
         otlp_traces_endpoint: str | None = None,
         sse_line_ending: bytes = b"\n",
         lora: LoraConfig | None = None,
+        accept_cost_s: float = 0.0,
     ):
         self.profile = profile
         self.prompt_details = prompt_details  # vllm serve --enable-prompt-tokens-details: usage says cached_tokens
@@ -110,6 +112,8 @@ class Simulator:
         self.generator = Generator(profile, self.driver, seed)
         self.answers = AnswerModel(profile)
         self.request_log = RequestLog(request_log) if request_log else None
+        self.connections = Connections(accept_cost_s, self.request_log.accepted if self.request_log else None)
+        self.registry.register(self.connections)
         self.spans = SpanExporter(otlp_traces_endpoint, time_scale) if otlp_traces_endpoint else None
         self.connector: KvTransfer | None = None  # a P/D instance's side of the KV transfer (disagg.py)
 

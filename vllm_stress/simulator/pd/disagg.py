@@ -180,6 +180,8 @@ def build_fleet(args: argparse.Namespace, profiles: dict[str, Profile], make: Ca
     counts = dict(zip(ROLES, parse_layout(args.pd), strict=True))
     if args.request_log or args.otlp_traces_endpoint:  # every instance would see each request
         raise ValueError("--pd serves no --request-log or --otlp-traces-endpoint (one request, two instances)")
+    if args.accept_cost_ms:  # its proxy and instances accept through aiohttp's own sites, not the counting hook
+        raise ValueError("--pd serves no --accept-cost-ms (the fleet's proxy accepts its connections)")
     ports = itertools.count(args.port + 1) if args.port else itertools.repeat(0)
     family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
     fleet: dict[str, list[tuple[Simulator, socket.socket]]] = {role: [] for role in ROLES}

@@ -86,16 +86,24 @@ def aggregate_repeats(per_run: pd.DataFrame) -> pd.DataFrame:
     ``unstable`` (the TRUST_FIELDS whose spread is too wide)."""
     fields = [c for c in per_run.columns if c not in NOT_AVERAGED]
     by_level = per_run.groupby("users")
-    result = by_level[fields].mean()
-    result["runs"] = by_level.size()
-    result["partial"] = by_level["partial"].any()
-    result["steady"] = by_level["steady"].all()
-    result["steady_reason"] = pd.Series({users: repeat_reason(runs) for users, runs in by_level})
+    parts = [
+        by_level[fields].mean(),
+        pd.DataFrame(
+            {
+                "runs": by_level.size(),
+                "partial": by_level["partial"].any(),
+                "steady": by_level["steady"].all(),
+                "steady_reason": pd.Series({users: repeat_reason(runs) for users, runs in by_level}),
+            }
+        ),
+    ]
     if per_run["run"].nunique() > 1:
         std = by_level[fields].std(ddof=1)
         samples = by_level[fields].count()  # per field: the runs where it has a value
         ci95 = std * (samples - 1).map(t_975) / samples**0.5
-        result = result.join(std.add_suffix("_std")).join(ci95.add_suffix("_ci95"))
+        parts += [std.add_suffix("_std"), ci95.add_suffix("_ci95")]
+    result = pd.concat(parts, axis=1).rename_axis("users").copy()  # few blocks: the summary adds columns to it
+    if per_run["run"].nunique() > 1:
         result["unstable"] = unstable_fields(result)
     return result.reset_index()
 

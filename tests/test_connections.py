@@ -97,7 +97,8 @@ def test_per_session_gives_each_agent_task_its_own_connections(run_locust, simul
     """The built-in agent task (4 steps, a fan-out of 3 at the third): its first step opens a connection, the
     fan-out two more beside it, the rest reuse them; the next task opens its own. The stop lets the last task end."""
     sim = simulator(*SIM)
-    args = ["-u", "1", "-t", "3s", "--stop-timeout", "20", "--connections", "per-session"]
+    # 6 s: two tasks begin even on a loaded machine (a task took over 3 s on one with load average 10)
+    args = ["-u", "1", "-t", "6s", "--stop-timeout", "20", "--connections", "per-session"]
     rows = run(run_locust, sim.url, tmp_path, *args, user="agent")
     accepted = accepted_connections(sim.url)
     tasks = {row["task_id"] for row in rows}

@@ -1,0 +1,100 @@
+"""The simulator's CPU tier of the KV cache in virtual time: its capacity from --kv-offloading-size, every computed
+block stored there, a prefix the GPU evicted loaded back (its copy time in the step) instead of recomputed, LRU order
+and vLLM's external prefix-cache counters; and the report's KV-capacity verdict from per-level hit rates."""
+
+import random
+
+import pytest
+
+from vllm_stress.simulator.engine.core import Engine
+from vllm_stress.simulator.engine.kvcache import HostTier, num_cpu_blocks, prompt_block_hashes
+from vllm_stress.simulator.engine.sequence import Sequence
+from vllm_stress.simulator.engine.steptime import kv_bytes_per_token_per_rank
+from vllm_stress.simulator.model.profiles import load_profile
+
+BLOCK_GIB = 16 * 8192 / 2**30  # one 16-token block of cpu-tiny's KV (8 layers x 4 KV heads x 64 x 2 x 2 bytes)
+
+
+def tiny(cpu_blocks=0, **overrides):
+    return load_profile(
+        "cpu-tiny",
+        {
+            "jitter": 0.0,
+            "max_model_len": 512,
+            "num_gpu_blocks_override": 33,
+            "kv_offloading_size": cpu_blocks * BLOCK_GIB,
+        }
+        | overrides,
+    )
+
+
+def prompt(seed, count=100):
+    tokens = random.Random(seed).choices(range(128000), k=count)
+    return Sequence(count, 1, block_hashes=prompt_block_hashes(tokens, 16))
+
+
+def served(engine, seq):
+    """Run ``seq`` alone on an idle engine; the (tokens scheduled, duration) of its first step."""
+    engine.add_request(seq)
+    first = None
+    while engine.has_work:
+        result = engine.step()
+        first = first or (engine.last_num_scheduled_tokens, result.duration)
+    return first
+
+
+def test_the_tier_holds_the_blocks_its_size_buys():
+    assert num_cpu_blocks(tiny(100)) == 100
+    assert num_cpu_blocks(tiny(100, tensor_parallel_size=2)) == 100  # half the size per rank, half a block's bytes
+    assert num_cpu_blocks(tiny(100, tensor_parallel_size=8)) == 50  # 4 KV heads on 8 ranks: one head each
+    assert Engine(tiny()).kv.host is None
+    assert Engine(tiny(100, enable_prefix_caching=False)).kv.host is None  # offloads only what the cache can hit
+
+
+def test_a_prefix_the_gpu_evicted_is_loaded_back_not_recomputed():
+    engine = Engine(tiny(100))  # 32 usable GPU blocks, 100 on the host
+    served(engine, prompt(1))  # 7 blocks, its 6 full ones stored on the host as they are computed
+    assert served(engine, prompt(2, 511))[0] == 511  # 32 blocks: the GPU evicts the first prompt's
+    again = prompt(1)
+    tokens, duration = served(engine, again)
+    assert tokens == 100 - 96 and (again.num_cached_tokens, again.num_external_tokens) == (96, 96)
+    onload = 96 * kv_bytes_per_token_per_rank(tiny()) / 25e9
+    compute = engine.steptime.ideal(4, 4 * (96 + 2), 100, 1)
+    assert duration == pytest.approx(compute + onload)
+    assert (engine.prefix_cache_queries, engine.prefix_cache_hits) == (711, 0)
+    assert (engine.external_prefix_cache_queries, engine.external_prefix_cache_hits) == (711, 96)
+
+
+def test_without_a_tier_the_evicted_prefix_is_recomputed():
+    engine = Engine(tiny())
+    for seq in (prompt(1), prompt(2, 511)):
+        served(engine, seq)
+    again = prompt(1)
+    assert served(engine, again)[0] == 100 and again.num_cached_tokens == 0
+    assert (engine.external_prefix_cache_queries, engine.external_prefix_cache_hits) == (0, 0)
+
+
+def test_a_gpu_hit_is_no_external_query():
+    engine = Engine(tiny(100))
+    served(engine, prompt(3))
+    again = prompt(3)
+    assert served(engine, again)[0] == 4 and again.num_external_tokens == 0
+    assert (engine.prefix_cache_hits, engine.external_prefix_cache_queries) == (96, 100 + 4)
+
+
+def test_the_tier_drops_its_least_recently_used_block():
+    tier = HostTier(3)
+    for block in (1, 2, 3):
+        tier.store(block)
+    tier.touch([1])  # loaded: the most recent
+    tier.store(4)
+    assert list(tier.blocks) == [3, 1, 4] and tier.lookup([3, 1, 4]) == 3 and tier.lookup([2, 3]) == 0
+
+
+def test_a_prefix_past_the_tiers_capacity_is_recomputed():
+    engine = Engine(tiny(12))  # the 511-token prompt's 31 full blocks push the first prompt's 6 out of 12
+    for seq in (prompt(1), prompt(2, 511)):
+        served(engine, seq)
+    again = prompt(1)
+    assert served(engine, again)[0] == 100
+    assert engine.external_prefix_cache_hits == 0 and len(engine.kv.host.blocks) == 12

@@ -4,8 +4,10 @@ and vLLM's external prefix-cache counters; and the report's KV-capacity verdict 
 
 import random
 
+import pandas as pd
 import pytest
 
+from vllm_stress.analysis.features.prefix import EXTERNAL, GPU, kv_capacity_verdict
 from vllm_stress.simulator.engine.core import Engine
 from vllm_stress.simulator.engine.kvcache import HostTier, num_cpu_blocks, prompt_block_hashes
 from vllm_stress.simulator.engine.sequence import Sequence
@@ -98,3 +100,31 @@ def test_a_prefix_past_the_tiers_capacity_is_recomputed():
     again = prompt(1)
     assert served(engine, again)[0] == 100
     assert engine.external_prefix_cache_hits == 0 and len(engine.kv.host.blocks) == 12
+
+
+def rates(gpu, external):
+    return pd.DataFrame({GPU: gpu, EXTERNAL: external}, index=[1, 4, 16, 64])
+
+
+def test_the_verdict_names_the_gpu_cache_while_the_cpu_tier_carries_the_misses():
+    verdict = kv_capacity_verdict(rates([0.45, 0.44, 0.05, 0.04], [0.0, 0.01, 0.45, 0.44]), 1584)
+    assert verdict is not None and (verdict["tier"], verdict["gpu_users"], verdict["cpu_users"]) == (
+        "GPU cache",
+        16,
+        None,
+    )
+    assert verdict["verdict"].startswith(
+        "KV-capacity-bound: the working set passed the GPU cache of 1,584 tokens at 16"
+    )
+
+
+def test_the_verdict_names_the_cpu_tier_once_both_fall():
+    verdict = kv_capacity_verdict(rates([0.45, 0.05, 0.04, 0.03], [0.0, 0.45, 0.02, 0.01]), None)
+    assert verdict is not None and (verdict["tier"], verdict["gpu_users"], verdict["cpu_users"]) == ("CPU tier", 4, 16)
+    assert "passed the CPU tier at 16 users" in verdict["verdict"]
+
+
+def test_no_verdict_while_the_hit_rate_holds_or_without_a_tier_behind_a_fall():
+    assert kv_capacity_verdict(rates([0.45, 0.40, 0.38, 0.42], [0.0, 0.0, 0.0, 0.0]), None) is None
+    alone = kv_capacity_verdict(rates([0.45, 0.40, 0.1, 0.0], [None, None, None, None]), None)
+    assert alone is not None and alone["tier"] == "GPU cache" and "CPU tier" not in alone["verdict"]

@@ -2,6 +2,7 @@
 block stored there, a prefix the GPU evicted loaded back (its copy time in the step) instead of recomputed, LRU order
 and vLLM's external prefix-cache counters; and the report's KV-capacity verdict from per-level hit rates."""
 
+import json
 import random
 
 import pandas as pd
@@ -128,3 +129,40 @@ def test_no_verdict_while_the_hit_rate_holds_or_without_a_tier_behind_a_fall():
     assert kv_capacity_verdict(rates([0.45, 0.40, 0.38, 0.42], [0.0, 0.0, 0.0, 0.0]), None) is None
     alone = kv_capacity_verdict(rates([0.45, 0.40, 0.1, 0.0], [None, None, None, None]), None)
     assert alone is not None and alone["tier"] == "GPU cache" and "CPU tier" not in alone["verdict"]
+
+
+def test_a_ramp_of_sessions_passes_the_gpu_cache_then_the_cpu_tier(scenarios, tmp_path):
+    """Each session user's second turn reuses its first (about 36 blocks); between the two, the other users' turns
+    pass through the caches: 1 user fits the GPU's 99 blocks, 6 users only the CPU tier's 400, 24 users neither."""
+    out = tmp_path / "tiers"
+    simulator = ["--num-gpu-blocks-override=100", f"--kv-offloading-size={400 * BLOCK_GIB}", "--max-model-len=1024"]
+    locust = ["--turns=2", "--turn-tokens=32", "--think-time=0", "--step-time=3"]
+    args = [
+        "run",
+        "--scenario",
+        "smoke",
+        "--out",
+        str(out),
+        "--workers",
+        "1",
+        "--user",
+        "session",
+        "--levels",
+        "1,6,24",
+    ]
+    args += ["--input-tokens", "512", "--output-tokens", "16"]
+    assert scenarios([*args, *(f"--simulator-arg={a}" for a in simulator), *(f"--locust-arg={a}" for a in locust)]) == 0
+    server = pd.read_csv(out / "run-1" / "server_metrics.csv").iloc[-1]  # the simulator's own counters at the end
+    assert 0 < server["external_prefix_cache_hits"] < server["external_prefix_cache_queries"]
+    assert server["prefix_cache_hits"] > 0
+    summary = json.loads((out / "report" / "summary.json").read_text())
+    levels = {level["users"]: level for level in summary["levels"]}
+    assert levels[1]["server_prefix_hit_rate"] > 0.3 and levels[1]["server_external_hit_rate"] < 0.05
+    assert levels[6]["server_prefix_hit_rate"] < 0.1 and levels[6]["server_external_hit_rate"] > 0.3
+    assert levels[24]["server_prefix_hit_rate"] < 0.1 and levels[24]["server_external_hit_rate"] < 0.1
+    tiers = summary["kv_tiers"]
+    assert (tiers["tier"], tiers["gpu_users"], tiers["cpu_users"], tiers["gpu_tokens"]) == ("CPU tier", 6, 24, 1584)
+    assert (
+        "KV-capacity-bound: the working set passed the CPU tier at 24 users"
+        in (out / "report" / "report.md").read_text()
+    )

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from vllm_stress.analysis.features.prefix import EXTERNAL, GPU, kv_capacity_verdict
+from vllm_stress.simulator.api.metrics import EngineMetrics
 from vllm_stress.simulator.engine.core import Engine
 from vllm_stress.simulator.engine.kvcache import HostTier, num_cpu_blocks, prompt_block_hashes
 from vllm_stress.simulator.engine.sequence import Sequence
@@ -83,6 +84,27 @@ def test_a_gpu_hit_is_no_external_query():
     again = prompt(3)
     assert served(engine, again)[0] == 4 and again.num_external_tokens == 0
     assert (engine.prefix_cache_hits, engine.external_prefix_cache_queries) == (96, 100 + 4)
+
+
+def test_the_metrics_count_a_cpu_tier_hit_as_external_from_the_host():
+    engine = Engine(tiny(100))
+    metrics = EngineMetrics(engine, "m", {})
+    for seq in (prompt(1), prompt(2, 511), prompt(1)):
+        engine.add_request(seq)
+        while engine.has_work:
+            metrics.observe_step(engine.step())
+    samples = {(s.name, s.labels.get("source")): s.value for family in metrics.collect() for s in family.samples}
+    by_source = {key[1]: value for key, value in samples.items() if key[0] == "vllm:prompt_tokens_by_source_total"}
+    assert by_source == {"local_compute": 100 + 511 + 4, "local_cache_hit": 0, "external_kv_transfer": 96}
+    assert samples["vllm:prompt_tokens_cached_by_source_total", "host"] == 96
+    assert samples["vllm:prompt_tokens_cached_by_source_total", "device"] == 0
+    assert (
+        samples["vllm:external_prefix_cache_hits_total", None],
+        samples["vllm:prompt_tokens_cached_total", None],
+    ) == (
+        96,
+        96,
+    )
 
 
 def test_the_tier_drops_its_least_recently_used_block():

@@ -98,6 +98,19 @@ def test_the_metrics_count_a_cpu_tier_hit_as_external_from_the_host():
     assert by_source == {"local_compute": 100 + 511 + 4, "local_cache_hit": 0, "external_kv_transfer": 96}
     assert samples["vllm:prompt_tokens_cached_by_source_total", "host"] == 96
     assert samples["vllm:prompt_tokens_cached_by_source_total", "device"] == 0
+    transfers = {
+        (s.name, s.labels["transfer_type"]): s.value
+        for family in metrics.collect()
+        if family.name.startswith("vllm:kv_offload_total")
+        for s in family.samples
+    }
+    stored = (6 + 31) * 16 * 8192  # every full block computed, once: the first prompt's 6, the long one's 31
+    assert transfers["vllm:kv_offload_total_bytes_total", "GPU_to_CPU"] == stored
+    assert transfers["vllm:kv_offload_total_bytes_total", "CPU_to_GPU"] == 96 * 8192
+    assert transfers["vllm:kv_offload_total_time_total", "CPU_to_GPU"] == pytest.approx(96 * 8192 / 25e9)
+    assert not any(
+        family.name.startswith("vllm:kv_offload") for family in EngineMetrics(Engine(tiny()), "m", {}).collect()
+    )
     assert (
         samples["vllm:external_prefix_cache_hits_total", None],
         samples["vllm:prompt_tokens_cached_total", None],

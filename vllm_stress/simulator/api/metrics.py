@@ -330,6 +330,19 @@ class EngineMetrics:
             | {"device": engine.prefix_cache_hits, "host": engine.external_prefix_cache_hits},
         )
 
+    def _offload_transfers(self) -> Iterator[Metric]:
+        """vLLM's OffloadingConnector transfer counters (OffloadPromMetrics), only with a CPU tier."""
+        transfers = self.engine.offload_transfers()
+        if not transfers:
+            return
+        names = {
+            "vllm:kv_offload_total_bytes": ("Number of bytes offloaded by KV connector", 0),
+            "vllm:kv_offload_total_time": ("Total time measured by all KV offloading operations", 1),
+        }
+        for name, (documentation, index) in names.items():
+            values = {kind: totals[index] for kind, totals in transfers.items()}
+            yield self._by_label(CounterMetricFamily, name, documentation, "transfer_type", values)
+
     def _unsimulated_features(self) -> Iterator[Metric]:
         for name, documentation in ZERO_COUNTERS.items():
             yield self._counter(name, documentation, 0)
@@ -387,6 +400,7 @@ class EngineMetrics:
         info.add_metric([*self.cache_info.values(), "0"], 1.0)
         yield info
         yield from self._prefix_cache()
+        yield from self._offload_transfers()
         yield from self._unsimulated_features()
         if engine.spec:
             yield from engine.spec.families(self.labels)

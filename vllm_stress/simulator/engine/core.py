@@ -33,6 +33,8 @@ class Engine:
         # seconds to copy one token's KV from the CPU tier back to one GPU (each rank over its own link, in parallel)
         self.onload_s_per_token = kv_bytes_per_token_per_rank(profile) / profile.kv_offload_bandwidth
         self.onload_tokens = 0  # tokens the step being scheduled loads from the CPU tier
+        self.onloaded_tokens = 0  # tokens loaded from the CPU tier since the start (re-admissions included)
+        self.offload_bandwidth = profile.kv_offload_bandwidth
         self.steptime = StepTimeModel(profile, seed)
         self.spec = spec_decode(profile, seed)
         self.clock = 0.0
@@ -117,6 +119,15 @@ class Engine:
         self.last_num_scheduled_tokens = num_tokens
         return StepResult(duration, self._apply(scheduled))
 
+    def offload_transfers(self) -> dict[str, tuple[float, float]]:
+        """The CPU tier's copies since the start by vLLM's transfer type: (bytes over all ranks, seconds summed over
+        ranks, each copying its share over its own link); empty without a tier."""
+        if self.kv.host is None:
+            return {}
+        tokens = {"GPU_to_CPU": self.kv.host.num_stored * self.kv.block_size, "CPU_to_GPU": self.onloaded_tokens}
+        sizes = {kind: count * self.steptime.kv_bytes_per_token for kind, count in tokens.items()}
+        return {kind: (size, size / self.offload_bandwidth) for kind, size in sizes.items()}
+
     def _schedule_running(self, scheduled: list[tuple[Sequence, int]]) -> tuple[int, bool]:
         budget = self.max_num_batched_tokens
         preempted = False
@@ -181,6 +192,7 @@ class Engine:
             if loaded:
                 kv.loaded_from_host(loaded)
                 self.onload_tokens += onload
+                self.onloaded_tokens += onload
             if self.lora and seq.adapter:
                 batch.add(seq.adapter)
                 self.lora.scheduled(seq)

@@ -46,9 +46,11 @@ class HostTier:
     def __init__(self, num_blocks: int) -> None:
         self.num_blocks = num_blocks
         self.blocks: OrderedDict[int, None] = OrderedDict()
+        self.num_stored = 0  # blocks copied in since the start (one it holds already is not copied again)
 
     def store(self, block_hash: int) -> None:
         """Keep ``block_hash`` as the most recent block, dropping the least recent one when full."""
+        self.num_stored += block_hash not in self.blocks
         self.blocks[block_hash] = None
         self.blocks.move_to_end(block_hash)
         if len(self.blocks) > self.num_blocks:

@@ -99,10 +99,11 @@ def token_times(rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray,
     return first, end, output, prefilled
 
 
-def server_prefix_hit_rate(server: pd.DataFrame | None, windows: pd.DataFrame) -> np.ndarray:
-    """vllm:prefix_cache_hits / queries gained during each window; NaN without them or without queries."""
-    queries = counter_gains(server, windows, "prefix_cache_queries")
-    hits = counter_gains(server, windows, "prefix_cache_hits")
+def server_prefix_hit_rate(server: pd.DataFrame | None, windows: pd.DataFrame, tier: str = "") -> np.ndarray:
+    """vllm:prefix_cache_hits / queries gained during each window (``tier`` "external_": a KV connector's, such as a
+    CPU offload tier, vllm:external_prefix_cache_hits / queries); NaN without them or without queries."""
+    queries = counter_gains(server, windows, f"{tier}prefix_cache_queries")
+    hits = counter_gains(server, windows, f"{tier}prefix_cache_hits")
     rates: np.ndarray = np.divide(hits, queries, out=np.full(len(windows), np.nan), where=queries > 0)
     return rates
 

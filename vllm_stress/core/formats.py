@@ -10,6 +10,7 @@ from vllm_stress.core.schema import (
     ANSWER_COLUMNS,
     ANSWERS_FILE,
     CLIENT_HEALTH_FILE,
+    EXTERNAL_PREFIX_COUNTERS,
     FORMAT_KEY,
     GPU_METRICS_COLUMNS,
     GPU_METRICS_FILE,
@@ -118,6 +119,7 @@ FORMATS = (
             Addition(REQUESTS_FILE, ("trace_blocks", "trace_reused_blocks", "session_turns"), "recorded sessions"),
             Addition(REQUESTS_FILE, ("connect_s",), "connection churn"),
             Addition(RUN_FILE, ("connections",)),
+            Addition(SERVER_METRICS_FILE, EXTERNAL_PREFIX_COUNTERS, "hit rate by KV tier"),
         ),
     ),
 )

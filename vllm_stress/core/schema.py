@@ -212,6 +212,9 @@ SERVER_COUNTERS = {  # column -> scraped sample: cumulative since the server sta
     "request_success": "vllm:request_success_total",  # every finish reason, aborts included
     "prefix_cache_queries": "vllm:prefix_cache_queries_total",  # prompt tokens looked up in the prefix cache
     "prefix_cache_hits": "vllm:prefix_cache_hits_total",  # of which found there
+    "external_prefix_cache_queries": "vllm:external_prefix_cache_queries_total",  # prompt tokens past the GPU's
+    # hits looked up by a KV connector (a CPU offload tier, LMCache): only with one
+    "external_prefix_cache_hits": "vllm:external_prefix_cache_hits_total",  # of which it held (loaded, not recomputed)
     "frontend_cpu_s": "process_cpu_seconds_total",  # CPU of vLLM's API server process (HTTP, templating, detokenizing)
     "kv_transfer_bytes": "vllm:nixl_bytes_transferred_sum",  # KV bytes a P/D decode instance pulled
     "spec_drafts": "vllm:spec_decode_num_drafts_total",  # speculative decoding (only when on): drafts verified
@@ -219,6 +222,7 @@ SERVER_COUNTERS = {  # column -> scraped sample: cumulative since the server sta
     "spec_accepted_tokens": "vllm:spec_decode_num_accepted_tokens_total",  # of those, the accepted ones
 }
 SPEC_DECODE_COUNTERS = ("spec_drafts", "spec_draft_tokens", "spec_accepted_tokens")
+EXTERNAL_PREFIX_COUNTERS = ("external_prefix_cache_queries", "external_prefix_cache_hits")
 # samples a vLLM server exports only with a feature on: their absence is no warning
 SERVER_HISTOGRAMS = {  # column prefix -> histogram: {prefix}_count, {prefix}_sum_s, {prefix}_p50_s, {prefix}_p99_s
     "ttft": "vllm:time_to_first_token_seconds",  # the server's time to first token
@@ -231,7 +235,9 @@ SERVER_HISTOGRAMS = {  # column prefix -> histogram: {prefix}_count, {prefix}_su
 }
 KV_CONNECTOR_SAMPLES = {"vllm:nixl_bytes_transferred_sum", "vllm:nixl_xfer_time_seconds"}  # only a P/D decode has them
 # samples only some servers export (speculative decoding on, a P/D decode instance): not warned about when absent
-SERVER_OPTIONAL = {SERVER_COUNTERS[column] for column in SPEC_DECODE_COUNTERS} | KV_CONNECTOR_SAMPLES
+SERVER_OPTIONAL = {
+    SERVER_COUNTERS[column] for column in SPEC_DECODE_COUNTERS + EXTERNAL_PREFIX_COUNTERS
+} | KV_CONNECTOR_SAMPLES
 KV_TRANSFER_COLUMNS = (
     "kv_transfer_bytes",
     "kv_transfer_count",

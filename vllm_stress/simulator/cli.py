@@ -36,6 +36,7 @@ VLLM_FLAGS = (
     "block_size",
     "num_gpu_blocks_override",
     "enable_prefix_caching",
+    "kv_offloading_size",
     "stream_interval",
     "scheduling_policy",
 )
@@ -71,6 +72,14 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         "--enable-prefix-caching",
         action=argparse.BooleanOptionalAction,
         help="automatic prefix caching (default: the profile's; on, as in vLLM V1)",
+    )
+    parser.add_argument(
+        "--kv-offloading-size",
+        type=float,
+        metavar="GIB",
+        help="a CPU tier of the KV cache: GiB of host memory its offloaded blocks may take (vLLM's native "
+        "OffloadingConnector; each computed block is stored there, a prefix the GPU evicted is loaded back at the "
+        "profile's kv_offload_bandwidth instead of recomputed; default: none)",
     )
     parser.add_argument("--stream-interval", type=int, help="tokens per streamed chunk (minimum)")
     parser.add_argument(

@@ -1,25 +1,38 @@
 """Prefix caching in the analysis: each level's prefix-cache hit rate, from the rows' cached tokens and from the
-server's counters, and, with --prefix-hit-rate, the rate its prompts were built for: a column of the per-level table
-and a section setting the server's measured rate against that target."""
+server's counters, by tier (the GPU's prefix cache, a KV connector's such as a CPU offload tier), the KV-capacity
+verdict where the hit rate falls as the levels grow (docs/concepts/kv-tiers.md), and, with --prefix-hit-rate, the
+rate its prompts were built for: columns of the per-level table and sections setting the rates against those."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import pandas as pd
 
-from vllm_stress.analysis.features import Column, Config, LevelInput
+from vllm_stress.analysis.features import Column, Config, ConfigInput, LevelInput
 from vllm_stress.analysis.measures import prefix_hit_rates, server_prefix_hit_rate
 from vllm_stress.analysis.report.render import Block, Heading, Paragraph, Table
-from vllm_stress.core.numbers import formatted, percent
+from vllm_stress.core.numbers import count, formatted, percent
 
 FIELDS = {
     "prefix_hit_rate": "prompt tokens the server found in its prefix cache / prompt tokens, over the measured "
     "requests whose usage said (cached_tokens; vLLM with --enable-prompt-tokens-details)",
     "server_prefix_hit_rate": "the same from the server's counters: vllm:prefix_cache_hits / queries during the window",
+    "server_external_hit_rate": "the hit rate of the server's KV connector (a CPU offload tier, LMCache): "
+    "vllm:external_prefix_cache_hits / queries during the window, its queries the prompt tokens the GPU's cache missed",
     "prefix_hit_target": "--prefix-hit-rate: the hit rate the level's prompts were built for, their shared-prefix "
     "tokens / prompt tokens over the requests that ended in the window (empty without)",
 }
+GPU, EXTERNAL = "server_prefix_hit_rate", "server_external_hit_rate"
+CLIFF_DROP = 0.15  # a fall of 15 percentage points from the best level before it: past a tier, not noise
+TIERS_NOTE = (
+    "Hit rates by KV tier from the server's counters gained in each level's window: the GPU's prefix cache "
+    "(vllm:prefix_cache_hits / queries) and its KV connector's, such as a CPU offload tier "
+    "(vllm:external_prefix_cache_hits / queries, whose queries are the tokens the GPU missed); combined: prompt "
+    "tokens either tier served / prompt tokens. A level whose rate falls 15 points below the best level before it "
+    "has a working set past that tier's capacity (docs/concepts/kv-tiers.md)."
+)
 TARGET_NOTE = (
     "With --prefix-hit-rate each prompt opens with whole KV blocks of its group's prefix (the chat template's own "
     "tokens included), so many that the shared tokens are the target share of the prompt tokens; the server's rate "
@@ -35,6 +48,9 @@ def level_fields(level: LevelInput) -> pd.DataFrame:
         {
             "prefix_hit_rate": prefix_hit_rates(level.measured, "users").reindex(index),
             "server_prefix_hit_rate": server_prefix_hit_rate(level.run.tables.get("server"), level.windows),
+            "server_external_hit_rate": server_prefix_hit_rate(
+                level.run.tables.get("server"), level.windows, "external_"
+            ),
             "prefix_hit_target": built_hit_rates(level.ended).reindex(index),
         },
         index=index,
@@ -47,6 +63,59 @@ def built_hit_rates(rows: pd.DataFrame) -> pd.Series:
     return built["shared_prefix_tokens"].sum() / built["target_prompt_tokens"].sum()
 
 
+def summarise(config: ConfigInput) -> dict[str, Any]:
+    """``kv_tiers``: the KV-capacity verdict over the levels' hit rates by tier (None where no tier's rate fell)."""
+    levels = pd.concat([run.stats for run in config.runs]).groupby("users")[[GPU, EXTERNAL]].mean()
+    cache = config.runs[0].run.meta.get("server_cache_config") or {}
+    blocks = cache.get("num_gpu_blocks")
+    gpu_tokens = None if blocks is None else (int(blocks) - 1) * int(cache.get("block_size", 0))  # less its null block
+    return {"kv_tiers": kv_capacity_verdict(levels, gpu_tokens)}
+
+
+def kv_capacity_verdict(levels: pd.DataFrame, gpu_tokens: int | None) -> dict[str, Any] | None:
+    """Where the working set outgrew a tier: the first level whose GPU hit rate fell CLIFF_DROP below the best of
+    the levels before (past the GPU cache) and, with a tier behind it that hit, the first level from there whose
+    combined rate (tokens from either tier / prompt tokens) fell so (past the CPU tier). ``levels``: the GPU and
+    external rates by users, ascending."""
+    gpu = levels[GPU].astype(float)
+    external = levels[EXTERNAL].astype(float)
+    past_gpu = first_fall(gpu)
+    if past_gpu is None:
+        return None
+    combined = gpu + external.fillna(0) * (1 - gpu)  # external queries are the tokens the GPU missed
+    has_tier = bool((external > 0).any())
+    past_cpu = first_fall(combined[combined.index >= past_gpu]) if has_tier else None
+    if past_cpu is not None and combined.loc[past_cpu] > combined[combined.index < past_gpu].max() - CLIFF_DROP:
+        past_cpu = None  # fell only from the tier's own best, still above what the GPU alone once gave
+    return {
+        "tier": "CPU tier" if past_cpu is not None else "GPU cache",
+        "gpu_users": int(past_gpu),
+        "cpu_users": None if past_cpu is None else int(past_cpu),
+        "gpu_tokens": gpu_tokens,
+        "verdict": verdict_text(levels, past_gpu, past_cpu, gpu_tokens, has_tier),
+    }
+
+
+def first_fall(rates: pd.Series) -> Any:
+    """The first index whose rate lies CLIFF_DROP or more below the best rate before it; None if none does."""
+    best = rates.cummax().shift()
+    fallen = rates[rates <= best - CLIFF_DROP]
+    return None if fallen.empty else fallen.index[0]
+
+
+def verdict_text(levels: pd.DataFrame, past_gpu: Any, past_cpu: Any, gpu_tokens: int | None, has_tier: bool) -> str:
+    gpu, external = levels[GPU], levels[EXTERNAL]
+    size = "" if gpu_tokens is None else f" of {count(gpu_tokens)} tokens"
+    gpu_fall = f"GPU hit rate {percent(gpu[gpu.index < past_gpu].max())} → {percent(gpu.loc[past_gpu])}"
+    if past_cpu is not None:
+        return (
+            f"KV-capacity-bound: the working set passed the CPU tier at {past_cpu} users (external hit rate "
+            f"{percent(external.loc[past_cpu])}), after the GPU cache{size} at {past_gpu} users ({gpu_fall})"
+        )
+    carried = f"; the CPU tier carried it: external hit rate {percent(external.loc[past_gpu])}" if has_tier else ""
+    return f"KV-capacity-bound: the working set passed the GPU cache{size} at {past_gpu} users ({gpu_fall}{carried})"
+
+
 def used(config: Config) -> bool:
     """A level whose rows or server said what its prefix cache held."""
     return any(level.get(field) is not None for level in config["levels"] for field in FIELDS)
@@ -56,10 +125,40 @@ def columns(config: Config) -> list[Column]:
     def hits(level: Config) -> str:
         return f"{percent(level.get('prefix_hit_rate'))} / {percent(level.get('server_prefix_hit_rate'))}"
 
-    return [Column("Prefix hits (rows / server)", hits)]
+    tier = [Column("External hits", lambda level: percent(level.get(EXTERNAL)))] if tiered(config) else []
+    return [Column("Prefix hits (rows / server)", hits), *tier]
+
+
+def tiered(config: Config) -> bool:
+    """Whether the server's KV connector was asked for tokens in some level (a CPU tier or another connector)."""
+    return any(level.get(EXTERNAL) is not None for level in config["levels"])
+
+
+def overview(label: str, config: Config) -> list[str]:
+    verdict = config.get("kv_tiers")
+    return [f"In {label}, {verdict['verdict']}."] if verdict else []
 
 
 def blocks(label: str, config: Config, configs: Mapping[str, Config]) -> list[Block]:
+    return tier_blocks(config) + target_blocks(config)
+
+
+def tier_blocks(config: Config) -> list[Block]:
+    """The hit rate by tier per level and the KV-capacity verdict, when the server's KV connector was asked."""
+    if not tiered(config):
+        return []
+    rows = []
+    for level in config["levels"]:
+        gpu, external = level.get(GPU), level.get(EXTERNAL)
+        combined = None if gpu is None else gpu + (external or 0) * (1 - gpu)
+        rows.append([str(level["users"]), percent(gpu), percent(external), percent(combined)])
+    verdict = config.get("kv_tiers")
+    said = Paragraph(verdict["verdict"] + ".") if verdict else Paragraph("No tier's hit rate fell as the levels grew.")
+    table = Table(["Users", "GPU prefix cache", "External (CPU tier)", "Combined"], rows)
+    return [Heading("Prefix-cache hits by KV tier"), Paragraph(TIERS_NOTE), table, said]
+
+
+def target_blocks(config: Config) -> list[Block]:
     """The target against the server's measured rate per level, when the run had a target."""
     levels = [level for level in config["levels"] if level.get("prefix_hit_target") is not None]
     if not levels:

@@ -17,6 +17,7 @@ from vllm_stress.core import fleet
 from vllm_stress.core.formats import FORMAT_VERSION, FORMATS, FormatError, added_after, format_of
 from vllm_stress.core.schema import (
     CLIENT_HEALTH_FILE,
+    EXTERNAL_PREFIX_COUNTERS,
     FORMAT_KEY,
     GPU_METRICS_FILE,
     ITL_COLUMNS,
@@ -64,6 +65,7 @@ OPTIONAL_TABLES = {
             "frontend_cpu_s",
             "prefix_cache_queries",
             "prefix_cache_hits",
+            *EXTERNAL_PREFIX_COUNTERS,
             "replica",
             "max_lora",
             "lora_running",

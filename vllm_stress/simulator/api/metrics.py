@@ -90,10 +90,8 @@ FINISHED_REASONS = ("stop", "length", "abort")
 PROMPT_SOURCES = ("local_compute", "local_cache_hit", "external_kv_transfer")
 CACHE_HIT_SOURCES = ("device", "host", "p2p", "disk", "external_unspecified")  # vllm/v1/metrics/cache_hit_source.py
 SLEEP_STATES = ("awake", "weights_offloaded", "discard_all")
-# Families of features the simulator does not have (multimodal/external caches, FLOP estimates): always 0.
+# Families of features the simulator does not have (multimodal cache, FLOP estimates): always 0.
 ZERO_COUNTERS = {
-    "vllm:external_prefix_cache_queries": "External prefix cache queries, in terms of number of queried tokens.",
-    "vllm:external_prefix_cache_hits": "External prefix cache hits, in terms of number of cached tokens.",
     "vllm:mm_cache_queries": "Multi-modal cache queries, in terms of number of queried items.",
     "vllm:mm_cache_hits": "Multi-modal cache hits, in terms of number of cached items.",
     "vllm:estimated_flops_per_gpu": "Estimated number of floating point operations per GPU.",
@@ -141,6 +139,7 @@ class EngineMetrics:
         self.cache_info = cache_info
         self.prompt_tokens = 0
         self.cached_prompt_tokens = 0
+        self.external_prompt_tokens = 0  # of the cached ones, those a KV connector supplied (CPU tier, P/D)
         self.generation_tokens = 0
         self.finished = Counter({reason: 0 for reason in FINISHED_REASONS})
         lengths = one_two_five_buckets(engine.max_model_len)
@@ -236,6 +235,7 @@ class EngineMetrics:
                 self.ttft.observe(seq.ttft())
                 self.prompt_tokens += seq.prompt_len
                 self.cached_prompt_tokens += seq.num_cached_tokens
+                self.external_prompt_tokens += seq.num_external_tokens
             else:
                 gaps[seq.last_gap()] += 1
             if seq.finish_reason in ("stop", "length"):  # aborts are observed by whoever aborts
@@ -285,7 +285,9 @@ class EngineMetrics:
         return family
 
     def _prefix_cache(self) -> Iterator[Metric]:
-        engine, cached = self.engine, self.cached_prompt_tokens
+        """The GPU's prefix cache and the CPU tier's (vLLM's connector prefix-cache stats), and the prompt tokens by
+        where they came from (vLLM's PromptTokenStats: a connector's tokens are external_kv_transfer)."""
+        engine, cached, external = self.engine, self.cached_prompt_tokens, self.external_prompt_tokens
         yield self._counter(
             "vllm:prefix_cache_queries",
             "Prefix cache queries, in terms of number of queried tokens.",
@@ -296,13 +298,27 @@ class EngineMetrics:
             "Prefix cache hits, in terms of number of cached tokens.",
             engine.prefix_cache_hits,
         )
+        yield self._counter(
+            "vllm:external_prefix_cache_queries",
+            "External prefix cache queries, in terms of number of queried tokens.",
+            engine.external_prefix_cache_queries,
+        )
+        yield self._counter(
+            "vllm:external_prefix_cache_hits",
+            "External prefix cache hits, in terms of number of cached tokens.",
+            engine.external_prefix_cache_hits,
+        )
         yield self._by_label(
             CounterMetricFamily,
             "vllm:prompt_tokens_by_source",
             "Number of prompt tokens by source.",
             "source",
             dict.fromkeys(PROMPT_SOURCES, 0)
-            | {"local_compute": self.prompt_tokens - cached, "local_cache_hit": cached},
+            | {
+                "local_compute": self.prompt_tokens - cached,
+                "local_cache_hit": cached - external,
+                "external_kv_transfer": external,
+            },
         )
         yield self._counter("vllm:prompt_tokens_cached", "Number of cached prompt tokens (local + external).", cached)
         yield self._by_label(
@@ -310,8 +326,22 @@ class EngineMetrics:
             "vllm:prompt_tokens_cached_by_source",
             "Number of cached prompt tokens by source.",
             "source",
-            dict.fromkeys(CACHE_HIT_SOURCES, 0) | {"device": engine.prefix_cache_hits},
+            dict.fromkeys(CACHE_HIT_SOURCES, 0)
+            | {"device": engine.prefix_cache_hits, "host": engine.external_prefix_cache_hits},
         )
+
+    def _offload_transfers(self) -> Iterator[Metric]:
+        """vLLM's OffloadingConnector transfer counters (OffloadPromMetrics), only with a CPU tier."""
+        transfers = self.engine.offload_transfers()
+        if not transfers:
+            return
+        names = {
+            "vllm:kv_offload_total_bytes": ("Number of bytes offloaded by KV connector", 0),
+            "vllm:kv_offload_total_time": ("Total time measured by all KV offloading operations", 1),
+        }
+        for name, (documentation, index) in names.items():
+            values = {kind: totals[index] for kind, totals in transfers.items()}
+            yield self._by_label(CounterMetricFamily, name, documentation, "transfer_type", values)
 
     def _unsimulated_features(self) -> Iterator[Metric]:
         for name, documentation in ZERO_COUNTERS.items():
@@ -370,6 +400,7 @@ class EngineMetrics:
         info.add_metric([*self.cache_info.values(), "0"], 1.0)
         yield info
         yield from self._prefix_cache()
+        yield from self._offload_transfers()
         yield from self._unsimulated_features()
         if engine.spec:
             yield from engine.spec.families(self.labels)

@@ -103,6 +103,7 @@ class Simulator:
             "gpu_memory_utilization": str(profile.gpu_memory_utilization),
             "num_gpu_blocks": str(self.engine.kv.num_blocks),
             "enable_prefix_caching": str(profile.enable_prefix_caching),
+            "kv_offloading_size": str(profile.kv_offloading_size or None),
         }
         self.metrics = EngineMetrics(self.engine, self.model, cache_info)
         self.registry = self.metrics.registry()

@@ -8,12 +8,12 @@ from typing import NamedTuple
 
 from ..model.grammar import GrammarCache
 from ..model.profiles import Profile
-from .kvcache import KVCache, num_gpu_blocks
+from .kvcache import HostTier, KVCache, num_cpu_blocks, num_gpu_blocks
 from .lora import LoraSlots
 from .priority import WaitingQueue, preempt_for, waiting_queue
 from .sequence import Sequence
 from .specdecode import spec_decode
-from .steptime import StepTimeModel
+from .steptime import StepTimeModel, kv_bytes_per_token_per_rank
 
 
 class StepResult(NamedTuple):
@@ -26,7 +26,15 @@ class Engine:
         self.max_num_seqs = profile.max_num_seqs
         self.max_num_batched_tokens = profile.max_num_batched_tokens
         self.max_model_len = profile.max_model_len
-        self.kv = KVCache(num_gpu_blocks(profile), profile.block_size, profile.enable_prefix_caching)
+        host = (
+            HostTier(num_cpu_blocks(profile)) if profile.kv_offloading_size and profile.enable_prefix_caching else None
+        )
+        self.kv = KVCache(num_gpu_blocks(profile), profile.block_size, profile.enable_prefix_caching, host)
+        # seconds to copy one token's KV from the CPU tier back to one GPU (each rank over its own link, in parallel)
+        self.onload_s_per_token = kv_bytes_per_token_per_rank(profile) / profile.kv_offload_bandwidth
+        self.onload_tokens = 0  # tokens the step being scheduled loads from the CPU tier
+        self.onloaded_tokens = 0  # tokens loaded from the CPU tier since the start (re-admissions included)
+        self.offload_bandwidth = profile.kv_offload_bandwidth
         self.steptime = StepTimeModel(profile, seed)
         self.spec = spec_decode(profile, seed)
         self.clock = 0.0
@@ -36,6 +44,8 @@ class Engine:
         self.num_preemptions = 0
         self.prefix_cache_queries = 0  # prompt tokens looked up in the prefix cache, at first admission
         self.prefix_cache_hits = 0  # of which found cached
+        self.external_prefix_cache_queries = 0  # with a CPU tier: prompt tokens the GPU missed, looked up there
+        self.external_prefix_cache_hits = 0  # of which found there (loaded, not recomputed)
         self.last_num_scheduled_tokens = 0
         self.last_num_output_tokens = 0  # of the last step: one per output, more with speculative decoding
         self.t_frontend = profile.t_frontend
@@ -83,6 +93,7 @@ class Engine:
             self.clock = ready
             return StepResult(0.0, [])
         scheduled: list[tuple[Sequence, int]] = []
+        self.onload_tokens = 0
         budget, preempted = self._schedule_running(scheduled)
         if not preempted:
             self._schedule_waiting(scheduled, budget)
@@ -103,9 +114,19 @@ class Engine:
             duration = self.lora.step_seconds(duration, scheduled, num_tokens)
         duration *= self.spec.step_factor(len(scheduled)) if self.spec else 1.0
         duration += self.grammars.mask_cost(masked)
+        duration += self.onload_tokens * self.onload_s_per_token  # loads from the CPU tier, before the forward pass
         self.clock += duration
         self.last_num_scheduled_tokens = num_tokens
         return StepResult(duration, self._apply(scheduled))
+
+    def offload_transfers(self) -> dict[str, tuple[float, float]]:
+        """The CPU tier's copies since the start by vLLM's transfer type: (bytes over all ranks, seconds summed over
+        ranks, each copying its share over its own link); empty without a tier."""
+        if self.kv.host is None:
+            return {}
+        tokens = {"GPU_to_CPU": self.kv.host.num_stored * self.kv.block_size, "CPU_to_GPU": self.onloaded_tokens}
+        sizes = {kind: count * self.steptime.kv_bytes_per_token for kind, count in tokens.items()}
+        return {kind: (size, size / self.offload_bandwidth) for kind, size in sizes.items()}
 
     def _schedule_running(self, scheduled: list[tuple[Sequence, int]]) -> tuple[int, bool]:
         budget = self.max_num_batched_tokens
@@ -153,7 +174,11 @@ class Engine:
                 return
             hits = kv.lookup(seq)
             local = len(hits) * kv.block_size
-            computed = max(local, seq.external_computed)  # a KV connector's tokens, as vLLM's scheduler takes them
+            loaded = kv.host_hits(seq, len(hits))
+            onload = len(loaded) * kv.block_size
+            if seq.external_computed > local + onload:  # a P/D prefill instance sent more than the tiers hold
+                loaded, onload = [], 0
+            computed = max(local + onload, seq.external_computed)  # as vLLM's scheduler takes a connector's tokens
             total = seq.prompt_len + seq.num_output
             n = min(total - computed, budget)
             if not kv.allocate(seq, computed + n, reserve_tokens=total, hits=hits):
@@ -164,15 +189,23 @@ class Engine:
             scheduled.append((seq, n))
             budget -= n
             seq.external_computed = 0  # a preempted sequence recomputes them
+            if loaded:
+                kv.loaded_from_host(loaded)
+                self.onload_tokens += onload
+                self.onloaded_tokens += onload
             if self.lora and seq.adapter:
                 batch.add(seq.adapter)
                 self.lora.scheduled(seq)
             if seq.first_scheduled is None:
                 seq.first_scheduled = self.clock
                 seq.num_cached_tokens = computed  # vLLM's num_cached_tokens counts the connector's too
+                seq.num_external_tokens = computed - local
                 if kv.caching:
                     self.prefix_cache_queries += total
                     self.prefix_cache_hits += local
+                if kv.host is not None:  # vLLM's connector_prefix_cache_stats: the tokens past the GPU's hits
+                    self.external_prefix_cache_queries += total - local
+                    self.external_prefix_cache_hits += onload
 
     def _preempt(self, seq: Sequence) -> None:
         self.kv.release(seq)

@@ -1,5 +1,5 @@
-"""Paged KV cache accounting as vLLM's block pool counts it, with automatic prefix caching
-(docs/concepts/simulator.md, section 5)."""
+"""Paged KV cache accounting as vLLM's block pool counts it, with automatic prefix caching and an optional CPU
+offload tier as vLLM's OffloadingConnector keeps one (docs/concepts/simulator.md, section 5; docs/concepts/kv-tiers.md)."""
 
 from __future__ import annotations
 
@@ -31,6 +31,46 @@ def num_gpu_blocks(profile: Profile) -> int:
     return blocks
 
 
+def num_cpu_blocks(profile: Profile) -> int:
+    """Blocks of the CPU tier: ``--kv-offloading-size`` GiB of host memory over one block's KV bytes on one rank (each
+    rank offloads its own share, as vLLM's CPUOffloadingSpec divides the size by the world size); 0 without one."""
+    block_bytes = kv_bytes_per_token_per_rank(profile) * profile.block_size
+    per_rank = profile.kv_offloading_size * 2**30 / profile.tensor_parallel_size
+    return int(per_rank // block_bytes)
+
+
+class HostTier:
+    """The CPU tier: hashes of the blocks it holds, least recently stored or loaded first; a store past its capacity
+    drops the least recent (vLLM's CPU offloading manager with its LRU policy)."""
+
+    def __init__(self, num_blocks: int) -> None:
+        self.num_blocks = num_blocks
+        self.blocks: OrderedDict[int, None] = OrderedDict()
+        self.num_stored = 0  # blocks copied in since the start (one it holds already is not copied again)
+
+    def store(self, block_hash: int) -> None:
+        """Keep ``block_hash`` as the most recent block, dropping the least recent one when full."""
+        self.num_stored += block_hash not in self.blocks
+        self.blocks[block_hash] = None
+        self.blocks.move_to_end(block_hash)
+        if len(self.blocks) > self.num_blocks:
+            self.blocks.popitem(last=False)
+
+    def lookup(self, block_hashes: tuple[int, ...] | list[int]) -> int:
+        """How many of ``block_hashes``, from the first, it holds."""
+        count = 0
+        for block_hash in block_hashes:
+            if block_hash not in self.blocks:
+                break
+            count += 1
+        return count
+
+    def touch(self, block_hashes: tuple[int, ...] | list[int]) -> None:
+        """Loaded blocks become the most recent."""
+        for block_hash in block_hashes:
+            self.blocks.move_to_end(block_hash)
+
+
 def prompt_block_hashes(token_ids: list[int], block_size: int) -> tuple[int, ...]:
     """Chained hashes of the full blocks of a prompt: equal hashes mean equal prefixes up to that block."""
     hashes, parent = [], None
@@ -43,9 +83,10 @@ def prompt_block_hashes(token_ids: list[int], block_size: int) -> tuple[int, ...
 class KVCache:
     """Free-block counts and the prefix cache; sequences keep their own block count in ``seq.num_blocks``, the hashes
     of the cached blocks they hold in ``seq.cached_blocks`` and how many prompt blocks were hashed in
-    ``seq.num_hashed``."""
+    ``seq.num_hashed``. With a CPU tier (``host``) every block the GPU registers is also stored there, as vLLM's
+    OffloadingConnector stores each newly computed block, so a block the GPU evicts is still found on the host."""
 
-    def __init__(self, num_blocks: int, block_size: int, caching: bool) -> None:
+    def __init__(self, num_blocks: int, block_size: int, caching: bool, host: HostTier | None = None) -> None:
         self.num_blocks = num_blocks
         self.block_size = block_size
         self.caching = caching
@@ -53,6 +94,7 @@ class KVCache:
         self.empty_blocks = self.usable_blocks  # free blocks that hold no cached prefix
         self.refs: dict[int, int] = {}  # hash of a cached block -> sequences holding it
         self.evictable: OrderedDict[int, None] = OrderedDict()  # cached blocks held by none, least recently freed first
+        self.host = host
 
     @property
     def free_blocks(self) -> int:
@@ -72,6 +114,20 @@ class KVCache:
                 break
             hits.append(block_hash)
         return hits
+
+    def host_hits(self, seq: Sequence, num_gpu_hits: int) -> list[int]:
+        """Hashes of the blocks after ``seq``'s first ``num_gpu_hits`` that the CPU tier holds, with ``lookup``'s
+        limit (vLLM's connector is asked for the tokens past the GPU's hits: ``get_num_new_matched_tokens``)."""
+        if self.host is None:
+            return []
+        limit = (seq.prompt_len + seq.num_output - 1) // self.block_size
+        candidates = seq.block_hashes[num_gpu_hits:limit]
+        return list(candidates[: self.host.lookup(candidates)])
+
+    def loaded_from_host(self, block_hashes: list[int]) -> None:
+        """Blocks ``host_hits`` found, loaded for an admitted sequence: the CPU tier's most recent."""
+        if self.host is not None:
+            self.host.touch(block_hashes)
 
     def allocate(
         self, seq: Sequence, num_tokens: int, reserve_tokens: int = 0, hits: list[int] | tuple[int, ...] = ()
@@ -121,6 +177,8 @@ class KVCache:
             if block_hash not in self.refs:
                 self.refs[block_hash] = 1
                 seq.cached_blocks.append(block_hash)
+                if self.host is not None:
+                    self.host.store(block_hash)
         seq.num_hashed = min(num_full_blocks, len(seq.block_hashes))
 
     def release(self, seq: Sequence) -> None:

@@ -36,6 +36,7 @@ class Sequence:
         "cached_blocks",
         "num_hashed",
         "num_cached_tokens",
+        "num_external_tokens",
         "num_preemptions",
         "finish_reason",
         "arrival",
@@ -77,6 +78,7 @@ class Sequence:
         self.cached_blocks: list[int] = []  # hashes of the cached blocks it holds (kvcache.py)
         self.num_hashed = 0  # leading prompt blocks already hit or registered
         self.num_cached_tokens = 0  # prompt tokens found in the prefix cache at its first admission
+        self.num_external_tokens = 0  # of those, the ones a KV connector supplied (CPU tier, P/D prefill instance)
         self.num_preemptions = 0
         self.finish_reason: str | None = None
         self.arrival = 0.0  # the request reached the server (its HTTP request was read)

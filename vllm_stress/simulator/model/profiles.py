@@ -58,6 +58,10 @@ class Profile:
     num_gpu_blocks_override: int = 0
     # vLLM's --enable-prefix-caching (on by default in V1)
     enable_prefix_caching: bool = True
+    # vLLM's --kv-offloading-size: GiB of host memory for a CPU tier of the KV cache (engine/kvcache.py; 0: none),
+    # and the host-to-device bytes/s one GPU loads its blocks back at (set in each profile, with its source)
+    kv_offloading_size: float = 0.0
+    kv_offload_bandwidth: float = 25e9
     # vLLM's --scheduling-policy: fcfs, or priority (the request's priority field orders the queue: priority.py)
     scheduling_policy: str = "fcfs"
     # simulated answers to benchmark questions (answers.py): chance the first answer is right, flip chance per other

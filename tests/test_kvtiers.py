@@ -1,0 +1,203 @@
+"""The simulator's CPU tier of the KV cache in virtual time: its capacity from --kv-offloading-size, every computed
+block stored there, a prefix the GPU evicted loaded back (its copy time in the step) instead of recomputed, LRU order
+and vLLM's external prefix-cache counters; and the report's KV-capacity verdict from per-level hit rates."""
+
+import json
+import random
+
+import pandas as pd
+import pytest
+
+from vllm_stress.analysis.features.prefix import EXTERNAL, GPU, kv_capacity_verdict
+from vllm_stress.simulator.api.metrics import EngineMetrics
+from vllm_stress.simulator.engine.core import Engine
+from vllm_stress.simulator.engine.kvcache import HostTier, num_cpu_blocks, prompt_block_hashes
+from vllm_stress.simulator.engine.sequence import Sequence
+from vllm_stress.simulator.engine.steptime import kv_bytes_per_token_per_rank
+from vllm_stress.simulator.model.profiles import load_profile
+
+BLOCK_GIB = 16 * 8192 / 2**30  # one 16-token block of cpu-tiny's KV (8 layers x 4 KV heads x 64 x 2 x 2 bytes)
+
+
+def tiny(cpu_blocks=0, **overrides):
+    return load_profile(
+        "cpu-tiny",
+        {
+            "jitter": 0.0,
+            "max_model_len": 512,
+            "num_gpu_blocks_override": 33,
+            "kv_offloading_size": cpu_blocks * BLOCK_GIB,
+        }
+        | overrides,
+    )
+
+
+def prompt(seed, count=100):
+    tokens = random.Random(seed).choices(range(128000), k=count)
+    return Sequence(count, 1, block_hashes=prompt_block_hashes(tokens, 16))
+
+
+def served(engine, seq):
+    """Run ``seq`` alone on an idle engine; the (tokens scheduled, duration) of its first step."""
+    engine.add_request(seq)
+    first = None
+    while engine.has_work:
+        result = engine.step()
+        first = first or (engine.last_num_scheduled_tokens, result.duration)
+    return first
+
+
+def test_the_tier_holds_the_blocks_its_size_buys():
+    assert num_cpu_blocks(tiny(100)) == 100
+    assert num_cpu_blocks(tiny(100, tensor_parallel_size=2)) == 100  # half the size per rank, half a block's bytes
+    assert num_cpu_blocks(tiny(100, tensor_parallel_size=8)) == 50  # 4 KV heads on 8 ranks: one head each
+    assert Engine(tiny()).kv.host is None
+    assert Engine(tiny(100, enable_prefix_caching=False)).kv.host is None  # offloads only what the cache can hit
+
+
+def test_a_prefix_the_gpu_evicted_is_loaded_back_not_recomputed():
+    engine = Engine(tiny(100))  # 32 usable GPU blocks, 100 on the host
+    served(engine, prompt(1))  # 7 blocks, its 6 full ones stored on the host as they are computed
+    assert served(engine, prompt(2, 511))[0] == 511  # 32 blocks: the GPU evicts the first prompt's
+    again = prompt(1)
+    tokens, duration = served(engine, again)
+    assert tokens == 100 - 96 and (again.num_cached_tokens, again.num_external_tokens) == (96, 96)
+    onload = 96 * kv_bytes_per_token_per_rank(tiny()) / 25e9
+    compute = engine.steptime.ideal(4, 4 * (96 + 2), 100, 1)
+    assert duration == pytest.approx(compute + onload)
+    assert (engine.prefix_cache_queries, engine.prefix_cache_hits) == (711, 0)
+    assert (engine.external_prefix_cache_queries, engine.external_prefix_cache_hits) == (711, 96)
+
+
+def test_without_a_tier_the_evicted_prefix_is_recomputed():
+    engine = Engine(tiny())
+    for seq in (prompt(1), prompt(2, 511)):
+        served(engine, seq)
+    again = prompt(1)
+    assert served(engine, again)[0] == 100 and again.num_cached_tokens == 0
+    assert (engine.external_prefix_cache_queries, engine.external_prefix_cache_hits) == (0, 0)
+
+
+def test_a_gpu_hit_is_no_external_query():
+    engine = Engine(tiny(100))
+    served(engine, prompt(3))
+    again = prompt(3)
+    assert served(engine, again)[0] == 4 and again.num_external_tokens == 0
+    assert (engine.prefix_cache_hits, engine.external_prefix_cache_queries) == (96, 100 + 4)
+
+
+def test_the_metrics_count_a_cpu_tier_hit_as_external_from_the_host():
+    engine = Engine(tiny(100))
+    metrics = EngineMetrics(engine, "m", {})
+    for seq in (prompt(1), prompt(2, 511), prompt(1)):
+        engine.add_request(seq)
+        while engine.has_work:
+            metrics.observe_step(engine.step())
+    samples = {(s.name, s.labels.get("source")): s.value for family in metrics.collect() for s in family.samples}
+    by_source = {key[1]: value for key, value in samples.items() if key[0] == "vllm:prompt_tokens_by_source_total"}
+    assert by_source == {"local_compute": 100 + 511 + 4, "local_cache_hit": 0, "external_kv_transfer": 96}
+    assert samples["vllm:prompt_tokens_cached_by_source_total", "host"] == 96
+    assert samples["vllm:prompt_tokens_cached_by_source_total", "device"] == 0
+    transfers = {
+        (s.name, s.labels["transfer_type"]): s.value
+        for family in metrics.collect()
+        if family.name.startswith("vllm:kv_offload_total")
+        for s in family.samples
+    }
+    stored = (6 + 31) * 16 * 8192  # every full block computed, once: the first prompt's 6, the long one's 31
+    assert transfers["vllm:kv_offload_total_bytes_total", "GPU_to_CPU"] == stored
+    assert transfers["vllm:kv_offload_total_bytes_total", "CPU_to_GPU"] == 96 * 8192
+    assert transfers["vllm:kv_offload_total_time_total", "CPU_to_GPU"] == pytest.approx(96 * 8192 / 25e9)
+    assert not any(
+        family.name.startswith("vllm:kv_offload") for family in EngineMetrics(Engine(tiny()), "m", {}).collect()
+    )
+    assert (
+        samples["vllm:external_prefix_cache_hits_total", None],
+        samples["vllm:prompt_tokens_cached_total", None],
+    ) == (
+        96,
+        96,
+    )
+
+
+def test_the_tier_drops_its_least_recently_used_block():
+    tier = HostTier(3)
+    for block in (1, 2, 3):
+        tier.store(block)
+    tier.touch([1])  # loaded: the most recent
+    tier.store(4)
+    assert list(tier.blocks) == [3, 1, 4] and tier.lookup([3, 1, 4]) == 3 and tier.lookup([2, 3]) == 0
+
+
+def test_a_prefix_past_the_tiers_capacity_is_recomputed():
+    engine = Engine(tiny(12))  # the 511-token prompt's 31 full blocks push the first prompt's 6 out of 12
+    for seq in (prompt(1), prompt(2, 511)):
+        served(engine, seq)
+    again = prompt(1)
+    assert served(engine, again)[0] == 100
+    assert engine.external_prefix_cache_hits == 0 and len(engine.kv.host.blocks) == 12
+
+
+def rates(gpu, external):
+    return pd.DataFrame({GPU: gpu, EXTERNAL: external}, index=[1, 4, 16, 64])
+
+
+def test_the_verdict_names_the_gpu_cache_while_the_cpu_tier_carries_the_misses():
+    verdict = kv_capacity_verdict(rates([0.45, 0.44, 0.05, 0.04], [0.0, 0.01, 0.45, 0.44]), 1584)
+    assert verdict is not None and (verdict["tier"], verdict["gpu_users"], verdict["cpu_users"]) == (
+        "GPU cache",
+        16,
+        None,
+    )
+    assert verdict["verdict"].startswith(
+        "KV-capacity-bound: the working set passed the GPU cache of 1,584 tokens at 16"
+    )
+
+
+def test_the_verdict_names_the_cpu_tier_once_both_fall():
+    verdict = kv_capacity_verdict(rates([0.45, 0.05, 0.04, 0.03], [0.0, 0.45, 0.02, 0.01]), None)
+    assert verdict is not None and (verdict["tier"], verdict["gpu_users"], verdict["cpu_users"]) == ("CPU tier", 4, 16)
+    assert "passed the CPU tier at 16 users" in verdict["verdict"]
+
+
+def test_no_verdict_while_the_hit_rate_holds_or_without_a_tier_behind_a_fall():
+    assert kv_capacity_verdict(rates([0.45, 0.40, 0.38, 0.42], [0.0, 0.0, 0.0, 0.0]), None) is None
+    alone = kv_capacity_verdict(rates([0.45, 0.40, 0.1, 0.0], [None, None, None, None]), None)
+    assert alone is not None and alone["tier"] == "GPU cache" and "CPU tier" not in alone["verdict"]
+
+
+def test_a_ramp_of_sessions_passes_the_gpu_cache_then_the_cpu_tier(scenarios, tmp_path):
+    """Each session user's second turn reuses its first (about 36 blocks); between the two, the other users' turns
+    pass through the caches: 1 user fits the GPU's 99 blocks, 6 users only the CPU tier's 400, 24 users neither."""
+    out = tmp_path / "tiers"
+    simulator = ["--num-gpu-blocks-override=100", f"--kv-offloading-size={400 * BLOCK_GIB}", "--max-model-len=1024"]
+    locust = ["--turns=2", "--turn-tokens=32", "--think-time=0", "--step-time=3"]
+    args = [
+        "run",
+        "--scenario",
+        "smoke",
+        "--out",
+        str(out),
+        "--workers",
+        "1",
+        "--user",
+        "session",
+        "--levels",
+        "1,6,24",
+    ]
+    args += ["--input-tokens", "512", "--output-tokens", "16"]
+    assert scenarios([*args, *(f"--simulator-arg={a}" for a in simulator), *(f"--locust-arg={a}" for a in locust)]) == 0
+    server = pd.read_csv(out / "run-1" / "server_metrics.csv").iloc[-1]  # the simulator's own counters at the end
+    assert 0 < server["external_prefix_cache_hits"] < server["external_prefix_cache_queries"]
+    assert server["prefix_cache_hits"] > 0
+    summary = json.loads((out / "report" / "summary.json").read_text())
+    levels = {level["users"]: level for level in summary["levels"]}
+    assert levels[1]["server_prefix_hit_rate"] > 0.3 and levels[1]["server_external_hit_rate"] < 0.05
+    assert levels[6]["server_prefix_hit_rate"] < 0.1 and levels[6]["server_external_hit_rate"] > 0.3
+    assert levels[24]["server_prefix_hit_rate"] < 0.1 and levels[24]["server_external_hit_rate"] < 0.1
+    tiers = summary["kv_tiers"]
+    assert (tiers["tier"], tiers["gpu_users"], tiers["cpu_users"], tiers["gpu_tokens"]) == ("CPU tier", 6, 24, 1584)
+    assert (
+        "KV-capacity-bound: the working set passed the CPU tier at 24 users"
+        in (out / "report" / "report.md").read_text()
+    )

@@ -118,6 +118,8 @@ FORMATS = (
             Addition(REQUESTS_FILE, ("trace_blocks", "trace_reused_blocks", "session_turns"), "recorded sessions"),
             Addition(REQUESTS_FILE, ("connect_s",), "connection churn"),
             Addition(RUN_FILE, ("connections",)),
+            Addition(SERVER_METRICS_FILE, ("resident_memory",), "server memory drift"),
+            Addition(CLIENT_HEALTH_FILE, ("rss_mib",), "client memory drift"),
         ),
     ),
 )

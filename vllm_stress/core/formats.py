@@ -120,6 +120,7 @@ FORMATS = (
             Addition(RUN_FILE, ("connections",)),
             Addition(SERVER_METRICS_FILE, ("resident_memory",), "server memory drift"),
             Addition(CLIENT_HEALTH_FILE, ("rss_mib",), "client memory drift"),
+            Addition(RUN_FILE, ("shape",)),
         ),
     ),
 )

@@ -192,6 +192,8 @@ RUN_KEYS = [
     # the step ramp after that level (vllm_stress.core.stopon), or null
     "connections",  # --connections: pooled (each user keeps its connections), per-request or per-session
     # (vllm_stress.client.pools); absent before format 5: pooled
+    "shape",  # --shape as given ("steps", "soak:2,64" ...; vllm_stress.scenarios.shapes), or null when the run had no
+    # load shape of the suite's
 ]
 
 

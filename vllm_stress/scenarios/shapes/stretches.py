@@ -8,6 +8,7 @@ import math
 from dataclasses import dataclass
 
 from vllm_stress.client.trace import TraceLine
+from vllm_stress.core.drift import SOAK
 
 STEPS = "steps"  # --shape steps: the step ramp of --levels (scenarios/shape.py)
 DIURNAL_STEPS = 24  # a sinusoid day's stretches: one per hour
@@ -82,7 +83,7 @@ def parse_shape(text: str) -> tuple[str, list[float | str]]:
     grammar for anything else."""
     kind, _, rest = str(text).strip().partition(":")
     parts = [part.strip() for part in rest.split(",") if part.strip()]
-    counts = {STEPS: (0, 0), "spike": (5, 5), "diurnal": (2, 4), "trace": (1, 1), "soak": (1, 2)}
+    counts = {STEPS: (0, 0), "spike": (5, 5), "diurnal": (2, 4), "trace": (1, 1), SOAK: (1, 2)}
     if kind not in counts or not counts[kind][0] <= len(parts) <= counts[kind][1]:
         raise ValueError(f"--shape must be {GRAMMAR}, got {text!r}")
     try:
@@ -113,7 +114,7 @@ def stretches_of(text: str, trace: list[TraceLine] | None = None, last_level: in
         return spike(base, peak, *numbers[2:])
     if kind == "trace":
         return trace_rate(trace or [], numbers[0])
-    if kind == "soak":
+    if kind == SOAK:
         return soak(numbers[0], users(numbers[1]) if len(numbers) > 1 else last_level)
     if len(values) == 2 and isinstance(values[1], str):
         return diurnal(numbers[0], [users(float(part)) for part in values[1].split("/")])

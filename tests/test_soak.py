@@ -16,6 +16,7 @@ from tests.helpers import SHORT, SLOW_SIM
 from vllm_stress.analysis.cli import main as analysis_main
 from vllm_stress.core import schema
 from vllm_stress.core.drift import DRIFT_RULES, SOAK_WINDOWS, drift, verdict
+from vllm_stress.simulator.engine.leak import Leak
 
 HOURS = np.linspace(0.05, 0.95, SOAK_WINDOWS)  # window middles of a one-hour soak
 NOISE = np.array([1, -1, 0.5, -0.5, 0, 1, -1, 0.5, -0.5, 0])  # scatter around the line, flat on average
@@ -59,6 +60,13 @@ def test_a_failure_share_creeping_up_drifts_and_empty_windows_are_left_out():
     assert not drift(DRIFT_RULES["failure_share"], HOURS[:2], shares[:2]).drifted  # two points: no line
 
 
+def test_the_simulators_leak_grows_with_its_engine_clock():
+    leak = Leak(step_ms_per_min=60, mb_per_min=2)
+    assert leak.step_s(100.0) == 0 and not leak.held  # its first step: the origin
+    assert leak.step_s(130.0) == pytest.approx(0.03) and len(leak.held) == 1  # half a minute: 30 ms, 1 MiB
+    assert leak.step_s(220.0) == pytest.approx(0.12) and sum(map(len, leak.held)) == 4 * 2**20
+
+
 SOAK = "soak:0.003"  # 10.8 s: 1 s of warm-up, then the hold cut into ten windows of about 1 s
 LEAK = ["--leak-step-ms-per-min", "300", "--leak-mb-per-min", "600"]  # +5 ms per step each second, 10 MiB a second
 
@@ -78,6 +86,7 @@ def soak_record(folder: Path) -> tuple[dict, pd.DataFrame, np.ndarray]:
     arrival) and the resident memory (MiB) of its scrapes."""
     assert analysis_main([str(folder / "run"), "--out", str(folder / "report")]) == 0
     [soak] = json.loads((folder / "report" / schema.SUMMARY_JSON).read_text())["soak"]
+    assert list((folder / "report").glob("soak_*.png")), "no drift plot"
     served = pd.read_json(folder / "requests.jsonl", lines=True).sort_values("arrival")
     scrapes = pd.read_csv(folder / "run" / schema.SERVER_METRICS_FILE)
     return soak, served[served["path"].str.contains("chat")], scrapes["resident_memory"].dropna().to_numpy() / 2**20

@@ -257,12 +257,12 @@ def test_server_held_and_waiting_by_littles_law_and_client_cpu(tmp_path):
     )  # vLLM's API server: 0.5 s of CPU per 10 s
     server.to_csv(folder / SERVER_METRICS_FILE, index=False)
     health = [
-        (T0 + t, 20, worker, cpu, 1.0, 5.0)
+        (T0 + t, 20, worker, cpu, 1.0, 5.0, 300.0)
         for t in (1100, 1115, 1130, 1230)
         for worker, cpu in (("w1", 40), ("w2", 60))
     ]
-    health[5] = (T0 + 1130, 20, "w2", 93.0, 35.0, 250.0)  # covers (1115, 1130]: inside the hold
-    health[7] = (T0 + 1230, 20, "w2", 99.0, 2.0, math.nan)  # covers (1130, 1230]: overlaps the hold's end
+    health[5] = (T0 + 1130, 20, "w2", 93.0, 35.0, 250.0, 300.0)  # covers (1115, 1130]: inside the hold
+    health[7] = (T0 + 1230, 20, "w2", 99.0, 2.0, math.nan, 300.0)  # covers (1130, 1230]: overlaps the hold's end
     pd.DataFrame(health, columns=CLIENT_HEALTH_COLUMNS).to_csv(folder / CLIENT_HEALTH_FILE, index=False)
     level = stats_of(folder).loc[20]
     assert level["server_e2e_mean_s"] == pytest.approx(1.0)

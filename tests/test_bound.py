@@ -43,8 +43,8 @@ def write_files(folder, waiting_share: float, cpu: float, read_behind_ms: float 
         http_sum_s=np.nan,
     )
     server.to_csv(folder / SERVER_METRICS_FILE, index=False)
-    health = [(T0 + t, 20, w, 40.0, 1.0, 2.0) for t in (1100, 1130, 1230) for w in ("w1", "w2")]
-    health[3] = (T0 + 1130, 20, "w2", cpu, lag_ms, read_behind_ms)
+    health = [(T0 + t, 20, w, 40.0, 1.0, 2.0, 300.0) for t in (1100, 1130, 1230) for w in ("w1", "w2")]
+    health[3] = (T0 + 1130, 20, "w2", cpu, lag_ms, read_behind_ms, 300.0)
     pd.DataFrame(health, columns=CLIENT_HEALTH_COLUMNS).to_csv(folder / CLIENT_HEALTH_FILE, index=False)
 
 

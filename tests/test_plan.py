@@ -51,7 +51,7 @@ def health_rows(levels, values):
     times = np.arange(levels[0][1], levels[-1][3] + 3, 3.0)
     users = [max(level[0] for level in levels if level[1] <= time) for time in times]
     return [
-        (time, n, worker, cpu(time), 1.0, 2.0)
+        (time, n, worker, cpu(time), 1.0, 2.0, 300.0)
         for time, n in zip(times, users, strict=True)
         for worker, cpu in values.items()
     ]
@@ -101,9 +101,9 @@ def test_report_says_how_many_workers_a_client_bound_level_needed(tmp_path):
     folder = write_run(tmp_path / "run", rows, levels)
     (_, _, _, end_10), (_, _, hold_100, end_100) = levels
     health = [
-        (end_10 - 5, 10, "w1", 40.0, 1.0, 2.0),
-        (hold_100, 100, "w1", 40.0, 1.0, 2.0),
-        (end_100 - 5, 100, "w1", 97.0, 1.0, 2.0),
+        (end_10 - 5, 10, "w1", 40.0, 1.0, 2.0, 300.0),
+        (hold_100, 100, "w1", 40.0, 1.0, 2.0, 300.0),
+        (end_100 - 5, 100, "w1", 97.0, 1.0, 2.0, 300.0),
     ]
     pd.DataFrame(health, columns=schema.CLIENT_HEALTH_COLUMNS).to_csv(folder / schema.CLIENT_HEALTH_FILE, index=False)
     summary = analyse(folder, tmp_path / "report")

@@ -41,6 +41,11 @@ def test_a_traces_rate_gives_each_window_its_arrivals_as_users():
     assert stretches_of("trace:2", lines) == [Stretch(3, 2), Stretch(1, 2), Stretch(4, 2)]
 
 
+def test_a_soak_is_one_constant_stretch_of_its_users_or_the_last_level():
+    assert stretches_of("soak:0.005,3") == [Stretch(3, pytest.approx(18))]
+    assert stretches_of("soak:2", last_level=8) == [Stretch(8, 7200)]
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
@@ -51,6 +56,9 @@ def test_a_traces_rate_gives_each_window_its_arrivals_as_users():
         ("diurnal:1,2/x", "numbers expected"),
         ("diurnal:1,0,4", "at least 1"),
         ("trace:10", "needs --trace"),
+        ("soak:0", "HOURS must be above 0"),
+        ("soak:1,2,3", "--shape must be"),
+        ("soak:1,0.5", "whole numbers, at least 1"),
     ],
 )
 def test_what_a_shape_refuses(text, message):

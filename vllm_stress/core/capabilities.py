@@ -28,6 +28,7 @@ CAPABILITIES: tuple[Capability, ...] = (
     Capability("sessions", "Sessions and routers", "guides/sessions-and-traces.md"),
     Capability("traces", "Trace replay and arrivals", "guides/sessions-and-traces.md"),
     Capability("stress", "Stress: cancellations and bursts", "guides/stress.md"),
+    Capability("soak", "Soak: drift over a long run", "guides/stress.md"),
     Capability("agents", "Agent tasks", "guides/agents.md"),
     Capability("structured", "Structured outputs", "guides/structured-outputs.md"),
     Capability("reasoning", "Reasoning models", "concepts/metrics.md"),

@@ -120,6 +120,9 @@ FORMATS = (
             Addition(REQUESTS_FILE, ("connect_s",), "connection churn"),
             Addition(RUN_FILE, ("connections",)),
             Addition(SERVER_METRICS_FILE, EXTERNAL_PREFIX_COUNTERS, "hit rate by KV tier"),
+            Addition(SERVER_METRICS_FILE, ("resident_memory",), "server memory drift"),
+            Addition(CLIENT_HEALTH_FILE, ("rss_mib",), "client memory drift"),
+            Addition(RUN_FILE, ("shape",)),
         ),
     ),
 )

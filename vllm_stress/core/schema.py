@@ -192,6 +192,8 @@ RUN_KEYS = [
     # the step ramp after that level (vllm_stress.core.stopon), or null
     "connections",  # --connections: pooled (each user keeps its connections), per-request or per-session
     # (vllm_stress.client.pools); absent before format 5: pooled
+    "shape",  # --shape as given ("steps", "soak:2,64" ...; vllm_stress.scenarios.shapes), or null when the run had no
+    # load shape of the suite's
 ]
 
 
@@ -204,6 +206,8 @@ SERVER_GAUGES = {  # column -> scraped sample: the value at the scrape
     "running": "vllm:num_requests_running",  # requests in the engine's running batch
     "waiting": "vllm:num_requests_waiting",  # requests in its waiting queue
     "kv_cache_usage": "vllm:kv_cache_usage_perc",  # share of the KV cache blocks in use, 0..1
+    "resident_memory": "process_resident_memory_bytes",  # resident memory of the scraped process (vLLM's API
+    # server: prometheus_client's process collector), bytes
 }
 SERVER_COUNTERS = {  # column -> scraped sample: cumulative since the server started
     "preemptions": "vllm:num_preemptions_total",  # preemption events (a request's KV blocks freed, recomputed later)
@@ -238,6 +242,7 @@ KV_CONNECTOR_SAMPLES = {"vllm:nixl_bytes_transferred_sum", "vllm:nixl_xfer_time_
 SERVER_OPTIONAL = {
     SERVER_COUNTERS[column] for column in SPEC_DECODE_COUNTERS + EXTERNAL_PREFIX_COUNTERS
 } | KV_CONNECTOR_SAMPLES
+SERVER_OPTIONAL |= {SERVER_GAUGES["resident_memory"]}  # only where the process collector runs (Linux)
 KV_TRANSFER_COLUMNS = (
     "kv_transfer_bytes",
     "kv_transfer_count",
@@ -331,6 +336,7 @@ CLIENT_HEALTH_COLUMNS = [
     "loop_lag_ms",  # how late its event loop ran its timers since its previous row, on average (waiting for a core)
     "read_behind_p99_ms",  # p99 of its read-behind time since its previous row: from a chunk's kernel arrival time to
     # the moment its code read it (vllm_stress.client.readbehind); empty without kernel-timed reads
+    "rss_mib",  # resident memory of that process at the row, MiB (a soak's client drift); empty when not told
 ]
 CLIENT_CPU_LIMIT_PERCENT = 90  # locust.runners.CPU_WARNING_THRESHOLD
 # A load generator whose event loop runs its timers this late on average takes every timestamp about as late: its

@@ -1,5 +1,5 @@
-"""``client_health.csv``: the CPU, event-loop lag and read-behind time of every load-generating process, and the
-highest CPU per level."""
+"""``client_health.csv``: the CPU, event-loop lag, read-behind time and resident memory of every load-generating
+process, and the highest CPU per level."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from vllm_stress.client.readbehind import read_behind
 from vllm_stress.core import schema
-from vllm_stress.master.cpumeter import CpuMeter
+from vllm_stress.master.cpumeter import CpuMeter, rss_mib
 from vllm_stress.master.csvappender import CsvAppender
 from vllm_stress.master.looplag import LoopLagMeter
 from vllm_stress.master.periodic import Periodic
@@ -21,16 +21,16 @@ if TYPE_CHECKING:
 
 CLIENT_HEALTH_INTERVAL_S = 5.0
 CPU_REPORT_KEY = "vllm_stress_cpu"  # in worker reports: [CPU %, event-loop lag ms, read-behind p99 ms] since the
-# previous report
+# previous report, [resident memory MiB] now
 
 
 def report_worker_cpu(environment: Environment) -> None:
-    """On a worker: send its CPU, event-loop lag and read-behind p99 since the previous report with every worker
-    report (3 s)."""
+    """On a worker: send its CPU, event-loop lag and read-behind p99 since the previous report and its resident memory
+    with every worker report (3 s)."""
     meter, lag = CpuMeter(), LoopLagMeter()
 
     def add_cpu(client_id: str, data: dict[str, Any], **_kw: object) -> None:
-        data[CPU_REPORT_KEY] = [meter.percent(), lag.mean_ms(), read_behind.p99_ms()]
+        data[CPU_REPORT_KEY] = [meter.percent(), lag.mean_ms(), read_behind.p99_ms(), rss_mib()]
 
     environment.events.report_to_master.add_listener(add_cpu)
 
@@ -73,16 +73,22 @@ class ClientHealth:
             self.file = None
 
     def _record_own(self) -> None:
-        self._write(self.recorder.worker_id, self.cpu_meter.percent(), self.lag_meter.mean_ms(), read_behind.p99_ms())
+        own = (self.cpu_meter.percent(), self.lag_meter.mean_ms(), read_behind.p99_ms(), rss_mib())
+        self._write(self.recorder.worker_id, *own)
 
     def on_worker_report(self, client_id: str, data: dict[str, Any], **_kw: object) -> None:
         if CPU_REPORT_KEY in data and self.file:
             self._write(client_id, *data[CPU_REPORT_KEY])
 
-    def _write(self, process: str, percent: float, lag_ms: float, read_behind_ms: float = math.nan) -> None:
+    def _write(
+        self, process: str, percent: float, lag_ms: float, read_behind_ms: float = math.nan, rss: float = math.nan
+    ) -> None:
         users = self.recorder.level
         behind = "" if math.isnan(read_behind_ms) else round(read_behind_ms, 2)  # a worker of format 3 sends none
+        memory = "" if math.isnan(rss) else round(rss, 1)  # nor one of format 4
         if self.file:
-            self.file.write([round(time.time(), 3), users, process, round(percent, 1), round(lag_ms, 1), behind])
+            self.file.write(
+                [round(time.time(), 3), users, process, round(percent, 1), round(lag_ms, 1), behind, memory]
+            )
         self.latest_cpu[process], self.latest_lag_ms[process] = percent, lag_ms
         self.max_cpu_by_level[users] = max(self.max_cpu_by_level.get(users, 0.0), percent)

@@ -1,8 +1,10 @@
-"""This process's CPU use since the previous reading, measured by the process itself."""
+"""This process's CPU use since the previous reading, and its resident memory, measured by the process itself."""
 
 from __future__ import annotations
 
 import time
+
+import psutil  # Locust's own dependency
 
 
 class CpuMeter:
@@ -17,3 +19,8 @@ class CpuMeter:
         share = (cpu_s - self.cpu_s) / elapsed if elapsed > 0 else 0.0
         self.cpu_s, self.wall_s = cpu_s, wall_s
         return 100 * share
+
+
+def rss_mib() -> float:
+    """This process's resident memory now, MiB."""
+    return float(psutil.Process().memory_info().rss) / 2**20

@@ -54,6 +54,7 @@ def run_meta(environment: Environment, server: ServerUnderTest) -> dict[str, Any
         "canaries_in_figures": options.canaries_in_figures,
         "stress": stress.run_json(options),
         "connections": options.connections,
+        "shape": getattr(options, "shape", None),
     }
 
 

@@ -19,7 +19,7 @@ from vllm_stress.core import descriptors
 
 from .api.protocol import LINE_ENDINGS, Reasoning
 from .api.server import Simulator
-from .engine import lora
+from .engine import leak, lora
 from .engine.priority import POLICIES
 from .engine.specdecode import SPEC_FLAGS
 from .engine.specdecode import add_arguments as add_spec_arguments
@@ -162,6 +162,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     )
     lora.add_arguments(parser)
     add_spec_arguments(parser)
+    leak.add_arguments(parser)
     parser.add_argument(
         "--set",
         action="append",
@@ -275,6 +276,7 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
                 request_log=args.request_log,
                 accept_cost_s=args.accept_cost_ms / 1000,
                 otlp_traces_endpoint=args.otlp_traces_endpoint,
+                leak=leak.leak_from_args(args),
             )
     except ValueError as error:
         print(f"simulator: {error}", file=sys.stderr)

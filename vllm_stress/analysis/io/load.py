@@ -70,10 +70,14 @@ OPTIONAL_TABLES = {
             "max_lora",
             "lora_running",
             "waiting_deferred",
+            "resident_memory",
             *SPEC_DECODE_COUNTERS,
         ],
     ),
-    "client_health": (CLIENT_HEALTH_FILE, ["time", "worker", "cpu_percent", "loop_lag_ms", "read_behind_p99_ms"]),
+    "client_health": (
+        CLIENT_HEALTH_FILE,
+        ["time", "worker", "cpu_percent", "loop_lag_ms", "read_behind_p99_ms", "rss_mib"],
+    ),
     "gpu": (GPU_METRICS_FILE, ["time", "source", "gpu", "power_w", "utilization_percent"]),
     "spans": (SERVER_SPANS_FILE, ["trace_id", *SERVER_VIEW_COLUMNS.values()]),  # joined to the rows (serverview.py)
     "replica_set": (REPLICAS_FILE, REPLICA_COLUMNS),  # the replica set over time (scaling.py)

@@ -49,7 +49,12 @@ def add_options(parser: LocustArgumentParser, **_kw: Any) -> None:
     """The ramp's options, in the load profile's group (vllm_stress.client.features)."""
     group = features.option_group(parser, "profile")
     group.add_argument("--levels", default=RAMP_DEFAULTS["levels"], help="User counts of the ramp's steps")
-    group.add_argument("--shape", default=STEPS, help=f"The load's shape over time: {GRAMMAR} (seconds, users)")
+    group.add_argument(
+        "--shape",
+        default=STEPS,
+        help=f"The load's shape over time: {GRAMMAR} (seconds, users; a soak's HOURS in hours, its USERS by default "
+        "the last of --levels)",
+    )
     group.add_argument(
         "--step-time",
         default=RAMP_DEFAULTS["step-time"],

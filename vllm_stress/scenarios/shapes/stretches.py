@@ -1,5 +1,5 @@
-"""Load shapes beyond the step ramp (``--shape``): a spike, a day compressed into minutes, or a trace's own rate, each
-made of constant stretches of users. Each stretch is a level the report judges, the first time its user count runs
+"""Load shapes beyond the step ramp (``--shape``): a spike, a day compressed into minutes, a trace's own rate or a soak
+(one long constant load, checked for drift: docs/guides/stress.md, "Soak"), each made of constant stretches of users. Each stretch is a level the report judges, the first time its user count runs
 (levels are named by their users); a later stretch at a count already judged runs unjudged (docs/guides/elastic-fleets.md)."""
 
 from __future__ import annotations
@@ -8,12 +8,13 @@ import math
 from dataclasses import dataclass
 
 from vllm_stress.client.trace import TraceLine
+from vllm_stress.core.drift import SOAK
 
 STEPS = "steps"  # --shape steps: the step ramp of --levels (scenarios/shape.py)
 DIURNAL_STEPS = 24  # a sinusoid day's stretches: one per hour
 GRAMMAR = (
     "steps | spike:BASE,PEAK,AT_S,FOR_S,TOTAL_S | diurnal:MINUTES,LOW,HIGH[,STEPS] | diurnal:MINUTES,U1/U2/... | "
-    "trace:WINDOW_S"
+    "trace:WINDOW_S | soak:HOURS[,USERS]"
 )
 
 
@@ -57,6 +58,13 @@ def trace_rate(lines: list[TraceLine], window_s: float) -> list[Stretch]:
     return merged([Stretch(max(count, 1), window_s) for count in counts])
 
 
+def soak(hours: float, users_: int) -> list[Stretch]:
+    """``users_`` users for ``hours`` hours: one stretch, one level, its hold cut into windows by the analysis."""
+    if hours <= 0:
+        raise ValueError(f"--shape soak: HOURS must be above 0, got {hours:g}")
+    return [Stretch(users_, hours * 3600)]
+
+
 def merged(stretches: list[Stretch]) -> list[Stretch]:
     """Neighbours at the same users as one stretch; empty ones left out."""
     out: list[Stretch] = []
@@ -75,7 +83,7 @@ def parse_shape(text: str) -> tuple[str, list[float | str]]:
     grammar for anything else."""
     kind, _, rest = str(text).strip().partition(":")
     parts = [part.strip() for part in rest.split(",") if part.strip()]
-    counts = {STEPS: (0, 0), "spike": (5, 5), "diurnal": (2, 4), "trace": (1, 1)}
+    counts = {STEPS: (0, 0), "spike": (5, 5), "diurnal": (2, 4), "trace": (1, 1), SOAK: (1, 2)}
     if kind not in counts or not counts[kind][0] <= len(parts) <= counts[kind][1]:
         raise ValueError(f"--shape must be {GRAMMAR}, got {text!r}")
     try:
@@ -94,8 +102,9 @@ def table(text: str) -> str:
     return text
 
 
-def stretches_of(text: str, trace: list[TraceLine] | None = None) -> list[Stretch] | None:
-    """The stretches --shape names (None for the step ramp); ``trace``: --trace's selected lines, for trace:WINDOW_S."""
+def stretches_of(text: str, trace: list[TraceLine] | None = None, last_level: int = 1) -> list[Stretch] | None:
+    """The stretches --shape names (None for the step ramp); ``trace``: --trace's selected lines, for trace:WINDOW_S;
+    ``last_level``: the last of --levels, a soak's users when it names none."""
     kind, values = parse_shape(text)
     numbers = [v for v in values if isinstance(v, float)]
     if kind == STEPS:
@@ -105,6 +114,8 @@ def stretches_of(text: str, trace: list[TraceLine] | None = None) -> list[Stretc
         return spike(base, peak, *numbers[2:])
     if kind == "trace":
         return trace_rate(trace or [], numbers[0])
+    if kind == SOAK:
+        return soak(numbers[0], users(numbers[1]) if len(numbers) > 1 else last_level)
     if len(values) == 2 and isinstance(values[1], str):
         return diurnal(numbers[0], [users(float(part)) for part in values[1].split("/")])
     if len(numbers) != len(values) or len(numbers) < 3:

@@ -15,19 +15,21 @@ from locust.runners import Runner
 from vllm_stress.client.trace import read_trace, select
 from vllm_stress.master import hooks
 from vllm_stress.master.levelwindow import LevelWindow
+from vllm_stress.scenarios.shapes.levels import parse_levels
 from vllm_stress.scenarios.shapes.stretches import Stretch, stretches_of
 
 log = logging.getLogger(__name__)
 
 
 def shape_stretches(options: argparse.Namespace) -> list[Stretch] | None:
-    """The stretches of --shape (None: the step ramp), reading --trace for ``trace:WINDOW_S``."""
+    """The stretches of --shape (None: the step ramp), reading --trace for ``trace:WINDOW_S``; a soak without its
+    users runs the last of --levels."""
     trace_path = getattr(options, "trace", "") or ""
     needs_trace = str(options.shape).strip().startswith("trace")
     lines = None
     if needs_trace and trace_path:
         lines = select(read_trace(trace_path), options.trace_start, options.trace_duration, options.speedup)
-    return stretches_of(options.shape, lines)
+    return stretches_of(options.shape, lines, parse_levels(options.levels)[-1])
 
 
 class TimedRun:

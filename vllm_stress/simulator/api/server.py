@@ -12,6 +12,7 @@ from prometheus_client import generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
 from ..engine.core import Engine
+from ..engine.leak import Leak
 from ..engine.lora import LoraConfig, LoraSlots, adapter_cards, adapter_request
 from ..engine.priority import PRIORITY_HEADER, header_priority
 from ..engine.sequence import Sequence
@@ -82,6 +83,7 @@ class Simulator:
         sse_line_ending: bytes = b"\n",
         lora: LoraConfig | None = None,
         accept_cost_s: float = 0.0,
+        leak: Leak | None = None,
     ):
         self.profile = profile
         self.prompt_details = prompt_details  # vllm serve --enable-prompt-tokens-details: usage says cached_tokens
@@ -92,6 +94,7 @@ class Simulator:
         self.created = int(time.time())
         self.tokenizer = Tokenizer()
         self.engine = Engine(profile, seed=seed)
+        self.engine.leak = leak
         self.lora_modules: dict[str, str] = {}  # served adapters: name -> path (--enable-lora; lora.py)
         if lora:
             self.engine.lora = LoraSlots(lora, profile)

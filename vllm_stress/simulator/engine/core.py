@@ -9,6 +9,7 @@ from typing import NamedTuple
 from ..model.grammar import GrammarCache
 from ..model.profiles import Profile
 from .kvcache import HostTier, KVCache, num_cpu_blocks, num_gpu_blocks
+from .leak import Leak
 from .lora import LoraSlots
 from .priority import WaitingQueue, preempt_for, waiting_queue
 from .sequence import Sequence
@@ -52,6 +53,7 @@ class Engine:
         self.frontend_free_at = 0.0  # when the API server has handled every request it was given
         self.lora: LoraSlots | None = None  # --enable-lora's adapters (lora.py)
         self.grammars = GrammarCache(profile)
+        self.leak: Leak | None = None  # --leak-step-ms-per-min, --leak-mb-per-min (leak.py)
 
     @property
     def has_work(self) -> bool:
@@ -115,6 +117,7 @@ class Engine:
         duration *= self.spec.step_factor(len(scheduled)) if self.spec else 1.0
         duration += self.grammars.mask_cost(masked)
         duration += self.onload_tokens * self.onload_s_per_token  # loads from the CPU tier, before the forward pass
+        duration += self.leak.step_s(self.clock) if self.leak else 0.0
         self.clock += duration
         self.last_num_scheduled_tokens = num_tokens
         return StepResult(duration, self._apply(scheduled))

@@ -15,7 +15,7 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 from benchmarks.harness import read_rows, scrape
-from tests.helpers import NO_CANARIES, REPO, Server, locust_stats, server_completed
+from tests.helpers import NO_CANARIES, REPO, Server, locust_stats, server_completed, wait_until
 from tests.shapes import FIXTURE, capture_shapes, differences, dump_shapes, simulator_differences
 from vllm_stress.analysis.io.load import load_run
 from vllm_stress.client.prompts import WORDS
@@ -166,6 +166,33 @@ def test_non_streaming_user(run_locust, real_vllm, tmp_path, locustfile, name):
     check_rows(rows, name)
     assert all(r["ttft_s"] == "" and float(r["e2e_s"]) > 0 for r in rows)
     assert server_completed(real_vllm.url) - before == len(rows)
+
+
+def test_cancelled_streams_free_their_slots_and_vllm_counts_none(run_locust, real_vllm, tmp_path):
+    """Every stream cut by the client at its 4th chunk of a 2,000-token answer (--cancel-share 1): vLLM aborts each
+    (docs/guides/stress.md): its running gauge falls back to 0 and its generation counter stops for each request long
+    before its answer's end; and, as vLLM 0.32 counts no client abort, no finished request is counted."""
+    before = counters(real_vllm.url)
+    quiet = ["--headless", "--only-summary", "-L", "WARNING", *NO_CANARIES]
+    sizes = ["--input-tokens", "64", "--output-tokens", "2000"]
+    rows = run_user(
+        run_locust,
+        real_vllm,
+        tmp_path / "run",
+        "chat",
+        *quiet,
+        *sizes,
+        "--cancel-share",
+        "1",
+        "--cancel-after",
+        "4tokens",
+    )
+    assert len(rows) >= 2 and all((r["error"], r["chunks"]) == ("Cancelled", "4") for r in rows), rows
+    assert wait_until(lambda: scrape(real_vllm.url)["vllm:num_requests_running{}"] == 0, timeout=30)
+    changed = delta(before, counters(real_vllm.url))
+    assert not [key for key in changed if key.startswith("vllm:request_success_total")], changed
+    assert changed["vllm:prompt_tokens_total{}"] == 64 * len(rows)  # each was admitted and prefilled
+    assert 4 * len(rows) <= changed["vllm:generation_tokens_total{}"] < 1000 * len(rows), changed
 
 
 @pytest.mark.parametrize("locustfile", ["responses", "messages"])

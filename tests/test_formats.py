@@ -123,7 +123,7 @@ def test_each_format_is_analysed_with_both_levels(version, tmp_path, capsys):
         assert "Runs written by an earlier release" in report
         assert earlier[0]["not_computed"][-1] == (
             "no per-model canary comparison, prefix-cache hit rate against its target, client cancellations, "
-            "embeddings and rerank inputs per second, recorded sessions, connection churn: written before 2026-11-28"
+            "embeddings and rerank inputs per second, recorded sessions, connection churn, microbursts: written before 2026-11-28"
         )
     if version < 4:
         assert earlier[0]["not_computed"][-2] == (

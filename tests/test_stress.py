@@ -13,7 +13,7 @@ import requests
 from benchmarks.harness import read_rows
 from tests.helpers import NO_CANARIES, analyse, run_json
 from vllm_stress.client.cancel import CancelAfter, Cancellations, cancellations_for, parse_after
-from vllm_stress.client.pacing import OpenLoopArrivals
+from vllm_stress.client.pacing import BurstClock, Microburst, OpenLoopArrivals, parse_microburst
 from vllm_stress.core.numbers import percent
 from vllm_stress.core.schema import ABORTED, CANCELLED
 from vllm_stress.simulator.api.requestlog import read_request_log
@@ -253,3 +253,53 @@ def test_a_stopped_ramp_is_one_overview_line_and_no_stress_section():
         "A: Stopped early after 8 users: errors 30.0 % > 20.0 %.",
     ]
     assert [column.header for column in stress.columns(both)] == ["cancelled"]
+
+
+def test_microbursts_reach_the_server_and_queue_it(run_locust, simulator, tmp_path):
+    """--microburst 12,100,4 on top of 2 req/s against two sequences at a time: the server's request log has each
+    burst's 12 arrivals within the 100 ms (plus a loaded machine's margin), 4 s apart; the report's burst table says
+    the server queued them, and their TTFT is at least that of the requests sent after each burst."""
+    log = tmp_path / "requests.jsonl"
+    sim = simulator("--profile", "cpu-tiny", "--set", "t_fixed=0.02", "--max-num-seqs", "2", "--request-log", str(log))
+    args = ["-u", "24", "-t", "11s", "--input-tokens", "16", "--output-tokens", "8", "--arrival-seed", str(SEED)]
+    burst = ["--arrival-rate", "2", "--microburst", "12,100,4", "--server-metrics-interval", "0.25"]
+    proc = run_chat(run_locust, sim.url, tmp_path, *args, *burst)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    sim.stop()
+    folder = tmp_path / "run"
+    records = read_request_log(str(log))
+    bursts: dict[str, list[float]] = {}
+    for row in read_rows(folder / "requests.csv"):
+        if row["burst"]:
+            bursts.setdefault(row["burst"], []).append(records[row["request_id"]]["arrival"])
+    assert sorted(bursts) == ["1", "2"], proc.stderr[-3000:]  # at 4 s and 8 s
+    assert all(len(arrivals) == 12 and max(arrivals) - min(arrivals) < 0.1 + 0.4 for arrivals in bursts.values())
+    assert min(bursts["2"]) - min(bursts["1"]) == pytest.approx(4.0, abs=0.4)
+    summary = analyse(folder, tmp_path / "report")
+    assert summary["stress"]["microburst"] == {"requests": 12, "within_ms": 100.0, "every_s": 4.0}
+    table = summary["microbursts"]
+    assert [row["burst"] for row in table] == [1, 2] and all(row["requests"] == 12 for row in table)
+    for row in table:  # two slots for twelve requests: most of them wait, more than the requests after them
+        assert row["queue_peak"] >= 4 and row["after_requests"] > 0, row
+        assert row["ttft_burst_p50_s"] >= row["ttft_after_p50_s"], row
+    assert "Microbursts of 12 requests within 100 ms every 4 s" in (tmp_path / "report" / "report.md").read_text()
+
+
+def test_each_worker_sends_its_share_of_each_burst():
+    """Three workers share a burst of 8 within 100 ms every 2 s: together each index once per burst, at i x 12.5 ms;
+    alone, a process sends them all; merged with a renewal process, the arrivals come in time order."""
+    burst = parse_microburst("8,100,2")
+    assert burst == Microburst(8, 0.1, 2.0) and parse_microburst("") is None
+    shares = [BurstClock(burst, worker, 3) for worker in range(3)]
+    taken = sorted(clock.take() for clock in shares for _ in range(len(clock.mine) * 2))
+    expected = sorted((number * 2.0 + i * 0.0125, number) for number in (1, 2) for i in range(8))
+    assert [number for _, number in taken] == [number for _, number in expected]
+    assert [offset for offset, _ in taken] == pytest.approx([offset for offset, _ in expected])
+    assert BurstClock(burst, 3, 9).mine == [3] and BurstClock(burst, 8, 9).mine == []
+    arrivals = OpenLoopArrivals(5.0, seed=1, bursts=BurstClock(burst))
+    offsets = [arrivals.take() for _ in range(40)]
+    assert [offset for offset, _ in offsets] == sorted(offset for offset, _ in offsets)
+    assert sum(number == 1 for _, number in offsets) == 8 and offsets[0] == (0.0, None)
+    for bad in ("8,100", "0,100,2", "8,2000,2", "eight,1,2"):
+        with pytest.raises(ValueError, match="--microburst"):
+            parse_microburst(bad)

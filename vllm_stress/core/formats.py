@@ -118,6 +118,7 @@ FORMATS = (
             Addition(REQUESTS_FILE, ("trace_blocks", "trace_reused_blocks", "session_turns"), "recorded sessions"),
             Addition(REQUESTS_FILE, ("connect_s",), "connection churn"),
             Addition(RUN_FILE, ("connections",)),
+            Addition(REQUESTS_FILE, ("burst",), "microbursts"),
         ),
     ),
 )

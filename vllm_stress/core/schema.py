@@ -78,6 +78,8 @@ REQUEST_COLUMNS = [
     # a failure, was truncated by the run's stop), else empty
     "connect_s",  # seconds the connection this request opened took: TCP connect, and TLS handshake to an https://
     # target (the load generator's clock); empty when it went on a connection already open (--connections)
+    "burst",  # --microburst: the burst the request was sent in, from 1 (the first, K s after the schedule's start),
+    # else empty
 ]
 # The request columns that hold text (the others hold numbers, empty for none)
 REQUEST_TEXT_COLUMNS = frozenset(
@@ -187,6 +189,7 @@ RUN_KEYS = [
     "canaries_in_figures",  # --canaries-in-figures: true when the correctness canaries count in the live figures,
     # so the analysis counts them in every figure too; false (or absent, before format 5): kept apart
     "stress",  # {"arrival_rate" (req/s, null: closed loop), "burstiness" (the gamma shape of its gaps: 1 Poisson),
+    # "microburst" ({"requests", "within_ms", "every_s"}: --microburst, or null),
     # "cancel_share", "cancel_after"} (vllm_stress.client.features.stress), or null when none is set
     "stopped",  # {"after_users" (the last level that ran), "reason" ("errors 7.2 % > 5.0 %")}: a --stop-on rule ended
     # the step ramp after that level (vllm_stress.core.stopon), or null

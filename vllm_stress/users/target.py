@@ -117,11 +117,11 @@ class Target:
         options = self.options
         self.arrivals = None
         validate(options)
-        if (options.trace or options.arrival_rate) and any(
+        if (options.trace or options.arrival_rate or options.microburst) and any(
             getattr(cls, "closed_loop_only", False) for cls in self.environment.user_classes
         ):
             raise StopTarget(
-                "--trace and --arrival-rate send requests on a schedule; a session's turns follow its "
+                "--trace and --arrival-rate send requests on a schedule (--microburst too); a session's turns follow its "
                 "answers and think times: run the session user as a closed loop"
             )
         if options.images and not all(getattr(cls, "takes_images", False) for cls in self.environment.user_classes):
@@ -166,7 +166,7 @@ class Target:
             if options.trace:  # once the prompts are ready: no backlog
                 self.arrivals = arrivals_for_trace(options, read_trace(options.trace), worker_index)
             else:
-                self.arrivals = arrivals_for(options, seed)
+                self.arrivals = arrivals_for(options, seed, worker_index)
             if self.arrivals and not self.is_worker:  # a local run's schedule starts now; a worker's when told
                 self.arrivals.start_at(time.perf_counter())
 

@@ -3,6 +3,7 @@ recorded (its --request-log and /metrics)."""
 
 from __future__ import annotations
 
+import json
 import math
 from types import SimpleNamespace
 
@@ -303,3 +304,47 @@ def test_each_worker_sends_its_share_of_each_burst():
     for bad in ("8,100", "0,100,2", "8,2000,2", "eight,1,2"):
         with pytest.raises(ValueError, match="--microburst"):
             parse_microburst(bad)
+
+
+def test_a_profile_at_the_knee_lies_in_its_level(run_locust, simulator, tmp_path):
+    """--profile-at 4 --profile-seconds 1.5 on a ramp of 1 then 4 users: the simulator (--profiler-dir) profiled once,
+    from within the hold of 4 users' level to 1.5 s later, still inside it; run.json says when and what it answered."""
+    traces = tmp_path / "traces"
+    sim = simulator("--profile", "cpu-tiny", "--set", "t_fixed=0.02", "--profiler-dir", str(traces))
+    ramp = ["--levels", "1,4", "--step-time", "4", "--warmup", "0.5", "--ramp-time", "0.5"]
+    proc = run_locust(
+        *("-f", "locustfiles/chat.py,scenarios/shape.py", "-H", sim.url, *QUIET, *ramp),
+        *("--input-tokens", "16", "--output-tokens", "8", "--profile-at", "4", "--profile-seconds", "1.5"),
+        *("--results-dir", str(tmp_path / "run")),
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (trace_file,) = traces.iterdir()
+    trace = json.loads(trace_file.read_text())
+    (level,) = [level for level in read_rows(tmp_path / "run" / "levels.csv") if level["users"] == "4"]
+    assert float(level["hold_start"]) - 0.5 <= trace["started"] < trace["stopped"] <= float(level["hold_end"])
+    assert trace["stopped"] - trace["started"] == pytest.approx(1.5, abs=0.5)
+    profile = run_json(tmp_path / "run")["profile"]
+    assert (profile["start_status"], profile["stop_status"]) == (200, 200)
+    assert profile["asked"] == {"at_users": 4, "when_running": None, "seconds": 1.5}
+    assert profile["started"] <= trace["started"] and profile["stopped"] <= trace["stopped"]
+
+
+def test_a_server_that_does_not_profile_is_one_line(run_locust, simulator, tmp_path):
+    """Without a profiler the server has no /start_profile (404): one line says so, the run goes on to its end."""
+    sim = simulator("--profile", "cpu-tiny", "--set", "t_fixed=0.02")
+    proc = run_chat(
+        run_locust,
+        sim.url,
+        tmp_path,
+        *("-u", "2", "-t", "4s", "--input-tokens", "16", "--output-tokens", "8"),
+        *("--profile-when-running", "1", "--server-metrics-interval", "0.5"),
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = [line for line in proc.stderr.splitlines() if "does not profile" in line]
+    assert len(lines) == 1 and "/start_profile: 404" in lines[0], proc.stderr[-3000:]
+    profile = run_json(tmp_path / "run")["profile"]
+    assert profile["start_status"] == 404 and "stopped" not in profile
+    assert requests.post(f"{sim.url}/start_profile", timeout=5).status_code == 404
+    rows = read_rows(tmp_path / "run" / "requests.csv")
+    assert max(float(row["end_time"]) for row in rows) > profile["started"] + 1  # the run went on

@@ -92,6 +92,7 @@ def validate(options: argparse.Namespace) -> None:
         except (OSError, ValueError) as e:
             raise StopTarget(f"--dataset: {e}") from None
     check_classes(options)
+    check_profile(options)
     try:
         parse_microburst(options.microburst)
     except ValueError as e:
@@ -111,6 +112,18 @@ def validate(options: argparse.Namespace) -> None:
         adapters.check_options(options)
     except ValueError as e:
         raise StopTarget(str(e)) from None
+
+
+def check_profile(options: argparse.Namespace) -> None:
+    """--profile-at or --profile-when-running (not both), at least 1, for --profile-seconds above 0."""
+    at, running = options.profile_at, options.profile_when_running
+    if at is not None and running is not None:
+        raise StopTarget("--profile-at and --profile-when-running both say when to profile: give one")
+    for flag, value in (("--profile-at", at), ("--profile-when-running", running)):
+        if value is not None and value < 1:
+            raise StopTarget(f"{flag} must be at least 1, got {value}")
+    if not options.profile_seconds > 0:
+        raise StopTarget(f"--profile-seconds must be more than 0, got {options.profile_seconds:g}")
 
 
 def check_session_trace(options: argparse.Namespace) -> None:

@@ -119,6 +119,7 @@ FORMATS = (
             Addition(REQUESTS_FILE, ("connect_s",), "connection churn"),
             Addition(RUN_FILE, ("connections",)),
             Addition(REQUESTS_FILE, ("burst",), "microbursts"),
+            Addition(RUN_FILE, ("profile",)),
         ),
     ),
 )

@@ -193,6 +193,10 @@ RUN_KEYS = [
     # "cancel_share", "cancel_after"} (vllm_stress.client.features.stress), or null when none is set
     "stopped",  # {"after_users" (the last level that ran), "reason" ("errors 7.2 % > 5.0 %")}: a --stop-on rule ended
     # the step ramp after that level (vllm_stress.core.stopon), or null
+    "profile",  # --profile-at / --profile-when-running: {"asked": {"at_users", "when_running", "seconds"}, "started"
+    # and "stopped" (unix seconds: when the master POSTed /start_profile and /stop_profile), "start_status" and
+    # "stop_status" (the server's HTTP status, null: no answer), "start_answer", "stop_answer" (its status line and
+    # body, or the error)} (vllm_stress.master.kneeprofile), or null
     "connections",  # --connections: pooled (each user keeps its connections), per-request or per-session
     # (vllm_stress.client.pools); absent before format 5: pooled
 ]

@@ -33,6 +33,7 @@ from vllm_stress.core import fleet, served
 from vllm_stress.core.questions import DatasetError
 from vllm_stress.core.schema import POOLED
 from vllm_stress.master.clienthealth import ClientHealth, report_worker_cpu
+from vllm_stress.master.kneeprofile import KneeProfile
 from vllm_stress.master.promexport import PromExport
 from vllm_stress.master.replicaset import ReplicaSet
 from vllm_stress.master.runrecorder import LocalRecorder, MasterRecorder
@@ -79,6 +80,7 @@ class Target:
             self.recorder = recorder
             if isinstance(runner, MasterRunner):
                 MasterStart(environment, runner, recorder.run)
+            KneeProfile(environment, recorder.run, self)
             health = ClientHealth(environment, recorder)
             ReplicaSet(environment, recorder, self)
             self.live = LiveRun(

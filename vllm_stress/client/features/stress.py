@@ -47,6 +47,28 @@ def add_arguments(group: OptionGroup) -> None:
         help="Seed of the arrival and cancellation draws (each worker adds its index); default: the process id",
     )
     group.add_argument(
+        "--profile-at",
+        type=int,
+        default=None,
+        metavar="USERS",
+        help="Profile the server when the step ramp's level of USERS begins its hold: the master POSTs vLLM's "
+        "/start_profile, and /stop_profile --profile-seconds later (vllm serve needs --profiler-config)",
+    )
+    group.add_argument(
+        "--profile-when-running",
+        type=int,
+        default=None,
+        metavar="N",
+        help="Profile the server once a scrape of its /metrics shows N requests running (vllm:num_requests_running), "
+        "as --profile-at does",
+    )
+    group.add_argument(
+        "--profile-seconds",
+        type=float,
+        default=10.0,
+        help="With --profile-at or --profile-when-running: how long the profile lasts (seconds)",
+    )
+    group.add_argument(
         "--stop-on",
         default="",
         help="The step ramp ends after a level that trips a rule, keeping the levels that ran: NAME[_pNN]>LIMIT "

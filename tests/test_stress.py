@@ -348,3 +348,20 @@ def test_a_server_that_does_not_profile_is_one_line(run_locust, simulator, tmp_p
     assert requests.post(f"{sim.url}/start_profile", timeout=5).status_code == 404
     rows = read_rows(tmp_path / "run" / "requests.csv")
     assert max(float(row["end_time"]) for row in rows) > profile["started"] + 1  # the run went on
+
+
+def test_microbursts_alone_are_one_overview_line_and_a_table():
+    """run.json's stress with microbursts and no --arrival-rate: the overview says the bursts, the section says the
+    arrivals are the bursts' alone and has their table."""
+    from vllm_stress.analysis.features import stress
+
+    burst = {"requests": 8, "within_ms": 50.0, "every_s": 5.0}
+    asked = {"arrival_rate": None, "burstiness": 1.0, "microburst": burst, "cancel_share": 0.0, "cancel_after": None}
+    row = {"burst": 1, "requests": 8, "sent_within_ms": 44.0, "queue_before": 0.0, "queue_peak": 6.0}
+    row |= {"ttft_burst_p50_s": 0.4, "ttft_burst_p99_s": 0.7, "after_requests": 0}
+    row |= {"ttft_after_p50_s": math.nan, "ttft_after_p99_s": math.nan}
+    config = {"stress": asked, "microbursts": [row], "levels": []}
+    assert stress.overview("A", config) == ["In A, 8 requests came within 50 ms every 5 s."]
+    text = "\n".join(str(block) for block in stress.blocks("A", config, {}))
+    assert "Open loop of microbursts alone" in text and "Microbursts of 8 requests within 50 ms every 5 s" in text
+    assert "0.400" in text and "6" in text

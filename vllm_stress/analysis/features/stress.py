@@ -128,6 +128,8 @@ def overview(label: str, config: Config) -> list[str]:
         said.append(f"the client cancelled {percent(asked['cancel_share'])} of its requests at {asked['cancel_after']}")
     if asked.get("arrival_rate") and asked.get("burstiness") != 1:
         said.append(f"arrivals came in bursts (burstiness {asked['burstiness']:g})")
+    if burst := asked.get("microburst"):
+        said.append(f"{burst['requests']} requests came within {burst['within_ms']:g} ms every {burst['every_s']:g} s")
     sentences = [f"In {label}, {' and '.join(said)}."] if said else []
     if stopped := config.get("stopped"):
         sentences.append(f"{label}: Stopped early after {stopped['after_users']} users: {stopped['reason']}.")
@@ -149,8 +151,10 @@ def blocks(label: str, config: Config, configs: Mapping[str, Config]) -> list[Bl
     expected = 1 / np.sqrt(asked["burstiness"]) if asked.get("arrival_rate") else None
     arrivals = (
         f"Open loop at {asked['arrival_rate']:g} req/s, burstiness {asked['burstiness']:g}: the gaps' coefficient "
-        f"of variation should be {expected:.2f}."
+        f"of variation should be {expected:.2f}{', microbursts aside' if asked.get('microburst') else ''}."
         if expected is not None
+        else "Open loop of microbursts alone: the arrival CV is the bursts' rhythm."
+        if asked.get("microburst")
         else "Closed loop: the arrival CV is the users' own rhythm."
     )
     rows = [

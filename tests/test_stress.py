@@ -62,6 +62,7 @@ def test_cancellations_are_the_servers_aborts_and_free_their_slots(run_locust, s
     assert run_json(tmp_path / "run")["stress"] == {
         "arrival_rate": None,
         "burstiness": 1.0,
+        "microburst": None,
         "cancel_share": 0.5,
         "cancel_after": "20tokens",
     }

@@ -366,3 +366,17 @@ def test_microbursts_alone_are_one_overview_line_and_a_table():
     text = "\n".join(str(block) for block in stress.blocks("A", config, {}))
     assert "Open loop of microbursts alone" in text and "Microbursts of 8 requests within 50 ms every 5 s" in text
     assert "0.400" in text and "6" in text
+
+
+def test_a_worker_with_no_share_of_the_bursts_waits_until_stopped():
+    """More workers than a burst's requests and no --arrival-rate: a worker with no share sends nothing, its user
+    waiting until the run kills it."""
+    import gevent
+
+    arrivals = OpenLoopArrivals(0.0, bursts=BurstClock(parse_microburst("2,10,1"), worker_index=2, workers=3))
+    arrivals.start_at(0.0)
+    waiting = gevent.spawn(arrivals.wait)
+    gevent.sleep(0.2)
+    assert not waiting.dead
+    waiting.kill()
+    assert arrivals.burst is None

@@ -127,6 +127,8 @@ class OpenLoopArrivals(Schedule):
         arrival waited for a free user, or the process woke late (0 when on time), reported per request as
         ``schedule_lag_s``."""
         offset, burst = self.take()
+        if math.isinf(offset):  # nothing to send in this process (a worker with no share of the bursts): until stopped
+            gevent.event.Event().wait()
         arrival = self.start() + offset
         self.sent += 1
         behind = time.perf_counter() - arrival

@@ -210,8 +210,8 @@ OPTION = re.compile(r"(?<![\w/-])--[a-z][a-z0-9]*(?:-[a-z0-9]+)*")
 OTHER_PROGRAMS = {
     "vllm serve": {
         "--collect-detailed-traces", "--convert", "--dtype", "--enable-request-id-headers", "--enforce-eager",
-        "--max-num-queued-reqs", "--mm-processor-cache-gb", "--num-scheduler-steps", "--reasoning-parser",
-        "--runner", "--speculative-config", "--ssl-certfile", "--ssl-keyfile", "--tensor-parallel-size",
+        "--max-num-queued-reqs", "--mm-processor-cache-gb", "--num-scheduler-steps", "--profiler-config",
+        "--reasoning-parser", "--runner", "--speculative-config", "--ssl-certfile", "--ssl-keyfile", "--tensor-parallel-size",
         "--trust-remote-code",
     },
     "vllm bench serve": {"--goodput", "--ignore-eos", "--max-concurrency", "--save-result"},

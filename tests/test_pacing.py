@@ -3,6 +3,7 @@ answers do — through Locust, and the arrival clock alone."""
 
 import statistics
 import time
+from collections import Counter
 from types import SimpleNamespace
 
 import gevent
@@ -17,6 +18,8 @@ OPEN_LOOP_LOG = ["-L", "INFO"]  # after ARGS: the workers log what their open lo
 
 
 def test_open_loop_rate_on_two_workers(run_locust, simulator, tmp_path):
+    """30 req/s on two workers is 15/s each, with microbursts of 10 every 2.5 s on top: each worker sends half of
+    each burst, and the halves land together."""
     sim = simulator("--profile", "cpu-tiny")
     out = tmp_path / "run"
     proc = run_locust(
@@ -32,6 +35,8 @@ def test_open_loop_rate_on_two_workers(run_locust, simulator, tmp_path):
         "8s",
         "--arrival-rate",
         "30",
+        "--microburst",
+        "10,100,2.5",
         *two_workers(),
         "--results-dir",
         str(out),
@@ -41,12 +46,20 @@ def test_open_loop_rate_on_two_workers(run_locust, simulator, tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     loops = [line for line in proc.stderr.splitlines() if "Open loop:" in line]
     assert len(loops) == 2 and all("asked 15.00/s in this process" in line for line in loops), loops
-    rows = read_rows(out / "requests.csv")
+    assert all("5 of each microburst's 10 requests" in line for line in loops), loops
+    every = read_rows(out / "requests.csv")
+    rows = [r for r in every if not r["burst"]]  # the renewal arrivals
     steady = [r for r in rows if float(r["start_time"]) > min(float(x["start_time"]) for x in rows) + 2]
     span = max(float(r["start_time"]) for r in steady) - min(float(r["start_time"]) for r in steady)
     assert 30 * 0.75 < len(steady) / span < 30 * 1.25, loops  # 30 req/s in total, not 30 per worker
     # (that the gaps are exponential is the arrival clock's own test below: sends timed by a loaded process are not)
     assert len({r["worker"] for r in rows}) == 2
+    # each worker sent its half of each burst, from the one start the master sent: together within the burst's 100 ms
+    for burst in ("1", "2"):
+        sent = [r for r in every if r["burst"] == burst]
+        assert len(sent) == 10 and sorted(Counter(r["worker"] for r in sent).values()) == [5, 5], sent
+        sends = [float(r["start_time"]) for r in sent]
+        assert max(sends) - min(sends) < 0.1 + 0.4, sends
 
 
 def test_closed_loop_is_the_default(run_locust, simulator, tmp_path):

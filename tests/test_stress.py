@@ -3,6 +3,7 @@ recorded (its --request-log and /metrics)."""
 
 from __future__ import annotations
 
+import json
 import math
 from types import SimpleNamespace
 
@@ -13,7 +14,7 @@ import requests
 from benchmarks.harness import read_rows
 from tests.helpers import NO_CANARIES, analyse, run_json
 from vllm_stress.client.cancel import CancelAfter, Cancellations, cancellations_for, parse_after
-from vllm_stress.client.pacing import OpenLoopArrivals
+from vllm_stress.client.pacing import BurstClock, Microburst, OpenLoopArrivals, parse_microburst
 from vllm_stress.core.numbers import percent
 from vllm_stress.core.schema import ABORTED, CANCELLED
 from vllm_stress.simulator.api.requestlog import read_request_log
@@ -61,6 +62,7 @@ def test_cancellations_are_the_servers_aborts_and_free_their_slots(run_locust, s
     assert run_json(tmp_path / "run")["stress"] == {
         "arrival_rate": None,
         "burstiness": 1.0,
+        "microburst": None,
         "cancel_share": 0.5,
         "cancel_after": "20tokens",
     }
@@ -253,3 +255,128 @@ def test_a_stopped_ramp_is_one_overview_line_and_no_stress_section():
         "A: Stopped early after 8 users: errors 30.0 % > 20.0 %.",
     ]
     assert [column.header for column in stress.columns(both)] == ["cancelled"]
+
+
+def test_microbursts_reach_the_server_and_queue_it(run_locust, simulator, tmp_path):
+    """--microburst 12,100,4 on top of 2 req/s against two sequences at a time: the server's request log has each
+    burst's 12 arrivals within the 100 ms (plus a loaded machine's margin), 4 s apart; the report's burst table says
+    the server queued them, and their TTFT is at least that of the requests sent after each burst."""
+    log = tmp_path / "requests.jsonl"
+    sim = simulator("--profile", "cpu-tiny", "--set", "t_fixed=0.02", "--max-num-seqs", "2", "--request-log", str(log))
+    args = ["-u", "24", "-t", "11s", "--input-tokens", "16", "--output-tokens", "8", "--arrival-seed", str(SEED)]
+    burst = ["--arrival-rate", "2", "--microburst", "12,100,4", "--server-metrics-interval", "0.25"]
+    proc = run_chat(run_locust, sim.url, tmp_path, *args, *burst)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    sim.stop()
+    folder = tmp_path / "run"
+    records = read_request_log(str(log))
+    bursts: dict[str, list[float]] = {}
+    for row in read_rows(folder / "requests.csv"):
+        if row["burst"]:
+            bursts.setdefault(row["burst"], []).append(records[row["request_id"]]["arrival"])
+    assert sorted(bursts) == ["1", "2"], proc.stderr[-3000:]  # at 4 s and 8 s
+    assert all(len(arrivals) == 12 and max(arrivals) - min(arrivals) < 0.1 + 0.4 for arrivals in bursts.values())
+    assert min(bursts["2"]) - min(bursts["1"]) == pytest.approx(4.0, abs=0.4)
+    summary = analyse(folder, tmp_path / "report")
+    assert summary["stress"]["microburst"] == {"requests": 12, "within_ms": 100.0, "every_s": 4.0}
+    table = summary["microbursts"]
+    assert [row["burst"] for row in table] == [1, 2] and all(row["requests"] == 12 for row in table)
+    for row in table:  # two slots for twelve requests: most of them wait, more than the requests after them
+        assert row["queue_peak"] >= 4 and row["after_requests"] > 0, row
+        assert row["ttft_burst_p50_s"] >= row["ttft_after_p50_s"], row
+    assert "Microbursts of 12 requests within 100 ms every 4 s" in (tmp_path / "report" / "report.md").read_text()
+
+
+def test_each_worker_sends_its_share_of_each_burst():
+    """Three workers share a burst of 8 within 100 ms every 2 s: together each index once per burst, at i x 12.5 ms;
+    alone, a process sends them all; merged with a renewal process, the arrivals come in time order."""
+    burst = parse_microburst("8,100,2")
+    assert burst == Microburst(8, 0.1, 2.0) and parse_microburst("") is None
+    shares = [BurstClock(burst, worker, 3) for worker in range(3)]
+    taken = sorted(clock.take() for clock in shares for _ in range(len(clock.mine) * 2))
+    expected = sorted((number * 2.0 + i * 0.0125, number) for number in (1, 2) for i in range(8))
+    assert [number for _, number in taken] == [number for _, number in expected]
+    assert [offset for offset, _ in taken] == pytest.approx([offset for offset, _ in expected])
+    assert BurstClock(burst, 3, 9).mine == [3] and BurstClock(burst, 8, 9).mine == []
+    arrivals = OpenLoopArrivals(5.0, seed=1, bursts=BurstClock(burst))
+    offsets = [arrivals.take() for _ in range(40)]
+    assert [offset for offset, _ in offsets] == sorted(offset for offset, _ in offsets)
+    assert sum(number == 1 for _, number in offsets) == 8 and offsets[0] == (0.0, None)
+    for bad in ("8,100", "0,100,2", "8,2000,2", "eight,1,2"):
+        with pytest.raises(ValueError, match="--microburst"):
+            parse_microburst(bad)
+
+
+def test_a_profile_at_the_knee_lies_in_its_level(run_locust, simulator, tmp_path):
+    """--profile-at 4 --profile-seconds 1.5 on a ramp of 1 then 4 users: the simulator (--profiler-dir) profiled once,
+    from within the hold of 4 users' level to 1.5 s later, still inside it; run.json says when and what it answered."""
+    traces = tmp_path / "traces"
+    sim = simulator("--profile", "cpu-tiny", "--set", "t_fixed=0.02", "--profiler-dir", str(traces))
+    ramp = ["--levels", "1,4", "--step-time", "4", "--warmup", "0.5", "--ramp-time", "0.5"]
+    proc = run_locust(
+        *("-f", "locustfiles/chat.py,scenarios/shape.py", "-H", sim.url, *QUIET, *ramp),
+        *("--input-tokens", "16", "--output-tokens", "8", "--profile-at", "4", "--profile-seconds", "1.5"),
+        *("--results-dir", str(tmp_path / "run")),
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (trace_file,) = traces.iterdir()
+    trace = json.loads(trace_file.read_text())
+    (level,) = [level for level in read_rows(tmp_path / "run" / "levels.csv") if level["users"] == "4"]
+    assert float(level["hold_start"]) - 0.5 <= trace["started"] < trace["stopped"] <= float(level["hold_end"])
+    assert trace["stopped"] - trace["started"] == pytest.approx(1.5, abs=0.5)
+    profile = run_json(tmp_path / "run")["profile"]
+    assert (profile["start_status"], profile["stop_status"]) == (200, 200)
+    assert profile["asked"] == {"at_users": 4, "when_running": None, "seconds": 1.5}
+    assert profile["started"] <= trace["started"] and profile["stopped"] <= trace["stopped"]
+
+
+def test_a_server_that_does_not_profile_is_one_line(run_locust, simulator, tmp_path):
+    """Without a profiler the server has no /start_profile (404): one line says so, the run goes on to its end."""
+    sim = simulator("--profile", "cpu-tiny", "--set", "t_fixed=0.02")
+    proc = run_chat(
+        run_locust,
+        sim.url,
+        tmp_path,
+        *("-u", "2", "-t", "4s", "--input-tokens", "16", "--output-tokens", "8"),
+        *("--profile-when-running", "1", "--server-metrics-interval", "0.5"),
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = [line for line in proc.stderr.splitlines() if "does not profile" in line]
+    assert len(lines) == 1 and "/start_profile: 404" in lines[0], proc.stderr[-3000:]
+    profile = run_json(tmp_path / "run")["profile"]
+    assert profile["start_status"] == 404 and "stopped" not in profile
+    assert requests.post(f"{sim.url}/start_profile", timeout=5).status_code == 404
+    rows = read_rows(tmp_path / "run" / "requests.csv")
+    assert max(float(row["end_time"]) for row in rows) > profile["started"] + 1  # the run went on
+
+
+def test_microbursts_alone_are_one_overview_line_and_a_table():
+    """run.json's stress with microbursts and no --arrival-rate: the overview says the bursts, the section says the
+    arrivals are the bursts' alone and has their table."""
+    from vllm_stress.analysis.features import stress
+
+    burst = {"requests": 8, "within_ms": 50.0, "every_s": 5.0}
+    asked = {"arrival_rate": None, "burstiness": 1.0, "microburst": burst, "cancel_share": 0.0, "cancel_after": None}
+    row = {"burst": 1, "requests": 8, "sent_within_ms": 44.0, "queue_before": 0.0, "queue_peak": 6.0}
+    row |= {"ttft_burst_p50_s": 0.4, "ttft_burst_p99_s": 0.7, "after_requests": 0}
+    row |= {"ttft_after_p50_s": math.nan, "ttft_after_p99_s": math.nan}
+    config = {"stress": asked, "microbursts": [row], "levels": []}
+    assert stress.overview("A", config) == ["In A, 8 requests came within 50 ms every 5 s."]
+    text = "\n".join(str(block) for block in stress.blocks("A", config, {}))
+    assert "Open loop of microbursts alone" in text and "Microbursts of 8 requests within 50 ms every 5 s" in text
+    assert "0.400" in text and "6" in text
+
+
+def test_a_worker_with_no_share_of_the_bursts_waits_until_stopped():
+    """More workers than a burst's requests and no --arrival-rate: a worker with no share sends nothing, its user
+    waiting until the run kills it."""
+    import gevent
+
+    arrivals = OpenLoopArrivals(0.0, bursts=BurstClock(parse_microburst("2,10,1"), worker_index=2, workers=3))
+    arrivals.start_at(0.0)
+    waiting = gevent.spawn(arrivals.wait)
+    gevent.sleep(0.2)
+    assert not waiting.dead
+    waiting.kill()
+    assert arrivals.burst is None

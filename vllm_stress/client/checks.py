@@ -7,6 +7,7 @@ import argparse
 from vllm_stress.client import adapters, cancel
 from vllm_stress.client.classes import declared
 from vllm_stress.client.images import parse_size
+from vllm_stress.client.pacing import parse_microburst
 from vllm_stress.client.prompts import load_dataset
 from vllm_stress.client.sessiontrace import read_sessions
 from vllm_stress.client.trace import read_trace
@@ -91,9 +92,15 @@ def validate(options: argparse.Namespace) -> None:
         except (OSError, ValueError) as e:
             raise StopTarget(f"--dataset: {e}") from None
     check_classes(options)
+    check_profile(options)
+    try:
+        parse_microburst(options.microburst)
+    except ValueError as e:
+        raise StopTarget(str(e)) from None
     if options.trace:
-        if options.arrival_rate:
-            raise StopTarget("--trace and --arrival-rate both set when to send: give one")
+        if options.arrival_rate or options.microburst:
+            flag = "--arrival-rate" if options.arrival_rate else "--microburst"
+            raise StopTarget(f"--trace and {flag} both set when to send: give one")
         if not options.speedup > 0:
             raise StopTarget(f"--speedup must be more than 0, got {options.speedup:g}")
         try:
@@ -105,6 +112,18 @@ def validate(options: argparse.Namespace) -> None:
         adapters.check_options(options)
     except ValueError as e:
         raise StopTarget(str(e)) from None
+
+
+def check_profile(options: argparse.Namespace) -> None:
+    """--profile-at or --profile-when-running (not both), at least 1, for --profile-seconds above 0."""
+    at, running = options.profile_at, options.profile_when_running
+    if at is not None and running is not None:
+        raise StopTarget("--profile-at and --profile-when-running both say when to profile: give one")
+    for flag, value in (("--profile-at", at), ("--profile-when-running", running)):
+        if value is not None and value < 1:
+            raise StopTarget(f"{flag} must be at least 1, got {value}")
+    if not options.profile_seconds > 0:
+        raise StopTarget(f"--profile-seconds must be more than 0, got {options.profile_seconds:g}")
 
 
 def check_session_trace(options: argparse.Namespace) -> None:

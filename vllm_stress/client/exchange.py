@@ -79,6 +79,7 @@ class Exchange:
         "trace_reused_blocks",
         "session_turns",
         "connect",
+        "burst",
     )
 
     def __init__(
@@ -133,6 +134,7 @@ class Exchange:
         self.trace_reused_blocks: int | None = None  # --session-trace: those an earlier turn of its session had
         self.session_turns: int | None = None  # --session-trace: the turns of its recorded session
         self.connect: float | None = None  # seconds the connection it opened took (None: it reused one; pools.py)
+        self.burst: int | None = None  # --microburst: the burst it was sent in, from 1 (None: not a burst's)
 
     def cut_at(self, cancel: CancelAfter | None) -> None:
         """The client cancels this request at ``cancel`` (its delay is the sender's deadline, its chunks ``output``'s)."""
@@ -285,6 +287,7 @@ class Exchange:
             _opt(self.trace_reused_blocks),
             _opt(self.session_turns),
             _opt(self.connect),
+            _opt(self.burst),
         ]
 
     def answer_row(self, worker: str) -> list[int | str]:

@@ -123,6 +123,8 @@ FORMATS = (
             Addition(SERVER_METRICS_FILE, ("resident_memory",), "server memory drift"),
             Addition(CLIENT_HEALTH_FILE, ("rss_mib",), "client memory drift"),
             Addition(RUN_FILE, ("shape",)),
+            Addition(REQUESTS_FILE, ("burst",), "microbursts"),
+            Addition(RUN_FILE, ("profile",)),
         ),
     ),
 )

@@ -78,6 +78,8 @@ REQUEST_COLUMNS = [
     # a failure, was truncated by the run's stop), else empty
     "connect_s",  # seconds the connection this request opened took: TCP connect, and TLS handshake to an https://
     # target (the load generator's clock); empty when it went on a connection already open (--connections)
+    "burst",  # --microburst: the burst the request was sent in, from 1 (the first, K s after the schedule's start),
+    # else empty
 ]
 # The request columns that hold text (the others hold numbers, empty for none)
 REQUEST_TEXT_COLUMNS = frozenset(
@@ -187,9 +189,14 @@ RUN_KEYS = [
     "canaries_in_figures",  # --canaries-in-figures: true when the correctness canaries count in the live figures,
     # so the analysis counts them in every figure too; false (or absent, before format 5): kept apart
     "stress",  # {"arrival_rate" (req/s, null: closed loop), "burstiness" (the gamma shape of its gaps: 1 Poisson),
+    # "microburst" ({"requests", "within_ms", "every_s"}: --microburst, or null),
     # "cancel_share", "cancel_after"} (vllm_stress.client.features.stress), or null when none is set
     "stopped",  # {"after_users" (the last level that ran), "reason" ("errors 7.2 % > 5.0 %")}: a --stop-on rule ended
     # the step ramp after that level (vllm_stress.core.stopon), or null
+    "profile",  # --profile-at / --profile-when-running: {"asked": {"at_users", "when_running", "seconds"}, "started"
+    # and "stopped" (unix seconds: when the master POSTed /start_profile and /stop_profile), "start_status" and
+    # "stop_status" (the server's HTTP status, null: no answer), "start_answer", "stop_answer" (its status line and
+    # body, or the error)} (vllm_stress.master.kneeprofile), or null
     "connections",  # --connections: pooled (each user keeps its connections), per-request or per-session
     # (vllm_stress.client.pools); absent before format 5: pooled
     "shape",  # --shape as given ("steps", "soak:2,64" ...; vllm_stress.scenarios.shapes), or null when the run had no

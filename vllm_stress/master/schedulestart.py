@@ -35,7 +35,7 @@ READY_TIMEOUT_S = 120.0  # the master starts the schedule without the workers no
 
 def scheduled(options: argparse.Namespace) -> bool:
     """Whether the run sends on a schedule (the master starts it) rather than as a closed loop."""
-    return bool(options.trace or options.arrival_rate)
+    return bool(options.trace or options.arrival_rate or getattr(options, "microburst", ""))
 
 
 def clock_offset(sent: float, received_there: float, sent_there: float, received: float) -> tuple[float, float]:

@@ -160,6 +160,12 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         help="milliseconds the server's event loop spends on each connection it accepts, serving nothing else "
         "meanwhile (a TLS handshake's CPU): the HTTP layer bounds the connections per second (%(default)s: none)",
     )
+    parser.add_argument(
+        "--profiler-dir",
+        help="answer POST /start_profile and /stop_profile as vllm serve does with a profiler configured (vLLM "
+        "0.32's --profiler-config), writing a small JSON trace per profile into this folder (default: no profiler, "
+        "the routes are not found)",
+    )
     lora.add_arguments(parser)
     add_spec_arguments(parser)
     leak.add_arguments(parser)
@@ -277,6 +283,7 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
                 accept_cost_s=args.accept_cost_ms / 1000,
                 otlp_traces_endpoint=args.otlp_traces_endpoint,
                 leak=leak.leak_from_args(args),
+                profiler_dir=args.profiler_dir,
             )
     except ValueError as error:
         print(f"simulator: {error}", file=sys.stderr)

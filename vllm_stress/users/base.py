@@ -98,13 +98,14 @@ def run_request(user: FlowUser, send: Send) -> None:
     except TraceDone:
         raise StopUser() from None
     line = getattr(user.target.arrivals, "last", None)  # the trace line just taken (the same greenlet, no yield)
+    burst = getattr(user.target.arrivals, "burst", None)  # its microburst, likewise
     if line:  # a trace's request is replayed as it was: never a canary
         spec = user.workload.trace_request(line, user.target.options.trace_block_size)
     else:
         spec = canary_request(user) or user.workload.next_request()
     if not spec.canary and user.target.schemas and getattr(user, "takes_schemas", False):
         spec = replace(spec, json_schema=user.target.schemas.next())
-    send_request(user, spec, send, lag)
+    send_request(user, spec, send, lag, burst=burst)
 
 
 def canary_request(user: FlowUser) -> RequestSpec | None:
@@ -116,10 +117,16 @@ def canary_request(user: FlowUser) -> RequestSpec | None:
 
 
 def send_request(
-    user: FlowUser, spec: RequestSpec, send: Send, lag: float | None = None, session: tuple[str, int] | None = None
+    user: FlowUser,
+    spec: RequestSpec,
+    send: Send,
+    lag: float | None = None,
+    session: tuple[str, int] | None = None,
+    burst: int | None = None,
 ) -> Exchange:
     """Send ``spec`` with ``send(spec, exchange)`` and record it, whatever happens; ``session`` is the (session id,
-    turn) of a multi-turn conversation's request (locustfiles/session.py). Returns the recorded exchange."""
+    turn) of a multi-turn conversation's request (locustfiles/session.py), ``burst`` the microburst it is sent in.
+    Returns the recorded exchange."""
     exchange = Exchange(
         user.request_name,
         user.target.recorder.level,
@@ -139,7 +146,7 @@ def send_request(
         exchange.model = canary_model(user.traffic_class, user.target.model)
     if spec.json_schema:
         exchange.json_schema, exchange.text = spec.json_schema, []
-    exchange.schedule_lag = lag
+    exchange.schedule_lag, exchange.burst = lag, burst
     if user.adapters and not spec.canary:  # --lora-adapters: this request's model (model_field)
         exchange.adapter = user.adapters.draw()
     exchange.images, exchange.image_tokens = len(spec.images), spec.image_tokens

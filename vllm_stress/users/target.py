@@ -33,6 +33,7 @@ from vllm_stress.core import fleet, served
 from vllm_stress.core.questions import DatasetError
 from vllm_stress.core.schema import POOLED
 from vllm_stress.master.clienthealth import ClientHealth, report_worker_cpu
+from vllm_stress.master.kneeprofile import KneeProfile
 from vllm_stress.master.promexport import PromExport
 from vllm_stress.master.replicaset import ReplicaSet
 from vllm_stress.master.runrecorder import LocalRecorder, MasterRecorder
@@ -79,6 +80,7 @@ class Target:
             self.recorder = recorder
             if isinstance(runner, MasterRunner):
                 MasterStart(environment, runner, recorder.run)
+            KneeProfile(environment, recorder.run, self)
             health = ClientHealth(environment, recorder)
             ReplicaSet(environment, recorder, self)
             self.live = LiveRun(
@@ -117,11 +119,11 @@ class Target:
         options = self.options
         self.arrivals = None
         validate(options)
-        if (options.trace or options.arrival_rate) and any(
+        if (options.trace or options.arrival_rate or options.microburst) and any(
             getattr(cls, "closed_loop_only", False) for cls in self.environment.user_classes
         ):
             raise StopTarget(
-                "--trace and --arrival-rate send requests on a schedule; a session's turns follow its "
+                "--trace and --arrival-rate send requests on a schedule (--microburst too); a session's turns follow its "
                 "answers and think times: run the session user as a closed loop"
             )
         if options.images and not all(getattr(cls, "takes_images", False) for cls in self.environment.user_classes):
@@ -166,7 +168,7 @@ class Target:
             if options.trace:  # once the prompts are ready: no backlog
                 self.arrivals = arrivals_for_trace(options, read_trace(options.trace), worker_index)
             else:
-                self.arrivals = arrivals_for(options, seed)
+                self.arrivals = arrivals_for(options, seed, worker_index)
             if self.arrivals and not self.is_worker:  # a local run's schedule starts now; a worker's when told
                 self.arrivals.start_at(time.perf_counter())
 

@@ -1,7 +1,7 @@
 """Stress in the analysis: each level's client cancellations (a population of their own: neither successes nor
 failures, in no latency figure), what the server did with their slots (its running gauge and generated tokens; vLLM
-counts no client abort), how bursty its arrivals were, and whether --stop-on ended the step ramp early
-(docs/guides/stress.md)."""
+counts no client abort), how bursty its arrivals were, what each microburst did to the server's queue and to TTFT,
+and whether --stop-on ended the step ramp early (docs/guides/stress.md)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ import numpy as np
 import pandas as pd
 
 from vllm_stress.analysis.features import Column, Config, ConfigInput, LevelInput
-from vllm_stress.analysis.measures import counter_gains, tokens_in_windows
+from vllm_stress.analysis.io.load import Run
+from vllm_stress.analysis.measures import classify, counter_gains, records, tokens_in_windows
 from vllm_stress.analysis.report.render import Block, Heading, Paragraph, Table
-from vllm_stress.core.metrics import in_window
+from vllm_stress.core.metrics import in_window, percentile
 from vllm_stress.core.numbers import count, formatted, percent
 
 FIELDS = {
@@ -63,13 +64,52 @@ def arrival_cvs(rows: pd.DataFrame, windows: pd.DataFrame) -> pd.Series:
     return pd.Series(cvs, dtype=float)
 
 
+def microbursts(run: Run, every_s: float) -> pd.DataFrame:
+    """Per microburst of a run (its rows' ``burst``): its requests, the spread of their sends, the server's queue
+    (server_metrics.csv's waiting) at the last scrape before the burst's first send and its peak over the ``every_s``
+    from it, and the TTFT (p50, p99) of the burst's measured requests and of the others sent after its last send
+    and before the next burst."""
+    every = classify(run.requests)
+    sent_in_burst = every["burst"].notna()
+    rows, others = every[sent_in_burst], every[~sent_in_burst & every["measured"]]
+    server = run.tables.get("server")
+    scrapes = server.sort_values("time") if server is not None else pd.DataFrame(columns=["time", "waiting"])
+    table = []
+    for _, burst in rows.groupby("burst"):
+        first, last = burst["start_time"].min(), burst["start_time"].max()
+        after = others[in_window(others["start_time"], last, first + every_s)]
+        before = scrapes.loc[scrapes["time"] < first, "waiting"]
+        ttfts = {"burst": burst.loc[burst["measured"], "ttft_s"], "after": after["ttft_s"]}
+        table.append(
+            {
+                "burst": int(burst["burst"].iloc[0]),
+                "requests": len(burst),
+                "sent_within_ms": 1000 * (last - first),
+                "queue_before": float(before.iloc[-1]) if len(before) else np.nan,
+                "queue_peak": scrapes.loc[in_window(scrapes["time"], first, first + every_s), "waiting"].max(),
+                **{
+                    f"ttft_{name}_p{q}_s": percentile(t.to_numpy(float), q)
+                    for name, t in ttfts.items()
+                    for q in (50, 99)
+                },
+                "after_requests": len(after),
+            }
+        )
+    return pd.DataFrame(table)
+
+
 def summarise(config: ConfigInput) -> dict[str, Any]:
     """``stress``: what the first run that asked for bursts or cancellations asked (run.json's ``stress``);
-    ``stopped``: where --stop-on ended the first run it ended early, and why (run.json's ``stopped``)."""
+    ``stopped``: where --stop-on ended the first run it ended early, and why (run.json's ``stopped``);
+    ``microbursts``: the first run with --microburst's bursts (``microbursts``)."""
     keys = {}
     for key in ("stress", "stopped"):
         if said := next((run.run.meta.get(key) for run in config.runs if run.run.meta.get(key)), None):
             keys[key] = said
+    for run in config.runs:
+        if asked := (run.run.meta.get("stress") or {}).get("microburst"):
+            keys["microbursts"] = records(microbursts(run.run, asked["every_s"]))
+            break
     return keys
 
 
@@ -88,6 +128,8 @@ def overview(label: str, config: Config) -> list[str]:
         said.append(f"the client cancelled {percent(asked['cancel_share'])} of its requests at {asked['cancel_after']}")
     if asked.get("arrival_rate") and asked.get("burstiness") != 1:
         said.append(f"arrivals came in bursts (burstiness {asked['burstiness']:g})")
+    if burst := asked.get("microburst"):
+        said.append(f"{burst['requests']} requests came within {burst['within_ms']:g} ms every {burst['every_s']:g} s")
     sentences = [f"In {label}, {' and '.join(said)}."] if said else []
     if stopped := config.get("stopped"):
         sentences.append(f"{label}: Stopped early after {stopped['after_users']} users: {stopped['reason']}.")
@@ -109,8 +151,10 @@ def blocks(label: str, config: Config, configs: Mapping[str, Config]) -> list[Bl
     expected = 1 / np.sqrt(asked["burstiness"]) if asked.get("arrival_rate") else None
     arrivals = (
         f"Open loop at {asked['arrival_rate']:g} req/s, burstiness {asked['burstiness']:g}: the gaps' coefficient "
-        f"of variation should be {expected:.2f}."
+        f"of variation should be {expected:.2f}{', microbursts aside' if asked.get('microburst') else ''}."
         if expected is not None
+        else "Open loop of microbursts alone: the arrival CV is the bursts' rhythm."
+        if asked.get("microburst")
         else "Closed loop: the arrival CV is the users' own rhythm."
     )
     rows = [
@@ -130,4 +174,36 @@ def blocks(label: str, config: Config, configs: Mapping[str, Config]) -> list[Bl
         Heading(f"Stress: cancellations and bursts: {label}"),
         Paragraph(f"{NOTE} {arrivals}"),
         Table([*headers, "arrival CV"], rows),
+        *burst_blocks(asked.get("microburst"), config.get("microbursts") or []),
+    ]
+
+
+def burst_blocks(asked: Mapping[str, float] | None, bursts: list[dict[str, Any]]) -> list[Block]:
+    """The microbursts' table: per burst, the server's queue and the TTFT of its requests against those after it."""
+    if not asked:
+        return []
+    seconds = "{:.3f}".format
+    rows = [
+        [
+            str(burst["burst"]),
+            count(burst["requests"]),
+            formatted(burst["sent_within_ms"], "{:.0f}".format),
+            formatted(burst["queue_before"], "{:.0f}".format),
+            formatted(burst["queue_peak"], "{:.0f}".format),
+            formatted(burst["ttft_burst_p50_s"], seconds),
+            formatted(burst["ttft_burst_p99_s"], seconds),
+            count(burst["after_requests"]),
+            formatted(burst["ttft_after_p50_s"], seconds),
+            formatted(burst["ttft_after_p99_s"], seconds),
+        ]
+        for burst in bursts
+    ]
+    headers = ["burst", "requests", "sent within (ms)", "queue before", "queue peak", "TTFT p50 (s)", "TTFT p99 (s)"]
+    return [
+        Paragraph(
+            f"Microbursts of {asked['requests']} requests within {asked['within_ms']:g} ms every "
+            f"{asked['every_s']:g} s: the server's queue (vllm:num_requests_waiting) at the last scrape before each "
+            "and its peak until the next, and the TTFT of the burst's requests against those sent after it."
+        ),
+        Table([*headers, "after: requests", "after: TTFT p50 (s)", "after: TTFT p99 (s)"], rows),
     ]

@@ -92,6 +92,7 @@ def request_rows(
             "trace_reused_blocks": np.nan,
             "session_turns": np.nan,
             "connect_s": np.nan,
+            "burst": np.nan,
         }
     )
     return rows[REQUEST_COLUMNS]

@@ -1,10 +1,12 @@
-"""Stress: requests the client cancels on purpose, bursty (gamma) open-loop arrivals, and the step ramp's early stop
-when the server broke (docs/guides/stress.md)."""
+"""Stress: requests the client cancels on purpose, bursty (gamma) open-loop arrivals and microbursts, and the step
+ramp's early stop when the server broke (docs/guides/stress.md)."""
 
 from __future__ import annotations
 
 import argparse
 from typing import TYPE_CHECKING, Any
+
+from vllm_stress.client.pacing import parse_microburst
 
 if TYPE_CHECKING:
     from vllm_stress.client.features import OptionGroup
@@ -32,10 +34,39 @@ def add_arguments(group: OptionGroup) -> None:
         "serve's --burstiness (1: Poisson; below 1 burstier, above 1 more even; coefficient of variation 1/sqrt(B))",
     )
     group.add_argument(
+        "--microburst",
+        default="",
+        help="N,M_MS,K_S: N requests sent within M ms every K s, the first K s after the schedule's start, on top "
+        "of --arrival-rate or alone, each worker its share of each burst; -u must cover N and the rate's requests in "
+        "flight (e.g. 32,100,10)",
+    )
+    group.add_argument(
         "--arrival-seed",
         type=int,
         default=None,
         help="Seed of the arrival and cancellation draws (each worker adds its index); default: the process id",
+    )
+    group.add_argument(
+        "--profile-at",
+        type=int,
+        default=None,
+        metavar="USERS",
+        help="Profile the server when the step ramp's level of USERS begins its hold: the master POSTs vLLM's "
+        "/start_profile, and /stop_profile --profile-seconds later (vllm serve needs --profiler-config)",
+    )
+    group.add_argument(
+        "--profile-when-running",
+        type=int,
+        default=None,
+        metavar="N",
+        help="Profile the server once a scrape of its /metrics shows N requests running (vllm:num_requests_running), "
+        "as --profile-at does",
+    )
+    group.add_argument(
+        "--profile-seconds",
+        type=float,
+        default=10.0,
+        help="With --profile-at or --profile-when-running: how long the profile lasts (seconds)",
     )
     group.add_argument(
         "--stop-on",
@@ -47,14 +78,16 @@ def add_arguments(group: OptionGroup) -> None:
 
 
 def run_json(options: argparse.Namespace) -> dict[str, Any] | None:
-    """run.json's ``stress``: the arrivals' rate and burstiness and the cancellations asked, None when a run asked
-    neither bursts nor cancellations."""
+    """run.json's ``stress``: the arrivals' rate, burstiness and microbursts and the cancellations asked, None when a
+    run asked neither bursts nor cancellations."""
     burstiness, share = getattr(options, "burstiness", 1.0), getattr(options, "cancel_share", 0.0)
-    if burstiness == 1.0 and not share:
+    burst = parse_microburst(getattr(options, "microburst", ""))
+    if burstiness == 1.0 and not share and not burst:
         return None
     return {
         "arrival_rate": options.arrival_rate or None,
         "burstiness": burstiness,
+        "microburst": burst.run_json() if burst else None,
         "cancel_share": share,
         "cancel_after": options.cancel_after if share else None,
     }

@@ -39,6 +39,7 @@ from .parsing import (
     parse_prompts,
     resolve_max_tokens,
 )
+from .profiler import Profiler
 from .protocol import ChunkFormat, Reasoning, chat_response, completion_response, json_bytes, model_list
 from .requestlog import REQUEST_ID_HEADER, RequestLog
 from .spanexport import SpanExporter
@@ -84,6 +85,7 @@ class Simulator:
         lora: LoraConfig | None = None,
         accept_cost_s: float = 0.0,
         leak: Leak | None = None,
+        profiler_dir: str | None = None,
     ):
         self.profile = profile
         self.prompt_details = prompt_details  # vllm serve --enable-prompt-tokens-details: usage says cached_tokens
@@ -120,6 +122,7 @@ class Simulator:
         self.registry.register(self.connections)
         self.spans = SpanExporter(otlp_traces_endpoint, time_scale) if otlp_traces_endpoint else None
         self.connector: KvTransfer | None = None  # a P/D instance's side of the KV transfer (disagg.py)
+        self.profiler = Profiler(profiler_dir, self.engine) if profiler_dir else None  # --profiler-dir
 
     def app(self) -> web.Application:
         app = web.Application(middlewares=[self._middleware], client_max_size=64 * 1024**2)
@@ -143,6 +146,8 @@ class Simulator:
         app.router.add_get("/load", self.load)
         app.router.add_get("/metrics", self.metrics_text)
         app.router.add_post("/generate", self.generate)
+        if self.profiler:  # vllm serve has the routes only with a profiler configured
+            self.profiler.attach(app)
         app.on_startup.append(self._start_engine)
         app.on_cleanup.append(self._stop_engine)
         return app

@@ -182,6 +182,8 @@ def build_fleet(args: argparse.Namespace, profiles: dict[str, Profile], make: Ca
         raise ValueError("--pd serves no --request-log or --otlp-traces-endpoint (one request, two instances)")
     if args.accept_cost_ms:  # its proxy and instances accept through aiohttp's own sites, not the counting hook
         raise ValueError("--pd serves no --accept-cost-ms (the fleet's proxy accepts its connections)")
+    if args.profiler_dir:  # the proxy has no engine to profile
+        raise ValueError("--pd serves no --profiler-dir (its proxy has no engine)")
     ports = itertools.count(args.port + 1) if args.port else itertools.repeat(0)
     family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
     fleet: dict[str, list[tuple[Simulator, socket.socket]]] = {role: [] for role in ROLES}

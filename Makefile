@@ -62,9 +62,10 @@ nginx:
 	  >/dev/null; } || $(call NOT_INSTALLED,nginx,nginx)
 
 # the developers' loop: the gate and the fast tier (tests/conftest.py marks it: no server, Locust, vLLM, browser or
-# namespace fixture, and fails if it starts one anyway; about two minutes on 2 cores)
+# namespace fixture, and fails if it starts one anyway), on two processes: its tests compute (pandas, matplotlib,
+# the simulator's virtual time), so one per core (87 s against 161 s on one, benchmarks/tests.md)
 test-fast: $(STAMP) lint
-	$(PY) -m pytest -m fast -q $(PYTEST_ARGS)
+	$(PY) -m pytest -m fast -q -n 2 $(PYTEST_ARGS)
 
 # the whole suite on TEST_PROCESSES processes, a test file to each in turn (pytest-xdist; the two real-vLLM files
 # to one: tests/conftest.py), longest first as tests/conftest.py orders them (--no-loadscope-reorder: pytest-xdist would

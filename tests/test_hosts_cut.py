@@ -19,7 +19,10 @@ def test_a_worker_host_cut_off_mid_level_is_accounted_and_the_run_completes(netw
     link stays down to the end (its requests in flight and unreported rows are unaccounted), or it comes back and
     the host joins again as new worker processes (its last rows may then still arrive: TCP retransmits them)."""
     cluster = Cluster(network, tmp_path / "run")
-    master = cluster.start("--step-time", "14", levels="4,8,12")
+    # each level's users in one dispatch (--ramp-time 0): Locust's master removes a worker missing for a minute from
+    # its heartbeat greenlet and starts a new dispatch there; one that comes while the shape's dispatch sleeps
+    # between two steps of a ramp fails the run ("generator already executing", a Locust 2.47 race)
+    master = cluster.start("--step-time", "14", "--ramp-time", "0", levels="4,8,12")
     master.wait_for(r"Level 1/3", 60)
     master.wait_for(r"Level 1/3 \(4 users\): holding", 90)  # every user runs and the first requests completed
     cut_host = cluster.worker_hosts[1]

@@ -4,6 +4,7 @@ whole, timed end to end (docs/guides/endpoints.md)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from vllm_stress.client.classes import request_fields
@@ -54,3 +55,21 @@ class PoolingUser(LLMUser):
 
     def fields(self) -> dict[str, Any]:
         return request_fields(self.traffic_class)
+
+
+class QueryUser(PoolingUser):
+    """Rerank and score: a query and --rerank-documents documents, each scored against it; ``build`` makes the
+    request's body of them and ``read`` checks the answer (vllm_stress.client.pooling)."""
+
+    abstract = True
+    has_query = True
+    inputs_option = "rerank_documents"
+    build: Callable[[str, list[str], str], dict[str, Any]]
+    read: Callable[[dict[str, Any], Exchange], None]
+
+    def body(self, spec: RequestSpec) -> dict[str, Any]:
+        query, *documents = self.texts()
+        return self.build(query, documents, self.target.model) | self.fields()
+
+    def read_json(self, response: dict[str, Any], exchange: Exchange) -> None:
+        self.read(response, exchange)

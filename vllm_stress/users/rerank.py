@@ -6,25 +6,12 @@ locust -f locustfiles/rerank.py -H http://127.0.0.1:8000 --headless -u 10 -t 1m 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from vllm_stress.client.pooling import read_rerank, rerank_body
-from vllm_stress.client.prompts import RequestSpec
-from vllm_stress.users.pooling import PoolingUser
-
-if TYPE_CHECKING:
-    from vllm_stress.client.exchange import Exchange
+from vllm_stress.users.pooling import QueryUser
 
 
-class RerankUser(PoolingUser):
+class RerankUser(QueryUser):
     path = "/rerank"
     request_name = "rerank"
-    has_query = True
-    inputs_option = "rerank_documents"
-
-    def body(self, spec: RequestSpec) -> dict[str, Any]:
-        query, *documents = self.texts()
-        return rerank_body(query, documents, self.target.model) | self.fields()
-
-    def read_json(self, response: dict[str, Any], exchange: Exchange) -> None:
-        read_rerank(response, exchange)
+    build = staticmethod(rerank_body)
+    read = staticmethod(read_rerank)

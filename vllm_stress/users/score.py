@@ -5,25 +5,12 @@ locust -f locustfiles/score.py -H http://127.0.0.1:8000 --headless -u 10 -t 1m -
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from vllm_stress.client.pooling import read_score, score_body
-from vllm_stress.client.prompts import RequestSpec
-from vllm_stress.users.pooling import PoolingUser
-
-if TYPE_CHECKING:
-    from vllm_stress.client.exchange import Exchange
+from vllm_stress.users.pooling import QueryUser
 
 
-class ScoreUser(PoolingUser):
+class ScoreUser(QueryUser):
     path = "/score"
     request_name = "score"
-    has_query = True
-    inputs_option = "rerank_documents"
-
-    def body(self, spec: RequestSpec) -> dict[str, Any]:
-        query, *documents = self.texts()
-        return score_body(query, documents, self.target.model) | self.fields()
-
-    def read_json(self, response: dict[str, Any], exchange: Exchange) -> None:
-        read_score(response, exchange)
+    build = staticmethod(score_body)
+    read = staticmethod(read_score)

@@ -127,6 +127,19 @@ def split_name(name: str) -> tuple[str, int | None]:
     return (match[1], int(match[2])) if match else (name, None)
 
 
+def judged_name(name: str, unit: str | None, metrics: Iterable[str], percentiles: Iterable[int]) -> str | None:
+    """The level field a latency limit judges, ``ttft_p90`` (a bare ``ttft`` is its p99), when the metric and the
+    percentile are allowed and the limit is a time; None otherwise."""
+    metric, percentile = split_name(name)
+    percentile = JUDGED_PERCENTILE if percentile is None else percentile
+    return f"{metric}_p{percentile}" if metric in metrics and percentile in percentiles and unit != "%" else None
+
+
+def known_names(metrics: Iterable[str], percentiles: Iterable[int]) -> str:
+    """The latency names a limit may use, for a one-line error."""
+    return f"{', '.join(metrics)}, each with an optional _p{' or _p'.join(map(str, percentiles))}"
+
+
 def request_slos(text: str, columns: Mapping[str, str]) -> list[Slo]:
     """Per-request latency limits (goodput), one per metric; ``columns`` maps the metrics allowed to the request
     column they limit. ``ttft_p99=2s`` reads as ``ttft=2s`` (a percentile says how a level is judged)."""
@@ -150,16 +163,12 @@ def level_slos(text: str, metrics: Iterable[str], percentiles: Iterable[int]) ->
     metrics, percentiles = tuple(metrics), tuple(percentiles)
     slos = []
     for name, value, unit in parse_items(text):
-        metric, percentile = split_name(name)
-        percentile = JUDGED_PERCENTILE if percentile is None else percentile
         if name == SUCCESS:
             slos.append(Slo(SUCCESS, SUCCESS_FIELD, share(value, unit)))
-        elif metric in metrics and percentile in percentiles and unit != "%":
-            judged = f"{metric}_p{percentile}"
+        elif judged := judged_name(name, unit, metrics, percentiles):
             slos.append(Slo(judged, f"{judged}_s", seconds(value, unit)))
         else:
-            known = f"{', '.join(metrics)}, each with an optional _p{' or _p'.join(map(str, percentiles))}"
-            raise ValueError(f"--slo: unknown {name!r} (use {known}, or {SUCCESS})")
+            raise ValueError(f"--slo: unknown {name!r} (use {known_names(metrics, percentiles)}, or {SUCCESS})")
     return slos
 
 
@@ -174,15 +183,13 @@ def stop_rules(text: str, columns: Mapping[str, str], percentiles: Iterable[int]
             rules.append(StopRule(SATURATED, "", math.nan))
             continue
         ((name, value, unit),) = parse_items(item, STOP_ON, ">")
-        metric, percentile = split_name(name)
-        percentile = JUDGED_PERCENTILE if percentile is None else percentile
         if name == ERRORS:
             rules.append(StopRule(ERRORS, FAILURES, share(value, unit)))
-        elif metric in columns and percentile in percentiles and unit != "%":
-            judged = f"{metric}_p{percentile}"
-            rules.append(StopRule(judged, f"{judged}_s", seconds(value, unit), columns[metric], percentile))
+        elif judged := judged_name(name, unit, columns, percentiles):
+            metric, percentile = judged.rsplit("_p", 1)
+            rules.append(StopRule(judged, f"{judged}_s", seconds(value, unit), columns[metric], int(percentile)))
         else:
-            known = f"{', '.join(columns)}, each with an optional _p{' or _p'.join(map(str, percentiles))}"
+            known = known_names(columns, percentiles)
             raise ValueError(f"{STOP_ON}: {item} is not a rule (use {known}, {ERRORS} or {SATURATED})")
     if not rules:
         raise ValueError(f"{STOP_ON}: give at least one rule, e.g. errors>5%")

@@ -16,7 +16,10 @@ from vllm_stress.simulator.api.requestlog import read_request_log
 MOONCAKE = REPO / "scenarios" / "data" / "mooncake-sample.jsonl"
 AZURE = REPO / "scenarios" / "data" / "azure-sample.csv"
 ARGS = ["--headless", "--only-summary", "--stop-timeout", "30", "-L", "INFO"]
-ARRIVAL_P99_LIMIT_MS = 10.0  # loopback, on a loaded machine: a process waking late; workers apart by 20 ms fail it
+# |arrival - due| at the server, less the lag the client reported, at the 90th percentile: workers on two schedules
+# 20 ms apart put half the requests 10 ms or more off and fail it; the last few percent are a loaded machine's
+# scheduler (a greenlet switch between the lag's stamp and the send), which no client can see
+ARRIVAL_P90_LIMIT_MS = 10.0
 
 
 def test_both_published_formats_are_read():
@@ -100,8 +103,9 @@ def test_every_line_is_one_row_on_schedule(simulator, run_locust, tmp_path, spee
     deviations = deviations_ms(arrivals, lines, lag=True)  # each worker sends half the lines: both on one schedule
     raw = deviations_ms(arrivals, lines)
     print(f"arrival |deviation| at x{speedup}, {len(raw)} requests: p50 {p(raw, 50):.1f} ms, p99 {p(raw, 99):.1f} ms")
-    print(f"less the reported lag: p50 {p(deviations, 50):.1f} ms, p99 {p(deviations, 99):.1f} ms; top {raw[-5:]}")
-    assert p(deviations, 99) < ARRIVAL_P99_LIMIT_MS, deviations
+    less_lag = f"p50 {p(deviations, 50):.1f} ms, p90 {p(deviations, 90):.1f} ms, p99 {p(deviations, 99):.1f} ms"
+    print(f"less the reported lag: {less_lag}; top {raw[-5:]}")
+    assert p(deviations, 90) < ARRIVAL_P90_LIMIT_MS, deviations
     start = meta["schedule_start"]  # one start, sent by the master; each worker's clock offset from one round trip
     print(f"schedule start: {start}")
     assert sorted(start["workers"]) == sorted({r["worker"] for r in rows})

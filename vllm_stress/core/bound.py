@@ -57,11 +57,7 @@ def server_load(scrapes: Sequence[Row], start: float, end: float) -> dict[str, f
     intervals wholly inside the window count): the mean e2e, the requests in its engine, waiting, in its HTTP layer,
     its API server's CPU, the mean of its running gauge, and the margin of those Little's-law counts
     (load_margin); NaN where nothing says."""
-    inside = [
-        (previous, scrape)
-        for previous, scrape in zip(scrapes, scrapes[1:], strict=False)
-        if start <= previous["time"] and scrape["time"] <= end and not math.isnan(scrape["e2e_count"])
-    ]
+    inside = intervals_inside(scrapes, start, end, "e2e")
     span = math.fsum(scrape["time"] - previous["time"] for previous, scrape in inside)
     count = total([scrape["e2e_count"] for _, scrape in inside])
     running = gauge_mean(scrapes, "running", start, end)
@@ -85,6 +81,25 @@ def server_load(scrapes: Sequence[Row], start: float, end: float) -> dict[str, f
             strict=True,
         )
     )
+
+
+def intervals_inside(scrapes: Sequence[Row], start: float, end: float, histogram: str) -> list[tuple[Row, Row]]:
+    """The scrape intervals wholly inside ``start``..``end`` (each as its two scrapes) whose closing scrape has the
+    ``histogram``'s observations: what a window's histogram figures sum over, as a request cut by an edge cannot be
+    told apart within its interval."""
+    return [
+        (previous, scrape)
+        for previous, scrape in zip(scrapes, scrapes[1:], strict=False)
+        if start <= previous["time"] and scrape["time"] <= end and not math.isnan(scrape[f"{histogram}_count"])
+    ]
+
+
+def histogram_mean(scrapes: Sequence[Row], histogram: str, start: float, end: float) -> float:
+    """The mean observation of the server histogram ``histogram`` (a prefix of schema.SERVER_HISTOGRAMS) over the
+    intervals wholly inside the window; NaN without an observation."""
+    inside = intervals_inside(scrapes, start, end, histogram)
+    count = total([scrape[f"{histogram}_count"] for _, scrape in inside])
+    return total([scrape[f"{histogram}_sum_s"] for _, scrape in inside]) / count if count > 0 else math.nan
 
 
 def load_margin(e2e_mean_s: float, span_s: float) -> float:

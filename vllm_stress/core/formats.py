@@ -15,6 +15,7 @@ from vllm_stress.core.schema import (
     GPU_METRICS_COLUMNS,
     GPU_METRICS_FILE,
     KV_TRANSFER_COLUMNS,
+    PREFILL_COLUMNS,
     REPLICA_COLUMNS,
     REPLICAS_FILE,
     REQUESTS_FILE,
@@ -125,6 +126,7 @@ FORMATS = (
             Addition(RUN_FILE, ("shape",)),
             Addition(REQUESTS_FILE, ("burst",), "microbursts"),
             Addition(RUN_FILE, ("profile",)),
+            Addition(SERVER_METRICS_FILE, PREFILL_COLUMNS, "the server's prefill time of long contexts"),
         ),
     ),
 )

@@ -239,6 +239,8 @@ SERVER_HISTOGRAMS = {  # column prefix -> histogram: {prefix}_count, {prefix}_su
     "ttft": "vllm:time_to_first_token_seconds",  # the server's time to first token
     "e2e": "vllm:e2e_request_latency_seconds",  # the server's end-to-end latency (arrival in its engine to finish)
     "queue": "vllm:request_queue_time_seconds",  # time in the engine's waiting queue
+    "prefill": "vllm:request_prefill_time_seconds",  # time in prefill: first scheduled to first token (every chunk
+    # of a chunked prefill, and the decode steps of others it shared them with)
     "http": "http_request_duration_highr_seconds",  # vLLM's HTTP layer (prometheus_fastapi_instrumentator): from the
     # request reaching its handler to the last byte of the response written, so it holds the frontend's own time
     # (templating, tokenization, detokenization, SSE)
@@ -250,14 +252,16 @@ SERVER_OPTIONAL = {
     SERVER_COUNTERS[column] for column in SPEC_DECODE_COUNTERS + EXTERNAL_PREFIX_COUNTERS
 } | KV_CONNECTOR_SAMPLES
 SERVER_OPTIONAL |= {SERVER_GAUGES["resident_memory"]}  # only where the process collector runs (Linux)
-KV_TRANSFER_COLUMNS = (
-    "kv_transfer_bytes",
-    "kv_transfer_count",
-    "kv_transfer_sum_s",
-    "kv_transfer_p50_s",
-    "kv_transfer_p99_s",
-)
 SERVER_QUANTILES = {"p50": 0.5, "p99": 0.99}
+
+
+def histogram_columns(prefix: str) -> tuple[str, ...]:
+    """The server_metrics.csv columns of the histogram ``prefix`` (a key of SERVER_HISTOGRAMS)."""
+    return tuple(f"{prefix}_{part}" for part in ("count", "sum_s", *(f"{quantile}_s" for quantile in SERVER_QUANTILES)))
+
+
+KV_TRANSFER_COLUMNS = ("kv_transfer_bytes", *histogram_columns("kv_transfer"))
+PREFILL_COLUMNS = histogram_columns("prefill")
 SERVER_LORA_COLUMNS = [  # vLLM's LoRA gauges (vllm_stress.master.lorascrape), empty when the server has no LoRA
     "max_lora",  # vllm:lora_requests_info's max_lora label: adapter slots per batch (--max-loras)
     "lora_running",  # adapters its running_lora_adapters label names (in its newest sample)
@@ -272,11 +276,7 @@ SERVER_METRICS_COLUMNS = [
     # (one row per replica at each scrape, all with the scrape's time; the analysis sums them into the fleet's)
     *SERVER_GAUGES,
     *SERVER_COUNTERS,
-    *(
-        f"{prefix}_{part}"
-        for prefix in SERVER_HISTOGRAMS
-        for part in ("count", "sum_s", *(f"{quantile}_s" for quantile in SERVER_QUANTILES))
-    ),
+    *(column for prefix in SERVER_HISTOGRAMS for column in histogram_columns(prefix)),
     *SERVER_LORA_COLUMNS,
 ]
 

@@ -72,6 +72,8 @@ OPTIONAL_TABLES = {
             "waiting_deferred",
             "resident_memory",
             *SPEC_DECODE_COUNTERS,
+            "prefill_count",
+            "prefill_sum_s",
         ],
     ),
     "client_health": (

@@ -467,6 +467,26 @@ def test_shared_prefix_rows_record_cached_tokens(run_locust, real_vllm, tmp_path
     assert sum(c > 0 for c in cached) >= len(cached) - 2 and max(cached) >= 256, cached  # all but the first ones
 
 
+def test_a_target_hit_rate_is_what_vllms_own_counters_measure(run_locust, real_vllm, tmp_path):
+    """--prefix-hit-rate 0.5 on 1,024-token prompts (docs/concepts/prefix-hit-rate.md): the prompts share whole blocks
+    of the server's own size (its vllm:cache_config_info), so vLLM's vllm:prefix_cache_hits / queries gained over the
+    run is the target, less the first requests' misses (each user's first request may come before the group's
+    blocks are cached)."""
+    before = scrape(real_vllm.url)
+    sizes = ["--input-tokens", "1024", "--output-tokens", "16", "--prefix-hit-rate", "0.5"]
+    rows = run_user(run_locust, real_vllm, tmp_path / "run", "chat", *sizes, *SHORT[4:])
+    check_rows(rows, "chat", prompt=1024)
+    after = scrape(real_vllm.url)
+    queries, hits = (
+        sum(value - before.get(key, 0.0) for key, value in after.items() if key.startswith(f"vllm:prefix_cache_{what}"))
+        for what in ("queries_total{", "hits_total{")
+    )
+    print(f"vLLM's prefix-cache hit rate {hits / queries:.4f} over {len(rows)} requests (target 0.5)")
+    assert queries == 1024 * len(rows), (queries, len(rows))  # each prompt looked up once, at its admission
+    first_misses = 2 * 512 / queries  # two users, whose first requests may each miss the 512 shared tokens
+    assert 0.5 - first_misses - 0.01 <= hits / queries <= 0.5 + 0.01, (hits, queries, len(rows))
+
+
 def test_a_vllm_bench_serve_result_beside_a_locust_run_of_the_same_shape(scenarios, real_vllm, tmp_path, capsys):
     """vLLM's own client (``vllm bench serve --save-result``, 4 in flight, 48 chat requests of 128 prompt tokens
     with the template and 32 output tokens) and the smoke scenario at 4 users against the same server, set side by

@@ -424,8 +424,9 @@ def serve_real_vllm(tmp_path_factory, *flags: str, env: dict[str, str] | None = 
 
 @pytest.fixture(scope="module")
 def real_vllm(tmp_path_factory):
-    """One real vLLM for the module, stopped when the module ends rather than idling through the rest of the suite."""
-    yield from serve_real_vllm(tmp_path_factory)
+    """One real vLLM for the module, stopped when the module ends rather than idling through the rest of the suite;
+    in vLLM's development mode, which serves /reset_prefix_cache (--reset-prefix-cache)."""
+    yield from serve_real_vllm(tmp_path_factory, env={"VLLM_SERVER_DEV_MODE": "1"})
 
 
 @pytest.fixture(scope="module")

@@ -297,8 +297,11 @@ def test_smoke_scenario_through_master_and_workers(scenarios, real_vllm, tmp_pat
         str(out),
         "--workers",
         "2",
+        "--locust-arg=--reset-prefix-cache",
     ]
     assert scenarios(args) == 0
+    resets = json.loads((out / "run-1" / "run.json").read_text())["prefix_cache_resets"]  # as each level began
+    assert [(reset["users"], reset["reset"]) for reset in resets] == [(2, True), (4, True)], resets
     rows = read_rows(out / "run-1" / "requests.csv")
     assert len({r["worker"] for r in rows}) == 2
     done = [r for r in rows if r["error"] != "Aborted"]

@@ -127,6 +127,7 @@ FORMATS = (
             Addition(REQUESTS_FILE, ("burst",), "microbursts"),
             Addition(RUN_FILE, ("profile",)),
             Addition(SERVER_METRICS_FILE, PREFILL_COLUMNS, "the server's prefill time of long contexts"),
+            Addition(RUN_FILE, ("prefix_cache_resets",)),
         ),
     ),
 )

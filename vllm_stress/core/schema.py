@@ -201,6 +201,9 @@ RUN_KEYS = [
     # (vllm_stress.client.pools); absent before format 5: pooled
     "shape",  # --shape as given ("steps", "soak:2,64" ...; vllm_stress.scenarios.shapes), or null when the run had no
     # load shape of the suite's
+    "prefix_cache_resets",  # --reset-prefix-cache: per level, {"users", "time" (unix seconds of the POST), "reset"
+    # (every replica said success), "replicas": {host:port: {"status" (null: no answer), "success", "answer"}}}
+    # (vllm_stress.master.cachereset), or null
 ]
 
 

@@ -17,6 +17,7 @@ from aiohttp import web
 
 from vllm_stress.core import descriptors
 
+from .api.devroutes import DEV_MODE_VARIABLE
 from .api.protocol import LINE_ENDINGS, Reasoning
 from .api.server import Simulator
 from .engine import leak, lora
@@ -166,6 +167,13 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         "0.32's --profiler-config), writing a small JSON trace per profile into this folder (default: no profiler, "
         "the routes are not found)",
     )
+    parser.add_argument(
+        "--dev-mode",
+        action="store_true",
+        default=os.environ.get(DEV_MODE_VARIABLE, "") not in ("", "0"),
+        help=f"serve vLLM's development route POST /reset_prefix_cache, as vllm serve does with {DEV_MODE_VARIABLE}=1 "
+        "(default: that variable; without it the route is not found)",
+    )
     lora.add_arguments(parser)
     add_spec_arguments(parser)
     leak.add_arguments(parser)
@@ -272,6 +280,7 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
             reasoning=reasoning_from_args(args),
             sse_line_ending=LINE_ENDINGS[args.sse_line_ending],
             lora=lora.config_from_args(args),
+            dev_mode=args.dev_mode,
         )
         if args.pd:
             fleet = disagg.build_fleet(args, disagg.role_profiles(args, profile), make)

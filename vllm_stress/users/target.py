@@ -32,6 +32,7 @@ from vllm_stress.client.trace import TraceArrivals, arrivals_for_trace, read_tra
 from vllm_stress.core import fleet, served
 from vllm_stress.core.questions import DatasetError
 from vllm_stress.core.schema import POOLED
+from vllm_stress.master.cachereset import CacheReset
 from vllm_stress.master.clienthealth import ClientHealth, report_worker_cpu
 from vllm_stress.master.kneeprofile import KneeProfile
 from vllm_stress.master.promexport import PromExport
@@ -81,6 +82,7 @@ class Target:
             if isinstance(runner, MasterRunner):
                 MasterStart(environment, runner, recorder.run)
             KneeProfile(environment, recorder.run, self)
+            CacheReset(environment, recorder.run, self)
             health = ClientHealth(environment, recorder)
             ReplicaSet(environment, recorder, self)
             self.live = LiveRun(

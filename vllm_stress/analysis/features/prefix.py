@@ -23,6 +23,8 @@ FIELDS = {
     "vllm:external_prefix_cache_hits / queries during the window, its queries the prompt tokens the GPU's cache missed",
     "prefix_hit_target": "--prefix-hit-rate: the hit rate the level's prompts were built for, their shared-prefix "
     "tokens / prompt tokens over the requests that ended in the window (empty without)",
+    "server_warmup_hit_rate": "how warm the level began: the server's vllm:prefix_cache_hits / queries gained from "
+    "its ramp's start to its hold's (levels.csv); with --reset-prefix-cache the cache was emptied as the ramp began",
 }
 GPU, EXTERNAL = "server_prefix_hit_rate", "server_external_hit_rate"
 CLIFF_DROP = 0.15  # a fall of 15 percentage points from the best level before it: past a tier, not noise
@@ -52,9 +54,20 @@ def level_fields(level: LevelInput) -> pd.DataFrame:
                 level.run.tables.get("server"), level.windows, "external_"
             ),
             "prefix_hit_target": built_hit_rates(level.ended).reindex(index),
+            "server_warmup_hit_rate": warmup_hit_rates(level).reindex(index),
         },
         index=index,
     )
+
+
+def warmup_hit_rates(level: LevelInput) -> pd.Series:
+    """Per level of levels.csv: the server's hit rate from the ramp's start to the hold's (empty without them)."""
+    levels = level.run.tables.get("levels")
+    if levels is None or levels.empty:
+        return pd.Series(dtype=float)
+    before_hold = pd.DataFrame({"users": levels["users"], "start": levels["ramp_start"], "end": levels["hold_start"]})
+    rates = server_prefix_hit_rate(level.run.tables.get("server"), before_hold)
+    return pd.Series(rates, index=levels["users"].astype("int64").to_numpy()).groupby(level=0).first()
 
 
 def built_hit_rates(rows: pd.DataFrame) -> pd.Series:
@@ -69,7 +82,19 @@ def summarise(config: ConfigInput) -> dict[str, Any]:
     cache = config.runs[0].run.meta.get("server_cache_config") or {}
     blocks = cache.get("num_gpu_blocks")
     gpu_tokens = None if blocks is None else (int(blocks) - 1) * int(cache.get("block_size", 0))  # less its null block
-    return {"kv_tiers": kv_capacity_verdict(levels, gpu_tokens)}
+    resets = [run.run.meta.get("prefix_cache_resets") for run in config.runs]
+    return {"kv_tiers": kv_capacity_verdict(levels, gpu_tokens), "prefix_cache_resets": cache_resets(resets)}
+
+
+def cache_resets(runs: list[list[dict[str, Any]] | None]) -> dict[str, Any] | None:
+    """--reset-prefix-cache over a config's runs: the levels asked, those the server emptied its cache for, and the
+    first refusal's answer; None when no run asked."""
+    asked = [reset for resets in runs for reset in resets or []]
+    if not asked:
+        return None
+    refused = [reset for reset in asked if not reset["reset"]]
+    answers = [answer["answer"] for answer in refused[0]["replicas"].values()] if refused else []
+    return {"levels": len(asked), "reset": len(asked) - len(refused), "refusal": "; ".join(answers) or None}
 
 
 def kv_capacity_verdict(levels: pd.DataFrame, gpu_tokens: int | None) -> dict[str, Any] | None:
@@ -136,7 +161,26 @@ def tiered(config: Config) -> bool:
 
 def overview(label: str, config: Config) -> list[str]:
     verdict = config.get("kv_tiers")
-    return [f"In {label}, {verdict['verdict']}."] if verdict else []
+    return ([f"In {label}, {verdict['verdict']}."] if verdict else []) + reset_sentences(label, config)
+
+
+def reset_sentences(label: str, config: Config) -> list[str]:
+    """What --reset-prefix-cache did, and how warm the levels began where the server kept its cache."""
+    resets = config.get("prefix_cache_resets")
+    if not resets:
+        return []
+    if resets["reset"] == resets["levels"]:
+        return [f"In {label}, the server's prefix cache was emptied as each of its {resets['levels']} levels began."]
+    warm = [
+        f"{percent(level['server_warmup_hit_rate'])} at {level['users']} users"
+        for level in config["levels"]
+        if level.get("server_warmup_hit_rate") is not None
+    ]
+    how_warm = f"; their warm-ups hit the prefix cache for {', '.join(warm)} of prompt tokens" if warm else ""
+    return [
+        f"In {label}, the server emptied its prefix cache for {resets['reset']} of {resets['levels']} levels "
+        f"(POST /reset_prefix_cache: {resets['refusal']}): the others began warm{how_warm}."
+    ]
 
 
 def blocks(label: str, config: Config, configs: Mapping[str, Config]) -> list[Block]:

@@ -44,3 +44,11 @@ def add_arguments(group: OptionGroup) -> None:
         f"(default: the server's, read from its vllm:cache_config_info at test start; {DEFAULT_BLOCK_SIZE} when "
         "it exports none)",
     )
+    group.add_argument(
+        "--reset-prefix-cache",
+        action="store_true",
+        default=False,
+        help="Empty the server's prefix cache (and its KV connector's) as each level of the step ramp begins, so no "
+        "level hits what the one before cached: POST /reset_prefix_cache to each --host, which vLLM serves with "
+        "VLLM_SERVER_DEV_MODE=1 (without it the run says its levels start warm)",
+    )

@@ -47,6 +47,7 @@ class RequestTiming:
         "path",
         "prompt_tokens",
         "completion_tokens",
+        "cached_tokens",
         "finish_reason",
         "inputs",
     )
@@ -71,6 +72,7 @@ class RequestTiming:
         self.path = ""  # the API path it came to (/v1/chat/completions, /v1/responses, /v1/messages ...)
         self.prompt_tokens: int | None = None  # the engine's counts: all its prompts' tokens, its first choice's output
         self.completion_tokens: int | None = None  # (an aborted one's up to its abort)
+        self.cached_tokens: int | None = None  # its (first) sequence's prompt tokens found in the prefix cache
         self.finish_reason: str | None = None  # its (first) sequence's: stop, length, or abort when the client left
         self.inputs: int | None = None  # a pooling request's inputs (embeddings) or pairs (rerank, score), else None
 
@@ -141,6 +143,7 @@ class RequestLog:
             "path": timing.path,
             "prompt_tokens": timing.prompt_tokens,
             "completion_tokens": timing.completion_tokens,
+            "cached_tokens": timing.cached_tokens,
             "finish_reason": timing.finish_reason,
         }
         if timing.inputs is not None:

@@ -25,6 +25,7 @@ from ..model.toolcalls import ToolChunks, plan_tool_call
 from ..model.vision import message_images
 from . import legacy, messagesapi, poolingapi, responsesapi
 from .connections import Connections
+from .devroutes import DevRoutes
 from .driver import EngineDriver
 from .httpmetrics import HttpMetrics
 from .metrics import EngineMetrics
@@ -86,6 +87,7 @@ class Simulator:
         accept_cost_s: float = 0.0,
         leak: Leak | None = None,
         profiler_dir: str | None = None,
+        dev_mode: bool = False,
     ):
         self.profile = profile
         self.prompt_details = prompt_details  # vllm serve --enable-prompt-tokens-details: usage says cached_tokens
@@ -123,6 +125,7 @@ class Simulator:
         self.spans = SpanExporter(otlp_traces_endpoint, time_scale) if otlp_traces_endpoint else None
         self.connector: KvTransfer | None = None  # a P/D instance's side of the KV transfer (disagg.py)
         self.profiler = Profiler(profiler_dir, self.engine) if profiler_dir else None  # --profiler-dir
+        self.dev_routes = DevRoutes(self.engine) if dev_mode else None  # --dev-mode
 
     def app(self) -> web.Application:
         app = web.Application(middlewares=[self._middleware], client_max_size=64 * 1024**2)
@@ -148,6 +151,8 @@ class Simulator:
         app.router.add_post("/generate", self.generate)
         if self.profiler:  # vllm serve has the routes only with a profiler configured
             self.profiler.attach(app)
+        if self.dev_routes:  # vllm serve has them only with VLLM_SERVER_DEV_MODE=1
+            self.dev_routes.attach(app)
         app.on_startup.append(self._start_engine)
         app.on_cleanup.append(self._stop_engine)
         return app
@@ -405,6 +410,7 @@ class Simulator:
             if seq.first_scheduled is not None:
                 timing.queue = seq.queue_time() / self.driver.time_scale
             timing.prompt_tokens, timing.completion_tokens = prompt_tokens, seq.num_output
+            timing.cached_tokens = seq.num_cached_tokens
             self.request_log.write(timing)
         if self.spans and (parent := request.headers.get(TRACEPARENT_HEADER)):
             request_id = request.headers.get(REQUEST_ID_HEADER, "")

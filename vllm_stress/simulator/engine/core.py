@@ -210,6 +210,18 @@ class Engine:
                     self.external_prefix_cache_queries += total - local
                     self.external_prefix_cache_hits += onload
 
+    def reset_prefix_cache(self, reset_running_requests: bool, reset_external: bool) -> bool:
+        """vLLM's ``Scheduler.reset_prefix_cache``: with ``reset_running_requests`` every running sequence is first
+        preempted (last first, so they come back in order; counted as preemptions, recomputed when readmitted), else
+        the reset fails while one holds blocks; ``reset_external`` empties the CPU tier too. Whether it was reset."""
+        if reset_running_requests:
+            while self.running:
+                self._preempt(self.running.pop())
+        success = self.kv.reset_prefix_cache()
+        if reset_external and self.kv.host is not None:
+            self.kv.host.clear()
+        return success
+
     def _preempt(self, seq: Sequence) -> None:
         self.kv.release(seq)
         seq.num_computed = 0

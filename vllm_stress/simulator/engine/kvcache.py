@@ -70,6 +70,10 @@ class HostTier:
         for block_hash in block_hashes:
             self.blocks.move_to_end(block_hash)
 
+    def clear(self) -> None:
+        """Drop every block (vLLM's reset of the connector's cache)."""
+        self.blocks.clear()
+
 
 def prompt_block_hashes(token_ids: list[int], block_size: int) -> tuple[int, ...]:
     """Chained hashes of the full blocks of a prompt: equal hashes mean equal prefixes up to that block."""
@@ -191,6 +195,16 @@ class KVCache:
         self.empty_blocks += seq.num_blocks - len(seq.cached_blocks)
         seq.num_blocks = seq.num_hashed = 0
         seq.cached_blocks = []
+
+    def reset_prefix_cache(self) -> bool:
+        """vLLM's ``BlockPool.reset_prefix_cache``: only when no sequence holds a block (False otherwise, nothing
+        changed), every cached block forgotten, so no prompt hits what came before."""
+        if self.free_blocks != self.usable_blocks:
+            return False
+        self.refs.clear()
+        self.evictable.clear()
+        self.empty_blocks = self.usable_blocks
+        return True
 
     @property
     def usage(self) -> float:

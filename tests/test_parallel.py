@@ -19,11 +19,12 @@ from vllm_stress.simulator.model.profiles import load_profile
 DATA = REPO / "scenarios" / "data"
 MC, MATH = DATA / "synthetic-mc.jsonl", DATA / "synthetic-math.jsonl"
 MC_COUNT, MATH_COUNT = 48, 16
+TRACE_SAMPLES = (("mooncake", "jsonl"), ("azure", "csv"), ("burstgpt", "csv"))
 
 
 def test_bundled_sets_are_what_the_script_writes(tmp_path):
     make_synthetic.main(tmp_path)
-    for path in (MC, MATH, DATA / "mooncake-sample.jsonl", DATA / "azure-sample.csv"):
+    for path in (MC, MATH, *(DATA / f"{trace}-sample.{ext}" for trace, ext in TRACE_SAMPLES)):
         assert (tmp_path / path.name).read_bytes() == path.read_bytes(), f"rerun scenarios/data/{path.name}'s script"
 
 

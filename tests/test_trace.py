@@ -1,6 +1,7 @@
 """Trace replay of the bundled Mooncake-format trace on a master with two workers: every trace line is one row, sent
 on schedule when the users can carry it, and reaches the server at its time in the trace whichever worker sends it;
-sped up past what they can carry, the report flags the lag."""
+sped up past what they can carry, the report flags the lag. The Azure and BurstGPT samples are read, and BurstGPT's
+replayed line for line."""
 
 import json
 import statistics
@@ -15,6 +16,7 @@ from vllm_stress.simulator.api.requestlog import read_request_log
 
 MOONCAKE = REPO / "scenarios" / "data" / "mooncake-sample.jsonl"
 AZURE = REPO / "scenarios" / "data" / "azure-sample.csv"
+BURSTGPT = REPO / "scenarios" / "data" / "burstgpt-sample.csv"
 ARGS = ["--headless", "--only-summary", "--stop-timeout", "30", "-L", "INFO"]
 # |arrival - due| at the server, less the lag the client reported, at the 90th percentile: workers on two schedules
 # 20 ms apart put half the requests 10 ms or more off and fail it; the last few percent are a loaded machine's
@@ -30,7 +32,19 @@ def test_both_published_formats_are_read():
     assert all(0 <= line.at_s < 5 for line in window) and len(window) == sum(10 <= x.at_s < 30 for x in mooncake)
 
 
-def replay(simulator, run_locust, tmp_path, name, users, speedup, duration):
+def test_burstgpt_rows_are_read_and_the_failed_ones_left_out(caplog, tmp_path):
+    caplog.set_level("INFO")
+    lines = read_trace(str(BURSTGPT))
+    assert len(lines) == 240 - 5 and lines[0].at_s == 0 and all(line.output_tokens > 0 for line in lines)
+    assert all(line.at_s == int(line.at_s) and not line.hash_ids for line in lines)  # whole seconds, no blocks
+    assert "5 requests that failed in the recorded service (Response tokens 0) left out" in caplog.text
+    bad = tmp_path / "bad.csv"
+    bad.write_text(BURSTGPT.read_text().splitlines()[0] + "\n0,GPT-4,many,12,12,API log\n")
+    with pytest.raises(ValueError, match=r"bad\.csv:2: not a BurstGPT trace row"):
+        read_trace(str(bad))
+
+
+def replay(simulator, run_locust, tmp_path, name, users, speedup, duration, trace=MOONCAKE):
     """The run's rows, its level in summary.json with the traffic windows, the server's arrival stamp (kernel receive
     time, unix seconds) of each row's request with the row's schedule lag, and run.json."""
     log = tmp_path / f"{name}-requests.jsonl"
@@ -48,7 +62,7 @@ def replay(simulator, run_locust, tmp_path, name, users, speedup, duration):
         "-t",
         f"{duration / speedup + 8:.0f}s",
         "--trace",
-        str(MOONCAKE),
+        str(trace),
         "--speedup",
         str(speedup),
         "--trace-duration",
@@ -128,3 +142,12 @@ def test_a_replay_the_client_cannot_carry_is_flagged(simulator, run_locust, tmp_
     rows, level, _, _ = replay(simulator, run_locust, tmp_path, "too-fast", users=2, speedup=8, duration=40)
     assert level["schedule_lag_p99_s"] > 1.0 and "did not keep up with the schedule" in level["bound"]
     assert level["windows"][-1]["behind"]  # the window where the backlog built up is flagged
+
+
+def test_a_burstgpt_sample_is_replayed_line_for_line(simulator, run_locust, tmp_path):
+    """BurstGPT's whole seconds send its requests in bursts: every line left in is one row, its lengths exact."""
+    lines = select(read_trace(str(BURSTGPT)), 0, 40, speedup=8)
+    rows, level, _, _ = replay(simulator, run_locust, tmp_path, "burstgpt", 16, 8, 40, trace=BURSTGPT)
+    assert len(rows) == len(lines) and level["failures"] == 0
+    assert sorted(int(r["target_prompt_tokens"]) for r in rows) == sorted(line.input_tokens for line in lines)
+    assert all(r["count_mismatch"] == "0" for r in rows if r["ok"] == "1")

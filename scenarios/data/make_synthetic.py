@@ -1,6 +1,7 @@
 """Write the bundled synthetic question sets: ``synthetic-mc.jsonl`` (MMLU shape) and ``synthetic-math.jsonl``
-(GSM8K shape), 200 questions each, and two small request traces in the published formats, ``mooncake-sample.jsonl``
-(Mooncake) and ``azure-sample.csv`` (Azure LLM inference trace): 240 Poisson arrivals over a minute each, and
+(GSM8K shape), 200 questions each, and three small request traces in the published formats, ``mooncake-sample.jsonl``
+(Mooncake), ``azure-sample.csv`` (Azure LLM inference trace) and ``burstgpt-sample.csv`` (BurstGPT, whole seconds as
+published, 5 of its rows failed ones): 240 Poisson arrivals over a minute each, and
 ``sharegpt-sample.json``, 40 chat conversations in the ShareGPT format; the same every time (fixed seeds).
 
     python scenarios/data/make_synthetic.py
@@ -10,8 +11,9 @@ model (``vllm_stress/simulator/model/answers.py``) can work out the right answer
 equals it. The math set has negative, decimal and four-digit answers, so the graders see signs, decimals and
 thousands separators. In the Mooncake trace each request's prompt is one of eight families' first blocks (a shared
 system prompt or document) and blocks of its own, so a replay exercises the prefix cache. For demos and tests only:
-these are not a benchmark, nor real traffic (the real traces: the Mooncake repository's FAST'25 traces and Azure's
-AzurePublicDataset, both on GitHub; ShareGPT: ``anon8231489123/ShareGPT_Vicuna_unfiltered`` on Hugging Face).
+these are not a benchmark, nor real traffic (the real traces: the Mooncake repository's FAST'25 traces, Azure's
+AzurePublicDataset and HPMLL's BurstGPT, all on GitHub; ShareGPT: ``anon8231489123/ShareGPT_Vicuna_unfiltered`` on
+Hugging Face).
 """
 
 from __future__ import annotations
@@ -143,6 +145,24 @@ def azure_csv(rng: random.Random) -> str:
     return out.getvalue()
 
 
+BURSTGPT_FAILED = 5  # rows of the BurstGPT sample with Response tokens 0: requests that failed when recorded
+
+
+def burstgpt_csv(rng: random.Random) -> str:
+    """BurstGPT's CSV columns: Timestamp (whole seconds), Model, Request tokens, Response tokens, Total tokens, Log
+    Type; BURSTGPT_FAILED rows with 0 Response tokens, as its files with failures have."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["Timestamp", "Model", "Request tokens", "Response tokens", "Total tokens", "Log Type"])
+    times = trace_times(rng)
+    failed = set(rng.sample(range(1, len(times)), BURSTGPT_FAILED))
+    for index, at in enumerate(times):
+        request, response = rng.randint(100, 1000), 0 if index in failed else rng.randint(8, 64)
+        model, log_type = rng.choice(("ChatGPT", "GPT-4")), rng.choice(("Conversation log", "API log"))
+        writer.writerow([int(at), model, request, response, request + response, log_type])
+    return out.getvalue()
+
+
 SHAREGPT_CONVERSATIONS = 40
 SHAREGPT_SEED = 20240603
 _CHAT_SUBJECTS = (
@@ -204,6 +224,7 @@ def main(folder: Path = HERE) -> None:
     traces = random.Random(TRACE_SEED)
     write(folder / "mooncake-sample.jsonl", mooncake_lines(traces))
     (folder / "azure-sample.csv").write_text(azure_csv(traces))
+    (folder / "burstgpt-sample.csv").write_text(burstgpt_csv(random.Random(TRACE_SEED + 1)))
     (folder / "sharegpt-sample.json").write_text(json.dumps(sharegpt_items(random.Random(SHAREGPT_SEED)), indent=1))
 
 

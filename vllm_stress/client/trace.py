@@ -1,4 +1,5 @@
-"""Trace replay (``--trace``): Mooncake and Azure traces read, and each process's share of them as an arrival clock."""
+"""Trace replay (``--trace``): Mooncake, Azure and BurstGPT traces read, and each process's share of them as an
+arrival clock."""
 
 from __future__ import annotations
 
@@ -22,12 +23,20 @@ class TraceLine:
     hash_ids: tuple[int, ...] = ()
 
 
+BURSTGPT_COLUMN = "Request tokens"  # a CSV whose header has it is BurstGPT's, else Azure's
+
+
 def read_trace(path: str) -> list[TraceLine]:
-    """The lines of a Mooncake JSONL or Azure CSV trace, in time order, times from the first; ValueError with the
-    file and line for anything else."""
+    """The lines of a Mooncake JSONL, Azure CSV or BurstGPT CSV trace, in time order, times from the first;
+    ValueError with the file and line for anything else."""
     with open(path, encoding="utf-8") as f:
         text = f.read()
-    lines = read_azure(path, text) if path.endswith(".csv") else read_mooncake(path, text)
+    if not path.endswith(".csv"):
+        lines = read_mooncake(path, text)
+    elif BURSTGPT_COLUMN in text.partition("\n")[0]:
+        lines = read_burstgpt(path, text)
+    else:
+        lines = read_azure(path, text)
     if not lines:
         raise ValueError(f"{path}: no requests in the trace")
     lines.sort(key=lambda line: line.at_s)
@@ -63,6 +72,25 @@ def read_azure(path: str, text: str) -> list[TraceLine]:
             lines.append(TraceLine(stamp.timestamp(), int(row["ContextTokens"]), int(row["GeneratedTokens"])))
         except (ValueError, KeyError, TypeError, AttributeError) as e:
             raise ValueError(f"{path}:{number}: not an Azure trace row ({type(e).__name__}: {e})") from None
+    return lines
+
+
+def read_burstgpt(path: str, text: str) -> list[TraceLine]:
+    """BurstGPT's CSV (Timestamp in seconds, Model, Request tokens, Response tokens, Total tokens, Log Type). A row
+    whose Response tokens are 0 was a request that failed in the recorded service: it is left out, as BurstGPT's own
+    "without fails" files leave it, and the count said."""
+    lines, failed = [], 0
+    for number, row in enumerate(csv.DictReader(text.splitlines()), 2):
+        try:
+            output = int(row["Response tokens"])
+            if output == 0:
+                failed += 1
+                continue
+            lines.append(TraceLine(float(row["Timestamp"]), int(row[BURSTGPT_COLUMN]), output))
+        except (ValueError, KeyError, TypeError) as e:
+            raise ValueError(f"{path}:{number}: not a BurstGPT trace row ({type(e).__name__}: {e})") from None
+    if failed:
+        log.info("%s: %d requests that failed in the recorded service (Response tokens 0) left out", path, failed)
     return lines
 
 

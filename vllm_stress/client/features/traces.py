@@ -23,8 +23,9 @@ def add_arguments(group: OptionGroup) -> None:
         "--trace",
         default="",
         form=PATH,
-        help="Replay a trace: Mooncake JSONL (timestamp ms, input_length, output_length, hash_ids) or "
-        "Azure LLM inference CSV (TIMESTAMP, ContextTokens, GeneratedTokens); the users carry its lines",
+        help="Replay a trace: Mooncake JSONL (timestamp ms, input_length, output_length, hash_ids), Azure LLM "
+        "inference CSV (TIMESTAMP, ContextTokens, GeneratedTokens) or BurstGPT CSV (Timestamp s, Request tokens, "
+        "Response tokens; its failed rows left out); the users carry its lines",
     )
     group.add_argument("--speedup", type=float, default=1.0, help="With --trace: divide the trace's gaps by this")
     group.add_argument("--trace-start", type=float, default=0.0, help="With --trace: seconds of the trace to skip")

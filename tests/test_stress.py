@@ -105,6 +105,38 @@ def test_the_sdk_user_cuts_its_stream_too(run_locust, simulator, tmp_path):
     assert all(records[row["request_id"]]["finish_reason"] == "abort" for row in rows)
 
 
+def test_saturated_stops_the_ramp_where_the_servers_queue_grows_through_the_hold(run_locust, simulator, tmp_path):
+    """An open loop of 10 requests/s against two sequences at a time of about 0.55 s each (3.6 requests/s): a pool
+    of 2 users keeps the server's queue empty; a pool of 200 sends at the full rate, and the queue the server reports
+    grows through the whole hold (its warm-up cut at --max-step-time, long before the pool runs dry), so
+    --stop-on saturated ends the ramp there: 400 users never run."""
+    sim = simulator("--profile", "cpu-tiny", "--set", "t_fixed=0.05", "--max-num-seqs", "2")
+    ramp = ["--levels", "2,200,400", "--step-time", "3", "--warmup", "1", "--max-step-time", "4", "--ramp-time", "0.5"]
+    proc = run_locust(
+        *("-f", "locustfiles/chat.py,scenarios/shape.py", "-H", sim.url, *QUIET, *ramp, "--arrival-rate", "10"),
+        *("--input-tokens", "16", "--output-tokens", "10", "--stop-on", "saturated"),
+        *("--server-metrics-interval", "0.5", "--results-dir", str(tmp_path / "run")),
+        timeout=180,
+    )
+    folder = tmp_path / "run"
+    stopped = run_json(folder)["stopped"]
+    assert stopped is not None and stopped["after_users"] == 200, proc.stderr[-3000:]
+    assert stopped["reason"].startswith("saturated: the server's queue grew through the hold (")
+    assert [int(level["users"]) for level in read_rows(folder / "levels.csv")] == [2, 200]  # 400 never ran
+    (first, held) = read_rows(folder / "levels.csv")
+    scrapes = read_rows(folder / "server_metrics.csv")
+    queue = [
+        float(s["waiting"]) for s in scrapes if float(held["hold_start"]) <= float(s["time"]) < float(held["hold_end"])
+    ]
+    quiet = [
+        float(s["waiting"])
+        for s in scrapes
+        if float(first["hold_start"]) <= float(s["time"]) < float(first["hold_end"])
+    ]
+    # the server's own gauge: at most one request between two steps, then a queue that grows
+    assert max(quiet) <= 1 and queue[-1] > queue[0] + 5, (quiet, queue)
+
+
 def test_a_stop_on_rule_ends_the_ramp_after_the_level_that_broke(run_locust, simulator, tmp_path):
     """Two sequences at a time, each about 0.55 s (prefill and 10 steps of 50 ms): at 1 and 2 users nothing waits and
     every request ends well within --request-timeout 1.5 s; at 8 users six wait in the server's queue, each about a

@@ -70,8 +70,9 @@ test-fast: $(STAMP) lint
 # the whole suite on TEST_PROCESSES processes, a test file to each in turn (pytest-xdist; the two real-vLLM files
 # to one: tests/conftest.py), longest first as tests/conftest.py orders them (--no-loadscope-reorder: pytest-xdist would
 # start the files with the most tests first, and the few long ones last), its 25 slowest tests listed;
-# three on two cores: the tests mostly wait on the servers and Locust processes they start
-TEST_PROCESSES ?= 3
+# six on two cores: the tests mostly wait on the servers and Locust processes they start (1.5 cores busy on average
+# at six; pytest 12.3 min against 15.2 at four and 18.9 at three, benchmarks/tests.md)
+TEST_PROCESSES ?= 6
 PARALLEL := -n $(TEST_PROCESSES) --dist loadfile --no-loadscope-reorder --durations=25
 ifdef QUICK
 test: $(STAMP) browser prometheus nginx lint

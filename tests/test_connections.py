@@ -18,6 +18,7 @@ from benchmarks.harness import read_rows
 from tests.helpers import NO_CANARIES, analyse, parsed_options, run_json
 from vllm_stress.analysis.features import connection
 from vllm_stress.client.pools import TimedClientPool, opened, opening
+from vllm_stress.core.schema import ABORTED
 from vllm_stress.simulator.api.requestlog import read_request_log
 
 SIM = ["--profile", "cpu-tiny", "--set", "t_fixed=0.02"]  # ~0.2 s per 8-token answer: tens of rows, little CPU
@@ -80,17 +81,22 @@ def test_pooled_keeps_one_connection_per_user(run_locust, simulator, tmp_path):
 
 
 def test_per_session_opens_a_connection_per_conversation(run_locust, simulator, tmp_path):
-    """The session user's conversations of 3 turns: one connection each, timed on the row of its first turn."""
+    """The session user's conversations of 3 turns: one connection each, timed on the row of its first turn. The
+    stop may cut a conversation's first turn before its connection is made: that row is Aborted, without connect_s,
+    and the server may not have accepted its connection yet."""
     sim = simulator(*SIM)
     args = ["-u", "2", "-t", "3s", "--turns", "3", "--think-time", "0", "--connections", "per-session"]
     rows = run(run_locust, sim.url, tmp_path, *args, user="session")
     accepted = accepted_connections(sim.url)
     conversations = {row["session_id"] for row in rows}
-    assert len(conversations) >= 4
-    assert {row["session_id"] for row in rows if row["connect_s"]} == conversations
-    assert all(bool(row["connect_s"]) == (row["turn"] == "1") for row in rows)
+    finished = [row for row in rows if row["error"] != ABORTED]
+    connected = {row["session_id"] for row in rows if row["connect_s"]}
+    assert len(conversations) >= 4 and {row["session_id"] for row in finished} <= connected <= conversations
+    assert all(bool(row["connect_s"]) == (row["turn"] == "1") for row in finished)
+    assert all(row["turn"] == "1" for row in rows if row["connect_s"])
     # the session user sizes its turns with a /tokenize session of its own at start-up
-    assert accepted == len(conversations) + STARTUP_CONNECTIONS + 1 + OWN_SCRAPE
+    base = STARTUP_CONNECTIONS + 1 + OWN_SCRAPE
+    assert len(connected) + base <= accepted <= len(conversations) + base, (accepted, connected, conversations)
 
 
 def test_per_session_gives_each_agent_task_its_own_connections(run_locust, simulator, tmp_path):

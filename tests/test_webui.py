@@ -314,9 +314,12 @@ def watch_dashboard(page, master: Master, sync_api) -> None:
     assert summary["scenario"] == "form-ramp" and summary["input_tokens"] == 64  # the form's options, in run.json
     assert summary["slo"] == {"ttft": 2.0, "tpot": 0.5}  # the form's --slo, read by the report
     assert {level["class"] for level in summary["classes"]["levels"]} == {"chat", "batch"}
-    report_bounds = {level["users"]: level["bound"] for level in summary["levels"]}
+    # the same rule on the same files: the same verdict; the figures it quotes lean on the e2e p50, the live
+    # window's (the rows in by the hold's end) against the report's (docs/concepts/bounds.md), which a loaded
+    # machine can set a few milliseconds apart
+    report_bounds = {level["users"]: verdict_kind(level["bound"]) for level in summary["levels"]}
     live = requests.get(master.url + "/llm/series.json", timeout=10).json()["levels"]
-    assert {level["users"]: level["bound"] for level in live} == report_bounds  # same rule, same files
+    assert {level["users"]: verdict_kind(level["bound"]) for level in live} == report_bounds
     with page.expect_popup() as popup:
         page.locator("#run-report").click()
     check_report(popup.value, master, sync_api, "webui-llm-report.png")
@@ -401,6 +404,11 @@ ROUTES = [
 
 def cells(row) -> list[str]:
     return row.get_by_role("cell").all_inner_texts()
+
+
+def verdict_kind(bound: str) -> str:
+    """A level's bound without the figures in its parentheses: "client-bound", "batch-bound", "" ..."""
+    return bound.split(" (")[0]
 
 
 def level_or_end(progress: str) -> str | None:

@@ -12,12 +12,12 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-import requests
-
 from vllm_stress.core import fleet
 from vllm_stress.master import hooks
+from vllm_stress.master.serverpost import post_route
 
 if TYPE_CHECKING:
+    import requests
     from locust.env import Environment
 
     from vllm_stress.master.runfiles import RunFiles, ServerUnderTest
@@ -66,18 +66,16 @@ class CacheReset:
 
     def post(self, base_url: str) -> dict[str, Any]:
         """POST the reset to one replica: {status (None: no answer), success, answer (its status line and body)}."""
-        options = self.environment.parsed_options
-        assert options is not None
-        try:
-            response = requests.post(
-                base_url + RESET_PATH, headers=self.server.headers, timeout=RESET_TIMEOUT_S, verify=not options.insecure
-            )
-        except requests.RequestException as e:
-            return {"status": None, "success": False, "answer": str(e)}
-        try:
-            success = response.ok and bool(response.json().get("success"))
-        except ValueError:  # not JSON: an older vLLM answered 200 with no body, which said nothing
-            success = response.ok
-        said = f"{response.status_code} {response.reason}".strip()
-        body = response.text.strip()[:200]
-        return {"status": response.status_code, "success": success, "answer": f"{said}: {body}" if body else said}
+        posted = post_route(self.environment, base_url + RESET_PATH, self.server.headers, RESET_TIMEOUT_S)
+        return {"status": posted.status, "success": said_success(posted.response), "answer": posted.answer}
+
+
+def said_success(response: requests.Response | None) -> bool:
+    """Whether the server answered that it reset: 2xx and ``{"success": true}`` (an older vLLM's 2xx without a
+    JSON body said nothing more)."""
+    if response is None or not response.ok:
+        return False
+    try:
+        return bool(response.json().get("success"))
+    except ValueError:
+        return True

@@ -13,10 +13,10 @@ import time
 from typing import TYPE_CHECKING, Any
 
 import gevent
-import requests
 
 from vllm_stress.core import fleet
 from vllm_stress.master import hooks
+from vllm_stress.master.serverpost import post_route
 
 if TYPE_CHECKING:
     from locust.env import Environment
@@ -109,14 +109,5 @@ class KneeProfile:
         """POST /{verb}_profile to the server (the first replica of --host): {verb_status (None: no answer),
         verb_answer (its status line and body, or the error)}."""
         url = f"{fleet.replica_urls(self.environment.host or '')[0]}/{verb}_profile"
-        options = self.environment.parsed_options
-        assert options is not None
-        try:
-            response = requests.post(
-                url, headers=self.server.headers, timeout=PROFILE_TIMEOUT_S, verify=not options.insecure
-            )
-        except requests.RequestException as e:
-            return {f"{verb}_status": None, f"{verb}_answer": str(e)}
-        said = f"{response.status_code} {response.reason}".strip()
-        body = response.text.strip()[:200]
-        return {f"{verb}_status": response.status_code, f"{verb}_answer": f"{said}: {body}" if body else said}
+        posted = post_route(self.environment, url, self.server.headers, PROFILE_TIMEOUT_S)
+        return {f"{verb}_status": posted.status, f"{verb}_answer": posted.answer}

@@ -64,8 +64,7 @@ def computed_prompt_tokens(rows: pd.DataFrame) -> pd.Series:
 def prefill_throughput(rows: pd.DataFrame, windows: pd.DataFrame) -> np.ndarray:
     """Per window: the computed prompt tokens of the rows whose first token came in it (token_times' rule: rows that
     got a first token or succeeded), per second of the window."""
-    first, _end, _output, prefilled = token_times(rows)
-    computed = np.where(prefilled > 0, computed_prompt_tokens(rows).to_numpy(float), 0.0)
+    first, _end, _output, computed = token_times(rows.assign(prompt_tokens=computed_prompt_tokens(rows)))
     tokens = per_window(windows, lambda a, b: computed[in_window(first, a, b)].sum())
     throughput: np.ndarray = tokens / (windows["end"] - windows["start"]).to_numpy(float)
     return throughput

@@ -7,7 +7,7 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import gevent
 from locust import FastHttpUser, task
@@ -293,43 +293,50 @@ class LLMUser(FastHttpUser):
         opening()
         # a request the client cancelled leaves the block by Cancelled: Locust's stats count it nowhere (as the
         # streams a stop cuts), like every figure of the suite
-        with (
-            contextlib.suppress(Cancelled),
-            self.client.post(
-                url,
-                data=payload,  # type: ignore[arg-type]  # Locust's docstring takes bytes; its annotation says str | dict
-                headers=headers,
-                stream=self.stream,
-                catch_response=True,
-                name=exchange.stats_name,
-            ) as resp,
-        ):
+        try:
+            with (
+                contextlib.suppress(Cancelled),
+                self.client.post(
+                    url,
+                    data=payload,  # type: ignore[arg-type]  # Locust's docstring takes bytes; its annotation: str | dict
+                    headers=headers,
+                    stream=self.stream,
+                    catch_response=True,
+                    name=exchange.stats_name,
+                ) as resp,
+            ):
+                self.take_answer(resp, exchange)
+        finally:  # also when the stop cut it waiting for the headers: its connection was made
             exchange.connect = opened()
-            exchange.status = resp.status_code
-            if self.stream:
-                use_send_time(resp.stream, exchange)
-            remaining = max(self.timeout - (time.perf_counter() - exchange.start), 0.001)
-            try:
-                with deadline(exchange.start, remaining, exchange.cancel):
-                    self.check_status(resp)
-                    if self.stream:
-                        with deadline_only(resp.stream):
-                            self.read_stream(resp.stream, exchange)
-                    else:
-                        self.read_json(json.loads(resp.content), exchange)
-            except Exception as e:  # must not escape the block: Locust would drop the request from its stats
-                exchange.fail(failure_name(e))
-            exchange.finish()
-            resp.request_meta["response_time"] = exchange.e2e * 1000
-            resp.request_meta["response_length"] = exchange.completion_tokens or 0
-            if exchange.error == CANCELLED:
-                raise Cancelled()
-            if exchange.error:
-                resp.failure(exchange.error)
-            else:
-                resp.success()
         if not exchange.error:
             log_token_stats(self.environment, exchange)
+
+    def take_answer(self, resp: ResponseContextManager, exchange: Exchange) -> None:
+        """Read the answer ``resp`` brings into ``exchange`` and give Locust's stats its outcome."""
+        exchange.status = resp.status_code
+        stream = cast("HTTPSocketPoolResponse", resp.stream)  # what a geventhttpclient pool's connection answers with
+        if self.stream:
+            use_send_time(stream, exchange)
+        remaining = max(self.timeout - (time.perf_counter() - exchange.start), 0.001)
+        try:
+            with deadline(exchange.start, remaining, exchange.cancel):
+                self.check_status(resp)
+                if self.stream:
+                    with deadline_only(stream):
+                        self.read_stream(stream, exchange)
+                else:
+                    self.read_json(json.loads(resp.content), exchange)
+        except Exception as e:  # must not escape the block: Locust would drop the request from its stats
+            exchange.fail(failure_name(e))
+        exchange.finish()
+        resp.request_meta["response_time"] = exchange.e2e * 1000
+        resp.request_meta["response_length"] = exchange.completion_tokens or 0
+        if exchange.error == CANCELLED:
+            raise Cancelled()
+        if exchange.error:
+            resp.failure(exchange.error)
+        else:
+            resp.success()
 
     @staticmethod
     def check_status(resp: ResponseContextManager) -> None:

@@ -50,6 +50,22 @@ def locust_stats(prefix: Path) -> dict[tuple[str, str], dict]:
     return {(r["Type"], r["Name"]): r for r in read_rows(Path(f"{prefix}_stats.csv"))}
 
 
+def check_first_token_times(rows: list[dict], records: dict[str, dict]) -> None:
+    """Each row's first-token time is the kernel's arrival stamp of the read that carried it (vllm_stress/client/
+    stream.py stamps a read with its newest segment): within the server's answer (its --request-log's ``first`` write
+    to its ``end``, 1 ms either side). A timely read holds the first write alone, so the median row lies between the
+    server's stamps before and after that write (within 1 ms); a client descheduled past the next writes reads them
+    together, stamped later, which a loaded machine does to a few rows."""
+    after_send = []
+    for row in rows:
+        record = records[row["request_id"]]
+        first_token = float(row["start_time"]) + float(row["ttft_s"])
+        assert abs(float(row["start_time"]) - record["arrival"]) < 0.002, (row, record)
+        assert record["first"] - 0.001 <= first_token <= record["end"] + 0.001, (row, record)
+        after_send.append(first_token - record["first_sent"])
+    assert sorted(after_send)[len(after_send) // 2] <= 0.001, after_send
+
+
 def wait_until(condition, timeout: float = 10.0, interval: float = 0.1):
     """Poll ``condition()`` until it is true or ``timeout`` passes; returns its last value."""
     deadline = time.monotonic() + timeout

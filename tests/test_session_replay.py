@@ -21,6 +21,7 @@ from vllm_stress.core.csvrows import read_rows
 from vllm_stress.simulator.api.requestlog import read_request_log
 
 SAMPLE = REPO / "scenarios" / "data" / "agent-sessions-sample.jsonl"
+BAILIAN = REPO / "scenarios" / "data" / "bailian-sample.jsonl"
 BLOCK = 64  # the sample's block size (--trace-block-size)
 CAP_S = 1.0
 
@@ -38,6 +39,30 @@ def test_the_sample_reads_the_same_from_jsonl_and_gzip(tmp_path):
     assert b[1].gap_s == pytest.approx(3.4)  # from timestamps (ms): the send-to-send difference
     assert a[0].reused_blocks == 0 and a[1].reused_blocks == 5  # turn 2 repeats turn 1's blocks but its last
     assert (a[1].input_tokens, a[1].output_tokens) == (501, 38)
+
+
+def test_bailian_chats_are_sessions_of_their_first_chat(tmp_path):
+    """A Bailian line's session is the first chat of its parent chain, its turns in time order, its gaps from
+    timestamps in seconds, its blocks of 16 tokens; a chat whose parent the file lacks starts a session of it."""
+    recorded = [json.loads(line) for line in BAILIAN.read_text().splitlines()]
+    chains: dict[int, list[dict]] = {}
+    first_of: dict[int, int] = {}
+    for item in recorded:
+        parent = item["parent_chat_id"]
+        first_of[item["chat_id"]] = item["chat_id"] if parent == -1 else first_of[parent]
+        chains.setdefault(first_of[item["chat_id"]], []).append(item)
+    sessions = read_sessions(str(BAILIAN))
+    assert [s.session_id for s in sessions] == [f"chat-{first}" for first in chains]
+    for session, chain in zip(sessions, chains.values(), strict=True):
+        assert session.block_tokens == 16
+        assert [t.input_tokens for t in session.turns] == [item["input_length"] for item in chain]
+        stamps = [item["timestamp"] for item in chain]
+        gaps = [0.0] + [after - before for before, after in zip(stamps, stamps[1:], strict=False)]
+        assert [t.gap_s for t in session.turns] == pytest.approx(gaps)
+        assert all(t.reused_blocks > 0 for t in session.turns[1:])  # a follow-up repeats its parent's request
+    orphan = '{"chat_id": 9, "parent_chat_id": 4, "timestamp": 1.5, "input_length": 40, "output_length": 5}'
+    (tmp_path / "orphan.jsonl").write_text(orphan + "\n")
+    assert read_sessions(str(tmp_path / "orphan.jsonl"))[0].session_id == "chat-4"
 
 
 def test_a_bad_line_is_one_line_naming_the_file_and_line(tmp_path):
@@ -164,3 +189,24 @@ def test_recorded_sessions_replay_against_the_simulator(simulator, run_locust, t
     assert 1 <= level["sessions_truncated"] == len(cut) <= 2 and level["sessions_failed"] == 0
     assert level["sessions_completed_per_s"] > 0 and level["turns_per_session"] > 1
     assert level["trace_block_reuse"] > 0.3 and level["server_prefix_hit_rate"] > 0.3
+
+
+def test_bailian_sessions_replay_with_their_16_token_blocks(simulator, run_locust, tmp_path):
+    """Without --trace-block-size a Bailian session's turns are made of 16-token blocks: each follow-up finds its
+    parent's request in the server's prefix cache (the blocks it repeats, less the parent's last one or two that
+    its length and template cut), and nothing more."""
+    sim = simulator("--block-size", "16", "--enable-prompt-tokens-details")
+    out = tmp_path / "run"
+    proc = run_locust(
+        *("-f", "locustfiles/session.py", "-H", sim.url, "-u", "4", "-r", "4", "-t", "6s"),
+        *("--session-trace", str(BAILIAN), "--idle-gap-cap", "0.2", "--session-seed", "1"),
+        *("--results-dir", str(out), "--headless", "--only-summary", "-L", "WARNING", *NO_CANARIES),
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    recorded = {session.session_id: session.turns for session in read_sessions(str(BAILIAN))}
+    later = [r for r in read_rows(out / "requests.csv") if r["ok"] == "1" and int(r["turn"]) > 1]
+    assert len(later) >= 3
+    for row in later:
+        turn = recorded[row["session_id"].split("/")[0]][int(row["turn"]) - 1]
+        repeated = 16 * turn.reused_blocks
+        assert repeated - 32 <= int(row["cached_tokens"]) <= repeated + 16, (row["cached_tokens"], turn)

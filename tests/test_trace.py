@@ -1,15 +1,16 @@
 """Trace replay of the bundled Mooncake-format trace on a master with two workers: every trace line is one row, sent
 on schedule when the users can carry it, and reaches the server at its time in the trace whichever worker sends it;
-sped up past what they can carry, the report flags the lag. The Azure and BurstGPT samples are read, and BurstGPT's
-replayed line for line."""
+sped up past what they can carry, the report flags the lag. The Azure, BurstGPT and Bailian samples are read, and
+BurstGPT's and Bailian's replayed line for line (Bailian's 16-token blocks as the server's prefix cache found them)."""
 
+import gzip
 import json
 import statistics
 
 import pytest
 
 from benchmarks.harness import read_rows, two_workers
-from tests.helpers import REPO
+from tests.helpers import NO_CANARIES, REPO
 from vllm_stress.analysis.cli import main as analyse
 from vllm_stress.client.trace import read_trace, select
 from vllm_stress.simulator.api.requestlog import read_request_log
@@ -17,6 +18,7 @@ from vllm_stress.simulator.api.requestlog import read_request_log
 MOONCAKE = REPO / "scenarios" / "data" / "mooncake-sample.jsonl"
 AZURE = REPO / "scenarios" / "data" / "azure-sample.csv"
 BURSTGPT = REPO / "scenarios" / "data" / "burstgpt-sample.csv"
+BAILIAN = REPO / "scenarios" / "data" / "bailian-sample.jsonl"
 ARGS = ["--headless", "--only-summary", "--stop-timeout", "30", "-L", "INFO"]
 # |arrival - due| at the server, less the lag the client reported, at the 90th percentile: workers on two schedules
 # 20 ms apart put half the requests 10 ms or more off and fail it; the last few percent are a loaded machine's
@@ -151,3 +153,59 @@ def test_a_burstgpt_sample_is_replayed_line_for_line(simulator, run_locust, tmp_
     assert len(rows) == len(lines) and level["failures"] == 0
     assert sorted(int(r["target_prompt_tokens"]) for r in rows) == sorted(line.input_tokens for line in lines)
     assert all(r["count_mismatch"] == "0" for r in rows if r["ok"] == "1")
+
+
+def test_a_bailian_trace_is_read_in_seconds_with_its_16_token_blocks(tmp_path):
+    """Bailian's timestamps are seconds (Mooncake's milliseconds) and its hash ids blocks of 16 tokens; gzip reads
+    the same; a bad line is one line naming the file and line."""
+    recorded = [json.loads(line) for line in BAILIAN.read_text().splitlines()]
+    lines = read_trace(str(BAILIAN))
+    first = recorded[0]["timestamp"]
+    assert [line.at_s for line in lines] == pytest.approx([item["timestamp"] - first for item in recorded])
+    assert [line.hash_ids for line in lines] == [tuple(item["hash_ids"]) for item in recorded]
+    assert {line.block_tokens for line in lines} == {16}
+    assert {line.block_tokens for line in read_trace(str(MOONCAKE))} == {512}
+    packed = tmp_path / "bailian.jsonl.gz"
+    packed.write_bytes(gzip.compress(BAILIAN.read_bytes()))
+    assert read_trace(str(packed)) == lines
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(BAILIAN.read_text().splitlines()[0] + '\n{"chat_id": 7, "timestamp": "soon"}\n')
+    with pytest.raises(ValueError, match=r"bad\.jsonl:2: not a Mooncake or Bailian trace line") as raised:
+        read_trace(str(bad))
+    assert "\n" not in str(raised.value)
+
+
+def shared_prefix_blocks(lines) -> list[int]:
+    """Per line, in send order: how many of its first hash ids every earlier line had sent whole (a line's last
+    block is cut to its length; its words are the block's first ones)."""
+    sent: set[int] = set()
+    shared = []
+    for line in lines:
+        shared.append(next((k for k, h in enumerate(line.hash_ids) if h not in sent), len(line.hash_ids)))
+        sent.update(line.hash_ids[: line.input_tokens // line.block_tokens - 1])  # the template takes a few tokens
+    return shared
+
+
+def test_a_bailian_sample_is_replayed_line_for_line_and_its_blocks_reach_the_cache(simulator, run_locust, tmp_path):
+    """Every line is one row of exactly its lengths; without --trace-block-size its prompts are made of 16-token
+    blocks, so the server's prefix cache finds in each request no more than the trace's own shared prefix (and the
+    template's few tokens), and over the run most of it."""
+    sim = simulator("--block-size", "16", "--enable-prompt-tokens-details")
+    out = tmp_path / "bailian"
+    proc = run_locust(
+        *("-f", "locustfiles/chat.py", "-H", sim.url, "-u", "12", "-r", "12", "-t", "15s"),
+        *("--trace", str(BAILIAN), "--speedup", "8", "--results-dir", str(out), *NO_CANARIES, *ARGS),
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = read_trace(str(BAILIAN))
+    rows = sorted(read_rows(out / "requests.csv"), key=lambda row: float(row["start_time"]))
+    assert len(rows) == len(lines) and all(row["ok"] == "1" and row["count_mismatch"] == "0" for row in rows)
+    assert sorted(int(row["target_prompt_tokens"]) for row in rows) == sorted(line.input_tokens for line in lines)
+    by_length: dict[int, list[int]] = {}  # each length's shared prefix tokens, in trace order
+    for line, blocks in zip(lines, shared_prefix_blocks(lines), strict=True):
+        by_length.setdefault(line.input_tokens, []).append(16 * blocks)
+    pairs = [(int(row["cached_tokens"]), by_length[int(row["target_prompt_tokens"])].pop(0)) for row in rows]
+    print(f"cached {sum(c for c, _ in pairs)} of {sum(s for _, s in pairs)} shared prompt tokens; per row {pairs}")
+    assert all(found <= recorded + 16 for found, recorded in pairs)
+    assert sum(found for found, _ in pairs) >= 0.7 * sum(recorded for _, recorded in pairs)

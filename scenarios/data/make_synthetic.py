@@ -1,7 +1,8 @@
 """Write the bundled synthetic question sets: ``synthetic-mc.jsonl`` (MMLU shape) and ``synthetic-math.jsonl``
 (GSM8K shape), 200 questions each, and three small request traces in the published formats, ``mooncake-sample.jsonl``
 (Mooncake), ``azure-sample.csv`` (Azure LLM inference trace) and ``burstgpt-sample.csv`` (BurstGPT, whole seconds as
-published, 5 of its rows failed ones): 240 Poisson arrivals over a minute each, and
+published, 5 of its rows failed ones): 240 Poisson arrivals over a minute each, ``bailian-sample.jsonl`` (Alibaba's
+Bailian format: 30 multi-turn sessions over a minute), and
 ``sharegpt-sample.json``, 40 chat conversations in the ShareGPT format; the same every time (fixed seeds).
 
     python scenarios/data/make_synthetic.py
@@ -12,7 +13,7 @@ equals it. The math set has negative, decimal and four-digit answers, so the gra
 thousands separators. In the Mooncake trace each request's prompt is one of eight families' first blocks (a shared
 system prompt or document) and blocks of its own, so a replay exercises the prefix cache. For demos and tests only:
 these are not a benchmark, nor real traffic (the real traces: the Mooncake repository's FAST'25 traces, Azure's
-AzurePublicDataset and HPMLL's BurstGPT, all on GitHub; ShareGPT: ``anon8231489123/ShareGPT_Vicuna_unfiltered`` on
+AzurePublicDataset, HPMLL's BurstGPT and alibaba-edu's qwen-bailian-usagetraces-anon, all on GitHub; ShareGPT: ``anon8231489123/ShareGPT_Vicuna_unfiltered`` on
 Hugging Face).
 """
 
@@ -133,6 +134,44 @@ def mooncake_lines(rng: random.Random) -> list[dict]:
     return lines
 
 
+BAILIAN_SESSIONS, BAILIAN_BLOCK_TOKENS, BAILIAN_FAMILIES = 30, 16, 4  # Bailian's hash ids are of 16 tokens
+
+
+def bailian_lines(rng: random.Random) -> list[dict]:
+    """Bailian's JSONL fields (Alibaba's qwen-bailian-usagetraces-anon): chat_id, parent_chat_id (-1 for a
+    session's first chat), timestamp (s), input_length, output_length, type, turn, hash_ids (one per 16-token block).
+    BAILIAN_SESSIONS sessions of 1 to 4 chats over a minute, each first chat one of BAILIAN_FAMILIES system prompts
+    (8 shared blocks) and its own question; a follow-up is the whole request again, as Bailian records it: its
+    parent's blocks, the parent's answer and its own new blocks."""
+    lines, chat_ids, own = [], iter(rng.sample(range(100_000, 1_000_000), 4 * BAILIAN_SESSIONS)), 10_000
+    for session in range(BAILIAN_SESSIONS):
+        family = 1_000 * rng.randrange(BAILIAN_FAMILIES)
+        at, parent, blocks = session * 2.0 + rng.random(), -1, [family + block for block in range(8)]
+        for turn in range(1, rng.randint(1, 4) + 1):
+            output = rng.randint(8, 48)
+            fresh = rng.randint(4, 20) if turn == 1 else rng.randint(2, 10)
+            blocks = blocks + list(range(own, own + fresh))
+            own += fresh
+            chat = next(chat_ids)
+            lines.append(
+                {
+                    "chat_id": chat,
+                    "parent_chat_id": parent,
+                    "timestamp": round(at, 3),
+                    "input_length": len(blocks) * BAILIAN_BLOCK_TOKENS - rng.randrange(BAILIAN_BLOCK_TOKENS),
+                    "output_length": output,
+                    "type": "text",
+                    "turn": turn,
+                    "hash_ids": blocks,
+                }
+            )
+            answer = -(-output // BAILIAN_BLOCK_TOKENS)  # the answer's blocks, in the next chat's prompt
+            blocks = blocks + list(range(own, own + answer))
+            own += answer
+            parent, at = chat, at + rng.uniform(2.0, 15.0)
+    return sorted(lines, key=lambda line: line["timestamp"])
+
+
 def azure_csv(rng: random.Random) -> str:
     """Azure's CSV columns: TIMESTAMP (7-digit fractions, as published), ContextTokens, GeneratedTokens."""
     start = datetime(2023, 11, 16, 18, 15, 46)
@@ -225,6 +264,7 @@ def main(folder: Path = HERE) -> None:
     write(folder / "mooncake-sample.jsonl", mooncake_lines(traces))
     (folder / "azure-sample.csv").write_text(azure_csv(traces))
     (folder / "burstgpt-sample.csv").write_text(burstgpt_csv(random.Random(TRACE_SEED + 1)))
+    write(folder / "bailian-sample.jsonl", bailian_lines(random.Random(TRACE_SEED + 2)))
     (folder / "sharegpt-sample.json").write_text(json.dumps(sharegpt_items(random.Random(SHAREGPT_SEED)), indent=1))
 
 

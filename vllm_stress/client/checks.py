@@ -128,7 +128,7 @@ def check_profile(options: argparse.Namespace) -> None:
 
 def check_session_trace(options: argparse.Namespace) -> None:
     """--session-trace: a readable file, whole blocks and a cap of at least 0."""
-    if options.trace_block_size < 1:
+    if options.trace_block_size is not None and options.trace_block_size < 1:
         raise StopTarget(f"--trace-block-size must be at least 1, got {options.trace_block_size}")
     if options.idle_gap_cap is not None and options.idle_gap_cap < 0:
         raise StopTarget(f"--idle-gap-cap must be at least 0 seconds, got {options.idle_gap_cap:g}")

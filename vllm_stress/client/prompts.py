@@ -38,7 +38,6 @@ window market summer winter spring autumn island valley forest ocean bridge stre
 """.split()
 WORDS = list(dict.fromkeys(WORDS))  # unique, order kept
 
-MOONCAKE_BLOCK_TOKENS = 512  # tokens of one hash id of a Mooncake trace (vllm_stress/client/trace.py)
 CHAT_OVERHEAD_GUESS = 10  # a typical chat template around one user message, when /tokenize is missing
 MAX_SIZING_CALLS = 200
 PREFIX_PIECE_WORDS = 256  # --prefix-hit-rate: a group's prefix grows by pieces of this many words
@@ -120,7 +119,7 @@ class Tokenizer:
         return int(resp.json()["usage"]["prompt_tokens"]) - self.count(text)
 
 
-def block_words(hash_id: int, words: list[str], tokens: int = MOONCAKE_BLOCK_TOKENS, salt: str = "") -> list[str]:
+def block_words(hash_id: int, words: list[str], tokens: int, salt: str = "") -> list[str]:
     """The words of one trace block of ``tokens`` tokens: the same on every worker for the same id and ``salt`` (a
     session replayed again gets a new salt, so new words)."""
     return random.Random(f"block-{salt}{hash_id}").choices(words, k=tokens)
@@ -203,11 +202,12 @@ class Workload:
         random_words = max(1, tokens - self.overhead - len(prefix.split()))
         return " ".join(filter(None, (prefix, *rng.choices(self.words, k=random_words))))
 
-    def trace_request(self, line: TraceLine, block_tokens: int = MOONCAKE_BLOCK_TOKENS, salt: str = "") -> RequestSpec:
+    def trace_request(self, line: TraceLine, block_tokens: int | None = None, salt: str = "") -> RequestSpec:
         """The request of a trace line: its lengths; with hash ids, a prompt of those blocks' words (``block_tokens``
-        words each, --trace-block-size), the rest random."""
+        words each, --trace-block-size; None: the trace format's own), the rest random."""
         count = max(1, line.input_tokens - self.overhead)
-        blocks = (block_words(hash_id, self.words, block_tokens, salt) for hash_id in line.hash_ids)
+        size = block_tokens or line.block_tokens
+        blocks = (block_words(hash_id, self.words, size, salt) for hash_id in line.hash_ids)
         words = [word for block in blocks for word in block][:count]
         words += self.rng.choices(self.words, k=count - len(words))
         target = max(line.input_tokens, self.overhead + 1)

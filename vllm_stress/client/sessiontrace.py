@@ -5,16 +5,20 @@ The format is the Mooncake trace line with a session id, as AIPerf's mooncake_tr
 traces write it: one request a line, ``session_id``, ``input_length``, ``output_length``, ``hash_ids`` (the KV
 blocks of the whole prompt, history included) and the gap before it, ``delay`` (ms after the previous turn's
 answer) or, without one, the difference of ``timestamp`` (ms) from the session's previous line. A session's turns
-are its lines in file order.
+are its lines in file order. Alibaba's Bailian traces are read too: a line's session is the first chat of its
+``parent_chat_id`` chain, its ``timestamp`` in seconds, its blocks of 16 tokens.
 """
 
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import random
 from dataclasses import dataclass
+
+from .trace import BAILIAN_BLOCK_TOKENS, MOONCAKE_BLOCK_TOKENS, is_bailian, read_text
+
+NO_PARENT = -1  # a Bailian line's parent_chat_id when it starts its session
 
 
 @dataclass(frozen=True)
@@ -32,36 +36,47 @@ class RecordedTurn:
 class RecordedSession:
     session_id: str
     turns: tuple[RecordedTurn, ...]
+    block_tokens: int = MOONCAKE_BLOCK_TOKENS  # tokens of one of its hash ids' blocks, as its format has them
 
 
 def read_sessions(path: str) -> list[RecordedSession]:
     """The sessions of a session-trace file (``.gz``: gzip), in the order they first appear; ValueError naming the
     file and line for a line that is not a session turn, or for a file without one."""
-    opener = gzip.open if path.endswith(".gz") else open
     lines: dict[str, list[tuple[dict, int]]] = {}
-    with opener(path, "rt", encoding="utf-8") as f:
-        for number, raw in enumerate(f, 1):
-            if raw.strip():
-                item = parse_line(path, number, raw)
-                lines.setdefault(str(item["session_id"]), []).append((item, number))
+    roots: dict[int, int] = {}  # a Bailian chat's session: the first chat of its parent chain
+    for number, raw in enumerate(read_text(path).splitlines(), 1):
+        if raw.strip():
+            item = parse_line(path, number, raw, roots)
+            lines.setdefault(str(item["session_id"]), []).append((item, number))
     if not lines:
         raise ValueError(f"{path}: no sessions in the trace")
-    return [RecordedSession(session_id, session_turns(path, items)) for session_id, items in lines.items()]
+    return [
+        RecordedSession(session_id, session_turns(path, items), items[0][0]["block_tokens"])
+        for session_id, items in lines.items()
+    ]
 
 
-def parse_line(path: str, number: int, raw: str) -> dict:
-    """One line's fields, checked: ValueError ``path:number: ...`` when it is not a session turn."""
+def parse_line(path: str, number: int, raw: str, roots: dict[int, int]) -> dict:
+    """One line's fields, checked: ValueError ``path:number: ...`` when it is not a session turn. A Bailian line's
+    session is its chain's first chat (``roots`` holds those seen; a parent the file lacks starts the session)."""
     try:
         item = json.loads(raw)
+        bailian = isinstance(item, dict) and is_bailian(item)
+        if bailian:
+            chat, parent = int(item["chat_id"]), int(item.get("parent_chat_id", NO_PARENT))
+            roots[chat] = chat if parent == NO_PARENT else roots.get(parent, parent)
+            item["session_id"] = f"chat-{roots[chat]}"
         if not isinstance(item, dict) or item.get("session_id") is None:
             raise KeyError("session_id")
+        per_second = 1 if bailian else 1000  # the timestamp's units in a second
         checked = {
             "session_id": item["session_id"],
             "input_length": int(item["input_length"]),
             "output_length": int(item["output_length"]),
             "hash_ids": tuple(int(h) for h in item.get("hash_ids") or ()),
             "delay": None if item.get("delay") is None else float(item["delay"]) / 1000,
-            "timestamp": None if item.get("timestamp") is None else float(item["timestamp"]) / 1000,
+            "timestamp": None if item.get("timestamp") is None else float(item["timestamp"]) / per_second,
+            "block_tokens": BAILIAN_BLOCK_TOKENS if bailian else MOONCAKE_BLOCK_TOKENS,
         }
     except (ValueError, KeyError, TypeError) as e:
         raise ValueError(f"{path}:{number}: not a session-trace line ({type(e).__name__}: {e})") from None

@@ -1,18 +1,22 @@
-"""Trace replay (``--trace``): Mooncake, Azure and BurstGPT traces read, and each process's share of them as an
-arrival clock."""
+"""Trace replay (``--trace``): Mooncake, Bailian, Azure and BurstGPT traces read, and each process's share of them
+as an arrival clock."""
 
 from __future__ import annotations
 
 import argparse
 import csv
+import gzip
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from .pacing import Schedule, sleep_until
 
 log = logging.getLogger(__name__)
+
+MOONCAKE_BLOCK_TOKENS = 512  # tokens of one hash id of a Mooncake trace (its FAST'25 paper's block)
+BAILIAN_BLOCK_TOKENS = 16  # of Alibaba's Bailian traces (qwen-bailian-usagetraces-anon: salted hashes of 16 tokens)
 
 
 @dataclass(frozen=True)
@@ -21,18 +25,33 @@ class TraceLine:
     input_tokens: int
     output_tokens: int
     hash_ids: tuple[int, ...] = ()
+    block_tokens: int = MOONCAKE_BLOCK_TOKENS  # tokens of one of its hash ids' blocks, as its format has them
 
 
 BURSTGPT_COLUMN = "Request tokens"  # a CSV whose header has it is BurstGPT's, else Azure's
 
 
+def read_text(path: str) -> str:
+    """A trace file's text, gzip-compressed when its name ends in ``.gz``."""
+    if path.endswith(".gz"):
+        with gzip.open(path, "rt", encoding="utf-8") as packed:
+            return packed.read()
+    with open(path, encoding="utf-8") as plain:
+        return plain.read()
+
+
+def is_bailian(item: dict) -> bool:
+    """A JSON trace line of Alibaba's Bailian format (``chat_id``, ``parent_chat_id``, ``turn``, timestamp in
+    seconds) rather than Mooncake's (timestamp in milliseconds)."""
+    return "chat_id" in item and "session_id" not in item
+
+
 def read_trace(path: str) -> list[TraceLine]:
-    """The lines of a Mooncake JSONL, Azure CSV or BurstGPT CSV trace, in time order, times from the first;
-    ValueError with the file and line for anything else."""
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
-    if not path.endswith(".csv"):
-        lines = read_mooncake(path, text)
+    """The lines of a Mooncake or Bailian JSONL (plain or ``.gz``), Azure CSV or BurstGPT CSV trace, in time order,
+    times from the first; ValueError with the file and line for anything else."""
+    text = read_text(path)
+    if not path.removesuffix(".gz").endswith(".csv"):
+        lines = read_jsonl(path, text)
     elif BURSTGPT_COLUMN in text.partition("\n")[0]:
         lines = read_burstgpt(path, text)
     else:
@@ -41,26 +60,33 @@ def read_trace(path: str) -> list[TraceLine]:
         raise ValueError(f"{path}: no requests in the trace")
     lines.sort(key=lambda line: line.at_s)
     first = lines[0].at_s
-    return [TraceLine(line.at_s - first, line.input_tokens, line.output_tokens, line.hash_ids) for line in lines]
+    return [replace(line, at_s=line.at_s - first) for line in lines]
 
 
-def read_mooncake(path: str, text: str) -> list[TraceLine]:
+def read_jsonl(path: str, text: str) -> list[TraceLine]:
+    """Mooncake's lines (timestamp ms, input_length, output_length, hash_ids of 512 tokens) or Bailian's (the same
+    fields with the timestamp in seconds and blocks of 16 tokens; each line the whole request as the service got it,
+    a follow-up's history included, so each is replayed as it stands)."""
     lines = []
     for number, raw in enumerate(text.splitlines(), 1):
         if not raw.strip():
             continue
         try:
             item = json.loads(raw)
+            bailian = is_bailian(item)
             lines.append(
                 TraceLine(
-                    float(item["timestamp"]) / 1000,
+                    float(item["timestamp"]) / (1 if bailian else 1000),
                     int(item["input_length"]),
                     int(item["output_length"]),
-                    tuple(int(h) for h in item.get("hash_ids", ())),
+                    tuple(int(h) for h in item.get("hash_ids") or ()),
+                    BAILIAN_BLOCK_TOKENS if bailian else MOONCAKE_BLOCK_TOKENS,
                 )
             )
-        except (ValueError, KeyError, TypeError) as e:
-            raise ValueError(f"{path}:{number}: not a Mooncake trace line ({type(e).__name__}: {e})") from None
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            raise ValueError(
+                f"{path}:{number}: not a Mooncake or Bailian trace line ({type(e).__name__}: {e})"
+            ) from None
     return lines
 
 
@@ -98,11 +124,7 @@ def select(lines: list[TraceLine], start_s: float, duration_s: float, speedup: f
     """The window [start_s, start_s + duration_s) of the trace (all of it for duration 0), times from the window's
     start divided by ``speedup``."""
     end = start_s + duration_s if duration_s > 0 else float("inf")
-    return [
-        TraceLine((line.at_s - start_s) / speedup, line.input_tokens, line.output_tokens, line.hash_ids)
-        for line in lines
-        if start_s <= line.at_s < end
-    ]
+    return [replace(line, at_s=(line.at_s - start_s) / speedup) for line in lines if start_s <= line.at_s < end]
 
 
 class TraceDone(Exception):

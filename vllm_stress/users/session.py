@@ -130,7 +130,8 @@ class ChatSessionUser(chat.ChatUser):
         assert conversation.recorded is not None
         options = self.environment.parsed_options
         recorded = conversation.recorded.turns[conversation.turn - 1]
-        line = TraceLine(0.0, recorded.input_tokens, recorded.output_tokens, recorded.hash_ids)
+        block_tokens = conversation.recorded.block_tokens
+        line = TraceLine(0.0, recorded.input_tokens, recorded.output_tokens, recorded.hash_ids, block_tokens)
         spec = workload.trace_request(line, options.trace_block_size, salt=conversation.salt)
         conversation.messages = [user_message(spec.text)]
         return replace(spec, trace_reused_blocks=recorded.reused_blocks, session_turns=conversation.turns)

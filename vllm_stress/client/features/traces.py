@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from vllm_stress.client.features import PATH
-from vllm_stress.client.prompts import MOONCAKE_BLOCK_TOKENS
 
 if TYPE_CHECKING:
     from vllm_stress.client.features import OptionGroup
@@ -23,9 +22,10 @@ def add_arguments(group: OptionGroup) -> None:
         "--trace",
         default="",
         form=PATH,
-        help="Replay a trace: Mooncake JSONL (timestamp ms, input_length, output_length, hash_ids), Azure LLM "
-        "inference CSV (TIMESTAMP, ContextTokens, GeneratedTokens) or BurstGPT CSV (Timestamp s, Request tokens, "
-        "Response tokens; its failed rows left out); the users carry its lines",
+        help="Replay a trace: Mooncake JSONL (timestamp ms, input_length, output_length, hash_ids), Bailian JSONL "
+        "(chat_id, timestamp s, input_length, output_length, hash_ids; either may be .gz), Azure LLM inference CSV "
+        "(TIMESTAMP, ContextTokens, GeneratedTokens) or BurstGPT CSV (Timestamp s, Request tokens, Response tokens; "
+        "its failed rows left out); the users carry its lines",
     )
     group.add_argument("--speedup", type=float, default=1.0, help="With --trace: divide the trace's gaps by this")
     group.add_argument("--trace-start", type=float, default=0.0, help="With --trace: seconds of the trace to skip")
@@ -35,6 +35,7 @@ def add_arguments(group: OptionGroup) -> None:
     group.add_argument(
         "--trace-block-size",
         type=int,
-        default=MOONCAKE_BLOCK_TOKENS,
-        help="With --trace or --session-trace: tokens of one hash id's block (Mooncake's traces: 512)",
+        default=None,
+        help="With --trace or --session-trace: tokens of one hash id's block (default: the trace format's own, "
+        "Mooncake's 512, Bailian's 16)",
     )

@@ -96,8 +96,8 @@ class SpanReceiver:
     def _stop(self, **_kw: object) -> None:
         if self.file is None:
             return
-        deadline = time.monotonic() + SPAN_WAIT_S
-        while self.spans and self.expected - self.seen and time.monotonic() < deadline:
+        deadline = time.monotonic() + SPAN_WAIT_S  # also when none came yet: a run shorter than the exporter's batch
+        while self.expected - self.seen and time.monotonic() < deadline:
             gevent.sleep(SPAN_POLL_S)
         self.file.close()
         self.file = None

@@ -104,7 +104,8 @@ def test_a_reasoning_budget_makes_output_tokens_bound_the_answer(run_locust, sim
     row thinks its R tokens and still answers with the rest (at least --output-tokens), none cut before answering."""
     reasoning, budget = OUTPUT_TOKENS + 5, OUTPUT_TOKENS + 10
     flags = ["--reasoning-tokens", str(reasoning)]
-    rows = reasoning_run(run_locust, simulator, tmp_path / "run", flags, "--reasoning-budget", str(budget))
+    budgeted = ["--reasoning-budget", str(budget), "-u", "2", "-r", "2"]  # 1.2 s answers: two users make 3 in 4 s
+    rows = reasoning_run(run_locust, simulator, tmp_path / "run", flags, *budgeted)
     assert {(row["target_completion_tokens"], row["completion_tokens"], row["reasoning_tokens"]) for row in rows} == {
         (str(OUTPUT_TOKENS + budget), str(OUTPUT_TOKENS + budget), str(reasoning))
     }

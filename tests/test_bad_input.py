@@ -93,20 +93,21 @@ def test_bad_options_are_refused_at_test_start(run_locust, tmp_path, args, messa
     refused(proc, message)
 
 
-def test_sessions_refuse_a_schedule(run_locust, fault_server, tmp_path):
+@pytest.mark.parametrize(
+    ("locustfile", "args", "message"),
+    [
+        ("session", ["--trace", "scenarios/data/mooncake-sample.jsonl"], "--trace sends each line as a request"),
+        ("agent", ["--arrival-rate", "5"], "--arrival-rate and --microburst start requests or sessions on a schedule"),
+    ],
+)
+def test_a_schedule_the_user_cannot_keep_is_refused(run_locust, fault_server, tmp_path, locustfile, args, message):
+    """Sessions start on an open loop's arrivals, but replay no request trace; an agent's steps keep no schedule."""
     proc = run_locust(
-        "-f",
-        "locustfiles/session.py",
-        "-H",
-        fault_server.url,
-        *SHORT,
-        "--results-dir",
-        str(tmp_path / "run"),
-        "--arrival-rate",
-        "5",
+        *("-f", f"locustfiles/{locustfile}.py", "-H", fault_server.url, *SHORT),
+        *("--results-dir", str(tmp_path / "run"), *args),
         timeout=60,
     )
-    refused(proc, "--trace and --arrival-rate send requests on a schedule")
+    refused(proc, message)
 
 
 @pytest.mark.parametrize(

@@ -10,8 +10,10 @@ import gevent
 import pytest
 
 from benchmarks.harness import read_rows, two_workers
+from tests.helpers import NO_CANARIES
 from vllm_stress.client.pacing import OpenLoopArrivals, arrivals_for
 from vllm_stress.master.schedulestart import clock_offset
+from vllm_stress.simulator.api.requestlog import read_request_log
 
 ARGS = ["--input-tokens", "32", "--output-tokens", "8", "--headless", "--only-summary", "-L", "WARNING"]
 OPEN_LOOP_LOG = ["-L", "INFO"]  # after ARGS: the workers log what their open loop did
@@ -150,7 +152,8 @@ def test_an_arrival_waiting_for_a_free_user_is_sent_late_and_says_how_late(clock
     arrivals.wait()
     warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert warnings == [
-        "Arrivals wait for free users (3.0 s late): the open loop needs more users (-u) than arrival rate x e2e latency"
+        "Arrivals wait for free users (3.0 s late): the open loop needs more users (-u) than arrival rate x the time "
+        "an arrival holds one (a request's e2e latency, a session's length)"
     ]  # once
     clock[0] = arrivals.started + 10.0
     assert arrivals.summary() == (
@@ -186,3 +189,42 @@ def test_a_clock_offset_is_estimated_from_one_round_trip():
     offset, round_trip = clock_offset(sent=100.0, received_there=105.01, sent_there=105.49, received=100.51)
     assert round_trip == pytest.approx(0.030)
     assert offset == pytest.approx(4.995) and abs(offset - 5.0) <= round_trip / 2
+
+
+def test_an_open_loop_of_sessions_starts_each_on_the_schedule(run_locust, simulator, tmp_path):
+    """--arrival-rate with the session user starts conversations, not requests, on the seeded schedule: the k-th
+    session's first turn reaches the server at the k-th arrival (less the lag it reported; at the 90th percentile
+    within 10 ms of one start, as a trace's requests), each later turn after the previous answer, with no schedule
+    lag of its own."""
+    log = tmp_path / "requests.jsonl"
+    sim = simulator("--profile", "cpu-tiny", "--request-log", str(log))
+    out = tmp_path / "run"
+    proc = run_locust(
+        *("-f", "locustfiles/session.py", "-H", sim.url, "-u", "20", "-r", "20", "-t", "8s"),
+        *("--arrival-rate", "3", "--arrival-seed", "5", "--turns", "3", "--think-time", "0.3", "--turn-tokens", "16"),
+        *("--results-dir", str(out), *NO_CANARIES, *ARGS),
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    sim.stop()  # its request log flushed
+    served = read_request_log(str(log))
+    rows = [row for row in read_rows(out / "requests.csv") if row["request_id"] in served]
+    firsts = [row for row in rows if row["turn"] == "1"]
+    assert len(firsts) >= 15 and all(row["schedule_lag_s"] for row in firsts)
+    assert not any(row["schedule_lag_s"] for row in rows if row["turn"] != "1")
+    schedule = OpenLoopArrivals(3, seed=5)
+    offsets = [schedule.take()[0] for _ in firsts]  # a session the stop cut before the server saw it came last
+    sent = sorted(served[row["request_id"]]["arrival"] - float(row["schedule_lag_s"]) for row in firsts)
+    start = statistics.median(at - offset for at, offset in zip(sent, offsets, strict=True))
+    deviations = sorted(abs(at - offset - start) for at, offset in zip(sent, offsets, strict=True))
+    print(f"{len(firsts)} sessions; |deviation| p50 {deviations[len(deviations) // 2] * 1000:.1f} ms")
+    assert deviations[int(0.9 * (len(deviations) - 1))] < 0.010, deviations
+    turns: dict[str, list[dict]] = {}
+    for row in rows:
+        turns.setdefault(row["session_id"], []).append(row)
+    later = 0
+    for session in turns.values():
+        session.sort(key=lambda row: int(row["turn"]))
+        for before, after in zip(session, session[1:], strict=False):
+            assert served[after["request_id"]]["arrival"] >= served[before["request_id"]]["end"]
+            later += 1
+    assert later >= len(firsts)

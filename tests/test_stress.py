@@ -8,11 +8,13 @@ import math
 from types import SimpleNamespace
 
 import numpy as np
+import pandas as pd
 import pytest
 import requests
 
 from benchmarks.harness import read_rows
 from tests.helpers import NO_CANARIES, analyse, run_json
+from vllm_stress.analysis.features.stress import arrival_cvs
 from vllm_stress.client.cancel import CancelAfter, Cancellations, cancellations_for, parse_after
 from vllm_stress.client.pacing import BurstClock, Microburst, OpenLoopArrivals, parse_microburst
 from vllm_stress.core.numbers import percent
@@ -412,3 +414,22 @@ def test_a_worker_with_no_share_of_the_bursts_waits_until_stopped():
     assert not waiting.dead
     waiting.kill()
     assert arrivals.burst is None
+
+
+def test_the_arrival_cv_is_over_the_scheduled_sends_when_there_are_some():
+    """An open loop of sessions: its first turns kept the schedule (a lag each), 1 s apart; their later turns, sent
+    after answers, are no arrivals. A closed loop's sends are all its arrivals."""
+    firsts = [0.0, 1.0, 2.0, 3.0, 4.0]
+    later = [0.4, 0.5, 1.7, 3.2]
+    rows = pd.DataFrame(
+        {
+            "users": 1,
+            "start_time": firsts + later,
+            "schedule_lag_s": [0.0] * len(firsts) + [np.nan] * len(later),
+        }
+    )
+    windows = pd.DataFrame({"users": [1], "start": [-1.0], "end": [10.0]})
+    assert arrival_cvs(rows, windows)[1] == 0.0  # evenly spaced arrivals
+    closed = arrival_cvs(rows.assign(schedule_lag_s=np.nan), windows)[1]
+    gaps = np.diff(np.sort(firsts + later))
+    assert closed == pytest.approx(gaps.std() / gaps.mean())

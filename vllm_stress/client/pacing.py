@@ -138,7 +138,7 @@ class OpenLoopArrivals(Schedule):
                 self.warned = True
                 log.warning(
                     "Arrivals wait for free users (%.1f s late): the open loop needs more users (-u) "
-                    "than arrival rate x e2e latency",
+                    "than arrival rate x the time an arrival holds one (a request's e2e latency, a session's length)",
                     behind,
                 )
         lag = sleep_until(arrival)

@@ -37,7 +37,7 @@ REQUEST_COLUMNS = [
     # workers
     "name",  # the user class's request name: chat, completions, generate, sdk-chat, chat-session, agent
     "schedule_lag_s",  # open loop (--arrival-rate, --trace): from the request's scheduled arrival to its send (no free
-    # user, or a late wake-up); empty in a closed loop
+    # user, or a late wake-up); empty in a closed loop and on a session's later turns (its first took the arrival)
     "cached_tokens",  # prompt tokens the server found in its prefix cache (usage.prompt_tokens_details; vLLM sends
     # it with --enable-prompt-tokens-details), empty when it did not say
     "request_id",  # the X-Request-Id header the request carried (vLLM's request id; the simulator's --request-log key)
@@ -188,8 +188,8 @@ RUN_KEYS = [
     # "slo", "canaries"}] (vllm_stress.core.classes), or null
     "canaries_in_figures",  # --canaries-in-figures: true when the correctness canaries count in the live figures,
     # so the analysis counts them in every figure too; false (or absent, before format 5): kept apart
-    "stress",  # {"arrival_rate" (req/s, null: closed loop), "burstiness" (the gamma shape of its gaps: 1 Poisson),
-    # "microburst" ({"requests", "within_ms", "every_s"}: --microburst, or null),
+    "stress",  # {"arrival_rate" (arrivals/s: requests, sessions for the session user; null: closed loop),
+    # "burstiness" (the gamma shape of its gaps: 1 Poisson), "microburst" ({"requests", "within_ms", "every_s"}: --microburst, or null),
     # "cancel_share", "cancel_after"} (vllm_stress.client.features.stress), or null when none is set
     "stopped",  # {"after_users" (the last level that ran), "reason" ("errors 7.2 % > 5.0 %")}: a --stop-on rule ended
     # the step ramp after that level (vllm_stress.core.stopon), or null

@@ -54,7 +54,7 @@ class AgentUser(chat.ChatUser):
 
     request_name = "agent"
     output_marker = b"\0"  # no event has it: every event is parsed, so the tool calls and the answer are read
-    closed_loop_only = True  # its steps follow answers and tool latencies, not --trace or --arrival-rate
+    arrival_starts = None  # a closed loop only: its steps follow answers and tool latencies, no schedule's
     cancellable = False  # --cancel-share cuts no step: a cut step would end its task as failed
     takes_images = False
     takes_canaries = False

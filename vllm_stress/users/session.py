@@ -19,6 +19,7 @@ from vllm_stress.client.affinity import echoes_cookie
 from vllm_stress.client.checks import StopTarget
 from vllm_stress.client.conversation import Conversation, TurnSizer, assistant_message, think_time, user_message
 from vllm_stress.client.exchange import Exchange
+from vllm_stress.client.pacing import OpenLoopArrivals
 from vllm_stress.client.pools import new_session
 from vllm_stress.client.prompts import RequestSpec, Tokenizer, Workload, sample_dataset
 from vllm_stress.client.sessiontrace import SessionDeck, capped_gap, deck_for, read_sessions
@@ -44,7 +45,7 @@ class ChatSessionUser(chat.ChatUser):
 
     request_name = "chat-session"
     output_marker = NEVER_IN_JSON
-    closed_loop_only = True  # its turns follow answers and think times, not --trace or --arrival-rate
+    arrival_starts = "session"  # an open loop's arrival starts a conversation; its turns follow answers and gaps
     replays_sessions = True  # --session-trace
 
     def on_start(self) -> None:
@@ -76,10 +77,12 @@ class ChatSessionUser(chat.ChatUser):
         if canary := canary_request(self):  # a question of its own between turns: the conversation waits for it
             send_request(self, canary, self.send)
             return
+        lag, burst = (None, None) if self.conversation else self.session_arrival()
         conversation = self.conversation = self.conversation or self.new_conversation()
         spec = self.next_turn(conversation, workload)
         self.answer = []
-        exchange = send_request(self, spec, self.send, session=(conversation.session_id, conversation.turn))
+        turn = (conversation.session_id, conversation.turn)
+        exchange = send_request(self, spec, self.send, lag, session=turn, burst=burst)
         if exchange.error:
             self.conversation = None  # no answer to carry on with: a new conversation
             return
@@ -90,6 +93,15 @@ class ChatSessionUser(chat.ChatUser):
             return
         sizer = _sizers.get(workload)
         conversation.next_target = sizer.history(exchange) if sizer else None
+
+    def session_arrival(self) -> tuple[float | None, int | None]:
+        """An open loop of sessions (--arrival-rate, --microburst): wait for the next arrival to start one; (how late
+        its first turn is sent, its microburst). A closed loop starts one at once: (None, None)."""
+        arrivals = self.target.arrivals
+        if not isinstance(arrivals, OpenLoopArrivals):  # no schedule (--trace is refused for sessions)
+            return None, None
+        lag = arrivals.wait()
+        return lag, arrivals.burst  # the arrival just taken (the same greenlet, no yield)
 
     def new_conversation(self) -> Conversation:
         options = self.environment.parsed_options

@@ -121,12 +121,16 @@ class Target:
         options = self.options
         self.arrivals = None
         validate(options)
-        if (options.trace or options.arrival_rate or options.microburst) and any(
-            getattr(cls, "closed_loop_only", False) for cls in self.environment.user_classes
-        ):
+        starts = {getattr(cls, "arrival_starts", "request") for cls in self.environment.user_classes}
+        if options.trace and starts != {"request"}:
             raise StopTarget(
-                "--trace and --arrival-rate send requests on a schedule (--microburst too); a session's turns follow its "
-                "answers and think times: run the session user as a closed loop"
+                "--trace sends each line as a request; a session's turns follow its answers: replay recorded "
+                "sessions with --session-trace"
+            )
+        if (options.arrival_rate or options.microburst) and None in starts:
+            raise StopTarget(
+                "--arrival-rate and --microburst start requests or sessions on a schedule; an agent's steps follow "
+                "its answers and tool latencies: run the agent user as a closed loop"
             )
         if options.images and not all(getattr(cls, "takes_images", False) for cls in self.environment.user_classes):
             raise StopTarget("--images: only the chat users (chat.py, sdk.py) send images")

@@ -26,8 +26,9 @@ FIELDS = {
     "server_generated_per_received": "output tokens the server generated in the window (vllm:generation_tokens "
     "gained) / output tokens the clients received in it: near 1 when the engine stops generating for a request the "
     "client cut, above when it goes on",
-    "arrival_cv": "the coefficient of variation of the gaps between the level's sends in the window (sd / mean): 1 "
-    "for Poisson arrivals, 1/sqrt(B) for gamma arrivals of burstiness B",
+    "arrival_cv": "the coefficient of variation of the gaps between the level's arrivals in the window (sd / mean): "
+    "1 for Poisson arrivals, 1/sqrt(B) for gamma arrivals of burstiness B; an open loop's arrivals are its scheduled "
+    "sends (a session's first turn in an open loop of sessions), a closed loop's all its sends",
 }
 
 
@@ -54,11 +55,15 @@ def level_fields(level: LevelInput) -> pd.DataFrame:
 
 
 def arrival_cvs(rows: pd.DataFrame, windows: pd.DataFrame) -> pd.Series:
-    """Per level: the CV of the gaps between the sends (start_time) of its requests inside its window (NaN with
-    fewer than three)."""
+    """Per level: the CV of the gaps between the arrivals (start_time) inside its window (NaN with fewer than three):
+    the sends that kept a schedule (a schedule lag: every request of an open loop, the first turn of each session of
+    an open loop of sessions), or every send in a closed loop."""
+    scheduled = rows["schedule_lag_s"].notna()
+    arrivals = rows[scheduled] if scheduled.any() else rows
     cvs = {}
     for users, start, end in zip(windows["users"], windows["start"], windows["end"], strict=True):
-        sends = np.sort(rows.loc[(rows["users"] == users) & in_window(rows["start_time"], start, end), "start_time"])
+        level = arrivals[(arrivals["users"] == users) & in_window(arrivals["start_time"], start, end)]
+        sends = np.sort(level["start_time"])
         gaps = np.diff(sends)
         cvs[users] = float(gaps.std() / gaps.mean()) if len(gaps) >= 2 and gaps.mean() > 0 else np.nan
     return pd.Series(cvs, dtype=float)
@@ -150,7 +155,7 @@ def blocks(label: str, config: Config, configs: Mapping[str, Config]) -> list[Bl
         return []
     expected = 1 / np.sqrt(asked["burstiness"]) if asked.get("arrival_rate") else None
     arrivals = (
-        f"Open loop at {asked['arrival_rate']:g} req/s, burstiness {asked['burstiness']:g}: the gaps' coefficient "
+        f"Open loop at {asked['arrival_rate']:g} arrivals/s, burstiness {asked['burstiness']:g}: the gaps' coefficient "
         f"of variation should be {expected:.2f}{', microbursts aside' if asked.get('microburst') else ''}."
         if expected is not None
         else "Open loop of microbursts alone: the arrival CV is the bursts' rhythm."

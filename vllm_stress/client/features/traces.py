@@ -16,7 +16,8 @@ def add_arguments(group: OptionGroup) -> None:
         type=float,
         default=0.0,
         help="Open loop: send requests at this total rate (req/s, Poisson arrivals, split over "
-        "--expect-workers workers); the users are only the pool that carries them (0: closed loop)",
+        "--expect-workers workers; the session user starts sessions at it); the users are only the pool that "
+        "carries them (0: closed loop)",
     )
     group.add_argument(
         "--trace",

@@ -1,6 +1,6 @@
 """A long-context level on the simulator (scenarios/configs/long-context-128k.conf): 128,000-token prompts, exact by
 the server's usage, and the prefill the server reports against what the profile's constants give for it
-(docs/concepts/long-context.md)."""
+(docs/concepts/long-context.md); a chunked prefill in the server's engine steps."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import math
 import pandas as pd
 import pytest
 
+from tests.helpers import NO_CANARIES, analyse
 from vllm_stress.simulator.model.profiles import load_profile
 
 PROMPT_TOKENS = 128_000
@@ -47,3 +48,21 @@ def test_a_128k_level_prefills_at_the_rate_the_profile_gives(scenarios, tmp_path
     report = (out / "report" / "report.md").read_text()
     assert "## Long prompts: prefill (long-context-128k)" in report and "| Prefill tok/s per request |" in report
     assert "the server prefilled at most" in report
+
+
+def test_engine_steps_show_a_chunked_prefill(run_locust, simulator, tmp_path):
+    """One user, 2,048-token prompts, 2-token answers, a step budget of 256: each request is 8 prefill steps of 256
+    tokens and one decode step, so the level's steps average 2,049 / 9 = 228 tokens (1,025 unchunked), as the
+    server's own vllm:iteration_tokens_total counts them."""
+    sim = simulator("--profile", "cpu-tiny", "--max-num-batched-tokens", "256")
+    out = tmp_path / "run"
+    proc = run_locust(
+        *("-f", "locustfiles/chat.py,scenarios/shape.py", "-H", sim.url, "--levels", "1", "--step-time", "6"),
+        *("--warmup", "1", "--input-tokens", "2048", "--output-tokens", "2", "--server-metrics-interval", "0.5"),
+        *("--headless", "--only-summary", "--results-dir", str(out), *NO_CANARIES),
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    [level] = analyse(out, tmp_path / "report")["levels"]
+    print(f"{level['engine_steps_per_s']:.1f} steps/s of {level['step_tokens_mean']:.1f} tokens")
+    assert level["step_tokens_mean"] == pytest.approx(2049 / 9, rel=0.05)
+    assert level["engine_steps_per_s"] == pytest.approx(9 * level["requests_per_s"], rel=0.15)

@@ -10,6 +10,7 @@ from vllm_stress.core.schema import (
     ANSWER_COLUMNS,
     ANSWERS_FILE,
     CLIENT_HEALTH_FILE,
+    ENGINE_STEP_COUNTERS,
     EXTERNAL_PREFIX_COUNTERS,
     FORMAT_KEY,
     GPU_METRICS_COLUMNS,
@@ -128,6 +129,7 @@ FORMATS = (
             Addition(RUN_FILE, ("profile",)),
             Addition(SERVER_METRICS_FILE, PREFILL_COLUMNS, "the server's prefill time of long contexts"),
             Addition(RUN_FILE, ("prefix_cache_resets",)),
+            Addition(SERVER_METRICS_FILE, ENGINE_STEP_COUNTERS, "engine steps"),
         ),
     ),
 )

@@ -234,7 +234,10 @@ SERVER_COUNTERS = {  # column -> scraped sample: cumulative since the server sta
     "spec_drafts": "vllm:spec_decode_num_drafts_total",  # speculative decoding (only when on): drafts verified
     "spec_draft_tokens": "vllm:spec_decode_num_draft_tokens_total",  # their draft tokens
     "spec_accepted_tokens": "vllm:spec_decode_num_accepted_tokens_total",  # of those, the accepted ones
+    "engine_steps": "vllm:iteration_tokens_total_count",  # engine steps (vLLM's histogram of tokens per step)
+    "step_tokens": "vllm:iteration_tokens_total_sum",  # the tokens those steps scheduled: prompt chunks and decodes
 }
+ENGINE_STEP_COUNTERS = ("engine_steps", "step_tokens")
 SPEC_DECODE_COUNTERS = ("spec_drafts", "spec_draft_tokens", "spec_accepted_tokens")
 EXTERNAL_PREFIX_COUNTERS = ("external_prefix_cache_queries", "external_prefix_cache_hits")
 # samples a vLLM server exports only with a feature on: their absence is no warning

@@ -1,5 +1,6 @@
 """Long contexts in the analysis: each level's prefill, as the server's throughput (prompt tokens it computed per
-second) and as the speed one request's prefill ran at (the server's own prefill time), with a column group of the
+second) and as the speed one request's prefill ran at (the server's own prefill time), its engine steps (how many a
+second and the tokens each scheduled: a chunked prefill fills them to the step's budget), with a column group of the
 per-level table and a section when the prompts were long (docs/concepts/long-context.md)."""
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from vllm_stress.analysis.features import Column, Config, LevelInput
-from vllm_stress.analysis.measures import per_window, records, token_times
+from vllm_stress.analysis.measures import counter_gains, per_window, records, token_times
 from vllm_stress.analysis.report.render import Block, Heading, Paragraph, Table
 from vllm_stress.core.bound import histogram_mean
 from vllm_stress.core.metrics import in_window
@@ -25,6 +26,11 @@ FIELDS = {
     "inside the window",
     "prefill_tokens_per_s_per_request": "the speed one request's prefill ran at: the measured requests' mean "
     "computed prompt tokens / server_prefill_mean_s; at one user, the engine's prefill rate",
+    "engine_steps_per_s": "engine steps the server ran in the window (vllm:iteration_tokens_total's count gained) "
+    "per second of it",
+    "step_tokens_mean": "tokens an engine step scheduled, the mean over the window's steps (vllm:iteration_tokens_total"
+    ": its sum gained / its count gained): a decode step schedules one per running request, a chunk of a long "
+    "prompt's prefill up to the step's budget (max_num_batched_tokens)",
 }
 LONG_PROMPT_TOKENS = 16384  # a level whose mean prompt reaches this is a long-context level: the report shows its
 # prefill (docs/concepts/long-context.md)
@@ -34,7 +40,9 @@ NOTE = (
     "mean computed prompt of the measured requests over the server's mean time in prefill "
     "(vllm:request_prefill_time_seconds, first scheduled to first token). At one user they differ only by the "
     "decode time between prefills; with more, prefills share steps with each other and with decodes, and the "
-    "throughput grows while each request's speed falls (docs/concepts/long-context.md)."
+    "throughput grows while each request's speed falls. The engine's steps (vllm:iteration_tokens_total) show the "
+    "chunking: a step schedules one token per running decode and a chunk of a prefill up to its budget, so tokens "
+    "per step near max_num_batched_tokens are steps of chunked prefill (docs/concepts/long-context.md)."
 )
 
 
@@ -52,6 +60,12 @@ def level_fields(level: LevelInput) -> pd.DataFrame:
     )
     per_request = computed.groupby(measured["users"]).mean().reindex(index)
     fields["prefill_tokens_per_s_per_request"] = per_request / fields["server_prefill_mean_s"]
+    server, windows = level.run.tables.get("server"), level.windows
+    steps = counter_gains(server, windows, "engine_steps")
+    window_s = (windows["end"] - windows["start"]).to_numpy(float)
+    fields["engine_steps_per_s"] = pd.Series(steps / window_s, index=windows["users"]).reindex(index)
+    tokens_per_step = counter_gains(server, windows, "step_tokens") / np.where(steps > 0, steps, np.nan)
+    fields["step_tokens_mean"] = pd.Series(tokens_per_step, index=windows["users"]).reindex(index)
     return fields
 
 
@@ -107,9 +121,12 @@ def blocks(label: str, config: Config, configs: Mapping[str, Config]) -> list[Bl
             count(level.get("prefill_tokens_per_s")),
             seconds(level.get("server_prefill_mean_s")),
             count(level.get("prefill_tokens_per_s_per_request")),
+            count(level.get("engine_steps_per_s"), 1),
+            count(level.get("step_tokens_mean")),
             seconds(level.get("ttft_p50_s")),
         ]
         for level in config["levels"]
     ]
-    header = ["Users", "Prompt tokens", "Prefill tok/s", "Server prefill mean", "Prefill tok/s per request", "TTFT p50"]
+    header = ["Users", "Prompt tokens", "Prefill tok/s", "Server prefill mean", "Prefill tok/s per request"]
+    header += ["Engine steps/s", "Tokens per step", "TTFT p50"]
     return [Heading(f"Long prompts: prefill ({label})"), Paragraph(NOTE), Table(header, rows)]

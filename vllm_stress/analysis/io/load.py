@@ -17,6 +17,7 @@ from vllm_stress.core import fleet
 from vllm_stress.core.formats import FORMAT_VERSION, FORMATS, FormatError, added_after, format_of
 from vllm_stress.core.schema import (
     CLIENT_HEALTH_FILE,
+    ENGINE_STEP_COUNTERS,
     EXTERNAL_PREFIX_COUNTERS,
     FORMAT_KEY,
     GPU_METRICS_FILE,
@@ -74,6 +75,7 @@ OPTIONAL_TABLES = {
             *SPEC_DECODE_COUNTERS,
             "prefill_count",
             "prefill_sum_s",
+            *ENGINE_STEP_COUNTERS,
         ],
     ),
     "client_health": (

@@ -5,6 +5,7 @@ checked on what the server recorded: its request log (lengths, gaps) and its pre
 import argparse
 import gzip
 import json
+import random
 import shutil
 
 import pandas as pd
@@ -16,7 +17,14 @@ from vllm_stress.analysis.cli import main as analyse
 from vllm_stress.analysis.features.sessions import session_ends
 from vllm_stress.analysis.measures import classify
 from vllm_stress.client.checks import StopTarget, check_session_trace
-from vllm_stress.client.sessiontrace import SessionDeck, capped_gap, deck_for, read_sessions
+from vllm_stress.client.sessiontrace import (
+    SessionDeck,
+    capped_gap,
+    deck_for,
+    parse_start_share,
+    read_sessions,
+    start_turn,
+)
 from vllm_stress.core.csvrows import read_rows
 from vllm_stress.simulator.api.requestlog import read_request_log
 
@@ -85,11 +93,17 @@ def test_a_bad_line_is_one_line_naming_the_file_and_line(tmp_path):
 def test_the_options_are_checked_before_the_run(tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"session_id": 1, "input_length": 9, "output_length": 2}\nnot json\n')
-    options = argparse.Namespace(trace="", trace_block_size=64, idle_gap_cap=None, session_trace=str(bad))
+    options = argparse.Namespace(
+        trace="", trace_block_size=64, idle_gap_cap=None, session_trace=str(bad), session_start=""
+    )
     with pytest.raises(StopTarget, match=r"^--session-trace: .*bad\.jsonl:2: not a session-trace line"):
         check_session_trace(options)
     with pytest.raises(StopTarget, match="--idle-gap-cap must be at least 0 seconds, got -1"):
         check_session_trace(argparse.Namespace(**vars(options) | {"idle_gap_cap": -1.0}))
+    with pytest.raises(StopTarget, match=r"^--session-start '0\.9,0\.1': 0 <= MIN <= MAX <= 1$"):
+        check_session_trace(argparse.Namespace(**vars(options) | {"session_start": "0.9,0.1"}))
+    with pytest.raises(StopTarget, match="--session-start: only with --session-trace"):
+        check_session_trace(argparse.Namespace(**vars(options) | {"session_trace": "", "session_start": "0.5"}))
     check_session_trace(argparse.Namespace(**vars(options) | {"session_trace": str(SAMPLE), "idle_gap_cap": 0.0}))
 
 
@@ -114,25 +128,40 @@ def test_the_gap_cap_bounds_a_gap_and_the_deck_replays_in_passes():
     assert deck_for(fresh, sessions, 0).salt_of(0) != deck_for(fresh, sessions, 0).salt_of(0)  # a new one per run
 
 
-def test_sessions_are_completed_truncated_or_failed_by_their_last_turn():
+def test_sessions_are_completed_truncated_failed_or_joined():
     rows = pd.DataFrame(
-        {  # a completed in 2 turns; b cut mid-turn; c caught between turns by the stop; d ended by a failure
-            "session_id": ["a", "a", "b", "b", "c", "d"],
-            "turn": [1, 2, 1, 2, 1, 1],
-            "session_turns": [2, 2, 3, 3, 2, 2],
-            "ok": [True, True, True, False, True, False],
-            "error": ["", "", "", "Aborted", "", "HTTP 500"],
-            "count_mismatch": [False] * 6,
-            "finish_reason": ["length"] * 6,
-            "start_time": [0.0, 2.0, 0.0, 1.0, 0.0, 0.0],
-            "end_time": [1.0, 3.5, 0.5, 9.0, 1.0, 0.2],
-            "users": [2] * 6,
+        {  # a completed in 2 turns; b cut mid-turn; c caught between turns by the stop; d ended by a failure; e joined
+            # at turn 2 of 3 (--session-start) and answered to its end
+            "session_id": ["a", "a", "b", "b", "c", "d", "e", "e"],
+            "turn": [1, 2, 1, 2, 1, 1, 2, 3],
+            "session_turns": [2, 2, 3, 3, 2, 2, 3, 3],
+            "ok": [True, True, True, False, True, False, True, True],
+            "error": ["", "", "", "Aborted", "", "HTTP 500", "", ""],
+            "count_mismatch": [False] * 8,
+            "finish_reason": ["length"] * 8,
+            "start_time": [0.0, 2.0, 0.0, 1.0, 0.0, 0.0, 0.0, 2.0],
+            "end_time": [1.0, 3.5, 0.5, 9.0, 1.0, 0.2, 1.0, 3.0],
+            "users": [2] * 8,
         }
     )
-    ends = session_ends(classify(rows)).set_index(pd.Index(["a", "b", "c", "d"]))
-    assert ends["completed"].tolist() == [True, False, False, False]
-    assert ends["truncated"].tolist() == [False, True, True, False]
-    assert ends["answered"].tolist() == [2, 1, 1, 0] and ends.loc["a", "latency_s"] == 3.5
+    ends = session_ends(classify(rows)).set_index(pd.Index(["a", "b", "c", "d", "e"]))
+    assert ends["completed"].tolist() == [True, False, False, False, False]
+    assert ends["truncated"].tolist() == [False, True, True, False, False]
+    assert ends["joined"].tolist() == [False, False, False, False, True]
+    assert ends["answered"].tolist() == [2, 1, 1, 0, 2] and ends.loc["a", "latency_s"] == 3.5
+
+
+def test_a_start_share_is_parsed_and_a_joined_session_keeps_its_last_turn():
+    assert parse_start_share("") is None and parse_start_share("0.5") == (0.5, 0.5)
+    assert parse_start_share("0.25,0.75") == (0.25, 0.75)
+    for bad in ("0.8,0.2", "1.5", "half"):
+        with pytest.raises(ValueError, match="--session-start"):
+            parse_start_share(bad)
+    session = read_sessions(str(SAMPLE))[0]  # 4 turns
+    rng = random.Random(0)
+    assert {start_turn(session, (0.5, 0.5), rng) for _ in range(20)} == {2}
+    assert {start_turn(session, (1.0, 1.0), rng) for _ in range(20)} == {3}  # its last turn is still sent
+    assert {start_turn(session, (0.0, 0.75), rng) for _ in range(200)} == {0, 1, 2}
 
 
 def test_recorded_sessions_replay_against_the_simulator(simulator, run_locust, tmp_path):
@@ -210,3 +239,34 @@ def test_bailian_sessions_replay_with_their_16_token_blocks(simulator, run_locus
         turn = recorded[row["session_id"].split("/")[0]][int(row["turn"]) - 1]
         repeated = 16 * turn.reused_blocks
         assert repeated - 32 <= int(row["cached_tokens"]) <= repeated + 16, (row["cached_tokens"], turn)
+
+
+def test_each_users_first_session_joins_at_the_drawn_turn(simulator, run_locust, tmp_path):
+    """--session-start 0.5: each user's first session begins at its middle turn, sent whole (the server counts the
+    recorded prompt); the report counts it joined, apart from the sessions replayed from their first turn."""
+    log = tmp_path / "server.jsonl"
+    sim = simulator("--request-log", str(log))
+    out = tmp_path / "run"
+    proc = run_locust(
+        *("-f", "locustfiles/session.py", "-H", sim.url, "-u", "3", "-r", "3", "-t", "6s", "--session-start", "0.5"),
+        *("--session-trace", str(SAMPLE), "--trace-block-size", str(BLOCK), "--idle-gap-cap", "0.1"),
+        *("--results-dir", str(out), "--headless", "--only-summary", "-L", "WARNING", *NO_CANARIES),
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    sim.stop()  # its request log flushed
+    served = read_request_log(str(log))
+    recorded = {session.session_id: session.turns for session in read_sessions(str(SAMPLE))}
+    first_turns: dict[str, int] = {}
+    for row in read_rows(out / "requests.csv"):
+        first_turns[row["session_id"]] = min(first_turns.get(row["session_id"], 99), int(row["turn"]))
+        if row["ok"] == "1":
+            turn = recorded[row["session_id"].split("/")[0]][int(row["turn"]) - 1]
+            assert served[row["request_id"]]["prompt_tokens"] == turn.input_tokens
+    joined = {session: turn for session, turn in first_turns.items() if turn > 1}
+    assert len(joined) == 3  # the three users' first sessions
+    for session, turn in joined.items():
+        assert turn == len(recorded[session.split("/")[0]]) // 2 + 1
+    assert any(turn == 1 for turn in first_turns.values())  # the sessions after them start at their first turn
+    assert analyse([str(out), "--out", str(out / "report")]) == 0
+    levels = json.loads((out / "report" / "summary.json").read_text())["levels"]
+    assert sum(level["sessions_joined"] for level in levels) == 3

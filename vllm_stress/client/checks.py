@@ -9,7 +9,7 @@ from vllm_stress.client.classes import declared
 from vllm_stress.client.images import parse_size
 from vllm_stress.client.pacing import parse_microburst
 from vllm_stress.client.prompts import load_dataset
-from vllm_stress.client.sessiontrace import read_sessions
+from vllm_stress.client.sessiontrace import parse_start_share, read_sessions
 from vllm_stress.client.trace import read_trace
 from vllm_stress.core.slo import parse_items
 
@@ -127,12 +127,18 @@ def check_profile(options: argparse.Namespace) -> None:
 
 
 def check_session_trace(options: argparse.Namespace) -> None:
-    """--session-trace: a readable file, whole blocks and a cap of at least 0."""
+    """--session-trace: a readable file, whole blocks, a cap of at least 0 and a start share in [0, 1]."""
     if options.trace_block_size is not None and options.trace_block_size < 1:
         raise StopTarget(f"--trace-block-size must be at least 1, got {options.trace_block_size}")
     if options.idle_gap_cap is not None and options.idle_gap_cap < 0:
         raise StopTarget(f"--idle-gap-cap must be at least 0 seconds, got {options.idle_gap_cap:g}")
+    try:
+        start = parse_start_share(options.session_start)
+    except ValueError as e:
+        raise StopTarget(str(e)) from None
     if not options.session_trace:
+        if start:
+            raise StopTarget("--session-start: only with --session-trace (where a session's turns are recorded)")
         return
     if options.trace:
         raise StopTarget("--trace and --session-trace both give the requests: give one")

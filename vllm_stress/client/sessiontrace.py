@@ -113,6 +113,27 @@ def recorded_gap(previous: dict, item: dict) -> float:
     return 0.0
 
 
+def parse_start_share(text: str) -> tuple[float, float] | None:
+    """``--session-start MIN,MAX`` (one number: both) as (MIN, MAX), None for ""; ValueError for anything but
+    0 <= MIN <= MAX <= 1."""
+    if not text:
+        return None
+    try:
+        low, _, high = text.partition(",")
+        share = (float(low), float(high or low))
+    except ValueError:
+        raise ValueError(f"--session-start {text!r}: MIN,MAX shares of a session's turns, e.g. 0.25,0.75") from None
+    if not 0 <= share[0] <= share[1] <= 1:
+        raise ValueError(f"--session-start {text!r}: 0 <= MIN <= MAX <= 1")
+    return share
+
+
+def start_turn(session: RecordedSession, share: tuple[float, float], rng: random.Random) -> int:
+    """The turns of ``session`` a joining user skips: a share drawn from ``share`` of them, rounded down, at most
+    all but the last."""
+    return min(int(rng.uniform(*share) * len(session.turns)), len(session.turns) - 1)
+
+
 def capped_gap(gap_s: float, cap_s: float | None) -> float:
     """The idle time a replay keeps: the recorded gap, at most ``--idle-gap-cap`` seconds (None: uncapped)."""
     return gap_s if cap_s is None else min(gap_s, max(cap_s, 0.0))

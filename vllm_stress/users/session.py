@@ -22,7 +22,14 @@ from vllm_stress.client.exchange import Exchange
 from vllm_stress.client.pacing import OpenLoopArrivals
 from vllm_stress.client.pools import new_session
 from vllm_stress.client.prompts import RequestSpec, Tokenizer, Workload, sample_dataset
-from vllm_stress.client.sessiontrace import SessionDeck, capped_gap, deck_for, read_sessions
+from vllm_stress.client.sessiontrace import (
+    SessionDeck,
+    capped_gap,
+    deck_for,
+    parse_start_share,
+    read_sessions,
+    start_turn,
+)
 from vllm_stress.client.sharegpt import is_sharegpt, read_conversations
 from vllm_stress.client.trace import TraceLine
 from vllm_stress.users import chat  # the module, not the class: Locust would run every User class in this file
@@ -58,6 +65,7 @@ class ChatSessionUser(chat.ChatUser):
         self.conversation: Conversation | None = None
         self.conversations = itertools.count(1)
         self.answer: list[str] = []
+        self.joins = parse_start_share(options.session_start)  # --session-start: its first session joins mid-way
 
     def wait_time(self) -> float:
         """Think time inside a conversation (a recorded session's gap before its next turn, capped); a new
@@ -109,7 +117,10 @@ class ChatSessionUser(chat.ChatUser):
         if deck:  # --session-trace: the next recorded session, its id with its pass through the deck
             recorded, replay = deck.deal()
             session_id = self.pin(f"{recorded.session_id}/{replay}")
-            return Conversation(session_id, len(recorded.turns), None, recorded, deck.salt_of(replay))
+            conversation = Conversation(session_id, len(recorded.turns), None, recorded, deck.salt_of(replay))
+            if self.joins:  # the user's first session: its turns before the drawn one are not sent
+                conversation.turn, self.joins = start_turn(recorded, self.joins, self.rng), None
+            return conversation
         session_id = self.pin(f"{self.target.recorder.worker_id}-{self.number}-{next(self.conversations)}")
         conversations = dataset_conversations(options.dataset, options.num_prompts) if options.dataset else None
         texts = self.rng.choice(conversations) if conversations else None

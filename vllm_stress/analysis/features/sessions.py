@@ -4,7 +4,8 @@ reuse beside the server's prefix-cache hit rate (docs/guides/sessions-and-traces
 
 A session counts at the level its last turn was sent at. A completed session (every recorded turn answered) and one
 a failed turn ended count when that turn ended in the level's window (``levels.ended_in_windows``); a session the
-run's stop truncated (its last turn cut, or caught between turns) counts apart, whenever it ended. The per-turn and
+run's stop truncated (its last turn cut, or caught between turns) counts apart, whenever it ended, and so does one a
+user joined past its first turn (--session-start), whose latency is not the session's. The per-turn and
 per-session tables of every session run are the traces module's."""
 
 from __future__ import annotations
@@ -30,7 +31,10 @@ FIELDS = {
     "sessions_truncated": "--session-trace: sessions of the level the run's stop cut short (its last turn aborted, "
     "or the stop came between turns): neither completed nor failed",
     "sessions_failed": "--session-trace: sessions of the level a failed or cancelled turn ended",
-    "ttft_first_turn_p50_s": "--session-trace: TTFT p50 of the measured first turns (nothing of the session cached)",
+    "sessions_joined": "--session-trace with --session-start: sessions of the level a user began past their first "
+    "turn (its first session): in no session latency nor sessions/s",
+    "ttft_first_turn_p50_s": "--session-trace: TTFT p50 of the measured first turns a session sent (nothing of it "
+    "cached: its turn 1, or the turn a user joined it at)",
     "ttft_later_turns_p50_s": "--session-trace: TTFT p50 of the measured later turns (their history may be cached)",
     "trace_block_reuse": "--session-trace: of the blocks of the turns that ended in the window, the share an earlier "
     "turn of the same recorded session had (the trace's own reuse, what a prefix cache could serve at best within "
@@ -41,7 +45,8 @@ NOTE = (
     "users are its concurrent sessions. Trace reuse is the share of the turns' blocks an earlier turn of the same "
     "recorded session had; the server's hit rate (vllm:prefix_cache_hits / queries in the window) also counts blocks "
     "shared across sessions (a common system prompt) and misses what its cache evicted. Truncated sessions were cut "
-    "by the run's stop: counted apart, not as failures."
+    "by the run's stop, joined ones begun past their first turn (--session-start): both counted apart, neither "
+    "failures nor in the session latency."
 )
 
 
@@ -57,7 +62,7 @@ def level_fields(level: LevelInput) -> pd.DataFrame:
     window_s = by_users["end"] - by_users["start"]
     for users in index:
         at = sessions[sessions["users"] == users]
-        counted = at[ended[at.index] | at["truncated"]]
+        counted = at[ended[at.index] | at["truncated"] | at["joined"]]
         done = counted[counted["completed"]]
         latency = done["latency_s"].to_numpy(float)
         span = float(window_s.get(users, np.nan))
@@ -66,7 +71,9 @@ def level_fields(level: LevelInput) -> pd.DataFrame:
         fields.loc[users, "session_latency_p99_s"] = percentile(latency, 99)
         fields.loc[users, "turns_per_session"] = counted["answered"].mean() if len(counted) else np.nan
         fields.loc[users, "sessions_truncated"] = int(counted["truncated"].sum())
-        fields.loc[users, "sessions_failed"] = int((~counted["completed"] & ~counted["truncated"]).sum())
+        failed = ~counted["completed"] & ~counted["truncated"] & ~counted["joined"]
+        fields.loc[users, "sessions_failed"] = int(failed.sum())
+        fields.loc[users, "sessions_joined"] = int(counted["joined"].sum())
     fields["ttft_first_turn_p50_s"], fields["ttft_later_turns_p50_s"] = first_and_later_ttft(level, index)
     told = level.ended[level.ended["session_turns"].notna()].groupby("users")
     fields["trace_block_reuse"] = (told["trace_reused_blocks"].sum() / told["trace_blocks"].sum()).reindex(index)
@@ -75,14 +82,16 @@ def level_fields(level: LevelInput) -> pd.DataFrame:
 
 def session_ends(rows: pd.DataFrame) -> pd.DataFrame:
     """One row per replayed session (classified rows): its last row's index and level, its latency, turns answered,
-    and whether it completed or the run's stop truncated it."""
+    and whether it completed, the run's stop truncated it or a user joined it past its first turn (none of the
+    others then)."""
     ordered = rows.sort_values(["session_id", "turn"])
     by_session = ordered.groupby("session_id", sort=False)
     last = by_session.tail(1).set_index("session_id")
     answered = by_session["ok"].sum()
     recorded = last["session_turns"].astype(int)
-    completed = last["ok"] & (last["turn"] == recorded)
-    truncated = last["aborted"] | (last["ok"] & (last["turn"] < recorded))
+    joined = by_session["turn"].min() > 1
+    completed = last["ok"] & (last["turn"] == recorded) & ~joined
+    truncated = (last["aborted"] | (last["ok"] & (last["turn"] < recorded))) & ~joined
     return pd.DataFrame(
         {
             "last": by_session.tail(1).index.to_numpy(),
@@ -91,14 +100,16 @@ def session_ends(rows: pd.DataFrame) -> pd.DataFrame:
             "answered": answered,
             "completed": completed,
             "truncated": truncated,
+            "joined": joined,
         }
     ).reset_index(drop=True)
 
 
 def first_and_later_ttft(level: LevelInput, index: pd.Index) -> tuple[pd.Series, pd.Series]:
-    """Per level: the TTFT p50 of the measured first turns and of the later ones of recorded sessions."""
+    """Per level: the TTFT p50 of the measured first turns a session sent and of its later ones."""
     measured = level.measured[level.measured["session_turns"].notna()]
-    first = measured["turn"] == 1
+    first_sent = level.rows.groupby("session_id")["turn"].min()
+    first = measured["turn"] == measured["session_id"].map(first_sent)
 
     def p50(rows: pd.DataFrame) -> pd.Series:
         by_level = rows.groupby("users")["ttft_s"].apply(lambda ttft: percentile(ttft.to_numpy(float), 50))
@@ -116,7 +127,7 @@ def blocks(label: str, config: Config, configs: Mapping[str, Config]) -> list[Bl
     """The per-level table of the recorded sessions."""
     levels = [level for level in config["levels"] if level.get("turns_per_session") is not None]
     headers = ["Users", "Sessions/s", "Latency p50", "Latency p99", "Turns/session", "TTFT turn 1 p50"]
-    headers += ["TTFT later p50", "Truncated", "Failed", "Trace reuse", "Server prefix hits"]
+    headers += ["TTFT later p50", "Truncated", "Failed", "Joined", "Trace reuse", "Server prefix hits"]
     rows = [
         [
             str(level["users"]),
@@ -128,6 +139,7 @@ def blocks(label: str, config: Config, configs: Mapping[str, Config]) -> list[Bl
             seconds(level["ttft_later_turns_p50_s"]),
             count(level["sessions_truncated"]),
             count(level["sessions_failed"]),
+            count(level.get("sessions_joined")),
             percent(level["trace_block_reuse"]),
             percent(level.get("server_prefix_hit_rate")),
         ]

@@ -69,8 +69,17 @@ def add_arguments(group: OptionGroup) -> None:
         default="",
         form=PATH,
         help="Session user: replay the recorded sessions of this session-trace JSONL file (.gz: gzip; session_id, "
-        "input_length, output_length, hash_ids, delay or timestamp ms a line), one after another, in place of "
-        "--turns, --input-tokens and --think-time (docs/guides/sessions-and-traces.md)",
+        "input_length, output_length, hash_ids, delay or timestamp ms a line; or Bailian's chat_id lines), one "
+        "after another, in place of --turns, --input-tokens and --think-time (docs/guides/sessions-and-traces.md)",
+    )
+    group.add_argument(
+        "--session-start",
+        default="",
+        metavar="MIN,MAX",
+        help="With --session-trace: each user's first session begins at a turn drawn from this share of its turns "
+        "(e.g. 0.25,0.75, as AIPerf's trajectory start ratios), so a level's conversations are at mixed depths from "
+        "the start; that turn is sent whole, its history in its prompt, and the session counts as joined, in no "
+        "session latency (default: every session from its first turn)",
     )
     group.add_argument(
         "--idle-gap-cap",

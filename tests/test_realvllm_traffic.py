@@ -14,6 +14,7 @@ import requests
 
 from benchmarks.harness import read_rows, scrape
 from tests.helpers import NO_CANARIES, REPO, Server
+from vllm_stress.client.sessiontrace import read_sessions
 from vllm_stress.client.structured import CUT, INVALID, VALID, JsonSchema, judge
 from vllm_stress.client.toolcalls import ToolCallReader
 
@@ -222,3 +223,34 @@ def test_a_required_tool_choice_streams_calls_the_agent_reader_joins(real_vllm_t
     assert all(call.arguments for call in finished)
     assert all(call.problem() in ("", "ToolCallInvalidJSON") for call in calls)
     assert reasons[-1] in ("tool_calls", "length")
+
+
+BAILIAN = REPO / "scenarios" / "data" / "bailian-sample.jsonl"
+
+
+def test_recorded_bailian_sessions_find_their_history_in_vllms_cache(real_vllm_traffic: Server, run_locust, tmp_path):
+    """The Bailian sample replayed as sessions (16-token trace blocks, the format's own): every turn's prompt is its
+    recorded length by vLLM's usage, and each later turn finds its parent's prompt in vLLM's prefix cache, in whole
+    blocks of the server's 128 tokens (the CPU build's default): at most that prompt, at least its whole blocks
+    less the template's closing tokens; the rows' cached tokens are vLLM's own counter's gain."""
+    before = scrape(real_vllm_traffic.url)
+    out = tmp_path / "run"
+    proc = run_locust(
+        *("-f", "locustfiles/session.py", "-H", real_vllm_traffic.url, "-u", "2", "-r", "2", "-t", "8s"),
+        *("--session-trace", str(BAILIAN), "--idle-gap-cap", "0.1", "--stop-timeout", "30"),
+        *("--results-dir", str(out), "--headless", "--only-summary", "-L", "WARNING", *NO_CANARIES),
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    after = scrape(real_vllm_traffic.url)
+    recorded = {session.session_id: session.turns for session in read_sessions(str(BAILIAN))}
+    ok = [row for row in read_rows(out / "requests.csv") if row["ok"] == "1"]
+    later = [row for row in ok if row["turn"] != "1"]
+    assert len(later) >= 3, len(ok)
+    for row in ok:
+        turn = recorded[row["session_id"].split("/")[0]][int(row["turn"]) - 1]
+        assert int(row["prompt_tokens"]) == turn.input_tokens and row["count_mismatch"] == "0", row
+    for row in later:  # the parent's prompt is the head of this one, all but the template's closing tokens
+        parent = recorded[row["session_id"].split("/")[0]][int(row["turn"]) - 2].input_tokens
+        assert (parent - 32) // 128 * 128 <= int(row["cached_tokens"]) <= parent, (row["cached_tokens"], parent)
+    gained = sum(v - before.get(k, 0.0) for k, v in after.items() if k.startswith("vllm:prefix_cache_hits_total{"))
+    assert sum(int(row["cached_tokens"]) for row in ok) == gained

@@ -7,10 +7,12 @@ import json
 import math
 from types import SimpleNamespace
 
+import gevent
 import numpy as np
 import pandas as pd
 import pytest
 import requests
+from locust.event import Events
 
 from benchmarks.harness import read_rows
 from tests.helpers import NO_CANARIES, analyse, run_json
@@ -19,6 +21,8 @@ from vllm_stress.client.cancel import CancelAfter, Cancellations, cancellations_
 from vllm_stress.client.pacing import BurstClock, Microburst, OpenLoopArrivals, parse_microburst
 from vllm_stress.core.numbers import percent
 from vllm_stress.core.schema import ABORTED, CANCELLED
+from vllm_stress.master import hooks, kneeprofile
+from vllm_stress.master.serverpost import Posted
 from vllm_stress.simulator.api.requestlog import read_request_log
 
 QUIET = ["--headless", "--only-summary", *NO_CANARIES]
@@ -433,3 +437,37 @@ def test_the_arrival_cv_is_over_the_scheduled_sends_when_there_are_some():
     closed = arrival_cvs(rows.assign(schedule_lag_s=np.nan), windows)[1]
     gaps = np.diff(np.sort(firsts + later))
     assert closed == pytest.approx(gaps.std() / gaps.mean())
+
+
+def test_a_slow_stop_profile_is_awaited_at_the_stop_not_sent_again(monkeypatch):
+    """vLLM writes its trace before /stop_profile answers (a minute on a big model): a test that stops meanwhile
+    waits for that answer; it neither cuts the POST nor sends a second, and run.json's ``stopped`` is the first's."""
+    posted: list[str] = []
+
+    def slow_post(environment, url, headers, timeout_s):
+        posted.append(url.rsplit("/", 1)[1])
+        gevent.sleep(0.3 if url.endswith("/stop_profile") else 0)
+        return Posted(200, "200 OK", None)
+
+    monkeypatch.setattr(kneeprofile, "post_route", slow_post)
+    environment = SimpleNamespace(
+        events=Events(),
+        parsed_options=SimpleNamespace(profile_at=None, profile_when_running=1, profile_seconds=0.1),
+        host="http://127.0.0.1:1",
+    )
+    updates: list[dict] = []
+    profile = kneeprofile.KneeProfile(environment, SimpleNamespace(update=updates.append), SimpleNamespace(headers={}))
+    try:
+        profile.start(profile.asked)
+        gevent.sleep(0.2)  # the stop's POST is under way
+        environment.events.test_stop.fire()
+    finally:
+        for hook, listener in (
+            (hooks.level_started, profile.on_level_started),
+            (hooks.level_held, profile.on_level_held),
+        ):
+            hook.remove_listener(listener)
+        hooks.server_scraped.remove_listener(profile.on_scraped)
+    assert posted == ["start_profile", "stop_profile"]
+    record = updates[-1]["profile"]
+    assert record["stop_status"] == 200 and record["stopped"] - record["started"] == pytest.approx(0.1, abs=0.05)

@@ -93,14 +93,17 @@ class KneeProfile:
 
     def stop(self) -> None:
         """POST /stop_profile, if a profile is under way."""
-        if self.record is None or self.record.get("stopped") or self.record["start_status"] != 200:
+        if self.record is None or "stopped" in self.record or self.record["start_status"] != 200:
             return
-        self.record.update({"stopped": time.time(), **self.post("stop")})
+        self.record["stopped"] = time.time()  # before the POST: a stop under way is not sent again
+        self.record.update(self.post("stop"))
         self.run.update({"profile": self.record})
         log.info("Profile stopped (POST /stop_profile: %s)", self.record["stop_answer"])
 
     def on_test_stop(self, **_kw: object) -> None:
         if self.timer:
+            if self.record and "stopped" in self.record:  # its /stop_profile is under way: its answer is awaited
+                self.timer.join(timeout=PROFILE_TIMEOUT_S)
             self.timer.kill(block=True)
             self.timer = None
         self.stop()

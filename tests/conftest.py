@@ -430,10 +430,21 @@ def real_vllm(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def real_vllm_traffic(tmp_path_factory):
-    """One real vLLM for the module with LoRA adapters, priority scheduling and tool choice on (TRAFFIC_FLAGS): the traffic
-    tests (tests/test_realvllm_traffic.py) share it, so the suite starts one such server, not one per feature."""
-    yield from serve_real_vllm(tmp_path_factory, *TRAFFIC_FLAGS, env={"VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True"})
+def vllm_profile_dir(tmp_path_factory) -> Path:
+    """Where the traffic tier's real vLLM writes its torch profiles (its --profiler-config)."""
+    return tmp_path_factory.mktemp("vllm-profiles")
+
+
+@pytest.fixture(scope="module")
+def real_vllm_traffic(tmp_path_factory, vllm_profile_dir):
+    """One real vLLM for the module with LoRA adapters, priority scheduling, tool choice and its torch profiler on
+    (TRAFFIC_FLAGS; the profiler only answers /start_profile): the traffic tests (tests/test_realvllm_traffic.py)
+    share it, so the suite starts one such server, not one per feature."""
+    # without Python stacks and gzip: the CPU build writes a second's trace in seconds, not a minute
+    profiler = {"profiler": "torch", "torch_profiler_dir": str(vllm_profile_dir), "torch_profiler_with_stack": False}
+    profiler["torch_profiler_use_gzip"] = False
+    flags = (*TRAFFIC_FLAGS, "--profiler-config", json.dumps(profiler))
+    yield from serve_real_vllm(tmp_path_factory, *flags, env={"VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True"})
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ import pytest
 import requests
 
 from benchmarks.harness import read_rows, scrape
-from tests.helpers import NO_CANARIES, REPO, Server
+from tests.helpers import NO_CANARIES, REPO, Server, wait_until
 from vllm_stress.client.sessiontrace import read_sessions
 from vllm_stress.client.structured import CUT, INVALID, VALID, JsonSchema, judge
 from vllm_stress.client.toolcalls import ToolCallReader
@@ -254,3 +254,56 @@ def test_recorded_bailian_sessions_find_their_history_in_vllms_cache(real_vllm_t
         assert (parent - 32) // 128 * 128 <= int(row["cached_tokens"]) <= parent, (row["cached_tokens"], parent)
     gained = sum(v - before.get(k, 0.0) for k, v in after.items() if k.startswith("vllm:prefix_cache_hits_total{"))
     assert sum(int(row["cached_tokens"]) for row in ok) == gained
+
+
+def test_a_profile_at_the_knee_is_vllms_own_torch_trace(
+    real_vllm_traffic: Server, vllm_profile_dir, run_locust, tmp_path
+):
+    """--profile-when-running 1 on vLLM's CPU build with its torch profiler: the master's POSTs are answered 200, in
+    order, 1.5 s apart, and vLLM wrote its trace into its profiler folder by the time /stop_profile answered."""
+    before = set(vllm_profile_dir.rglob("*"))
+    out = tmp_path / "run"
+    proc = run_locust(
+        *("-f", "locustfiles/chat.py", "-H", real_vllm_traffic.url, "-u", "2", "-r", "2", "-t", "6s"),
+        *("--profile-when-running", "1", "--profile-seconds", "1.5", "--server-metrics-interval", "0.5"),
+        *("--stop-timeout", "30", "--results-dir", str(out), "--headless", "--only-summary", *NO_CANARIES),
+        *("--input-tokens", "64", "--output-tokens", "16"),
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    profile = json.loads((out / "run.json").read_text())["profile"]
+    assert (profile["start_status"], profile["stop_status"]) == (200, 200), profile
+    assert profile["stopped"] - profile["started"] == pytest.approx(1.5, abs=0.5), profile
+    traces = [path for path in set(vllm_profile_dir.rglob("*")) - before if path.is_file()]
+    assert traces and all(path.stat().st_size > 0 for path in traces), sorted(vllm_profile_dir.rglob("*"))
+    print("vLLM's profile:", [(path.name, path.stat().st_size) for path in traces])
+
+
+# vLLM's abort line (--enable-log-requests, vllm/v1/engine/async_llm.py): the ids it aborted, comma-separated
+ABORTED = re.compile(r"Aborted request\(s\) (\S+)\.")
+
+
+def aborted_ids(log: str) -> list[str]:
+    """Every request id vLLM's log says it aborted."""
+    return [
+        served for match in ABORTED.finditer(Path(log).read_text(errors="replace")) for served in match[1].split(",")
+    ]
+
+
+def test_each_cancelled_stream_is_an_abort_in_vllms_request_log(real_vllm_traffic: Server, run_locust, tmp_path):
+    """Every stream the client cut at its 4th chunk (--cancel-share 1) is a request vLLM logged aborting: vLLM counts
+    no client abort in its metrics (tests/test_realvllm.py), its request log names each one."""
+    out = tmp_path / "run"
+    proc = run_locust(
+        *("-f", "locustfiles/chat.py", "-H", real_vllm_traffic.url, "-u", "2", "-r", "2", "-t", "4s"),
+        *("--cancel-share", "1", "--cancel-after", "4tokens", "--input-tokens", "64", "--output-tokens", "2000"),
+        *("--stop-timeout", "30", "--results-dir", str(out), "--headless", "--only-summary", *NO_CANARIES),
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = read_rows(out / "requests.csv")
+    cancelled = {row["request_id"] for row in rows if row["error"] == "Cancelled"}
+    assert len(cancelled) >= 2 and len(cancelled) == len(rows), rows
+
+    def ours() -> set[str]:
+        return {rid for rid in cancelled for served in aborted_ids(real_vllm_traffic.log) if rid in served}
+
+    assert wait_until(lambda: ours() == cancelled, timeout=30), cancelled - ours()

@@ -209,7 +209,8 @@ OPTION = re.compile(r"(?<![\w/-])--[a-z][a-z0-9]*(?:-[a-z0-9]+)*")
 # production-stack router, MkDocs
 OTHER_PROGRAMS = {
     "vllm serve": {
-        "--collect-detailed-traces", "--convert", "--dtype", "--enable-request-id-headers", "--enforce-eager",
+        "--collect-detailed-traces", "--convert", "--dtype", "--enable-log-requests", "--enable-request-id-headers",
+        "--enforce-eager",
         "--max-num-queued-reqs", "--mm-processor-cache-gb", "--num-scheduler-steps", "--profiler-config",
         "--reasoning-parser", "--runner", "--speculative-config", "--ssl-certfile", "--ssl-keyfile", "--tensor-parallel-size",
         "--trust-remote-code",

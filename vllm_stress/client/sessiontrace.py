@@ -16,7 +16,7 @@ import json
 import random
 from dataclasses import dataclass
 
-from .trace import BAILIAN_BLOCK_TOKENS, MOONCAKE_BLOCK_TOKENS, is_bailian, read_text
+from .trace import BAILIAN, MOONCAKE_BLOCK_TOKENS, json_format, read_text
 
 NO_PARENT = -1  # a Bailian line's parent_chat_id when it starts its session
 
@@ -61,22 +61,23 @@ def parse_line(path: str, number: int, raw: str, roots: dict[int, int]) -> dict:
     session is its chain's first chat (``roots`` holds those seen; a parent the file lacks starts the session)."""
     try:
         item = json.loads(raw)
-        bailian = isinstance(item, dict) and is_bailian(item)
-        if bailian:
+        if not isinstance(item, dict):
+            raise KeyError("session_id")
+        fmt = json_format(item)
+        if fmt is BAILIAN:
             chat, parent = int(item["chat_id"]), int(item.get("parent_chat_id", NO_PARENT))
             roots[chat] = chat if parent == NO_PARENT else roots.get(parent, parent)
             item["session_id"] = f"chat-{roots[chat]}"
-        if not isinstance(item, dict) or item.get("session_id") is None:
+        if item.get("session_id") is None:
             raise KeyError("session_id")
-        per_second = 1 if bailian else 1000  # the timestamp's units in a second
         checked = {
             "session_id": item["session_id"],
             "input_length": int(item["input_length"]),
             "output_length": int(item["output_length"]),
             "hash_ids": tuple(int(h) for h in item.get("hash_ids") or ()),
             "delay": None if item.get("delay") is None else float(item["delay"]) / 1000,
-            "timestamp": None if item.get("timestamp") is None else float(item["timestamp"]) / per_second,
-            "block_tokens": BAILIAN_BLOCK_TOKENS if bailian else MOONCAKE_BLOCK_TOKENS,
+            "timestamp": None if item.get("timestamp") is None else float(item["timestamp"]) * fmt.timestamp_s,
+            "block_tokens": fmt.block_tokens,
         }
     except (ValueError, KeyError, TypeError) as e:
         raise ValueError(f"{path}:{number}: not a session-trace line ({type(e).__name__}: {e})") from None

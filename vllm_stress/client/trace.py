@@ -40,10 +40,22 @@ def read_text(path: str) -> str:
         return plain.read()
 
 
-def is_bailian(item: dict) -> bool:
-    """A JSON trace line of Alibaba's Bailian format (``chat_id``, ``parent_chat_id``, ``turn``, timestamp in
-    seconds) rather than Mooncake's (timestamp in milliseconds)."""
-    return "chat_id" in item and "session_id" not in item
+@dataclass(frozen=True)
+class JsonTraceFormat:
+    """What a JSON trace line's format says of its fields: its timestamp's unit and its hash ids' block size."""
+
+    timestamp_s: float  # seconds of one unit of its timestamp
+    block_tokens: int
+
+
+MOONCAKE = JsonTraceFormat(0.001, MOONCAKE_BLOCK_TOKENS)  # timestamps in ms; also the session traces' lines
+BAILIAN = JsonTraceFormat(1.0, BAILIAN_BLOCK_TOKENS)
+
+
+def json_format(item: dict) -> JsonTraceFormat:
+    """The format of one JSON trace line: Alibaba's Bailian (``chat_id``, ``parent_chat_id``, ``turn``, timestamp in
+    seconds) or else Mooncake's (timestamp in milliseconds; a session trace's lines have a ``session_id`` too)."""
+    return BAILIAN if "chat_id" in item and "session_id" not in item else MOONCAKE
 
 
 def read_trace(path: str) -> list[TraceLine]:
@@ -73,14 +85,14 @@ def read_jsonl(path: str, text: str) -> list[TraceLine]:
             continue
         try:
             item = json.loads(raw)
-            bailian = is_bailian(item)
+            fmt = json_format(item)
             lines.append(
                 TraceLine(
-                    float(item["timestamp"]) / (1 if bailian else 1000),
+                    float(item["timestamp"]) * fmt.timestamp_s,
                     int(item["input_length"]),
                     int(item["output_length"]),
                     tuple(int(h) for h in item.get("hash_ids") or ()),
-                    BAILIAN_BLOCK_TOKENS if bailian else MOONCAKE_BLOCK_TOKENS,
+                    fmt.block_tokens,
                 )
             )
         except (ValueError, KeyError, TypeError, AttributeError) as e:

@@ -189,7 +189,8 @@ RUN_KEYS = [
     "canaries_in_figures",  # --canaries-in-figures: true when the correctness canaries count in the live figures,
     # so the analysis counts them in every figure too; false (or absent, before format 5): kept apart
     "stress",  # {"arrival_rate" (arrivals/s: requests, sessions for the session user; null: closed loop),
-    # "burstiness" (the gamma shape of its gaps: 1 Poisson), "microburst" ({"requests", "within_ms", "every_s"}: --microburst, or null),
+    # "burstiness" (the gamma shape of its gaps: 1 Poisson),
+    # "microburst" ({"requests", "within_ms", "every_s"}: --microburst, or null),
     # "cancel_share", "cancel_after"} (vllm_stress.client.features.stress), or null when none is set
     "stopped",  # {"after_users" (the last level that ran), "reason" ("errors 7.2 % > 5.0 %")}: a --stop-on rule ended
     # the step ramp after that level (vllm_stress.core.stopon), or null

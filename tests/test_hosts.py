@@ -55,7 +55,9 @@ def test_server_cut_off_mid_level_fails_as_timeouts(network, tmp_path):
     master.wait_for(r"Level 1/\d \(4 users\): holding", 90)
     cluster.server.cut()
     cut = time.monotonic()
-    assert wait_or_dump(master, 180) == 1  # Locust's exit code for a run with failures
+    # Locust's exit code for a run with failures, within the level and its request timeout: the stop does not wait
+    # on a server that cannot answer its scrapes (a 60 s settle did)
+    assert wait_or_dump(master, 50) == 1
     print(f"master exited {time.monotonic() - cut:.1f} s after the cut")
     rows = read_rows(tmp_path / "run" / "requests.csv")
     errors = Counter(row["error"] for row in rows)

@@ -193,8 +193,8 @@ def test_a_clock_offset_is_estimated_from_one_round_trip():
 
 def test_an_open_loop_of_sessions_starts_each_on_the_schedule(run_locust, simulator, tmp_path):
     """--arrival-rate with the session user starts conversations, not requests, on the seeded schedule: the k-th
-    session's first turn reaches the server at the k-th arrival (less the lag it reported; at the 90th percentile
-    within 10 ms of one start, as a trace's requests), each later turn after the previous answer, with no schedule
+    session's first turn reaches the server at the k-th arrival (less the lag it reported: the median within 10 ms of
+    one start, the 90th percentile within 50 ms), each later turn after the previous answer, with no schedule
     lag of its own."""
     log = tmp_path / "requests.jsonl"
     sim = simulator("--profile", "cpu-tiny", "--request-log", str(log))
@@ -217,7 +217,9 @@ def test_an_open_loop_of_sessions_starts_each_on_the_schedule(run_locust, simula
     start = statistics.median(at - offset for at, offset in zip(sent, offsets, strict=True))
     deviations = sorted(abs(at - offset - start) for at, offset in zip(sent, offsets, strict=True))
     print(f"{len(firsts)} sessions; |deviation| p50 {deviations[len(deviations) // 2] * 1000:.1f} ms")
-    assert deviations[int(0.9 * (len(deviations) - 1))] < 0.010, deviations
+    # a session off its slot is off by a gap (333 ms on average at 3/s); a few ms are a loaded machine's greenlet
+    # switch between the lag's stamp and the send, and with 21 sessions the 90th percentile is the third worst
+    assert deviations[len(deviations) // 2] < 0.010 and deviations[int(0.9 * (len(deviations) - 1))] < 0.050, deviations
     turns: dict[str, list[dict]] = {}
     for row in rows:
         turns.setdefault(row["session_id"], []).append(row)

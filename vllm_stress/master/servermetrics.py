@@ -102,27 +102,30 @@ class ServerMetrics:
             for url in replica_urls
         ]
 
-    def _scrape(self) -> None:
+    def _scrape(self) -> list[ServerScraper]:
+        """A row per replica that answers, and the replicas that did."""
         now = time.time()
-        scraped = False
+        answered = []
         for scraper in self.scrapers:
             if self.file and (row := scraper.scrape(self.recorder.level, now)):
                 self.file.write(row)
-                scraped = True
-        if scraped:  # the replicas' latest as one row (a replica that failed this scrape counts with its last)
+                answered.append(scraper)
+        if answered:  # the replicas' latest as one row (a replica that failed this scrape counts with its last)
             hooks.server_scraped.fire(environment=self.environment, row=self.latest | {"time": now})
         if self.gpu_file:
             for gpus in self.gpus:
                 self.gpu_file.write_rows(gpus.scrape(self.recorder.level))
+        return answered
 
     def _scrape_settled(self) -> None:
-        """Scrape until the server holds no request (at most SETTLE_TIMEOUT_S): the stop's aborts, and the requests
-        of a lost worker that the server still streams into the void, reach its counters a step or more later."""
+        """Scrape until no replica that answers holds a request (at most SETTLE_TIMEOUT_S): the stop's aborts, and the
+        requests of a lost worker that the server still streams into the void, reach its counters a step or more
+        later. A replica that does not answer (cut off, down) is not waited for: its last numbers cannot change."""
         deadline = time.monotonic() + SETTLE_TIMEOUT_S
-        self._scrape()
-        while time.monotonic() < deadline and (self.latest.get("running") or self.latest.get("waiting")):
+        answered = self._scrape()
+        while time.monotonic() < deadline and any(holds_requests(scraper.latest) for scraper in answered):
             gevent.sleep(SETTLE_POLL_S)
-            self._scrape()
+            answered = self._scrape()
 
     def _finishing(self) -> dict[str, Cell]:
         """The last scrape of the replicas that finish the requests, summed: a P/D fleet's prefill instances also
@@ -135,6 +138,11 @@ class ServerMetrics:
         if isinstance(first, str) or isinstance(last, str):
             return None
         return int(last - first)
+
+
+def holds_requests(row: dict[str, Cell]) -> bool:
+    """A scrape's row shows requests running or waiting."""
+    return bool(row.get("running") or row.get("waiting"))
 
 
 def service_replicas(url: str) -> list[str]:

@@ -144,7 +144,8 @@ def test_sessions_are_completed_truncated_failed_or_joined():
             "users": [2] * 8,
         }
     )
-    ends = session_ends(classify(rows)).set_index(pd.Index(["a", "b", "c", "d", "e"]))
+    ends = session_ends(classify(rows))
+    assert ends.index.tolist() == ["a", "b", "c", "d", "e"] and ends["first_turn"].tolist() == [1, 1, 1, 1, 2]
     assert ends["completed"].tolist() == [True, False, False, False, False]
     assert ends["truncated"].tolist() == [False, True, True, False, False]
     assert ends["joined"].tolist() == [False, False, False, False, True]

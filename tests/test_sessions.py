@@ -101,7 +101,7 @@ def test_turn_session_and_window_tables_from_rows():
     assert windows[0]["schedule_lag_max_s"] == 2.0
 
 
-def session_run(simulator, run_locust, tmp_path, name, *args, sim_args=(), users=4, seconds=20):
+def session_run(simulator, run_locust, tmp_path, name, *args, sim_args=(), users=4, seconds=8):
     """A session run on a fresh simulator: its rows, its report's traffic tables, and the server's counters."""
     sim = simulator("--enable-prompt-tokens-details", *sim_args)
     out = tmp_path / name
@@ -136,7 +136,7 @@ def session_run(simulator, run_locust, tmp_path, name, *args, sim_args=(), users
 
 
 def test_prefix_caching_serves_the_history_and_turn_4_gets_faster(simulator, run_locust, tmp_path):
-    rows, cached, server = session_run(simulator, run_locust, tmp_path, "cached")
+    rows, cached, server = session_run(simulator, run_locust, tmp_path, "cached")  # some 45 conversations of 0.7 s
     _, uncached, server_off = session_run(
         simulator, run_locust, tmp_path, "uncached", sim_args=["--no-enable-prefix-caching"]
     )

@@ -74,22 +74,24 @@ def level_fields(level: LevelInput) -> pd.DataFrame:
         failed = ~counted["completed"] & ~counted["truncated"] & ~counted["joined"]
         fields.loc[users, "sessions_failed"] = int(failed.sum())
         fields.loc[users, "sessions_joined"] = int(counted["joined"].sum())
-    fields["ttft_first_turn_p50_s"], fields["ttft_later_turns_p50_s"] = first_and_later_ttft(level, index)
+    first_ttft, later_ttft = first_and_later_ttft(level, index, sessions["first_turn"])
+    fields["ttft_first_turn_p50_s"], fields["ttft_later_turns_p50_s"] = first_ttft, later_ttft
     told = level.ended[level.ended["session_turns"].notna()].groupby("users")
     fields["trace_block_reuse"] = (told["trace_reused_blocks"].sum() / told["trace_blocks"].sum()).reindex(index)
     return fields
 
 
 def session_ends(rows: pd.DataFrame) -> pd.DataFrame:
-    """One row per replayed session (classified rows): its last row's index and level, its latency, turns answered,
-    and whether it completed, the run's stop truncated it or a user joined it past its first turn (none of the
+    """One row per replayed session (classified rows), by session id: its last row's index and level, its latency,
+    the first turn it sent, turns answered, and whether it completed, the run's stop truncated it or a user joined it past its first turn (none of the
     others then)."""
     ordered = rows.sort_values(["session_id", "turn"])
     by_session = ordered.groupby("session_id", sort=False)
     last = by_session.tail(1).set_index("session_id")
     answered = by_session["ok"].sum()
     recorded = last["session_turns"].astype(int)
-    joined = by_session["turn"].min() > 1
+    first_turn = by_session["turn"].min()
+    joined = first_turn > 1
     completed = last["ok"] & (last["turn"] == recorded) & ~joined
     truncated = (last["aborted"] | (last["ok"] & (last["turn"] < recorded))) & ~joined
     return pd.DataFrame(
@@ -97,19 +99,20 @@ def session_ends(rows: pd.DataFrame) -> pd.DataFrame:
             "last": by_session.tail(1).index.to_numpy(),
             "users": last["users"],
             "latency_s": by_session["end_time"].max() - by_session["start_time"].min(),
+            "first_turn": first_turn,
             "answered": answered,
             "completed": completed,
             "truncated": truncated,
             "joined": joined,
         }
-    ).reset_index(drop=True)
+    )
 
 
-def first_and_later_ttft(level: LevelInput, index: pd.Index) -> tuple[pd.Series, pd.Series]:
-    """Per level: the TTFT p50 of the measured first turns a session sent and of its later ones."""
+def first_and_later_ttft(level: LevelInput, index: pd.Index, first_turn: pd.Series) -> tuple[pd.Series, pd.Series]:
+    """Per level: the TTFT p50 of the measured first turns a session sent (``first_turn`` by session id) and of its
+    later ones."""
     measured = level.measured[level.measured["session_turns"].notna()]
-    first_sent = level.rows.groupby("session_id")["turn"].min()
-    first = measured["turn"] == measured["session_id"].map(first_sent)
+    first = measured["turn"] == measured["session_id"].map(first_turn)
 
     def p50(rows: pd.DataFrame) -> pd.Series:
         by_level = rows.groupby("users")["ttft_s"].apply(lambda ttft: percentile(ttft.to_numpy(float), 50))

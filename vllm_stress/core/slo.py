@@ -127,12 +127,17 @@ def split_name(name: str) -> tuple[str, int | None]:
     return (match[1], int(match[2])) if match else (name, None)
 
 
-def judged_name(name: str, unit: str | None, metrics: Iterable[str], percentiles: Iterable[int]) -> str | None:
-    """The level field a latency limit judges, ``ttft_p90`` (a bare ``ttft`` is its p99), when the metric and the
-    percentile are allowed and the limit is a time; None otherwise."""
+def judged(name: str, unit: str | None, metrics: Iterable[str], percentiles: Iterable[int]) -> tuple[str, int] | None:
+    """The metric and percentile a latency limit judges, ("ttft", 90) for ``ttft_p90`` (a bare ``ttft`` is its p99),
+    when both are allowed and the limit is a time; None otherwise. Its level field is ``ttft_p90``."""
     metric, percentile = split_name(name)
     percentile = JUDGED_PERCENTILE if percentile is None else percentile
-    return f"{metric}_p{percentile}" if metric in metrics and percentile in percentiles and unit != "%" else None
+    return (metric, percentile) if metric in metrics and percentile in percentiles and unit != "%" else None
+
+
+def percentile_field(metric: str, percentile: int) -> str:
+    """The level field of a metric's percentile: ``ttft_p90``."""
+    return f"{metric}_p{percentile}"
 
 
 def known_names(metrics: Iterable[str], percentiles: Iterable[int]) -> str:
@@ -165,8 +170,9 @@ def level_slos(text: str, metrics: Iterable[str], percentiles: Iterable[int]) ->
     for name, value, unit in parse_items(text):
         if name == SUCCESS:
             slos.append(Slo(SUCCESS, SUCCESS_FIELD, share(value, unit)))
-        elif judged := judged_name(name, unit, metrics, percentiles):
-            slos.append(Slo(judged, f"{judged}_s", seconds(value, unit)))
+        elif parts := judged(name, unit, metrics, percentiles):
+            field = percentile_field(*parts)
+            slos.append(Slo(field, f"{field}_s", seconds(value, unit)))
         else:
             raise ValueError(f"--slo: unknown {name!r} (use {known_names(metrics, percentiles)}, or {SUCCESS})")
     return slos
@@ -185,9 +191,10 @@ def stop_rules(text: str, columns: Mapping[str, str], percentiles: Iterable[int]
         ((name, value, unit),) = parse_items(item, STOP_ON, ">")
         if name == ERRORS:
             rules.append(StopRule(ERRORS, FAILURES, share(value, unit)))
-        elif judged := judged_name(name, unit, columns, percentiles):
-            metric, percentile = judged.rsplit("_p", 1)
-            rules.append(StopRule(judged, f"{judged}_s", seconds(value, unit), columns[metric], int(percentile)))
+        elif parts := judged(name, unit, columns, percentiles):
+            metric, percentile = parts
+            field = percentile_field(metric, percentile)
+            rules.append(StopRule(field, f"{field}_s", seconds(value, unit), columns[metric], percentile))
         else:
             known = known_names(columns, percentiles)
             raise ValueError(f"{STOP_ON}: {item} is not a rule (use {known}, {ERRORS} or {SATURATED})")

@@ -41,8 +41,10 @@ def assert_no_decoy(*outputs: str) -> None:
 
 
 def test_the_smoke_scenario_runs_and_its_folder_is_analysed_again(installed_suite, project):
+    # holds of 3 s, not the scenario's 4: some 60 and 120 requests end in them, and one steady level makes the peak
+    hold = "--locust-arg=--step-time=3"
     run = installed_suite.run(
-        "vllm-stress", "run", "--scenario", "smoke", "--out", "smoke", "--workers", "1", cwd=project, timeout=300
+        "vllm-stress", "run", "--scenario", "smoke", "--out", "smoke", "--workers", "1", hold, cwd=project, timeout=300
     )
     assert run.returncode == 0, run.stderr[-3000:]
     assert_no_decoy(run.stdout, run.stderr)

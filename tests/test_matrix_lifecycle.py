@@ -25,11 +25,13 @@ from vllm_stress.scenarios.run.runner import free_port
 
 KEY = "key-4d2b9e71"
 CELLS = ({"max-num-seqs": "4", "max-num-batched-tokens": "256"}, {"max-num-seqs": "8", "max-num-batched-tokens": "512"})
-# A short scenario with repeats = 2: the runner runs it twice per cell, plain Locust must refuse it.
+# A short scenario with repeats = 2: the runner runs it twice per cell, plain Locust must refuse it. One user and
+# a 1 s hold: the lifecycle tests need requests served, not a measurement (each run still takes some 9 s: the
+# processes' start and stop and the shape's 1 s ticks).
 CONFIG = """locustfile = locustfiles/chat.py
-levels = 2
-step-time = 3
-warmup = 1
+levels = 1
+step-time = 1
+warmup = 0
 ramp-time = 1
 input-tokens = 64
 output-tokens = 16
@@ -97,7 +99,8 @@ def test_a_container_that_outlives_its_client_stops_the_matrix(
     matrix = write_matrix(tmp_path / "cells.toml", CELLS)
     target = f"http://127.0.0.1:{port}"
     run = ["run", "--scenario", scenario, "--out", str(tmp_path / "out"), "--target", target, "--workers", "1"]
-    assert scenarios([*run, "--matrix", matrix, "--server-cmd", cmd]) == 2
+    # one repeat: the first cell's server is stopped after its last run, however many there are
+    assert scenarios([*run, "--repeats", "1", "--matrix", matrix, "--server-cmd", cmd]) == 2
     assert f"127.0.0.1:{port} still answers 3 s after the server command ended" in capsys.readouterr().err
     assert [c["command"] for c in docker()] == ["run"]  # the second cell never started
 

@@ -10,7 +10,17 @@ from vllm_stress.simulator.process import READY_LINE
 
 WORKER_HOSTS = ("worker1", "worker2")
 PROCESSES_PER_HOST = 1
-MASTER_WAIT_S = 20
+# A worker command ends this long after it last saw a master (it looks every 5 s while its workers run, and again
+# when they quit with their master). The next repeat's master listens some 3 s after the last one's workers quit
+# here, more on a loaded machine; after the last repeat the test waits out this time.
+MASTER_WAIT_S = 15
+# one level of a user per worker host, held 1 s: the runs are to be served, not measured
+RAMP = [
+    "--levels",
+    str(len(WORKER_HOSTS) * PROCESSES_PER_HOST),
+    "--locust-arg=--step-time=1",
+    "--locust-arg=--warmup=0",
+]
 VLLM_STRESS = [sys.executable, "-m", "vllm_stress"]
 
 
@@ -42,6 +52,7 @@ def test_run_and_worker_commands_alone_serve_every_repeat(network, tmp_path):
             url,
             "--repeats",
             "2",
+            *RAMP,
             "--out",
             str(out),
             "--master-bind-host",

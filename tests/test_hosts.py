@@ -16,7 +16,9 @@ from vllm_stress.simulator.api.requestlog import read_request_log
 
 def test_readme_ramp_across_four_hosts(network, tmp_path):
     cluster = Cluster(network, tmp_path / "run")
-    master = cluster.start()
+    # 3 s holds (cluster.RAMP's are 6 s): still dozens of ~0.1 s requests per level, spread over every worker
+    # process, which is all the accounting checks below need
+    master = cluster.start("--step-time", "3")
     assert master.wait(180) == 0, master.output
     for worker in cluster.workers:  # the master told them to quit
         assert worker.wait(30) == 0, worker.output
@@ -72,7 +74,8 @@ def test_added_latency_shifts_ttft_by_it_and_no_more(network, tmp_path):
     own record of it (--request-log, same host clock): through the proxy, the request reached the server at least
     100 ms after the client sent it and its first token reached the client at least 100 ms after the server wrote
     it, so the client's TTFT and e2e hold the server's plus the round trip's 200 ms; and, direct or proxied, the
-    client's time per output token is the server's (a delay per chunk that added up would show)."""
+    client's time per output token is the server's (a delay per chunk that added up would show). A 4 s hold of 4
+    users still gives each run dozens of requests for the medians."""
     log = tmp_path / "server-requests.jsonl"
     cluster = Cluster(network, tmp_path / "direct", "--request-log", str(log))
     proxy = cluster.server.start(
@@ -91,7 +94,7 @@ def test_added_latency_shifts_ttft_by_it_and_no_more(network, tmp_path):
     proxied_url = "http://" + proxy.wait_for(r"delayproxy ready: (\S+)", 30)[1]
     rows = {}
     for name, url in (("direct", cluster.url), ("proxied", proxied_url)):
-        master = cluster.start("--step-time", "8", levels="4", url=url, out=tmp_path / name)
+        master = cluster.start("--step-time", "4", levels="4", url=url, out=tmp_path / name)
         assert master.wait(120) == 0, master.output
         rows[name] = [row for row in read_rows(tmp_path / name / "requests.csv") if row["ok"] == "1"]
     cluster.simulator.stop()  # flushes its request log

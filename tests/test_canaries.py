@@ -76,7 +76,9 @@ def test_answers_are_compared_per_model():
 
 def canary_ramp(scenarios, out, *simulator_args: str) -> dict:
     """A ramp of 2 then 16 users against the simulator (no random flips), a third of the requests canaries; the
-    summary (its one config's)."""
+    summary (its one config's). One worker and holds of 2 s (smoke's are 4 s): the canaries are counted over each
+    whole level, and a 2 s hold still ends dozens of rows at 2 users and hundreds at 16; one worker keeps 16
+    streams in flight, twice the fault's batch of 8."""
     code = scenarios(
         [
             "run",
@@ -84,9 +86,12 @@ def canary_ramp(scenarios, out, *simulator_args: str) -> dict:
             "smoke",
             "--out",
             str(out),
+            "--workers",
+            "1",
             "--simulator-arg=--answer-flip-rate=0",
             *(f"--simulator-arg={arg}" for arg in simulator_args),
             "--locust-arg=--levels=2,16",
+            "--locust-arg=--step-time=2",
             "--locust-arg=--canary-share=0.3",
             "--locust-arg=--canary-min=5",
         ]
@@ -125,9 +130,11 @@ def test_without_the_fault_every_level_agrees(scenarios, tmp_path):
 def test_a_default_smoke_run_keeps_its_canaries_apart(scenarios, tmp_path):
     """With no canary option: the server got the canaries (the set's questions), Locust's statistics list them
     under their own name, the report counts every other request and none of them, and compares their answers per
-    level."""
+    level. (Holds of 2 s, not smoke's 4: the canaries are each level's first requests, the counts hold whatever
+    the hold.)"""
     out, log = tmp_path / "smoke", tmp_path / "requests.jsonl"
-    code = scenarios(["run", "--scenario", "smoke", "--out", str(out), f"--simulator-arg=--request-log={log}"])
+    hold = "--locust-arg=--step-time=2"
+    code = scenarios(["run", "--scenario", "smoke", "--out", str(out), hold, f"--simulator-arg=--request-log={log}"])
     assert code == 0
     run = out / "run-1"
     rows = read_rows(run / schema.REQUESTS_FILE)

@@ -114,7 +114,7 @@ def test_a_schedule_the_user_cannot_keep_is_refused(run_locust, fault_server, tm
     ("content", "message"),
     [
         (b"\xff\xfe\x00 not text", "--dataset: 'utf-8' codec can't decode"),
-        (b'{"prompt": "fine"}\n{"text": "no prompt key"}\n', ":2: not a prompt line (KeyError"),
+        (b'{"prompt": "fine"}\n{"text": "no prompt key"}\n', ":2: not a prompt record (KeyError"),
         (b"\n\n", ": no prompts in the file"),
         (b'[{"conversations": [{"from": "gpt", "value": "no human turn"}]}]', ": no conversation with a human turn"),
     ],

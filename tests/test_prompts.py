@@ -2,6 +2,7 @@
 
 import statistics
 
+import pandas as pd
 import pytest
 
 from vllm_stress.client.prompts import WORDS, Workload, load_dataset, single_token_words
@@ -56,6 +57,21 @@ def test_dataset_lines(tmp_path):
     path.write_text('{"prompt": "ok"}\nnot json\n')
     with pytest.raises(ValueError, match=r"d.jsonl:2"):
         load_dataset(str(path))
+
+
+def test_a_parquet_dataset_reads_as_its_json_lines(tmp_path):
+    """A Parquet table (the Hugging Face Hub's format) with the JSON lines' columns gives the same prompts; a row
+    without a prompt is named by its number."""
+    rows = [{"prompt": "Hello", "max_tokens": None}, {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 7}]
+    pd.DataFrame(rows).to_parquet(tmp_path / "d.parquet")
+    specs = load_dataset(str(tmp_path / "d.parquet"))
+    assert [(s.text, s.max_tokens) for s in specs] == [("Hello", 0), ("Hi", 7)]
+    pd.DataFrame([{"prompt": "ok"}, {"prompt": None}]).to_parquet(tmp_path / "bad.parquet")
+    with pytest.raises(ValueError, match=r"bad.parquet: row 2: not a prompt record"):
+        load_dataset(str(tmp_path / "bad.parquet"))
+    (tmp_path / "cut.parquet").write_bytes((tmp_path / "d.parquet").read_bytes()[:40])
+    with pytest.raises(ValueError, match=r"cut.parquet: not a readable Parquet file"):
+        load_dataset(str(tmp_path / "cut.parquet"))
 
 
 def test_num_prompts_draws_the_same_sample_in_every_process(tmp_path):

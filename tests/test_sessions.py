@@ -43,14 +43,24 @@ SESSION = [
 def test_sharegpt_gives_first_turns_to_the_chat_user_and_conversations_to_the_session_user(tmp_path):
     conversations = read_conversations(str(SHAREGPT))
     assert len(conversations) == 40 and all(2 <= len(turns) <= 6 for turns in conversations)
-    assert [spec.text for spec in load_dataset(str(SHAREGPT))] == [turns[0] for turns in conversations]
+    first_turns = [turns[0] for turns in conversations]
+    assert [spec.text for spec in load_dataset(str(SHAREGPT))] == first_turns
     jsonl = tmp_path / "chats.jsonl"  # the same items one a line
     jsonl.write_text("".join(json.dumps(item) + "\n" for item in json.loads(SHAREGPT.read_text())))
     assert read_conversations(str(jsonl)) == conversations
+    parquet = sharegpt_parquet(tmp_path)  # the Hub's format: a conversations column of lists of structs
+    assert read_conversations(parquet) == conversations and [s.text for s in load_dataset(parquet)] == first_turns
     bad = tmp_path / "bad.json"
     bad.write_text('[{"conversations": [{"from": "human"}]}]')
     with pytest.raises(ValueError, match="item 1: not a ShareGPT conversation"):
         read_conversations(str(bad))
+
+
+def sharegpt_parquet(folder) -> str:
+    """The ShareGPT sample as a Parquet file, as a dataset of the Hugging Face Hub comes."""
+    path = folder / "sharegpt.parquet"
+    pd.DataFrame(json.loads(SHAREGPT.read_text())).to_parquet(path)
+    return str(path)
 
 
 def test_think_times_follow_their_distribution_and_seed():
@@ -156,7 +166,9 @@ def test_prefix_caching_serves_the_history_and_turn_4_gets_faster(simulator, run
     assert cached["sessions"]["turns_completed"].get("4", 0) >= 4  # whole conversations, then new ones
 
 
-def test_non_streaming_sessions_from_sharegpt_on_two_workers_carry_the_answers(simulator, run_locust, tmp_path):
+def test_non_streaming_sessions_from_a_parquet_sharegpt_on_two_workers_carry_the_answers(
+    simulator, run_locust, tmp_path
+):
     rows, traffic, server = session_run(
         simulator,
         run_locust,
@@ -164,7 +176,7 @@ def test_non_streaming_sessions_from_sharegpt_on_two_workers_carry_the_answers(s
         "sharegpt",
         "--no-stream",
         "--dataset",
-        str(SHAREGPT),
+        sharegpt_parquet(tmp_path),
         "--session-seed",
         "3",
         *two_workers(),

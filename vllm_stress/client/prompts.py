@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import requests
 
 from vllm_stress.client.canary import Canary
+from vllm_stress.client.datafile import records
 from vllm_stress.client.hitrate import SharedBlocks
 from vllm_stress.client.images import DEFAULT_IMAGE_POOL, ImageSet, make_image_set, message_content
 from vllm_stress.client.sharegpt import is_sharegpt, read_conversations
@@ -255,8 +255,8 @@ class Workload:
 
 
 def load_dataset(path: str, num_prompts: int = 0) -> list[RequestSpec]:
-    """The prompts of a JSONL file (``prompt`` or ``messages`` lines, optional ``max_tokens``) or of a ShareGPT file
-    (each conversation's first human turn); with ``num_prompts`` (> 0) the same seeded sample in every process."""
+    """The prompts of a JSONL or Parquet file (``prompt`` or ``messages`` records, optional ``max_tokens``) or of a
+    ShareGPT file (each conversation's first human turn); with ``num_prompts`` (> 0) the same seeded sample in every process."""
     return sample_dataset(read_dataset(path), num_prompts)
 
 
@@ -271,20 +271,21 @@ def sample_dataset(items: list, num_prompts: int) -> list:
 def read_dataset(path: str) -> list[RequestSpec]:
     if is_sharegpt(path):
         return [RequestSpec(turns[0], None, 0) for turns in read_conversations(path)]
-    specs = []
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                item = json.loads(line)
-                text = item["prompt"] if "prompt" in item else "\n".join(m["content"] for m in item["messages"])
-            except (ValueError, KeyError, TypeError) as e:
-                raise ValueError(f"{path}:{number}: not a prompt line ({type(e).__name__}: {e})") from None
-            specs.append(RequestSpec(text, None, int(item.get("max_tokens") or 0)))
+    specs = [prompt_spec(place, item) for place, item in records(path)]
     if not specs:
         raise ValueError(f"{path}: no prompts in the file")
     return specs
+
+
+def prompt_spec(place: str, item: Any) -> RequestSpec:
+    """A dataset record's prompt: its ``prompt``, or its ``messages``' contents joined, and its ``max_tokens`` (a
+    Parquet table's rows have every column: an empty one is None)."""
+    try:
+        prompt = item.get("prompt")
+        text = prompt if prompt is not None else "\n".join(m["content"] for m in item["messages"])
+        return RequestSpec(text, None, int(item.get("max_tokens") or 0))
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        raise ValueError(f"{place}: not a prompt record ({type(e).__name__}: {e})") from None
 
 
 def size_dataset(tokenizer: Tokenizer, specs: list[RequestSpec]) -> list[RequestSpec]:

@@ -5,11 +5,16 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from vllm_stress.client.datafile import is_parquet, parquet_columns, records
+
 HUMAN = ("human", "user")  # the speakers whose turns are sent ("user" in some re-exports of the dump)
 
 
 def is_sharegpt(path: str) -> bool:
-    """Whether ``path`` looks like ShareGPT: a JSON list, or a first JSONL line with ``conversations``."""
+    """Whether ``path`` looks like ShareGPT: a JSON list, a first JSONL line with ``conversations``, or a Parquet file
+    with that column (the Hub's ShareGPT re-exports)."""
+    if is_parquet(path):
+        return "conversations" in parquet_columns(path)
     with open(path, encoding="utf-8") as f:
         head = f.read(4096).lstrip()
     return head.startswith("[") or (head.startswith("{") and '"conversations"' in head.split("\n", 1)[0])
@@ -17,30 +22,28 @@ def is_sharegpt(path: str) -> bool:
 
 def read_conversations(path: str) -> list[list[str]]:
     """The human turns of every conversation in ``path``, in order; ValueError with the place for a bad item."""
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
-    if text.lstrip().startswith("["):
-        try:
-            items = list(enumerate(json.loads(text), 1))
-        except ValueError as e:
-            raise ValueError(f"{path}: not a JSON list ({e})") from None
-    else:
-        items = []
-        for number, line in enumerate(text.splitlines(), 1):
-            if line.strip():
-                try:
-                    items.append((number, json.loads(line)))
-                except ValueError as e:
-                    raise ValueError(f"{path}:{number}: not a JSON line ({e})") from None
-    conversations = [turns for number, item in items if (turns := human_turns(path, number, item))]
+    conversations = [turns for place, item in conversation_items(path) if (turns := human_turns(place, item))]
     if not conversations:
         raise ValueError(f"{path}: no conversation with a human turn")
     return conversations
 
 
-def human_turns(path: str, number: int, item: Any) -> list[str]:
-    """The human turns of one item (``number``: its line, or its position in the JSON list)."""
+def conversation_items(path: str) -> list[tuple[str, Any]]:
+    """The items of a JSON list (each with its position), or a JSONL or Parquet file's records (each with its place)."""
+    with open(path, "rb") as f:
+        opens_a_list = f.read(4096).lstrip().startswith(b"[")
+    if not opens_a_list:
+        return list(records(path))
+    with open(path, encoding="utf-8") as f:
+        try:
+            return [(f"{path}: item {number}", item) for number, item in enumerate(json.load(f), 1)]
+        except ValueError as e:
+            raise ValueError(f"{path}: not a JSON list ({e})") from None
+
+
+def human_turns(place: str, item: Any) -> list[str]:
+    """The human turns of one item (``place``: where it is in its file)."""
     try:
         return [turn["value"] for turn in item["conversations"] if turn["from"] in HUMAN and turn["value"].strip()]
     except (KeyError, TypeError, AttributeError) as e:
-        raise ValueError(f"{path}: item {number}: not a ShareGPT conversation ({type(e).__name__}: {e})") from None
+        raise ValueError(f"{place}: not a ShareGPT conversation ({type(e).__name__}: {e})") from None

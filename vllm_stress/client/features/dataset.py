@@ -17,7 +17,8 @@ def add_arguments(group: OptionGroup) -> None:
         "--dataset",
         default="",
         form=PATH,
-        help='JSONL file of prompts ({"prompt": ...} or {"messages": ...}), or a ShareGPT JSON/JSONL file',
+        help='JSONL or Parquet file of prompts ({"prompt": ...} or {"messages": ...} records), or a ShareGPT '
+        "JSON, JSONL or Parquet file (a conversations column)",
     )
     group.add_argument(
         "--num-prompts",

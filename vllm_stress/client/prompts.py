@@ -256,7 +256,8 @@ class Workload:
 
 def load_dataset(path: str, num_prompts: int = 0) -> list[RequestSpec]:
     """The prompts of a JSONL or Parquet file (``prompt`` or ``messages`` records, optional ``max_tokens``) or of a
-    ShareGPT file (each conversation's first human turn); with ``num_prompts`` (> 0) the same seeded sample in every process."""
+    ShareGPT file (each conversation's first human turn); with ``num_prompts`` (> 0) the same seeded sample in every
+    process."""
     return sample_dataset(read_dataset(path), num_prompts)
 
 

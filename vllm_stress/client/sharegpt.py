@@ -15,9 +15,14 @@ def is_sharegpt(path: str) -> bool:
     with that column (the Hub's ShareGPT re-exports)."""
     if is_parquet(path):
         return "conversations" in parquet_columns(path)
-    with open(path, encoding="utf-8") as f:
-        head = f.read(4096).lstrip()
+    head = file_head(path)
     return head.startswith("[") or (head.startswith("{") and '"conversations"' in head.split("\n", 1)[0])
+
+
+def file_head(path: str) -> str:
+    """The start of a text file, leading blanks dropped: enough to tell a JSON list from JSON lines."""
+    with open(path, encoding="utf-8") as f:
+        return f.read(4096).lstrip()
 
 
 def read_conversations(path: str) -> list[list[str]]:
@@ -30,9 +35,7 @@ def read_conversations(path: str) -> list[list[str]]:
 
 def conversation_items(path: str) -> list[tuple[str, Any]]:
     """The items of a JSON list (each with its position), or a JSONL or Parquet file's records (each with its place)."""
-    with open(path, "rb") as f:
-        opens_a_list = f.read(4096).lstrip().startswith(b"[")
-    if not opens_a_list:
+    if is_parquet(path) or not file_head(path).startswith("["):
         return list(records(path))
     with open(path, encoding="utf-8") as f:
         try:

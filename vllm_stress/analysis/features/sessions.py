@@ -83,8 +83,8 @@ def level_fields(level: LevelInput) -> pd.DataFrame:
 
 def session_ends(rows: pd.DataFrame) -> pd.DataFrame:
     """One row per replayed session (classified rows), by session id: its last row's index and level, its latency,
-    the first turn it sent, turns answered, and whether it completed, the run's stop truncated it or a user joined it past its first turn (none of the
-    others then)."""
+    the first turn it sent, turns answered, and whether it completed, the run's stop truncated it or a user joined it
+    past its first turn (none of the others then)."""
     ordered = rows.sort_values(["session_id", "turn"])
     by_session = ordered.groupby("session_id", sort=False)
     last = by_session.tail(1).set_index("session_id")

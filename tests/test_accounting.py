@@ -38,7 +38,7 @@ def test_requests_the_server_finished_without_a_row_are_unaccounted():
     accounting.count([SUCCESS, SUCCESS, FAILURE, ABORTED], worker="w1")
     assert accounting.unaccounted() is None  # the server's count is not known
     accounting.lose_worker("w1", last_seen=123.0)
-    accounting.server_requests = 10  # the server counts the aborted stream as finished too
+    accounting.server_requests = 10  # a stream cut as its last chunk came may be one the server finished: a floor
     keys = accounting.run_keys()
     assert keys["unaccounted_requests"] == 6 and keys["server_requests"] == 10
     assert keys["lost_workers"] == [{"worker": "w1", "last_seen": 123.0, "rows": 4}]

@@ -23,6 +23,7 @@ from tests.helpers import (
     analyse,
     locust_stats,
     run_json,
+    served_as_rows,
     server_completed,
     start_master_and_workers,
     wait_until,
@@ -259,7 +260,10 @@ def test_server_killed_and_restarted_on_the_same_port(simulator, processes, tmp_
 def check_partial_run(out: Path, url: str, tmp_path: Path) -> list[dict]:
     """Every request the server saw is a row, Locust's CSVs exist, run.json and the analysis say partial."""
     rows = read_rows(out / "requests.csv")
-    assert wait_until(lambda: server_completed(url) == len(rows), timeout=5), (server_completed(url), len(rows))
+    assert wait_until(lambda: served_as_rows(server_completed(url), rows), timeout=5), (
+        server_completed(url),
+        len(rows),
+    )
     assert {r["error"] for r in rows} <= {"", "Aborted"}
     assert all((out / f"locust_{name}.csv").is_file() for name in ("stats", "failures", "exceptions"))
     meta = run_json(out)
@@ -372,7 +376,7 @@ def test_late_worker_rows_carry_the_level(simulator, processes, tmp_path):
     for r in rows:  # the level when the request started (the level message takes a moment to reach a worker)
         start = float(r["start_time"])
         assert r["users"] == ("2" if start < level_4 else "4") or abs(start - level_4) < 0.1, r
-    assert wait_until(lambda: server_completed(sim.url) == len(rows), timeout=5), (server_completed(sim.url), len(rows))
+    assert wait_until(lambda: served_as_rows(server_completed(sim.url), rows), timeout=5), server_completed(sim.url)
 
 
 def test_workers_quit_by_themselves_when_the_master_dies(simulator, processes, tmp_path):

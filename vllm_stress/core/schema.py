@@ -224,7 +224,7 @@ SERVER_COUNTERS = {  # column -> scraped sample: cumulative since the server sta
     "preemptions": "vllm:num_preemptions_total",  # preemption events (a request's KV blocks freed, recomputed later)
     "prompt_tokens": "vllm:prompt_tokens_total",  # prompt tokens processed
     "generation_tokens": "vllm:generation_tokens_total",  # output tokens generated
-    "request_success": "vllm:request_success_total",  # every finish reason, aborts included
+    "request_success": "vllm:request_success_total",  # every finish reason (vLLM 0.32 counts no client abort)
     "prefix_cache_queries": "vllm:prefix_cache_queries_total",  # prompt tokens looked up in the prefix cache
     "prefix_cache_hits": "vllm:prefix_cache_hits_total",  # of which found there
     "external_prefix_cache_queries": "vllm:external_prefix_cache_queries_total",  # prompt tokens past the GPU's

@@ -45,9 +45,10 @@ class RequestAccounting:
         self.lost_workers.append({"worker": worker, "last_seen": last_seen})
 
     def unaccounted(self) -> int | None:
-        """Requests the server finished that have no row (None without the server's count). The server counts an
-        aborted stream as finished, so the rows kept include the aborted and cancelled ones (vLLM 0.32 counts no
-        client abort: then they only lower this count), and each input of a pooling request."""
+        """Requests the server finished that have no row (None without the server's count), at least: vLLM 0.32 counts
+        no client abort, but a stream cut while its last chunk was on its way was finished first, so the rows kept
+        include the aborted and cancelled ones (and each input of a pooling request): a cut stream is never taken
+        for a lost one."""
         if self.server_requests is None:
             return None
         return max(0, self.server_requests - self.totals["engine_requests"])

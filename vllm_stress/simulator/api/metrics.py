@@ -131,7 +131,8 @@ class NamedHistogram(Histogram):
 
 
 class EngineMetrics:
-    """Collector for one engine; ``observe_step`` after each step, ``observe_finished`` for aborted sequences."""
+    """Collector for one engine; ``observe_step`` after each step. A client's abort is in no finished-request statistic,
+    as in vLLM 0.32 (the ``abort`` series stays at 0)."""
 
     def __init__(self, engine: Engine, model_name: str, cache_info: dict[str, str]) -> None:
         self.engine = engine
@@ -238,7 +239,7 @@ class EngineMetrics:
                 self.external_prompt_tokens += seq.num_external_tokens
             else:
                 gaps[seq.last_gap()] += 1
-            if seq.finish_reason in ("stop", "length"):  # aborts are observed by whoever aborts
+            if seq.finish_reason in ("stop", "length"):
                 self.observe_finished(seq)
         for gap, count in gaps.items():
             self.itl.observe(gap, count)

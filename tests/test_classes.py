@@ -1,5 +1,6 @@
 """Traffic classes (vllm_stress/core/classes.py, vllm_stress/client/classes.py): the --traffic-class grammar, the
-users' shares, and the request fields and Locust names a class gives."""
+users' shares, the request fields and Locust names a class gives, and a mixed fleet (chat and embeddings classes
+from the one chat user) checked against the simulator's request log and the report."""
 
 import argparse
 import json
@@ -9,14 +10,22 @@ import pandas as pd
 import pytest
 
 from benchmarks.harness import read_rows
+from tests.helpers import SLOW_SIM, analyse
 from vllm_stress.analysis.features.class_levels import jain, starvation
 from vllm_stress.analysis.io.load import AnalysisError
 from vllm_stress.analysis.report.pipeline import run_levels
+from vllm_stress.client.checks import StopTarget
 from vllm_stress.client.classes import ClassSet, canary_model, class_workload, request_fields, stats_name
 from vllm_stress.client.prompts import Workload
 from vllm_stress.core import schema
-from vllm_stress.core.classes import ClassMix, TrafficClass, parse_class, parse_classes
+from vllm_stress.core.classes import APIS, ClassMix, TrafficClass, parse_class, parse_classes
 from vllm_stress.core.slo import level_slos
+from vllm_stress.simulator.api.requestlog import read_request_log
+from vllm_stress.users.agent import AgentUser
+from vllm_stress.users.chat import ChatUser
+from vllm_stress.users.completions import CompletionsUser
+from vllm_stress.users.embeddings import EmbeddingsUser
+from vllm_stress.users.target import class_senders
 
 
 def test_a_class_with_every_key_and_an_slo_holding_commas():
@@ -25,6 +34,8 @@ def test_a_class_with_every_key_and_an_slo_holding_commas():
     assert parse_class("batch") == TrafficClass("batch")
     assert parse_class("b:slo=e2e=60s").slo == "e2e=60s"
     assert parse_class("a:model=ad-1,canaries=model").canaries == "model" and parse_class("a").canaries == "run"
+    embed = parse_class("e:weight=1,api=embeddings,input=128,slo=e2e_p99=2s")
+    assert embed == TrafficClass("e", input=128, api="embeddings", slo="e2e_p99=2s") and parse_class("a").api == ""
 
 
 def test_several_classes_in_one_value_and_repeated():
@@ -41,11 +52,30 @@ def test_several_classes_in_one_value_and_repeated():
         ("a:speed=3", "KEY=VALUE"),
         ("a:priority=high", "priority must be a number"),
         ("a:canaries=adapter", "canaries must be one of run, model"),
+        (
+            "a:api=grpc",
+            "^--traffic-class a: api must be one of chat, completions, embeddings, rerank, score, got 'grpc'$",
+        ),
+        ("e:api=embeddings,output=8", "^--traffic-class e: api=embeddings generates nothing: no output=$"),
+        ("r:api=rerank,slo=ttft_p99=1s", "^--traffic-class r: api=rerank is timed end to end: its slo names e2e only$"),
+        ("s:api=score,slo=e2e=2s,success=99%", "its slo names e2e only"),
     ],
 )
 def test_malformed_classes_are_refused(text, message):
     with pytest.raises(ValueError, match=message):
         parse_class(text)
+
+
+def test_the_chat_user_hands_a_class_naming_another_api_to_that_apis_user():
+    """Every api= a class may name is the chat user's own or one it hands over; a session's or agent's own task, or
+    another API's user, cannot send it: the test start refuses the run in one line."""
+    assert {"chat", *ChatUser.apis} == set(APIS)
+    assert ChatUser.api_user("") is ChatUser.api_user("chat") is ChatUser
+    assert ChatUser.api_user("embeddings") is EmbeddingsUser and AgentUser.api_user("embeddings") is None
+    mixed = parse_classes(["chat:output=8; embed:api=embeddings"])
+    assert class_senders([ChatUser], mixed) == {ChatUser, EmbeddingsUser}
+    with pytest.raises(StopTarget, match="^--traffic-class embed: CompletionsUser cannot send api=embeddings "):
+        class_senders([CompletionsUser], mixed)
 
 
 def test_a_name_declared_twice_is_refused():
@@ -144,3 +174,52 @@ def test_a_two_class_run_on_the_priority_simulator(scenarios, tmp_path):
     assert short["requests"].tolist() == [levels["short"]["requests"]] and levels["short"]["requests"] > 0
     with pytest.raises(AnalysisError, match="no request of class 'batch'"):
         run_levels(out / "run-1", "batch")
+
+
+MIXED = "chat:weight=1,input=48,output=8; embed:weight=1,api=embeddings,input=24,slo=e2e_p99=5s"
+EMBED_INPUTS = 3
+PATHS = {"chat": "/v1/chat/completions", "embed": "/v1/embeddings"}
+
+
+def test_a_mixed_fleet_of_chat_and_embeddings_on_one_server(run_locust, simulator, tmp_path):
+    """Chat and embeddings classes from the one chat user over two levels: every row the request the server logged
+    at its class's API (chat canaries only in the chat class), an embeddings row's prompt tokens the class's input
+    times its inputs, by the usage and the server alike; the report has both classes at each level, each with its
+    own figures."""
+    log = tmp_path / "requests.jsonl"
+    sim = simulator(*SLOW_SIM, "--request-log", str(log))
+    out = tmp_path / "run"
+    levels = ["--levels", "2,4", "--step-time", "3", "--warmup", "1", "--ramp-time", "0.5"]
+    proc = run_locust(
+        *("-f", "locustfiles/chat.py,scenarios/shape.py", "-H", sim.url, "--headless", "--only-summary", *levels),
+        *("--input-tokens", "16", "--output-tokens", "8", "--canary-share", "0.2", "--canary-min", "1"),
+        *("--embedding-inputs", str(EMBED_INPUTS), f"--traffic-class={MIXED}", "--results-dir", str(out)),
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    sim.stop()  # flushes the log
+    rows = read_rows(out / schema.REQUESTS_FILE)
+    records = read_request_log(str(log))
+    done = [row for row in rows if row["error"] != "Aborted"]
+    assert {row["request_id"] for row in done} <= set(records) <= {row["request_id"] for row in rows}
+    for row in done:
+        record = records[row["request_id"]]
+        assert row["ok"] == "1" and row["endpoint"] == record["path"] == PATHS[row["class"]], (row, record)
+        if row["class"] == "embed":
+            assert (row["name"], row["canary"], int(row["inputs"])) == ("embeddings", "", EMBED_INPUTS), row
+            tokens = 24 * EMBED_INPUTS
+            assert int(row["target_prompt_tokens"]) == int(row["prompt_tokens"]) == record["prompt_tokens"] == tokens
+    assert {row["class"] for row in done if row["canary"]} == {"chat"}
+    summary = analyse(out, tmp_path / "report")
+    levels_seen = {(level["class"], level["users"]): level for level in summary["classes"]["levels"]}
+    assert set(levels_seen) == {(name, users) for name in PATHS for users in (2, 4)}
+    for users in (2, 4):
+        chat, embed = levels_seen["chat", users], levels_seen["embed", users]
+        assert chat["output_tokens_per_s"] > 0 and chat["ttft_p99_s"] > 0 and chat["inputs_per_s"] is None
+        assert embed["inputs_per_s"] == pytest.approx(EMBED_INPUTS * embed["requests_per_s"]) and embed["e2e_p99_s"]
+        assert embed["input_tokens_per_s"] == pytest.approx(24 * embed["inputs_per_s"]) and embed["ttft_p50_s"] is None
+        assert embed["slo_met"] is True and embed["endpoint"] == PATHS["embed"]
+    report = (tmp_path / "report" / "report.md").read_text()
+    table = report.split("## Traffic classes")[1].split("\n## ")[0]
+    assert "| endpoint | req/s | output tok/s |" in table and "| inputs/s | input tok/s | e2e p50 | e2e p99 |" in table
+    for users in (2, 4):
+        assert f"| {users} | chat | {PATHS['chat']} | " in table and f"| {users} | embed | {PATHS['embed']} | " in table

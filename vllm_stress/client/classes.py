@@ -83,7 +83,11 @@ class ClassSet:
     def take(self, chat: bool) -> tuple[TrafficClass, Workload | None]:
         """A starting user's class and its workload."""
         traffic_class = self.next_class()
-        return traffic_class, self.workloads.get((chat, traffic_class.name))
+        return traffic_class, self.workload(chat, traffic_class)
+
+    def workload(self, chat: bool, traffic_class: TrafficClass) -> Workload | None:
+        """The class's workload of chat or plain prompts (None: that kind was not prepared)."""
+        return self.workloads.get((chat, traffic_class.name))
 
 
 def class_workload(

@@ -8,9 +8,13 @@ with KEY one of ``weight`` (share of the users, default 1), ``input`` and ``outp
 --input-tokens and --output-tokens), ``dataset`` (a prompt file instead of ``input``), ``priority`` (vLLM's request
 field: lower is served first; unset: not sent), ``model`` (a served model or LoRA adapter name; default the run's),
 ``canaries`` (``run``, the default: the correctness canaries its users send ask the run's model; ``model``: they ask
-the class's ``model`` too) and ``slo``, last, in the grammar of ``vllm_stress.core.slo`` (its commas belong to it). Example::
+the class's ``model`` too), ``api`` (the API its users' requests go to, a mixed fleet: ``chat``, ``completions`` or
+a pooling API, ``embeddings``, ``rerank``, ``score``; default the locustfile's own) and ``slo``, last, in the grammar
+of ``vllm_stress.core.slo`` (its commas belong to it). A pooling class generates nothing: no ``output``, and an SLO
+on ``e2e`` only; its ``input`` is each input's (or document's) tokens. Example::
 
     interactive:weight=3,input=256,output=64,priority=0,slo=ttft_p99=500ms; batch:input=4096,priority=1
+    chat:weight=3,input=256,output=64; embed:weight=1,api=embeddings,input=128,slo=e2e_p99=2s
 
 Users get their class by their index, in the order of a smooth weighted round robin, so that any first N users hold
 the classes' shares as exactly as N allows (weights 3 and 1: A A B A, A A B A ...)."""
@@ -22,10 +26,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from vllm_stress.core.slo import parse_items, split_name
+
 NAME = re.compile(r"^[A-Za-z0-9][\w.-]*$")
 INT_KEYS = ("input", "output", "priority")
 CANARY_MODELS = ("run", "model")  # the ``canaries`` key's values: the model a class's canaries ask
-KEYS = ("weight", *INT_KEYS, "dataset", "model", "canaries", "slo")
+POOLING_APIS = ("embeddings", "rerank", "score")  # vLLM's pooling APIs, as their paths end (/v1/embeddings ...)
+APIS = ("chat", "completions", *POOLING_APIS)  # the ``api`` key's values: the request names of the users sending them
+POOLING_SLO_METRIC = "e2e"  # a pooling answer comes whole: its only latency
+KEYS = ("weight", *INT_KEYS, "dataset", "model", "canaries", "api", "slo")
 SLO_KEY = "slo="
 
 
@@ -40,6 +49,7 @@ class TrafficClass:
     model: str = ""  # a served model or LoRA adapter name ("": the run's model)
     slo: str = ""  # the class's SLO, vllm_stress.core.slo's grammar ("": none)
     canaries: str = "run"  # the model its users' canaries ask: "run" (the run's) or "model" (the class's model)
+    api: str = ""  # the API its users' requests go to, one of APIS ("": the locustfile's own)
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -73,7 +83,22 @@ def parse_class(text: str) -> TrafficClass:
     for key in ("input", "output"):
         if (value := getattr(traffic_class, key)) is not None and value < 1:
             raise ValueError(f"--traffic-class {name}: {key} must be at least 1")
+    check_api(traffic_class)
     return traffic_class
+
+
+def check_api(traffic_class: TrafficClass) -> None:
+    """A known ``api``; a pooling one without ``output`` (nothing is decoded) and with an SLO on e2e alone."""
+    name, api = traffic_class.name, traffic_class.api
+    if api and api not in APIS:
+        raise ValueError(f"--traffic-class {name}: api must be one of {', '.join(APIS)}, got {api!r}")
+    if api not in POOLING_APIS:
+        return
+    if traffic_class.output is not None:
+        raise ValueError(f"--traffic-class {name}: api={api} generates nothing: no output=")
+    metrics = {split_name(item)[0] for item, _, _ in parse_items(traffic_class.slo)} if traffic_class.slo else set()
+    if metrics - {POOLING_SLO_METRIC}:
+        raise ValueError(f"--traffic-class {name}: api={api} is timed end to end: its slo names e2e only")
 
 
 def parse_classes(texts: Iterable[str]) -> list[TrafficClass]:

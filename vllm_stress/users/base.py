@@ -237,6 +237,7 @@ class LLMUser(FastHttpUser):
     forces_output = True  # ignore_eos reaches the server: with it, the output's length is checked against its target
     output_marker = b"\0"  # bytes that only an output-bearing chunk in vLLM's layout has (see read_stream)
     connections = 1  # connections the user may hold at once (an agent's fan-out: users/agent.py)
+    apis: dict[str, type[LLMUser]] = {}  # request name -> the user its request task hands a class of that api= to
     sticky_headers: dict[str, str] = {}  # headers of every request of the user (a session's id, session.py)
     target: Target  # FlowUser's: set by read_options and start_user
     workload: Workload | None
@@ -250,6 +251,7 @@ class LLMUser(FastHttpUser):
     no_traceparent: bool
     adapters: AdapterPool | None
     traffic_class: TrafficClass | None
+    sender: LLMUser  # who sends the user's requests: itself, or the user of its class's api (on_start)
 
     def __init__(self, environment: Environment) -> None:
         options = TARGETS[environment].options
@@ -271,10 +273,35 @@ class LLMUser(FastHttpUser):
     def on_start(self) -> None:
         start_user(self)
         receive_clocks[self.target.recorder.worker_id] = receive_clock(self.host or "")
+        self.sender = self.class_sender()
 
     @task
     def request(self) -> None:
-        run_request(self, self.send)
+        run_request(self.sender, self.sender.send)
+
+    @classmethod
+    def api_user(cls, api: str) -> type[LLMUser] | None:
+        """The user class that sends the requests of a traffic class naming ``api`` ("": none) for a user of this
+        class: itself for its own, the user of that API its request task hands them to (``apis``), else None (a
+        session's or an agent's task sends its own)."""
+        if api in ("", cls.request_name):
+            return cls
+        return cls.apis.get(api) if LLMUser.request in cls.tasks else None
+
+    def class_sender(self) -> LLMUser:
+        """Itself, or when its traffic class names another API (api=embeddings: a mixed fleet) a user of that API
+        made for it, with its class and the class's prompts of that API's kind: its rows, canaries (none for a
+        pooling API) and lengths are that user's."""
+        traffic_class = self.traffic_class
+        api_user = self.api_user(traffic_class.api) if traffic_class else None
+        if traffic_class is None or api_user is type(self):
+            return self
+        assert api_user is not None and self.target.classes is not None  # the test start checked (Target.prepare)
+        api_user.host = self.host  # as Locust gives its user classes at each start
+        sender = api_user(self.environment)
+        sender.traffic_class = traffic_class
+        sender.workload = self.target.classes.workload(sender.chat, traffic_class)
+        return sender
 
     def send(self, spec: RequestSpec, exchange: Exchange) -> None:
         prefix = self.affinity_header and spec.prefix_group is not None

@@ -10,13 +10,18 @@ from vllm_stress.client.exchange import is_output_delta
 from vllm_stress.client.images import message_content
 from vllm_stress.client.prompts import RequestSpec
 from vllm_stress.client.structured import chat_fields
+from vllm_stress.users import completions, embeddings, rerank, score  # modules: Locust runs a file's User classes
 from vllm_stress.users.base import LLMUser, sampling
+
+# a mixed fleet: the users a chat user's traffic class names by its api= (docs/guides/traffic-classes.md)
+CLASS_APIS = (completions.CompletionsUser, embeddings.EmbeddingsUser, rerank.RerankUser, score.ScoreUser)
 
 
 class ChatUser(LLMUser):
     path = "/v1/chat/completions"
     request_name = "chat"
     chat = True
+    apis = {user.request_name: user for user in CLASS_APIS}
     output_marker = b'"delta":{"content":"'  # vLLM's role chunk starts with "role", so it never matches
     takes_images = True  # --images
     takes_schemas = True  # --json-schema

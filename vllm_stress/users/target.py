@@ -12,15 +12,14 @@ from typing import TYPE_CHECKING
 import gevent
 import gevent.event
 import requests
-from locust import FastHttpUser
+from locust import FastHttpUser, User
 from locust.runners import MasterRunner, WorkerRunner
 
-from vllm_stress.client import classes
 from vllm_stress.client import options as opts
 from vllm_stress.client.canary import Canaries, load_canaries
 from vllm_stress.client.cancel import Cancellations, cancellations_for
 from vllm_stress.client.checks import StopTarget, check_model, validate
-from vllm_stress.client.classes import ClassSet
+from vllm_stress.client.classes import ClassSet, declared
 from vllm_stress.client.hitrate import DEFAULT_BLOCK_SIZE
 from vllm_stress.client.pacing import OpenLoopArrivals, arrivals_for
 from vllm_stress.client.prompts import Tokenizer, Workload, build_workload
@@ -30,6 +29,7 @@ from vllm_stress.client.stream import KERNEL_CLOCK, receive_clock
 from vllm_stress.client.structured import SchemaPool, load_pool
 from vllm_stress.client.trace import TraceArrivals, arrivals_for_trace, read_trace
 from vllm_stress.core import fleet, served
+from vllm_stress.core.classes import TrafficClass
 from vllm_stress.core.questions import DatasetError
 from vllm_stress.core.schema import POOLED
 from vllm_stress.master.cachereset import CacheReset
@@ -132,7 +132,8 @@ class Target:
                 "--arrival-rate and --microburst start requests or sessions on a schedule; an agent's steps follow "
                 "its answers and tool latencies: run the agent user as a closed loop"
             )
-        if options.images and not all(getattr(cls, "takes_images", False) for cls in self.environment.user_classes):
+        senders = class_senders(self.environment.user_classes, declared(options))
+        if options.images and not all(getattr(cls, "takes_images", False) for cls in senders):
             raise StopTarget("--images: only the chat users (chat.py, sdk.py) send images")
         classes = self.environment.user_classes
         if options.session_trace and not all(getattr(cls, "replays_sessions", False) for cls in classes):
@@ -165,7 +166,7 @@ class Target:
         seed = os.getpid() if options.arrival_seed is None else options.arrival_seed + worker_index
         self.cancellations = cancellations_for(options, f"cancel-{seed}")  # its options passed validate
         if self.runs_users:
-            for chat in {getattr(cls, "chat", False) for cls in self.environment.user_classes}:
+            for chat in {getattr(cls, "chat", False) for cls in senders}:
                 self.workloads[chat] = self.build_workload(chat)
             for cls in self.environment.user_classes:  # what a user class sizes before the run (the session's turns)
                 if prepare_workload := getattr(cls, "prepare_workload", None):
@@ -181,7 +182,7 @@ class Target:
     def class_set(self) -> ClassSet | None:
         """The traffic classes of this process's users, their workloads made from the run's (None: no class)."""
         options = self.options
-        if not (declared_classes := classes.declared(options)):
+        if not (declared_classes := declared(options)):
             return None
         workers = max(getattr(options, "expect_workers", 1) or 1, 1) if self.is_worker else 1
         class_set = ClassSet(declared_classes, getattr(self.environment.runner, "worker_index", 0), workers)
@@ -249,6 +250,24 @@ class Target:
         workload = build_workload(tokenizer, options, seed=os.getpid() ^ int(time.time()))
         log.info("Prompts sized for %s with %d /tokenize calls", self.model, tokenizer.calls)
         return workload
+
+
+def class_senders(user_classes: list[type[User]], traffic_classes: list[TrafficClass]) -> set[type]:
+    """The user classes that send the run's requests: Locust's, and the users of the other APIs its traffic classes
+    name (api=: the chat user hands their requests over, vllm_stress.users.base); StopTarget for a class naming an
+    API that a user class sends neither itself nor through another."""
+    senders: set[type] = set(user_classes)
+    for traffic_class in traffic_classes:
+        for user_class in user_classes:
+            api_user = getattr(user_class, "api_user", None)  # an HTTP user's (LLMUser); the SDK user has none
+            sender = api_user(traffic_class.api) if api_user else (None if traffic_class.api else user_class)
+            if sender is None:
+                raise StopTarget(
+                    f"--traffic-class {traffic_class.name}: {user_class.__name__} cannot send api={traffic_class.api} "
+                    "(a mixed fleet runs locustfiles/chat.py: docs/guides/traffic-classes.md)"
+                )
+            senders.add(sender)
+    return senders
 
 
 def connection_problem(exc: Exception) -> str:

@@ -17,6 +17,7 @@ from typing import Any, TypedDict
 
 import pandas as pd
 
+from vllm_stress.analysis.features.pooling import kind_of
 from vllm_stress.analysis.io.json_types import to_json_types
 from vllm_stress.analysis.io.load import AnalysisError, Run
 from vllm_stress.analysis.measures import HEADLINE, LATENCY_METRICS, PERCENTILES
@@ -27,6 +28,7 @@ from vllm_stress.core.slo import Slo, level_slos, request_slos
 
 LevelStats = Callable[[Run, pd.DataFrame, dict[str, float] | None], pd.DataFrame]  # run, windows, SLO -> level rows
 CLASS_FIELDS = ("users", "requests", *HEADLINE, "goodput_requests_per_s", "goodput_ratio")  # kept per class
+POOLING_FIELDS = ("inputs_per_s", "input_tokens_per_s")  # a pooling class's too: its API's (features/pooling.py)
 
 
 class ClassesSummary(TypedDict):
@@ -34,7 +36,8 @@ class ClassesSummary(TypedDict):
     fairness per level and the starvation verdicts."""
 
     declared: list[dict[str, Any]]
-    levels: list[dict[str, Any]]  # {"class", "share", "slo_met", "token_share", *CLASS_FIELDS}
+    # {"class", "endpoint", "share", "slo_met", "token_share", *CLASS_FIELDS, *POOLING_FIELDS}
+    levels: list[dict[str, Any]]
     fairness: list[dict[str, Any]]  # {"users", "jain_slo_attainment"}
     verdicts: list[str]
 
@@ -67,9 +70,18 @@ def class_level_rows(run: Run, windows: pd.DataFrame, level_stats: LevelStats) -
             continue
         slo = {s.name: s.limit for s in request_slos(traffic_class.slo, LATENCY_METRICS)} if traffic_class.slo else {}
         stats = level_stats(replace(run, requests=rows.reset_index(drop=True), tables={}), windows, slo or None)
-        stats = stats.reindex(columns=list(CLASS_FIELDS)).astype(float).astype({"users": int})
-        frames.append(stats.assign(**{"class": traffic_class.name}))
+        frames.append(class_fields(stats, rows).assign(**{"class": traffic_class.name}))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def class_fields(stats: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
+    """The fields kept of a class's level rows: CLASS_FIELDS, the ``endpoint`` its rows went to and, for a pooling
+    class (its rows all a pooling API's), that API's inputs and input tokens per second."""
+    kept = stats.reindex(columns=list(CLASS_FIELDS)).astype(float).astype({"users": int})
+    kind = kind_of(rows)
+    for field in POOLING_FIELDS:
+        kept[field] = stats[f"{kind}_{field}"].astype(float) if kind else math.nan
+    return kept.assign(endpoint=", ".join(sorted(set(rows["endpoint"].dropna().astype(str)))))
 
 
 def judged(traffic_class: TrafficClass) -> list[Slo]:
@@ -96,7 +108,7 @@ def summarise_classes(per_run: list[pd.DataFrame], classes: list[TrafficClass]) 
     frames = [frame for frame in per_run if not frame.empty]
     if not frames:
         return None
-    rows = pd.concat(frames).groupby(["class", "users"], as_index=False, sort=False).mean(numeric_only=True)
+    rows = pd.concat(frames).groupby(["class", "users", "endpoint"], as_index=False, sort=False).mean(numeric_only=True)
     weights = {c.name: c.weight for c in classes}
     total_weight = sum(weights.get(name, 1.0) for name in rows["class"].unique())
     rows["share"] = rows["class"].map(lambda name: weights.get(name, 1.0) / total_weight)
@@ -142,29 +154,49 @@ CLASSES_NOTE = (
     "Each class's figures are the per-level figures of its own requests; attainment is the share of them within "
     "every limit of the class's SLO (its goodput ratio), SLO met judges the level (a bare metric is its p99). "
     "Fairness: Jain's index of the classes' attainments (1: all served alike by their own SLO; docs/guides/"
-    "traffic-classes.md)."
+    "traffic-classes.md). A pooling class (api=embeddings, rerank, score) generates nothing: its own figures are its "
+    "inputs (texts or documents) and their prompt tokens per second, its latency e2e."
 )
+
+
+def class_cells(level: Mapping[str, Any]) -> dict[str, str]:
+    """A class's level by column: its own figures (a generating class's output tokens, TTFT and TPOT; a pooling
+    class's inputs and input tokens, features/pooling.py's), the requests and e2e of both, its SLO's verdict."""
+    own = (
+        {"inputs/s": count(level["inputs_per_s"], 1), "input tok/s": count(level["input_tokens_per_s"])}
+        if level.get("inputs_per_s") is not None
+        else {
+            "output tok/s": count(level["output_tokens_per_s"]),
+            "TTFT p50": seconds(level["ttft_p50_s"]),
+            "TTFT p99": seconds(level["ttft_p99_s"]),
+            "TPOT p50": seconds(level["tpot_p50_s"]),
+        }
+    )
+    return own | {
+        "users": str(level["users"]),
+        "class": level["class"],
+        "endpoint": level.get("endpoint") or "",
+        "req/s": count(level["requests_per_s"], 2),
+        "e2e p50": seconds(level["e2e_p50_s"]),
+        "e2e p99": seconds(level["e2e_p99_s"]),
+        "attainment": percent(level["goodput_ratio"]),
+        "SLO met": {True: "yes", False: "no", None: ""}[level["slo_met"]],
+    }
+
+
+def class_headers(pooled: bool) -> list[str]:
+    """The table's columns, with the endpoint and a pooling class's when ``pooled`` (a mixed fleet)."""
+    api, inputs = (["endpoint"], ["inputs/s", "input tok/s"]) if pooled else ([], [])
+    generated = ["output tok/s", "TTFT p50", "TTFT p99", "TPOT p50"]
+    return ["users", "class", *api, "req/s", *generated, *inputs, "e2e p50", "e2e p99", "attainment", "SLO met"]
 
 
 def class_blocks(label: str, classes: ClassesSummary | None) -> list[Block]:
     """The per-class table of a config, its fairness and verdicts; [] without classes."""
     if not classes:
         return []
-    headers = ["users", "class", "req/s", "output tok/s", "TTFT p50", "TTFT p99", "TPOT p50", "attainment", "SLO met"]
-    rows = [
-        [
-            str(level["users"]),
-            level["class"],
-            count(level["requests_per_s"], 2),
-            count(level["output_tokens_per_s"]),
-            seconds(level["ttft_p50_s"]),
-            seconds(level["ttft_p99_s"]),
-            seconds(level["tpot_p50_s"]),
-            percent(level["goodput_ratio"]),
-            {True: "yes", False: "no", None: ""}[level["slo_met"]],
-        ]
-        for level in classes["levels"]
-    ]
+    headers = class_headers(any(level.get("inputs_per_s") is not None for level in classes["levels"]))
+    rows = [[cells.get(header, "") for header in headers] for cells in map(class_cells, classes["levels"])]
     fairness = [
         f"{f['users']} users: Jain's index {f['jain_slo_attainment']:.3f}"
         for f in classes["fairness"]

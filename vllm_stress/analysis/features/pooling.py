@@ -12,9 +12,10 @@ import pandas as pd
 from vllm_stress.analysis.features import Config, LevelInput
 from vllm_stress.analysis.measures import PERCENTILES, percentiles_by_level
 from vllm_stress.analysis.report.render import Block, Heading, Paragraph, Table
+from vllm_stress.core.classes import POOLING_APIS
 from vllm_stress.core.numbers import count, milliseconds
 
-KINDS = ("embeddings", "rerank", "score")  # vLLM's pooling APIs, as their paths end (/v1/embeddings, /rerank ...)
+KINDS = POOLING_APIS  # vLLM's pooling APIs, as their paths end (/v1/embeddings, /rerank ...)
 RATES = {  # field suffix -> (the rows' column summed, None: the rows counted; its description)
     "requests_per_s": (None, "measured {kind} requests ended in the level's window per second"),
     "inputs_per_s": ("inputs", "the inputs (embeddings) or documents (rerank, score) of those requests per second"),
@@ -27,10 +28,21 @@ FIELDS = {f"{kind}_{suffix}": text.format(kind=kind) for kind in KINDS for suffi
 }
 
 
+def row_kinds(rows: pd.DataFrame) -> pd.Series:
+    """Each row's endpoint as its kind: the last part of its path (a pooling kind, or another API's)."""
+    return rows["endpoint"].fillna("").astype(str).str.rsplit("/", n=1).str[-1]
+
+
+def kind_of(rows: pd.DataFrame) -> str | None:
+    """The pooling API all of ``rows`` went to (a traffic class's), None when they went to another (or to several)."""
+    kinds = set(row_kinds(rows))
+    return kinds.pop() if len(kinds) == 1 and kinds <= set(KINDS) else None
+
+
 def level_fields(level: LevelInput) -> pd.DataFrame:
     window_s = level.base["window_s"]
     stats = pd.DataFrame(index=level.base.index)
-    kinds = level.measured["endpoint"].fillna("").str.rsplit("/", n=1).str[-1]
+    kinds = row_kinds(level.measured)
     for kind in KINDS:
         rows = level.measured[kinds == kind]
         by_level = rows.groupby("users")

@@ -2,8 +2,10 @@
 (GSM8K shape), 200 questions each, and three small request traces in the published formats, ``mooncake-sample.jsonl``
 (Mooncake), ``azure-sample.csv`` (Azure LLM inference trace) and ``burstgpt-sample.csv`` (BurstGPT, whole seconds as
 published, 5 of its rows failed ones): 240 Poisson arrivals over a minute each, ``bailian-sample.jsonl`` (Alibaba's
-Bailian format: 30 multi-turn sessions over a minute), and
-``sharegpt-sample.json``, 40 chat conversations in the ShareGPT format; the same every time (fixed seeds).
+Bailian format: 30 multi-turn sessions over a minute), ``weka-sample.jsonl`` (three agent traces in the Weka format
+of kv-cache-tester and AgentX: a fan-out of three subagents and an asynchronous one, nested subagents, long think
+times), and ``sharegpt-sample.json``, 40 chat conversations in the ShareGPT format; the same every time (fixed
+seeds).
 
     python scenarios/data/make_synthetic.py
 
@@ -172,6 +174,106 @@ def bailian_lines(rng: random.Random) -> list[dict]:
     return sorted(lines, key=lambda line: line["timestamp"])
 
 
+WEKA_BLOCK_TOKENS, WEKA_MODEL = 64, "synthetic-agent"
+
+
+class WekaCalls:
+    """The calls of one synthetic Weka trace: each a whole prompt of 64-token blocks, a session's history growing by
+    one or two new blocks a call (``extend``), a subagent's opening with the trace's first block (its system
+    prompt) and blocks of its own."""
+
+    def __init__(self, rng: random.Random, first_block: int) -> None:
+        self.rng = rng
+        self.next_block = first_block
+
+    def fresh(self, count: int) -> list[int]:
+        self.next_block += count
+        return list(range(self.next_block - count, self.next_block))
+
+    def call(self, t: float, history: list[int], think: float | None = None, kind: str = "n") -> dict:
+        """A call at ``t`` whose prompt is ``history`` (extended in place by its new blocks), 8 to 40 tokens out."""
+        history += self.fresh(self.rng.randint(1, 2))
+        out = self.rng.randint(8, 40)
+        return {
+            "t": t,
+            "type": kind,
+            "model": WEKA_MODEL,
+            "in": len(history) * WEKA_BLOCK_TOKENS - self.rng.randrange(WEKA_BLOCK_TOKENS),
+            "out": out,
+            "hash_ids": list(history),
+            "input_types": ["text"],
+            "output_types": ["text"],
+            "stop": self.rng.choice(("tool_use", "end_turn")),
+            "api_time": round(out * 0.02, 3),
+            "think_time": think,
+            "ttft": 0.15 if kind == "s" else None,
+        }
+
+    def subagent(self, t: float, agent_id: str, times: list[float], status: str = "completed") -> dict:
+        """A subagent marker at ``t`` with a call at each of ``times``."""
+        history = [0, *self.fresh(2)]
+        requests = [self.call(at, history) for at in times]
+        return {
+            "t": t,
+            "type": "subagent",
+            "agent_id": agent_id,
+            "subagent_type": "explore",
+            "duration_ms": round((times[-1] - t + 1.0) * 1000),
+            "total_tokens": sum(call["in"] + call["out"] for call in requests),
+            "tool_use_count": len(requests),
+            "status": status,
+            "requests": requests,
+            "models": [WEKA_MODEL],
+            "tool_tokens": 0,
+            "system_tokens": WEKA_BLOCK_TOKENS,
+        }
+
+
+def weka_trace(trace_id: str, scope: str, requests: list[dict]) -> dict:
+    return {
+        "id": trace_id,
+        "models": [WEKA_MODEL],
+        "block_size": WEKA_BLOCK_TOKENS,
+        "hash_id_scope": scope,
+        "tool_tokens": 0,
+        "system_tokens": WEKA_BLOCK_TOKENS,
+        "requests": requests,
+        "totals": {"requests": sum(1 for r in requests if r["type"] != "subagent")},
+    }
+
+
+def weka_traces(rng: random.Random) -> list[dict]:
+    """Three Weka traces: ``weka-fanout`` (a fan-out of three subagents, one of two calls, joined before the parent's
+    next call; then an async_launched subagent its parent does not wait for; a 30 s think time), ``weka-nested``
+    (a subagent that fans out to one of its own) and ``weka-plain`` (global hash ids, a 20 s gap and a short one)."""
+    calls = WekaCalls(rng, 1)
+    parent = [0, *calls.fresh(2)]  # block 0: the trace's system prompt, its subagents' too
+    fanout = [
+        calls.call(0.0, parent, kind="s"),
+        calls.call(3.0, parent, think=0.2),
+        calls.subagent(5.0, "explore-1", [5.1, 7.0]),
+        calls.subagent(5.0, "explore-2", [5.2]),
+        calls.subagent(5.0, "explore-3", [5.1]),
+        calls.call(12.0, parent, kind="s"),
+        calls.subagent(13.0, "background-1", [13.1], status="async_launched"),
+        calls.call(13.2, parent, think=0.0),
+        calls.call(60.0, parent, think=30.0),
+    ]
+    calls = WekaCalls(rng, 1)
+    parent = [0, *calls.fresh(2)]
+    planner = calls.subagent(2.0, "planner", [2.1, 4.0])
+    planner["requests"].insert(1, calls.subagent(2.5, "worker", [2.6]))
+    nested = [calls.call(0.0, parent), planner, calls.call(5.0, parent), calls.call(6.0, parent)]
+    calls = WekaCalls(rng, 5_000)
+    parent = calls.fresh(3)
+    plain = [calls.call(0.0, parent), calls.call(20.0, parent), calls.call(20.5, parent, think=0.1)]
+    return [
+        weka_trace("weka-fanout", "local", fanout),
+        weka_trace("weka-nested", "local", nested),
+        weka_trace("weka-plain", "global", plain),
+    ]
+
+
 def azure_csv(rng: random.Random) -> str:
     """Azure's CSV columns: TIMESTAMP (7-digit fractions, as published), ContextTokens, GeneratedTokens."""
     start = datetime(2023, 11, 16, 18, 15, 46)
@@ -265,6 +367,7 @@ def main(folder: Path = HERE) -> None:
     (folder / "azure-sample.csv").write_text(azure_csv(traces))
     (folder / "burstgpt-sample.csv").write_text(burstgpt_csv(random.Random(TRACE_SEED + 1)))
     write(folder / "bailian-sample.jsonl", bailian_lines(random.Random(TRACE_SEED + 2)))
+    write(folder / "weka-sample.jsonl", weka_traces(random.Random(TRACE_SEED + 3)))
     (folder / "sharegpt-sample.json").write_text(json.dumps(sharegpt_items(random.Random(SHAREGPT_SEED)), indent=1))
 
 

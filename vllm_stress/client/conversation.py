@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 from vllm_stress.client.exchange import Exchange
 from vllm_stress.client.prompts import Tokenizer
-from vllm_stress.client.sessiontrace import RecordedSession
+from vllm_stress.client.sessionmodel import RecordedSession
 
 
 class TurnSizer:

@@ -6,45 +6,35 @@ traces write it: one request a line, ``session_id``, ``input_length``, ``output_
 blocks of the whole prompt, history included) and the gap before it, ``delay`` (ms after the previous turn's
 answer) or, without one, the difference of ``timestamp`` (ms) from the session's previous line. A session's turns
 are its lines in file order. Alibaba's Bailian traces are read too: a line's session is the first chat of its
-``parent_chat_id`` chain, its ``timestamp`` in seconds, its blocks of 16 tokens.
+``parent_chat_id`` chain, its ``timestamp`` in seconds, its blocks of 16 tokens. Weka agent traces, with their
+subagents (wekatrace.py), are told by their content: a JSON trace, a JSONL file of them or a folder of ``.json`` ones.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
-from dataclasses import dataclass
 
-from .trace import BAILIAN, MOONCAKE_BLOCK_TOKENS, json_format, read_text
+from .sessionmodel import RecordedSession, RecordedTurn
+from .trace import BAILIAN, json_format, read_text
+from .wekatrace import read_weka_folder, weka_sessions
 
 NO_PARENT = -1  # a Bailian line's parent_chat_id when it starts its session
 
 
-@dataclass(frozen=True)
-class RecordedTurn:
-    """One turn of a recorded session."""
-
-    input_tokens: int
-    output_tokens: int
-    hash_ids: tuple[int, ...]
-    gap_s: float  # recorded idle time before it, after the previous turn's answer (0 for a session's first turn)
-    reused_blocks: int  # of its hash ids, those an earlier turn of the session had
-
-
-@dataclass(frozen=True)
-class RecordedSession:
-    session_id: str
-    turns: tuple[RecordedTurn, ...]
-    block_tokens: int = MOONCAKE_BLOCK_TOKENS  # tokens of one of its hash ids' blocks, as its format has them
-
-
 def read_sessions(path: str) -> list[RecordedSession]:
-    """The sessions of a session-trace file (``.gz``: gzip), in the order they first appear; ValueError naming the
-    file and line for a line that is not a session turn, or for a file without one."""
+    """The sessions of a session-trace file (``.gz``: gzip) or Weka trace folder, in the order they first appear;
+    ValueError naming the file and line for a line that is not a session turn, or for a file without one."""
+    if os.path.isdir(path):
+        return read_weka_folder(path)
+    text = read_text(path)
+    if (traces := weka_sessions(path, text)) is not None:
+        return traces
     lines: dict[str, list[tuple[dict, int]]] = {}
     roots: dict[int, int] = {}  # a Bailian chat's session: the first chat of its parent chain
-    for number, raw in enumerate(read_text(path).splitlines(), 1):
+    for number, raw in enumerate(text.splitlines(), 1):
         if raw.strip():
             item = parse_line(path, number, raw, roots)
             lines.setdefault(str(item["session_id"]), []).append((item, number))

@@ -4,6 +4,8 @@ locust -f locustfiles/session.py -H http://127.0.0.1:8000 --headless -u 10 -t 2m
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import itertools
 import logging
 import random
@@ -11,6 +13,7 @@ import weakref
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+import gevent
 import requests
 from locust import task
 from locust.exception import StopUser
@@ -22,6 +25,7 @@ from vllm_stress.client.exchange import Exchange
 from vllm_stress.client.pacing import OpenLoopArrivals
 from vllm_stress.client.pools import new_session
 from vllm_stress.client.prompts import RequestSpec, Tokenizer, Workload, sample_dataset
+from vllm_stress.client.sessionmodel import RecordedSession, most_in_flight
 from vllm_stress.client.sessiontrace import (
     SessionDeck,
     capped_gap,
@@ -34,8 +38,11 @@ from vllm_stress.client.sharegpt import is_sharegpt, read_conversations
 from vllm_stress.client.trace import TraceLine
 from vllm_stress.users import chat  # the module, not the class: Locust would run every User class in this file
 from vllm_stress.users.base import canary_request, send_request
+from vllm_stress.users.target import TARGETS
 
 if TYPE_CHECKING:
+    from locust.env import Environment
+
     from vllm_stress.users.target import Target
 
 NEVER_IN_JSON = b"\0"  # an output marker no event has: every SSE event is parsed, so the answer text is collected
@@ -45,6 +52,7 @@ _user_numbers = itertools.count(1)
 _sizers: weakref.WeakKeyDictionary[Workload, TurnSizer | None] = weakref.WeakKeyDictionary()  # made at test start
 _decks: weakref.WeakKeyDictionary[Workload, SessionDeck] = weakref.WeakKeyDictionary()  # --session-trace
 _datasets: dict[str, list[list[str]] | None] = {}  # --dataset path -> conversations (human turns), per process
+_traces: dict[str, list[RecordedSession]] = {}  # --session-trace path -> its sessions, per process
 
 
 class ChatSessionUser(chat.ChatUser):
@@ -54,6 +62,14 @@ class ChatSessionUser(chat.ChatUser):
     output_marker = NEVER_IN_JSON
     arrival_starts = "session"  # an open loop's arrival starts a conversation; its turns follow answers and gaps
     replays_sessions = True  # --session-trace
+
+    def __init__(self, environment: Environment) -> None:
+        path = TARGETS[environment].options.session_trace
+        if path:  # a connection for each request a recorded session can have in flight at once, its subagents' too
+            with contextlib.suppress(OSError, EOFError, ValueError):  # the test start's checks say why, and stop
+                self.connections = max(map(most_in_flight, trace_sessions(path)))
+        super().__init__(environment)
+        self.subagents: list[gevent.Greenlet] = []  # those its session launched, at any depth: none outlives it
 
     def on_start(self) -> None:
         super().on_start()
@@ -66,6 +82,9 @@ class ChatSessionUser(chat.ChatUser):
         self.conversations = itertools.count(1)
         self.answer: list[str] = []
         self.joins = parse_start_share(options.session_start)  # --session-start: its first session joins mid-way
+
+    def on_stop(self) -> None:
+        gevent.killall(self.subagents)  # the run's stop: their requests cut, each a row (Aborted) as the user's own
 
     def wait_time(self) -> float:
         """Think time inside a conversation (a recorded session's gap before its next turn, capped); a new
@@ -87,20 +106,70 @@ class ChatSessionUser(chat.ChatUser):
             return
         lag, burst = (None, None) if self.conversation else self.session_arrival()
         conversation = self.conversation = self.conversation or self.new_conversation()
+        if conversation.recorded:  # the subagents it launches before the turn, the awaited ones joined
+            self.fan_out(conversation.recorded.turns[conversation.turn].fanout)
         spec = self.next_turn(conversation, workload)
         self.answer = []
         turn = (conversation.session_id, conversation.turn)
         exchange = send_request(self, spec, self.send, lag, session=turn, burst=burst)
         if exchange.error:
-            self.conversation = None  # no answer to carry on with: a new conversation
+            self.end_conversation(failed=True)  # no answer to carry on with: a new conversation
             return
         answer = "".join(self.answer)
         conversation.messages.append(assistant_message(answer))
         if conversation.over:
-            self.conversation = None
+            self.end_conversation()
             return
         sizer = _sizers.get(workload)
         conversation.next_target = sizer.history(exchange) if sizer else None
+
+    def end_conversation(self, failed: bool = False) -> None:
+        """The conversation is over: unless a failed turn ended it, the subagents it launches after its last turn;
+        then every subagent it launched, those its turns went on without included, waited for."""
+        recorded = self.conversation.recorded if self.conversation else None
+        if recorded and not failed:
+            self.fan_out(recorded.after)
+        self.conversation = None
+        try:
+            while running := [greenlet for greenlet in self.subagents if not greenlet.dead]:  # launched meanwhile too
+                gevent.joinall(running, raise_error=True)
+        finally:  # the run's stop (or a bug) cut the wait: none runs on without its conversation
+            gevent.killall(self.subagents)
+            self.subagents.clear()
+
+    def fan_out(self, agents: tuple[RecordedSession, ...]) -> None:
+        """Launch ``agents`` together (a fan-out), each a subagent replaying its session in a greenlet of its own, and
+        wait for the awaited ones (the join)."""
+        greenlets = [gevent.spawn(self.subagent(agent).replay) for agent in agents]
+        self.subagents += greenlets
+        gevent.joinall([g for g, agent in zip(greenlets, agents, strict=True) if agent.awaited], raise_error=True)
+
+    def subagent(self, agent: RecordedSession) -> ChatSessionUser:
+        """The replayer of a subagent of this user's conversation: a shallow copy of the user (its client and
+        connections, its target, its list of subagents) with a conversation and answer of its own, so that the
+        concurrent greenlets share no request's state. Its session id is the conversation's and the agent's."""
+        parent = self.conversation
+        assert parent is not None
+        twin = copy.copy(self)
+        twin.conversation = Conversation(
+            f"{parent.session_id}/{agent.session_id}", len(agent.turns), None, agent, parent.salt
+        )
+        twin.answer = []
+        return twin
+
+    def replay(self) -> None:
+        """A subagent's session (run in its own greenlet): each turn after its gap (capped) and its own fan-out; a
+        failed turn ends it, as it ends a session; then the subagents it launches after its last turn."""
+        conversation, workload = self.conversation, self.workload
+        assert conversation is not None and conversation.recorded is not None and workload is not None
+        for recorded in conversation.recorded.turns:
+            gevent.sleep(capped_gap(recorded.gap_s, self.environment.parsed_options.idle_gap_cap))
+            self.fan_out(recorded.fanout)
+            spec = self.next_turn(conversation, workload)
+            self.answer = []
+            if send_request(self, spec, self.send, session=(conversation.session_id, conversation.turn)).error:
+                return
+        self.fan_out(conversation.recorded.after)
 
     def session_arrival(self) -> tuple[float | None, int | None]:
         """An open loop of sessions (--arrival-rate, --microburst): wait for the next arrival to start one; (how late
@@ -117,7 +186,8 @@ class ChatSessionUser(chat.ChatUser):
         if deck:  # --session-trace: the next recorded session, its id with its pass through the deck
             recorded, replay = deck.deal()
             session_id = self.pin(f"{recorded.session_id}/{replay}")
-            conversation = Conversation(session_id, len(recorded.turns), None, recorded, deck.salt_of(replay))
+            salt = deck.salt_of(replay) + recorded.block_salt
+            conversation = Conversation(session_id, len(recorded.turns), None, recorded, salt)
             if self.joins:  # the user's first session: its turns before the drawn one are not sent
                 conversation.turn, self.joins = start_turn(recorded, self.joins, self.rng), None
             return conversation
@@ -188,7 +258,7 @@ class ChatSessionUser(chat.ChatUser):
         if options.session_trace:  # the recorded turns carry their own lengths: nothing to size
             worker = getattr(target.environment.runner, "worker_index", 0)
             try:
-                _decks[workload] = deck_for(options, read_sessions(options.session_trace), worker)
+                _decks[workload] = deck_for(options, trace_sessions(options.session_trace), worker)
             except ValueError as e:
                 raise StopTarget(f"--session-trace: {e}") from None
             return
@@ -223,6 +293,13 @@ class ChatSessionUser(chat.ChatUser):
 
 
 ChatSessionUser.tasks = [ChatSessionUser.turn]  # not the inherited one-request task of LLMUser
+
+
+def trace_sessions(path: str) -> list[RecordedSession]:
+    """The sessions of --session-trace ``path``, read once per process."""
+    if path not in _traces:
+        _traces[path] = read_sessions(path)
+    return _traces[path]
 
 
 def dataset_conversations(path: str, num_prompts: int) -> list[list[str]] | None:

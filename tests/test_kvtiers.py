@@ -9,6 +9,8 @@ import pandas as pd
 import pytest
 
 from vllm_stress.analysis.features.prefix import EXTERNAL, GPU, kv_capacity_verdict
+from vllm_stress.scenarios.run.runner import free_port
+from vllm_stress.simulator.api.connectormetrics import ConnectorMetrics
 from vllm_stress.simulator.api.metrics import EngineMetrics
 from vllm_stress.simulator.engine.core import Engine
 from vllm_stress.simulator.engine.kvcache import HostTier, num_cpu_blocks, prompt_block_hashes
@@ -120,6 +122,25 @@ def test_the_metrics_count_a_cpu_tier_hit_as_external_from_the_host():
     )
 
 
+def test_the_tier_counts_its_own_lookups_of_whole_prompts_under_lmcaches_names():
+    """As a connector counts its own: each prompt's tokens once, at its first admission, and what the tier held of it
+    from its start before that admission stored its blocks; the stores, every block copied in."""
+    engine = Engine(tiny(100))
+    for seq in (prompt(1), prompt(2, 511), prompt(1)):
+        served(engine, seq)
+    samples = {
+        sample.name: sample.value
+        for family in ConnectorMetrics(engine.kv, "m").collect()
+        for sample in family.samples
+        if sample.name.endswith("_total")
+    }
+    assert samples == {
+        "lmcache:num_lookup_tokens_total": 100 + 511 + 100,
+        "lmcache:num_lookup_hits_total": 96,  # the first prompt's 6 full blocks, again
+        "lmcache:num_stored_tokens_total": (6 + 31) * 16,
+    }
+
+
 def test_the_tier_drops_its_least_recently_used_block():
     tier = HostTier(3)
     for block in (1, 2, 3):
@@ -168,10 +189,13 @@ def test_no_verdict_while_the_hit_rate_holds_or_without_a_tier_behind_a_fall():
 
 def test_a_ramp_of_sessions_passes_the_gpu_cache_then_the_cpu_tier(scenarios, tmp_path):
     """Each session user's second turn reuses its first (about 36 blocks); between the two, the other users' turns
-    pass through the caches: 1 user fits the GPU's 99 blocks, 6 users only the CPU tier's 400, 24 users neither."""
-    out = tmp_path / "tiers"
+    pass through the caches: 1 user fits the GPU's 99 blocks, 6 users only the CPU tier's 400, 24 users neither. The
+    tier's own counters (LMCache's names, at /connector/metrics) are scraped with --connector-metrics-url."""
+    out, port = tmp_path / "tiers", free_port()
     simulator = ["--num-gpu-blocks-override=100", f"--kv-offloading-size={400 * BLOCK_GIB}", "--max-model-len=1024"]
+    simulator.append(f"--port={port}")
     locust = ["--turns=2", "--turn-tokens=32", "--think-time=0", "--step-time=3"]
+    locust.append(f"--connector-metrics-url=http://127.0.0.1:{port}/connector/metrics")
     args = [
         "run",
         "--scenario",
@@ -190,11 +214,19 @@ def test_a_ramp_of_sessions_passes_the_gpu_cache_then_the_cpu_tier(scenarios, tm
     server = pd.read_csv(out / "run-1" / "server_metrics.csv").iloc[-1]  # the simulator's own counters at the end
     assert 0 < server["external_prefix_cache_hits"] < server["external_prefix_cache_queries"]
     assert server["prefix_cache_hits"] > 0
+    # the connector looks up whole prompts: every prompt token the engine was asked about, at least once
+    assert server["connector_lookup_tokens"] >= server["prefix_cache_queries"]
+    assert 0 < server["connector_lookup_hits"] < server["connector_lookup_tokens"]
+    assert server["connector_stored_tokens"] > 0
     summary = json.loads((out / "report" / "summary.json").read_text())
     levels = {level["users"]: level for level in summary["levels"]}
     assert levels[1]["server_prefix_hit_rate"] > 0.3 and levels[1]["server_external_hit_rate"] < 0.05
     assert levels[6]["server_prefix_hit_rate"] < 0.1 and levels[6]["server_external_hit_rate"] > 0.3
     assert levels[24]["server_prefix_hit_rate"] < 0.1 and levels[24]["server_external_hit_rate"] < 0.1
+    for level in levels.values():  # the tier holds what the GPU holds: its own rate is the tiers' combined one
+        gpu, external = level["server_prefix_hit_rate"], level["server_external_hit_rate"]
+        print(level["users"], gpu, external, level["connector_hit_rate"])
+        assert level["connector_hit_rate"] == pytest.approx(gpu + external * (1 - gpu), abs=0.05)
     tiers = summary["kv_tiers"]
     assert (tiers["tier"], tiers["gpu_users"], tiers["cpu_users"], tiers["gpu_tokens"]) == ("CPU tier", 6, 24, 1584)
     assert (

@@ -13,6 +13,7 @@ import pytest
 from vllm_stress.core import schema
 from vllm_stress.core.fleet import fleet_row
 from vllm_stress.core.metrics import histogram_quantile
+from vllm_stress.master.servermetrics import attach_connectors
 from vllm_stress.master.serverscraper import ServerScraper, parse_metrics
 
 
@@ -139,6 +140,38 @@ def test_a_server_with_some_metrics_fills_their_columns(server, caplog):
     assert column(rows[1], "ttft_count") == 0 and column(rows[1], "ttft_p50_s") == ""  # nothing new
     assert column(rows[1], "kv_cache_usage") == "" and scraper.latest["running"] == 6
     assert len(caplog.records) == 1 and "vllm:kv_cache_usage_perc" in caplog.records[0].getMessage()
+
+
+LMCACHE = """# TYPE lmcache:num_lookup_tokens counter
+lmcache:num_lookup_tokens_total{model_name="m",worker_id="0"} 900
+lmcache:num_lookup_hits_total{model_name="m",worker_id="0"} 300
+lmcache:num_stored_tokens_total{model_name="m",worker_id="0"} 640
+process_resident_memory_bytes 1e9
+"""
+
+
+def test_the_kv_connectors_own_counters_join_the_servers_row(server, caplog):
+    """--connector-metrics-url: LMCache's lookup and store counters in the server's row, nothing else of its page
+    (its process's memory is not the server's); a connector that stops answering leaves them empty, said once."""
+    scraper = ServerScraper(server(200, exposition()).url)
+    connector = server(200, LMCACHE)
+    attach_connectors([scraper], [connector.url], verify=True)
+    row = scraper.scrape(users=2)
+    assert (column(row, "connector_lookup_tokens"), column(row, "connector_lookup_hits")) == (900, 300)
+    assert column(row, "connector_stored_tokens") == 640 and column(row, "resident_memory") == ""
+    connector.status = 503
+    with caplog.at_level(logging.WARNING, logger="vllm_stress.master.serverscraper"):
+        rows = [scraper.scrape(users=2) for _ in range(2)]
+    assert [column(r, "connector_lookup_tokens") for r in rows] == ["", ""] and column(rows[0], "running") == 6
+    assert sum("Cannot scrape the KV connector's" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_connector_urls_past_the_replicas_are_left_out(caplog):
+    scrapers = [ServerScraper("http://127.0.0.1:1/metrics")]
+    with caplog.at_level(logging.ERROR, logger="vllm_stress.master.servermetrics"):
+        attach_connectors(scrapers, ["http://a/metrics", "http://b/metrics"], verify=True)
+    assert scrapers[0].connector is not None and scrapers[0].connector.url == "http://a/metrics"
+    assert "2 URLs for 1 scraped server(s): http://b/metrics left out" in caplog.text
 
 
 def test_unreachable_server_gives_no_rows(server):

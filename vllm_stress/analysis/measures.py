@@ -102,9 +102,14 @@ def token_times(rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray,
 def server_prefix_hit_rate(server: pd.DataFrame | None, windows: pd.DataFrame, tier: str = "") -> np.ndarray:
     """vllm:prefix_cache_hits / queries gained during each window (``tier`` "external_": a KV connector's, such as a
     CPU offload tier, vllm:external_prefix_cache_hits / queries); NaN without them or without queries."""
-    queries = counter_gains(server, windows, f"{tier}prefix_cache_queries")
-    hits = counter_gains(server, windows, f"{tier}prefix_cache_hits")
-    rates: np.ndarray = np.divide(hits, queries, out=np.full(len(windows), np.nan), where=queries > 0)
+    return counter_ratio(server, windows, f"{tier}prefix_cache_hits", f"{tier}prefix_cache_queries")
+
+
+def counter_ratio(server: pd.DataFrame | None, windows: pd.DataFrame, part: str, whole: str) -> np.ndarray:
+    """What counter ``part`` gained during each window over what counter ``whole`` gained (a hit rate); NaN without
+    them or where ``whole`` gained nothing."""
+    parts, wholes = counter_gains(server, windows, part), counter_gains(server, windows, whole)
+    rates: np.ndarray = np.divide(parts, wholes, out=np.full(len(windows), np.nan), where=wholes > 0)
     return rates
 
 

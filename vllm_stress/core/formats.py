@@ -10,6 +10,7 @@ from vllm_stress.core.schema import (
     ANSWER_COLUMNS,
     ANSWERS_FILE,
     CLIENT_HEALTH_FILE,
+    CONNECTOR_COUNTERS,
     ENGINE_STEP_COUNTERS,
     EXTERNAL_PREFIX_COUNTERS,
     FORMAT_KEY,
@@ -130,6 +131,7 @@ FORMATS = (
             Addition(SERVER_METRICS_FILE, PREFILL_COLUMNS, "the server's prefill time of long contexts"),
             Addition(RUN_FILE, ("prefix_cache_resets",)),
             Addition(SERVER_METRICS_FILE, ENGINE_STEP_COUNTERS, "engine steps"),
+            Addition(SERVER_METRICS_FILE, CONNECTOR_COUNTERS, "the KV connector's own hit rate"),
         ),
     ),
 )

@@ -237,10 +237,15 @@ SERVER_COUNTERS = {  # column -> scraped sample: cumulative since the server sta
     "spec_accepted_tokens": "vllm:spec_decode_num_accepted_tokens_total",  # of those, the accepted ones
     "engine_steps": "vllm:iteration_tokens_total_count",  # engine steps (vLLM's histogram of tokens per step)
     "step_tokens": "vllm:iteration_tokens_total_sum",  # the tokens those steps scheduled: prompt chunks and decodes
+    "connector_lookup_tokens": "lmcache:num_lookup_tokens_total",  # a KV connector's own count (LMCache's, in vLLM's
+    # /metrics or from --connector-metrics-url): prompt tokens it was asked to look up, whole prompts
+    "connector_lookup_hits": "lmcache:num_lookup_hits_total",  # of which it held, from each prompt's start
+    "connector_stored_tokens": "lmcache:num_stored_tokens_total",  # tokens it stored (offloaded to its tiers)
 }
 ENGINE_STEP_COUNTERS = ("engine_steps", "step_tokens")
 SPEC_DECODE_COUNTERS = ("spec_drafts", "spec_draft_tokens", "spec_accepted_tokens")
 EXTERNAL_PREFIX_COUNTERS = ("external_prefix_cache_queries", "external_prefix_cache_hits")
+CONNECTOR_COUNTERS = ("connector_lookup_tokens", "connector_lookup_hits", "connector_stored_tokens")
 # samples a vLLM server exports only with a feature on: their absence is no warning
 SERVER_HISTOGRAMS = {  # column prefix -> histogram: {prefix}_count, {prefix}_sum_s, {prefix}_p50_s, {prefix}_p99_s
     "ttft": "vllm:time_to_first_token_seconds",  # the server's time to first token
@@ -256,7 +261,7 @@ SERVER_HISTOGRAMS = {  # column prefix -> histogram: {prefix}_count, {prefix}_su
 KV_CONNECTOR_SAMPLES = {"vllm:nixl_bytes_transferred_sum", "vllm:nixl_xfer_time_seconds"}  # only a P/D decode has them
 # samples only some servers export (speculative decoding on, a P/D decode instance): not warned about when absent
 SERVER_OPTIONAL = {
-    SERVER_COUNTERS[column] for column in SPEC_DECODE_COUNTERS + EXTERNAL_PREFIX_COUNTERS
+    SERVER_COUNTERS[column] for column in SPEC_DECODE_COUNTERS + EXTERNAL_PREFIX_COUNTERS + CONNECTOR_COUNTERS
 } | KV_CONNECTOR_SAMPLES
 SERVER_OPTIONAL |= {SERVER_GAUGES["resident_memory"]}  # only where the process collector runs (Linux)
 SERVER_QUANTILES = {"p50": 0.5, "p99": 0.99}

@@ -38,12 +38,12 @@ class GpuScraper(Exporter):
         try:
             values = gpu_values(self.text())
         except (requests.RequestException, ValueError) as e:
-            self._warn_once(
+            self.warn_once(
                 "unreachable", "Cannot scrape %s (%s): no gpu_metrics.csv rows while this lasts", self.url, e
             )
             return []
         if not values:
-            self._warn_once("foreign", "%s has none of the DCGM or AMD exporters' GPU metrics: no rows", self.url)
+            self.warn_once("foreign", "%s has none of the DCGM or AMD exporters' GPU metrics: no rows", self.url)
             return []
         now = round(time.time(), 3)
         return [

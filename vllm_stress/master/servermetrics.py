@@ -18,7 +18,7 @@ from vllm_stress.master.csvappender import CsvAppender
 from vllm_stress.master.gpuscraper import GpuScraper
 from vllm_stress.master.periodic import Periodic
 from vllm_stress.master.replicaset import resolve
-from vllm_stress.master.serverscraper import Cell, ServerScraper
+from vllm_stress.master.serverscraper import Cell, Exporter, ServerScraper
 
 if TYPE_CHECKING:
     from locust.env import Environment
@@ -65,6 +65,7 @@ class ServerMetrics:
         named = [split_role(value) for value in options.server_metrics_url]
         replicas = [url for _, url in named] + service_replicas(options.server_metrics_service)
         self.scrapers = self._scrapers(replicas, verify=not options.insecure)
+        attach_connectors(self.scrapers, options.connector_metrics_url, verify=not options.insecure)
         roles = {fleet.replica_name(url): role for role, url in named}
         self.prefill = {replica for replica, role in roles.items() if role == "prefill"}
         if any(role != DEFAULT_ROLE for role in roles.values()):  # a P/D fleet: each replica's role, for the analysis
@@ -138,6 +139,20 @@ class ServerMetrics:
         if isinstance(first, str) or isinstance(last, str):
             return None
         return int(last - first)
+
+
+def attach_connectors(scrapers: list[ServerScraper], urls: list[str], verify: bool) -> None:
+    """Give the i-th scraper the i-th --connector-metrics-url (its replica's KV connector); the URLs past the last
+    replica are logged and left out."""
+    for scraper, url in zip(scrapers, urls, strict=False):
+        scraper.connector = Exporter(url, verify=verify)
+    if len(urls) > len(scrapers):
+        log.error(
+            "--connector-metrics-url: %d URLs for %d scraped server(s): %s left out",
+            len(urls),
+            len(scrapers),
+            ", ".join(urls[len(scrapers) :]),
+        )
 
 
 def holds_requests(row: dict[str, Cell]) -> bool:

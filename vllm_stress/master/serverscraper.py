@@ -24,6 +24,7 @@ _EXPECTED = _SCALARS - schema.SERVER_OPTIONAL  # those whose absence is warned a
 _EXPECTED_HISTOGRAMS = set(schema.SERVER_HISTOGRAMS.values()) - schema.SERVER_OPTIONAL
 _SAMPLES = _SCALARS | {name + part for name in schema.SERVER_HISTOGRAMS.values() for part in _HISTOGRAM_PARTS}
 _LINE_STARTS = tuple(name + end for name in _SAMPLES for end in ("{", " "))  # exact sample names, labels or not
+_CONNECTOR_SAMPLES = tuple(schema.SERVER_COUNTERS[column] for column in schema.CONNECTOR_COUNTERS)
 
 Cell = float | int | str  # a CSV cell: a number, or "" when unknown
 
@@ -73,7 +74,8 @@ class Exporter:
         response.raise_for_status()
         return response.text
 
-    def _warn_once(self, problem: str, message: str, *args: object) -> None:
+    def warn_once(self, problem: str, message: str, *args: object) -> None:
+        """Log ``message`` the first time ``problem`` happens to this URL."""
         if problem not in self.warned:
             self.warned.add(problem)
             log.warning(message, *args)
@@ -86,6 +88,7 @@ class ServerScraper(Exporter):
     def __init__(self, url: str, headers: dict[str, str] | None = None, verify: bool = True, replica: str = "") -> None:
         super().__init__(url, headers, verify)
         self.replica = replica
+        self.connector: Exporter | None = None  # its KV connector's own /metrics (--connector-metrics-url)
         self.previous: Snapshot | None = None
         self.latest: dict[str, Cell] = {}  # the last row by column
         self.cache_config: dict[str, int] | None = None  # the server's KV-cache blocks, from its first scrape
@@ -97,25 +100,42 @@ class ServerScraper(Exporter):
             snapshot = parse_metrics(text)
             self.cache_config = self.cache_config or cache_config(text)
         except (requests.RequestException, ValueError) as e:
-            self._warn_once(
+            self.warn_once(
                 "unreachable", "Cannot scrape %s (%s): no server_metrics.csv rows while this lasts", self.url, e
             )
             return None
+        if self.connector:
+            self.add_connector(snapshot)
         missing = sorted(name for name in _EXPECTED if name not in snapshot.values)
         missing += sorted(name for name in _EXPECTED_HISTOGRAMS if name not in snapshot.buckets)
         if len(missing) == len(_EXPECTED) + len(_EXPECTED_HISTOGRAMS):
-            self._warn_once(
+            self.warn_once(
                 "foreign", "%s has none of vLLM's metrics (%s ...): no server_metrics.csv rows", self.url, missing[0]
             )
             return None
         if missing:
-            self._warn_once(
+            self.warn_once(
                 "partial", "%s lacks %s: those server_metrics.csv columns stay empty", self.url, ", ".join(missing)
             )
         row = self.row(snapshot, self.previous, now or time.time(), users, self.replica, lora_values(text))
         self.previous = snapshot
         self.latest = dict(zip(schema.SERVER_METRICS_COLUMNS, row, strict=True))
         return row
+
+    def add_connector(self, snapshot: Snapshot) -> None:
+        """Put the connector's lookup and store counters into ``snapshot``, in place of any the server's /metrics had
+        (the same counters, where LMCache shares vLLM's); left out while it does not answer (logged once)."""
+        assert self.connector is not None
+        try:
+            counters = parse_metrics(self.connector.text()).values
+        except (requests.RequestException, ValueError) as e:
+            self.connector.warn_once(
+                "unreachable", "Cannot scrape the KV connector's %s (%s): its columns stay empty", self.connector.url, e
+            )
+            return
+        for name in _CONNECTOR_SAMPLES:
+            if name in counters:
+                snapshot.values[name] = counters[name]
 
     @staticmethod
     def row(

@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 
 from vllm_stress.analysis.features import Column, Config, ConfigInput, LevelInput
-from vllm_stress.analysis.measures import prefix_hit_rates, server_prefix_hit_rate
+from vllm_stress.analysis.measures import counter_ratio, prefix_hit_rates, server_prefix_hit_rate
 from vllm_stress.analysis.report.render import Block, Heading, Paragraph, Table
 from vllm_stress.core.numbers import count, formatted, percent
 
@@ -21,19 +21,24 @@ FIELDS = {
     "server_prefix_hit_rate": "the same from the server's counters: vllm:prefix_cache_hits / queries during the window",
     "server_external_hit_rate": "the hit rate of the server's KV connector (a CPU offload tier, LMCache): "
     "vllm:external_prefix_cache_hits / queries during the window, its queries the prompt tokens the GPU's cache missed",
+    "connector_hit_rate": "the KV connector's own hit rate (LMCache's lmcache:num_lookup_hits / num_lookup_tokens "
+    "during the window, in vLLM's /metrics or from --connector-metrics-url): of whole prompts, so it counts what the "
+    "GPU held too (empty without them)",
     "prefix_hit_target": "--prefix-hit-rate: the hit rate the level's prompts were built for, their shared-prefix "
     "tokens / prompt tokens over the requests that ended in the window (empty without)",
     "server_warmup_hit_rate": "how warm the level began: the server's vllm:prefix_cache_hits / queries gained from "
     "its ramp's start to its hold's (levels.csv); with --reset-prefix-cache the cache was emptied as the ramp began",
 }
-GPU, EXTERNAL = "server_prefix_hit_rate", "server_external_hit_rate"
+GPU, EXTERNAL, CONNECTOR = "server_prefix_hit_rate", "server_external_hit_rate", "connector_hit_rate"
 CLIFF_DROP = 0.15  # a fall of 15 percentage points from the best level before it: past a tier, not noise
 TIERS_NOTE = (
     "Hit rates by KV tier from the server's counters gained in each level's window: the GPU's prefix cache "
     "(vllm:prefix_cache_hits / queries) and its KV connector's, such as a CPU offload tier "
     "(vllm:external_prefix_cache_hits / queries, whose queries are the tokens the GPU missed); combined: prompt "
     "tokens either tier served / prompt tokens. A level whose rate falls 15 points below the best level before it "
-    "has a working set past that tier's capacity (docs/concepts/kv-tiers.md)."
+    "has a working set past that tier's capacity (docs/concepts/kv-tiers.md). Connector (own): the connector's "
+    "own count where it exports one (LMCache's lookups, of whole prompts): near the combined rate when it holds "
+    "what the GPU holds."
 )
 TARGET_NOTE = (
     "With --prefix-hit-rate each prompt opens with whole KV blocks of its group's prefix (the chat template's own "
@@ -52,6 +57,9 @@ def level_fields(level: LevelInput) -> pd.DataFrame:
             "server_prefix_hit_rate": server_prefix_hit_rate(level.run.tables.get("server"), level.windows),
             "server_external_hit_rate": server_prefix_hit_rate(
                 level.run.tables.get("server"), level.windows, "external_"
+            ),
+            "connector_hit_rate": counter_ratio(
+                level.run.tables.get("server"), level.windows, "connector_lookup_hits", "connector_lookup_tokens"
             ),
             "prefix_hit_target": built_hit_rates(level.ended).reindex(index),
             "server_warmup_hit_rate": warmup_hit_rates(level).reindex(index),
@@ -191,14 +199,17 @@ def tier_blocks(config: Config) -> list[Block]:
     """The hit rate by tier per level and the KV-capacity verdict, when the server's KV connector was asked."""
     if not tiered(config):
         return []
+    own = any(level.get(CONNECTOR) is not None for level in config["levels"])
     rows = []
     for level in config["levels"]:
         gpu, external = level.get(GPU), level.get(EXTERNAL)
         combined = None if gpu is None else gpu + (external or 0) * (1 - gpu)
-        rows.append([str(level["users"]), percent(gpu), percent(external), percent(combined)])
+        connector = [percent(level.get(CONNECTOR))] if own else []
+        rows.append([str(level["users"]), percent(gpu), percent(external), percent(combined), *connector])
     verdict = config.get("kv_tiers")
     said = Paragraph(verdict["verdict"] + ".") if verdict else Paragraph("No tier's hit rate fell as the levels grew.")
-    table = Table(["Users", "GPU prefix cache", "External (CPU tier)", "Combined"], rows)
+    headers = ["Users", "GPU prefix cache", "External (CPU tier)", "Combined", *(["Connector (own)"] if own else [])]
+    table = Table(headers, rows)
     return [Heading("Prefix-cache hits by KV tier"), Paragraph(TIERS_NOTE), table, said]
 
 

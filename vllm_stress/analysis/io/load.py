@@ -17,6 +17,7 @@ from vllm_stress.core import fleet
 from vllm_stress.core.formats import FORMAT_VERSION, FORMATS, FormatError, added_after, format_of
 from vllm_stress.core.schema import (
     CLIENT_HEALTH_FILE,
+    CONNECTOR_COUNTERS,
     ENGINE_STEP_COUNTERS,
     EXTERNAL_PREFIX_COUNTERS,
     FORMAT_KEY,
@@ -76,6 +77,7 @@ OPTIONAL_TABLES = {
             "prefill_count",
             "prefill_sum_s",
             *ENGINE_STEP_COUNTERS,
+            *CONNECTOR_COUNTERS,
         ],
     ),
     "client_health": (

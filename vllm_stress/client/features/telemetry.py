@@ -46,6 +46,15 @@ def add_arguments(group: OptionGroup) -> None:
         "/metrics): each pod address its name resolves to at test start is scraped as with --server-metrics-url",
     )
     group.add_argument(
+        "--connector-metrics-url",
+        action="append",
+        default=[],
+        form=COMMAND_LINE,
+        help="Master or local runner: a KV connector's own Prometheus /metrics (LMCache's internal API server), its "
+        "lookups and stores scraped into each server_metrics.csv row with the server's (repeatable: one per "
+        "replica, in the order of --server-metrics-url); not needed when the connector's metrics are in vLLM's",
+    )
+    group.add_argument(
         "--gpu-metrics-url",
         action="append",
         default=[],

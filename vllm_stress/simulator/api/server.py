@@ -25,6 +25,7 @@ from ..model.toolcalls import ToolChunks, plan_tool_call
 from ..model.vision import message_images
 from . import legacy, messagesapi, poolingapi, responsesapi
 from .connections import Connections
+from .connectormetrics import ConnectorMetrics
 from .devroutes import DevRoutes
 from .driver import EngineDriver
 from .httpmetrics import HttpMetrics
@@ -126,6 +127,7 @@ class Simulator:
         self.connector: KvTransfer | None = None  # a P/D instance's side of the KV transfer (disagg.py)
         self.profiler = Profiler(profiler_dir, self.engine) if profiler_dir else None  # --profiler-dir
         self.dev_routes = DevRoutes(self.engine) if dev_mode else None  # --dev-mode
+        self.connector_metrics = ConnectorMetrics(self.engine.kv, self.model) if self.engine.kv.host else None
 
     def app(self) -> web.Application:
         app = web.Application(middlewares=[self._middleware], client_max_size=64 * 1024**2)
@@ -153,6 +155,8 @@ class Simulator:
             self.profiler.attach(app)
         if self.dev_routes:  # vllm serve has them only with VLLM_SERVER_DEV_MODE=1
             self.dev_routes.attach(app)
+        if self.connector_metrics:  # a CPU tier: its own counters, as LMCache's API server has them
+            self.connector_metrics.attach(app)
         app.on_startup.append(self._start_engine)
         app.on_cleanup.append(self._stop_engine)
         return app

@@ -179,6 +179,7 @@ class Engine:
             local = len(hits) * kv.block_size
             loaded = kv.host_hits(seq, len(hits))
             onload = len(loaded) * kv.block_size
+            held = kv.host_prefix(seq)  # before this admission stores its blocks there
             if seq.external_computed > local + onload:  # a P/D prefill instance sent more than the tiers hold
                 loaded, onload = [], 0
             computed = max(local + onload, seq.external_computed)  # as vLLM's scheduler takes a connector's tokens
@@ -209,6 +210,8 @@ class Engine:
                 if kv.host is not None:  # vLLM's connector_prefix_cache_stats: the tokens past the GPU's hits
                     self.external_prefix_cache_queries += total - local
                     self.external_prefix_cache_hits += onload
+                    kv.host.lookup_tokens += seq.prompt_len
+                    kv.host.lookup_hits += held
 
     def reset_prefix_cache(self, reset_running_requests: bool, reset_external: bool) -> bool:
         """vLLM's ``Scheduler.reset_prefix_cache``: with ``reset_running_requests`` every running sequence is first

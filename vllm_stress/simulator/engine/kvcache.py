@@ -47,6 +47,9 @@ class HostTier:
         self.num_blocks = num_blocks
         self.blocks: OrderedDict[int, None] = OrderedDict()
         self.num_stored = 0  # blocks copied in since the start (one it holds already is not copied again)
+        self.lookup_tokens = 0  # prompt tokens it was asked about at their first admission, whole prompts (as
+        # LMCache counts its lookups)
+        self.lookup_hits = 0  # of which it held then, from each prompt's start
 
     def store(self, block_hash: int) -> None:
         """Keep ``block_hash`` as the most recent block, dropping the least recent one when full."""
@@ -127,6 +130,13 @@ class KVCache:
         limit = (seq.prompt_len + seq.num_output - 1) // self.block_size
         candidates = seq.block_hashes[num_gpu_hits:limit]
         return list(candidates[: self.host.lookup(candidates)])
+
+    def host_prefix(self, seq: Sequence) -> int:
+        """Tokens of ``seq``'s prompt the CPU tier holds from its start, as a connector looks up a whole prompt
+        (LMCache's lookups); 0 without a tier."""
+        if self.host is None:
+            return 0
+        return self.host.lookup(seq.block_hashes[: seq.prompt_len // self.block_size]) * self.block_size
 
     def loaded_from_host(self, block_hashes: list[int]) -> None:
         """Blocks ``host_hits`` found, loaded for an admitted sequence: the CPU tier's most recent."""

@@ -4,7 +4,8 @@
 published, 5 of its rows failed ones): 240 Poisson arrivals over a minute each, ``bailian-sample.jsonl`` (Alibaba's
 Bailian format: 30 multi-turn sessions over a minute), ``weka-sample.jsonl`` (three agent traces in the Weka format
 of kv-cache-tester and AgentX: a fan-out of three subagents and an asynchronous one, nested subagents, long think
-times), and ``sharegpt-sample.json``, 40 chat conversations in the ShareGPT format; the same every time (fixed
+times), ``otel-sample.json`` (an OTLP/JSON export of two OpenTelemetry GenAI traces, one an agent with two subagents
+running together), ``tracelab-sample.jsonl`` (three TraceLab coding-agent sessions), and ``sharegpt-sample.json``, 40 chat conversations in the ShareGPT format; the same every time (fixed
 seeds).
 
     python scenarios/data/make_synthetic.py
@@ -274,6 +275,134 @@ def weka_traces(rng: random.Random) -> list[dict]:
     ]
 
 
+OTEL_EPOCH_NS = 1_750_000_000 * 10**9  # the sample's first span's start
+OTEL_MODEL = "synthetic-agent"
+
+
+def otel_attributes(**values: str | int) -> list[dict]:
+    """OTLP/JSON attributes: text as stringValue, whole numbers as intValue (64-bit integers are text in OTLP/JSON;
+    keys with dots given with underscores for the gen_ai ones' namespaces)."""
+    items = []
+    for key, value in values.items():
+        kind = {"stringValue": value} if isinstance(value, str) else {"intValue": str(value)}
+        items.append({"key": key.replace("__", "."), "value": kind})
+    return items
+
+
+class OtelSpans:
+    """The spans of one synthetic OTLP trace: ids from a seeded generator, times in seconds from the sample's start,
+    each conversation's prompt growing by its previous answer and some new tokens (``chat``)."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+        self.trace_id = f"{rng.getrandbits(128):032x}"
+        self.spans: list[dict] = []
+        self.prompts: dict[str, int] = {}  # a conversation's next prompt's history
+
+    def span(self, name: str, start: float, end: float, parent: str, attributes: list[dict]) -> str:
+        span_id = f"{self.rng.getrandbits(64):016x}"
+        self.spans.append(
+            {
+                "traceId": self.trace_id,
+                "spanId": span_id,
+                "parentSpanId": parent,
+                "name": name,
+                "kind": 3 if name.startswith(("chat", "text_completion")) else 1,  # CLIENT, INTERNAL
+                "startTimeUnixNano": str(OTEL_EPOCH_NS + round(start * 1e9)),
+                "endTimeUnixNano": str(OTEL_EPOCH_NS + round(end * 1e9)),
+                "attributes": attributes,
+                "status": {},
+            }
+        )
+        return span_id
+
+    def agent(self, name: str, start: float, end: float, parent: str = "") -> str:
+        attributes = otel_attributes(gen_ai__operation__name="invoke_agent", gen_ai__agent__name=name)
+        return self.span(f"invoke_agent {name}", start, end, parent, attributes)
+
+    def chat(self, parent: str, start: float, conversation: str, operation: str = "chat", restart: bool = False) -> str:
+        """An LLM call at ``start``: its prompt the conversation's history (none: ``restart``) and 80 to 400 new
+        tokens, its answer 20 to 60 tokens, taking 0.02 s a token."""
+        history = 0 if restart else self.prompts.get(conversation, 0)
+        prompt, answer = history + self.rng.randint(80, 400), self.rng.randint(20, 60)
+        self.prompts[conversation] = prompt + answer
+        usage = ("gen_ai__usage__prompt_tokens", "gen_ai__usage__completion_tokens")
+        if operation == "chat":
+            usage = ("gen_ai__usage__input_tokens", "gen_ai__usage__output_tokens")
+        attributes = otel_attributes(
+            gen_ai__operation__name=operation,
+            gen_ai__request__model=OTEL_MODEL,
+            **dict(zip(usage, (prompt, answer), strict=True)),
+        )
+        return self.span(f"{operation} {OTEL_MODEL}", start, start + 0.02 * answer, parent, attributes)
+
+    def tool(self, parent: str, start: float, end: float, name: str) -> None:
+        attributes = otel_attributes(gen_ai__operation__name="execute_tool", gen_ai__tool__name=name)
+        self.span(f"execute_tool {name}", start, end, parent, attributes)
+
+
+def otel_export(rng: random.Random) -> dict:
+    """One OTLP/JSON export of two traces: ``coder`` (an agent's four calls, two subagents of two calls each running
+    together between its second and third, joined before the third; tool calls; a 3 s gap) and a chain of three
+    text completions with the older usage keys, no agent span, an HTTP span, and a third call that starts its
+    history over."""
+    coder = OtelSpans(rng)
+    root = coder.agent("coder", 0.0, 16.0)
+    coder.chat(root, 0.0, "coder")
+    coder.tool(root, 1.3, 1.6, "read_file")
+    coder.chat(root, 1.8, "coder")
+    for name, start, calls in (("explorer", 3.5, (3.6, 5.0)), ("reviewer", 3.55, (3.7, 4.8))):
+        agent = coder.agent(name, start, 7.0, root)
+        for at in calls:
+            coder.chat(agent, at, name)
+        coder.tool(agent, calls[0] + 1.0, calls[1] - 0.1, "grep")
+    coder.chat(root, 7.5, "coder")
+    coder.chat(root, 12.0, "coder")
+    chain = OtelSpans(rng)
+    workflow = chain.span("workflow", 20.0, 30.0, "", otel_attributes(service__step="summarise"))
+    chain.chat(workflow, 20.0, "chain", "text_completion")
+    chain.span("GET /docs", 21.5, 21.9, workflow, otel_attributes(http__request__method="GET"))
+    chain.chat(workflow, 22.0, "chain", "text_completion")
+    chain.chat(workflow, 24.5, "chain", "text_completion", restart=True)
+    resource = {"attributes": otel_attributes(service__name="synthetic-agents")}
+    scope = {"name": "synthetic.genai", "version": "1.0"}
+    spans = coder.spans + chain.spans
+    return {"resourceSpans": [{"resource": resource, "scopeSpans": [{"scope": scope, "spans": spans}]}]}
+
+
+def tracelab_rounds(rng: random.Random) -> list[dict]:
+    """TraceLab's round fields, as inference-perf's tracelab_trace_replay reads them: three sessions (Claude Code
+    and Codex) of 3 to 5 rounds, each repeating most of its history (prefix_tokens; one round a compaction that
+    keeps only a little of it) and adding new tokens, its tool calls' latencies the gap before the next round."""
+    rounds = []
+    for number, provider in enumerate(("claude_code", "codex", "claude_code")):
+        session, history = f"{provider}:session-{number}", 0
+        for index in range(rng.randint(3, 5)):
+            prefix = history if index != 3 else rng.randint(100, 300)
+            new = rng.randint(100, 500)
+            out = rng.randint(20, 80)
+            tools = [
+                {"tool_name": rng.choice(("Bash", "Read", "Edit")), "tool_wall_latency_ms": rng.randint(100, 4000)}
+                for _ in range(rng.randint(0, 2))
+            ]
+            rounds.append(
+                {
+                    "session_id": session,
+                    "round_id": f"{session}:{index}",
+                    "round_index": index,
+                    "provider": provider,
+                    "model": OTEL_MODEL,
+                    "input_tokens_total": prefix + new,
+                    "prefix_tokens": prefix,
+                    "newly_append_tokens": new,
+                    "output_tokens": out,
+                    "tools": tools,
+                }
+            )
+            history = prefix + new + out
+    return rounds
+
+
 def azure_csv(rng: random.Random) -> str:
     """Azure's CSV columns: TIMESTAMP (7-digit fractions, as published), ContextTokens, GeneratedTokens."""
     start = datetime(2023, 11, 16, 18, 15, 46)
@@ -368,6 +497,8 @@ def main(folder: Path = HERE) -> None:
     (folder / "burstgpt-sample.csv").write_text(burstgpt_csv(random.Random(TRACE_SEED + 1)))
     write(folder / "bailian-sample.jsonl", bailian_lines(random.Random(TRACE_SEED + 2)))
     write(folder / "weka-sample.jsonl", weka_traces(random.Random(TRACE_SEED + 3)))
+    (folder / "otel-sample.json").write_text(json.dumps(otel_export(random.Random(TRACE_SEED + 4)), indent=1))
+    write(folder / "tracelab-sample.jsonl", tracelab_rounds(random.Random(TRACE_SEED + 5)))
     (folder / "sharegpt-sample.json").write_text(json.dumps(sharegpt_items(random.Random(SHAREGPT_SEED)), indent=1))
 
 

@@ -6,8 +6,9 @@ traces write it: one request a line, ``session_id``, ``input_length``, ``output_
 blocks of the whole prompt, history included) and the gap before it, ``delay`` (ms after the previous turn's
 answer) or, without one, the difference of ``timestamp`` (ms) from the session's previous line. A session's turns
 are its lines in file order. Alibaba's Bailian traces are read too: a line's session is the first chat of its
-``parent_chat_id`` chain, its ``timestamp`` in seconds, its blocks of 16 tokens. Weka agent traces, with their
-subagents (wekatrace.py), are told by their content: a JSON trace, a JSONL file of them or a folder of ``.json`` ones.
+``parent_chat_id`` chain, its ``timestamp`` in seconds, its blocks of 16 tokens. Agent traces are told by their
+content: Weka's, with their subagents (wekatrace.py: a JSON trace, a JSONL file of them or a folder of ``.json``
+ones), OpenTelemetry's OTLP/JSON exports (oteltrace.py) and TraceLab's rounds (tracelabtrace.py).
 """
 
 from __future__ import annotations
@@ -17,8 +18,10 @@ import json
 import os
 import random
 
+from .oteltrace import otel_sessions
 from .sessionmodel import RecordedSession, RecordedTurn
 from .trace import BAILIAN, json_format, read_text
+from .tracelabtrace import tracelab_sessions
 from .wekatrace import read_weka_folder, weka_sessions
 
 NO_PARENT = -1  # a Bailian line's parent_chat_id when it starts its session
@@ -30,8 +33,9 @@ def read_sessions(path: str) -> list[RecordedSession]:
     if os.path.isdir(path):
         return read_weka_folder(path)
     text = read_text(path)
-    if (traces := weka_sessions(path, text)) is not None:
-        return traces
+    for reader in (weka_sessions, otel_sessions, tracelab_sessions):  # agent trace formats, told by their content
+        if (traces := reader(path, text)) is not None:
+            return traces
     lines: dict[str, list[tuple[dict, int]]] = {}
     roots: dict[int, int] = {}  # a Bailian chat's session: the first chat of its parent chain
     for number, raw in enumerate(text.splitlines(), 1):

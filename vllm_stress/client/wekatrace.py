@@ -14,12 +14,12 @@ one per ``.json`` file (in name order).
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any
 
 from .sessionmodel import RecordedSession, RecordedTurn
 from .trace import read_text
+from .tracejson import json_documents, reason
 
 ASYNC = "async_launched"  # a subagent's status when its parent went on without waiting for it
 SCOPES = {"local", "global"}
@@ -35,15 +35,12 @@ NOT_A_TRACE = "not a Weka trace (an object with requests and block_size)"
 def weka_sessions(path: str, text: str) -> list[RecordedSession] | None:
     """The traces of a file's ``text`` (one JSON trace, or one a line) as sessions; None when its first JSON value
     is not a trace (an object with ``requests`` and ``block_size``): another format's file."""
-    try:
-        first, end = json.JSONDecoder().raw_decode(text.lstrip())
-    except ValueError:
-        return None
-    if not (isinstance(first, dict) and "requests" in first and "block_size" in first):
-        return None
-    if not text.lstrip()[end:].strip():
-        return [read_trace(path, first)]
-    return [read_trace(f"{path}:{number}", json_line(path, number, raw)) for number, raw in numbered(text)]
+    traces = json_documents(path, text, is_trace)
+    return None if traces is None else [read_trace(where, trace) for where, trace in traces]
+
+
+def is_trace(item: Any) -> bool:
+    return isinstance(item, dict) and "requests" in item and "block_size" in item
 
 
 def read_weka_folder(path: str) -> list[RecordedSession]:
@@ -61,20 +58,9 @@ def read_weka_folder(path: str) -> list[RecordedSession]:
     return sessions
 
 
-def numbered(text: str) -> list[tuple[int, str]]:
-    return [(number, raw) for number, raw in enumerate(text.splitlines(), 1) if raw.strip()]
-
-
-def json_line(path: str, number: int, raw: str) -> Any:
-    try:
-        return json.loads(raw)
-    except ValueError as e:
-        raise ValueError(f"{path}:{number}: not a JSON trace ({e})") from None
-
-
 def read_trace(where: str, item: Any) -> RecordedSession:
     """One trace as a session; ValueError ``where: trace ID: requests[i]...: ...`` when it is not one."""
-    if not isinstance(item, dict) or "requests" not in item or "block_size" not in item:
+    if not is_trace(item):
         raise ValueError(f"{where}: {NOT_A_TRACE}")
     try:
         checked(item, TRACE_KEYS)
@@ -183,8 +169,3 @@ def seconds(item: dict, key: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < float("inf"):
         raise ValueError(f"{key} must be seconds of at least 0, not {value!r}")
     return float(value)
-
-
-def reason(e: Exception) -> str:
-    """An error's one-line reason: a missing key named as such."""
-    return f"no {e.args[0]!r}" if isinstance(e, KeyError) else str(e)

@@ -69,8 +69,10 @@ def add_arguments(group: OptionGroup) -> None:
         default="",
         form=PATH,
         help="Session user: replay the recorded sessions of this session-trace JSONL file (.gz: gzip; session_id, "
-        "input_length, output_length, hash_ids, delay or timestamp ms a line; or Bailian's chat_id lines), or of "
-        "Weka agent traces (a JSON trace, one a line, or a folder of them; subagents fanned out and joined), one "
+        "input_length, output_length, hash_ids, delay or timestamp ms a line; or Bailian's chat_id lines), of "
+        "Weka agent traces (a JSON trace, one a line, or a folder of them; subagents fanned out and joined), of "
+        "OpenTelemetry GenAI traces exported as OTLP/JSON (each trace a session, its chat spans the turns, child "
+        "invoke_agent spans its subagents) or of TraceLab rounds (Claude Code / Codex), told by their content, one "
         "after another, in place of --turns, --input-tokens and --think-time (docs/guides/sessions-and-traces.md)",
     )
     group.add_argument(

@@ -18,6 +18,8 @@ from vllm_stress.client.images import DEFAULT_IMAGE_POOL, ImageSet, make_image_s
 from vllm_stress.client.sharegpt import is_sharegpt, read_conversations
 from vllm_stress.client.sourceaddr import SOURCES
 from vllm_stress.client.structured import JsonSchema
+from vllm_stress.client.workingset import LIVE
+from vllm_stress.core.workingset import sweep_contexts
 
 if TYPE_CHECKING:  # deploy/tiny_model.py reads WORDS where gevent is not installed
     from vllm_stress.client.trace import TraceLine
@@ -223,10 +225,18 @@ class Workload:
         tokens = self.length(self.input_tokens)
         if self.shared:
             return self.with_images(self.shared_request(tokens, self.shared, max_tokens))
-        group = self.rng.randrange(len(self.prefixes)) if self.prefixes else None
+        group = self.next_group()
         return self.with_images(
             RequestSpec(self.prompt(tokens, group=group), max(tokens, self.overhead + 1), max_tokens, group)
         )
+
+    def next_group(self) -> int | None:
+        """The shared prefix of the next prompt (None without --prefix-tokens): in a working-set sweep, its level's
+        contexts in turn (vllm_stress.client.workingset); else one drawn."""
+        if not self.prefixes:
+            return None
+        swept = LIVE.next_group()
+        return self.rng.randrange(len(self.prefixes)) if swept is None else swept
 
     def shared_request(self, tokens: int, shared: SharedBlocks, max_tokens: int) -> RequestSpec:
         """A prompt of ``tokens`` tokens opening with as many blocks of a drawn group's prefix as ``shared`` plans
@@ -304,7 +314,9 @@ def build_workload(tokenizer: Tokenizer, options: argparse.Namespace, seed: int 
         spread=options.token_spread,
         seed=seed,
         prefix_tokens=getattr(options, "prefix_tokens", 0),
-        prefix_groups=getattr(options, "prefix_groups", 1),
+        prefix_groups=max(
+            [getattr(options, "prefix_groups", 1), *(sweep_contexts(getattr(options, "shape", "")) or [])]
+        ),
         images=image_set(options, seed) if tokenizer.chat else None,
         reasoning_budget=getattr(options, "reasoning_budget", 0) if tokenizer.chat else 0,
     )

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import gevent
 
 from vllm_stress.client.exchange import Exchange
+from vllm_stress.client.workingset import LIVE
 from vllm_stress.core import schema
 
 if TYPE_CHECKING:
@@ -16,7 +17,7 @@ if TYPE_CHECKING:
     from locust.rpc.protocol import Message
     from locust.runners import Runner, WorkerRunner
 
-LEVEL_MESSAGE = "vllm_stress_level"  # master -> workers: {"users": int, "measuring": bool}
+LEVEL_MESSAGE = "vllm_stress_level"  # master -> workers: {"users": int, "measuring": bool, "contexts": int | None}
 LEVEL_REQUEST = "vllm_stress_level_request"  # worker -> master: send me the current level
 FLUSH_MESSAGE = "vllm_stress_flush"  # master -> workers: stop and send your last rows now
 ROWS_MESSAGE = "vllm_stress_rows"  # worker -> master: a delta sent outside the regular reports
@@ -110,6 +111,7 @@ class WorkerRecorder(Recorder):
 
     def _on_level_message(self, environment: Environment, msg: Message, **_kw: object) -> None:
         self.set_level(int(msg.data["users"]), bool(msg.data["measuring"]))
+        LIVE.count = msg.data.get("contexts")  # a working-set sweep's level (vllm_stress.client.workingset)
 
     def _flush(self, *_args: object, **_kw: object) -> None:
         """Stop the users (the rows of requests in flight say Aborted) and send every row now, marked final: Locust

@@ -132,6 +132,7 @@ FORMATS = (
             Addition(RUN_FILE, ("prefix_cache_resets",)),
             Addition(SERVER_METRICS_FILE, ENGINE_STEP_COUNTERS, "engine steps"),
             Addition(SERVER_METRICS_FILE, CONNECTOR_COUNTERS, "the KV connector's own hit rate"),
+            Addition(RUN_FILE, ("working_set",), "working-set sweep"),
         ),
     ),
 )

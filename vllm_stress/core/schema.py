@@ -205,6 +205,8 @@ RUN_KEYS = [
     "prefix_cache_resets",  # --reset-prefix-cache: per level, {"users", "time" (unix seconds of the POST), "reset"
     # (every replica said success), "replicas": {host:port: {"status" (null: no answer), "success", "answer"}}}
     # (vllm_stress.master.cachereset), or null
+    "working_set",  # --shape working-set: its levels held, [{"contexts", "tokens" (contexts × --prefix-tokens),
+    # "start", "end" (unix seconds of its hold)}] (vllm_stress.scenarios.shapes.sweep), or null
 ]
 
 

@@ -40,3 +40,12 @@ rows_received = EventHook()
 in_flight_reported = EventHook()
 """What one process's requests still in flight have streamed so far. Arguments: ``environment``, ``source`` (a worker
 id, or "local"), ``report_time`` (unix seconds), ``entries`` ([start, first token or start, chunks] per request)."""
+
+working_set_changed = EventHook()
+"""A working-set sweep's level begins (``--shape working-set:...``): the prompts from now on draw from its contexts.
+Arguments: ``environment``, ``contexts`` (distinct shared prefixes; None: the sweep is over), ``tokens`` (its working set: contexts ×
+--prefix-tokens)."""
+
+working_set_held = EventHook()
+"""A working-set sweep's level was held: its window goes to run.json's ``working_set``. Arguments: ``environment``,
+``contexts``, ``tokens``, ``start`` and ``end`` (unix seconds of its hold)."""

@@ -11,6 +11,7 @@ import gevent
 from locust.runners import STATE_MISSING, MasterRunner
 
 from vllm_stress.client.recorder import FLUSH_MESSAGE, LEVEL_MESSAGE, LEVEL_REQUEST, REPORT_KEY, ROWS_MESSAGE, Recorder
+from vllm_stress.client.workingset import LIVE
 from vllm_stress.master import hooks, rows
 from vllm_stress.master.accounting import RequestAccounting
 from vllm_stress.master.leveltimes import LevelTimes
@@ -53,6 +54,8 @@ class LocalRecorder(Recorder):
         hooks.level_held.add_listener(self.levels.held)
         hooks.level_ended.add_listener(self.levels.ended)
         hooks.ramp_stopped.add_listener(self._on_ramp_stopped)
+        hooks.working_set_changed.add_listener(self._on_working_set_changed)
+        hooks.working_set_held.add_listener(self._on_working_set_held)
         gevent.spawn(self._watch)
 
     def keep(self, rows: list[list[Any]], side: dict[str, list[list[Any]]]) -> None:
@@ -62,6 +65,20 @@ class LocalRecorder(Recorder):
         """run.json's ``stopped``: the load shape ended the run after the level of ``users`` (--stop-on)."""
         if environment is self.environment:
             self.run.update({"stopped": {"after_users": users, "reason": reason}})
+
+    def _on_working_set_changed(self, environment: Environment, contexts: int | None, **_kw: object) -> None:
+        """A working-set sweep's level: this process's prompts draw from its contexts from now on (None: the sweep
+        is over)."""
+        if environment is self.environment:
+            LIVE.count = contexts
+
+    def _on_working_set_held(
+        self, environment: Environment, contexts: int, tokens: int, start: float, end: float, **_kw: object
+    ) -> None:
+        """run.json's ``working_set``: the sweep's levels held so far, each with its window."""
+        if environment is self.environment:
+            held = {"contexts": contexts, "tokens": tokens, "start": round(start, 3), "end": round(end, 3)}
+            self.run.update({"working_set": [*(self.run.meta.get("working_set") or []), held]})
 
     def _on_test_start(self, **_kw: object) -> None:
         self.accounting.reset()  # before the folder opens: rows may come while run.json is being made
@@ -155,12 +172,18 @@ class MasterRecorder(LocalRecorder):
         if (self.level, self.measuring) != before:
             self.runner.send_message(LEVEL_MESSAGE, self._level_message())
 
+    def _on_working_set_changed(self, environment: Environment, contexts: int | None, **_kw: object) -> None:
+        """... and the workers are told, with the level."""
+        super()._on_working_set_changed(environment, contexts)
+        if environment is self.environment:
+            self.runner.send_message(LEVEL_MESSAGE, self._level_message())
+
     def _on_level_request(self, environment: Environment, msg: Message, **_kw: object) -> None:
         if self.level:
             self.runner.send_message(LEVEL_MESSAGE, self._level_message(), client_id=msg.node_id)
 
     def _level_message(self) -> dict[str, Any]:
-        return {"users": self.level, "measuring": self.measuring}
+        return {"users": self.level, "measuring": self.measuring, "contexts": LIVE.count}
 
     def _on_rows_message(self, environment: Environment, msg: Message, **_kw: object) -> None:
         self._receive(msg.node_id, {REPORT_KEY: msg.data})

@@ -106,10 +106,27 @@ def cache_resets(runs: list[list[dict[str, Any]] | None]) -> dict[str, Any] | No
 
 
 def kv_capacity_verdict(levels: pd.DataFrame, gpu_tokens: int | None) -> dict[str, Any] | None:
-    """Where the working set outgrew a tier: the first level whose GPU hit rate fell CLIFF_DROP below the best of
-    the levels before (past the GPU cache) and, with a tier behind it that hit, the first level from there whose
-    combined rate (tokens from either tier / prompt tokens) fell so (past the CPU tier). ``levels``: the GPU and
-    external rates by users, ascending."""
+    """Where the working set outgrew a tier (``tier_cliffs``); ``levels``: the GPU and external rates by users,
+    ascending."""
+    cliffs = tier_cliffs(levels)
+    if cliffs is None:
+        return None
+    past_gpu, past_cpu, has_tier = cliffs
+    return {
+        "tier": "CPU tier" if past_cpu is not None else "GPU cache",
+        "gpu_users": int(past_gpu),
+        "cpu_users": None if past_cpu is None else int(past_cpu),
+        "gpu_tokens": gpu_tokens,
+        "verdict": verdict_text(levels, past_gpu, past_cpu, gpu_tokens, has_tier),
+    }
+
+
+def tier_cliffs(levels: pd.DataFrame) -> tuple[Any, Any, bool] | None:
+    """The first level whose GPU hit rate fell CLIFF_DROP below the best of the levels before (past the GPU cache)
+    and, with a tier behind it that hit, the first level from there whose combined rate (tokens from either tier /
+    prompt tokens) fell so (past the CPU tier; None where none), and whether a tier hit; None when the GPU's rate
+    never fell. ``levels``: the GPU and external rates, indexed by what grows the working set (users, tokens),
+    ascending."""
     gpu = levels[GPU].astype(float)
     external = levels[EXTERNAL].astype(float)
     past_gpu = first_fall(gpu)
@@ -120,13 +137,7 @@ def kv_capacity_verdict(levels: pd.DataFrame, gpu_tokens: int | None) -> dict[st
     past_cpu = first_fall(combined[combined.index >= past_gpu]) if has_tier else None
     if past_cpu is not None and combined.loc[past_cpu] > combined[combined.index < past_gpu].max() - CLIFF_DROP:
         past_cpu = None  # fell only from the tier's own best, still above what the GPU alone once gave
-    return {
-        "tier": "CPU tier" if past_cpu is not None else "GPU cache",
-        "gpu_users": int(past_gpu),
-        "cpu_users": None if past_cpu is None else int(past_cpu),
-        "gpu_tokens": gpu_tokens,
-        "verdict": verdict_text(levels, past_gpu, past_cpu, gpu_tokens, has_tier),
-    }
+    return past_gpu, past_cpu, has_tier
 
 
 def first_fall(rates: pd.Series) -> Any:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from vllm_stress.core.steady import MIN_LIFETIMES
+from vllm_stress.core.workingset import sweep_contexts
 from vllm_stress.scenarios.shapes.stretches import STEPS, stretches_of, total_s
 
 AUTO = "auto"  # --step-time auto: hold each level until it is steady (vllm_stress.core.steady), at most --max-step-time
@@ -70,13 +71,16 @@ def check_times(times: Mapping[str, str | float]) -> None:
 def longest_run_s(keys: dict[str, str]) -> float:
     """An upper bound of one run's length from a config's keys: each level's ramp, warm-up and hold at their
     bounds (with ``auto`` the warm-up and the hold may each last up to --max-step-time) and a margin; a timed
-    --shape's length and the margin."""
+    --shape's length and the margin; a working-set sweep's ramp, its levels' warm-ups and holds, and the margin."""
     shape = keys.get("shape", STEPS).strip()
-    if shape != STEPS and not shape.startswith("trace"):  # a timed shape: its stretches' time
-        return total_s(stretches_of(shape) or []) + 120
     value = {key: keys.get(key, default) for key, default in RAMP_DEFAULTS.items()}
     hold = step_seconds(value["step-time"])
     bound = float(value["max-step-time"])
+    if contexts := sweep_contexts(shape):  # a sweep refuses an auto hold: its bound is the longest
+        per_level = float(value["warmup"]) + (bound if hold is None else hold)
+        return float(value["ramp-time"]) + len(contexts) * per_level + 120
+    if shape != STEPS and not shape.startswith("trace"):  # a timed shape: its stretches' time
+        return total_s(stretches_of(shape) or []) + 120
     per_level = float(value["ramp-time"]) + float(value["cooldown"]) + max(float(value["warmup"]), bound)
     per_level += bound if hold is None else hold
     return len(parse_levels(value["levels"])) * (per_level + 30) + 120

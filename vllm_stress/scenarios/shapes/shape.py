@@ -33,6 +33,7 @@ from vllm_stress.scenarios.shapes.levels import (
     step_seconds,
 )
 from vllm_stress.scenarios.shapes.stretches import GRAMMAR, STEPS, parse_shape
+from vllm_stress.scenarios.shapes.sweep import WorkingSetRun, check_sweep
 from vllm_stress.scenarios.shapes.timed import TimedRun, shape_stretches
 
 NOT_IN_A_RUN = "the step ramp runs in a Locust run started from its command line (locust -f ...)"
@@ -53,7 +54,8 @@ def add_options(parser: LocustArgumentParser, **_kw: Any) -> None:
         "--shape",
         default=STEPS,
         help=f"The load's shape over time: {GRAMMAR} (seconds, users; a soak's HOURS in hours, its USERS by default "
-        "the last of --levels)",
+        "the last of --levels; a working-set sweep's C: shared contexts of --prefix-tokens each, at the last of --levels' "
+        "users: docs/concepts/kv-tiers.md)",
     )
     group.add_argument(
         "--step-time",
@@ -154,12 +156,15 @@ class StepRampShape(LoadTestShape):
         self.phase_starts: dict[str, float] = {}  # each phase's start (monotonic) in this level
         self.level_started = time.time()
         self.timed: TimedRun | None = None  # --shape other than steps: its stretches' run
+        self.sweep: WorkingSetRun | None = None  # --shape working-set: its levels' run
         self.start_level(0)
 
     def reset_time(self) -> None:
         super().reset_time()
         if self.timed:
             self.timed.restart()
+        if self.sweep:
+            self.sweep.restart()
         self.start_level(0)
 
     def start_level(self, index: int) -> None:
@@ -190,6 +195,9 @@ class StepRampShape(LoadTestShape):
             return None
         if self.index >= len(levels):
             return None
+        if contexts := check_sweep(options):
+            self.sweep = self.sweep or WorkingSetRun(contexts)
+            return self.sweep.tick(self.runner, options) if self.runner else None
         if str(getattr(options, "shape", STEPS)).strip() != STEPS:
             return self.timed_tick(environment, options)
         moment = self.moment(environment, options, levels)
@@ -408,6 +416,7 @@ class StepRampShape(LoadTestShape):
         checked with it before a run starts: vllm_stress/webui/formcheck.py)."""
         check_times({flag: getattr(options, flag.replace("-", "_")) for flag in RAMP_TIMES})
         parse_shape(getattr(options, "shape", STEPS))
+        check_sweep(options)
         if slo := getattr(options, "slo", ""):
             from vllm_stress.analysis.measures import LATENCY_METRICS  # here: the locustfile's import needs no pandas
 

@@ -9,12 +9,13 @@ from dataclasses import dataclass
 
 from vllm_stress.client.trace import TraceLine
 from vllm_stress.core.drift import SOAK
+from vllm_stress.core.workingset import WORKING_SET, sweep_contexts
 
 STEPS = "steps"  # --shape steps: the step ramp of --levels (scenarios/shape.py)
 DIURNAL_STEPS = 24  # a sinusoid day's stretches: one per hour
 GRAMMAR = (
     "steps | spike:BASE,PEAK,AT_S,FOR_S,TOTAL_S | diurnal:MINUTES,LOW,HIGH[,STEPS] | diurnal:MINUTES,U1/U2/... | "
-    "trace:WINDOW_S | soak:HOURS[,USERS]"
+    "trace:WINDOW_S | soak:HOURS[,USERS] | working-set:C1,C2,..."
 )
 
 
@@ -82,6 +83,8 @@ def parse_shape(text: str) -> tuple[str, list[float | str]]:
     """``"spike:4,16,10,20,45"`` -> ("spike", [4, 16, 10, 20, 45]); a diurnal table stays text; ValueError naming the
     grammar for anything else."""
     kind, _, rest = str(text).strip().partition(":")
+    if kind == WORKING_SET:  # levels over contexts, not users (vllm_stress.scenarios.shapes.sweep)
+        return kind, [float(contexts) for contexts in sweep_contexts(text) or []]
     parts = [part.strip() for part in rest.split(",") if part.strip()]
     counts = {STEPS: (0, 0), "spike": (5, 5), "diurnal": (2, 4), "trace": (1, 1), SOAK: (1, 2)}
     if kind not in counts or not counts[kind][0] <= len(parts) <= counts[kind][1]:
@@ -103,11 +106,11 @@ def table(text: str) -> str:
 
 
 def stretches_of(text: str, trace: list[TraceLine] | None = None, last_level: int = 1) -> list[Stretch] | None:
-    """The stretches --shape names (None for the step ramp); ``trace``: --trace's selected lines, for trace:WINDOW_S;
-    ``last_level``: the last of --levels, a soak's users when it names none."""
+    """The stretches --shape names (None for the step ramp and a working-set sweep); ``trace``: --trace's selected
+    lines, for trace:WINDOW_S; ``last_level``: the last of --levels, a soak's users when it names none."""
     kind, values = parse_shape(text)
     numbers = [v for v in values if isinstance(v, float)]
-    if kind == STEPS:
+    if kind in (STEPS, WORKING_SET):
         return None
     if kind == "spike":
         base, peak = (users(v) for v in numbers[:2])

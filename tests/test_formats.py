@@ -85,11 +85,11 @@ def test_todays_schema_is_the_newest_fixtures(tmp_path):
 
 
 def test_a_schema_change_without_a_new_format_fails(tmp_path, monkeypatch):
-    monkeypatch.setattr(schema, "REQUEST_COLUMNS", [*schema.REQUEST_COLUMNS, "video_tokens"])
+    monkeypatch.setattr(schema, "REQUEST_COLUMNS", [*schema.REQUEST_COLUMNS, "unplanned_tokens"])
     monkeypatch.setattr(store, "SCHEMA", store.SCHEMA.replace("verdicts TEXT,", "verdicts TEXT, cost REAL,"))
     drift = schema_drift(TODAY, tmp_path)
     assert [line.split(":")[0] for line in drift] == [schema.REQUESTS_FILE, "results store"]
-    assert "['video_tokens']" in drift[0] and f"add format {FORMAT_VERSION + 1} and its fixture" in drift[0]
+    assert "['unplanned_tokens']" in drift[0] and f"add format {FORMAT_VERSION + 1} and its fixture" in drift[0]
     assert "['runs.cost']" in drift[1]
 
 

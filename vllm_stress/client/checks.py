@@ -43,6 +43,22 @@ def check_hit_rate(options: argparse.Namespace) -> None:
         raise StopTarget(f"--prefix-hit-rate builds its own prompts: drop {clash}")
 
 
+def check_videos(options: argparse.Namespace) -> None:
+    """--videos: a count of at least 0; with videos, frames, a frame size and a frame rate a server can take."""
+    if options.videos < 0:
+        raise StopTarget(f"--videos must be at least 0, got {options.videos}")
+    if not options.videos:
+        return
+    if options.video_frames < 1:
+        raise StopTarget(f"--video-frames must be at least 1, got {options.video_frames}")
+    try:
+        parse_size(options.video_size)
+    except ValueError as e:
+        raise StopTarget(f"--video-size: {e}") from None
+    if options.video_fps is not None and not options.video_fps > 0:
+        raise StopTarget(f"--video-fps must be more than 0, got {options.video_fps:g}")
+
+
 def validate(options: argparse.Namespace) -> None:
     """Refuse option values that no run can use, with a one-line StopTarget."""
     if getattr(options, "repeats", 1) > 1:  # a scenario's `repeats` (scenarios/shape.py): only the runner repeats
@@ -80,6 +96,7 @@ def validate(options: argparse.Namespace) -> None:
             raise StopTarget(f"--image-size: {e}") from None
         if options.image_pool < 1:
             raise StopTarget(f"--image-pool must be at least 1, got {options.image_pool}")
+    check_videos(options)
     try:
         cancel.check_options(options)
     except ValueError as e:

@@ -64,6 +64,9 @@ class Exchange:
         "images",
         "image_tokens",
         "image_bytes",
+        "videos",
+        "video_tokens",
+        "video_bytes",
         "adapter",
         "traffic_class",
         "json_schema",
@@ -116,6 +119,9 @@ class Exchange:
         self.images = 0  # images sent with the prompt (--images)
         self.image_tokens = 0  # the prompt tokens they add, as measured at test start
         self.image_bytes = 0  # the bytes of their data URLs
+        self.videos = 0  # videos sent with the prompt (--videos)
+        self.video_tokens = 0  # the prompt tokens they add, as measured at test start
+        self.video_bytes = 0  # the bytes of their data URLs
         self.adapter = ""  # the model it asked for when drawn per request (--lora-adapters), else ""
         self.canary: Canary | None = None  # a correctness canary (--canary-share): its answer is kept
         self.model = ""  # a canary's: the model it asked (answers.csv)
@@ -271,6 +277,9 @@ class Exchange:
             self.images,
             self.image_tokens,
             self.image_bytes,
+            self.videos,
+            self.video_tokens,
+            self.video_bytes,
             self.canary.id if self.canary else "",
             self.adapter,
             self.traffic_class,

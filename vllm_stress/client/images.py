@@ -54,9 +54,14 @@ def make_image_set(per_request: int, size: str, image_format: str, pool: int, se
     return ImageSet([data_url(width, height, image_format, f"{seed}-{n}") for n in range(count)], per_request)
 
 
-def message_content(text: str, images: tuple[str, ...]) -> str | list[dict]:
-    """A user message's content: the text alone, or the text part then one ``image_url`` part per image (text first:
-    a random text before them keeps the images out of the prefix cache's shared prefixes)."""
-    if not images:
+def message_content(text: str, images: tuple[str, ...], videos: tuple[str, ...] = ()) -> str | list[dict]:
+    """A user message's content: the text alone, or the text part then one ``image_url`` part per image and one
+    ``video_url`` part per video (text first: a random text before them keeps them out of the prefix cache's shared
+    prefixes)."""
+    if not images and not videos:
         return text
-    return [{"type": "text", "text": text}, *({"type": "image_url", "image_url": {"url": url}} for url in images)]
+    return [
+        {"type": "text", "text": text},
+        *({"type": "image_url", "image_url": {"url": url}} for url in images),
+        *({"type": "video_url", "video_url": {"url": url}} for url in videos),
+    ]

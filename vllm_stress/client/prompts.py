@@ -18,6 +18,7 @@ from vllm_stress.client.images import DEFAULT_IMAGE_POOL, ImageSet, make_image_s
 from vllm_stress.client.sharegpt import is_sharegpt, read_conversations
 from vllm_stress.client.sourceaddr import SOURCES
 from vllm_stress.client.structured import JsonSchema
+from vllm_stress.client.video import DEFAULT_VIDEO_FRAMES, VideoSet, fps_fields, make_video_set
 from vllm_stress.client.workingset import LIVE
 from vllm_stress.core.workingset import sweep_contexts
 
@@ -57,6 +58,9 @@ class RequestSpec:
     shared_prefix_tokens: int | None = None  # --prefix-hit-rate: its leading tokens built to be shared, whole blocks
     images: tuple[str, ...] = ()  # data URLs sent with the chat message (--images)
     image_tokens: int = 0  # the prompt tokens they add (in target_prompt_tokens), measured on the server
+    videos: tuple[str, ...] = ()  # data URLs of JPEG-frame videos sent with the chat message (--videos)
+    video_tokens: int = 0  # the prompt tokens they add (in target_prompt_tokens), measured on the server
+    video_fps: float | None = None  # the frame rate the server is told (--video-fps), None: its default
     canary: Canary | None = None  # a correctness canary (--canary-share): a fixed prompt at temperature 0, seeded
     json_schema: JsonSchema | None = None  # the structured output it asks for (--json-schema), else None
     trace_blocks: int | None = None  # --trace, --session-trace: the hash ids (KV blocks) its prompt was made of
@@ -112,7 +116,17 @@ class Tokenizer:
         """The prompt tokens ``images`` add to a chat message of ``text``: one generation of one token with them, its
         usage.prompt_tokens less the text's /tokenize count. (vLLM's /tokenize counts an image as its placeholder,
         not the tokens its processor expands it to.)"""
-        body = {"messages": [{"role": "user", "content": message_content(text, images)}], "max_tokens": 1}
+        return self.media_tokens(text, message_content(text, images), {})
+
+    def video_tokens(self, text: str, videos: VideoSet) -> int:
+        """The prompt tokens a request's draw of ``videos`` adds to a chat message of ``text``, measured as images'."""
+        content = message_content(text, (), videos.draw(random.Random(0)))
+        return self.media_tokens(text, content, fps_fields(videos.fps))
+
+    def media_tokens(self, text: str, content: str | list[dict], fields: dict) -> int:
+        """A one-token generation's usage.prompt_tokens for a message of ``content`` (and ``fields``), less the
+        /tokenize count of ``text`` alone."""
+        body = {"messages": [{"role": "user", "content": content}], "max_tokens": 1} | fields
         if self.model:
             body["model"] = self.model
         url = self.url.removesuffix("/tokenize") + "/v1/chat/completions"
@@ -158,6 +172,7 @@ class Workload:
         images: ImageSet | None = None,
         reasoning_budget: int = 0,
         shared: SharedBlocks | None = None,
+        videos: VideoSet | None = None,
     ) -> None:
         self.input_tokens = input_tokens
         self.output_tokens = output_tokens
@@ -170,6 +185,7 @@ class Workload:
         self.dataset = dataset
         self.rng = random.Random(seed)
         self.images = images
+        self.videos = videos
         self.prefixes = (
             [
                 " ".join(random.Random(f"prefix-{group}").choices(self.words, k=prefix_tokens))
@@ -256,12 +272,23 @@ class Workload:
         return words[:count]
 
     def with_images(self, spec: RequestSpec) -> RequestSpec:
-        """``spec`` with the workload's images drawn, their tokens added to its target (``--images``)."""
+        """``spec`` with the workload's images drawn, their tokens added to its target (``--images``); then its
+        videos (``--videos``)."""
         if not self.images:
-            return spec
+            return self.with_videos(spec)
         target = None if spec.target_prompt_tokens is None else spec.target_prompt_tokens + self.images.tokens
         images = self.images.draw(self.rng)
-        return replace(spec, target_prompt_tokens=target, images=images, image_tokens=self.images.tokens)
+        return self.with_videos(
+            replace(spec, target_prompt_tokens=target, images=images, image_tokens=self.images.tokens)
+        )
+
+    def with_videos(self, spec: RequestSpec) -> RequestSpec:
+        """``spec`` with the workload's videos drawn, their tokens added to its target (``--videos``)."""
+        if not self.videos:
+            return spec
+        videos, tokens = self.videos.draw(self.rng), self.videos.tokens
+        target = None if spec.target_prompt_tokens is None else spec.target_prompt_tokens + tokens
+        return replace(spec, target_prompt_tokens=target, videos=videos, video_tokens=tokens, video_fps=self.videos.fps)
 
 
 def load_dataset(path: str, num_prompts: int = 0) -> list[RequestSpec]:
@@ -318,6 +345,7 @@ def build_workload(tokenizer: Tokenizer, options: argparse.Namespace, seed: int 
             [getattr(options, "prefix_groups", 1), *(sweep_contexts(getattr(options, "shape", "")) or [])]
         ),
         images=image_set(options, seed) if tokenizer.chat else None,
+        videos=video_set(options, seed) if tokenizer.chat else None,
         reasoning_budget=getattr(options, "reasoning_budget", 0) if tokenizer.chat else 0,
     )
     try:
@@ -375,13 +403,25 @@ def image_set(options: argparse.Namespace, seed: int | None) -> ImageSet | None:
     return make_image_set(per_request, options.image_size, options.image_format, pool, f"images-{seed}")
 
 
+def video_set(options: argparse.Namespace, seed: int | None) -> VideoSet | None:
+    """The videos of ``--videos`` (None without): made here, before the run, like the images."""
+    per_request = getattr(options, "videos", 0)
+    if not per_request:
+        return None
+    frames = getattr(options, "video_frames", DEFAULT_VIDEO_FRAMES)
+    return make_video_set(per_request, frames, options.video_size, options.video_fps, f"videos-{seed}")
+
+
 def measure_images(tokenizer: Tokenizer, workload: Workload) -> None:
-    """Set the prompt tokens the workload's images add, measured once on the server (all its images have one size,
-    so every request's images add as many)."""
+    """Set the prompt tokens the workload's images and videos add, measured once on the server (all its images have
+    one size, all its videos one size and frame count, so every request's add as many)."""
     if workload.images:
         text = workload.next_request().text
         workload.images.tokens = tokenizer.image_tokens(text, workload.images.draw(workload.rng))
         log.info("%d images add %d prompt tokens to each request", workload.images.per_request, workload.images.tokens)
+    if workload.videos:
+        workload.videos.tokens = tokenizer.video_tokens(workload.next_request().text, workload.videos)
+        log.info("%d videos add %d prompt tokens to each request", workload.videos.per_request, workload.videos.tokens)
 
 
 def check_length(tokenizer: Tokenizer, workload: Workload) -> None:

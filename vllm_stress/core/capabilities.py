@@ -35,6 +35,7 @@ CAPABILITIES: tuple[Capability, ...] = (
     Capability("structured", "Structured outputs", "guides/structured-outputs.md"),
     Capability("reasoning", "Reasoning models", "concepts/metrics.md"),
     Capability("images", "Images (vision models)", "concepts/metrics.md"),
+    Capability("video", "Video (vision models)", "concepts/load-generator.md"),
     Capability("pooling", "Embeddings and rerank", "guides/endpoints.md"),
     Capability("canaries", "Correctness canaries", "guides/reading-the-report.md"),
     Capability("specdecode", "Speculative decoding", "guides/speculative-decoding.md"),

@@ -54,6 +54,10 @@ REQUEST_COLUMNS = [
     # one-token generation with them less the text's /tokenize count (vLLM's /tokenize counts an image as one
     # placeholder, not the tokens its processor expands it to)
     "image_bytes",  # bytes of the images' data URLs in the request body (base64, what went on the wire)
+    "videos",  # videos sent with the prompt (--videos: video_url parts of JPEG frames), 0 for none
+    "video_tokens",  # the prompt tokens those videos add (in target_prompt_tokens): measured once at test start as
+    # image_tokens are (a one-token generation with them less the text's /tokenize count)
+    "video_bytes",  # bytes of the videos' data URLs in the request body (base64 frames, what went on the wire)
     "canary",  # a correctness canary (--canary-share): the fixed prompt's id, its answer in answers.csv; else ""
     "adapter",  # the model drawn for the request (--lora-adapters), else "" (the run's model; canaries too)
     "class",  # the traffic class of the user that sent it (--traffic-class, vllm_stress.core.classes), else ""

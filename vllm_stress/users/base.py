@@ -154,6 +154,8 @@ def send_request(
     exchange.trace_blocks, exchange.trace_reused_blocks = spec.trace_blocks, spec.trace_reused_blocks
     exchange.session_turns = spec.session_turns
     exchange.image_bytes = sum(len(url) for url in spec.images)
+    exchange.videos, exchange.video_tokens = len(spec.videos), spec.video_tokens
+    exchange.video_bytes = sum(len(url) for url in spec.videos)
     if session:
         exchange.session_id, exchange.turn = session
     if user.target.cancellations and not spec.canary and getattr(user, "cancellable", True):  # --cancel-share

@@ -10,6 +10,7 @@ from vllm_stress.client.exchange import is_output_delta
 from vllm_stress.client.images import message_content
 from vllm_stress.client.prompts import RequestSpec
 from vllm_stress.client.structured import chat_fields
+from vllm_stress.client.video import fps_fields
 from vllm_stress.users import completions, embeddings, rerank, score  # modules: Locust runs a file's User classes
 from vllm_stress.users.base import LLMUser, sampling
 
@@ -24,6 +25,7 @@ class ChatUser(LLMUser):
     apis = {user.request_name: user for user in CLASS_APIS}
     output_marker = b'"delta":{"content":"'  # vLLM's role chunk starts with "role", so it never matches
     takes_images = True  # --images
+    takes_videos = True  # --videos
     takes_schemas = True  # --json-schema
 
     def body(self, spec: RequestSpec) -> dict[str, Any]:
@@ -31,7 +33,8 @@ class ChatUser(LLMUser):
         return (
             sampling(self, spec)
             | structured
-            | {"messages": [{"role": "user", "content": message_content(spec.text, spec.images)}]}
+            | fps_fields(spec.video_fps)
+            | {"messages": [{"role": "user", "content": message_content(spec.text, spec.images, spec.videos)}]}
         )
 
     def is_output(self, choice: dict[str, Any]) -> bool:

@@ -135,6 +135,8 @@ class Target:
         senders = class_senders(self.environment.user_classes, declared(options))
         if options.images and not all(getattr(cls, "takes_images", False) for cls in senders):
             raise StopTarget("--images: only the chat users (chat.py, sdk.py) send images")
+        if options.videos and not all(getattr(cls, "takes_videos", False) for cls in senders):
+            raise StopTarget("--videos: only the chat user (chat.py) sends videos")
         classes = self.environment.user_classes
         if options.session_trace and not all(getattr(cls, "replays_sessions", False) for cls in classes):
             raise StopTarget("--session-trace: only the session user (locustfiles/session.py) replays sessions")

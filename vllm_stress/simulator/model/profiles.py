@@ -78,6 +78,12 @@ class Profile:
     vision_min_pixels: int = 56 * 56
     vision_max_pixels: int = 14 * 14 * 4 * 1280
     vision_params: float = 0.0
+    # a video's frames (vision.py): frames per temporal patch (Qwen2-VL's vision_config.temporal_patch_size: an odd
+    # frame count is padded with the last frame), and the frames vLLM keeps of a JPEG-sequence video (its
+    # VideoMediaIO num_frames default, vllm/multimodal/media/video.py); an encoder's FLOPs per 3-D patch are assumed
+    # the same as per image patch (an image is one temporal patch of two copies of itself in Qwen2-VL)
+    vision_temporal_patch_size: int = 2
+    video_max_frames: int = 32
     # step-time seconds per sequence scheduled in the step, outside the roofline (per-request host work: scheduling,
     # sampling, input preparation); 0 in the bundled profiles, fitted by calibrate
     t_per_seq: float = 0.0

@@ -1,6 +1,6 @@
-"""Image inputs of a Qwen-VL-style vision-language model: the ``image_url`` data URLs of a chat request decoded to
-their size, resized as the model's image processor does, and costed in prompt tokens and encoder FLOPs
-(docs/concepts/simulator.md, section 8, "Images")."""
+"""Image and video inputs of a Qwen-VL-style vision-language model: the ``image_url`` and ``video_url`` data URLs of
+a chat request decoded to their size (a video: its JPEG frames), resized as the model's processor does, and costed in
+prompt tokens and encoder FLOPs (docs/concepts/simulator.md, section 8, "Images" and "Video")."""
 
 from __future__ import annotations
 
@@ -60,15 +60,29 @@ def image_cost(width: int, height: int, key: int, profile: Profile) -> ImageCost
     return ImageCost(tokens, 2.0 * profile.vision_params * patches, key)
 
 
+def video_cost(width: int, height: int, frames: int, key: int, profile: Profile) -> ImageCost:
+    """A video's cost as vLLM's Qwen2-VL processor counts it: each frame resized as an image, the frames padded to a
+    whole number of temporal patches, one token per merged patch of each temporal patch (so a token per frame pair);
+    the encoder's FLOPs by the same 2 x parameters per patch rule."""
+    frame = image_cost(width, height, key, profile)
+    temporal = profile.vision_temporal_patch_size
+    grid_t = max(-(-min(frames, profile.video_max_frames) // temporal), 1)
+    return ImageCost(grid_t * frame.tokens, grid_t * frame.encoder_flops, key)
+
+
 def decode_data_url(url: str) -> bytes:
     """The bytes of a ``data:image/...;base64,`` URL; ApiError for any other URL (the simulator fetches nothing)."""
     head, sep, payload = url.partition(",")
     if not (sep and head.startswith("data:image/") and head.endswith(";base64")):
         raise ApiError("image_url: the simulator takes base64 data:image/... URLs only", param="messages")
+    return decode_base64(payload, "image_url")
+
+
+def decode_base64(payload: str, part: str) -> bytes:
     try:
         return base64.b64decode(payload, validate=True)
     except (binascii.Error, ValueError):
-        raise ApiError("image_url: the data URL is not valid base64", param="messages") from None
+        raise ApiError(f"{part}: the data URL is not valid base64", param="messages") from None
 
 
 @functools.lru_cache(maxsize=IMAGES_KEPT)
@@ -82,12 +96,36 @@ def read_image(url: str, profile: Profile) -> ImageCost:
         raise ApiError(f"image_url: cannot read the image ({error})", param="messages") from None
 
 
+@functools.lru_cache(maxsize=IMAGES_KEPT)
+def read_video(url: str, profile: Profile) -> ImageCost:
+    """The cost of a ``data:video/jpeg;base64,FRAME,FRAME...`` URL, the JPEG-sequence form vLLM's video loader reads
+    without a decoder (each frame's header read by Pillow; all frames of one size, as vLLM stacks them)."""
+    head, sep, payload = url.partition(",")
+    if not (sep and head.lower() == "data:video/jpeg;base64"):
+        raise ApiError("video_url: the simulator takes base64 data:video/jpeg;base64,... URLs only", param="messages")
+    frames = payload.split(",")[: profile.video_max_frames]
+    try:
+        sizes = {Image.open(io.BytesIO(decode_base64(frame, "video_url"))).size for frame in frames}
+    except UnidentifiedImageError as error:
+        raise ApiError(f"video_url: cannot read a frame ({error})", param="messages") from None
+    if len(sizes) != 1:
+        raise ApiError(f"video_url: the frames differ in size ({sorted(sizes)})", param="messages")
+    (width, height), key = sizes.pop(), zlib.crc32(payload.encode())
+    try:
+        return video_cost(width, height, len(frames), key, profile)
+    except ValueError as error:
+        raise ApiError(f"video_url: cannot read the video ({error})", param="messages") from None
+
+
+READERS = {"image_url": read_image, "video_url": read_video}  # a content part's type -> its reader
+
+
 def message_images(body: dict, profile: Profile) -> list[list[ImageCost]]:
-    """Per message of a chat body, the images of its ``image_url`` parts, in order."""
+    """Per message of a chat body, the images and videos of its ``image_url`` and ``video_url`` parts, in order."""
     images = []
     for message in body.get("messages") or []:
         content = message.get("content") if isinstance(message, dict) else None
-        parts = content if isinstance(content, list) else []
-        urls = [part.get("image_url") for part in parts if isinstance(part, dict) and part.get("type") == "image_url"]
-        images.append([read_image(str(url.get("url") if isinstance(url, dict) else url), profile) for url in urls])
+        parts = [part for part in content if isinstance(part, dict)] if isinstance(content, list) else []
+        media = [(READERS[part["type"]], part.get(part["type"])) for part in parts if part.get("type") in READERS]
+        images.append([read(str(url.get("url") if isinstance(url, dict) else url), profile) for read, url in media])
     return images

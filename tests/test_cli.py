@@ -88,7 +88,7 @@ def test_locustfiles_are_the_packages_files(capsys):
     assert (
         str(refused.value)
         == "error: no locustfile 'nope' (one of: chat, completions, responses, messages, embeddings, rerank, score, "
-        "generate, sdk, session, agent) or shape"
+        "audio, generate, sdk, session, agent) or shape"
     )
 
 

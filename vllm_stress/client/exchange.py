@@ -83,6 +83,7 @@ class Exchange:
         "session_turns",
         "connect",
         "burst",
+        "audio_s",
     )
 
     def __init__(
@@ -141,6 +142,7 @@ class Exchange:
         self.session_turns: int | None = None  # --session-trace: the turns of its recorded session
         self.connect: float | None = None  # seconds the connection it opened took (None: it reused one; pools.py)
         self.burst: int | None = None  # --microburst: the burst it was sent in, from 1 (None: not a burst's)
+        self.audio_s: float | None = None  # an audio request's seconds of audio sent (users/audio.py), else None
 
     def cut_at(self, cancel: CancelAfter | None) -> None:
         """The client cancels this request at ``cancel`` (its delay is the sender's deadline, its chunks ``output``'s)."""
@@ -297,6 +299,7 @@ class Exchange:
             _opt(self.session_turns),
             _opt(self.connect),
             _opt(self.burst),
+            _opt(self.audio_s),
         ]
 
     def answer_row(self, worker: str) -> list[int | str]:

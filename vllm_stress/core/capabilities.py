@@ -37,6 +37,7 @@ CAPABILITIES: tuple[Capability, ...] = (
     Capability("images", "Images (vision models)", "concepts/metrics.md"),
     Capability("video", "Video (vision models)", "concepts/load-generator.md"),
     Capability("pooling", "Embeddings and rerank", "guides/endpoints.md"),
+    Capability("audio", "Audio: transcription and translation", "guides/endpoints.md"),
     Capability("canaries", "Correctness canaries", "guides/reading-the-report.md"),
     Capability("specdecode", "Speculative decoding", "guides/speculative-decoding.md"),
     Capability("pd", "Prefill/decode disaggregation", "guides/disaggregated.md"),

@@ -134,6 +134,7 @@ FORMATS = (
             Addition(SERVER_METRICS_FILE, CONNECTOR_COUNTERS, "the KV connector's own hit rate"),
             Addition(RUN_FILE, ("working_set",), "working-set sweep"),
             Addition(REQUESTS_FILE, ("videos", "video_tokens", "video_bytes"), "video tokens and bytes per request"),
+            Addition(REQUESTS_FILE, ("audio_s",), "audio seconds per second"),
         ),
     ),
 )

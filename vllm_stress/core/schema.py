@@ -84,6 +84,7 @@ REQUEST_COLUMNS = [
     # target (the load generator's clock); empty when it went on a connection already open (--connections)
     "burst",  # --microburst: the burst the request was sent in, from 1 (the first, K s after the schedule's start),
     # else empty
+    "audio_s",  # an audio user's request (locustfiles/audio.py, --audio-seconds): seconds of audio it sent, else empty
 ]
 # The request columns that hold text (the others hold numbers, empty for none)
 REQUEST_TEXT_COLUMNS = frozenset(

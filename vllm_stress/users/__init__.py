@@ -10,6 +10,7 @@ LOCUSTFILES = (
     "embeddings",
     "rerank",
     "score",
+    "audio",
     "generate",
     "sdk",
     "session",

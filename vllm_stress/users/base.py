@@ -307,14 +307,14 @@ class LLMUser(FastHttpUser):
 
     def send(self, spec: RequestSpec, exchange: Exchange) -> None:
         prefix = self.affinity_header and spec.prefix_group is not None
+        payload, content_type = self.encode(spec, exchange)
         headers = (
             self.target.headers
             | ({self.affinity_header: f"prefix-{spec.prefix_group}"} if prefix else {})
             | ({} if spec.canary else self.sticky_headers)  # a canary is no part of a session
             | id_headers(self, exchange)
-            | {"Content-Type": "application/json"}
+            | {"Content-Type": content_type}
         )
-        payload = json.dumps(self.body(spec) | model_field(exchange.adapter)).encode()
         url = self.path
         if len(self.spread.replicas) > 1:  # client-side spreading: an absolute URL, the replica on the row
             url, exchange.replica = self.replica_targets[self.spread.next()]
@@ -377,6 +377,10 @@ class LLMUser(FastHttpUser):
     def read_stream(self, stream: HTTPSocketPoolResponse, exchange: Exchange) -> None:
         """Read an OpenAI-style SSE body to its end, timing each output-bearing chunk (``stream.py``)."""
         read_body(stream, SSEParser(exchange, self.output_marker, self.is_output), exchange)
+
+    def encode(self, spec: RequestSpec, exchange: Exchange) -> tuple[bytes, str]:
+        """The request's body and its Content-Type: ``body`` as JSON (an audio user's is a multipart form)."""
+        return json.dumps(self.body(spec) | model_field(exchange.adapter)).encode(), "application/json"
 
     def body(self, spec: RequestSpec) -> dict[str, Any]:
         raise NotImplementedError

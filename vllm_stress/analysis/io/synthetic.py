@@ -96,6 +96,7 @@ def request_rows(
             "session_turns": np.nan,
             "connect_s": np.nan,
             "burst": np.nan,
+            "audio_s": np.nan,
         }
     )
     return rows[REQUEST_COLUMNS]

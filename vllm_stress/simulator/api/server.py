@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import TYPE_CHECKING
 
@@ -23,7 +24,7 @@ from ..model.profiles import Profile
 from ..model.tokenizer import Tokenizer
 from ..model.toolcalls import ToolChunks, plan_tool_call
 from ..model.vision import message_images
-from . import legacy, messagesapi, poolingapi, responsesapi
+from . import audioapi, legacy, messagesapi, poolingapi, responsesapi
 from .connections import Connections
 from .connectormetrics import ConnectorMetrics
 from .devroutes import DevRoutes
@@ -140,6 +141,8 @@ class Simulator:
             app.router.add_post(path, self.rerank)
         app.router.add_post("/score", self.score)
         app.router.add_post("/v1/score", self.score)
+        for path in audioapi.TASKS:  # speech-to-text: a multipart form, run on the same engine (audioapi.py)
+            app.router.add_post(path, functools.partial(audioapi.handle, self))
         app.router.add_get("/v1/models", self.models)
         if self.engine.lora:
             app.router.add_post("/v1/load_lora_adapter", self.load_lora_adapter)

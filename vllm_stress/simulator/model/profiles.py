@@ -84,6 +84,11 @@ class Profile:
     # the same as per image patch (an image is one temporal patch of two copies of itself in Qwen2-VL)
     vision_temporal_patch_size: int = 2
     video_max_frames: int = 32
+    # a speech-to-text model's audio encoder (audioapi.py): FLOPs per second of audio, charged to the step that admits
+    # the request. Assumed: Whisper-large-v3's encoder (about 0.64e9 of its 1.55e9 parameters) at 2 FLOPs per
+    # parameter per encoder position, 50 positions per audio second (1500 per 30 s window): 6.4e10. Whisper pads
+    # every clip to a 30 s window; charged per second here, the cost follows the audio's length
+    audio_encoder_flops_per_s: float = 6.4e10
     # step-time seconds per sequence scheduled in the step, outside the roofline (per-request host work: scheduling,
     # sampling, input preparation); 0 in the bundled profiles, fitted by calibrate
     t_per_seq: float = 0.0

@@ -125,7 +125,8 @@ def test_each_format_is_analysed_with_both_levels(version, tmp_path, capsys):
             "no per-model canary comparison, prefix-cache hit rate against its target, client cancellations, "
             "embeddings and rerank inputs per second, recorded sessions, connection churn, hit rate by KV tier, server "
             "memory drift, client memory drift, microbursts, the server's prefill time of long contexts, engine steps, "
-            "the KV connector's own hit rate: written before 2026-11-28"
+            "the KV connector's own hit rate, working-set sweep, video tokens and bytes per request, audio seconds "
+            "per second: written before 2026-11-28"
         )
     if version < 4:
         assert earlier[0]["not_computed"][-2] == (

@@ -47,11 +47,13 @@ TIERS = {
     "installed_suite": ("locust", "server"),  # its commands run the simulator and Locust
     "real_vllm": ("realvllm",),
     "real_vllm_traffic": ("realvllm",),
+    "real_vllm_pooling": ("realvllm",),
     "browser": ("browser",),
     "network": ("netns",),
 }
 # fixtures of tests that run a whole load test or its like (a ramp, a cluster, a real vLLM): tens of seconds each
-WHOLE_RUNS = {"scenarios", "processes", "installed_suite", "real_vllm", "real_vllm_traffic", "browser", "network"}
+WHOLE_RUNS = {"scenarios", "processes", "installed_suite", "real_vllm", "real_vllm_traffic", "real_vllm_pooling"}
+WHOLE_RUNS |= {"browser", "network"}
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")  # the Makefile's
 CHROMIUM_ARGS = [
     "--headless",
@@ -80,7 +82,7 @@ import_locust_unpatched()
 
 
 # the files of the real-vLLM tests: one test process runs them all, one file after the other (real_vllm_files)
-REAL_VLLM_FILES = ("tests/test_realvllm.py", "tests/test_realvllm_traffic.py")
+REAL_VLLM_FILES = ("tests/test_realvllm.py", "tests/test_realvllm_traffic.py", "tests/test_realvllm_pooling.py")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -427,6 +429,13 @@ def real_vllm(tmp_path_factory):
     """One real vLLM for the module, stopped when the module ends rather than idling through the rest of the suite;
     in vLLM's development mode, which serves /reset_prefix_cache (--reset-prefix-cache)."""
     yield from serve_real_vllm(tmp_path_factory, env={"VLLM_SERVER_DEV_MODE": "1"})
+
+
+@pytest.fixture(scope="module")
+def real_vllm_pooling(tmp_path_factory):
+    """One real vLLM for the module serving the tiny model as an embedding model (vLLM's pooling runner, the model
+    converted to embed): /v1/embeddings, /rerank and /score (tests/test_realvllm_pooling.py)."""
+    yield from serve_real_vllm(tmp_path_factory, "--runner", "pooling", "--convert", "embed")
 
 
 @pytest.fixture(scope="module")

@@ -17,8 +17,10 @@ from benchmarks.harness import read_rows, scrape
 from vllm_stress.analysis.cli import main as analysis_main
 from vllm_stress.analysis.io.synthetic import closed_loop_rows, step_levels, write_run
 from vllm_stress.client import options
+from vllm_stress.client.sessionmodel import RecordedSession, subagents
 from vllm_stress.core.schema import ABORTED, CANCELLED
 from vllm_stress.scenarios.run.runner import free_port
+from vllm_stress.simulator.api.requestlog import read_request_log
 
 REPO = Path(__file__).resolve().parent.parent
 NOWHERE = "http://127.0.0.1:1"  # nothing listens: runs given it must stop before contacting a server
@@ -159,3 +161,83 @@ def start_master_and_workers(
         return processes([*common, "--worker", "--master-port", port], tmp_path / f"{name}.log")
 
     return out, master, [worker(f"worker{i}") for i in range(workers)], worker
+
+
+def counters(url: str) -> dict[str, float]:
+    """The server's request and token counters (success by finish reason)."""
+    metrics = scrape(url)
+    return {
+        key: value
+        for key, value in metrics.items()
+        if key.startswith(
+            (
+                "vllm:request_success_total{",
+                "vllm:prompt_tokens_total{",
+                "vllm:generation_tokens_total{",
+                "vllm:time_to_first_token_seconds_count{",
+            )
+        )
+    }
+
+
+def delta(before: dict, after: dict) -> dict[str, float]:
+    return {key: value - before.get(key, 0.0) for key, value in after.items() if value != before.get(key, 0.0)}
+
+
+def run_user(run_locust, server: Server, out, locustfile: str, *args: str) -> list[dict]:
+    """Two users of ``locustfile`` for 4 s against ``server`` (in-flight requests finish: --stop-timeout); returns the
+    rows of requests.csv."""
+    proc = run_locust(
+        "-f",
+        f"locustfiles/{locustfile}.py",
+        "-H",
+        server.url,
+        "-u",
+        "2",
+        "-r",
+        "2",
+        "-t",
+        "4s",
+        "--stop-timeout",
+        "30",
+        "--results-dir",
+        str(out),
+        *args,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    return read_rows(out / "requests.csv")
+
+
+def logged_run(run_locust, simulator, tmp_path: Path, *args: str) -> tuple[list[dict], dict[str, dict]]:
+    """Two users for 4 s (``args``: the locustfile and its options) against a cpu-tiny simulator with a request log:
+    (the rows, the log by request id), checked to be one another's."""
+    log = tmp_path / "requests.jsonl"
+    sim = simulator("--profile", "cpu-tiny", "--request-log", str(log))
+    out = tmp_path / "run"
+    proc = run_locust(
+        *("-H", sim.url, "-u", "2", "-r", "2", "-t", "4s", "--headless", "--only-summary"),
+        *("--results-dir", str(out), *NO_CANARIES, *args),
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    sim.stop()  # flushes the log
+    rows = read_rows(out / "requests.csv")
+    records = read_request_log(str(log))
+    # the rows are the server's requests, no more, no less (a request the run's stop cut may not have been logged)
+    assert {r["request_id"] for r in rows if r["error"] != "Aborted"} <= set(records) <= {r["request_id"] for r in rows}
+    return rows, records
+
+
+def recorded_sessions(sessions: list[RecordedSession]) -> dict[str, RecordedSession]:
+    """Every session and subagent by its path (``trace/agent/...``, as a row's session id without its pass)."""
+    paths: dict[str, RecordedSession] = {}
+
+    def add(path: str, session: RecordedSession) -> None:
+        paths[path] = session
+        for agent in subagents(session):
+            add(f"{path}/{agent.session_id}", agent)
+
+    for session in sessions:
+        add(session.session_id, session)
+    return paths

@@ -10,7 +10,7 @@ import wave
 
 import pytest
 
-from tests.helpers import NO_CANARIES, analyse, check_first_token_times
+from tests.helpers import analyse, check_first_token_times, logged_run
 from vllm_stress.analysis.io.load import load_run
 from vllm_stress.analysis.levels import level_windows
 from vllm_stress.client.audio import SAMPLE_RATE, wav_bytes
@@ -18,7 +18,6 @@ from vllm_stress.client.features.audio import audio_seconds
 from vllm_stress.core.csvrows import read_rows
 from vllm_stress.core.metrics import in_window
 from vllm_stress.simulator.api import audioapi
-from vllm_stress.simulator.api.requestlog import read_request_log
 from vllm_stress.simulator.model.errors import ApiError
 
 SECONDS = 2.0  # audio per request: 64 kB of WAV, a transcript of 8 tokens (audioapi.transcript_tokens)
@@ -35,21 +34,8 @@ RUNS = {  # the run's options -> its rows' name and path, and whether they strea
 
 def run_audio(run_locust, simulator, tmp_path, *args: str) -> tuple[list[dict], dict[str, dict]]:
     """Two audio users for 4 s against a simulator with a request log: (the rows, the log by request id)."""
-    log = tmp_path / "requests.jsonl"
-    sim = simulator("--profile", "cpu-tiny", "--request-log", str(log))
-    out = tmp_path / "run"
-    proc = run_locust(
-        *("-f", "locustfiles/audio.py", "-H", sim.url, "-u", "2", "-r", "2", "-t", "4s", "--headless"),
-        *("--only-summary", "--results-dir", str(out), "--audio-seconds", str(SECONDS), *NO_CANARIES, *args),
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "Traceback" not in proc.stderr
-    sim.stop()  # flushes the log
-    rows = read_rows(out / "requests.csv")
-    records = read_request_log(str(log))
-    # the rows are the server's requests, no more, no less (a request the run's stop cut may not have been logged)
-    assert {r["request_id"] for r in rows if r["error"] != "Aborted"} <= set(records) <= {r["request_id"] for r in rows}
-    return rows, records
+    audio = ("-f", "locustfiles/audio.py", "--audio-seconds", str(SECONDS))
+    return logged_run(run_locust, simulator, tmp_path, *audio, *args)
 
 
 @pytest.mark.parametrize("run", RUNS)

@@ -10,11 +10,9 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.helpers import NO_CANARIES, check_first_token_times
+from tests.helpers import check_first_token_times, logged_run
 from vllm_stress.client.events import MessagesParser, ResponsesParser
 from vllm_stress.client.exchange import Exchange
-from vllm_stress.core.csvrows import read_rows
-from vllm_stress.simulator.api.requestlog import read_request_log
 
 BOTH = "locustfiles/responses.py,locustfiles/messages.py"
 PATHS = {"responses": "/v1/responses", "messages": "/v1/messages"}
@@ -22,20 +20,7 @@ PATHS = {"responses": "/v1/responses", "messages": "/v1/messages"}
 
 def run_both(run_locust, simulator, tmp_path, *args: str) -> tuple[list[dict], dict[str, dict]]:
     """One user of each class for 4 s against a simulator with a request log: (the rows, the log by request id)."""
-    log = tmp_path / "requests.jsonl"
-    sim = simulator("--profile", "cpu-tiny", "--request-log", str(log))
-    out = tmp_path / "run"
-    proc = run_locust(
-        *("-f", BOTH, "-H", sim.url, "-u", "2", "-r", "2", "-t", "4s", "--headless", "--only-summary"),
-        *("--results-dir", str(out), *NO_CANARIES, *args),
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "Traceback" not in proc.stderr
-    sim.stop()  # flushes the log
-    rows = read_rows(out / "requests.csv")
-    records = read_request_log(str(log))
-    # the rows are the server's requests, no more, no less (a request the run's stop cut may not have been logged)
-    assert {r["request_id"] for r in rows if r["error"] != "Aborted"} <= set(records) <= {r["request_id"] for r in rows}
+    rows, records = logged_run(run_locust, simulator, tmp_path, "-f", BOTH, *args)
     for row in rows:
         assert row["endpoint"] == PATHS[row["name"]], row
         assert row["request_id"] not in records or records[row["request_id"]]["path"] == row["endpoint"], row

@@ -15,7 +15,17 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 from benchmarks.harness import read_rows, scrape
-from tests.helpers import NO_CANARIES, REPO, Server, locust_stats, server_completed, wait_until
+from tests.helpers import (
+    NO_CANARIES,
+    REPO,
+    Server,
+    counters,
+    delta,
+    locust_stats,
+    run_user,
+    server_completed,
+    wait_until,
+)
 from tests.shapes import FIXTURE, capture_shapes, differences, dump_shapes, simulator_differences
 from vllm_stress.analysis.io.load import load_run
 from vllm_stress.client.prompts import WORDS
@@ -53,51 +63,6 @@ def tokenize(server: Server, **body) -> int:
     resp = requests.post(server.url + "/tokenize", json={"model": server.model} | body, timeout=10)
     resp.raise_for_status()
     return resp.json()["count"]
-
-
-def counters(url: str) -> dict[str, float]:
-    """The server's request and token counters (success by finish reason)."""
-    metrics = scrape(url)
-    return {
-        key: value
-        for key, value in metrics.items()
-        if key.startswith(
-            (
-                "vllm:request_success_total{",
-                "vllm:prompt_tokens_total{",
-                "vllm:generation_tokens_total{",
-                "vllm:time_to_first_token_seconds_count{",
-            )
-        )
-    }
-
-
-def delta(before: dict, after: dict) -> dict[str, float]:
-    return {key: value - before.get(key, 0.0) for key, value in after.items() if value != before.get(key, 0.0)}
-
-
-def run_user(run_locust, server: Server, out, locustfile: str, *args: str) -> list[dict]:
-    """Two users for 4 s (in-flight requests finish: --stop-timeout); returns the rows of requests.csv."""
-    proc = run_locust(
-        "-f",
-        f"locustfiles/{locustfile}.py",
-        "-H",
-        server.url,
-        "-u",
-        "2",
-        "-r",
-        "2",
-        "-t",
-        "4s",
-        "--stop-timeout",
-        "30",
-        "--results-dir",
-        str(out),
-        *args,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "Traceback" not in proc.stderr
-    return read_rows(out / "requests.csv")
 
 
 def check_rows(rows: list[dict], name: str, prompt: int = 64, completion: int = 16) -> None:
@@ -205,9 +170,10 @@ def test_responses_and_messages_users(run_locust, real_vllm, tmp_path, locustfil
     rows = run_user(run_locust, real_vllm, tmp_path / "run", locustfile, *SHORT, *may_fail)
     assert rows, "no request finished"
     for r in rows:
-        if r["error"] == "NoOutput":  # the model's own stop before any text, counted by the server all the same
+        if r["error"] == "NoOutput":  # the model stopped before any text, counted by the server all the same (its
+            # tokens before the stop may have no text: special tokens the detokenizer leaves out)
             assert (locustfile, r["finish_reason"], r["ttft_s"]) == ("messages", "stop", ""), r
-            assert int(r["prompt_tokens"]) == 64 and int(r["completion_tokens"]) <= 1, r
+            assert int(r["prompt_tokens"]) == 64 and int(r["completion_tokens"]) < 16, r
             continue
         assert (r["ok"], r["error"], r["name"], r["count_mismatch"]) == ("1", "", locustfile, "0"), r
         assert r["endpoint"] == f"/v1/{locustfile}" and int(r["prompt_tokens"]) == 64, r

@@ -12,10 +12,10 @@ import re
 
 import pytest
 
-from tests.helpers import NO_CANARIES, REPO
+from tests.helpers import NO_CANARIES, REPO, recorded_sessions
 from vllm_stress.analysis.cli import main as analyse
 from vllm_stress.client.checks import StopTarget, check_session_trace
-from vllm_stress.client.sessionmodel import RecordedSession, subagents
+from vllm_stress.client.sessionmodel import subagents
 from vllm_stress.client.sessiontrace import read_sessions
 from vllm_stress.client.tracehistory import HISTORY_BLOCK_TOKENS, blocks_of
 from vllm_stress.core.csvrows import read_rows
@@ -273,20 +273,6 @@ def test_a_bad_tracelab_round_is_one_line_naming_the_file_and_line(tmp_path, cha
         read_sessions(str(bad))
 
 
-def by_path(sessions: list[RecordedSession]) -> dict[str, RecordedSession]:
-    """Every session and subagent by its path (a row's session id without its pass)."""
-    paths: dict[str, RecordedSession] = {}
-
-    def add(path: str, session: RecordedSession) -> None:
-        paths[path] = session
-        for agent in subagents(session):
-            add(f"{path}/{agent.session_id}", agent)
-
-    for session in sessions:
-        add(session.session_id, session)
-    return paths
-
-
 def test_the_otel_sample_replays_its_lengths_fanout_and_prefix_reuse(simulator, run_locust, tmp_path):
     log = tmp_path / "server.jsonl"
     sim = simulator("--set", "t_fixed=0.005", "--enable-prompt-tokens-details", "--request-log", str(log))
@@ -299,7 +285,7 @@ def test_the_otel_sample_replays_its_lengths_fanout_and_prefix_reuse(simulator, 
     assert proc.returncode == 0, proc.stderr[-3000:]
     sim.stop()  # its request log flushed
     served, rows = read_request_log(str(log)), read_rows(out / "requests.csv")
-    recorded = by_path(read_sessions(str(OTEL)))
+    recorded = recorded_sessions(read_sessions(str(OTEL)))
     turns: dict[tuple[str, int], dict] = {}
     for row in rows:
         trace, _replay, *agents = row["session_id"].split("/")

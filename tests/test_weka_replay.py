@@ -13,9 +13,9 @@ import shutil
 
 import pytest
 
-from tests.helpers import NO_CANARIES, REPO
+from tests.helpers import NO_CANARIES, REPO, recorded_sessions
 from vllm_stress.client.checks import StopTarget, check_session_trace
-from vllm_stress.client.sessionmodel import RecordedSession, most_in_flight, subagents
+from vllm_stress.client.sessionmodel import most_in_flight, subagents
 from vllm_stress.client.sessiontrace import capped_gap, read_sessions
 from vllm_stress.core.csvrows import read_rows
 from vllm_stress.simulator.api.requestlog import read_request_log
@@ -125,20 +125,6 @@ def test_a_bad_file_stops_the_run_before_it_starts(tmp_path):
     bad.write_text(json.dumps(sample_traces()[0]) + "\n{not json\n")
     with pytest.raises(StopTarget, match=r"bad\.json:2: not a JSON trace"):
         check_session_trace(options)
-
-
-def recorded_sessions(sessions: list[RecordedSession]) -> dict[str, RecordedSession]:
-    """Every session and subagent by its path (``trace/agent/...``, as a row's session id without its pass)."""
-    paths: dict[str, RecordedSession] = {}
-
-    def add(path: str, session: RecordedSession) -> None:
-        paths[path] = session
-        for agent in subagents(session):
-            add(f"{path}/{agent.session_id}", agent)
-
-    for session in sessions:
-        add(session.session_id, session)
-    return paths
 
 
 def replay(simulator, run_locust, tmp_path, trace, *args: str) -> tuple[dict, list[dict]]:

@@ -61,17 +61,17 @@ def locust_stats(prefix: Path) -> dict[tuple[str, str], dict]:
     return {(r["Type"], r["Name"]): r for r in read_rows(Path(f"{prefix}_stats.csv"))}
 
 
-def check_first_token_times(rows: list[dict], records: dict[str, dict]) -> None:
-    """Each row's send is the server's kernel arrival within 2 ms, and its first token never before the server's first
-    output write (1 ms for the clocks); the median row's first token lies between the server's stamps before and
-    after that write (within 1 ms). A row's first-token time is the arrival stamp of the read that carried it
-    (vllm_stress/client/stream.py); a client descheduled on a loaded machine reads the first write with later ones,
-    or late, which the median is held apart from."""
+def check_first_token_times(rows: list[dict], records: dict[str, dict], send_s: float = 0.002) -> None:
+    """Each row's send is the server's kernel arrival within ``send_s`` (2 ms), and its first token never before the
+    server's first output write (1 ms for the clocks); the median row's first token lies between the server's stamps
+    before and after that write (within 1 ms). A row's first-token time is the arrival stamp of the read that carried
+    it (vllm_stress/client/stream.py); a client descheduled on a loaded machine reads the first write with later
+    ones, or late, which the median is held apart from."""
     after_send = []
     for row in rows:
         record = records[row["request_id"]]
         first_token = float(row["start_time"]) + float(row["ttft_s"])
-        assert abs(float(row["start_time"]) - record["arrival"]) < 0.002, (row, record)
+        assert abs(float(row["start_time"]) - record["arrival"]) < send_s, (row, record)
         assert record["first"] - 0.001 <= first_token, (row, record)
         after_send.append(first_token - record["first_sent"])
     assert sorted(after_send)[len(after_send) // 2] <= 0.001, after_send

@@ -60,7 +60,9 @@ def test_rows_are_the_servers_requests_with_their_audio(run_locust, simulator, t
         else:
             assert (row["ttft_s"], row["chunks"], row["prompt_tokens"], row["completion_tokens"]) == ("", "0", "", "")
     if streamed:
-        check_first_token_times(done, records)
+        # a row's send time is when its request's last bytes left, the server's arrival when its first came: 64 KB
+        # of audio apart, which a loaded machine stretches past chat's 2 ms (seen: 3 ms under the suite's full load)
+        check_first_token_times(done, records, send_s=0.02)
     check_report(tmp_path / "run", tmp_path / "report")
 
 

@@ -54,9 +54,11 @@ def test_per_request_opens_a_connection_for_each_request(run_locust, simulator, 
     sim.stop()  # flushes the log
     records = read_request_log(str(log))
     assert len(rows) >= 10
-    assert {row["request_id"] for row in rows} == set(records)
-    assert accepted == len(records) + STARTUP_CONNECTIONS + OWN_SCRAPE
-    assert all(float(row["connect_s"]) > 0 for row in rows)
+    # every request that was not cut by the stop reached the server; one cut while its connection opened may not have
+    cut = {row["request_id"] for row in rows if row["error"] == ABORTED}
+    assert {row["request_id"] for row in rows} - cut <= set(records) <= {row["request_id"] for row in rows}
+    assert len(records) <= accepted - STARTUP_CONNECTIONS - OWN_SCRAPE <= len(rows)  # a connection of its own each
+    assert all(float(row["connect_s"]) > 0 for row in rows if row["request_id"] in records)
     assert run_json(tmp_path / "run")["connections"] == "per-request"
     summary = analyse(tmp_path / "run", tmp_path / "report")
     (level,) = summary["levels"]

@@ -185,7 +185,7 @@ def test_a_mixed_fleet_of_chat_and_embeddings_on_one_server(run_locust, simulato
     """Chat and embeddings classes from the one chat user over two levels: every row the request the server logged
     at its class's API (chat canaries only in the chat class), an embeddings row's prompt tokens the class's input
     times its inputs, by the usage and the server alike; the report has both classes at each level, each with its
-    own figures."""
+    own figures, and each endpoint's peak and saturation point in its own unit, its peak its class's best level."""
     log = tmp_path / "requests.jsonl"
     sim = simulator(*SLOW_SIM, "--request-log", str(log))
     out = tmp_path / "run"
@@ -218,8 +218,14 @@ def test_a_mixed_fleet_of_chat_and_embeddings_on_one_server(run_locust, simulato
         assert embed["inputs_per_s"] == pytest.approx(EMBED_INPUTS * embed["requests_per_s"]) and embed["e2e_p99_s"]
         assert embed["input_tokens_per_s"] == pytest.approx(24 * embed["inputs_per_s"]) and embed["ttft_p50_s"] is None
         assert embed["slo_met"] is True and embed["endpoint"] == PATHS["embed"]
+    peaks = {entry["endpoint"]: entry for entry in summary["endpoints"]}
+    for name, field, unit in (("chat", "output_tokens_per_s", "output tok/s"), ("embed", "inputs_per_s", "inputs/s")):
+        entry, figures = peaks[PATHS[name]], {users: levels_seen[name, users][field] for users in (2, 4)}
+        assert entry["unit"] == unit and {entry["peak_users"], entry["saturation_users"]} <= set(figures), entry
+        assert entry["peak"] == pytest.approx(max(figures.values())) == figures[entry["peak_users"]], (entry, figures)
     report = (tmp_path / "report" / "report.md").read_text()
     table = report.split("## Traffic classes")[1].split("\n## ")[0]
     assert "| endpoint | req/s | output tok/s |" in table and "| inputs/s | input tok/s | e2e p50 | e2e p99 |" in table
+    assert "## Peak and saturation per endpoint" in report
     for users in (2, 4):
         assert f"| {users} | chat | {PATHS['chat']} | " in table and f"| {users} | embed | {PATHS['embed']} | " in table

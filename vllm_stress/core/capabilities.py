@@ -38,6 +38,7 @@ CAPABILITIES: tuple[Capability, ...] = (
     Capability("video", "Video (vision models)", "concepts/load-generator.md"),
     Capability("pooling", "Embeddings and rerank", "guides/endpoints.md"),
     Capability("audio", "Audio: transcription and translation", "guides/endpoints.md"),
+    Capability("endpoints", "Peak and saturation per endpoint", "guides/endpoints.md"),
     Capability("canaries", "Correctness canaries", "guides/reading-the-report.md"),
     Capability("specdecode", "Speculative decoding", "guides/speculative-decoding.md"),
     Capability("pd", "Prefill/decode disaggregation", "guides/disaggregated.md"),

@@ -69,9 +69,17 @@ def class_level_rows(run: Run, windows: pd.DataFrame, level_stats: LevelStats) -
         if rows.empty:
             continue
         slo = {s.name: s.limit for s in request_slos(traffic_class.slo, LATENCY_METRICS)} if traffic_class.slo else {}
-        stats = level_stats(replace(run, requests=rows.reset_index(drop=True), tables={}), windows, slo or None)
+        stats = subset_levels(run, rows, windows, level_stats, slo or None)
         frames.append(class_fields(stats, rows).assign(**{"class": traffic_class.name}))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def subset_levels(
+    run: Run, rows: pd.DataFrame, windows: pd.DataFrame, level_stats: LevelStats, slo: dict[str, float] | None = None
+) -> pd.DataFrame:
+    """The level rows of ``rows``, some of the run's requests (a class's, an endpoint's), by ``level_stats`` over the
+    run's windows, without the run's other tables (the server's and the GPUs' figures are the whole server's)."""
+    return level_stats(replace(run, requests=rows.reset_index(drop=True), tables={}), windows, slo)
 
 
 def class_fields(stats: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:

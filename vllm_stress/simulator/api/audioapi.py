@@ -9,7 +9,7 @@ from __future__ import annotations
 import io
 import math
 import wave
-from typing import Protocol
+from dataclasses import dataclass
 
 from aiohttp import web
 
@@ -19,7 +19,7 @@ from ..model.profiles import Profile
 from .parsing import GenerationRequest, check_model, resolve_max_tokens
 from .protocol import ChunkFormat, json_bytes, new_request_id, usage_json
 from .requestlog import REQUEST_ID_HEADER
-from .typedapi import Answer, TypedApi
+from .typedapi import Answer
 
 TASKS = {"/v1/audio/transcriptions": "transcribe", "/v1/audio/translations": "translate"}
 CHUNK_KINDS = {"transcribe": "transcription.chunk", "translate": "translation.chunk"}
@@ -94,45 +94,34 @@ async def read_form(request: web.Request) -> tuple[dict[str, str], bytes]:
     return fields, upload.file.read()
 
 
-class SpeechServer(Protocol):
-    """The parts of the simulator (server.py's ``Simulator``) a speech-to-text request uses."""
+@dataclass(frozen=True)
+class Speech:
+    """A speech-to-text request as the engine runs it: the decoder prompt and its output limit, the transcript it
+    answers with, the audio's encoder FLOPs and the answer's shape."""
 
-    model: str
-    profile: Profile
-
-    async def _generate(
-        self,
-        request: web.Request,
-        generation: GenerationRequest,
-        prompts: list[tuple[list[int], int]],
-        chat: bool,
-        *,
-        reply: Reply | None = None,
-        encoder_flops: float = 0.0,
-        api: TypedApi | None = None,
-    ) -> web.StreamResponse: ...
+    generation: GenerationRequest
+    prompts: list[tuple[list[int], int]]
+    reply: Reply
+    encoder_flops: float
+    api: SpeechApi
 
 
-async def handle(simulator: SpeechServer, request: web.Request) -> web.StreamResponse:
-    """One speech-to-text request: its audio's length, the decoder prompt and transcript on the engine, the audio's
-    encoder FLOPs charged to the step that admits it."""
+async def read_speech(request: web.Request, model: str, profile: Profile) -> Speech:
+    """One speech-to-text request: its audio's length, the decoder prompt and transcript for the engine, the audio's
+    encoder FLOPs for the step that admits it."""
     task = TASKS[request.path]
     form, data = await read_form(request)
-    check_model(form, simulator.model)
+    check_model(form, model)
     seconds = audio_seconds(data)
     request_generation = generation(form)
     prompt = list(DECODER_PROMPT)
-    max_tokens = resolve_max_tokens(request_generation, len(prompt), simulator.profile.max_model_len, None)
-    words = transcript_tokens(seconds) - 1
-    api = SpeechApi(task, seconds, request_generation, request.headers.get(REQUEST_ID_HEADER))
-    return await simulator._generate(
-        request,
+    max_tokens = resolve_max_tokens(request_generation, len(prompt), profile.max_model_len, None)
+    return Speech(
         request_generation,
         [(prompt, max_tokens)],
-        chat=False,
-        reply=Reply(0, (WORD,) * words),
-        encoder_flops=simulator.profile.audio_encoder_flops_per_s * seconds,
-        api=api,
+        Reply(0, (WORD,) * (transcript_tokens(seconds) - 1)),
+        profile.audio_encoder_flops_per_s * seconds,
+        SpeechApi(task, seconds, request_generation, request.headers.get(REQUEST_ID_HEADER)),
     )
 
 

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import functools
 import time
 from typing import TYPE_CHECKING
 
@@ -141,8 +140,8 @@ class Simulator:
             app.router.add_post(path, self.rerank)
         app.router.add_post("/score", self.score)
         app.router.add_post("/v1/score", self.score)
-        for path in audioapi.TASKS:  # speech-to-text: a multipart form, run on the same engine (audioapi.py)
-            app.router.add_post(path, functools.partial(audioapi.handle, self))
+        for path in audioapi.TASKS:
+            app.router.add_post(path, self.speech)
         app.router.add_get("/v1/models", self.models)
         if self.engine.lora:
             app.router.add_post("/v1/load_lora_adapter", self.load_lora_adapter)
@@ -336,6 +335,19 @@ class Simulator:
         finally:
             self.driver.abort(stream.seqs)
             self._record(request, stream.seqs[0], sum(map(len, prompts)))
+
+    async def speech(self, request: web.Request) -> web.StreamResponse:
+        """vLLM's speech-to-text APIs: a multipart form run on the same engine (audioapi.py)."""
+        speech = await audioapi.read_speech(request, self.model, self.profile)
+        return await self._generate(
+            request,
+            speech.generation,
+            speech.prompts,
+            chat=False,
+            reply=speech.reply,
+            encoder_flops=speech.encoder_flops,
+            api=speech.api,
+        )
 
     async def _generate(
         self,

@@ -61,6 +61,19 @@ class LevelWindow:
             return steady.Verdict(False, "the level is not held", np.nan, np.nan)
         return steady.judge(*sample)
 
+    def end(self, environment: Environment, users: int, hold_end: float | None = None) -> steady.Verdict:
+        """The hold is over: its verdict, told with the hold's figures to the suite (hooks.level_ended)."""
+        verdict = self.verdict()
+        hooks.level_ended.fire(
+            environment=environment,
+            users=users,
+            verdict=verdict,
+            output_tokens_per_s=self.output_tokens_per_s(),
+            schedule_lag_p99_s=self.schedule_lag_p99_s(),
+            hold_end=hold_end,
+        )
+        return verdict
+
     def known_until(self) -> float:
         """The end of the window the verdict judges: the time up to which every live process has reported."""
         return self.in_flight()[0]

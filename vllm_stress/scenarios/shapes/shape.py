@@ -315,18 +315,10 @@ class StepRampShape(LoadTestShape):
         """At the hold's end: the level's verdict, told to the suite and the console; then the cooldown."""
         if not self.hold_over(moment):
             return
-        verdict = moment.window.verdict()
-        self.judged = moment.target, verdict.e2e_p50_s
         hold_end = moment.window.known_until() if moment.hold_s is None else time.time()
         self.held = (moment.window.hold_start or hold_end, hold_end)
-        hooks.level_ended.fire(
-            environment=moment.environment,
-            users=moment.target,
-            verdict=verdict,
-            output_tokens_per_s=moment.window.output_tokens_per_s(),
-            schedule_lag_p99_s=moment.window.schedule_lag_p99_s(),
-            hold_end=hold_end,
-        )
+        verdict = moment.window.end(moment.environment, moment.target, hold_end)
+        self.judged = moment.target, verdict.e2e_p50_s
         self.begin("cooldown", moment.now)
         steadiness = "steady" if verdict.steady else "not steady"
         budget = ", the end of --max-minutes" if self.used_up(moment.options) else ""

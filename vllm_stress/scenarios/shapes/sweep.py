@@ -113,14 +113,7 @@ class WorkingSetRun:
         """The sweep is over: levels.csv's level is judged over its hold, and the prompts draw as they would."""
         self.index = len(self.contexts)
         if self.window and self.window.hold_start is not None and self.current:
-            hooks.level_ended.fire(
-                environment=environment,
-                users=self.current[0],
-                verdict=self.window.verdict(),
-                output_tokens_per_s=self.window.output_tokens_per_s(),
-                schedule_lag_p99_s=self.window.schedule_lag_p99_s(),
-                hold_end=None,
-            )
+            self.window.end(environment, self.current[0])
         hooks.working_set_changed.fire(environment=environment, contexts=None, tokens=None)
 
     def announce(

@@ -94,13 +94,5 @@ class TimedRun:
         """The open stretch ends: a level held is judged over its hold."""
         if not (self.judging and self.held and self.window and self.current):
             return
-        verdict = self.window.verdict()
-        hooks.level_ended.fire(
-            environment=environment,
-            users=self.current[0],
-            verdict=verdict,
-            output_tokens_per_s=self.window.output_tokens_per_s(),
-            schedule_lag_p99_s=self.window.schedule_lag_p99_s(),
-            hold_end=None,
-        )
+        self.window.end(environment, self.current[0])
         self.judging = False

@@ -8,7 +8,8 @@ answer) or, without one, the difference of ``timestamp`` (ms) from the session's
 are its lines in file order. Alibaba's Bailian traces are read too: a line's session is the first chat of its
 ``parent_chat_id`` chain, its ``timestamp`` in seconds, its blocks of 16 tokens. Agent traces are told by their
 content: Weka's, with their subagents (wekatrace.py: a JSON trace, a JSONL file of them or a folder of ``.json``
-ones), OpenTelemetry's OTLP/JSON exports (oteltrace.py) and TraceLab's rounds (tracelabtrace.py).
+ones), OpenTelemetry's OTLP/JSON exports (oteltrace.py), TraceLab's rounds (tracelabtrace.py) and NVIDIA Dynamo's
+request traces (dynamotrace.py: a JSONL file, a folder of them or the prefix of its gzip segments).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import json
 import os
 import random
 
+from .dynamotrace import dynamo_sessions, read_dynamo_files
 from .oteltrace import otel_sessions
 from .sessionmodel import RecordedSession, RecordedTurn
 from .trace import BAILIAN, json_format, read_text
@@ -28,12 +30,15 @@ NO_PARENT = -1  # a Bailian line's parent_chat_id when it starts its session
 
 
 def read_sessions(path: str) -> list[RecordedSession]:
-    """The sessions of a session-trace file (``.gz``: gzip) or Weka trace folder, in the order they first appear;
-    ValueError naming the file and line for a line that is not a session turn, or for a file without one."""
+    """The sessions of a session-trace file (``.gz``: gzip), Weka or Dynamo trace folder or Dynamo segment prefix, in
+    the order they first appear; ValueError naming the file and line for a line that is not a session turn, or for a
+    file without one."""
+    if (traces := read_dynamo_files(path)) is not None:  # a folder of .jsonl files, or a prefix of segments
+        return traces
     if os.path.isdir(path):
         return read_weka_folder(path)
     text = read_text(path)
-    for reader in (weka_sessions, otel_sessions, tracelab_sessions):  # agent trace formats, told by their content
+    for reader in (dynamo_sessions, weka_sessions, otel_sessions, tracelab_sessions):  # agent traces, by content
         if (traces := reader(path, text)) is not None:
             return traces
     lines: dict[str, list[tuple[dict, int]]] = {}

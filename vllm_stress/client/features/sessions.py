@@ -72,8 +72,9 @@ def add_arguments(group: OptionGroup) -> None:
         "input_length, output_length, hash_ids, delay or timestamp ms a line; or Bailian's chat_id lines), of "
         "Weka agent traces (a JSON trace, one a line, or a folder of them; subagents fanned out and joined), of "
         "OpenTelemetry GenAI traces exported as OTLP/JSON (each trace a session, its chat spans the turns, child "
-        "invoke_agent spans its subagents) or of TraceLab rounds (Claude Code / Codex), told by their content, one "
-        "after another, in place of --turns, --input-tokens and --think-time (docs/guides/sessions-and-traces.md)",
+        "invoke_agent spans its subagents), of TraceLab rounds (Claude Code / Codex) or of Dynamo request traces "
+        "(a .jsonl or .jsonl.gz file, a folder of them or a segment prefix), told by their content, one after "
+        "another, in place of --turns, --input-tokens and --think-time (docs/guides/sessions-and-traces.md)",
     )
     group.add_argument(
         "--session-start",

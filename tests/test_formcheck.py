@@ -71,6 +71,7 @@ def test_a_good_form_gives_the_options_typed_as_the_command_line_does():
         "reasoning_effort": "high",
     }
     assert check({"--no-stream": "false", "--traffic-class": ""}) == {"no_stream": False, "traffic_class": []}
+    assert check({"--session-primer": "false"}) == {"session_primer": False}  # --x/--no-x: one checkbox, --x
     ramp = check({"--levels": "2,4", "--step-time": "auto", "--slo": "ttft=2s,tpot=50ms"}, ramp=True)
     assert ramp == {"levels": "2,4", "step_time": "auto", "slo": "ttft=2s,tpot=50ms"}
 

@@ -10,12 +10,15 @@ import shutil
 
 import pandas as pd
 import pytest
+import requests
 
 from benchmarks.harness import scrape
-from tests.helpers import NO_CANARIES, REPO
+from tests.helpers import NO_CANARIES, REPO, locust_stats, served_as_rows, server_completed, small_run
 from vllm_stress.analysis.cli import main as analyse
 from vllm_stress.analysis.features.sessions import session_ends
-from vllm_stress.analysis.measures import classify
+from vllm_stress.analysis.io.load import load_run
+from vllm_stress.analysis.levels import level_windows
+from vllm_stress.analysis.measures import classify, ended_in_windows
 from vllm_stress.client.checks import StopTarget, check_session_trace
 from vllm_stress.client.sessiontrace import (
     SessionDeck,
@@ -25,13 +28,20 @@ from vllm_stress.client.sessiontrace import (
     read_sessions,
     start_turn,
 )
+from vllm_stress.core import schema
 from vllm_stress.core.csvrows import read_rows
+from vllm_stress.core.schema import SESSION_PRIMER
+from vllm_stress.master.accounting import RequestAccounting
+from vllm_stress.master.livestats import LiveStats
+from vllm_stress.master.promexport import RunSeries
+from vllm_stress.master.rows import in_figures
 from vllm_stress.simulator.api.requestlog import read_request_log
 
 SAMPLE = REPO / "scenarios" / "data" / "agent-sessions-sample.jsonl"
 BAILIAN = REPO / "scenarios" / "data" / "bailian-sample.jsonl"
 BLOCK = 64  # the sample's block size (--trace-block-size)
 CAP_S = 1.0
+SYSTEM_BLOCKS = 3  # the blocks every session of the sample opens with (hash ids 1-3)
 
 
 def test_the_sample_reads_the_same_from_jsonl_and_gzip(tmp_path):
@@ -152,6 +162,49 @@ def test_sessions_are_completed_truncated_failed_or_joined():
     assert ends["answered"].tolist() == [2, 1, 1, 0, 2] and ends.loc["a", "latency_s"] == 3.5
 
 
+@pytest.mark.parametrize("canaries_counted", [False, True])
+def test_a_session_primer_is_in_no_live_figure_but_in_the_accounting(canaries_counted):
+    """The master's one rule (rows.in_figures): a primer's row never counts in a live figure, whatever
+    --canaries-in-figures says; nor is it a canary in the live view; the run's accounting counts it; the Prometheus
+    export keeps it under its own name."""
+    primer = request_row(name=SESSION_PRIMER, end_time=100.0, e2e_s=0.2, ttft_s=0.2, completion_tokens=1)
+    turn = request_row(name="chat-session", session_id="agent-a/0", turn=3, end_time=101.0, e2e_s=0.5, ttft_s=0.1)
+    assert not in_figures(primer, canaries_counted) and in_figures(turn, canaries_counted)
+    stats = LiveStats(report_lag_s=0.0, canaries_in_figures=canaries_counted)
+    stats.add([primer, turn])
+    assert stats.latencies_by_level[4].requests == 1 and not stats.canaries_by_level
+    assert dict(stats.tokens_by_second) == {101: 10} and len(stats.recent) == 1
+    accounting = RequestAccounting()
+    accounting.count([primer, turn])
+    assert (accounting.totals["requests"], accounting.totals["engine_requests"]) == (2, 2)
+    series = RunSeries(canaries_counted)
+    series.add(primer)
+    assert list(series.requests) == [(SESSION_PRIMER, "success", "")]
+
+
+def test_the_analysis_keeps_a_session_primers_rows_apart(tmp_path):
+    """load_run keeps the primers' rows apart (Run.primers), as the canaries' are: in no level figure, but in the
+    run's accounting (Run.every_row: its rows, its errors)."""
+    run = small_run(tmp_path / "run")
+    rows = pd.read_csv(run / "requests.csv", dtype={"name": "string"})
+    level = rows[rows["users"] == 5]
+    primer = level.iloc[len(level) // 2 :][:1].assign(  # one failed primer in the middle of level 5's hold
+        name=SESSION_PRIMER, ok=0, error="HTTP 500", status=500, finish_reason="", completion_tokens=1
+    )
+    pd.concat([rows, primer]).to_csv(run / "requests.csv", index=False, float_format="%.6f")
+    loaded = load_run(run)
+    assert (len(loaded.requests), len(loaded.primers), len(loaded.every_row)) == (len(rows), 1, len(rows) + 1)
+    assert SESSION_PRIMER not in set(loaded.requests["name"])
+    assert loaded.primers["error"].tolist() == ["HTTP 500"]
+    assert analyse([str(run), "--out", str(tmp_path / "report")]) == 0
+    summary = json.loads((tmp_path / "report" / "summary.json").read_text())
+    windows, _ = level_windows(loaded)
+    ended = ended_in_windows(classify(loaded.requests), windows)
+    assert [level["requests"] for level in summary["levels"]] == ended.groupby("users").size().tolist()
+    assert [level["failures"] for level in summary["levels"]] == [0, 0]  # the primer's failure in no level
+    assert summary["errors"] == {"HTTP 500": 1}  # but in the run's
+
+
 def test_a_start_share_is_parsed_and_a_joined_session_keeps_its_last_turn():
     assert parse_start_share("") is None and parse_start_share("0.5") == (0.5, 0.5)
     assert parse_start_share("0.25,0.75") == (0.25, 0.75)
@@ -242,32 +295,91 @@ def test_bailian_sessions_replay_with_their_16_token_blocks(simulator, run_locus
         assert repeated - 32 <= int(row["cached_tokens"]) <= repeated + 16, (row["cached_tokens"], turn)
 
 
-def test_each_users_first_session_joins_at_the_drawn_turn(simulator, run_locust, tmp_path):
+@pytest.mark.parametrize("primed", [True, False], ids=["primer", "no-primer"])
+def test_each_users_first_session_joins_at_the_drawn_turn(primed, simulator, run_locust, tmp_path):
     """--session-start 0.5: each user's first session begins at its middle turn, sent whole (the server counts the
-    recorded prompt); the report counts it joined, apart from the sessions replayed from their first turn."""
+    recorded prompt); the report counts it joined, apart from the sessions replayed from their first turn. With the
+    primer (the default) the user first sends the prompt of the last turn it skips, max_tokens 1: the joined turn
+    finds the blocks they share in the server's prefix cache; the primer's row (session-primer, of no session) is in
+    the server's count and the run's accounting, in no figure. --no-session-primer: the joined turn starts cold."""
     log = tmp_path / "server.jsonl"
-    sim = simulator("--request-log", str(log))
+    sim = simulator("--enable-prompt-tokens-details", "--request-log", str(log))
     out = tmp_path / "run"
     proc = run_locust(
         *("-f", "locustfiles/session.py", "-H", sim.url, "-u", "3", "-r", "3", "-t", "6s", "--session-start", "0.5"),
         *("--session-trace", str(SAMPLE), "--trace-block-size", str(BLOCK), "--idle-gap-cap", "0.1"),
         *("--results-dir", str(out), "--headless", "--only-summary", "-L", "WARNING", *NO_CANARIES),
+        *("--csv", str(tmp_path / "locust"), *(() if primed else ("--no-session-primer",))),
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
+    completed, overhead = server_completed(sim.url), chat_template_tokens(sim.url)
     sim.stop()  # its request log flushed
     served = read_request_log(str(log))
     recorded = {session.session_id: session.turns for session in read_sessions(str(SAMPLE))}
-    first_turns: dict[str, int] = {}
-    for row in read_rows(out / "requests.csv"):
-        first_turns[row["session_id"]] = min(first_turns.get(row["session_id"], 99), int(row["turn"]))
+    rows = read_rows(out / "requests.csv")
+    primers = [row for row in rows if row["name"] == SESSION_PRIMER]
+    turns = [row for row in rows if row["name"] != SESSION_PRIMER]
+    assert {row["name"] for row in turns} == {"chat-session"}
+    first_rows: dict[str, dict] = {}
+    for row in turns:
+        if row["session_id"] not in first_rows or int(row["turn"]) < int(first_rows[row["session_id"]]["turn"]):
+            first_rows[row["session_id"]] = row
         if row["ok"] == "1":
             turn = recorded[row["session_id"].split("/")[0]][int(row["turn"]) - 1]
             assert served[row["request_id"]]["prompt_tokens"] == turn.input_tokens
-    joined = {session: turn for session, turn in first_turns.items() if turn > 1}
+    joined = {session: row for session, row in first_rows.items() if int(row["turn"]) > 1}
     assert len(joined) == 3  # the three users' first sessions
-    for session, turn in joined.items():
-        assert turn == len(recorded[session.split("/")[0]]) // 2 + 1
-    assert any(turn == 1 for turn in first_turns.values())  # the sessions after them start at their first turn
+    for session, row in joined.items():
+        assert int(row["turn"]) == len(recorded[session.split("/")[0]]) // 2 + 1
+        assert row["ok"] == "1"
+    assert any(int(row["turn"]) == 1 for row in first_rows.values())  # the sessions after them start at their first
+    assert served_as_rows(completed, rows)  # the server's count is every row's, the primers' included
+    stats = locust_stats(tmp_path / "locust")  # Locust's table: the primers an entry of their own
+    assert int(stats.get(("POST", SESSION_PRIMER), {}).get("Request Count", 0)) == len(primers)
+    run = load_run(out)  # the analysis: the primers kept apart, in the accounting only
+    assert (len(run.requests), len(run.primers), len(run.every_row)) == (len(turns), len(primers), len(rows))
+    windows, _ = level_windows(run)
+    ended = ended_in_windows(classify(run.requests), windows)
     assert analyse([str(out), "--out", str(out / "report")]) == 0
-    levels = json.loads((out / "report" / "summary.json").read_text())["levels"]
-    assert sum(level["sessions_joined"] for level in levels) == 3
+    summary = json.loads((out / "report" / "summary.json").read_text())
+    levels = summary["levels"]
+    assert sum(level["sessions_joined"] for level in levels) == 3  # a primed session is still joined
+    assert [level["requests"] for level in levels] == [int((~ended["aborted"] & ~ended["cancelled"]).sum())]
+    cached = {session: int(row["cached_tokens"]) for session, row in joined.items()}  # as the server reported
+    if not primed:
+        assert primers == []
+        # cold: none of its history cached but the system prompt every session of the sample opens with (its hash
+        # ids 1-3), which another user's turn may have sent already
+        assert all(tokens <= SYSTEM_BLOCKS * BLOCK for tokens in cached.values()), cached
+        return
+    assert len(primers) == 3 and all(row["ok"] == "1" for row in primers), primers
+    assert all(row["session_id"] == row["turn"] == "" for row in primers)  # in no session's figure
+    by_prompt = {int(row["prompt_tokens"]): row for row in primers}  # the sample's joined sessions differ in it
+    assert len(by_prompt) == 3
+    for session, row in joined.items():
+        skipped, joined_turn = recorded[session.split("/")[0]][int(row["turn"]) - 2 : int(row["turn"])]
+        primer = by_prompt[skipped.input_tokens]  # the last skipped turn's recorded prompt, as the server counted it
+        assert served[primer["request_id"]]["prompt_tokens"] == skipped.input_tokens
+        assert int(primer["completion_tokens"]) == served[primer["request_id"]]["completion_tokens"] == 1
+        assert primer["worker"] == row["worker"] and float(primer["end_time"]) <= float(row["start_time"])
+        # the joined turn finds cached at least the whole blocks its prompt shares with the primer's
+        common = next(
+            (n for n, (a, b) in enumerate(zip(skipped.hash_ids, joined_turn.hash_ids, strict=False)) if a != b),
+            min(len(skipped.hash_ids), len(joined_turn.hash_ids)),
+        )
+        whole = min(common, (skipped.input_tokens - overhead) // BLOCK)  # the primer's last block may be cut short
+        assert cached[session] >= whole * BLOCK, (session, cached[session], whole)
+    assert sum(cached.values()) > 3 * SYSTEM_BLOCKS * BLOCK  # more than a cold start could find
+
+
+def chat_template_tokens(url: str) -> int:
+    """The tokens the server's chat template adds to a prompt's words (an empty user message's count)."""
+    body = {"messages": [{"role": "user", "content": ""}], "add_generation_prompt": True}
+    return int(requests.post(url + "/tokenize", json=body, timeout=10).json()["count"])
+
+
+def request_row(**fields) -> list:
+    """A requests.csv row as the master holds it (a list in REQUEST_COLUMNS order): a success of level 4."""
+    success = {"ok": 1, "count_mismatch": 0, "users": 4, "finish_reason": "length", "tpot_s": 0.01}
+    values = dict.fromkeys(schema.REQUEST_COLUMNS, "") | success | {"completion_tokens": 10} | fields
+    return [values[column] for column in schema.REQUEST_COLUMNS]

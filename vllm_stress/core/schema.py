@@ -35,7 +35,8 @@ REQUEST_COLUMNS = [
     "users",  # target user count (the level) when the request started
     "worker",  # the Locust worker that ran the request (its client id, hostname_<32 hex digits>), "local" without
     # workers
-    "name",  # the user class's request name: chat, completions, generate, sdk-chat, chat-session, agent
+    "name",  # the user class's request name: chat, completions, generate, sdk-chat, chat-session, agent; a session's
+    # primer (--session-primer) is session-primer, kept out of every figure
     "schedule_lag_s",  # open loop (--arrival-rate, --trace): from the request's scheduled arrival to its send (no free
     # user, or a late wake-up); empty in a closed loop and on a session's later turns (its first took the arrival)
     "cached_tokens",  # prompt tokens the server found in its prefix cache (usage.prompt_tokens_details; vLLM sends
@@ -113,6 +114,10 @@ ABORTED = "Aborted"
 # The error class of a request the client cancelled on purpose (--cancel-share, --cancel-after): a population of its
 # own, like aborted ones, neither a success nor a failure and in no latency figure.
 CANCELLED = "Cancelled"
+# The request name (requests.csv's name, Locust's stats entry) of a session's primer (--session-primer): before a user
+# joins a recorded session mid-way (--session-start), the prompt of the last turn it skips, max_tokens 1, so that the
+# session's history is in the prefix cache. A row of the run's accounting (the server counts it), in no figure.
+SESSION_PRIMER = "session-primer"
 # run.json's connections (--connections): how long a user's connections live (vllm_stress.client.pools)
 POOLED = "pooled"  # a user keeps its connections for its lifetime (Locust's FastHttpUser)
 PER_REQUEST = "per-request"  # a connection per request, closed after it

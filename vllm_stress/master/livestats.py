@@ -61,7 +61,8 @@ class LiveStats:
     def add(self, new_rows: list[list[Any]]) -> None:
         for row in new_rows:
             if not rows.in_figures(row, self.canaries_in_figures):
-                self.canaries_by_level[row[rows.USERS]].add(row)
+                if row[rows.CANARY]:  # a session primer's is in no live figure, the canaries' neither
+                    self.canaries_by_level[row[rows.USERS]].add(row)
                 continue
             self.latencies_by_level[row[rows.USERS]].add(row)
             if row[rows.CLASS]:

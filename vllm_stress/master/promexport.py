@@ -65,7 +65,7 @@ class RunSeries:
 
     def add(self, row: list[Any]) -> None:
         user_class = str(row[rows.NAME])
-        if not rows.in_figures(row, self.canaries_counted):
+        if not rows.in_figures(row, self.canaries_counted) and row[rows.CANARY]:  # a primer keeps its own name
             user_class = stats_name(user_class, "", canary=True)
         outcome, error = self.outcome(row)
         self.requests[user_class, outcome, error] += 1

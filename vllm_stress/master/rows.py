@@ -83,8 +83,9 @@ def canaries_counted(environment: Any) -> bool:
 
 
 def in_figures(row: list, canaries_counted: bool) -> bool:
-    """The row counts in the live figures: every row but a correctness canary's, unless ``canaries_counted``."""
-    return canaries_counted or not row[CANARY]
+    """The row counts in the live figures: every row but a correctness canary's, unless ``canaries_counted``, and
+    never a session primer's (--session-primer: it warms the cache, it is no load)."""
+    return (canaries_counted or not row[CANARY]) and row[NAME] != schema.SESSION_PRIMER
 
 
 def cancelled(row: list) -> bool:

@@ -123,12 +123,14 @@ def send_request(
     lag: float | None = None,
     session: tuple[str, int] | None = None,
     burst: int | None = None,
+    name: str | None = None,
 ) -> Exchange:
     """Send ``spec`` with ``send(spec, exchange)`` and record it, whatever happens; ``session`` is the (session id,
-    turn) of a multi-turn conversation's request (locustfiles/session.py), ``burst`` the microburst it is sent in.
-    Returns the recorded exchange."""
+    turn) of a multi-turn conversation's request (locustfiles/session.py), ``burst`` the microburst it is sent in,
+    ``name`` its row's and stats entry's name when not the user's (a session's primer, SESSION_PRIMER: no load, no
+    cancellation). Returns the recorded exchange."""
     exchange = Exchange(
-        user.request_name,
+        name or user.request_name,
         user.target.recorder.level,
         spec.target_prompt_tokens,
         spec.max_tokens,
@@ -140,7 +142,7 @@ def send_request(
     exchange.endpoint = user.path
     exchange.traffic_class = user.traffic_class.name if user.traffic_class else ""
     apart = spec.canary is not None and not user.target.options.canaries_in_figures
-    exchange.stats_name = stats_name(user.request_name, exchange.traffic_class, canary=apart)
+    exchange.stats_name = stats_name(exchange.name, exchange.traffic_class, canary=apart)
     if spec.canary:  # its answer is kept, with the model it asked (no --lora-adapters draw, no class model unasked)
         exchange.canary, exchange.text = spec.canary, []
         exchange.model = canary_model(user.traffic_class, user.target.model)
@@ -158,7 +160,7 @@ def send_request(
     exchange.video_bytes = sum(len(url) for url in spec.videos)
     if session:
         exchange.session_id, exchange.turn = session
-    if user.target.cancellations and not spec.canary and getattr(user, "cancellable", True):  # --cancel-share
+    if user.target.cancellations and not (spec.canary or name) and getattr(user, "cancellable", True):  # --cancel-share
         exchange.cut_at(user.target.cancellations.draw())
     user.target.recorder.started(exchange)
     try:

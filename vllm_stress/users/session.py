@@ -36,6 +36,7 @@ from vllm_stress.client.sessiontrace import (
 )
 from vllm_stress.client.sharegpt import is_sharegpt, read_conversations
 from vllm_stress.client.trace import TraceLine
+from vllm_stress.core.schema import SESSION_PRIMER
 from vllm_stress.users import chat  # the module, not the class: Locust would run every User class in this file
 from vllm_stress.users.base import canary_request, send_request
 from vllm_stress.users.target import TARGETS
@@ -105,7 +106,10 @@ class ChatSessionUser(chat.ChatUser):
             send_request(self, canary, self.send)
             return
         lag, burst = (None, None) if self.conversation else self.session_arrival()
-        conversation = self.conversation = self.conversation or self.new_conversation()
+        if self.conversation is None:
+            self.conversation = self.new_conversation()
+            self.prime(self.conversation, workload)
+        conversation = self.conversation
         if conversation.recorded:  # the subagents it launches before the turn, the awaited ones joined
             self.fan_out(conversation.recorded.turns[conversation.turn].fanout)
         spec = self.next_turn(conversation, workload)
@@ -195,6 +199,16 @@ class ChatSessionUser(chat.ChatUser):
         conversations = dataset_conversations(options.dataset, options.num_prompts) if options.dataset else None
         texts = self.rng.choice(conversations) if conversations else None
         return Conversation(session_id, min(options.turns, len(texts)) if texts else options.turns, texts)
+
+    def prime(self, conversation: Conversation, workload: Workload) -> None:
+        """--session-primer: a recorded session joined past its first turn (--session-start) has its history put in
+        the prefix cache first, as a fleet met mid-way would have it: the prompt of the last turn skipped, made as
+        its replay would make it, max_tokens 1. Its row is named SESSION_PRIMER, of no session: in no figure. The
+        joined turn follows whatever its answer (a failed primer leaves the history cold)."""
+        if not (conversation.recorded and conversation.turn and self.environment.parsed_options.session_primer):
+            return
+        spec = self.recorded_turn(conversation, workload)  # conversation.turn: the last turn skipped
+        send_request(self, replace(spec, max_tokens=1, session_turns=None), self.send, name=SESSION_PRIMER)
 
     def pin(self, session_id: str) -> str:
         """Start conversation ``session_id`` (returned): its affinity header, no cookie of the last one's router, and

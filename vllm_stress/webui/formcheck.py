@@ -48,6 +48,8 @@ class Field:
 
     @property
     def flag(self) -> str:
+        if isinstance(self.action, argparse.BooleanOptionalAction):  # --x and --no-x: the checkbox is --x
+            return self.action.option_strings[0]
         return max(self.action.option_strings, key=len)
 
     @property
@@ -60,6 +62,8 @@ class Field:
 
     def read(self, texts: list[str]) -> Any:
         """The option's value from the form's texts, as the command line reads it."""
+        if isinstance(self.action, argparse.BooleanOptionalAction):  # checked: --x, unchecked: --no-x
+            return texts[-1] == "true"
         if self.action.nargs == 0:  # a flag (store_true): the form says true or false
             return self.action.const if texts[-1] == "true" else self.action.default
         values = [self.convert(text) for text in texts]

@@ -33,8 +33,9 @@ FIELDS = {
     "sessions_failed": "--session-trace: sessions of the level a failed or cancelled turn ended",
     "sessions_joined": "--session-trace with --session-start: sessions of the level a user began past their first "
     "turn (its first session): in no session latency nor sessions/s",
-    "ttft_first_turn_p50_s": "--session-trace: TTFT p50 of the measured first turns a session sent (nothing of it "
-    "cached: its turn 1, or the turn a user joined it at)",
+    "ttft_first_turn_p50_s": "--session-trace: TTFT p50 of the measured first turns a session sent: its turn 1 "
+    "(nothing of it cached), or the turn a user joined it at (its history primed in the cache, cold with "
+    "--no-session-primer)",
     "ttft_later_turns_p50_s": "--session-trace: TTFT p50 of the measured later turns (their history may be cached)",
     "trace_block_reuse": "--session-trace: of the blocks of the turns that ended in the window, the share an earlier "
     "turn of the same recorded session had (the trace's own reuse, what a prefix cache could serve at best within "

@@ -36,13 +36,14 @@ from vllm_stress.core.schema import (
     RUN_KEYS,
     SERVER_METRICS_FILE,
     SERVER_SPANS_FILE,
+    SESSION_PRIMER,
     SPEC_DECODE_COUNTERS,
 )
 
 # The request columns the analysis reads: those of vllm_stress.core.schema.REQUEST_COLUMNS but UNREAD_REQUEST_COLUMNS.
 # Those of the run's format must be present; those a later format added (vllm_stress.core.formats) read as empty in an
 # earlier run. Text columns (TEXT_REQUEST_COLUMNS) read as text, the others as numbers.
-UNREAD_REQUEST_COLUMNS = {"target_completion_tokens", "status", "worker", "name", "task_id", "step"}
+UNREAD_REQUEST_COLUMNS = {"target_completion_tokens", "status", "worker", "task_id", "step"}
 READ_REQUEST_COLUMNS = [column for column in REQUEST_COLUMNS if column not in UNREAD_REQUEST_COLUMNS]
 TEXT_REQUEST_COLUMNS = [column for column in READ_REQUEST_COLUMNS if column in REQUEST_TEXT_COLUMNS]
 NUMERIC_REQUEST_COLUMNS = [c for c in READ_REQUEST_COLUMNS if c not in TEXT_REQUEST_COLUMNS]
@@ -109,11 +110,14 @@ class Run:
     notes: list[str] = field(default_factory=list)  # what was left out of the input, and why
     unjoined_spans: int | None = None  # server spans of no row (other clients'); None without server_spans.csv
     canaries: pd.DataFrame = field(default_factory=pd.DataFrame)  # the canaries' rows kept apart from every figure
+    primers: pd.DataFrame = field(default_factory=pd.DataFrame)  # the session primers' rows, in no figure either
 
     @property
     def every_row(self) -> pd.DataFrame:
-        """Every request row, the canaries kept apart included: what the run's accounting counts."""
-        return pd.concat([self.requests, self.canaries], ignore_index=True) if len(self.canaries) else self.requests
+        """Every request row, the canaries and session primers kept apart included: what the run's accounting
+        counts."""
+        apart = [rows for rows in (self.canaries, self.primers) if len(rows)]
+        return pd.concat([self.requests, *apart], ignore_index=True) if apart else self.requests
 
     @property
     def format_version(self) -> int:
@@ -129,24 +133,27 @@ class Run:
 
 def load_run(path: str | Path, canaries_in_figures: bool | None = None) -> Run:
     """Read one run folder, or raise AnalysisError. Its correctness canaries' rows are kept apart from the request
-    rows (``Run.canaries``) unless ``canaries_in_figures`` (None: as run.json says, apart when it says nothing)."""
+    rows (``Run.canaries``) unless ``canaries_in_figures`` (None: as run.json says, apart when it says nothing); its
+    session primers' rows always are (``Run.primers``, --session-primer)."""
     folder = Path(path)
     if not folder.is_dir():
         raise AnalysisError(f"{folder}: not a folder")
     meta = read_meta(folder / RUN_FILE)
     version = run_format(folder, meta)
     requests, notes = read_requests(folder / REQUESTS_FILE, version)
-    in_figures = bool(meta.get("canaries_in_figures")) if canaries_in_figures is None else canaries_in_figures
-    is_canary = requests["canary"].fillna("") != ""
-    canaries = requests[is_canary & (not in_figures)].reset_index(drop=True)
-    requests = requests[~is_canary | in_figures].reset_index(drop=True)
     tables = fleet_tables(read_tables(folder, version=version))
     if "levels" in tables:
         check_levels(folder / LEVELS_FILE, tables)
     later_keys = added_after(version, RUN_FILE)
     meta = {key: None for key in RUN_KEYS if key in later_keys} | meta | {FORMAT_KEY: version}
-    requests, unjoined = with_server_view(requests, tables.pop("spans", None))
-    return Run(folder, requests, tables, meta, notes, unjoined, canaries)
+    requests, unjoined = with_server_view(requests, tables.pop("spans", None))  # every row's span is the run's
+    in_figures = bool(meta.get("canaries_in_figures")) if canaries_in_figures is None else canaries_in_figures
+    is_primer = requests["name"].fillna("") == SESSION_PRIMER
+    is_canary = (requests["canary"].fillna("") != "") & ~is_primer
+    primers = requests[is_primer].reset_index(drop=True)
+    canaries = requests[is_canary & (not in_figures)].reset_index(drop=True)
+    requests = requests[~is_primer & (~is_canary | in_figures)].reset_index(drop=True)
+    return Run(folder, requests, tables, meta, notes, unjoined, canaries, primers)
 
 
 def fleet_tables(tables: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 from typing import TYPE_CHECKING
 
 from vllm_stress.client.affinity import PRESETS
@@ -82,8 +83,18 @@ def add_arguments(group: OptionGroup) -> None:
         metavar="MIN,MAX",
         help="With --session-trace: each user's first session begins at a turn drawn from this share of its turns "
         "(e.g. 0.25,0.75, as AIPerf's trajectory start ratios), so a level's conversations are at mixed depths from "
-        "the start; that turn is sent whole, its history in its prompt, and the session counts as joined, in no "
-        "session latency (default: every session from its first turn)",
+        "the start; that turn is sent whole, its history in its prompt (and first in the prefix cache: "
+        "--session-primer), and the session counts as joined, in no session latency (default: every session from "
+        "its first turn)",
+    )
+    group.add_argument(
+        "--session-primer",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="With --session-start: before a user joins a session past its first turn, send the prompt of the last "
+        "turn it skips with max_tokens 1 (its row named session-primer, counted by the accounting, in no figure), so "
+        "that the session's history is in the prefix cache as a fleet met mid-way has it; --no-session-primer: the "
+        "joined turn starts cold",
     )
     group.add_argument(
         "--idle-gap-cap",

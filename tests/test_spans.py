@@ -166,7 +166,10 @@ def test_a_queueing_levels_spans_join_every_row_with_the_simulators_own_queue_ti
     assert run.unjoined_spans == 0
     for row in joined.itertuples():
         assert row.server_queue_s == pytest.approx(queue_times[row.request_id], abs=1e-3)
-        assert 0 < row.ttft_s - (row.server_queue_s + row.server_prefill_s) < 0.25
+        assert row.ttft_s > row.server_queue_s + row.server_prefill_s
+    # what TTFT holds beyond the server's queue and prefill (before_server_s): the median row's is a little (a client
+    # descheduled on a loaded machine stamps one row's send or first token late, not the median's)
+    assert 0 < joined["before_server_s"].median() < 0.25
     assert joined["server_queue_s"].max() > joined["server_prefill_s"].max()  # it did queue
     windows, _partial = level_windows(run)
     (level,) = level_stats(run, windows).to_dict("records")

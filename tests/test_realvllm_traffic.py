@@ -13,10 +13,11 @@ import pytest
 import requests
 
 from benchmarks.harness import read_rows, scrape
-from tests.helpers import NO_CANARIES, REPO, Server, wait_until
+from tests.helpers import NO_CANARIES, REPO, Server, served_as_rows, server_completed, wait_until
 from vllm_stress.client.sessiontrace import read_sessions
 from vllm_stress.client.structured import CUT, INVALID, VALID, JsonSchema, judge
 from vllm_stress.client.toolcalls import ToolCallReader
+from vllm_stress.core.schema import SESSION_PRIMER
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -256,6 +257,53 @@ def test_recorded_bailian_sessions_find_their_history_in_vllms_cache(real_vllm_t
         assert (parent - 32) // 128 * 128 <= int(row["cached_tokens"]) <= parent, (row["cached_tokens"], parent)
     gained = sum(v - before.get(k, 0.0) for k, v in after.items() if k.startswith("vllm:prefix_cache_hits_total{"))
     assert sum(int(row["cached_tokens"]) for row in ok) == gained
+
+
+DYNAMO = REPO / "scenarios" / "data" / "dynamo-sample.jsonl"
+
+
+def test_a_dynamo_session_joined_mid_way_finds_its_primed_history_in_vllms_cache(
+    real_vllm_traffic: Server, run_locust, tmp_path
+):
+    """The Dynamo sample (16-token sequence-hash blocks) replayed with --session-start 0.5: each user's first session
+    joins past half its turns, after a primer (max_tokens 1) of the last turn skipped. vLLM counts each primer's
+    prompt as that turn's recorded length, and the joined turn finds at least the whole 128-token blocks it shares
+    with the primer in vLLM's prefix cache; every row's cached tokens are vLLM's own counter's gain, and vLLM
+    finished the requests the rows say, primers included."""
+    before, served_before = scrape(real_vllm_traffic.url), server_completed(real_vllm_traffic.url)
+    out = tmp_path / "run"
+    proc = run_locust(
+        *("-f", "locustfiles/session.py", "-H", real_vllm_traffic.url, "-u", "2", "-r", "2", "-t", "8s"),
+        *("--session-trace", str(DYNAMO), "--session-start", "0.5", "--idle-gap-cap", "0.1"),
+        *("--stop-timeout", "30", "--results-dir", str(out), "--headless", "--only-summary", "-L", "WARNING"),
+        *NO_CANARIES,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    after = scrape(real_vllm_traffic.url)
+    rows = read_rows(out / "requests.csv")
+    recorded = {session.session_id: session.turns for session in read_sessions(str(DYNAMO))}
+    joined = {}  # each session a user joined (its first pass): the first turn it sent
+    for row in rows:
+        if row["session_id"].count("/") == 1 and row["session_id"].endswith("/0"):
+            joined.setdefault(row["session_id"].split("/")[0], row)
+    assert {name: int(row["turn"]) for name, row in joined.items()} == {"sess-coder": 3, "sess-review": 2}
+    primers = [row for row in rows if row["name"] == SESSION_PRIMER]
+    skipped = {name: recorded[name][int(row["turn"]) - 2] for name, row in joined.items()}
+    assert sorted(int(row["prompt_tokens"]) for row in primers) == sorted(t.input_tokens for t in skipped.values())
+    assert all((row["ok"], row["completion_tokens"], row["session_id"]) == ("1", "1", "") for row in primers)
+    for name, row in joined.items():
+        turn = recorded[name][int(row["turn"]) - 1]
+        shared = next(
+            (i for i, (a, b) in enumerate(zip(skipped[name].hash_ids, turn.hash_ids, strict=False)) if a != b),
+            min(len(skipped[name].hash_ids), len(turn.hash_ids)),
+        )
+        # whole blocks of vLLM's 128 tokens in the shared head, less the template's tokens the primer's blocks make
+        # room for (as in the Bailian test above)
+        floor = (min(shared * 16, skipped[name].input_tokens) - 32) // 128 * 128
+        assert floor >= 128 and floor <= int(row["cached_tokens"]) <= turn.input_tokens, (name, row, floor)
+    gained = sum(v - before.get(k, 0.0) for k, v in after.items() if k.startswith("vllm:prefix_cache_hits_total{"))
+    assert sum(int(row["cached_tokens"] or 0) for row in rows) == gained
+    assert served_as_rows(server_completed(real_vllm_traffic.url) - served_before, rows)
 
 
 def test_a_profile_at_the_knee_is_vllms_own_torch_trace(

@@ -9,7 +9,7 @@ import configargparse
 import pytest
 from werkzeug.datastructures import MultiDict
 
-from vllm_stress.client import features, options
+from vllm_stress.client import features, hubdataset, options
 from vllm_stress.core.capabilities import CAPABILITIES
 from vllm_stress.scenarios.shapes import shape
 from vllm_stress.scenarios.shapes.shape import StepRampShape
@@ -134,6 +134,26 @@ def test_a_path_is_refused_by_flag_and_by_name(flag):
     assert refusal({"host": "http://127.0.0.1:9", name: "/etc/passwd"}) == message
 
 
+def test_a_hub_dataset_from_the_form_is_refused_and_nothing_is_fetched(monkeypatch):
+    """A browser may not make the master download from the internet: ``--dataset hf:ORG/NAME`` and a class's
+    ``dataset=hf:...`` are refused like a path, even the command line's own value, and nothing is fetched."""
+
+    def no_download(hub):
+        raise AssertionError(f"the form made the master download {hub.text}")
+
+    monkeypatch.setattr(hubdataset, "download", no_download)
+    message = "--dataset hf:evil/data: names a dataset the master would download: only its command line or the "
+    for name in ("--dataset", "dataset"):
+        assert refusal({"host": "http://127.0.0.1:9", name: "hf:evil/data"}).startswith(message)
+    env, start = environment()
+    env.parsed_options.dataset = "hf:evil/data"  # as the command line gave it: the form still may not post it
+    with pytest.raises(FormError, match=r"^--dataset hf:evil/data: names a dataset the master would download"):
+        start.check(env, MultiDict({"--dataset": "hf:evil/data"}))
+    assert refusal({"--traffic-class": "a:weight=1,dataset=hf:evil/data"}).startswith(
+        "--traffic-class: dataset= names a file on the master or a dataset it would download"
+    )
+
+
 def test_every_path_option_is_read_only_and_the_command_line_ones_absent():
     start = StartForm(option_parser(ramp=True))
     paths = {field.dest for field in start.fields.values() if field.kind == features.PATH}
@@ -157,8 +177,8 @@ def test_every_path_option_is_read_only_and_the_command_line_ones_absent():
         ({"input_tokens": "64"}, "the start form posts 'input_tokens' as --input-tokens"),
         (
             {"--traffic-class": "a:weight=1,dataset=/etc/passwd"},
-            "--traffic-class: dataset= names a file on the master: only its command line or the scenario sets a "
-            "class's dataset",
+            "--traffic-class: dataset= names a file on the master or a dataset it would download: only its command "
+            "line or the scenario sets a class's dataset",
         ),
     ],
 )

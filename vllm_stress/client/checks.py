@@ -6,6 +6,7 @@ import argparse
 
 from vllm_stress.client import adapters, cancel
 from vllm_stress.client.classes import declared
+from vllm_stress.client.hubdataset import HubDatasetError
 from vllm_stress.client.images import parse_size
 from vllm_stress.client.pacing import parse_microburst
 from vllm_stress.client.prompts import load_dataset
@@ -106,6 +107,8 @@ def validate(options: argparse.Namespace) -> None:
     if options.dataset:
         try:
             load_dataset(options.dataset)
+        except HubDatasetError as e:  # names the dataset: --dataset hf:ORG/NAME: why
+            raise StopTarget(f"--dataset {e}") from None
         except (OSError, ValueError) as e:
             raise StopTarget(f"--dataset: {e}") from None
     check_classes(options)

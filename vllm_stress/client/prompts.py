@@ -14,6 +14,7 @@ import requests
 from vllm_stress.client.canary import Canary
 from vllm_stress.client.datafile import records
 from vllm_stress.client.hitrate import SharedBlocks
+from vllm_stress.client.hubdataset import local_paths
 from vllm_stress.client.images import DEFAULT_IMAGE_POOL, ImageSet, make_image_set, message_content
 from vllm_stress.client.sharegpt import is_sharegpt, read_conversations
 from vllm_stress.client.sourceaddr import SOURCES
@@ -291,11 +292,11 @@ class Workload:
         return replace(spec, target_prompt_tokens=target, videos=videos, video_tokens=tokens, video_fps=self.videos.fps)
 
 
-def load_dataset(path: str, num_prompts: int = 0) -> list[RequestSpec]:
+def load_dataset(dataset: str, num_prompts: int = 0) -> list[RequestSpec]:
     """The prompts of a JSONL or Parquet file (``prompt`` or ``messages`` records, optional ``max_tokens``) or of a
-    ShareGPT file (each conversation's first human turn); with ``num_prompts`` (> 0) the same seeded sample in every
-    process."""
-    return sample_dataset(read_dataset(path), num_prompts)
+    ShareGPT file (each conversation's first human turn), or of a Hub dataset's files (``hf:ORG/NAME``, downloaded
+    once per process: client/hubdataset.py); with ``num_prompts`` (> 0) the same seeded sample in every process."""
+    return sample_dataset(read_dataset(dataset), num_prompts)
 
 
 def sample_dataset(items: list, num_prompts: int) -> list:
@@ -306,12 +307,14 @@ def sample_dataset(items: list, num_prompts: int) -> list:
     return [items[index] for index in sorted(random.Random(DATASET_SAMPLE_SEED).sample(range(len(items)), num_prompts))]
 
 
-def read_dataset(path: str) -> list[RequestSpec]:
-    if is_sharegpt(path):
-        return [RequestSpec(turns[0], None, 0) for turns in read_conversations(path)]
-    specs = [prompt_spec(place, item) for place, item in records(path)]
+def read_dataset(dataset: str) -> list[RequestSpec]:
+    """The prompts of --dataset's files, one after the other (a Hub dataset's may be several)."""
+    paths = local_paths(dataset)
+    if is_sharegpt(paths[0]):
+        return [RequestSpec(turns[0], None, 0) for turns in read_conversations(*paths)]
+    specs = [prompt_spec(place, item) for path in paths for place, item in records(path)]
     if not specs:
-        raise ValueError(f"{path}: no prompts in the file")
+        raise ValueError(f"{dataset}: no prompts in the file" + ("s" if len(paths) > 1 else ""))
     return specs
 
 

@@ -25,9 +25,15 @@ def file_head(path: str) -> str:
         return f.read(4096).lstrip()
 
 
-def read_conversations(path: str) -> list[list[str]]:
-    """The human turns of every conversation in ``path``, in order; ValueError with the place for a bad item."""
-    conversations = [turns for place, item in conversation_items(path) if (turns := human_turns(place, item))]
+def read_conversations(path: str, *more: str) -> list[list[str]]:
+    """The human turns of every conversation in ``path`` (then in the ``more`` files: a Hub dataset's), in order;
+    ValueError with the place for a bad item."""
+    conversations = [
+        turns
+        for file in (path, *more)
+        for place, item in conversation_items(file)
+        if (turns := human_turns(place, item))
+    ]
     if not conversations:
         raise ValueError(f"{path}: no conversation with a human turn")
     return conversations

@@ -22,6 +22,7 @@ from vllm_stress.client.affinity import echoes_cookie
 from vllm_stress.client.checks import StopTarget
 from vllm_stress.client.conversation import Conversation, TurnSizer, assistant_message, think_time, user_message
 from vllm_stress.client.exchange import Exchange
+from vllm_stress.client.hubdataset import local_paths
 from vllm_stress.client.pacing import OpenLoopArrivals
 from vllm_stress.client.pools import new_session
 from vllm_stress.client.prompts import RequestSpec, Tokenizer, Workload, sample_dataset
@@ -52,7 +53,7 @@ log = logging.getLogger(__name__)
 _user_numbers = itertools.count(1)
 _sizers: weakref.WeakKeyDictionary[Workload, TurnSizer | None] = weakref.WeakKeyDictionary()  # made at test start
 _decks: weakref.WeakKeyDictionary[Workload, SessionDeck] = weakref.WeakKeyDictionary()  # --session-trace
-_datasets: dict[str, list[list[str]] | None] = {}  # --dataset path -> conversations (human turns), per process
+_datasets: dict[str, list[list[str]] | None] = {}  # --dataset -> conversations (human turns), per process
 _traces: dict[str, list[RecordedSession]] = {}  # --session-trace path -> its sessions, per process
 
 
@@ -316,9 +317,10 @@ def trace_sessions(path: str) -> list[RecordedSession]:
     return _traces[path]
 
 
-def dataset_conversations(path: str, num_prompts: int) -> list[list[str]] | None:
-    """The human turns of the ShareGPT conversations in ``path`` (None: not ShareGPT), read once per process; the
-    ``--num-prompts`` sample of them, the conversations whose first turns the chat user would send."""
-    if path not in _datasets:
-        _datasets[path] = sample_dataset(read_conversations(path), num_prompts) if is_sharegpt(path) else None
-    return _datasets[path]
+def dataset_conversations(dataset: str, num_prompts: int) -> list[list[str]] | None:
+    """The human turns of the ShareGPT conversations in --dataset's files (None: not ShareGPT), read once per
+    process; the ``--num-prompts`` sample of them, the conversations whose first turns the chat user would send."""
+    if dataset not in _datasets:
+        paths = local_paths(dataset)  # a Hub dataset's files (client/hubdataset.py), downloaded at the test start
+        _datasets[dataset] = sample_dataset(read_conversations(*paths), num_prompts) if is_sharegpt(paths[0]) else None
+    return _datasets[dataset]

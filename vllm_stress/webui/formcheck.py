@@ -5,9 +5,9 @@ before Locust's /swarm handler starts the run with its own fields.
 
 The form posts the suite's options by their flag (``--input-tokens``), which Locust's handler leaves alone, and
 Locust's own fields by name (``host``, ``user_count``). An option that names a file on the master (``PATH``: a
-dataset, the API key's file, the results folder) or is set on the command line only is no field: the form shows the
-first read-only, and a POST naming either, or any option of Locust's own, is refused. docs/concepts/failures.md says
-why.
+dataset, the API key's file, the results folder; or a Hub dataset the master would download, ``hf:ORG/NAME``) or is
+set on the command line only is no field: the form shows the first read-only, and a POST naming either, whatever its
+value, or any option of Locust's own, is refused. docs/concepts/failures.md says why.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from locust.util.timespan import parse_timespan
 from vllm_stress.client import features
 from vllm_stress.client.checks import StopTarget, validate
 from vllm_stress.client.classes import declared
+from vllm_stress.client.hubdataset import is_hub_id
 from vllm_stress.core.classes import TrafficClass
 
 if TYPE_CHECKING:
@@ -119,9 +120,7 @@ class StartForm:
             elif field is None:
                 raise FormError(f"the start form has no field {key!r}: set it on the command line or in the scenario")
             elif field.kind == features.PATH:
-                raise FormError(
-                    f"{field.flag} names a file on the master: only its command line or the scenario sets it"
-                )
+                raise FormError(path_refusal(field, form.getlist(key)))
             elif key != field.flag:
                 raise FormError(f"the start form posts {key!r} as {field.flag}")
             else:
@@ -159,10 +158,10 @@ class StartForm:
             )
         if values.get("traffic_class", current.traffic_class) != current.traffic_class and any(
             c.dataset for c in classes_of(options)
-        ):  # before validate, which reads a class's dataset
+        ):  # before validate, which reads a class's dataset (or downloads it: hf:ORG/NAME)
             raise FormError(
-                "--traffic-class: dataset= names a file on the master: only its command line or the scenario sets "
-                "a class's dataset"
+                "--traffic-class: dataset= names a file on the master or a dataset it would download: only its "
+                "command line or the scenario sets a class's dataset"
             )
         try:
             validate(options)
@@ -171,6 +170,15 @@ class StartForm:
         except (StopTarget, ValueError) as error:
             raise FormError(str(error)) from None
         return values
+
+
+def path_refusal(field: Field, texts: list[str]) -> str:
+    """Why a PATH option posted from the form is refused: it names a file on the master, or a Hub dataset the master
+    would download (``--dataset hf:ORG/NAME``: client/hubdataset.py), whatever its value."""
+    hub = next((text for text in texts if is_hub_id(text)), None)
+    if hub and field.dest == "dataset":
+        return f"{field.flag} {hub}: names a dataset the master would download: only its command line or the scenario sets it"
+    return f"{field.flag} names a file on the master: only its command line or the scenario sets it"
 
 
 def has_api_key(options: argparse.Namespace) -> bool:

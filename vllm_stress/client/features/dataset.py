@@ -1,4 +1,4 @@
-"""Prompts from a dataset file instead of random ones."""
+"""Prompts from a dataset file (or a Hugging Face Hub dataset) instead of random ones."""
 
 from __future__ import annotations
 
@@ -18,7 +18,9 @@ def add_arguments(group: OptionGroup) -> None:
         default="",
         form=PATH,
         help='JSONL or Parquet file of prompts ({"prompt": ...} or {"messages": ...} records), or a ShareGPT '
-        "JSON, JSONL or Parquet file (a conversations column)",
+        "JSON, JSONL or Parquet file (a conversations column); or hf:ORG/NAME[@REVISION][/PATH], a Hugging Face "
+        "Hub dataset's Parquet (else JSONL) files, its train split's when it has splits, downloaded at the test start "
+        "into the Hugging Face cache (HF_TOKEN, HF_HOME, HF_HUB_OFFLINE)",
     )
     group.add_argument(
         "--num-prompts",

@@ -26,7 +26,7 @@ def test_rows_are_counted_by_outcome_and_by_worker():
     accounting.count([], worker="w3")  # a report without rows: the worker is seen
     accounting.count([SUCCESS, CANARY])  # the local runner's own rows; a canary is a request like any other
     assert dict(accounting.totals) == {
-        "requests": 6, "failures": 1, "aborted": 1, "cancelled": 1, "mismatches": 1, "canaries": 1,
+        "requests": 6, "failures": 1, "aborted": 1, "cancelled": 1, "mismatches": 1, "canaries": 1, "primers": 0,
         "engine_requests": 6,  # the aborted and the cancelled row saw no end
     }  # fmt: skip
     assert accounting.run_keys()["workers"] == ["w1", "w2", "w3"]

@@ -24,5 +24,8 @@ def test_closing_line_names_the_requests_served_without_a_row():
     assert closing_line("r", TOTALS, None, lost).endswith("(not failures)")  # the server's count is not known
     with_canaries = closing_line("r", TOTALS + Counter(canaries=5), None, lost)
     assert with_canaries.startswith("r: 120 requests (of which 5 correctness canaries), 3 failed")
+    both = closing_line("r", TOTALS + Counter(canaries=5, primers=2), None, lost)
+    assert both.startswith("r: 120 requests (of which 5 correctness canaries, 2 session primers), 3 failed")
+    assert closing_line("r", TOTALS + Counter(primers=2), None, []).startswith("r: 120 requests (of which 2 session")
     assert closing_line("r", TOTALS, 4, lost).endswith("; 4 more served by the server and lost with worker(s) w1, w2")
     assert closing_line("r", TOTALS, 4, []).endswith("(no worker lost: another client of the server?)")

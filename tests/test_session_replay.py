@@ -176,7 +176,7 @@ def test_a_session_primer_is_in_no_live_figure_but_in_the_accounting(canaries_co
     assert dict(stats.tokens_by_second) == {101: 10} and len(stats.recent) == 1
     accounting = RequestAccounting()
     accounting.count([primer, turn])
-    assert (accounting.totals["requests"], accounting.totals["engine_requests"]) == (2, 2)
+    assert [accounting.totals[key] for key in ("requests", "primers", "engine_requests")] == [2, 1, 2]
     series = RunSeries(canaries_counted)
     series.add(primer)
     assert list(series.requests) == [(SESSION_PRIMER, "success", "")]

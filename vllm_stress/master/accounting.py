@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from vllm_stress.core.schema import SESSION_PRIMER
 from vllm_stress.master import rows
 
 
@@ -12,8 +13,8 @@ class RequestAccounting:
     """The counts of one run (``reset`` at its start) and the ``run.json`` keys they fill (``run_keys``)."""
 
     def __init__(self) -> None:
-        # requests (successes and failures), failures, aborted, cancelled, mismatches, canaries (of the requests: the
-        # correctness canaries'), engine_requests (rows.engine_requests)
+        # requests (successes and failures), failures, aborted, cancelled, mismatches, canaries and primers (of the
+        # requests: the correctness canaries' and the session primers'), engine_requests (rows.engine_requests)
         self.totals: Counter[str] = Counter()
         self.rows_by_worker: Counter[str] = Counter()  # rows received from each worker, in the order they came
         self.lost_workers: list[dict[str, Any]] = []  # {"worker", "last_seen"} of each worker lost
@@ -33,6 +34,7 @@ class RequestAccounting:
             self.totals["cancelled"] += rows.cancelled(row)
             self.totals["requests"] += not apart
             self.totals["canaries"] += bool(row[rows.CANARY]) and not apart  # of the requests
+            self.totals["primers"] += row[rows.NAME] == SESSION_PRIMER and not apart  # of the requests
             self.totals["failures"] += not (apart or row[rows.OK])
             self.totals["mismatches"] += row[rows.MISMATCH]
             self.totals["engine_requests"] += rows.engine_requests(row)  # as the server's counter counts them

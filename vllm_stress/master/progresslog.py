@@ -28,8 +28,10 @@ def closing_line(path: str, totals: Counter[str], unaccounted: int | None, lost_
 
 
 def canaries_note(totals: Counter[str]) -> str:
-    """' (of which N correctness canaries)', or '' without any."""
-    return f" (of which {totals['canaries']} correctness canaries)" if totals["canaries"] else ""
+    """' (of which N correctness canaries, M session primers)': the requests in no figure, or '' without any."""
+    apart = [f"{totals['canaries']} correctness canaries"] if totals["canaries"] else []
+    apart += [f"{totals['primers']} session primers"] if totals["primers"] else []
+    return f" (of which {', '.join(apart)})" if apart else ""
 
 
 def unaccounted_note(unaccounted: int | None, lost_workers: list[dict[str, Any]]) -> str:

@@ -30,7 +30,7 @@ from typing import Any
 from .sessionmodel import RecordedSession, RecordedTurn
 from .trace import read_text
 from .tracehistory import HISTORY_BLOCK_TOKENS, GrowingHistory
-from .tracejson import json_line, numbered, reason
+from .tracejson import JsonText, json_line, numbered, reason
 from .tracelabtrace import whole
 
 SCHEMA = "dynamo.request.trace.v1"
@@ -55,10 +55,12 @@ class Request:
     block_tokens: int | None  # its replay's trace_block_size (None: no sequence hashes)
 
 
-def dynamo_sessions(path: str, text: str) -> list[RecordedSession] | None:
-    """The sessions of a file's ``text``, in the order they first appear; None when its first line is not a Dynamo
+def dynamo_sessions(trace: JsonText) -> list[RecordedSession] | None:
+    """The sessions of a file's text, in the order they first appear; None when its first JSON value is not a Dynamo
     record (enveloped or not): another format's file."""
-    return trace_sessions(path, requests_of(path, text)) if opens_trace(text.lstrip().partition("\n")[0]) else None
+    if trace.first is None or not is_record(opened(trace.first[0])):
+        return None
+    return trace_sessions(trace.path, requests_of(trace.path, trace.text))
 
 
 def read_dynamo_files(path: str) -> list[RecordedSession] | None:

@@ -27,7 +27,7 @@ from typing import Any
 
 from .sessionmodel import RecordedSession, RecordedTurn
 from .tracehistory import HISTORY_BLOCK_TOKENS, GrowingHistory
-from .tracejson import json_documents, reason
+from .tracejson import JsonText, json_documents, reason
 
 CALL_OPERATIONS = {"chat", "text_completion", "generate_content"}
 AGENT_OPERATION = "invoke_agent"
@@ -70,10 +70,10 @@ class Span:
             raise ValueError(f"{self.where}: span {self.name!r}: {e}") from None
 
 
-def otel_sessions(path: str, text: str) -> list[RecordedSession] | None:
-    """The traces of a file's ``text`` (one OTLP/JSON export, or one a line) as sessions, in the order they first
+def otel_sessions(trace: JsonText) -> list[RecordedSession] | None:
+    """The traces of a file's text (one OTLP/JSON export, or one a line) as sessions, in the order they first
     appear; None when its first JSON value is not an export (an object with ``resourceSpans``)."""
-    exports = json_documents(path, text, lambda item: isinstance(item, dict) and "resourceSpans" in item)
+    exports = json_documents(trace, lambda item: isinstance(item, dict) and "resourceSpans" in item)
     if exports is None:
         return None
     traces: dict[str, list[Span]] = {}
@@ -82,7 +82,7 @@ def otel_sessions(path: str, text: str) -> list[RecordedSession] | None:
             traces.setdefault(span.trace_id, []).append(span)
     sessions = [session for spans in traces.values() if (session := trace_session(spans))]
     if not sessions:
-        raise ValueError(f"{path}: no LLM call (a chat span with gen_ai.usage tokens) in its traces")
+        raise ValueError(f"{trace.path}: no LLM call (a chat span with gen_ai.usage tokens) in its traces")
     return sessions
 
 

@@ -23,6 +23,7 @@ from .dynamotrace import dynamo_sessions, read_dynamo_files
 from .oteltrace import otel_sessions
 from .sessionmodel import RecordedSession, RecordedTurn
 from .trace import BAILIAN, json_format, read_text
+from .tracejson import JsonText
 from .tracelabtrace import tracelab_sessions
 from .wekatrace import read_weka_folder, weka_sessions
 
@@ -38,8 +39,9 @@ def read_sessions(path: str) -> list[RecordedSession]:
     if os.path.isdir(path):
         return read_weka_folder(path)
     text = read_text(path)
+    trace = JsonText(path, text)  # its first JSON value decoded once for all the agent trace readers
     for reader in (dynamo_sessions, weka_sessions, otel_sessions, tracelab_sessions):  # agent traces, by content
-        if (traces := reader(path, text)) is not None:
+        if (traces := reader(trace)) is not None:
             return traces
     lines: dict[str, list[tuple[dict, int]]] = {}
     roots: dict[int, int] = {}  # a Bailian chat's session: the first chat of its parent chain

@@ -18,7 +18,7 @@ from typing import Any
 
 from .sessionmodel import RecordedSession, RecordedTurn
 from .tracehistory import HISTORY_BLOCK_TOKENS, GrowingHistory
-from .tracejson import json_documents, reason
+from .tracejson import JsonText, json_documents, reason
 
 ROUND_KEYS = ("round_index", "input_tokens_total")  # a TraceLab round has them
 
@@ -32,14 +32,14 @@ def opens_rounds(item: Any) -> bool:
     return is_round(item) or (isinstance(item, list) and bool(item) and is_round(item[0]))
 
 
-def tracelab_sessions(path: str, text: str) -> list[RecordedSession] | None:
-    """The sessions of a file's ``text`` (a round a line, or a JSON list of rounds), in the order they first
-    appear; None when its first JSON value is neither a round nor a list opening with one."""
-    documents = json_documents(path, text, opens_rounds)
+def tracelab_sessions(trace: JsonText) -> list[RecordedSession] | None:
+    """The sessions of a file's text (a round a line, or a JSON list of rounds), in the order they first appear;
+    None when its first JSON value is neither a round nor a list opening with one."""
+    documents = json_documents(trace, opens_rounds)
     if documents is None:
         return None
     if len(documents) == 1 and isinstance(documents[0][1], list):
-        documents = [(f"{path}: [{index}]", item) for index, item in enumerate(documents[0][1])]
+        documents = [(f"{trace.path}: [{index}]", item) for index, item in enumerate(documents[0][1])]
     rounds: dict[str, list[tuple[int, dict]]] = {}
     for where, item in documents:
         checked = read_round(where, item)

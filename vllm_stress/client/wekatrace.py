@@ -19,7 +19,7 @@ from typing import Any
 
 from .sessionmodel import RecordedSession, RecordedTurn
 from .trace import read_text
-from .tracejson import json_documents, reason
+from .tracejson import JsonText, json_documents, reason
 
 ASYNC = "async_launched"  # a subagent's status when its parent went on without waiting for it
 SCOPES = {"local", "global"}
@@ -32,10 +32,10 @@ CALL_TYPES = {"n", "s"}  # a normal call and a streamed one
 NOT_A_TRACE = "not a Weka trace (an object with requests and block_size)"
 
 
-def weka_sessions(path: str, text: str) -> list[RecordedSession] | None:
-    """The traces of a file's ``text`` (one JSON trace, or one a line) as sessions; None when its first JSON value
-    is not a trace (an object with ``requests`` and ``block_size``): another format's file."""
-    traces = json_documents(path, text, is_trace)
+def weka_sessions(trace: JsonText) -> list[RecordedSession] | None:
+    """The traces of a file's text (one JSON trace, or one a line) as sessions; None when its first JSON value is
+    not a trace (an object with ``requests`` and ``block_size``): another format's file."""
+    traces = json_documents(trace, is_trace)
     return None if traces is None else [read_trace(where, trace) for where, trace in traces]
 
 
@@ -51,7 +51,7 @@ def read_weka_folder(path: str) -> list[RecordedSession]:
     sessions = []
     for name in names:
         file = os.path.join(path, name)
-        traces = weka_sessions(file, read_text(file))
+        traces = weka_sessions(JsonText(file, read_text(file)))
         if traces is None:
             raise ValueError(f"{file}: {NOT_A_TRACE}")
         sessions += traces

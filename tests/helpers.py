@@ -56,12 +56,6 @@ def served_as_rows(served: int, rows: list[dict]) -> bool:
     return len(rows) - cut <= served <= len(rows)
 
 
-def cut_unended(rows: list[dict]) -> int:
-    """The rows the client cut before their end came (no finish reason): the run's unaccounted figure counts one of
-    them only if its last chunk was on its way when the cut came (the server finished it)."""
-    return sum(row["error"] in (ABORTED, CANCELLED) and row["finish_reason"] in ("", "abort") for row in rows)
-
-
 def locust_stats(prefix: Path) -> dict[tuple[str, str], dict]:
     """Locust's own ``PREFIX_stats.csv`` (its --csv) by (Type, Name), e.g. ``("POST", "chat")``."""
     return {(r["Type"], r["Name"]): r for r in read_rows(Path(f"{prefix}_stats.csv"))}

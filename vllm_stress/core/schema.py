@@ -178,7 +178,7 @@ RUN_KEYS = [
     "workers",  # worker ids seen during the run
     "lost_workers",  # [{"worker", "last_seen", "rows"}] for workers that went missing mid-run (rows received, late too)
     "server_requests",  # requests the server finished during the run (its request_success_total), or null
-    "unaccounted_requests",  # of those, how many have no row: lost with a worker, or null
+    "unaccounted_requests",  # of those, how many have no row: lost with a worker (a lower bound), or null
     "receive_clock",  # {worker id or "local": the clock its streaming users timed chunks with} (stream.py)
     "server_version",  # the server's GET /version at test start ("0.11.0"), or null when it has none
     "server_launch",  # {"kind": "simulator" | "server-cmd", "command": [...]} when the scenario runner started the

@@ -47,10 +47,10 @@ class RequestAccounting:
         self.lost_workers.append({"worker": worker, "last_seen": last_seen})
 
     def unaccounted(self) -> int | None:
-        """Requests the server finished that have no row (None without the server's count). A row the client cut
-        (the stop's abort, a cancellation) is one the server finished only when it had seen its end (rows.engine_
-        requests); a stream cut while its last chunk was on its way is the one the server finished that counts here
-        too, at most one per such row."""
+        """Requests the server finished that have no row (None without the server's count), at least: vLLM 0.32 counts
+        no client abort, but a stream cut while its last chunk was on its way was finished first, so the rows kept
+        include the aborted and cancelled ones (and each input of a pooling request): a cut stream is never taken
+        for a lost one."""
         if self.server_requests is None:
             return None
         return max(0, self.server_requests - self.totals["engine_requests"])

@@ -63,10 +63,7 @@ def measured(row: list) -> bool:
 def engine_requests(row: list) -> int:
     """The requests the server's engine counts for a row: one, or a pooling request's inputs (vLLM runs each input,
     or each query-document pair of a cross-encoder, as a request of its own). On an embedding model a rerank or score
-    request embeds its query too: one more, counted so that no row seems missing. Zero for a row the client cut
-    before its end came (no finish reason): vLLM 0.32 counts no client abort."""
-    if apart(row) and row[FINISH] in ("", None, "abort"):
-        return 0
+    request embeds its query too: one more, counted so that no row seems missing."""
     if not row[INPUTS]:
         return 1
     return int(row[INPUTS]) + (str(row[ENDPOINT]).rsplit("/", 1)[-1] in QUERY_APIS)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from vllm_stress.core.schema import SESSION_PRIMER
 from vllm_stress.master import rows
 
 
@@ -34,7 +33,7 @@ class RequestAccounting:
             self.totals["cancelled"] += rows.cancelled(row)
             self.totals["requests"] += not apart
             self.totals["canaries"] += bool(row[rows.CANARY]) and not apart  # of the requests
-            self.totals["primers"] += row[rows.NAME] == SESSION_PRIMER and not apart  # of the requests
+            self.totals["primers"] += rows.primer(row) and not apart  # of the requests
             self.totals["failures"] += not (apart or row[rows.OK])
             self.totals["mismatches"] += row[rows.MISMATCH]
             self.totals["engine_requests"] += rows.engine_requests(row)  # as the server's counter counts them

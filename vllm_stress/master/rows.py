@@ -82,7 +82,12 @@ def canaries_counted(environment: Any) -> bool:
 def in_figures(row: list, canaries_counted: bool) -> bool:
     """The row counts in the live figures: every row but a correctness canary's, unless ``canaries_counted``, and
     never a session primer's (--session-primer: it warms the cache, it is no load)."""
-    return (canaries_counted or not row[CANARY]) and row[NAME] != schema.SESSION_PRIMER
+    return (canaries_counted or not row[CANARY]) and not primer(row)
+
+
+def primer(row: list) -> bool:
+    """A session's primer (--session-primer): it warms the prefix cache, it is no load."""
+    return row[NAME] == schema.SESSION_PRIMER
 
 
 def cancelled(row: list) -> bool:

@@ -1,19 +1,24 @@
 """The simulator's CPU tier of the KV cache in virtual time: its capacity from --kv-offloading-size, every computed
 block stored there, a prefix the GPU evicted loaded back (its copy time in the step) instead of recomputed, LRU order
-and vLLM's external prefix-cache counters; and the report's KV-capacity verdict from per-level hit rates."""
+and vLLM's external prefix-cache counters; the report's KV-capacity verdict from per-level hit rates; and vLLM's
+KV-cache residency histograms (--kv-cache-metrics): each followed block's lifetime, idle time and reuse gaps."""
 
 import json
 import random
 
 import pandas as pd
 import pytest
+import requests
 
+from benchmarks.harness import metric_samples
 from vllm_stress.analysis.features.prefix import EXTERNAL, GPU, kv_capacity_verdict
 from vllm_stress.scenarios.run.runner import free_port
 from vllm_stress.simulator.api.connectormetrics import ConnectorMetrics
-from vllm_stress.simulator.api.metrics import EngineMetrics
+from vllm_stress.simulator.api.metrics import KV_CACHE_RESIDENCY_BUCKETS, EngineMetrics
+from vllm_stress.simulator.cli import main as simulator_main
 from vllm_stress.simulator.engine.core import Engine
-from vllm_stress.simulator.engine.kvcache import HostTier, num_cpu_blocks, prompt_block_hashes
+from vllm_stress.simulator.engine.kvcache import HostTier, KVCache, num_cpu_blocks, prompt_block_hashes
+from vllm_stress.simulator.engine.residency import Eviction, Residency
 from vllm_stress.simulator.engine.sequence import Sequence
 from vllm_stress.simulator.engine.steptime import kv_bytes_per_token_per_rank
 from vllm_stress.simulator.model.profiles import load_profile
@@ -233,3 +238,166 @@ def test_a_ramp_of_sessions_passes_the_gpu_cache_then_the_cpu_tier(scenarios, tm
         "KV-capacity-bound: the working set passed the CPU tier at 24 users"
         in (out / "report" / "report.md").read_text()
     )
+
+
+RESIDENCY = (
+    "vllm:kv_block_lifetime_seconds",
+    "vllm:kv_block_idle_before_evict_seconds",
+    "vllm:kv_block_reuse_gap_seconds",
+)
+
+
+class Clock:
+    """The engine time a test sets."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def cached_run(kv, clock, at, block_hashes, prompt_len):
+    """A sequence admitted at time ``at`` with its prefix hits, allocated its whole prompt, then released."""
+    clock.now = at
+    seq = Sequence(prompt_len, 1, block_hashes=block_hashes)
+    assert kv.allocate(seq, prompt_len, reserve_tokens=prompt_len, hits=kv.lookup(seq))
+    kv.release(seq)
+
+
+def test_a_followed_block_has_vllms_lifetime_idle_time_and_reuse_gaps():
+    """vLLM's KVCacheMetricsCollector: the lifetime runs from the block's birth, the idle time from its last access
+    (a prefix hit, BlockPool.touch), and the reuse gaps are between accesses, the birth not among them."""
+    clock = Clock()
+    kv = KVCache(3, 16, True, residency=Residency(1.0, clock))  # 2 usable blocks
+    cached_run(kv, clock, 1.0, (7,), 16)  # block 7 registered (born) at t=1, then free but cached
+    cached_run(kv, clock, 3.0, (7,), 17)  # 17 tokens: block 7 is a hit (the last token is computed)
+    cached_run(kv, clock, 4.0, (7,), 17)
+    assert kv.residency.evictions == []
+    cached_run(kv, clock, 10.0, (8, 9), 32)  # two new blocks: the empty one, and block 7's, evicted
+    assert kv.residency.drain() == [Eviction(lifetime=9.0, idle=6.0, reuse_gaps=(1.0,))]
+    assert kv.residency.drain() == [] and set(kv.residency.blocks) == {8, 9}
+
+
+def test_a_block_never_hit_is_idle_since_its_birth_and_only_its_last_four_accesses_make_gaps():
+    clock = Clock()
+    residency = Residency(1.0, clock)
+    clock.now = 2.0
+    residency.born(1)
+    residency.born(2)
+    for clock.now in (3.0, 5.0, 8.0, 13.0, 21.0):
+        residency.accessed([1])
+    clock.now = 30.0
+    residency.evicted(1)
+    residency.evicted(2)
+    residency.evicted(3)  # never born: not followed
+    assert residency.drain() == [Eviction(28.0, 9.0, (3.0, 5.0, 8.0)), Eviction(28.0, 28.0, ())]
+
+
+def test_the_sample_rate_picks_the_blocks_followed_reproducibly():
+    def followed(sample, seed):
+        residency = Residency(sample, Clock(), seed)
+        for block_hash in range(1000):
+            residency.born(block_hash)
+        return sorted(residency.blocks)
+
+    assert followed(1.0, 0) == list(range(1000))  # vLLM's random() < rate: every block at 1
+    some = followed(0.01, 5)
+    assert 0 < len(some) < 50 and followed(0.01, 5) == some and followed(0.01, 6) != some
+
+
+def test_a_reset_cache_forgets_the_followed_blocks():
+    clock = Clock()
+    kv = KVCache(3, 16, True, residency=Residency(1.0, clock))
+    cached_run(kv, clock, 1.0, (7,), 16)
+    clock.now = 2.0
+    assert kv.reset_prefix_cache() and kv.residency.blocks == {}
+    cached_run(kv, clock, 5.0, (7,), 16)  # computed again: a new block, born at 5
+    cached_run(kv, clock, 7.0, (8, 9), 32)
+    assert kv.residency.drain() == [Eviction(2.0, 2.0, ())]
+
+
+def test_the_engine_exports_the_residency_histograms_only_when_asked():
+    """Three runs of a 100-token prompt (6 full blocks, hit by the second and third), then a 511-token one that takes
+    all 32 usable blocks and evicts those 6: 6 lifetimes from the first admission, 6 idle times from the third, and
+    one reuse gap each, the third admission's time less the second's."""
+    engine = Engine(tiny())
+    assert engine.kv.residency is None
+    assert not any(family.name in RESIDENCY for family in EngineMetrics(engine, "m", {}).collect())
+    engine = Engine(tiny())
+    engine.track_residency(1.0)
+    metrics = EngineMetrics(engine, "m", {})
+    seqs = [prompt(1), prompt(1), prompt(1), prompt(2, 511)]
+    for seq in seqs:
+        engine.add_request(seq)
+        while engine.has_work:
+            metrics.observe_step(engine.step())
+    first, second, third, long = (seq.first_scheduled for seq in seqs)
+    assert first < second < third < long  # each admitted at its own engine time
+    families = {family.name: family for family in metrics.collect() if family.name in RESIDENCY}
+    assert list(families) == list(RESIDENCY)
+    totals = {
+        name: {s.name.removeprefix(name): s.value for s in family.samples if s.name.endswith(("_count", "_sum"))}
+        for name, family in families.items()
+    }
+    lifetime, idle, gap = (totals[name] for name in RESIDENCY)
+    assert (lifetime["_count"], idle["_count"], gap["_count"]) == (6, 6, 6)
+    assert lifetime["_sum"] == pytest.approx(6 * (long - first))
+    assert idle["_sum"] == pytest.approx(6 * (long - third))
+    assert gap["_sum"] == pytest.approx(6 * (third - second))
+    bounds = [float(s.labels["le"]) for s in families[RESIDENCY[0]].samples if s.name.endswith("_bucket")]
+    assert bounds == [*KV_CACHE_RESIDENCY_BUCKETS, float("inf")]
+    assert [s.labels for s in families[RESIDENCY[2]].samples if s.name.endswith("_count")] == [
+        {"model_name": "m", "engine": "0"}
+    ]
+
+
+@pytest.mark.parametrize("rate", ["0", "1.5", "-0.1", "nan"])
+def test_a_sample_rate_outside_zero_to_one_is_refused(rate, capsys):
+    assert simulator_main(["--kv-cache-metrics", "--kv-cache-metrics-sample", rate]) == 2
+    err = capsys.readouterr().err
+    assert err == f"simulator: --kv-cache-metrics-sample must be in (0, 1], got {float(rate)}\n"
+
+
+def residency_counts(url):
+    samples = metric_samples(url)
+    return tuple(samples.get((f"{name}_count", frozenset())) for name in RESIDENCY)
+
+
+def test_the_simulator_counts_every_eviction_of_a_cached_block(simulator):
+    """9 usable blocks of 16 tokens; 64-token prompts of token ids, one answer token each, one after another: A three
+    times (the second and third hit A's first 3 blocks; the 4th is recomputed, A's own stays cached), then B, C, D and A
+    again. B takes 4 empty blocks; C the last empty one and evicts 3 of A's (its tail first, as vLLM frees them); D
+    evicts A's first block and 3 of B's; the last A misses (its blocks are gone: the server's prefix-cache hits stay
+    at the 2 x 48 tokens of the first runs) and evicts B's last block and 3 of C's. So 11 evictions, each with a
+    lifetime and an idle time, and a reuse gap for each of A's first 3 blocks (hit twice)."""
+    sim = simulator(
+        *("--kv-cache-metrics", "--kv-cache-metrics-sample", "1"),
+        *("--num-gpu-blocks-override", "10", "--max-model-len", "128"),
+    )
+    assert residency_counts(sim.url) == (0, 0, 0)  # the families are there before any eviction, as in vLLM
+    prompts = {name: list(range(1000 * index, 1000 * index + 64)) for index, name in enumerate("ABCD", start=1)}
+    for name in "AAABCDA":
+        response = requests.post(
+            f"{sim.url}/v1/completions",
+            json={"model": sim.model, "prompt": prompts[name], "max_tokens": 1},
+            timeout=30,
+        )
+        assert response.status_code == 200, response.text
+    samples = metric_samples(sim.url)
+    assert (
+        samples["vllm:prefix_cache_queries_total", frozenset()],
+        samples["vllm:prefix_cache_hits_total", frozenset()],
+    ) == (
+        7 * 64,
+        2 * 48,
+    )
+    assert residency_counts(sim.url) == (11, 11, 3)
+    lifetime, idle = (samples[f"{name}_sum", frozenset()] for name in RESIDENCY[:2])
+    assert lifetime > idle  # A's first blocks were idle only since their last hit
+    bounds = sorted(
+        float(dict(labels)["le"]) for name, labels in samples if name == "vllm:kv_block_reuse_gap_seconds_bucket"
+    )
+    assert bounds == [*KV_CACHE_RESIDENCY_BUCKETS, float("inf")]
+    plain = simulator("--num-gpu-blocks-override", "10", "--max-model-len", "128")
+    assert residency_counts(plain.url) == (None, None, None)

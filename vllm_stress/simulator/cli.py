@@ -20,7 +20,7 @@ from vllm_stress.core import descriptors
 from .api.devroutes import DEV_MODE_VARIABLE
 from .api.protocol import LINE_ENDINGS, Reasoning
 from .api.server import Simulator
-from .engine import leak, lora
+from .engine import leak, lora, residency
 from .engine.priority import POLICIES
 from .engine.specdecode import SPEC_FLAGS
 from .engine.specdecode import add_arguments as add_spec_arguments
@@ -177,6 +177,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     lora.add_arguments(parser)
     add_spec_arguments(parser)
     leak.add_arguments(parser)
+    residency.add_arguments(parser)
     parser.add_argument(
         "--set",
         action="append",
@@ -281,6 +282,7 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
             sse_line_ending=LINE_ENDINGS[args.sse_line_ending],
             lora=lora.config_from_args(args),
             dev_mode=args.dev_mode,
+            kv_cache_metrics=residency.sample_from_args(args),
         )
         if args.pd:
             fleet = disagg.build_fleet(args, disagg.role_profiles(args, profile), make)

@@ -86,6 +86,31 @@ REQUEST_LATENCY_BUCKETS = [
 ITERATION_TOKENS_BUCKETS: list[float] = [1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384]
 PARAMS_N_BUCKETS: list[float] = [1, 2, 5, 10, 20]
 PREEMPTIONS_BUCKETS: list[float] = [1, 2, 3, 4, 5, 10, 20]
+# vLLM's KV_CACHE_RESIDENCY_BUCKETS (vllm/v1/metrics/buckets.py): from millisecond reuse gaps to half-hour lifetimes
+KV_CACHE_RESIDENCY_BUCKETS: list[float] = [
+    0.001,
+    0.002,
+    0.005,
+    0.01,
+    0.02,
+    0.05,
+    0.1,
+    0.2,
+    0.5,
+    1,
+    2,
+    5,
+    10,
+    20,
+    30,
+    60,
+    120,
+    300,
+    600,
+    1200,
+    1800,
+]
+SAMPLED = "Sampled metrics (controlled by --kv-cache-metrics-sample)."
 FINISHED_REASONS = ("stop", "length", "abort")
 PROMPT_SOURCES = ("local_compute", "local_cache_hit", "external_kv_transfer")
 CACHE_HIT_SOURCES = ("device", "host", "p2p", "disk", "external_unspecified")  # vllm/v1/metrics/cache_hit_source.py
@@ -212,6 +237,25 @@ class EngineMetrics:
             self.request_n,
             self.request_preemptions,
         ]
+        self.residency = engine.kv.residency  # --kv-cache-metrics: the residency histograms, else none
+        if self.residency is not None:
+            self.block_lifetime = NamedHistogram(
+                "vllm:kv_block_lifetime_seconds",
+                f"Histogram of KV cache block lifetime from allocation to eviction. {SAMPLED}",
+                KV_CACHE_RESIDENCY_BUCKETS,
+            )
+            self.block_idle = NamedHistogram(
+                "vllm:kv_block_idle_before_evict_seconds",
+                f"Histogram of idle time before KV cache block eviction. {SAMPLED}",
+                KV_CACHE_RESIDENCY_BUCKETS,
+            )
+            self.block_reuse_gap = NamedHistogram(
+                "vllm:kv_block_reuse_gap_seconds",
+                "Histogram of time gaps between consecutive KV cache block accesses. Only the most recent accesses "
+                f"are recorded (ring buffer). {SAMPLED}",
+                KV_CACHE_RESIDENCY_BUCKETS,
+            )
+            self.histograms += [self.block_lifetime, self.block_idle, self.block_reuse_gap]
 
     @staticmethod
     def _latency(name: str, documentation: str) -> NamedHistogram:
@@ -243,6 +287,12 @@ class EngineMetrics:
                 self.observe_finished(seq)
         for gap, count in gaps.items():
             self.itl.observe(gap, count)
+        if self.residency is not None:  # the step's evictions of followed blocks, as vLLM's logger observes them
+            for eviction in self.residency.drain():
+                self.block_lifetime.observe(eviction.lifetime)
+                self.block_idle.observe(eviction.idle)
+                for gap in eviction.reuse_gaps:
+                    self.block_reuse_gap.observe(gap)
 
     def observe_finished(self, seq: Sequence) -> None:
         self.finished[seq.finished_reason()] += 1

@@ -89,6 +89,7 @@ class Simulator:
         leak: Leak | None = None,
         profiler_dir: str | None = None,
         dev_mode: bool = False,
+        kv_cache_metrics: float | None = None,
     ):
         self.profile = profile
         self.prompt_details = prompt_details  # vllm serve --enable-prompt-tokens-details: usage says cached_tokens
@@ -100,6 +101,8 @@ class Simulator:
         self.tokenizer = Tokenizer()
         self.engine = Engine(profile, seed=seed)
         self.engine.leak = leak
+        if kv_cache_metrics is not None:  # --kv-cache-metrics, this share of the cached blocks (residency.py)
+            self.engine.track_residency(kv_cache_metrics, seed)
         self.lora_modules: dict[str, str] = {}  # served adapters: name -> path (--enable-lora; lora.py)
         if lora:
             self.engine.lora = LoraSlots(lora, profile)

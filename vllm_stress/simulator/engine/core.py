@@ -12,6 +12,7 @@ from .kvcache import HostTier, KVCache, num_cpu_blocks, num_gpu_blocks
 from .leak import Leak
 from .lora import LoraSlots
 from .priority import WaitingQueue, preempt_for, waiting_queue
+from .residency import Residency
 from .sequence import Sequence
 from .specdecode import spec_decode
 from .steptime import StepTimeModel, kv_bytes_per_token_per_rank
@@ -54,6 +55,11 @@ class Engine:
         self.lora: LoraSlots | None = None  # --enable-lora's adapters (lora.py)
         self.grammars = GrammarCache(profile)
         self.leak: Leak | None = None  # --leak-step-ms-per-min, --leak-mb-per-min (leak.py)
+
+    def track_residency(self, sample: float, seed: int = 0) -> Residency:
+        """Follow a ``sample`` of the cached blocks in engine time (--kv-cache-metrics: residency.py)."""
+        self.kv.residency = Residency(sample, lambda: self.clock, seed)
+        return self.kv.residency
 
     @property
     def has_work(self) -> bool:

@@ -7,6 +7,7 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING
 
 from ..model.profiles import Profile
+from .residency import Residency
 from .steptime import kv_bytes_per_token_per_rank
 
 if TYPE_CHECKING:  # the engine imports this module
@@ -91,9 +92,17 @@ class KVCache:
     """Free-block counts and the prefix cache; sequences keep their own block count in ``seq.num_blocks``, the hashes
     of the cached blocks they hold in ``seq.cached_blocks`` and how many prompt blocks were hashed in
     ``seq.num_hashed``. With a CPU tier (``host``) every block the GPU registers is also stored there, as vLLM's
-    OffloadingConnector stores each newly computed block, so a block the GPU evicts is still found on the host."""
+    OffloadingConnector stores each newly computed block, so a block the GPU evicts is still found on the host. With
+    ``residency`` (--kv-cache-metrics) the cached blocks' births, prefix hits and evictions are reported to it."""
 
-    def __init__(self, num_blocks: int, block_size: int, caching: bool, host: HostTier | None = None) -> None:
+    def __init__(
+        self,
+        num_blocks: int,
+        block_size: int,
+        caching: bool,
+        host: HostTier | None = None,
+        residency: Residency | None = None,
+    ) -> None:
         self.num_blocks = num_blocks
         self.block_size = block_size
         self.caching = caching
@@ -102,6 +111,7 @@ class KVCache:
         self.refs: dict[int, int] = {}  # hash of a cached block -> sequences holding it
         self.evictable: OrderedDict[int, None] = OrderedDict()  # cached blocks held by none, least recently freed first
         self.host = host
+        self.residency = residency
 
     @property
     def free_blocks(self) -> int:
@@ -178,13 +188,18 @@ class KVCache:
             refs[block_hash] += 1
         seq.cached_blocks = list(hits)
         seq.num_hashed = seq.num_blocks = len(hits)
+        if self.residency is not None:  # vLLM's BlockPool.touch: an access of each block hit
+            self.residency.accessed(hits)
 
     def _take(self, count: int) -> None:
         empty = min(count, self.empty_blocks)
         self.empty_blocks -= empty
+        residency = self.residency
         for _ in range(count - empty):
             block_hash, _ = self.evictable.popitem(last=False)
             del self.refs[block_hash]
+            if residency is not None:
+                residency.evicted(block_hash)
 
     def _register(self, seq: Sequence, num_full_blocks: int) -> None:
         for block_hash in seq.block_hashes[seq.num_hashed : num_full_blocks]:
@@ -193,6 +208,8 @@ class KVCache:
                 seq.cached_blocks.append(block_hash)
                 if self.host is not None:
                     self.host.store(block_hash)
+                if self.residency is not None:
+                    self.residency.born(block_hash)
         seq.num_hashed = min(num_full_blocks, len(seq.block_hashes))
 
     def release(self, seq: Sequence) -> None:
@@ -214,6 +231,8 @@ class KVCache:
         self.refs.clear()
         self.evictable.clear()
         self.empty_blocks = self.usable_blocks
+        if self.residency is not None:
+            self.residency.reset()
         return True
 
     @property

@@ -31,6 +31,7 @@ from xdist.scheduler import LoadFileScheduling
 from tests.faultserver import FaultServer
 from tests.helpers import REPO, Server
 from tests.netns import Network, netns_unavailable
+from tests.shapes import METRICS_FLAGS
 from tests.startguard import sitecustomize as startguard
 from vllm_stress.scenarios.run.runner import free_port
 from vllm_stress.simulator.process import start_simulator
@@ -427,8 +428,9 @@ def serve_real_vllm(tmp_path_factory, *flags: str, env: dict[str, str] | None = 
 @pytest.fixture(scope="module")
 def real_vllm(tmp_path_factory):
     """One real vLLM for the module, stopped when the module ends rather than idling through the rest of the suite;
-    in vLLM's development mode, which serves /reset_prefix_cache (--reset-prefix-cache)."""
-    yield from serve_real_vllm(tmp_path_factory, env={"VLLM_SERVER_DEV_MODE": "1"})
+    in vLLM's development mode, which serves /reset_prefix_cache (--reset-prefix-cache), with its KV block metrics on
+    for every block (their names and labels are the simulator's: tests/fixtures/vllm_shapes.json)."""
+    yield from serve_real_vllm(tmp_path_factory, *METRICS_FLAGS, env={"VLLM_SERVER_DEV_MODE": "1"})
 
 
 @pytest.fixture(scope="module")

@@ -14,6 +14,10 @@ from prometheus_client.parser import text_string_to_metric_families
 FIXTURE = Path(__file__).parent / "fixtures" / "vllm_shapes.json"
 TOKENS = 4  # output tokens per request: role chunk, 3 content chunks, the final one, usage, [DONE]
 WORDS = "the of and castle river"
+# real vLLM's flags beyond deploy/real-vllm.sh's own that change its /metrics (tests/conftest.py's real_vllm: KV block
+# metrics of every block), and the simulator started as that vLLM is, whose shapes the fixture holds
+METRICS_FLAGS = ("--kv-cache-metrics", "--kv-cache-metrics-sample", "1")
+AS_REAL_VLLM = ("--profile", "cpu-tiny", "--enable-prompt-tokens-details", *METRICS_FLAGS)
 # Labels of the info gauge that the reference names; the rest describe engine internals that vary by version.
 CACHE_INFO_LABELS = {"engine", "model_name", "block_size", "gpu_memory_utilization", "num_gpu_blocks"}
 

@@ -16,7 +16,7 @@ import json
 
 import pytest
 
-from tests.shapes import FIXTURE, differences, dump_shapes, simulator_differences
+from tests.shapes import AS_REAL_VLLM, FIXTURE, differences, dump_shapes, simulator_differences
 
 
 @pytest.mark.product_free
@@ -33,6 +33,6 @@ def test_differences_name_what_changed():
 
 
 def test_simulator_matches_the_captured_vllm_shapes(simulator):
-    sim = simulator("--profile", "cpu-tiny", "--enable-prompt-tokens-details")  # as deploy/real-vllm.sh starts vLLM
+    sim = simulator(*AS_REAL_VLLM)
     found = simulator_differences(json.loads(FIXTURE.read_text()), sim.url, sim.model)
     assert not found, "\n".join(found)

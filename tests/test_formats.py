@@ -126,7 +126,7 @@ def test_each_format_is_analysed_with_both_levels(version, tmp_path, capsys):
             "embeddings and rerank inputs per second, recorded sessions, connection churn, hit rate by KV tier, server "
             "memory drift, client memory drift, microbursts, the server's prefill time of long contexts, engine steps, "
             "the KV connector's own hit rate, working-set sweep, video tokens and bytes per request, audio seconds "
-            "per second: written before 2026-11-28"
+            "per second, prompt tokens by source and tier, KV block lifetimes: written before 2026-11-28"
         )
     if version < 4:
         assert earlier[0]["not_computed"][-2] == (

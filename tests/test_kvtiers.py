@@ -198,7 +198,7 @@ def test_a_ramp_of_sessions_passes_the_gpu_cache_then_the_cpu_tier(scenarios, tm
     tier's own counters (LMCache's names, at /connector/metrics) are scraped with --connector-metrics-url."""
     out, port = tmp_path / "tiers", free_port()
     simulator = ["--num-gpu-blocks-override=100", f"--kv-offloading-size={400 * BLOCK_GIB}", "--max-model-len=1024"]
-    simulator.append(f"--port={port}")
+    simulator += [f"--port={port}", "--kv-cache-metrics", "--kv-cache-metrics-sample=1"]
     locust = ["--turns=2", "--turn-tokens=32", "--think-time=0", "--step-time=3"]
     locust.append(f"--connector-metrics-url=http://127.0.0.1:{port}/connector/metrics")
     args = [
@@ -232,12 +232,25 @@ def test_a_ramp_of_sessions_passes_the_gpu_cache_then_the_cpu_tier(scenarios, tm
         gpu, external = level["server_prefix_hit_rate"], level["server_external_hit_rate"]
         print(level["users"], gpu, external, level["connector_hit_rate"])
         assert level["connector_hit_rate"] == pytest.approx(gpu + external * (1 - gpu), abs=0.05)
+    # where the prompt tokens came from (vLLM's by-source counters): the GPU's cache, then the tier, then neither
+    sources = ("prompt_tokens_computed", "prompt_tokens_local_hit", "prompt_tokens_external")
+    assert sum(server[source] for source in sources) == server["prompt_tokens"]
+    assert (server["prompt_tokens_local_hit"], server["prompt_tokens_external"]) == (
+        server["cached_tokens_device"],
+        server["cached_tokens_host"],
+    )
+    assert (levels[1]["cached_device_share"], levels[6]["cached_host_share"]) == (1, 1)
+    assert levels[24]["prompt_computed_share"] == 1
+    # --kv-cache-metrics: at 1 user a block is hit (the second turn) before its eviction; past the GPU it is not
+    assert 0 < levels[1]["kv_block_idle_mean_s"] < levels[1]["kv_block_lifetime_mean_s"], levels[1]
+    for users in (6, 24):
+        assert levels[users]["kv_block_idle_mean_s"] == pytest.approx(levels[users]["kv_block_lifetime_mean_s"])
     tiers = summary["kv_tiers"]
     assert (tiers["tier"], tiers["gpu_users"], tiers["cpu_users"], tiers["gpu_tokens"]) == ("CPU tier", 6, 24, 1584)
-    assert (
-        "KV-capacity-bound: the working set passed the CPU tier at 24 users"
-        in (out / "report" / "report.md").read_text()
-    )
+    report = (out / "report" / "report.md").read_text()
+    assert "KV-capacity-bound: the working set passed the CPU tier at 24 users" in report
+    assert "| Users | Computed | GPU prefix cache | KV connector | Cached: GPU | Cached: Host (DRAM) |" in report
+    assert "## KV block lifetimes" in report
 
 
 RESIDENCY = (

@@ -26,10 +26,10 @@ from tests.helpers import (
     server_completed,
     wait_until,
 )
-from tests.shapes import FIXTURE, capture_shapes, differences, dump_shapes, simulator_differences
+from tests.shapes import AS_REAL_VLLM, FIXTURE, capture_shapes, differences, dump_shapes, simulator_differences
 from vllm_stress.analysis.io.load import load_run
 from vllm_stress.client.prompts import WORDS
-from vllm_stress.core.schema import CLIENT_LOOP_LAG_LIMIT_MS
+from vllm_stress.core.schema import CLIENT_LOOP_LAG_LIMIT_MS, SERVER_SOURCE_COUNTERS
 
 pytestmark = pytest.mark.timeout(600)  # the real_vllm fixture marks the tests realvllm
 
@@ -301,7 +301,7 @@ def test_live_vllm_matches_the_fixture(vllm_shapes):
 
 
 def test_simulator_matches_live_vllm(vllm_shapes, simulator):
-    sim = simulator("--profile", "cpu-tiny", "--enable-prompt-tokens-details")  # as deploy/real-vllm.sh starts vLLM
+    sim = simulator(*AS_REAL_VLLM)
     found = simulator_differences(vllm_shapes, sim.url, sim.model)
     assert not found, "\n".join(found)
 
@@ -454,6 +454,12 @@ def test_a_target_hit_rate_is_what_vllms_own_counters_measure(run_locust, real_v
     assert queries == 1024 * len(rows), (queries, len(rows))  # each prompt looked up once, at its admission
     first_misses = 2 * 512 / queries  # two users, whose first requests may each miss the 512 shared tokens
     assert 0.5 - first_misses - 0.01 <= hits / queries <= 0.5 + 0.01, (hits, queries, len(rows))
+    scraped = read_rows(tmp_path / "run" / "server_metrics.csv")  # the run's own scrapes, by-source counters kept
+    counted = ["prompt_tokens", *SERVER_SOURCE_COUNTERS]
+    gained = {column: float(scraped[-1][column]) - float(scraped[0][column]) for column in counted}
+    computed, cached = gained["prompt_tokens_computed"], gained["prompt_tokens_local_hit"]
+    assert (computed + cached, gained["prompt_tokens_external"]) == (gained["prompt_tokens"], 0), gained
+    assert cached == gained["cached_tokens_device"] == hits, gained  # the GPU's hits: one count three ways
 
 
 def test_a_vllm_bench_serve_result_beside_a_locust_run_of_the_same_shape(scenarios, real_vllm, tmp_path, capsys):

@@ -54,6 +54,22 @@ def test_samples_are_summed_over_engines_and_labels():
     assert snapshot.buckets["vllm:time_to_first_token_seconds"] == {0.1: 4, 0.5: 8, math.inf: 8}
 
 
+def test_a_counter_by_source_keeps_each_source_summed_over_engines():
+    """vLLM's prompt tokens by source and its cached ones by tier: one column per label value, engines summed."""
+    lines = []
+    for engine in ("0", "1"):
+        labels = f'engine="{engine}",model_name="m"'
+        lines += [
+            f'vllm:prompt_tokens_by_source_total{{{labels},source="local_compute"}} {100 + int(engine)}',
+            f'vllm:prompt_tokens_by_source_total{{{labels},source="local_cache_hit"}} 30',
+            f'vllm:prompt_tokens_by_source_total{{{labels},source="external_kv_transfer"}} 12',
+            f'vllm:prompt_tokens_cached_by_source_total{{{labels},source="device"}} 30',
+            f'vllm:prompt_tokens_cached_by_source_total{{{labels},source="host"}} 12',
+        ]
+    row = ServerScraper.row(parse_metrics("\n".join(lines) + "\n"), None, 1000.0, 1)
+    assert [column(row, name) for name in schema.SERVER_SOURCE_COUNTERS] == [201, 60, 24, 60, 24, "", "", ""]
+
+
 def test_quantiles_interpolate_like_promql():
     buckets = {0.1: 10, 0.5: 30, 1.0: 40, math.inf: 40}
     assert histogram_quantile(0.25, buckets) == pytest.approx(0.1)  # rank 10: the top of the first bucket

@@ -323,6 +323,11 @@ def run_folder_page() -> str:
             (f"`{column}`", markdown_cell(f"`{samples[column]}`, {source.trailing(kind).split(': ', 1)[-1]}: {text}"))
             for column, text in source.entries(kind).items()
         ]
+    by_source = schema.SERVER_SOURCE_COUNTERS
+    metric_rows += [
+        (f"`{column}`", markdown_cell(f'`{by_source[column][0]}{{source="{by_source[column][1]}"}}`: {text}'))
+        for column, text in source.entries("SERVER_SOURCE_COUNTERS").items()
+    ]
     parts = ("count", "sum_s", *(f"{quantile}_s" for quantile in schema.SERVER_QUANTILES))
     metric_rows += [
         (

@@ -4,6 +4,7 @@ level and prefix-cache hit rates (the rules themselves: vllm_stress.core.metrics
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -125,6 +126,22 @@ def counter_gains(server: pd.DataFrame | None, windows: pd.DataFrame, column: st
         return np.nan if not inside.size or not inside[0] else float(values[inside[-1]] - values[inside[0] - 1])
 
     return per_window(windows, gain)
+
+
+def histogram_mean(server: pd.DataFrame | None, start: float, end: float, prefix: str) -> float:
+    """The mean of the server histogram ``prefix`` (a key of schema.SERVER_HISTOGRAMS) over the scrapes in the
+    window: the sums they add over the counts they add (each scrape holds what happened since the one before); NaN
+    without the histogram or without an observation."""
+    if server is None or server.empty:
+        return math.nan
+    inside = server[in_window(server["time"], start, end)]
+    observed = float(inside[f"{prefix}_count"].astype(float).sum())
+    return float(inside[f"{prefix}_sum_s"].astype(float).sum()) / observed if observed > 0 else math.nan
+
+
+def histogram_means(server: pd.DataFrame | None, windows: pd.DataFrame, prefix: str) -> np.ndarray:
+    """``histogram_mean`` of each window, in order."""
+    return per_window(windows, lambda a, b: histogram_mean(server, a, b, prefix))
 
 
 def gauge_means(server: pd.DataFrame | None, windows: pd.DataFrame, column: str) -> np.ndarray:

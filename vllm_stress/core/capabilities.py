@@ -23,6 +23,7 @@ CAPABILITIES: tuple[Capability, ...] = (
     Capability("profile", "Load profile", "first-run.md"),
     Capability("prefix", "Prefix caching", "concepts/prefix-hit-rate.md"),
     Capability("workingset", "Working-set sweep", "concepts/kv-tiers.md"),
+    Capability("kvsources", "KV tiers: prompt tokens by source, block lifetimes", "concepts/kv-tiers.md"),
     Capability("longcontext", "Long contexts: prefill", "concepts/long-context.md"),
     Capability("dataset", "Datasets", "guides/sessions-and-traces.md"),
     Capability("classes", "Traffic classes", "guides/traffic-classes.md"),

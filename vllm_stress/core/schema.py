@@ -254,6 +254,21 @@ SERVER_COUNTERS = {  # column -> scraped sample: cumulative since the server sta
     "connector_lookup_hits": "lmcache:num_lookup_hits_total",  # of which it held, from each prompt's start
     "connector_stored_tokens": "lmcache:num_stored_tokens_total",  # tokens it stored (offloaded to its tiers)
 }
+SERVER_SOURCE_COUNTERS = {  # column -> (scraped counter, its source label): cumulative, one label value each
+    "prompt_tokens_computed": ("vllm:prompt_tokens_by_source_total", "local_compute"),  # prompt tokens prefilled
+    # (computed on the GPU)
+    "prompt_tokens_local_hit": ("vllm:prompt_tokens_by_source_total", "local_cache_hit"),  # prompt tokens its own
+    # prefix cache held
+    "prompt_tokens_external": ("vllm:prompt_tokens_by_source_total", "external_kv_transfer"),  # prompt tokens a KV
+    # connector loaded (a CPU offload tier, LMCache, another instance)
+    "cached_tokens_device": ("vllm:prompt_tokens_cached_by_source_total", "device"),  # cached prompt tokens by the
+    # tier that held them: the accelerator's memory
+    "cached_tokens_host": ("vllm:prompt_tokens_cached_by_source_total", "host"),  # offloaded to host memory (DRAM)
+    "cached_tokens_disk": ("vllm:prompt_tokens_cached_by_source_total", "disk"),  # on disk
+    "cached_tokens_p2p": ("vllm:prompt_tokens_cached_by_source_total", "p2p"),  # sent by another vLLM instance
+    "cached_tokens_unspecified": ("vllm:prompt_tokens_cached_by_source_total", "external_unspecified"),  # from a
+    # connector that does not say its tier
+}
 ENGINE_STEP_COUNTERS = ("engine_steps", "step_tokens")
 SPEC_DECODE_COUNTERS = ("spec_drafts", "spec_draft_tokens", "spec_accepted_tokens")
 EXTERNAL_PREFIX_COUNTERS = ("external_prefix_cache_queries", "external_prefix_cache_hits")
@@ -269,13 +284,21 @@ SERVER_HISTOGRAMS = {  # column prefix -> histogram: {prefix}_count, {prefix}_su
     # request reaching its handler to the last byte of the response written, so it holds the frontend's own time
     # (templating, tokenization, detokenization, SSE)
     "kv_transfer": "vllm:nixl_xfer_time_seconds",  # its KV transfers (vLLM's NixlConnector)
+    "kv_block_lifetime": "vllm:kv_block_lifetime_seconds",  # a sampled KV block's time from allocation to eviction
+    # (vLLM with --kv-cache-metrics, which samples --kv-cache-metrics-sample of the blocks)
+    "kv_block_idle": "vllm:kv_block_idle_before_evict_seconds",  # its time from its last use to its eviction
+    "kv_block_reuse_gap": "vllm:kv_block_reuse_gap_seconds",  # the time between two uses of one block (its last
+    # four uses kept)
 }
+KV_RESIDENCY_HISTOGRAMS = ("kv_block_lifetime", "kv_block_idle", "kv_block_reuse_gap")
 KV_CONNECTOR_SAMPLES = {"vllm:nixl_bytes_transferred_sum", "vllm:nixl_xfer_time_seconds"}  # only a P/D decode has them
 # samples only some servers export (speculative decoding on, a P/D decode instance): not warned about when absent
 SERVER_OPTIONAL = {
     SERVER_COUNTERS[column] for column in SPEC_DECODE_COUNTERS + EXTERNAL_PREFIX_COUNTERS + CONNECTOR_COUNTERS
 } | KV_CONNECTOR_SAMPLES
 SERVER_OPTIONAL |= {SERVER_GAUGES["resident_memory"]}  # only where the process collector runs (Linux)
+SERVER_OPTIONAL |= {sample for sample, _ in SERVER_SOURCE_COUNTERS.values()}  # not in vLLMs older than these
+SERVER_OPTIONAL |= {SERVER_HISTOGRAMS[prefix] for prefix in KV_RESIDENCY_HISTOGRAMS}  # only with --kv-cache-metrics
 SERVER_QUANTILES = {"p50": 0.5, "p99": 0.99}
 
 
@@ -286,6 +309,7 @@ def histogram_columns(prefix: str) -> tuple[str, ...]:
 
 KV_TRANSFER_COLUMNS = ("kv_transfer_bytes", *histogram_columns("kv_transfer"))
 PREFILL_COLUMNS = histogram_columns("prefill")
+KV_RESIDENCY_COLUMNS = tuple(column for prefix in KV_RESIDENCY_HISTOGRAMS for column in histogram_columns(prefix))
 SERVER_LORA_COLUMNS = [  # vLLM's LoRA gauges (vllm_stress.master.lorascrape), empty when the server has no LoRA
     "max_lora",  # vllm:lora_requests_info's max_lora label: adapter slots per batch (--max-loras)
     "lora_running",  # adapters its running_lora_adapters label names (in its newest sample)
@@ -300,6 +324,7 @@ SERVER_METRICS_COLUMNS = [
     # (one row per replica at each scrape, all with the scrape's time; the analysis sums them into the fleet's)
     *SERVER_GAUGES,
     *SERVER_COUNTERS,
+    *SERVER_SOURCE_COUNTERS,
     *(column for prefix in SERVER_HISTOGRAMS for column in histogram_columns(prefix)),
     *SERVER_LORA_COLUMNS,
 ]

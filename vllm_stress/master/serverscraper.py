@@ -22,7 +22,9 @@ _HISTOGRAM_PARTS = ("_bucket", "_count", "_sum")
 _SCALARS = {*schema.SERVER_GAUGES.values(), *schema.SERVER_COUNTERS.values()}
 _EXPECTED = _SCALARS - schema.SERVER_OPTIONAL  # those whose absence is warned about
 _EXPECTED_HISTOGRAMS = set(schema.SERVER_HISTOGRAMS.values()) - schema.SERVER_OPTIONAL
-_SAMPLES = _SCALARS | {name + part for name in schema.SERVER_HISTOGRAMS.values() for part in _HISTOGRAM_PARTS}
+_BY_SOURCE = {sample for sample, _ in schema.SERVER_SOURCE_COUNTERS.values()}  # kept per source label, not summed
+_SAMPLES = _SCALARS | _BY_SOURCE
+_SAMPLES |= {name + part for name in schema.SERVER_HISTOGRAMS.values() for part in _HISTOGRAM_PARTS}
 _LINE_STARTS = tuple(name + end for name in _SAMPLES for end in ("{", " "))  # exact sample names, labels or not
 _CONNECTOR_SAMPLES = tuple(schema.SERVER_COUNTERS[column] for column in schema.CONNECTOR_COUNTERS)
 
@@ -31,7 +33,8 @@ Cell = float | int | str  # a CSV cell: a number, or "" when unknown
 
 class Snapshot:
     """One scrape: ``values`` {sample name: value} and ``buckets`` {histogram: {upper bound: cumulative count}},
-    each summed over its label sets (engines, finish reasons, models)."""
+    each summed over its label sets (engines, finish reasons, models); a counter by source also under
+    ``by_source(name, source)`` for each source."""
 
     def __init__(self) -> None:
         self.values: dict[str, float] = defaultdict(float)
@@ -48,7 +51,14 @@ def parse_metrics(text: str) -> Snapshot:
                 snapshot.buckets[sample.name.removesuffix("_bucket")][float(sample.labels["le"])] += sample.value
             else:
                 snapshot.values[sample.name] += sample.value
+                if sample.name in _BY_SOURCE:
+                    snapshot.values[by_source(sample.name, sample.labels.get("source", ""))] += sample.value
     return snapshot
+
+
+def by_source(sample: str, source: str) -> str:
+    """The key in ``Snapshot.values`` of a by-source counter's value for one ``source``."""
+    return sample + "{source=" + repr(source) + "}"
 
 
 def cell(value: float | None) -> Cell:
@@ -152,6 +162,7 @@ class ServerScraper(Exporter):
         row: list[Cell] = [round(now, 3), users, replica]
         row += [cell(values.get(name)) for name in schema.SERVER_GAUGES.values()]
         row += [cell(values.get(name)) for name in schema.SERVER_COUNTERS.values()]
+        row += [cell(values.get(by_source(*counter))) for counter in schema.SERVER_SOURCE_COUNTERS.values()]
         for name in schema.SERVER_HISTOGRAMS.values():
             if previous is None or name not in snapshot.buckets:
                 row += [""] * (2 + len(schema.SERVER_QUANTILES))

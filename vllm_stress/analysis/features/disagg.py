@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from vllm_stress.analysis.io.load import Run
+from vllm_stress.analysis.measures import histogram_mean
 from vllm_stress.core.metrics import in_window
 from vllm_stress.core.pdbound import PD_FIELDS, pd_notes
 
@@ -58,19 +59,15 @@ def counter_gain(rows: pd.DataFrame | None, start: float, end: float, column: st
     return math.fsum(gains) if gains else math.nan
 
 
-def ratio(numerator: float, denominator: float) -> float:
-    return numerator / denominator if denominator > 0 else math.nan
-
-
 def level_fields(prefill: pd.DataFrame | None, decode: pd.DataFrame | None, start: float, end: float) -> list[float]:
     """PD_FIELDS of one window, the client TTFT mean and the split's ratio left NaN (``pd_levels`` sets them)."""
     transfers = window_sum(decode, start, end, "kv_transfer_count")
-    transfer_s = ratio(window_sum(decode, start, end, "kv_transfer_sum_s"), transfers)
+    transfer_s = histogram_mean(decode, start, end, "kv_transfer")
     gigabytes = counter_gain(decode, start, end, "kv_transfer_bytes") / GB
-    decode_ttft = ratio(window_sum(decode, start, end, "ttft_sum_s"), window_sum(decode, start, end, "ttft_count"))
-    prefill_s = ratio(window_sum(prefill, start, end, "http_sum_s"), window_sum(prefill, start, end, "http_count"))
+    decode_ttft = histogram_mean(decode, start, end, "ttft")
+    prefill_s = histogram_mean(prefill, start, end, "http")
     if math.isnan(prefill_s):  # a server without HTTP-layer metrics: its engine's time
-        prefill_s = ratio(window_sum(prefill, start, end, "e2e_sum_s"), window_sum(prefill, start, end, "e2e_count"))
+        prefill_s = histogram_mean(prefill, start, end, "e2e")
     return [
         gauge_sum(prefill, start, end, "running"),
         gauge_sum(prefill, start, end, "waiting"),

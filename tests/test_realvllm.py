@@ -19,6 +19,7 @@ from tests.helpers import (
     NO_CANARIES,
     REPO,
     Server,
+    analyse,
     counters,
     delta,
     locust_stats,
@@ -184,6 +185,8 @@ def test_responses_and_messages_users(run_locust, real_vllm, tmp_path, locustfil
     changed = delta(before, counters(real_vllm.url))
     assert changed["vllm:prompt_tokens_total{}"] == 64 * len(rows)
     assert changed["vllm:generation_tokens_total{}"] == sum(int(r["completion_tokens"]) for r in rows)
+    (level,) = analyse(tmp_path / "run", tmp_path / "report")["levels"]  # its report, from the rows the server counted
+    assert level["requests"] > 0 and level["output_tokens_per_s"] > 0, level
 
 
 @pytest.mark.parametrize("locustfile,args", [("chat", []), ("completions", ["--no-stream"]), ("sdk", [])])

@@ -136,8 +136,9 @@ def mark_unsteady(ax: Axes, levels: pd.DataFrame, x: str, y: str) -> None:
 def place_labels(figure: Figure, labels: Sequence[Annotation], offsets: Sequence[Offset]) -> None:
     """Put each of ``labels`` (annotations in offset points) at the first of ``offsets`` where, as drawn, it lies
     inside its axes and LABEL_GAP_PX clear of every label placed before it; hide it where none is (the report's
-    tables, or the plot's lines, say what it would). Drawing first lays the figure out as it will be saved."""
-    figure.canvas.draw()
+    tables, or the plot's lines, say what it would). A draw without rasterizing first lays the figure out as it will
+    be saved."""
+    figure.draw_without_rendering()
     renderer = figure.canvas.get_renderer()  # type: ignore[attr-defined]  # Agg's
     placed: list[Bbox] = []
     for label in labels:
@@ -164,7 +165,7 @@ def label_points(
     first of a group on the canvas under one label joining their texts with "/" (levels that coincide: "200/500/1000
     users"), each label clear of the others (place_labels); call once every mark of the figure is drawn (the axes'
     limits are final)."""
-    figure.canvas.draw()
+    figure.draw_without_rendering()
     groups: list[tuple[float, float, list[str]]] = []
     for x, y, text in points:
         if math.isnan(x) or math.isnan(y):

@@ -6,6 +6,7 @@ import pytest
 
 from vllm_stress.client.exchange import Exchange, error_event, response_error
 from vllm_stress.core import schema
+from vllm_stress.core.failures import StreamError
 from vllm_stress.master.runfolder import RunFolder, RunFolderExists
 
 
@@ -58,6 +59,22 @@ def test_failure_keeps_the_first_error_and_has_no_tpot():
     ex.fail("Aborted")
     row = dict(zip(schema.REQUEST_COLUMNS, ex.row("w"), strict=True))
     assert row["ok"] == 0 and row["error"] == "HTTP 503" and row["ttft_s"] == "" and row["tpot_s"] == ""
+
+
+def test_a_stream_without_output_fails_unless_it_primed_a_session():
+    """A stream closed by [DONE] whose only token had no text (vLLM sends no event for it) is NoOutput, but for a
+    session primer (--session-primer, users/base.send_request), sent for its prefill; a cut stream fails both."""
+    request, primer = (Exchange(name, 1, 10, 1, check_output=True) for name in ("chat", schema.SESSION_PRIMER))
+    primer.output_needed = False
+    with pytest.raises(StreamError, match="no chunk carried output"):
+        request.check_stream_end(done=True)
+    primer.check_stream_end(done=True)
+    primer.usage({"prompt_tokens": 10, "completion_tokens": 1})
+    primer.finish()
+    row = dict(zip(schema.REQUEST_COLUMNS, primer.row("w"), strict=True))
+    assert (row["ok"], row["error"], row["ttft_s"], row["count_mismatch"]) == (1, "", "", 0)
+    with pytest.raises(StreamError, match="without data: \\[DONE\\]"):
+        primer.check_stream_end(done=False)
 
 
 def test_error_names_are_stable_and_readable():

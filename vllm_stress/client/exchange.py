@@ -84,6 +84,7 @@ class Exchange:
         "connect",
         "burst",
         "audio_s",
+        "output_needed",
     )
 
     def __init__(
@@ -143,6 +144,7 @@ class Exchange:
         self.connect: float | None = None  # seconds the connection it opened took (None: it reused one; pools.py)
         self.burst: int | None = None  # --microburst: the burst it was sent in, from 1 (None: not a burst's)
         self.audio_s: float | None = None  # an audio request's seconds of audio sent (users/audio.py), else None
+        self.output_needed = True  # a stream must carry output; a session primer, sent for its prefill, need not
 
     def cut_at(self, cancel: CancelAfter | None) -> None:
         """The client cancels this request at ``cancel`` (its delay is the sender's deadline, its chunks ``output``'s)."""
@@ -179,10 +181,10 @@ class Exchange:
 
     def check_stream_end(self, done: bool, end: str = "data: [DONE]") -> None:
         """The rule for a complete stream, for every streaming user: it ended with its closing event ``end``
-        (``done``) and at least one chunk carried output."""
+        (``done``) and at least one chunk carried output (unless none was needed: ``output_needed``)."""
         if not done:
             raise StreamError("StreamTruncated", f"the stream ended without {end}")
-        if not self.chunks:
+        if not self.chunks and self.output_needed:
             raise StreamError("NoOutput", "no chunk carried output")
 
     def usage(self, usage: dict[str, Any]) -> None:

@@ -42,7 +42,7 @@ from vllm_stress.client.trace import TraceDone
 from vllm_stress.core import fleet
 from vllm_stress.core.classes import TrafficClass
 from vllm_stress.core.failures import failure_name
-from vllm_stress.core.schema import CANCELLED
+from vllm_stress.core.schema import CANCELLED, SESSION_PRIMER
 from vllm_stress.core.spans import traceparent
 from vllm_stress.users import plugin  # noqa: F401 (the suite's options and event listeners, for every user class)
 from vllm_stress.users.target import TARGETS, Target
@@ -123,14 +123,14 @@ def send_request(
     lag: float | None = None,
     session: tuple[str, int] | None = None,
     burst: int | None = None,
-    name: str | None = None,
+    primer: bool = False,
 ) -> Exchange:
     """Send ``spec`` with ``send(spec, exchange)`` and record it, whatever happens; ``session`` is the (session id,
-    turn) of a multi-turn conversation's request (locustfiles/session.py), ``burst`` the microburst it is sent in,
-    ``name`` its row's and stats entry's name when not the user's (a session's primer, SESSION_PRIMER: no load, no
-    cancellation). Returns the recorded exchange."""
+    turn) of a multi-turn conversation's request (locustfiles/session.py), ``burst`` the microburst it is sent in;
+    ``primer``: a session's primer (--session-primer), named SESSION_PRIMER, never cancelled, sent for its prefill
+    so an answer without text is its success. Returns the recorded exchange."""
     exchange = Exchange(
-        name or user.request_name,
+        SESSION_PRIMER if primer else user.request_name,
         user.target.recorder.level,
         spec.target_prompt_tokens,
         spec.max_tokens,
@@ -140,6 +140,7 @@ def send_request(
         and spec.json_schema is None,
     )
     exchange.endpoint = user.path
+    exchange.output_needed = not primer
     exchange.traffic_class = user.traffic_class.name if user.traffic_class else ""
     apart = spec.canary is not None and not user.target.options.canaries_in_figures
     exchange.stats_name = stats_name(exchange.name, exchange.traffic_class, canary=apart)
@@ -160,7 +161,9 @@ def send_request(
     exchange.video_bytes = sum(len(url) for url in spec.videos)
     if session:
         exchange.session_id, exchange.turn = session
-    if user.target.cancellations and not (spec.canary or name) and getattr(user, "cancellable", True):  # --cancel-share
+    if (
+        user.target.cancellations and not (spec.canary or primer) and getattr(user, "cancellable", True)
+    ):  # --cancel-share
         exchange.cut_at(user.target.cancellations.draw())
     user.target.recorder.started(exchange)
     try:

@@ -37,7 +37,6 @@ from vllm_stress.client.sessiontrace import (
 )
 from vllm_stress.client.sharegpt import is_sharegpt, read_conversations
 from vllm_stress.client.trace import TraceLine
-from vllm_stress.core.schema import SESSION_PRIMER
 from vllm_stress.users import chat  # the module, not the class: Locust would run every User class in this file
 from vllm_stress.users.base import canary_request, send_request
 from vllm_stress.users.target import TARGETS
@@ -209,7 +208,7 @@ class ChatSessionUser(chat.ChatUser):
         if not (conversation.recorded and conversation.turn and self.environment.parsed_options.session_primer):
             return
         spec = self.recorded_turn(conversation, workload)  # conversation.turn: the last turn skipped
-        send_request(self, replace(spec, max_tokens=1, session_turns=None), self.send, name=SESSION_PRIMER)
+        send_request(self, replace(spec, max_tokens=1, session_turns=None), self.send, primer=True)
 
     def pin(self, session_id: str) -> str:
         """Start conversation ``session_id`` (returned): its affinity header, no cookie of the last one's router, and

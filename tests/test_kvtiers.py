@@ -282,7 +282,8 @@ def test_a_followed_block_has_vllms_lifetime_idle_time_and_reuse_gaps():
     """vLLM's KVCacheMetricsCollector: the lifetime runs from the block's birth, the idle time from its last access
     (a prefix hit, BlockPool.touch), and the reuse gaps are between accesses, the birth not among them."""
     clock = Clock()
-    kv = KVCache(3, 16, True, residency=Residency(1.0, clock))  # 2 usable blocks
+    kv = KVCache(3, 16, True)  # 2 usable blocks
+    kv.residency = Residency(1.0, clock)
     cached_run(kv, clock, 1.0, (7,), 16)  # block 7 registered (born) at t=1, then free but cached
     cached_run(kv, clock, 3.0, (7,), 17)  # 17 tokens: block 7 is a hit (the last token is computed)
     cached_run(kv, clock, 4.0, (7,), 17)
@@ -321,7 +322,8 @@ def test_the_sample_rate_picks_the_blocks_followed_reproducibly():
 
 def test_a_reset_cache_forgets_the_followed_blocks():
     clock = Clock()
-    kv = KVCache(3, 16, True, residency=Residency(1.0, clock))
+    kv = KVCache(3, 16, True)
+    kv.residency = Residency(1.0, clock)
     cached_run(kv, clock, 1.0, (7,), 16)
     clock.now = 2.0
     assert kv.reset_prefix_cache() and kv.residency.blocks == {}

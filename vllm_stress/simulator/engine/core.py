@@ -56,10 +56,9 @@ class Engine:
         self.grammars = GrammarCache(profile)
         self.leak: Leak | None = None  # --leak-step-ms-per-min, --leak-mb-per-min (leak.py)
 
-    def track_residency(self, sample: float, seed: int = 0) -> Residency:
+    def track_residency(self, sample: float, seed: int = 0) -> None:
         """Follow a ``sample`` of the cached blocks in engine time (--kv-cache-metrics: residency.py)."""
         self.kv.residency = Residency(sample, lambda: self.clock, seed)
-        return self.kv.residency
 
     @property
     def has_work(self) -> bool:

@@ -95,14 +95,7 @@ class KVCache:
     OffloadingConnector stores each newly computed block, so a block the GPU evicts is still found on the host. With
     ``residency`` (--kv-cache-metrics) the cached blocks' births, prefix hits and evictions are reported to it."""
 
-    def __init__(
-        self,
-        num_blocks: int,
-        block_size: int,
-        caching: bool,
-        host: HostTier | None = None,
-        residency: Residency | None = None,
-    ) -> None:
+    def __init__(self, num_blocks: int, block_size: int, caching: bool, host: HostTier | None = None) -> None:
         self.num_blocks = num_blocks
         self.block_size = block_size
         self.caching = caching
@@ -111,7 +104,7 @@ class KVCache:
         self.refs: dict[int, int] = {}  # hash of a cached block -> sequences holding it
         self.evictable: OrderedDict[int, None] = OrderedDict()  # cached blocks held by none, least recently freed first
         self.host = host
-        self.residency = residency
+        self.residency: Residency | None = None  # set by Engine.track_residency
 
     @property
     def free_blocks(self) -> int:

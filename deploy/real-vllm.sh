@@ -95,6 +95,15 @@ model() {
   echo "$stamp" >"$model_dir/.built"
 }
 
+# one install at a time: other starts (another clone's, another test process's) that find it missing wait for it
+with_install_lock() {
+  mkdir -p "$home"
+  (
+    flock 9
+    "$@"
+  ) 9>"$home/install.lock"
+}
+
 running() { [[ -f $state ]] && kill -0 "$(state_value PID)" 2>/dev/null; }
 
 state_value() { sed -n "s/^$1=//p" "$state"; }
@@ -120,7 +129,7 @@ start() {
     return
   fi
   [[ ! -f $state ]] || stop # a dead or unready server from an earlier start
-  model
+  with_install_lock model
   local port url pid cache server_log deadline server_cpus client_cpus pin=()
   read -r server_cpus client_cpus <<<"$(cpu_split)"
   [[ $server_cpus == - ]] || pin=(taskset -c "$server_cpus")
@@ -181,12 +190,13 @@ status() {
 }
 
 lora() {
-  model
+  with_install_lock model
   "$venv/bin/python" "$here/tiny_lora.py" "$model_dir" "$1" "${2:-8}"
 }
 
 case ${1:-} in
-  install | model | stop | status) "$1" ;;
+  install | model) with_install_lock "$1" ;;
+  stop | status) "$1" ;;
   lora) shift; lora "$@" ;;
   start) shift; start "$@" ;;
   -h | --help) usage ;;

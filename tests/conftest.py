@@ -10,6 +10,7 @@ Processes run on 127.0.0.1 (or in network namespaces of their own) and are stopp
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import importlib
 import json
 import os
@@ -82,36 +83,50 @@ def import_locust_unpatched() -> None:
 import_locust_unpatched()
 
 
-# the files of the real-vLLM tests: one test process runs them all, one file after the other (real_vllm_files)
-REAL_VLLM_FILES = ("tests/test_realvllm.py", "tests/test_realvllm_traffic.py", "tests/test_realvllm_pooling.py")
+# the real-vLLM files, each with its own real vLLM, at the head of the suite: the first on one test process, the
+# other two on another, one after the other; the first to start installs vLLM when it is missing (deploy/real-vllm.sh
+# holds the others on its lock), and one server starts at a time (serve_real_vllm)
+REAL_VLLM_FILES = ("tests/test_realvllm.py", "tests/test_realvllm_pooling.py", "tests/test_realvllm_traffic.py")
+REAL_VLLM_PAIRED = REAL_VLLM_FILES[1:]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark each test's tiers by the fixtures it uses, and put the longest files first: the test processes take a
-    file at a time (pytest-xdist's ``--dist loadfile``), so the files that start last decide when the suite ends. A
-    file's length is told by its tests that run whole load tests (WHOLE_RUNS), then by those that start anything."""
+    file at a time (pytest-xdist's ``--dist loadfile``), so the files that start last decide when the suite ends.
+    The real-vLLM files come first (REAL_VLLM_FILES); then a file's length is told by its tests that run whole load
+    tests (WHOLE_RUNS), then by those that start anything."""
     for item in items:
         markers = {marker for name in item.fixturenames for marker in TIERS.get(name, ())}
         for marker in sorted(markers) or ["fast"]:
             item.add_marker(marker)
-        if "realvllm" in markers and item.nodeid.split("::")[0] not in REAL_VLLM_FILES:
+        if "realvllm" in markers and file_of(item.nodeid) not in REAL_VLLM_FILES:
             raise pytest.UsageError(f"{item.nodeid} needs a real vLLM: its file belongs in REAL_VLLM_FILES")
     whole_runs = Counter(item.path for item in items if WHOLE_RUNS.intersection(item.fixturenames))
     starting = Counter(item.path for item in items if item.get_closest_marker("fast") is None)
-    items.sort(key=lambda item: (-whole_runs[item.path], -starting[item.path]))  # stable: a file's tests in order
+
+    def order(item: pytest.Item) -> tuple[int, int, int]:
+        file = file_of(item.nodeid)
+        first = REAL_VLLM_FILES.index(file) if file in REAL_VLLM_FILES else len(REAL_VLLM_FILES)
+        return first, -whole_runs[item.path], -starting[item.path]
+
+    items.sort(key=order)  # stable: a file's tests stay in order
 
 
-class RealVllmFilesTogether(LoadFileScheduling):
-    """``--dist loadfile``, except that REAL_VLLM_FILES are one unit of work: one test process runs them one after
-    the other, so two real vLLMs never share the cores."""
+def file_of(nodeid: str) -> str:
+    return nodeid.split("::")[0]
+
+
+class PairedRealVllmFiles(LoadFileScheduling):
+    """``--dist loadfile``, except that REAL_VLLM_PAIRED are one unit of work: one test process runs them one after
+    the other, beside the first real-vLLM file's process."""
 
     def _split_scope(self, nodeid: str) -> str:
         scope = super()._split_scope(nodeid)
-        return "real-vllm" if scope in REAL_VLLM_FILES else scope
+        return "real-vllm-paired" if scope in REAL_VLLM_PAIRED else scope
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log) -> LoadFileScheduling | None:
-    return RealVllmFilesTogether(config, log) if config.getvalue("dist") == "loadfile" else None
+    return PairedRealVllmFiles(config, log) if config.getvalue("dist") == "loadfile" else None
 
 
 def skip_reason(report: pytest.TestReport) -> str:
@@ -412,7 +427,11 @@ def serve_real_vllm(tmp_path_factory, *flags: str, env: dict[str, str] | None = 
         }
     )
     command = ["bash", REAL_VLLM_SCRIPT, "start", *flags]
-    started = subprocess.run(command, env=env, capture_output=True, text=True, timeout=540)
+    # one start at a time: three real vLLMs started together each took over three minutes on the one core they are
+    # pinned to, past the start's bound; an idle server costs next to nothing once it is up
+    with (tmp_path_factory.getbasetemp().parent / "real-vllm-start.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        started = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
     own_cpus = os.sched_getaffinity(0)
     try:
         assert started.returncode == 0, started.stderr[-3000:]

@@ -34,6 +34,7 @@ from tests.helpers import REPO, Server
 from tests.netns import Network, netns_unavailable
 from tests.shapes import METRICS_FLAGS
 from tests.startguard import sitecustomize as startguard
+from vllm_stress.analysis.figures import FIGURES_ENV
 from vllm_stress.scenarios.run.runner import free_port
 from vllm_stress.simulator.process import start_simulator
 
@@ -67,6 +68,9 @@ CHROMIUM_ARGS = [
 ]
 REAL_VLLM_SCRIPT = REPO / "deploy" / "real-vllm.sh"
 CI = os.environ.get("CI") == "true"  # CI=true: a test that would skip fails instead
+# the reports the tests write, in this process and in those it starts, leave their PNG figures out (a second of
+# matplotlib each, about a tenth of a load test's CPU); a test that looks at them asks for the `figures` fixture
+os.environ[FIGURES_ENV] = "0"
 
 
 def import_locust_unpatched() -> None:
@@ -475,6 +479,12 @@ def real_vllm_traffic(tmp_path_factory, vllm_profile_dir):
     profiler["torch_profiler_use_gzip"] = False
     flags = (*TRAFFIC_FLAGS, "--profiler-config", json.dumps(profiler))
     yield from serve_real_vllm(tmp_path_factory, *flags, env={"VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True"})
+
+
+@pytest.fixture
+def figures(monkeypatch):
+    """The reports this test writes draw their figures, as they do outside the tests (FIGURES_ENV above)."""
+    monkeypatch.setenv(FIGURES_ENV, "1")
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ CONTRACT_LEVEL_KEYS = {
 }
 
 
-def test_outputs_and_summary_contract(tmp_path, capsys):
+def test_outputs_and_summary_contract(tmp_path, capsys, figures):
     run = small_run(tmp_path / "run")
     code, out, _ = run_cli(capsys, run, "--out", tmp_path / "out", "--gpus", "2", "--slo", "ttft=2s,e2e=1500ms")
     assert code == 0 and "report.md" in out
@@ -50,7 +50,16 @@ def test_outputs_and_summary_contract(tmp_path, capsys):
     assert summary["levels"][0]["goodput_ratio"] == 0.0  # every e2e is 5 s > 1.5 s
 
 
-def test_html_is_self_contained(tmp_path, capsys):
+def test_no_figures_writes_the_report_without_them(tmp_path, capsys, figures):
+    """--no-figures wins over the environment's default (drawn, here): no PNG, and the report says why."""
+    code, _, _ = run_cli(capsys, small_run(tmp_path / "run"), "--out", tmp_path / "out", "--no-figures")
+    assert code == 0 and not list((tmp_path / "out").glob("*.png"))
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert "## Plots\n\nNot drawn: this report was written with --no-figures" in report and "![" not in report
+    assert "<img" not in (tmp_path / "out" / "report.html").read_text()
+
+
+def test_html_is_self_contained(tmp_path, capsys, figures):
     run_cli(capsys, small_run(tmp_path / "run"), "--out", tmp_path / "out")
     page = (tmp_path / "out" / "report.html").read_text()
     sources = re.findall(r'src="([^"]*)"', page)

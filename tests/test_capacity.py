@@ -171,7 +171,7 @@ def two_level_run(folder, e2e_by_level):
     return write_run(folder, pd.concat(parts), LEVELS, meta={"model": folder.name})
 
 
-def test_the_pareto_front_is_the_levels_no_other_beats(tmp_path, capsys):
+def test_the_pareto_front_is_the_levels_no_other_beats(tmp_path, capsys, figures):
     a = two_level_run(tmp_path / "a", {5: 2.5, 10: 5.0})  # (44, 200) and (22, 200): beaten by a/5
     b = two_level_run(tmp_path / "b", {5: 5.0, 10: 4.0})  # (22, 100): beaten; (27.5, 250): the most tok/s
     out = tmp_path / "out"

@@ -19,7 +19,7 @@ RELOAD_SLACK_S = 2.0  # a kept-alive connection nginx's old worker closes at a r
 RULE = {"target_waiting": 2.0, "startup_delay_s": 2.0, "poll_s": 0.5, "scale_down_after_s": 60.0}
 
 
-def test_a_spike_grows_the_fleet_and_the_report_times_the_scale_up(scaler, run_locust, tmp_path):
+def test_a_spike_grows_the_fleet_and_the_report_times_the_scale_up(scaler, run_locust, tmp_path, figures):
     fleet = scaler(3, [*SLOW_SIM, "--max-num-seqs", "3"], **RULE)  # one replica holds the base, not the spike
     out = tmp_path / "run"
     args = ["-f", "locustfiles/chat.py,scenarios/shape.py", "-H", fleet.router, *SHORT, "--shape", SPIKE]

@@ -92,7 +92,7 @@ def soak_record(folder: Path) -> tuple[dict, pd.DataFrame, np.ndarray]:
     return soak, served[served["path"].str.contains("chat")], scrapes["resident_memory"].dropna().to_numpy() / 2**20
 
 
-def test_a_leaking_server_drifts_and_a_sound_one_does_not(simulator, run_locust, tmp_path):
+def test_a_leaking_server_drifts_and_a_sound_one_does_not(simulator, run_locust, tmp_path, figures):
     runs = [start_soak(simulator, tmp_path / "leak", *LEAK), start_soak(simulator, tmp_path / "sound")]
     with ThreadPoolExecutor(2) as pool:  # the two soaks side by side: one test's time
         for proc in pool.map(lambda run: run_locust(*run[0], timeout=60), runs):

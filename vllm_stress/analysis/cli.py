@@ -22,6 +22,7 @@ from vllm_stress.analysis.compare.compare_report import (
 )
 from vllm_stress.analysis.features.spec_counters import ACCEPTED_LENGTH, crossover_text
 from vllm_stress.analysis.features.traces import DEFAULT_WINDOW_S
+from vllm_stress.analysis.figures import FIGURES_ENV
 from vllm_stress.analysis.io import store, vllm_json
 from vllm_stress.analysis.io.load import AnalysisError
 from vllm_stress.analysis.measures import LATENCY_METRICS
@@ -105,6 +106,14 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         default=DEFAULT_WINDOW_S,
         metavar="SECONDS",
         help=f"window of the per-window tables of open-loop runs and trace replays (default {DEFAULT_WINDOW_S:g})",
+    )
+    parser.add_argument(
+        "--no-figures",
+        dest="figures",
+        action="store_false",
+        default=None,
+        help=f"write the report without its PNG figures, about a second less per report (default: drawn, unless "
+        f"${FIGURES_ENV} is 0)",
     )
     parser.add_argument(
         "--db",
@@ -214,6 +223,7 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
             window_s=args.window,
             gpu_hour_price=parse_prices(args.gpu_hour_price),
             canaries_in_figures=args.canaries_in_figures or None,
+            figures=args.figures,
         )
         if args.export_vllm:
             vllm_json.export(summary, args.export_vllm)

@@ -10,6 +10,7 @@ from typing import Any
 from vllm_stress.analysis import levels as level_defs
 from vllm_stress.analysis import stats
 from vllm_stress.analysis.features import features
+from vllm_stress.analysis.figures import NO_FIGURES_NOTE
 from vllm_stress.analysis.figures.pareto import pareto_blocks
 from vllm_stress.analysis.measures import Level
 from vllm_stress.analysis.report.gpus import gpu_blocks
@@ -36,8 +37,8 @@ def with_ci(level: Level, field: str, fmt: Callable[[float | None], str]) -> str
     return text if ci95 is None else f"{text} ± {fmt(ci95)}"
 
 
-def build_report(summary: Summary, plots: dict[str, Path]) -> list[Block]:
-    """Every block of the report, in order."""
+def build_report(summary: Summary, plots: dict[str, Path] | None) -> list[Block]:
+    """Every block of the report, in order (``plots`` None: its figures were not drawn)."""
     configs = summary["configs"]
     blocks: list[Block] = [*twin_blocks(configs), Heading(TITLE, 1), Paragraph(overview(summary))]
     blocks += client_limit_blocks(configs) + lost_worker_blocks(summary["lost_workers"], summary["unaccounted"])
@@ -53,7 +54,8 @@ def build_report(summary: Summary, plots: dict[str, Path]) -> list[Block]:
         blocks += [Heading(f"Per level: {label}"), Paragraph(config_caption(config)), level_table(config)]
         blocks += [block for feature in features() for block in feature.blocks(label, config, configs)]
         blocks += error_blocks(config)
-    blocks += [Heading("Plots")] + [Image(title, path) for title, path in plots.items()]
+    blocks += [Heading("Plots")]
+    blocks += [Paragraph(NO_FIGURES_NOTE)] if plots is None else [Image(title, path) for title, path in plots.items()]
     blocks += method_blocks(summary)
     return blocks
 

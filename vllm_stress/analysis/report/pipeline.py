@@ -12,6 +12,7 @@ import pandas as pd
 
 from vllm_stress.analysis.features import RunLevels, features
 from vllm_stress.analysis.features.class_levels import only_class
+from vllm_stress.analysis.figures import figures_wanted
 from vllm_stress.analysis.figures.pareto import PARETO_PLOT, pareto_points, plot_pareto
 from vllm_stress.analysis.figures.plots import Timeline, write_plots
 from vllm_stress.analysis.io import llmd, store
@@ -42,6 +43,7 @@ def analyse(
     window_s: float | None = None,
     gpu_hour_price: float | Mapping[str, float] | None = None,
     canaries_in_figures: bool | None = None,
+    figures: bool | None = None,
 ) -> Summary:
     """Analyse run folders and write the report into ``out``; returns the summary (the summary.json content).
 
@@ -54,7 +56,8 @@ def analyse(
     default, ``vllm_stress.analysis.features.traces``). ``gpu_hour_price``: $ per GPU-hour for every config, or
     {label: price} ("*" for the rest), for the cost per million tokens (needs the config's GPUs).
     ``canaries_in_figures``: True counts the correctness canaries' requests in every figure (None: as each run.json
-    says; they are kept apart unless it says otherwise). Raises AnalysisError on bad input.
+    says; they are kept apart unless it says otherwise). ``figures``: False writes the report without its PNG figures
+    (None: as $VLLM_STRESS_FIGURES says, drawn unless it is "0"). Raises AnalysisError on bad input.
     """
     if not dirs:
         raise AnalysisError("no run folder given")
@@ -75,7 +78,7 @@ def analyse(
     lost = [{"run": str(run.path), **lost} for run in every_run for lost in run.meta.get("lost_workers") or []]
     missing = [entry for run in every_run for entry in unaccounted_requests(run)]
     summary = build_summary(configs, dict(slo) if slo else None, lost, missing)
-    write_outputs(summary, timelines, Path(out))
+    write_outputs(summary, timelines if figures_wanted(figures) else None, Path(out))
     llmd.write_reports(analysed, Path(out))  # llm-d's Benchmark Report of each run and level, beside ours
     db = db or store.default_db()
     if db:
@@ -174,21 +177,27 @@ def describe_run(run: Run, partial: bool) -> RunInfo:
     }
 
 
-def write_outputs(summary: Summary, timelines: dict[str, list[Timeline]], out: Path) -> None:
-    """Plots, report.md, report.html and summary.json into ``out`` (created if needed)."""
+def write_outputs(summary: Summary, timelines: dict[str, list[Timeline]] | None, out: Path) -> None:
+    """Plots (unless ``timelines`` is None: no figures), report.md, report.html and summary.json into ``out``
+    (created if needed)."""
     if out.exists() and not out.is_dir():
         raise AnalysisError(f"{out}: output path exists and is not a folder")
     out.mkdir(parents=True, exist_ok=True)
+    blocks = build_report(summary, None if timelines is None else write_figures(summary, timelines, out))
+    (out / REPORT_MD).write_text(to_markdown(blocks))
+    (out / REPORT_HTML).write_text(to_html(blocks, TITLE))
+    (out / SUMMARY_JSON).write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n")
+
+
+def write_figures(summary: Summary, timelines: dict[str, list[Timeline]], out: Path) -> dict[str, Path]:
+    """Every figure of the report as a PNG in ``out``: {title: path}."""
     plots = write_plots(summary["configs"], timelines, out)
     for feature in features():
         plots |= feature.figures(summary["configs"], out)
     points = pareto_points(summary["configs"])
     if not points.empty:
         plots[PARETO_PLOT] = plot_pareto(points, summary["slo"], out / "pareto.png")
-    blocks = build_report(summary, plots)
-    (out / REPORT_MD).write_text(to_markdown(blocks))
-    (out / REPORT_HTML).write_text(to_html(blocks, TITLE))
-    (out / SUMMARY_JSON).write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n")
+    return plots
 
 
 def unaccounted_requests(run: Run) -> list[Unaccounted]:

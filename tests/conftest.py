@@ -416,20 +416,17 @@ TRAFFIC_FLAGS += ("--enable-log-requests",)  # a line per request naming its LoR
 TRAFFIC_FLAGS += ("--enable-auto-tool-choice", "--tool-call-parser", "hermes")
 
 
-def serve_real_vllm(tmp_path_factory, *flags: str, env: dict[str, str] | None = None):
+def serve_real_vllm(tmp_path_factory, *flags: str, env: dict[str, str] | None = None, spans: bool = True):
     """A real vLLM (CPU build, deploy/real-vllm.sh) started with ``flags``, stopped when the generator closes. It has
     its own state file, so a server the user started is left alone. The server is pinned to its cores and this
-    process, with the Locust processes it starts, to the others."""
+    process, with the Locust processes it starts, to the others. With ``spans`` it exports its request spans to the
+    Server's otlp_port, where a test's --otlp-port takes them (without a receiver, vLLM's exporter retries each batch
+    and holds the server's stop for 30 s)."""
     state = tmp_path_factory.mktemp("real-vllm") / "server.env"
-    otlp_port = free_port()  # where it sends its request spans: a test's --otlp-port receives them
-    env = (
-        os.environ
-        | (env or {})
-        | {
-            "REAL_VLLM_STATE": str(state),
-            "REAL_VLLM_OTLP_ENDPOINT": f"http://127.0.0.1:{otlp_port}/v1/traces",
-        }
-    )
+    otlp_port = free_port() if spans else 0
+    env = os.environ | (env or {}) | {"REAL_VLLM_STATE": str(state)}
+    if spans:
+        env |= {"REAL_VLLM_OTLP_ENDPOINT": f"http://127.0.0.1:{otlp_port}/v1/traces"}
     command = ["bash", REAL_VLLM_SCRIPT, "start", *flags]
     # one start at a time: three real vLLMs started together each took over three minutes on the one core they are
     # pinned to, past the start's bound; an idle server costs next to nothing once it is up
@@ -460,7 +457,7 @@ def real_vllm(tmp_path_factory):
 def real_vllm_pooling(tmp_path_factory):
     """One real vLLM for the module serving the tiny model as an embedding model (vLLM's pooling runner, the model
     converted to embed): /v1/embeddings, /rerank and /score (tests/test_realvllm_pooling.py)."""
-    yield from serve_real_vllm(tmp_path_factory, "--runner", "pooling", "--convert", "embed")
+    yield from serve_real_vllm(tmp_path_factory, "--runner", "pooling", "--convert", "embed", spans=False)
 
 
 @pytest.fixture(scope="module")
@@ -478,7 +475,7 @@ def real_vllm_traffic(tmp_path_factory, vllm_profile_dir):
     profiler = {"profiler": "torch", "torch_profiler_dir": str(vllm_profile_dir), "torch_profiler_with_stack": False}
     profiler["torch_profiler_use_gzip"] = False
     flags = (*TRAFFIC_FLAGS, "--profiler-config", json.dumps(profiler))
-    yield from serve_real_vllm(tmp_path_factory, *flags, env={"VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True"})
+    yield from serve_real_vllm(tmp_path_factory, *flags, env={"VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True"}, spans=False)
 
 
 @pytest.fixture

@@ -185,7 +185,7 @@ def delta(before: dict, after: dict) -> dict[str, float]:
 
 
 def run_user(run_locust, server: Server, out, locustfile: str, *args: str) -> list[dict]:
-    """Two users of ``locustfile`` for 4 s against ``server`` (in-flight requests finish: --stop-timeout); returns the
+    """Two users of ``locustfile`` for 2 s against ``server`` (in-flight requests finish: --stop-timeout); returns the
     rows of requests.csv."""
     proc = run_locust(
         "-f",
@@ -197,7 +197,7 @@ def run_user(run_locust, server: Server, out, locustfile: str, *args: str) -> li
         "-r",
         "2",
         "-t",
-        "4s",
+        "2s",
         "--stop-timeout",
         "30",
         "--results-dir",

@@ -357,7 +357,7 @@ def test_what_held_requests_back_is_measured_not_guessed(scenarios, real_vllm, t
         "--workers",
         "1",
         "--locust-arg=--levels=2,8",
-        "--locust-arg=--step-time=10",
+        "--locust-arg=--step-time=6",
     ]
     assert scenarios(args) == 0
     summary = json.loads((out / "report" / "summary.json").read_text())
@@ -401,7 +401,7 @@ def test_sessions_carry_the_history_and_vllm_caches_it(run_locust, real_vllm, tm
         "--think-time",
         "0.1",
         "-t",
-        "20s",
+        "8s",
         *SHORT[4:],
     )
     ok = [r for r in rows if r["ok"] == "1"]
@@ -431,7 +431,7 @@ def test_shared_prefix_rows_record_cached_tokens(run_locust, real_vllm, tmp_path
         "--prefix-groups",
         "1",
         "-t",
-        "10s",
+        "4s",
         *SHORT[4:],
     )
     check_rows(rows, "chat", prompt=512)
@@ -466,7 +466,7 @@ def test_a_target_hit_rate_is_what_vllms_own_counters_measure(run_locust, real_v
 
 
 def test_a_vllm_bench_serve_result_beside_a_locust_run_of_the_same_shape(scenarios, real_vllm, tmp_path, capsys):
-    """vLLM's own client (``vllm bench serve --save-result``, 4 in flight, 48 chat requests of 128 prompt tokens
+    """vLLM's own client (``vllm bench serve --save-result``, 4 in flight, 24 chat requests of 128 prompt tokens
     with the template and 32 output tokens) and the smoke scenario at 4 users against the same server, set side by
     side by ``compare``: one level (4) on both sides, the vLLM side ungated (it has no steady-state verdict)."""
     from benchmarks.crosscheck_vllm_bench import HOME, chat_overhead, run_vllm_bench
@@ -477,12 +477,12 @@ def test_a_vllm_bench_serve_result_beside_a_locust_run_of_the_same_shape(scenari
         tokenizer=str(HOME / "model"),
         input_tokens=128,
         output_tokens=32,
-        requests=48,
+        requests=24,
         concurrency=4,
         client_cpus="",
     )  # this process is pinned already (the fixture); vllm bench inherits it
     bench = run_vllm_bench(shape, real_vllm.url, tmp_path, chat_overhead(real_vllm.url, real_vllm.model))
-    assert bench["requests"] == 48 and bench["failed"] == 0
+    assert bench["requests"] == 24 and bench["failed"] == 0
     args = [
         "run",
         "--scenario",

@@ -24,8 +24,8 @@ NOT_INSTALLED = { echo "$(1) is not installed: run 'make $(2)' as root (Debian's
 $(STAMP): requirements.txt requirements-dev.txt requirements-uv.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q -r requirements-uv.txt
-	$(VENV)/bin/uv pip install -q --python $(PY) -r requirements.txt -r requirements-dev.txt
-	$(VENV)/bin/uv pip install -q --python $(PY) --no-deps -e .
+	$(VENV)/bin/uv pip install -q --compile-bytecode --python $(PY) -r requirements.txt -r requirements-dev.txt
+	$(VENV)/bin/uv pip install -q --compile-bytecode --python $(PY) --no-deps -e .
 	touch $(STAMP)
 
 venv: $(STAMP)

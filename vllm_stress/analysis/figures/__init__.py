@@ -9,6 +9,6 @@ NO_FIGURES_NOTE = (
 )
 
 
-def figures_wanted(asked: bool | None = None) -> bool:
+def figures_wanted(asked: bool | None) -> bool:
     """Whether a report draws its figures: as ``asked``, else as FIGURES_ENV says (drawn unless it is "0")."""
     return asked if asked is not None else os.environ.get(FIGURES_ENV, "1") != "0"

@@ -78,7 +78,7 @@ def analyse(
     lost = [{"run": str(run.path), **lost} for run in every_run for lost in run.meta.get("lost_workers") or []]
     missing = [entry for run in every_run for entry in unaccounted_requests(run)]
     summary = build_summary(configs, dict(slo) if slo else None, lost, missing)
-    write_outputs(summary, timelines if figures_wanted(figures) else None, Path(out))
+    write_outputs(summary, timelines, Path(out), figures_wanted(figures))
     llmd.write_reports(analysed, Path(out))  # llm-d's Benchmark Report of each run and level, beside ours
     db = db or store.default_db()
     if db:
@@ -177,13 +177,13 @@ def describe_run(run: Run, partial: bool) -> RunInfo:
     }
 
 
-def write_outputs(summary: Summary, timelines: dict[str, list[Timeline]] | None, out: Path) -> None:
-    """Plots (unless ``timelines`` is None: no figures), report.md, report.html and summary.json into ``out``
-    (created if needed)."""
+def write_outputs(summary: Summary, timelines: dict[str, list[Timeline]], out: Path, figures: bool) -> None:
+    """The figures (unless not ``figures``), report.md, report.html and summary.json into ``out`` (created if
+    needed)."""
     if out.exists() and not out.is_dir():
         raise AnalysisError(f"{out}: output path exists and is not a folder")
     out.mkdir(parents=True, exist_ok=True)
-    blocks = build_report(summary, None if timelines is None else write_figures(summary, timelines, out))
+    blocks = build_report(summary, write_figures(summary, timelines, out) if figures else None)
     (out / REPORT_MD).write_text(to_markdown(blocks))
     (out / REPORT_HTML).write_text(to_html(blocks, TITLE))
     (out / SUMMARY_JSON).write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n")

@@ -15,6 +15,10 @@ CHROMIUM ?= /usr/bin/chromium
 PROMETHEUS ?= /usr/bin/prometheus
 NGINX ?= /usr/sbin/nginx
 export CHROMIUM PROMETHEUS NGINX  # where the tests look for them
+# Python writes the bytecode of what it compiles: the suite's ~600 processes (Locust, simulators, pytest's workers)
+# import the same modules, and with PYTHONDONTWRITEBYTECODE set each compiled them again (pytest's collection 8.6
+# CPU-seconds in each worker against 4.0, benchmarks/tests.md)
+unexport PYTHONDONTWRITEBYTECODE
 # a program that cannot be installed here: its tests are skipped, or with CI=true the run stops
 NOT_INSTALLED = { echo "$(1) is not installed: run 'make $(2)' as root (Debian's apt-get); its tests $(if \
   $(filter true,$(CI)),fail with CI=true,will be skipped)"; $(if $(filter true,$(CI)),exit 1,true); }

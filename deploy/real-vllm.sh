@@ -45,8 +45,11 @@ EOF
 
 log() { echo "real-vllm.sh: $*" >&2; }
 
+# the check imports vLLM (4 CPU-seconds): it runs once per install, and its pass is kept in the venv for each start
 venv_works() {
-  [[ -x $venv/bin/python ]] && "$venv/bin/python" - "$version" <<'EOF' 2>/dev/null
+  [[ -x $venv/bin/python ]] || return 1
+  [[ $(cat "$venv/.works" 2>/dev/null) != "$version" ]] || return 0
+  "$venv/bin/python" - "$version" <<'EOF' 2>/dev/null || return 1
 import importlib.util
 import sys
 
@@ -62,6 +65,7 @@ assert is_tracing_available()
 import opentelemetry.exporter.otlp.proto.http.trace_exporter  # noqa: F401
 import opentelemetry.semconv_ai  # noqa: F401
 EOF
+  echo "$version" >"$venv/.works"
 }
 
 install() {
@@ -130,25 +134,26 @@ start() {
   fi
   [[ ! -f $state ]] || stop # a dead or unready server from an earlier start
   with_install_lock model
-  local port url pid cache server_log deadline server_cpus client_cpus pin=()
+  local port url pid server_log deadline server_cpus client_cpus pin=()
   read -r server_cpus client_cpus <<<"$(cpu_split)"
   [[ $server_cpus == - ]] || pin=(taskset -c "$server_cpus")
   port=$("$venv/bin/python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   url=http://127.0.0.1:$port
-  cache=$(mktemp -d)
   server_log=${state%.env}.log
   mkdir -p "$(dirname "$state")"
   local traces=()
   [[ -z ${REAL_VLLM_OTLP_ENDPOINT:-} ]] || traces=(--otlp-traces-endpoint "$REAL_VLLM_OTLP_ENDPOINT")
   # setsid: the server gets its own process group, so stop can also reach its engine processes
-  HF_HUB_OFFLINE=1 VLLM_HOST_IP=127.0.0.1 VLLM_CPU_KVCACHE_SPACE=1 VLLM_CACHE_ROOT=$cache \
+  # vLLM's cache shared by the servers started from here: a model class is inspected (a subprocess importing torch,
+  # 6 CPU-seconds) once, not at each start
+  HF_HUB_OFFLINE=1 VLLM_HOST_IP=127.0.0.1 VLLM_CPU_KVCACHE_SPACE=1 VLLM_CACHE_ROOT=$home/vllm-cache \
     OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/protobuf OTEL_BSP_SCHEDULE_DELAY=500 \
     setsid "${pin[@]}" "$venv/bin/python" -m vllm.entrypoints.launchers.api_server.entry --model "$model_dir" \
     --served-model-name "$name" --host 127.0.0.1 --port "$port" --dtype bfloat16 --max-model-len 4096 \
     --enforce-eager --enable-prompt-tokens-details "${traces[@]}" "$@" >"$server_log" 2>&1 </dev/null &
   pid=$!
-  printf 'PID=%s\nURL=%s\nMODEL=%s\nLOG=%s\nCACHE=%s\nSERVER_CPUS=%s\nCLIENT_CPUS=%s\n' "$pid" "$url" "$name" \
-    "$server_log" "$cache" "${server_cpus#-}" "${client_cpus#-}" >"$state"
+  printf 'PID=%s\nURL=%s\nMODEL=%s\nLOG=%s\nSERVER_CPUS=%s\nCLIENT_CPUS=%s\n' "$pid" "$url" "$name" \
+    "$server_log" "${server_cpus#-}" "${client_cpus#-}" >"$state"
   deadline=$((SECONDS + ${REAL_VLLM_START_TIMEOUT:-180}))
   until lists_model "$url"; do
     if ! kill -0 "$pid" 2>/dev/null || ((SECONDS > deadline)); then
@@ -178,10 +183,7 @@ stop() {
     fi
     log "stopped PID $pid"
   fi
-  if [[ -f $state ]]; then
-    rm -rf "$(state_value CACHE)"
-    rm -f "$state"
-  fi
+  rm -f "$state"
 }
 
 status() {

@@ -362,7 +362,9 @@ def test_what_held_requests_back_is_measured_not_guessed(scenarios, real_vllm, t
     assert scenarios(args) == 0
     summary = json.loads((out / "report" / "summary.json").read_text())
     for level in summary["levels"]:
-        assert 0 < level["server_http_held_mean"] <= 1.1 * level["users"], level
+        # Little's law over the scrapes inside a 6 s window: within its own margin (a request cut by an edge counts
+        # whole or not at all) of the users, who hold at most one request each
+        assert 0 < level["server_http_held_mean"] <= level["users"] * (1 + level["server_load_margin"]), level
         assert 0 < level["server_frontend_cpu_percent"] < 200, level  # vLLM's process_cpu_seconds_total, scraped
         assert level["client_loop_lag_max_ms"] is not None, level
         if level["client_loop_lag_max_ms"] >= CLIENT_LOOP_LAG_LIMIT_MS:

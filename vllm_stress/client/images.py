@@ -9,8 +9,6 @@ import random
 import re
 from dataclasses import dataclass
 
-from PIL import Image
-
 IMAGE_FORMATS = {"jpeg": "JPEG", "png": "PNG"}  # --image-format -> Pillow's encoder
 DEFAULT_IMAGE_SIZE = "512x512"
 DEFAULT_IMAGE_POOL = 64  # distinct images a process draws from (each request takes --images of them)
@@ -28,6 +26,9 @@ def parse_size(text: str) -> tuple[int, int]:
 def data_url(width: int, height: int, image_format: str, seed: str) -> str:
     """One seeded noise image as a ``data:image/...;base64,`` URL: random pixels, so no two images share a prefix-
     or processor-cache entry and JPEG cannot shrink them to nothing."""
+    # imported on first use (docs/contributing.md, "Imports")
+    from PIL import Image
+
     pixels = random.Random(seed).randbytes(width * height * 3)
     buffer = io.BytesIO()
     Image.frombytes("RGB", (width, height), pixels).save(buffer, format=IMAGE_FORMATS[image_format])

@@ -20,9 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from jsonschema.exceptions import SchemaError
-from jsonschema.validators import validator_for
-
 VALID, INVALID, CUT = "valid", "invalid", "cut"  # requests.csv answer_valid (empty: no schema, or the request failed)
 _TOKEN = secrets.token_hex(3)  # renamed properties differ between load-generating processes and runs
 _NAME = re.compile(r"[^A-Za-z0-9_-]+")
@@ -40,6 +37,10 @@ class JsonSchema:
 def read_schemas(path: str) -> list[tuple[str, dict[str, Any]]]:
     """[(id, schema)] of a JSON file, or of a folder's ``*.json`` files (by name); ValueError for what is not a
     valid JSON schema."""
+    # imported on first use (docs/contributing.md, "Imports")
+    from jsonschema.exceptions import SchemaError
+    from jsonschema.validators import validator_for
+
     folder = Path(path)
     files = sorted(folder.glob("*.json")) if folder.is_dir() else [folder]
     if not files:
@@ -132,6 +133,8 @@ def judge(schema: JsonSchema, text: str, finish_reason: str) -> str:
     if validator is None:
         if len(_validators) >= MAX_VALIDATORS:
             _validators.clear()
+        from jsonschema.validators import validator_for
+
         validator = _validators[schema.id] = validator_for(schema.body)(schema.body)
     try:
         if validator.is_valid(json.loads(text)):

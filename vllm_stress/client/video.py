@@ -9,10 +9,12 @@ import base64
 import io
 import random
 from dataclasses import dataclass
-
-from PIL import Image, ImageChops
+from typing import TYPE_CHECKING
 
 from vllm_stress.client.images import parse_size
+
+if TYPE_CHECKING:
+    from PIL import Image
 
 VIDEO_MEDIA_TYPE = "data:video/jpeg;base64,"
 DEFAULT_VIDEO_SIZE = "448x448"
@@ -23,6 +25,9 @@ PAN_PIXELS = 8  # how far each frame's view moves across the canvas, so no two f
 
 def frames(width: int, height: int, count: int, seed: str) -> list[Image.Image]:
     """``count`` frames of ``width`` x ``height``: one seeded noise canvas, shifted ``PAN_PIXELS`` more each frame."""
+    # imported on first use (docs/contributing.md, "Imports")
+    from PIL import Image, ImageChops
+
     canvas = Image.frombytes("RGB", (width, height), random.Random(seed).randbytes(width * height * 3))
     return [ImageChops.offset(canvas, n * PAN_PIXELS, n * PAN_PIXELS // 2) for n in range(count)]
 

@@ -20,13 +20,14 @@ from vllm_stress.client.stream import receive_clocks as receive_worker_clocks
 from vllm_stress.client.stream import report_clocks
 from vllm_stress.master import promexport
 from vllm_stress.master.fdlimits import FdLimits
-from vllm_stress.master.spanreceiver import SpanReceiver
 from vllm_stress.users.target import TARGETS, Target, prepare_target
 from vllm_stress.webui import llmtab
 
 if TYPE_CHECKING:
     from locust.argument_parser import LocustArgumentParser
     from locust.env import Environment
+
+    from vllm_stress.master.spanreceiver import SpanReceiver
 
 log = logging.getLogger(__name__)
 

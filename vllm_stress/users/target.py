@@ -40,12 +40,13 @@ from vllm_stress.master.replicaset import ReplicaSet
 from vllm_stress.master.runrecorder import LocalRecorder, MasterRecorder
 from vllm_stress.master.schedulestart import MasterStart, WorkerStart, scheduled
 from vllm_stress.master.servermetrics import ServerMetrics
-from vllm_stress.master.spanreceiver import SpanReceiver
 from vllm_stress.webui.liverun import LiveRun
 from vllm_stress.webui.progress import RampProgress
 
 if TYPE_CHECKING:
     from locust.env import Environment
+
+    from vllm_stress.master.spanreceiver import SpanReceiver
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +94,9 @@ class Target:
                 PromExport(environment, recorder, health),
             )
             if self.options.otlp_port:  # after ServerMetrics: its stop listener runs once the server has settled
+                # imported on first use (docs/contributing.md, "Imports")
+                from vllm_stress.master.spanreceiver import SpanReceiver
+
                 self.spans = SpanReceiver(environment, recorder, self.options.otlp_port)
         self.workloads: dict[bool, Workload] = {}  # chat template or not -> its workload
         self.prepared = gevent.event.Event()  # set when prepare() is over (successful or not): users wait for it

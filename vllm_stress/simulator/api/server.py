@@ -44,12 +44,12 @@ from .parsing import (
 from .profiler import Profiler
 from .protocol import ChunkFormat, Reasoning, chat_response, completion_response, json_bytes, model_list
 from .requestlog import REQUEST_ID_HEADER, RequestLog
-from .spanexport import SpanExporter
 from .streams import Generator, write_sse
 from .typedapi import Answer, ApiFactory, TypedApi
 
 if TYPE_CHECKING:
     from .instance import KvTransfer
+    from .spanexport import SpanExporter
 
 VLLM_VERSION = "0.33.0"
 AUTH_PREFIXES = ("/v1", "/v2", "/inference", "/cohere")
@@ -126,7 +126,12 @@ class Simulator:
         self.request_log = RequestLog(request_log) if request_log else None
         self.connections = Connections(accept_cost_s, self.request_log.accepted if self.request_log else None)
         self.registry.register(self.connections)
-        self.spans = SpanExporter(otlp_traces_endpoint, time_scale) if otlp_traces_endpoint else None
+        self.spans: SpanExporter | None = None
+        if otlp_traces_endpoint:
+            # imported on first use (docs/contributing.md, "Imports")
+            from .spanexport import SpanExporter
+
+            self.spans = SpanExporter(otlp_traces_endpoint, time_scale)
         self.connector: KvTransfer | None = None  # a P/D instance's side of the KV transfer (disagg.py)
         self.profiler = Profiler(profiler_dir, self.engine) if profiler_dir else None  # --profiler-dir
         self.dev_routes = DevRoutes(self.engine) if dev_mode else None  # --dev-mode

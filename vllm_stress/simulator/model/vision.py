@@ -12,8 +12,6 @@ import math
 import zlib
 from dataclasses import dataclass
 
-from PIL import Image, UnidentifiedImageError
-
 from .errors import ApiError
 from .profiles import Profile
 
@@ -88,6 +86,9 @@ def decode_base64(payload: str, part: str) -> bytes:
 @functools.lru_cache(maxsize=IMAGES_KEPT)
 def read_image(url: str, profile: Profile) -> ImageCost:
     """The cost of the image a data URL holds (Pillow reads its header only); kept for the next request with it."""
+    # imported on first use (docs/contributing.md, "Imports")
+    from PIL import Image, UnidentifiedImageError
+
     data = decode_data_url(url)
     try:
         width, height = Image.open(io.BytesIO(data)).size
@@ -100,6 +101,9 @@ def read_image(url: str, profile: Profile) -> ImageCost:
 def read_video(url: str, profile: Profile) -> ImageCost:
     """The cost of a ``data:video/jpeg;base64,FRAME,FRAME...`` URL, the JPEG-sequence form vLLM's video loader reads
     without a decoder (each frame's header read by Pillow; all frames of one size, as vLLM stacks them)."""
+    # imported on first use (docs/contributing.md, "Imports")
+    from PIL import Image, UnidentifiedImageError
+
     head, sep, payload = url.partition(",")
     if not (sep and head.lower() == "data:video/jpeg;base64"):
         raise ApiError("video_url: the simulator takes base64 data:video/jpeg;base64,... URLs only", param="messages")

@@ -88,8 +88,9 @@ import_locust_unpatched()
 
 
 # the real-vLLM files, each with its own real vLLM, at the head of the suite: the first on one test process, the
-# other two on another, one after the other; the first to start installs vLLM when it is missing (deploy/real-vllm.sh
-# holds the others on its lock), and one server starts at a time (serve_real_vllm)
+# other two on another, one after the other; each start waits for vLLM's install (`make test` runs it in the
+# background; deploy/real-vllm.sh holds the starts on its lock, and installs when it is missing), and one server
+# starts at a time (serve_real_vllm)
 REAL_VLLM_FILES = ("tests/test_realvllm.py", "tests/test_realvllm_pooling.py", "tests/test_realvllm_traffic.py")
 REAL_VLLM_PAIRED = REAL_VLLM_FILES[1:]
 

@@ -87,10 +87,10 @@ PARALLEL := -n $(TEST_PROCESSES) --dist loadfile --no-loadscope-reorder --durati
 SUITE := $(PY) -m pytest $(if $(QUICK),-m "not realvllm") $(PARALLEL) $(PYTEST_ARGS)
 REAL_VLLM_BESIDE = log=$$(mktemp -t real-vllm-install.XXXXXX); bash deploy/real-vllm.sh model >$$log 2>&1 && rm $$log \
   || echo "the background install of vLLM failed (the real-vLLM tests try again): $$log"
-# the gate runs beside the tests, not before them: its 20 CPU-seconds (mypy, from no cache) go where the tests leave
-# a core idle; the run fails when either fails
+# the gate runs beside the tests at the lowest priority (nice 19), not before them: its 20 CPU-seconds (mypy, from no
+# cache) go where the tests leave a core idle, mostly in the run's last minutes; the run fails when either fails
 test: browser prometheus nginx
 	@$(if $(QUICK),,{ $(REAL_VLLM_BESIDE); } & install=$$!;) \
-	$(MAKE) --no-print-directory venv && { $(MAKE) --no-print-directory lint & gate=$$!; \
+	$(MAKE) --no-print-directory venv && { nice -n 19 $(MAKE) --no-print-directory lint & gate=$$!; \
 	echo '$(SUITE)'; $(SUITE); tests=$$?; wait $$gate || { echo "make lint failed"; tests=1; }; }; \
 	status=$${tests:-1}; $(if $(QUICK),,wait $$install;) exit $$status

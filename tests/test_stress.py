@@ -113,23 +113,26 @@ def test_the_sdk_user_cuts_its_stream_too(run_locust, simulator, tmp_path):
 
 
 def test_saturated_stops_the_ramp_where_the_servers_queue_grows_through_the_hold(run_locust, simulator, tmp_path):
-    """An open loop of 10 requests/s against two sequences at a time of about 0.55 s each (3.6 requests/s): a pool
-    of 2 users keeps the server's queue empty; a pool of 200 sends at the full rate, and the queue the server reports
-    grows through the whole hold (its warm-up cut at --max-step-time, long before the pool runs dry), so
-    --stop-on saturated ends the ramp there: 400 users never run."""
+    """An open loop of 16 requests/s against two sequences at a time of about 0.55 s each (3.6 requests/s): a pool
+    of 2 users keeps the server's queue empty; a pool of 300 sends at the full rate (the arrivals the first level
+    could not send at once, then 16 a second), and the queue the server reports grows through the whole hold (its
+    warm-up cut at --max-step-time, long before the pool runs dry: 130-190 waiting at its end), so --stop-on
+    saturated ends the ramp there: 600 users never run. The queue grows by about 12 a second: at 10 requests/s (6 a
+    second) a load generator stalled for a second on a loaded machine once left the hold's last two thirds level (71
+    and 70 waiting)."""
     sim = simulator("--profile", "cpu-tiny", "--set", "t_fixed=0.05", "--max-num-seqs", "2")
-    ramp = ["--levels", "2,200,400", "--step-time", "3", "--warmup", "1", "--max-step-time", "4", "--ramp-time", "0.5"]
+    ramp = ["--levels", "2,300,600", "--step-time", "3", "--warmup", "1", "--max-step-time", "4", "--ramp-time", "0.5"]
     proc = run_locust(
-        *("-f", "locustfiles/chat.py,scenarios/shape.py", "-H", sim.url, *QUIET, *ramp, "--arrival-rate", "10"),
+        *("-f", "locustfiles/chat.py,scenarios/shape.py", "-H", sim.url, *QUIET, *ramp, "--arrival-rate", "16"),
         *("--input-tokens", "16", "--output-tokens", "10", "--stop-on", "saturated"),
         *("--server-metrics-interval", "0.5", "--results-dir", str(tmp_path / "run")),
         timeout=180,
     )
     folder = tmp_path / "run"
     stopped = run_json(folder)["stopped"]
-    assert stopped is not None and stopped["after_users"] == 200, proc.stderr[-3000:]
+    assert stopped is not None and stopped["after_users"] == 300, proc.stderr[-3000:]
     assert stopped["reason"].startswith("saturated: the server's queue grew through the hold (")
-    assert [int(level["users"]) for level in read_rows(folder / "levels.csv")] == [2, 200]  # 400 never ran
+    assert [int(level["users"]) for level in read_rows(folder / "levels.csv")] == [2, 300]  # 600 never ran
     (first, held) = read_rows(folder / "levels.csv")
     scrapes = read_rows(folder / "server_metrics.csv")
     queue = [

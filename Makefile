@@ -76,9 +76,10 @@ test-fast: $(STAMP) lint
 # the whole suite on TEST_PROCESSES processes, a test file to each in turn (pytest-xdist), the real-vLLM files first
 # and then the longest, as tests/conftest.py orders them (--no-loadscope-reorder: pytest-xdist would
 # start the files with the most tests first, and the few long ones last), its 25 slowest tests listed;
-# six on two cores: the tests mostly wait on the servers and Locust processes they start (1.5 cores busy on average
-# at six; pytest 12.3 min against 15.2 at four and 18.9 at three, benchmarks/tests.md)
-TEST_PROCESSES ?= 6
+# eight on two cores: the tests mostly wait on the servers and Locust processes they start; at six the cores were
+# 10-55 % idle once the real vLLMs had stopped, at eight about 3 % over the run (601 s against 635 s in all from a
+# clean clone, benchmarks/tests.md)
+TEST_PROCESSES ?= 8
 PARALLEL := -n $(TEST_PROCESSES) --dist loadfile --no-loadscope-reorder --durations=25
 # QUICK=1 leaves the real-vLLM tier out. Without it, vLLM's CPU build and the tiny model are installed when missing
 # (deploy/real-vllm.sh model) in the background from the start, beside the venv, the collection and the first tests

@@ -222,7 +222,10 @@ def test_a_mixed_fleet_of_chat_and_embeddings_on_one_server(run_locust, simulato
     for name, field, unit in (("chat", "output_tokens_per_s", "output tok/s"), ("embed", "inputs_per_s", "inputs/s")):
         entry, figures = peaks[PATHS[name]], {users: levels_seen[name, users][field] for users in (2, 4)}
         assert entry["unit"] == unit and {entry["peak_users"], entry["saturation_users"]} <= set(figures), entry
-        assert entry["peak"] == pytest.approx(max(figures.values())) == figures[entry["peak_users"]], (entry, figures)
+        # its peak is its best steady level (tests/test_endpoint_peaks.py): one of its class's levels, which two
+        # levels of 3 s on a loaded machine are not always both (an embeddings peak at 2 users of 62.8 inputs/s, 4
+        # users unsteady at 87.5)
+        assert entry["peak"] == figures[entry["peak_users"]] <= max(figures.values()), (entry, figures)
     report = (tmp_path / "report" / "report.md").read_text()
     table = report.split("## Traffic classes")[1].split("\n## ")[0]
     assert "| endpoint | req/s | output tok/s |" in table and "| inputs/s | input tok/s | e2e p50 | e2e p99 |" in table

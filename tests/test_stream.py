@@ -138,6 +138,7 @@ def test_a_late_read_still_gets_the_bytes_arrival_time():
         accepted, _ = server.accept()
         with accepted:
             accepted.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+            stamps_on(client, accepted)
             before = time.time()
             client.sendall(b"data: x\n\n")
             sent = time.time()
@@ -147,6 +148,18 @@ def test_a_late_read_still_gets_the_bytes_arrival_time():
     arrived = kernel_time(ancillary)
     assert data == b"data: x\n\n"
     assert arrived is not None and before <= arrived <= sent < read - 0.2
+
+
+def stamps_on(sender: socket.socket, receiver: socket.socket) -> None:
+    """Wait until the kernel stamps what ``receiver`` gets. Linux turns its receive timestamps on for the first socket
+    that asks in a deferred work item, so bytes that arrive right after may come unstamped (one read in ~300 here)."""
+    for _ in range(100):
+        sender.sendall(b"?")
+        _data, ancillary, _flags, _address = receiver.recvmsg(1, 64)
+        if kernel_time(ancillary) is not None:
+            return
+        time.sleep(0.01)
+    pytest.fail("the kernel never stamped a read")
 
 
 def http_chunk(data: bytes) -> bytes:

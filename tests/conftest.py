@@ -13,6 +13,7 @@ import contextlib
 import fcntl
 import importlib
 import json
+import math
 import os
 import shutil
 import signal
@@ -54,9 +55,9 @@ TIERS = {
     "browser": ("browser",),
     "network": ("netns",),
 }
-# fixtures of tests that run a whole load test or its like (a ramp, a cluster, a real vLLM): tens of seconds each
-WHOLE_RUNS = {"scenarios", "processes", "installed_suite", "real_vllm", "real_vllm_traffic", "real_vllm_pooling"}
-WHOLE_RUNS |= {"browser", "network"}
+# the seconds each test file took in a whole run (`python -m benchmarks.test_times JUNIT... --write` writes it): the
+# order the test processes take the files in
+FILE_SECONDS = json.loads((REPO / "tests" / "file_seconds.json").read_text())
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")  # the Makefile's
 CHROMIUM_ARGS = [
     "--headless",
@@ -98,21 +99,19 @@ REAL_VLLM_PAIRED = REAL_VLLM_FILES[1:]
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark each test's tiers by the fixtures it uses, and put the longest files first: the test processes take a
     file at a time (pytest-xdist's ``--dist loadfile``), so the files that start last decide when the suite ends.
-    The real-vLLM files come first (REAL_VLLM_FILES); then a file's length is told by its tests that run whole load
-    tests (WHOLE_RUNS), then by those that start anything."""
+    The real-vLLM files come first (REAL_VLLM_FILES), then a file not timed yet, then the rest by the seconds they
+    took (FILE_SECONDS)."""
     for item in items:
         markers = {marker for name in item.fixturenames for marker in TIERS.get(name, ())}
         for marker in sorted(markers) or ["fast"]:
             item.add_marker(marker)
         if "realvllm" in markers and file_of(item.nodeid) not in REAL_VLLM_FILES:
             raise pytest.UsageError(f"{item.nodeid} needs a real vLLM: its file belongs in REAL_VLLM_FILES")
-    whole_runs = Counter(item.path for item in items if WHOLE_RUNS.intersection(item.fixturenames))
-    starting = Counter(item.path for item in items if item.get_closest_marker("fast") is None)
 
-    def order(item: pytest.Item) -> tuple[int, int, int]:
+    def order(item: pytest.Item) -> tuple[int, float]:
         file = file_of(item.nodeid)
         first = REAL_VLLM_FILES.index(file) if file in REAL_VLLM_FILES else len(REAL_VLLM_FILES)
-        return first, -whole_runs[item.path], -starting[item.path]
+        return first, -FILE_SECONDS.get(file, math.inf)
 
     items.sort(key=order)  # stable: a file's tests stay in order
 

@@ -223,6 +223,7 @@ OTHER_PROGRAMS = {
     "kubectl": {"--from-file"},
     "production-stack router": {"--routing-logic", "--session-key"},
     "mkdocs": {"--strict"},
+    "pytest": {"--junitxml"},
 }  # fmt: skip
 PASSED = re.compile(r"(?P<via>--locust-arg|--simulator-arg)[= ](?P<option>--[\w-]+)")
 SCRIPT_OPTION = re.compile(r"add_argument\(\s*\"(--[\w-]+)\"|^\s*(--[\w-]+)(?: \| -\w)?\)", re.MULTILINE)

@@ -26,11 +26,14 @@ NOT_INSTALLED = { echo "$(1) is not installed: run 'make $(2)' as root (Debian's
 
 .PHONY: venv demo test test-fast lint real-vllm browser prometheus nginx
 
+# no --compile-bytecode: of the venv's 9,500 modules a collection and a Locust start compile 2,900, and the first
+# process to import one writes its bytecode (make test's collection before the run: 12.0 CPU-s against 8.8, for a venv
+# made in 6.4 CPU-s against 25.5, benchmarks/tests.md)
 $(STAMP): requirements.txt requirements-dev.txt requirements-uv.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q -r requirements-uv.txt
-	$(VENV)/bin/uv pip install -q --compile-bytecode --python $(PY) -r requirements.txt -r requirements-dev.txt
-	$(VENV)/bin/uv pip install -q --compile-bytecode --python $(PY) --no-deps -e .
+	$(VENV)/bin/uv pip install -q --python $(PY) -r requirements.txt -r requirements-dev.txt
+	$(VENV)/bin/uv pip install -q --python $(PY) --no-deps -e .
 	touch $(STAMP)
 
 venv: $(STAMP)

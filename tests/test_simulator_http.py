@@ -5,7 +5,6 @@ import http.client
 import json
 import urllib.parse
 
-import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -70,6 +69,8 @@ def sim(module_simulator):
 
 @pytest.fixture(scope="module")
 def client(sim):
+    import openai  # here, not at the top: each test process collects this file, and openai takes 0.4 CPU-s to import
+
     return openai.OpenAI(base_url=f"{sim.url}/v1", api_key="unused", max_retries=0)
 
 

@@ -101,12 +101,18 @@ def run_locust(
     spec = workers if isinstance(workers, Workers) else Workers(workers)
     port = str(spec.bind_port or free_port())
     common = locust_command(config, keys, target, extra_args)
-    master_cmd = common + master_args(name, run_dir, spec, port, web_port, label)
-    worker_cmd = common + ["--worker", "--master-host", spec.connect_host, "--master-port", port]
+    # local workers alone: Locust forks them from the master once it has read the locustfile (--processes; they dial
+    # --master-port), so none pays the imports a process started anew pays (0.6 CPU-s, docs/concepts/locust.md §3)
+    forked = spec.local > 0 and not spec.remote
+    dial = ["--master-host", spec.connect_host, "--master-port", port]
+    role = ["--processes", str(spec.local), *dial] if forked else ["--master"]
+    master_cmd = common + role + master_args(name, run_dir, spec, port, web_port, label)
+    worker_cmd = [*common, "--worker", *dial]
     # own sessions: a Ctrl-C reaches only this process, which stops the master first (it collects the workers' last
-    # rows and marks the run incomplete), then the workers; they get SIGTERM if this process is killed
+    # rows and marks the run incomplete), then the workers (the master stops those it forked); they get SIGTERM if
+    # this process is killed
     master = children.popen(master_cmd, cwd=ROOT)
-    workers_started = [children.popen(worker_cmd, cwd=ROOT) for _ in range(spec.local)]
+    workers_started = [] if forked else [children.popen(worker_cmd, cwd=ROOT) for _ in range(spec.local)]
     try:
         return wait_for_run(master, workers_started, limit_s or longest_run_s(keys))
     except KeyboardInterrupt:
@@ -130,7 +136,6 @@ def master_args(name: str, run_dir: Path, workers: Workers, port: str, web_port:
         else ["--headless"]
     )
     return [
-        "--master",
         *ui,
         "--master-bind-host",
         workers.bind_host,

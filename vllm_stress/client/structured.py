@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 VALID, INVALID, CUT = "valid", "invalid", "cut"  # requests.csv answer_valid (empty: no schema, or the request failed)
-_TOKEN = secrets.token_hex(3)  # renamed properties differ between load-generating processes and runs
 _NAME = re.compile(r"[^A-Za-z0-9_-]+")
 
 
@@ -89,6 +88,9 @@ class SchemaPool:
         self._turn = 0
         self._variants = 0
         self._sent: set[str] = set()
+        # the new variants' names differ between load-generating processes and runs: drawn here, not at import, which
+        # a master's forked workers share (docs/concepts/locust.md §3)
+        self._token = secrets.token_hex(3)
 
     def next(self) -> JsonSchema | None:
         """The next request's schema, or None for an unconstrained request."""
@@ -98,8 +100,8 @@ class SchemaPool:
         self._turn += 1
         if self._rng.random() < self.new_share:
             self._variants += 1
-            name = f"{name}-{_TOKEN}{self._variants}"
-            body = renamed(body, f"{next(iter(body['properties']))}_{_TOKEN}{self._variants}")
+            name = f"{name}-{self._token}{self._variants}"
+            body = renamed(body, f"{next(iter(body['properties']))}_{self._token}{self._variants}")
         first = name not in self._sent
         self._sent.add(name)
         return JsonSchema(name, body, first)

@@ -165,9 +165,20 @@ def wait_for_run(master: subprocess.Popen, workers: list[subprocess.Popen], limi
     finally:  # also on Ctrl-C: stop the master first so it keeps what the workers send
         if master.poll() is None:
             stop_master(master)
+        end_forked_workers(master)
         for worker in workers:
             stop_process(worker, STOP_GRACE_S)
     return code
+
+
+def end_forked_workers(master: subprocess.Popen) -> None:
+    """End the workers a master forked (--processes), if it left any: they share its process group (its own
+    session), and inherit no parent-death signal, so a master killed at the stop's end would leave them sending load
+    until they missed its heartbeats. A master that ended by itself stopped them; its group is then empty."""
+    try:
+        os.killpg(master.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
 
 
 def stop_master(master: subprocess.Popen) -> int:
